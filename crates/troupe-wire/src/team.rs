@@ -1,0 +1,76 @@
+//! The roster, `.troupe/team.json`: who is on the team and in what state, for inspection.
+
+use serde::{Deserialize, Serialize};
+
+use crate::strict::parse_json_bytes;
+use crate::{AgentName, UtcTime, WireError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeammateStatus {
+    /// A worker is processing the teammate's mailbox.
+    Running,
+    /// No worker: the mailbox was empty and the worker task ended.
+    Idle,
+    /// A message could not be processed for a reason other than its own validity; see `detail`.
+    Failed,
+    /// The teammate answered a shutdown request and takes no more messages.
+    Shutdown,
+}
+
+impl TeammateStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Idle => "idle",
+            Self::Failed => "failed",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeammateRecord {
+    pub name: AgentName,
+    pub role: String,
+    pub status: TeammateStatus,
+    /// Why the teammate failed (null otherwise).
+    pub detail: Option<String>,
+    pub updated_at_utc: UtcTime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamRoster {
+    pub version: u64,
+    pub teammates: Vec<TeammateRecord>,
+}
+
+impl TeamRoster {
+    pub const VERSION: u64 = 1;
+
+    pub fn empty() -> Self {
+        Self {
+            version: Self::VERSION,
+            teammates: Vec::new(),
+        }
+    }
+
+    pub fn from_json_bytes(bytes: &[u8]) -> Result<Self, WireError> {
+        let value = parse_json_bytes(bytes, "team")?;
+        let roster: Self =
+            serde_json::from_value(value).map_err(|e| WireError::new(format!("team: {e}")))?;
+        if roster.version != Self::VERSION {
+            return Err(WireError::new(format!(
+                "team: unsupported version {}",
+                roster.version
+            )));
+        }
+        Ok(roster)
+    }
+
+    pub fn to_json_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,1 @@
+//! Read-only views of a workspace (in progress).

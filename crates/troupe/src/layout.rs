@@ -1,0 +1,75 @@
+//! Where everything lives under `<workspace>/.troupe/` (SPEC §3).
+
+use std::path::{Path, PathBuf};
+
+use troupe_wire::AgentName;
+
+/// The paths of one workspace's state. Cheap to clone; it holds only the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    workspace: PathBuf,
+}
+
+impl Layout {
+    pub const STATE_DIR: &'static str = ".troupe";
+
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            workspace: workspace.into(),
+        }
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// `<workspace>/.troupe`
+    pub fn state_dir(&self) -> PathBuf {
+        self.workspace.join(Self::STATE_DIR)
+    }
+
+    /// `.troupe/mailboxes`
+    pub fn mailboxes_dir(&self) -> PathBuf {
+        self.state_dir().join("mailboxes")
+    }
+
+    /// `.troupe/mailboxes/<agent>`
+    pub fn mailbox_dir(&self, agent: &AgentName) -> PathBuf {
+        self.mailboxes_dir().join(agent.as_str())
+    }
+
+    /// `.troupe/protocol`
+    pub fn protocol_dir(&self) -> PathBuf {
+        self.state_dir().join("protocol")
+    }
+
+    /// `.troupe/protocol/state.json`
+    pub fn protocol_state(&self) -> PathBuf {
+        self.protocol_dir().join("state.json")
+    }
+
+    /// `.troupe/protocol/archive.jsonl`: resolved requests moved out of `state.json`.
+    pub fn protocol_archive(&self) -> PathBuf {
+        self.protocol_dir().join("archive.jsonl")
+    }
+
+    /// `.troupe/protocol/.protocol.lock`
+    pub fn protocol_lock(&self) -> PathBuf {
+        self.protocol_dir().join(".protocol.lock")
+    }
+
+    /// `.troupe/team.json`
+    pub fn team_file(&self) -> PathBuf {
+        self.state_dir().join("team.json")
+    }
+
+    /// `.troupe/audit.jsonl`
+    pub fn audit_log(&self) -> PathBuf {
+        self.state_dir().join("audit.jsonl")
+    }
+
+    /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
+    pub fn run_lock(&self) -> PathBuf {
+        self.state_dir().join("run.lock")
+    }
+}

@@ -1,0 +1,28 @@
+//! The troupe runtime: durable mailboxes, the protocol store, agents, tools and permissions.
+//!
+//! # Layout
+//!
+//! - [`clock`], [`ids`]: the injectable clock and id generator every store and runtime takes,
+//!   so that tests are deterministic.
+//! - [`layout`]: where things live under `<workspace>/.troupe/`.
+//! - [`error`]: the stable error codes shared by every module's error enum.
+//! - [`store`]: durable file primitives (atomic replace, folder fsync, cross-process locks), the
+//!   mailbox store and the protocol store.
+//! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client and a scripted model.
+//! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
+//! - [`permissions`]: pure rules, the policy, approval providers, the audit sink, hooks.
+//! - [`agent`]: the runner (the tool-call loop) and its history.
+//! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`.
+
+pub mod agent;
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod inspect;
+pub mod layout;
+pub mod model;
+pub mod permissions;
+pub mod store;
+pub mod tools;
+
+pub use troupe_wire as wire;

@@ -1,0 +1,197 @@
+//! Durable file primitives. Every durable write in troupe goes through this module:
+//! temp file in the same folder → `sync_all` → rename (or link) → fsync of the folder.
+//!
+//! A crash at any point leaves either the old bytes or the new bytes at the destination, never a
+//! mix; a leftover temp file (`.<name>.tmp-*`) is ignored by readers and cleaned up by the next
+//! writer of the same folder that finds it stale.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::IoError;
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Prefix of temporary files; readers skip names that start with it.
+pub const TEMP_PREFIX: char = '.';
+
+fn temp_path_for(dest: &Path) -> PathBuf {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp_name = format!(".{name}.tmp-{}-{n}", std::process::id());
+    dest.with_file_name(temp_name)
+}
+
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Writes `bytes` to a fresh temp file beside `dest` and fsyncs it. Returns the temp path.
+fn write_temp(dest: &Path, bytes: &[u8]) -> Result<PathBuf, IoError> {
+    let temp = temp_path_for(dest);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    match result {
+        Ok(()) => Ok(temp),
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            Err(IoError::new("write", &temp, e))
+        }
+    }
+}
+
+/// fsyncs a folder so that renames and creations inside it survive a crash.
+pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| IoError::new("fsync folder", dir, e))
+}
+
+/// Atomically replaces `dest` with `bytes`. On failure the old file is untouched.
+pub fn replace(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let temp = write_temp(dest, bytes)?;
+    if let Err(e) = fs::rename(&temp, dest) {
+        let _ = fs::remove_file(&temp);
+        return Err(IoError::new("rename into", dest, e));
+    }
+    fsync_dir(parent_of(dest))
+}
+
+/// Durably creates `dest` with `bytes`, failing with `AlreadyExists` if it exists. The file
+/// appears complete or not at all (it is linked into place only after its bytes are synced).
+pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let temp = write_temp(dest, bytes)?;
+    let linked = fs::hard_link(&temp, dest);
+    let _ = fs::remove_file(&temp);
+    linked.map_err(|e| IoError::new("create", dest, e))?;
+    fsync_dir(parent_of(dest))
+}
+
+/// Renames `from` to `to` and fsyncs the destination folder (and the source folder when it
+/// differs), so the move survives a crash.
+pub fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
+    fs::rename(from, to).map_err(|e| IoError::new("move", from, e))?;
+    let to_dir = parent_of(to);
+    fsync_dir(to_dir)?;
+    let from_dir = parent_of(from);
+    if from_dir != to_dir {
+        fsync_dir(from_dir)?;
+    }
+    Ok(())
+}
+
+/// Renames without fsync: for moves that recovery undoes anyway (ready → processing).
+pub fn rename_fast(from: &Path, to: &Path) -> std::io::Result<()> {
+    fs::rename(from, to)
+}
+
+/// Creates `dir` (and parents) and refuses it if it is a symlink or not a folder.
+pub fn ensure_real_dir(dir: &Path) -> Result<(), IoError> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(IoError::new(
+            "use folder",
+            dir,
+            std::io::Error::other("it is a symbolic link; troupe refuses symlinked state folders"),
+        )),
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(IoError::new(
+            "use folder",
+            dir,
+            std::io::Error::other("it exists and is not a folder"),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|e| IoError::new("create folder", dir, e))?;
+            // Re-check: a racing process may have put a symlink there.
+            match fs::symlink_metadata(dir) {
+                Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {
+                    fsync_dir(parent_of(dir))
+                }
+                _ => Err(IoError::new(
+                    "use folder",
+                    dir,
+                    std::io::Error::other("not a real folder after creation"),
+                )),
+            }
+        }
+        Err(e) => Err(IoError::new("inspect folder", dir, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replace_writes_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("state.json");
+        replace(&dest, b"one").unwrap();
+        replace(&dest, b"two").unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+
+    #[test]
+    fn failed_replace_keeps_old_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("state.json");
+        replace(&dest, b"old").unwrap();
+        // A folder in the destination's place makes the rename fail.
+        let blocked = dir.path().join("blocked");
+        fs::create_dir(&blocked).unwrap();
+        fs::write(blocked.join("x"), b"x").unwrap();
+        assert!(replace(&blocked, b"new").is_err());
+        assert_eq!(fs::read(&dest).unwrap(), b"old");
+        let leftovers = fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".tmp-")
+            })
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+
+    #[test]
+    fn create_new_refuses_existing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("m.json");
+        create_new(&dest, b"first").unwrap();
+        let err = create_new(&dest, b"second").unwrap_err();
+        assert_eq!(err.source.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&dest).unwrap(), b"first");
+    }
+
+    #[test]
+    fn ensure_real_dir_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(ensure_real_dir(&link).is_err());
+        assert!(ensure_real_dir(&real).is_ok());
+        assert!(ensure_real_dir(&dir.path().join("a/b")).is_ok());
+    }
+}

@@ -1,0 +1,40 @@
+//! Durable storage: the primitives every durable write goes through, and the two stores.
+//!
+//! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
+//!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
+//! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
+//! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
+//! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
+
+pub mod durable;
+pub mod lock;
+pub mod mailbox;
+pub mod protocol;
+
+use crate::error::ErrorCode;
+
+/// An I/O failure with the path it happened on.
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {path}: {source}")]
+pub struct IoError {
+    pub action: &'static str,
+    pub path: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    pub fn new(action: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
+        Self {
+            action,
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+impl ErrorCode for IoError {
+    fn code(&self) -> &'static str {
+        "storage_error"
+    }
+}

@@ -1,0 +1,121 @@
+//! The protocol store (SPEC §5): durable, locked registry of shutdown and plan-approval requests.
+//!
+//! Requests are registered *before* their message is sent; a response changes a request exactly
+//! once, and only when it matches in every respect (id, kind pairing, parties, pending, window).
+
+mod json;
+
+pub use json::JsonProtocolStore;
+
+use std::time::Duration;
+
+use troupe_wire::{
+    AgentName, Content, MessageId, ProtocolMessage, ProtocolRequest, RequestId, RequestKind,
+    UtcTime, WireError,
+};
+
+use super::IoError;
+use crate::error::ErrorCode;
+
+/// The default response window, `[created_at_utc, created_at_utc + 5 min)`.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
+
+/// What `create` needs; id and times come from the store's injected id generator and clock.
+#[derive(Debug, Clone)]
+pub struct NewRequest {
+    pub kind: RequestKind,
+    pub sender: AgentName,
+    pub target: AgentName,
+    pub content: Content,
+    pub ttl: Duration,
+}
+
+/// The result of consuming a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumed {
+    /// The request after the transition.
+    pub request: ProtocolRequest,
+    /// True when this exact response message had already been consumed (a retried ack): the
+    /// stored result is returned and nothing changed.
+    pub replayed: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("protocol request {0} not found")]
+    NotFound(RequestId),
+    /// Kind, sender or recipient of a message do not pair with the request.
+    #[error("message does not match request {id}: {why}")]
+    Mismatch { id: RequestId, why: String },
+    /// The response window `[created, expires)` has closed.
+    #[error("protocol request {id} expired at {expires_at}")]
+    Expired { id: RequestId, expires_at: UtcTime },
+    /// The request is not pending (already resolved by another message), or similar.
+    #[error("protocol request {id} is {status}: {why}")]
+    State {
+        id: RequestId,
+        status: String,
+        why: String,
+    },
+    /// The injected clock is earlier than the latest request's creation.
+    #[error("clock moved backwards: now {now} is before the latest request's creation {latest}")]
+    ClockBackwards { now: UtcTime, latest: UtcTime },
+    /// A new request was refused by the wire invariants (sender = target, blank content, …).
+    #[error("invalid request: {0}")]
+    Invalid(#[from] WireError),
+    /// `state.json` or the archive breaks an invariant; nothing is repaired silently.
+    #[error("protocol state at {path} is corrupt: {why}")]
+    Corrupt { path: String, why: String },
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+impl ErrorCode for ProtocolError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "protocol_not_found",
+            Self::Mismatch { .. } => "protocol_mismatch",
+            Self::Expired { .. } => "protocol_expired",
+            Self::State { .. } => "protocol_state_error",
+            Self::ClockBackwards { .. } => "protocol_clock_error",
+            Self::Invalid(_) => "invalid_arguments",
+            Self::Corrupt { .. } => "protocol_state_corrupt",
+            Self::Io(e) => e.code(),
+        }
+    }
+}
+
+/// The protocol store port.
+pub trait ProtocolStore: Send + Sync {
+    /// Registers a pending request. Fails with `ClockBackwards` if the clock is earlier than
+    /// the latest existing request's creation time.
+    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError>;
+
+    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError>;
+
+    /// Every request ever registered (pending and resolved), in creation order.
+    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
+
+    /// Requests whose stored status is pending (expired ones included), in creation order.
+    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
+
+    /// The last plan_approval request `sender` created, by creation order.
+    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError>;
+
+    /// Checks that a `*_request` message matches a registered pending, unexpired request
+    /// (same id, kind, sender, target). Read-only.
+    fn validate_request(&self, message: &ProtocolMessage)
+        -> Result<ProtocolRequest, ProtocolError>;
+
+    /// Checks that a `*_response` message would be consumed (or is a replay of the message that
+    /// was). Read-only.
+    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
+
+    /// Applies a response exactly once (see SPEC §5 for every condition).
+    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
+}
+
+/// Identifies the response message that resolved a request (for idempotent replays).
+pub fn resolved_by(request: &ProtocolRequest) -> Option<MessageId> {
+    request.resolution().map(|r| r.message_id)
+}
