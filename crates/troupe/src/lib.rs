@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod clock;
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod inspect;

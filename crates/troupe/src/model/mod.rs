@@ -1,1 +1,215 @@
-//! model (in progress).
+//! The model layer: the [`ModelClient`] port and its two implementations.
+//!
+//! - [`types`]: the conversation types (history, requests, responses), troupe's own shapes.
+//! - [`openai`]: the OpenAI Chat Completions client (any compatible server), with timeouts,
+//!   retries and a fallback model. HTTP transport in `openai/mod.rs`, JSON shape in `openai/wire.rs`.
+//! - [`retry`]: the backoff policy the client retries with.
+//! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
+//!
+//! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
+//! the composition root.
+
+pub mod openai;
+pub mod retry;
+pub mod scripted;
+pub mod types;
+
+use std::time::Duration;
+
+pub use openai::OpenAiClient;
+pub use retry::RetryPolicy;
+pub use scripted::{ScriptError, ScriptedModel};
+pub use types::{
+    AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, ToolSpec,
+    Usage,
+};
+
+use crate::error::ErrorCode;
+
+/// A language model that answers a conversation, possibly with tool calls.
+#[async_trait::async_trait]
+pub trait ModelClient: Send + Sync {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+/// Why a model call failed. Every message is one line a CLI can print as-is; none contains the API
+/// key (server messages are scrubbed of it).
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// HTTP 401 or 403.
+    #[error("model server refused the credentials for model `{model}` (HTTP {status}){}; check OPENAI_API_KEY", detail(.message))]
+    Auth {
+        model: String,
+        status: u16,
+        message: Option<String>,
+    },
+    /// HTTP 404: usually an unknown model, sometimes a base URL without its `/v1`.
+    #[error("model `{model}` not found at {endpoint} (HTTP 404){}; check OPENAI_MODEL and OPENAI_BASE_URL", detail(.message))]
+    NotFound {
+        model: String,
+        endpoint: String,
+        message: Option<String>,
+    },
+    /// HTTP 429, after the last attempt.
+    #[error("model server rate-limited model `{model}` (HTTP 429){}{}", after_attempts(*.attempts), detail(.message))]
+    RateLimited {
+        model: String,
+        attempts: u32,
+        message: Option<String>,
+    },
+    /// HTTP 5xx, after the last attempt.
+    #[error("model server failed for model `{model}` (HTTP {status}){}{}", after_attempts(*.attempts), detail(.message))]
+    ServerError {
+        model: String,
+        status: u16,
+        attempts: u32,
+        message: Option<String>,
+    },
+    /// A success status with a body that is not a usable completion.
+    #[error("model server sent a malformed response for model `{model}`: {reason}")]
+    BadResponse { model: String, reason: String },
+    /// No complete answer within the client's timeout, after the last attempt.
+    #[error("model `{model}` did not answer within {}{}", human_duration(*.timeout), after_attempts(*.attempts))]
+    Timeout {
+        model: String,
+        timeout: Duration,
+        attempts: u32,
+    },
+    /// The server could not be reached or the connection broke, after the last attempt.
+    #[error("could not reach the model server at {endpoint}{}: {reason}", after_attempts(*.attempts))]
+    Transport {
+        endpoint: String,
+        attempts: u32,
+        reason: String,
+    },
+    /// Any other 4xx (bad request, context too long, …): never retried.
+    #[error("model server refused the request for model `{model}` (HTTP {status}){}", detail(.message))]
+    RequestRefused {
+        model: String,
+        status: u16,
+        message: Option<String>,
+    },
+    /// The primary model failed in a way that triggers the fallback, and the fallback failed too.
+    /// Its code is the fallback's code: that is the failure the caller is left with.
+    #[error("{primary}; the fallback also failed: {fallback}")]
+    FallbackFailed {
+        primary: Box<ModelError>,
+        fallback: Box<ModelError>,
+    },
+    /// A [`ScriptedModel`] was asked for more responses than its script holds.
+    #[error("the scripted model has no response left (it served {served})")]
+    ScriptExhausted { served: usize },
+}
+
+impl ErrorCode for ModelError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Auth { .. } => "model_auth",
+            Self::NotFound { .. } => "model_not_found",
+            Self::RateLimited { .. } => "model_rate_limited",
+            Self::ServerError { .. } => "model_server_error",
+            Self::BadResponse { .. } => "model_bad_response",
+            Self::Timeout { .. } => "model_timeout",
+            Self::Transport { .. } => "model_transport",
+            Self::RequestRefused { .. } => "model_request_refused",
+            Self::FallbackFailed { fallback, .. } => fallback.code(),
+            Self::ScriptExhausted { .. } => "model_script_exhausted",
+        }
+    }
+}
+
+impl ModelError {
+    /// Whether trying the same request again may succeed: rate limits, server errors, timeouts
+    /// and connection failures.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. }
+                | Self::ServerError { .. }
+                | Self::Timeout { .. }
+                | Self::Transport { .. }
+        )
+    }
+
+    /// Whether the fallback model is tried after the primary failed with this error: every
+    /// retryable error (the primary's retries are spent by then) and an unknown model. Not auth
+    /// (the same key would be refused), not other 4xx (the request itself is at fault), not a
+    /// malformed response.
+    pub fn triggers_fallback(&self) -> bool {
+        self.is_retryable() || matches!(self, Self::NotFound { .. })
+    }
+
+    /// The error for an HTTP failure status: 401/403 auth, 404 not found, 429 rate limited,
+    /// 5xx server error, anything else refused. `message` is the server's, already one line.
+    pub(crate) fn from_status(
+        status: u16,
+        model: &str,
+        endpoint: &str,
+        message: Option<String>,
+    ) -> Self {
+        let model = model.to_owned();
+        match status {
+            401 | 403 => Self::Auth {
+                model,
+                status,
+                message,
+            },
+            404 => Self::NotFound {
+                model,
+                endpoint: endpoint.to_owned(),
+                message,
+            },
+            429 => Self::RateLimited {
+                model,
+                attempts: 1,
+                message,
+            },
+            500..=599 => Self::ServerError {
+                model,
+                status,
+                attempts: 1,
+                message,
+            },
+            _ => Self::RequestRefused {
+                model,
+                status,
+                message,
+            },
+        }
+    }
+
+    /// Records how many attempts were made before giving up.
+    pub(crate) fn with_attempts(mut self, made: u32) -> Self {
+        match &mut self {
+            Self::RateLimited { attempts, .. }
+            | Self::ServerError { attempts, .. }
+            | Self::Timeout { attempts, .. }
+            | Self::Transport { attempts, .. } => *attempts = made,
+            _ => {}
+        }
+        self
+    }
+}
+
+fn detail(message: &Option<String>) -> String {
+    match message {
+        Some(message) => format!(": {message}"),
+        None => String::new(),
+    }
+}
+
+fn after_attempts(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" after {attempts} attempts")
+    } else {
+        String::new()
+    }
+}
+
+fn human_duration(duration: Duration) -> String {
+    if duration >= Duration::from_secs(1) && duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}

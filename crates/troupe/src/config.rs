@@ -1,0 +1,275 @@
+//! Model configuration (SPEC §8): which server, key and model the OpenAI client uses.
+//!
+//! Each setting is taken from the first place that has a non-blank value:
+//! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the default.
+//! The `.env` file is read with dotenvy's parser into a map; the process environment is never
+//! modified. The environment is passed in as a map, so tests never touch the real one.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `OPENAI_API_KEY` | bearer token | required |
+//! | `OPENAI_MODEL` | model name | required |
+//! | `OPENAI_BASE_URL` | API root, with or without trailing `/` | `https://api.openai.com/v1` |
+//! | `OPENAI_FALLBACK_MODEL` | model tried when the primary fails (see `model::openai`) | none |
+//! | `TROUPE_MODEL_TIMEOUT_SECS` | per-request timeout, seconds | 120 |
+//! | `TROUPE_MODEL_MAX_ATTEMPTS` | attempts per model, first included | 3 |
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::ErrorCode;
+use crate::model::RetryPolicy;
+
+pub const API_KEY_VAR: &str = "OPENAI_API_KEY";
+pub const BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+pub const MODEL_VAR: &str = "OPENAI_MODEL";
+pub const FALLBACK_MODEL_VAR: &str = "OPENAI_FALLBACK_MODEL";
+pub const TIMEOUT_VAR: &str = "TROUPE_MODEL_TIMEOUT_SECS";
+pub const MAX_ATTEMPTS_VAR: &str = "TROUPE_MODEL_MAX_ATTEMPTS";
+
+/// Every variable this module reads, in the order they are documented.
+pub const VARIABLES: [&str; 6] = [
+    API_KEY_VAR,
+    BASE_URL_VAR,
+    MODEL_VAR,
+    FALLBACK_MODEL_VAR,
+    TIMEOUT_VAR,
+    MAX_ATTEMPTS_VAR,
+];
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The workspace file read after the process environment.
+pub const ENV_FILE_NAME: &str = ".env";
+
+/// An API key. Its `Debug` never shows it, so configs and clients can be logged safely.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    /// The key itself, for the `Authorization` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+/// Everything the OpenAI client needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub api_key: ApiKey,
+    pub base_url: String,
+    pub model: String,
+    pub fallback_model: Option<String>,
+    /// Per attempt, connecting to the last byte of the body.
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// Values given explicitly (CLI flags); each one that is set beats the environment and `.env`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOverrides {
+    pub api_key: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub fallback_model: Option<String>,
+    pub timeout: Option<Duration>,
+    pub max_attempts: Option<u32>,
+}
+
+/// Why the model configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Required variables that are unset (or blank) everywhere.
+    #[error("missing model configuration: {} (set in the environment or in <workspace>/.env)", .names.join(", "))]
+    Missing { names: Vec<&'static str> },
+    #[error("invalid {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+    #[error("cannot read {path}: {reason}")]
+    EnvFile { path: String, reason: String },
+}
+
+impl ErrorCode for ConfigError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Missing { .. } => "config_missing",
+            Self::Invalid { .. } => "config_invalid",
+            Self::EnvFile { .. } => "config_env_file",
+        }
+    }
+}
+
+impl ModelConfig {
+    /// A config with the defaults for everything but the key and model.
+    pub fn new(api_key: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            api_key: ApiKey::new(api_key),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: model.into(),
+            fallback_model: None,
+            timeout: DEFAULT_TIMEOUT,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Loads from the real process environment and `<workspace>/.env`.
+    pub fn load(workspace: &Path, overrides: &ModelOverrides) -> Result<Self, ConfigError> {
+        Self::load_with_env(&process_env()?, workspace, overrides)
+    }
+
+    /// Loads with `env` standing in for the process environment.
+    pub fn load_with_env(
+        env: &HashMap<String, String>,
+        workspace: &Path,
+        overrides: &ModelOverrides,
+    ) -> Result<Self, ConfigError> {
+        let dotenv = read_env_file(&workspace.join(ENV_FILE_NAME))?;
+        Self::resolve(env, &dotenv, overrides)
+    }
+
+    /// Combines the three sources; no I/O.
+    pub fn resolve(
+        env: &HashMap<String, String>,
+        dotenv: &HashMap<String, String>,
+        overrides: &ModelOverrides,
+    ) -> Result<Self, ConfigError> {
+        let pick = |flag: &Option<String>, name: &str| -> Option<String> {
+            [flag.as_ref(), env.get(name), dotenv.get(name)]
+                .into_iter()
+                .flatten()
+                .map(|value| value.trim())
+                .find(|value| !value.is_empty())
+                .map(str::to_owned)
+        };
+        let api_key = pick(&overrides.api_key, API_KEY_VAR);
+        let model = pick(&overrides.model, MODEL_VAR);
+        let (api_key, model) = match (api_key, model) {
+            (Some(api_key), Some(model)) => (api_key, model),
+            (api_key, model) => {
+                let names = [
+                    (API_KEY_VAR, api_key.is_none()),
+                    (MODEL_VAR, model.is_none()),
+                ]
+                .into_iter()
+                .filter_map(|(name, missing)| missing.then_some(name))
+                .collect();
+                return Err(ConfigError::Missing { names });
+            }
+        };
+        let base_url =
+            pick(&overrides.base_url, BASE_URL_VAR).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        check_base_url(&base_url)?;
+        let timeout = match overrides.timeout {
+            Some(timeout) => timeout,
+            None => match pick(&None, TIMEOUT_VAR) {
+                Some(raw) => Duration::from_secs(positive(TIMEOUT_VAR, &raw)?),
+                None => DEFAULT_TIMEOUT,
+            },
+        };
+        if timeout.is_zero() {
+            return Err(ConfigError::Invalid {
+                name: TIMEOUT_VAR,
+                reason: "the timeout must be more than zero".to_owned(),
+            });
+        }
+        let max_attempts = match overrides.max_attempts {
+            Some(attempts) => attempts,
+            None => match pick(&None, MAX_ATTEMPTS_VAR) {
+                Some(raw) => {
+                    let attempts = positive(MAX_ATTEMPTS_VAR, &raw)?;
+                    u32::try_from(attempts).map_err(|_| ConfigError::Invalid {
+                        name: MAX_ATTEMPTS_VAR,
+                        reason: format!("`{raw}` is too large"),
+                    })?
+                }
+                None => RetryPolicy::default().max_attempts,
+            },
+        };
+        Ok(Self {
+            api_key: ApiKey::new(api_key),
+            base_url,
+            model,
+            fallback_model: pick(&overrides.fallback_model, FALLBACK_MODEL_VAR),
+            timeout,
+            retry: RetryPolicy {
+                max_attempts: max_attempts.max(1),
+                ..RetryPolicy::default()
+            },
+        })
+    }
+}
+
+/// The variables this module reads, from the real process environment.
+pub fn process_env() -> Result<HashMap<String, String>, ConfigError> {
+    let mut env = HashMap::new();
+    for name in VARIABLES {
+        match std::env::var(name) {
+            Ok(value) => {
+                env.insert(name.to_owned(), value);
+            }
+            Err(std::env::VarError::NotPresent) => {}
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(ConfigError::Invalid {
+                    name,
+                    reason: "the value is not valid UTF-8".to_owned(),
+                })
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map.
+pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
+    let env_file_error = |reason: String| ConfigError::EnvFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let entries = match dotenvy::from_path_iter(path) {
+        Ok(entries) => entries,
+        Err(err) if err.not_found() => return Ok(HashMap::new()),
+        Err(err) => return Err(env_file_error(err.to_string())),
+    };
+    let mut vars = HashMap::new();
+    for entry in entries {
+        let (name, value) = entry.map_err(|err| env_file_error(err.to_string()))?;
+        vars.insert(name, value);
+    }
+    Ok(vars)
+}
+
+fn check_base_url(raw: &str) -> Result<(), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: BASE_URL_VAR,
+        reason,
+    };
+    let url = reqwest::Url::parse(raw).map_err(|err| invalid(format!("`{raw}`: {err}")))?;
+    match url.scheme() {
+        "http" | "https" => Ok(()),
+        other => Err(invalid(format!(
+            "`{raw}`: the scheme must be http or https, not {other}"
+        ))),
+    }
+}
+
+fn positive(name: &'static str, raw: &str) -> Result<u64, ConfigError> {
+    match raw.parse::<u64>() {
+        Ok(value) if value > 0 => Ok(value),
+        _ => Err(ConfigError::Invalid {
+            name,
+            reason: format!("`{raw}` is not a whole number greater than zero"),
+        }),
+    }
+}

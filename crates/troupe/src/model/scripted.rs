@@ -1,0 +1,297 @@
+//! A scripted [`ModelClient`] for tests and the offline demo.
+//!
+//! Responses come from a queue built in code or loaded from JSON, then (when the queue is empty)
+//! from an optional function of the request; with neither left, the call fails with
+//! `model_script_exhausted`. Every request is recorded, so a test can assert what the runner sent.
+//!
+//! # JSON script format
+//!
+//! ```json
+//! {"responses": [
+//!   {"text": "Hello."},
+//!   {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}]},
+//!   {"text": "Two at once.", "tool_calls": [
+//!      {"id": "call_a", "name": "read_file", "arguments": {"path": "a.txt"}},
+//!      {"name": "shell", "arguments": "{not json"}],
+//!    "finish_reason": "tool_calls",
+//!    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
+//!   {"error": {"status": 500, "message": "overloaded"}}
+//! ]}
+//! ```
+//!
+//! Each entry is a response (`text` and/or `tool_calls`) or an `error` (an HTTP status, mapped to
+//! the same error the OpenAI client would give, and an optional message). Tool-call `arguments`
+//! that are a JSON string are passed through as raw text (so invalid JSON can be scripted);
+//! anything else is serialised; missing means `{}`. `id` defaults to `call_<n>`, numbered from 1
+//! across the script. `finish_reason` defaults to `tool_calls` when there are tool calls, else
+//! `stop`. Unknown keys are refused.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::types::{AssistantMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, Usage};
+use super::{ModelClient, ModelError};
+use crate::error::ErrorCode;
+
+/// The model name scripted responses carry.
+pub const SCRIPTED_MODEL_NAME: &str = "scripted";
+
+type Responder = Box<dyn FnMut(&ModelRequest) -> Result<ModelResponse, ModelError> + Send>;
+
+/// A model that answers from a script. Build it, then share it (e.g. in an `Arc`).
+pub struct ScriptedModel {
+    queue: Mutex<Queue>,
+    /// Called when the queue is empty. Its own lock, so a responder may inspect the model.
+    responder: Mutex<Option<Responder>>,
+    requests: Mutex<Vec<ModelRequest>>,
+    /// Numbers the tool-call ids the builders make up.
+    next_call_number: usize,
+}
+
+#[derive(Default)]
+struct Queue {
+    responses: VecDeque<Result<ModelResponse, ModelError>>,
+    served: usize,
+}
+
+/// A JSON script that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("cannot read the model script {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("the model script is not valid: {reason}")]
+    Parse { reason: String },
+    #[error("the model script's response #{index} is not valid: {reason}")]
+    Entry { index: usize, reason: String },
+}
+
+impl ErrorCode for ScriptError {
+    fn code(&self) -> &'static str {
+        "model_script_invalid"
+    }
+}
+
+impl Default for ScriptedModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScriptedModel {
+    /// An empty script.
+    pub fn new() -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            responder: Mutex::new(None),
+            requests: Mutex::new(Vec::new()),
+            next_call_number: 1,
+        }
+    }
+
+    /// A model that answers every request with `respond(request)`. Queued responses (added with
+    /// the builders) still come first.
+    pub fn from_fn<F>(respond: F) -> Self
+    where
+        F: FnMut(&ModelRequest) -> Result<ModelResponse, ModelError> + Send + 'static,
+    {
+        let model = Self::new();
+        *lock(&model.responder) = Some(Box::new(respond));
+        model
+    }
+
+    /// Queues a text answer.
+    pub fn text(self, content: impl Into<String>) -> Self {
+        self.response(ModelResponse::text(content, SCRIPTED_MODEL_NAME))
+    }
+
+    /// Queues an answer calling one tool with `arguments` (serialised as JSON).
+    pub fn tool_call(self, name: impl Into<String>, arguments: Value) -> Self {
+        self.tool_calls([(name, arguments)])
+    }
+
+    /// Queues an answer calling one tool with `arguments` passed as raw text, valid JSON or not.
+    pub fn tool_call_raw(mut self, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        let call = ToolCall::new(self.call_id(), name, arguments);
+        self.response(ModelResponse::tool_calls(vec![call], SCRIPTED_MODEL_NAME))
+    }
+
+    /// Queues one answer calling several tools.
+    pub fn tool_calls<N: Into<String>>(
+        mut self,
+        calls: impl IntoIterator<Item = (N, Value)>,
+    ) -> Self {
+        let calls = calls
+            .into_iter()
+            .map(|(name, arguments)| ToolCall::new(self.call_id(), name, arguments.to_string()))
+            .collect();
+        self.response(ModelResponse::tool_calls(calls, SCRIPTED_MODEL_NAME))
+    }
+
+    /// Queues any response.
+    pub fn response(self, response: ModelResponse) -> Self {
+        lock(&self.queue).responses.push_back(Ok(response));
+        self
+    }
+
+    /// Queues a failure.
+    pub fn error(self, error: ModelError) -> Self {
+        lock(&self.queue).responses.push_back(Err(error));
+        self
+    }
+
+    /// Loads a script file (format in the module docs).
+    pub fn from_json_file(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ScriptError::Read {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        })?;
+        Self::from_json_str(&text)
+    }
+
+    /// Parses a script (format in the module docs).
+    pub fn from_json_str(text: &str) -> Result<Self, ScriptError> {
+        let file: ScriptFile = serde_json::from_str(text).map_err(|err| ScriptError::Parse {
+            reason: err.to_string(),
+        })?;
+        let mut model = Self::new();
+        for (index, entry) in file.responses.into_iter().enumerate() {
+            let scripted = model
+                .entry(entry)
+                .map_err(|reason| ScriptError::Entry { index, reason })?;
+            lock(&model.queue).responses.push_back(scripted);
+        }
+        Ok(model)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        lock(&self.requests).clone()
+    }
+
+    /// Queued responses not served yet (the function, if any, is not counted).
+    pub fn remaining(&self) -> usize {
+        lock(&self.queue).responses.len()
+    }
+
+    fn call_id(&mut self) -> String {
+        let id = format!("call_{}", self.next_call_number);
+        self.next_call_number += 1;
+        id
+    }
+
+    fn entry(&mut self, entry: ScriptEntry) -> Result<Result<ModelResponse, ModelError>, String> {
+        if let Some(error) = entry.error {
+            if entry.text.is_some() || entry.tool_calls.is_some() || entry.usage.is_some() {
+                return Err("an `error` entry has no other keys".to_owned());
+            }
+            return Ok(Err(ModelError::from_status(
+                error.status,
+                SCRIPTED_MODEL_NAME,
+                SCRIPTED_MODEL_NAME,
+                error.message,
+            )));
+        }
+        if entry.text.is_none() && entry.tool_calls.is_none() {
+            return Err("it needs `text`, `tool_calls` or `error`".to_owned());
+        }
+        let tool_calls: Vec<ToolCall> = entry
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(|call| {
+                let arguments = match call.arguments {
+                    Some(Value::String(raw)) => raw,
+                    Some(other) => other.to_string(),
+                    None => "{}".to_owned(),
+                };
+                let id = match call.id {
+                    Some(id) => id,
+                    None => self.call_id(),
+                };
+                ToolCall::new(id, call.name, arguments)
+            })
+            .collect();
+        let finish_reason = match entry.finish_reason {
+            Some(reason) => FinishReason::from(reason),
+            None if tool_calls.is_empty() => FinishReason::Stop,
+            None => FinishReason::ToolCalls,
+        };
+        Ok(Ok(ModelResponse {
+            message: AssistantMessage {
+                content: entry.text,
+                tool_calls,
+            },
+            finish_reason,
+            usage: entry.usage,
+            model: SCRIPTED_MODEL_NAME.to_owned(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelClient for ScriptedModel {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        lock(&self.requests).push(request.clone());
+        let served = {
+            let mut queue = lock(&self.queue);
+            if let Some(next) = queue.responses.pop_front() {
+                queue.served += 1;
+                return next;
+            }
+            queue.served
+        };
+        match lock(&self.responder).as_mut() {
+            Some(respond) => respond(request),
+            None => Err(ModelError::ScriptExhausted { served }),
+        }
+    }
+}
+
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("remaining", &self.remaining())
+            .field("has_responder", &lock(&self.responder).is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A panic in a test's responder must not hide every later assertion behind a poisoned lock.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    responses: Vec<ScriptEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptEntry {
+    text: Option<String>,
+    tool_calls: Option<Vec<ScriptToolCall>>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    error: Option<ScriptErrorEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptToolCall {
+    id: Option<String>,
+    name: String,
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptErrorEntry {
+    status: u16,
+    message: Option<String>,
+}

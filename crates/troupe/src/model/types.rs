@@ -1,0 +1,218 @@
+//! The conversation types: what the runner keeps as history, sends to a model and gets back.
+//!
+//! These are troupe's own types, serialised for persisted history. They are deliberately not the
+//! OpenAI wire shape: that conversion lives in `openai/wire.rs`, so a change of provider format
+//! never changes what is on disk.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum ChatMessage {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant(AssistantMessage),
+    /// The result of one tool call, answering the call with the same id.
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::System {
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::User {
+            content: content.into(),
+        }
+    }
+
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+        }
+    }
+}
+
+impl From<AssistantMessage> for ChatMessage {
+    fn from(message: AssistantMessage) -> Self {
+        Self::Assistant(message)
+    }
+}
+
+/// What the model said: optional text and the tool calls it wants run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// `None` when the model sent no text (typical when it only calls tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl AssistantMessage {
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+
+    pub fn tool_calls(tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            content: None,
+            tool_calls,
+        }
+    }
+}
+
+/// One function call requested by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the tool result must echo in `tool_call_id`.
+    pub id: String,
+    pub name: String,
+    /// The raw JSON text the model sent. Not parsed here: a model may send invalid JSON, and the
+    /// dispatcher answers that with `invalid_arguments` so the model can correct itself.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A function tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of the tool's arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// One model call: the conversation so far and the tools on offer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    pub message: AssistantMessage,
+    pub finish_reason: FinishReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The model that answered, as the server named it (it may differ from the configured name,
+    /// e.g. a dated snapshot, or the fallback model).
+    pub model: String,
+}
+
+impl ModelResponse {
+    /// A plain text answer (finish reason `stop`), e.g. for scripted models.
+    pub fn text(content: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            message: AssistantMessage::text(content),
+            finish_reason: FinishReason::Stop,
+            usage: None,
+            model: model.into(),
+        }
+    }
+
+    /// An answer that only calls tools (finish reason `tool_calls`).
+    pub fn tool_calls(tool_calls: Vec<ToolCall>, model: impl Into<String>) -> Self {
+        Self {
+            message: AssistantMessage::tool_calls(tool_calls),
+            finish_reason: FinishReason::ToolCalls,
+            usage: None,
+            model: model.into(),
+        }
+    }
+}
+
+/// Why the model stopped. Unknown values are kept, not rejected: compatible servers invent their
+/// own (`eos`, `end_turn`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::ToolCalls => "tool_calls",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+impl From<&str> for FinishReason {
+    fn from(raw: &str) -> Self {
+        match raw {
+            "stop" => Self::Stop,
+            "tool_calls" => Self::ToolCalls,
+            "length" => Self::Length,
+            "content_filter" => Self::ContentFilter,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(raw: String) -> Self {
+        Self::from(raw.as_str())
+    }
+}
+
+impl From<FinishReason> for String {
+    fn from(reason: FinishReason) -> Self {
+        reason.as_str().to_owned()
+    }
+}
+
+impl fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Token counts, when the server reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
