@@ -89,6 +89,9 @@ impl RetryPolicy {
         };
         // The factor stays within 0..=1, so the result never exceeds the backoff.
         let factor = 1.0 - jitter * random;
+        if factor >= 1.0 {
+            return backoff;
+        }
         Duration::try_from_secs_f64(backoff.as_secs_f64() * factor).unwrap_or(backoff)
     }
 }

@@ -1,0 +1,223 @@
+//! Model configuration: precedence (flags > process env > `<workspace>/.env` > defaults), missing
+//! variables named, invalid values refused. The process environment is injected as a map.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use troupe::config::{ApiKey, ConfigError, ModelConfig, ModelOverrides, DEFAULT_BASE_URL};
+use troupe::error::ErrorCode;
+use troupe::model::RetryPolicy;
+
+fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn workspace_with_dotenv(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), text).unwrap();
+    dir
+}
+
+fn load(
+    process: &[(&str, &str)],
+    dotenv: &str,
+    overrides: &ModelOverrides,
+) -> Result<ModelConfig, ConfigError> {
+    let workspace = workspace_with_dotenv(dotenv);
+    ModelConfig::load_with_env(&env(process), workspace.path(), overrides)
+}
+
+#[test]
+fn defaults_apply_to_everything_but_key_and_model() {
+    let config = load(
+        &[("OPENAI_API_KEY", "sk-env"), ("OPENAI_MODEL", "gpt-env")],
+        "",
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+
+    assert_eq!(
+        config,
+        ModelConfig {
+            api_key: ApiKey::new("sk-env"),
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: "gpt-env".to_owned(),
+            fallback_model: None,
+            timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+        }
+    );
+    assert_eq!(DEFAULT_BASE_URL, "https://api.openai.com/v1");
+    assert_eq!(config.retry.max_attempts, 3);
+}
+
+#[test]
+fn process_env_wins_over_dotenv_and_dotenv_fills_the_rest() {
+    let config = load(
+        &[
+            ("OPENAI_MODEL", "gpt-env"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+        ],
+        "# local settings\nOPENAI_API_KEY=sk-dotenv\nexport OPENAI_MODEL=\"gpt-dotenv\"\n\
+         OPENAI_BASE_URL=http://dotenv.invalid/v1\nOPENAI_FALLBACK_MODEL='gpt-small'\n\
+         TROUPE_MODEL_TIMEOUT_SECS=30\nTROUPE_MODEL_MAX_ATTEMPTS=5\n",
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+
+    assert_eq!(config.api_key.expose(), "sk-dotenv");
+    assert_eq!(config.model, "gpt-env");
+    assert_eq!(config.base_url, "http://127.0.0.1:1/v1");
+    assert_eq!(config.fallback_model.as_deref(), Some("gpt-small"));
+    assert_eq!(config.timeout, Duration::from_secs(30));
+    assert_eq!(config.retry.max_attempts, 5);
+}
+
+#[test]
+fn overrides_win_over_env_and_dotenv() {
+    let overrides = ModelOverrides {
+        api_key: Some("sk-flag".to_owned()),
+        base_url: Some("http://flag.invalid/v1/".to_owned()),
+        model: Some("gpt-flag".to_owned()),
+        fallback_model: Some("gpt-flag-small".to_owned()),
+        timeout: Some(Duration::from_secs(7)),
+        max_attempts: Some(1),
+    };
+    let both = "OPENAI_API_KEY=sk-x\nOPENAI_MODEL=gpt-x\nOPENAI_BASE_URL=http://x.invalid\n\
+                OPENAI_FALLBACK_MODEL=gpt-y\nTROUPE_MODEL_TIMEOUT_SECS=9\nTROUPE_MODEL_MAX_ATTEMPTS=9\n";
+    let process: Vec<(&str, &str)> = both
+        .lines()
+        .map(|line| line.split_once('=').unwrap())
+        .collect();
+
+    let config = load(&process, both, &overrides).unwrap();
+
+    assert_eq!(config.api_key.expose(), "sk-flag");
+    assert_eq!(config.model, "gpt-flag");
+    assert_eq!(config.base_url, "http://flag.invalid/v1/");
+    assert_eq!(config.fallback_model.as_deref(), Some("gpt-flag-small"));
+    assert_eq!(config.timeout, Duration::from_secs(7));
+    assert_eq!(config.retry.max_attempts, 1);
+}
+
+#[test]
+fn blank_values_count_as_unset_at_every_level() {
+    let config = load(
+        &[
+            ("OPENAI_API_KEY", "  "),
+            ("OPENAI_MODEL", ""),
+            ("OPENAI_FALLBACK_MODEL", ""),
+        ],
+        "OPENAI_API_KEY=sk-dotenv\nOPENAI_MODEL=gpt-dotenv\n",
+        &ModelOverrides {
+            model: Some(String::new()),
+            ..ModelOverrides::default()
+        },
+    )
+    .unwrap();
+
+    assert_eq!(config.api_key.expose(), "sk-dotenv");
+    assert_eq!(config.model, "gpt-dotenv");
+    assert_eq!(config.fallback_model, None);
+}
+
+#[test]
+fn missing_variables_are_all_named() {
+    let error = load(&[], "", &ModelOverrides::default()).unwrap_err();
+    assert_eq!(error.code(), "config_missing");
+    assert_eq!(
+        error.to_string(),
+        "missing model configuration: OPENAI_API_KEY, OPENAI_MODEL (set in the environment or in <workspace>/.env)"
+    );
+
+    let only_model = load(
+        &[("OPENAI_API_KEY", "sk-secret")],
+        "",
+        &ModelOverrides::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&only_model, ConfigError::Missing { names } if names == &["OPENAI_MODEL"]),
+        "{only_model:?}"
+    );
+    assert!(!only_model.to_string().contains("sk-secret"));
+
+    let only_key = load(&[], "OPENAI_MODEL=gpt-dotenv\n", &ModelOverrides::default()).unwrap_err();
+    assert!(
+        matches!(&only_key, ConfigError::Missing { names } if names == &["OPENAI_API_KEY"]),
+        "{only_key:?}"
+    );
+}
+
+#[test]
+fn missing_workspace_dotenv_is_fine() {
+    let workspace = tempfile::tempdir().unwrap();
+    let config = ModelConfig::load_with_env(
+        &env(&[("OPENAI_API_KEY", "sk"), ("OPENAI_MODEL", "m")]),
+        workspace.path(),
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(config.model, "m");
+}
+
+#[test]
+fn invalid_values_are_refused_naming_the_variable() {
+    let base = [("OPENAI_API_KEY", "sk"), ("OPENAI_MODEL", "m")];
+    for (name, value) in [
+        ("TROUPE_MODEL_TIMEOUT_SECS", "0"),
+        ("TROUPE_MODEL_TIMEOUT_SECS", "soon"),
+        ("TROUPE_MODEL_MAX_ATTEMPTS", "0"),
+        ("TROUPE_MODEL_MAX_ATTEMPTS", "-1"),
+        ("TROUPE_MODEL_MAX_ATTEMPTS", "99999999999"),
+        ("OPENAI_BASE_URL", "api.openai.com/v1"),
+        ("OPENAI_BASE_URL", "ftp://example.com/v1"),
+    ] {
+        let mut process = base.to_vec();
+        process.push((name, value));
+        let error = load(&process, "", &ModelOverrides::default()).unwrap_err();
+        assert_eq!(error.code(), "config_invalid", "{name}={value}");
+        assert!(
+            error.to_string().starts_with(&format!("invalid {name}: ")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn unparsable_dotenv_is_an_error_naming_the_file() {
+    let workspace = workspace_with_dotenv("OPENAI_MODEL='unterminated\n");
+    let error = ModelConfig::load_with_env(
+        &env(&[("OPENAI_API_KEY", "sk")]),
+        workspace.path(),
+        &ModelOverrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), "config_env_file");
+    assert!(error.to_string().contains(".env"), "{error}");
+}
+
+#[test]
+fn loading_dotenv_does_not_change_the_process_environment() {
+    let before = std::env::var_os("TROUPE_MODEL_MAX_ATTEMPTS");
+    let config = load(
+        &[("OPENAI_API_KEY", "sk"), ("OPENAI_MODEL", "m")],
+        "TROUPE_MODEL_MAX_ATTEMPTS=4\n",
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(config.retry.max_attempts, 4);
+    assert_eq!(std::env::var_os("TROUPE_MODEL_MAX_ATTEMPTS"), before);
+}
+
+#[test]
+fn debug_of_a_config_hides_the_key() {
+    let config = ModelConfig::new("sk-very-secret", "m");
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("sk-very-secret"), "{debug}");
+    assert!(debug.contains("ApiKey([redacted])"), "{debug}");
+}
