@@ -168,6 +168,14 @@ impl ModelConfig {
                 return Err(ConfigError::Missing { names });
             }
         };
+        // Checked here because reqwest would only fail at send time, with a vague "builder error".
+        if !api_key.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err(ConfigError::Invalid {
+                name: API_KEY_VAR,
+                reason: "the key contains spaces or characters not allowed in an HTTP header"
+                    .to_owned(),
+            });
+        }
         let base_url =
             pick(&overrides.base_url, BASE_URL_VAR).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         check_base_url(&base_url)?;

@@ -175,9 +175,11 @@ fn invalid_values_are_refused_naming_the_variable() {
         ("TROUPE_MODEL_MAX_ATTEMPTS", "-1"),
         ("TROUPE_MODEL_MAX_ATTEMPTS", "99999999999"),
         ("OPENAI_BASE_URL", "api.openai.com/v1"),
+        ("OPENAI_API_KEY", "sk-with space"),
+        ("OPENAI_API_KEY", "sk-naïve"),
         ("OPENAI_BASE_URL", "ftp://example.com/v1"),
     ] {
-        let mut process = base.to_vec();
+        let mut process: Vec<_> = base.iter().filter(|(n, _)| *n != name).copied().collect();
         process.push((name, value));
         let error = load(&process, "", &ModelOverrides::default()).unwrap_err();
         assert_eq!(error.code(), "config_invalid", "{name}={value}");
@@ -185,6 +187,7 @@ fn invalid_values_are_refused_naming_the_variable() {
             error.to_string().starts_with(&format!("invalid {name}: ")),
             "{error}"
         );
+        assert!(!error.to_string().contains("sk-"), "leaks the key: {error}");
     }
 }
 

@@ -396,6 +396,47 @@ async fn rate_limit_with_retry_after_is_honoured_capped_then_succeeds() {
 }
 
 #[tokio::test]
+async fn retry_after_ms_is_preferred_and_an_http_date_falls_back_to_the_backoff() {
+    let server = MockServer::start().await;
+    mount_first(
+        &server,
+        1,
+        ResponseTemplate::new(429)
+            .insert_header("retry-after-ms", "120")
+            .insert_header("retry-after", "0"),
+    )
+    .await;
+    mount_first(
+        &server,
+        1,
+        ResponseTemplate::new(503).insert_header("retry-after", "Wed, 21 Oct 2099 07:28:00 GMT"),
+    )
+    .await;
+    mount(&server, ok_text("ok")).await;
+    let config = ModelConfig {
+        retry: RetryPolicy {
+            max_retry_after: Duration::from_secs(5),
+            ..RetryPolicy::fixed(3, Duration::from_millis(1))
+        },
+        ..config(&server)
+    };
+
+    let started = Instant::now();
+    client(&config).complete(&hello()).await.unwrap();
+    let waited = started.elapsed();
+
+    assert_eq!(requests(&server).await.len(), 3);
+    assert!(
+        waited >= Duration::from_millis(120),
+        "retry-after-ms ignored: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "the HTTP date was taken literally: {waited:?}"
+    );
+}
+
+#[tokio::test]
 async fn rate_limit_that_never_clears_fails_after_all_attempts() {
     let server = MockServer::start().await;
     mount(&server, openai_error(429, "Rate limit reached")).await;
