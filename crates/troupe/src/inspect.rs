@@ -1,1 +1,301 @@
-//! Read-only views of a workspace (in progress).
+//! Read-only views of a workspace, for `troupe status`, `troupe requests` and `troupe mailbox`.
+//!
+//! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
+//! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
+//! documented `--json` output of the CLI (README, "Inspecting a workspace").
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use troupe_wire::{
+    AgentName, MailboxMessage, ProtocolRequest, RequestStatus, TeamRoster, TeammateRecord, UtcTime,
+    WireError,
+};
+
+use crate::clock::Clock;
+use crate::error::ErrorCode;
+use crate::ids::RandomIds;
+use crate::layout::Layout;
+use crate::store::mailbox::{
+    FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
+};
+use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("no mailbox for agent {0} in this workspace")]
+    UnknownAgent(AgentName),
+    #[error("{path}: {source}")]
+    CorruptTeam { path: String, source: WireError },
+    #[error("read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Mailbox(#[from] MailboxError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+impl ErrorCode for InspectError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownAgent(_) => "unknown_agent",
+            Self::CorruptTeam { .. } => "team_state_corrupt",
+            Self::Io { .. } => "storage_error",
+            Self::Mailbox(e) => e.code(),
+            Self::Protocol(e) => e.code(),
+        }
+    }
+}
+
+/// A protocol request as shown to people: `status` is `expired` for a pending request past its
+/// window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestView {
+    pub id: String,
+    pub kind: &'static str,
+    pub sender: String,
+    pub target: String,
+    pub status: RequestStatus,
+    pub content: String,
+    pub created_at_utc: UtcTime,
+    pub expires_at_utc: UtcTime,
+    pub resolution: Option<ResolutionView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolutionView {
+    pub message_id: String,
+    pub approved: bool,
+    pub content: String,
+    pub resolved_at_utc: UtcTime,
+}
+
+impl RequestView {
+    pub fn of(request: &ProtocolRequest, now: UtcTime) -> Self {
+        Self {
+            id: request.id().to_string(),
+            kind: request.kind().as_str(),
+            sender: request.sender().to_string(),
+            target: request.target().to_string(),
+            status: request.status_at(now),
+            content: request.content().to_string(),
+            created_at_utc: request.created_at_utc(),
+            expires_at_utc: request.expires_at_utc(),
+            resolution: request.resolution().map(|r| ResolutionView {
+                message_id: r.message_id.to_string(),
+                approved: r.approved,
+                content: r.content.to_string(),
+                resolved_at_utc: r.resolved_at_utc,
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MailboxSummary {
+    pub agent: String,
+    pub ready: usize,
+    pub processing: usize,
+    pub done: usize,
+    pub quarantine: usize,
+}
+
+/// Whether a `troupe run` holds the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunView {
+    pub active: bool,
+    /// What the holder wrote into `run.lock` (pid and start time), when active.
+    pub holder: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusReport {
+    pub workspace: String,
+    pub run: RunView,
+    pub teammates: Vec<TeammateRecord>,
+    pub mailboxes: Vec<MailboxSummary>,
+    pub pending_requests: Vec<RequestView>,
+}
+
+/// One file of a mailbox listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MailboxEntryView {
+    pub state: &'static str,
+    pub file_name: String,
+    /// The message, or null for a quarantined file that does not parse.
+    pub message: Option<serde_json::Value>,
+    /// The recorded quarantine reason, for unparseable quarantined files.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MailboxReport {
+    pub agent: String,
+    pub messages: Vec<MailboxEntryView>,
+}
+
+/// Read-only access to one workspace.
+pub struct Inspector {
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+}
+
+impl Inspector {
+    pub fn new(layout: Layout, clock: Arc<dyn Clock>) -> Self {
+        Self { layout, clock }
+    }
+
+    fn mailbox_store(&self) -> Option<FileMailboxStore> {
+        self.layout
+            .mailboxes_dir()
+            .is_dir()
+            .then(|| FileMailboxStore::new(&self.layout, self.clock.clone()))
+    }
+
+    fn protocol_store(&self) -> Result<Option<JsonProtocolStore>, InspectError> {
+        if !self.layout.protocol_dir().is_dir() {
+            return Ok(None);
+        }
+        let store = JsonProtocolStore::open(&self.layout, self.clock.clone(), Arc::new(RandomIds))?;
+        Ok(Some(store))
+    }
+
+    pub fn status(&self) -> Result<StatusReport, InspectError> {
+        let now = self.clock.now();
+        let mut mailboxes = Vec::new();
+        if let Some(store) = self.mailbox_store() {
+            for agent in store.agents()? {
+                let c = store.counts(&agent)?;
+                mailboxes.push(MailboxSummary {
+                    agent: agent.to_string(),
+                    ready: c.ready,
+                    processing: c.processing,
+                    done: c.done,
+                    quarantine: c.quarantine,
+                });
+            }
+        }
+        let pending_requests = match self.protocol_store()? {
+            Some(store) => store.pending()?.iter().map(|r| RequestView::of(r, now)).collect(),
+            None => Vec::new(),
+        };
+        Ok(StatusReport {
+            workspace: self.layout.workspace().display().to_string(),
+            run: self.run_view(),
+            teammates: self.roster()?.teammates,
+            mailboxes,
+            pending_requests,
+        })
+    }
+
+    /// Every request (archived ones included), creation order, optionally one status only.
+    pub fn requests(&self, status: Option<RequestStatus>) -> Result<Vec<RequestView>, InspectError> {
+        let now = self.clock.now();
+        let Some(store) = self.protocol_store()? else {
+            return Ok(Vec::new());
+        };
+        Ok(store
+            .list()?
+            .iter()
+            .map(|r| RequestView::of(r, now))
+            .filter(|v| status.is_none_or(|s| v.status == s))
+            .collect())
+    }
+
+    pub fn mailbox(
+        &self,
+        agent: &AgentName,
+        state: Option<MailboxState>,
+    ) -> Result<MailboxReport, InspectError> {
+        let store = self
+            .mailbox_store()
+            .filter(|_| self.layout.mailbox_dir(agent).is_dir())
+            .ok_or_else(|| InspectError::UnknownAgent(agent.clone()))?;
+        let states: Vec<MailboxState> = match state {
+            Some(s) => vec![s],
+            None => MailboxState::ALL.to_vec(),
+        };
+        let mut messages = Vec::new();
+        for state in states {
+            for entry in store.list(agent, state)? {
+                messages.push(entry_view(state, entry));
+            }
+        }
+        Ok(MailboxReport { agent: agent.to_string(), messages })
+    }
+
+    /// The roster in `team.json`; empty when there is none yet.
+    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+        read_roster(&self.layout.team_file())
+    }
+
+    fn run_view(&self) -> RunView {
+        let holder = std::fs::read_to_string(self.layout.run_lock())
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
+        match holder {
+            Some(holder) if holder_is_alive(&holder) => RunView { active: true, holder: Some(holder) },
+            _ => RunView { active: false, holder: None },
+        }
+    }
+}
+
+fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
+    match entry {
+        MailboxEntry::Message(message) => MailboxEntryView {
+            state: state.as_str(),
+            file_name: format!("{}.json", message.id()),
+            message: serde_json::to_value(&message).ok(),
+            reason: None,
+        },
+        MailboxEntry::Invalid { file_name, reason } => {
+            MailboxEntryView { state: state.as_str(), file_name, message: None, reason }
+        }
+    }
+}
+
+/// Reads `team.json` strictly; a missing file is an empty roster.
+pub fn read_roster(path: &Path) -> Result<TeamRoster, InspectError> {
+    match std::fs::read(path) {
+        Ok(bytes) => TeamRoster::from_json_bytes(&bytes).map_err(|source| {
+            InspectError::CorruptTeam { path: path.display().to_string(), source }
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TeamRoster::empty()),
+        Err(source) => Err(InspectError::Io { path: path.display().to_string(), source }),
+    }
+}
+
+/// The run lock's holder line starts with `pid <n>`; the run is active while that process lives.
+/// (The kernel drops the lock with the process, but the file keeps its last words.)
+fn holder_is_alive(holder: &str) -> bool {
+    let pid = holder
+        .strip_prefix("pid ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<i32>().ok());
+    match pid {
+        // SAFETY: kill with signal 0 only checks that the process exists; it sends nothing.
+        Some(pid) if pid > 0 => unsafe { libc::kill(pid, 0) == 0 },
+        _ => false,
+    }
+}
+
+/// Messages as the CLI prints them in one line.
+pub fn message_summary(message: &MailboxMessage) -> String {
+    let mut line = format!(
+        "{} {} {} -> {} [{}]",
+        message.created_at_utc(),
+        message.id(),
+        message.sender(),
+        message.recipient(),
+        message.kind_str()
+    );
+    if let MailboxMessage::Protocol(p) = message {
+        line.push_str(&format!(" request {}", p.request_id()));
+        if let Some(approved) = p.approved() {
+            line.push_str(if approved { " approved" } else { " rejected" });
+        }
+    }
+    line
+}

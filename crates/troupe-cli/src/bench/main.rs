@@ -1,1 +1,115 @@
-fn main() {}
+//! `troupe-bench`: measures troupe's runtime costs on this machine and prints one JSON object per
+//! suite. Every suite also measures the disk's own durable-write rate in the same run
+//! (`disk_durable_writes_per_s`), so each figure can be read as a ratio to the hardware.
+//!
+//! ```text
+//! cargo run --release --bin troupe-bench -- mailbox --n 10000 --json
+//! cargo run --release --bin troupe-bench -- protocol --history 10000 --json
+//! cargo run --release --bin troupe-bench -- contention --procs 4 --n 250 --json
+//! ```
+
+mod contention;
+mod disk;
+mod mailbox;
+mod protocol;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "troupe-bench", about = "Benchmarks of the troupe runtime")]
+struct Args {
+    /// Where to create the temporary workspaces (default: the system temp folder). Put it on the
+    /// disk you want to measure.
+    #[arg(long, global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Print the result as one JSON object (the default prints it pretty).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    suite: Suite,
+}
+
+#[derive(Debug, Subcommand)]
+enum Suite {
+    /// Send n messages to one mailbox, then claim+ack them all.
+    Mailbox {
+        #[arg(long, default_value_t = 10_000)]
+        n: usize,
+    },
+    /// Create+consume round trips on an empty store and on one holding `history` resolved
+    /// requests; latest-plan lookups at that size.
+    Protocol {
+        #[arg(long, default_value_t = 10_000)]
+        history: usize,
+        /// Round trips measured on each store.
+        #[arg(long, default_value_t = 300)]
+        rounds: usize,
+    },
+    /// `procs` processes create+consume `n` requests each on one store; `procs` processes send
+    /// `n` messages each to one mailbox while this process claims.
+    Contention {
+        #[arg(long, default_value_t = 4)]
+        procs: usize,
+        #[arg(long, default_value_t = 250)]
+        n: usize,
+    },
+    /// Internal: one worker process of the contention suite.
+    #[command(hide = true)]
+    ContentionWorker {
+        #[arg(long)]
+        workspace: PathBuf,
+        #[arg(long)]
+        role: String,
+        #[arg(long)]
+        index: usize,
+        #[arg(long)]
+        n: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let dir = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let result = match args.suite {
+        Suite::Mailbox { n } => mailbox::run(&dir, n),
+        Suite::Protocol { history, rounds } => protocol::run(&dir, history, rounds),
+        Suite::Contention { procs, n } => contention::run(&dir, procs, n),
+        Suite::ContentionWorker { workspace, role, index, n } => {
+            return contention::worker(&workspace, &role, index, n);
+        }
+    };
+    match result {
+        Ok(value) => {
+            let text = if args.json {
+                serde_json::to_string(&value)
+            } else {
+                serde_json::to_string_pretty(&value)
+            };
+            match text {
+                Ok(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("troupe-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("troupe-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every suite's failure is one line.
+pub type BenchResult<T> = Result<T, String>;
+
+pub fn fail(context: &str) -> impl Fn(String) -> String + '_ {
+    move |e| format!("{context}: {e}")
+}

@@ -1,1 +1,13 @@
-//! agent (in progress).
+//! The agent: one conversation history and the runner that loops model → tools → model.
+//!
+//! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
+//! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
+//! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
+
+pub mod history;
+pub mod observer;
+pub mod runner;
+
+pub use history::History;
+pub use observer::{NullObserver, RunObserver};
+pub use runner::{Runner, RunnerError, TurnEnd, TurnOutcome};

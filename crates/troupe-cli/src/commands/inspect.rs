@@ -1,0 +1,68 @@
+//! `troupe status`, `troupe requests`, `troupe mailbox`: read-only, whether or not a run is going.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use troupe::clock::SystemClock;
+use troupe::error::ErrorCode;
+use troupe::inspect::{InspectError, Inspector};
+use troupe::layout::Layout;
+use troupe::store::mailbox::MailboxState;
+use troupe::wire::{AgentName, RequestStatus};
+
+use super::CliError;
+use crate::render;
+
+fn inspector(workspace: &Path) -> Inspector {
+    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+}
+
+fn inspect_failed(error: InspectError) -> CliError {
+    CliError::failed(format_args!("{} [{}]", error, error.code()))
+}
+
+pub fn status(workspace: &Path, json: bool) -> Result<(), CliError> {
+    let report = inspector(workspace).status().map_err(inspect_failed)?;
+    if json {
+        render::print_json(&report)
+    } else {
+        render::print_text(&render::status(&report))
+    }
+}
+
+pub fn requests(workspace: &Path, status: Option<&str>, json: bool) -> Result<(), CliError> {
+    let status = status
+        .map(RequestStatus::parse)
+        .transpose()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let views = inspector(workspace).requests(status).map_err(inspect_failed)?;
+    if json {
+        render::print_json(&serde_json::json!({ "requests": views }))
+    } else {
+        render::print_text(&render::requests(&views))
+    }
+}
+
+pub fn mailbox(
+    workspace: &Path,
+    agent: &str,
+    state: Option<&str>,
+    json: bool,
+) -> Result<(), CliError> {
+    let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let state = state
+        .map(|s| {
+            MailboxState::parse(s).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "unknown mailbox state {s:?}: expected ready, processing, done or quarantine"
+                ))
+            })
+        })
+        .transpose()?;
+    let report = inspector(workspace).mailbox(&agent, state).map_err(inspect_failed)?;
+    if json {
+        render::print_json(&report)
+    } else {
+        render::print_text(&render::mailbox(&report))
+    }
+}

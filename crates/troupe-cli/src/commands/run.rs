@@ -1,0 +1,109 @@
+//! `troupe run`: the lead's user turn, then event turns until the team is quiescent.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe::bootstrap::{build_team, ModelChooser, SameModel, TeamSettings};
+use troupe::clock::SystemClock;
+use troupe::config::{ModelConfig, ModelOverrides};
+use troupe::error::ErrorCode;
+use troupe::ids::RandomIds;
+use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
+use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
+use troupe::team::{DriveOutcome, Driver, TeamObserver};
+
+use super::{parse_duration, CliError};
+use crate::args::{ApprovalMode, RunArgs};
+use crate::observe::{Console, Sink};
+use crate::render;
+
+pub fn approval_provider(mode: ApprovalMode) -> Arc<dyn ApprovalProvider> {
+    match mode {
+        ApprovalMode::Ask => Arc::new(TerminalApproval::stdio()),
+        ApprovalMode::Auto => Arc::new(AutoApproval),
+        ApprovalMode::Deny => Arc::new(DenyApproval),
+    }
+}
+
+/// Chooses the model before anything touches the workspace: missing configuration exits 2
+/// without creating `.troupe/`.
+fn models(workspace: &Path, args: &RunArgs) -> Result<Arc<dyn ModelChooser>, CliError> {
+    if let Some(script) = &args.model_script {
+        let model = ScriptedModel::from_json_file(script)
+            .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
+        return Ok(Arc::new(SameModel(Arc::new(model))));
+    }
+    let overrides = ModelOverrides {
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        fallback_model: args.fallback_model.clone(),
+        ..ModelOverrides::default()
+    };
+    let config = ModelConfig::load(workspace, &overrides).map_err(|e| match e.code() {
+        "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
+        _ => CliError::failed(&e),
+    })?;
+    let client: Arc<dyn ModelClient> =
+        Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
+    Ok(Arc::new(SameModel(client)))
+}
+
+pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
+    if args.prompt.trim().is_empty() {
+        return Err(CliError::Usage("--prompt must not be blank".into()));
+    }
+    if args.max_turns == 0 {
+        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+    }
+    let ttl = parse_duration(&args.request_ttl)?;
+    let models = models(workspace, &args)?;
+    let console = Arc::new(Console::new(Sink::Stderr));
+    let settings = TeamSettings {
+        workspace: workspace.to_path_buf(),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        models,
+        approval: approval_provider(args.approval),
+        run_observer: console.clone(),
+        team_observer: console as Arc<dyn TeamObserver>,
+        max_turns: args.max_turns,
+        request_ttl: ttl,
+        shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
+        watch: true,
+    };
+    let outcome = drive(settings, &args.prompt)?;
+    render::print_text(&format!("{}\n", outcome.answer))
+}
+
+/// Builds the team, drives it to quiescence (or Ctrl-C), closes it.
+pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async move {
+        let mut team = build_team(settings).map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        if team.recovered > 0 {
+            eprintln!("troupe: recovered {} message(s) left in processing by an earlier run", team.recovered);
+        }
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("troupe: interrupted; closing the team at a safe point");
+                on_signal.cancel();
+            }
+        });
+        let mut driver = Driver::new(team.runtime.clone());
+        let result = driver.run(&mut team.lead, prompt, &cancel).await;
+        team.close().await;
+        let outcome = result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        if outcome.cancelled {
+            return Err(CliError::Failed("interrupted; in-flight messages were released".into()));
+        }
+        Ok(outcome)
+    })
+}
+

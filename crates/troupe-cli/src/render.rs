@@ -1,0 +1,129 @@
+//! Text and JSON rendering of command results.
+
+use std::io::Write;
+
+use serde::Serialize;
+use troupe::inspect::{MailboxReport, RequestView, StatusReport};
+
+use crate::commands::CliError;
+
+pub fn print_json(value: &impl Serialize) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(CliError::failed)?;
+    print_text(&format!("{text}\n"))
+}
+
+pub fn print_text(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`troupe status | head`) is not a failure of troupe.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failed(format_args!("cannot write output: {e}"))),
+    }
+}
+
+pub fn status(report: &StatusReport) -> String {
+    let mut out = format!("workspace  {}\n", report.workspace);
+    match (&report.run.active, &report.run.holder) {
+        (true, Some(holder)) => out.push_str(&format!("run        active ({holder})\n")),
+        _ => out.push_str("run        none\n"),
+    }
+    out.push_str("\nteammates\n");
+    if report.teammates.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for t in &report.teammates {
+        out.push_str(&format!("  {:<20} {:<9} {}", t.name, t.status.as_str(), t.role));
+        if let Some(detail) = &t.detail {
+            out.push_str(&format!("  ({detail})"));
+        }
+        out.push('\n');
+    }
+    out.push_str("\nmailboxes\n");
+    if report.mailboxes.is_empty() {
+        out.push_str("  (none)\n");
+    } else {
+        out.push_str(&format!(
+            "  {:<20} {:>7} {:>10} {:>7} {:>10}\n",
+            "agent", "ready", "processing", "done", "quarantine"
+        ));
+    }
+    for m in &report.mailboxes {
+        out.push_str(&format!(
+            "  {:<20} {:>7} {:>10} {:>7} {:>10}\n",
+            m.agent, m.ready, m.processing, m.done, m.quarantine
+        ));
+    }
+    out.push_str("\npending requests\n");
+    if report.pending_requests.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for r in &report.pending_requests {
+        out.push_str(&request_line(r));
+    }
+    out
+}
+
+fn request_line(r: &RequestView) -> String {
+    format!(
+        "  {}  {:<13} {} -> {}  {:<8}  expires {}  {}\n",
+        r.id,
+        r.kind,
+        r.sender,
+        r.target,
+        r.status.as_str(),
+        r.expires_at_utc,
+        first_line(&r.content, 60)
+    )
+}
+
+pub fn requests(views: &[RequestView]) -> String {
+    if views.is_empty() {
+        return "no protocol requests\n".to_owned();
+    }
+    views.iter().map(request_line).collect()
+}
+
+pub fn mailbox(report: &MailboxReport) -> String {
+    if report.messages.is_empty() {
+        return format!("mailbox of {} is empty\n", report.agent);
+    }
+    let mut out = String::new();
+    for entry in &report.messages {
+        match &entry.message {
+            Some(message) => {
+                let field = |k: &str| message.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                out.push_str(&format!(
+                    "{:<10} {} {} {} -> {} [{}]",
+                    entry.state,
+                    field("created_at_utc"),
+                    field("id"),
+                    field("sender"),
+                    field("recipient"),
+                    field("kind"),
+                ));
+                if let Some(request_id) = message.get("request_id").and_then(|v| v.as_str()) {
+                    out.push_str(&format!(" request {request_id}"));
+                }
+                out.push_str(&format!("  {}\n", first_line(field("content"), 60)));
+            }
+            None => out.push_str(&format!(
+                "{:<10} {} (invalid: {})\n",
+                entry.state,
+                entry.file_name,
+                entry.reason.as_deref().unwrap_or("no reason recorded")
+            )),
+        }
+    }
+    out
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > max || text.lines().nth(1).is_some() {
+        let cut: String = line.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        line.to_owned()
+    }
+}

@@ -1,0 +1,285 @@
+//! The composition root: the only place where concrete adapters are chosen and wired.
+//!
+//! It builds, in dependency order: the run lock and recovery; one mailbox store (shared by the
+//! teammate runtime and the protocol runtime — [`TeamRuntime::new`] refuses anything else); the
+//! protocol store; the audit sink and the base permission policy; the lead's tools and runner;
+//! the teammate factory, whose policy is the base policy `with_rules([plan gate])`; the mailbox
+//! watch. Closing runs in reverse: teammates first (workers cancelled at safe points, in-flight
+//! messages released), then the watch, then the run lock.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_wire::AgentName;
+
+use crate::agent::{RunObserver, Runner};
+use crate::clock::Clock;
+use crate::error::ErrorCode;
+use crate::ids::IdGenerator;
+use crate::layout::Layout;
+use crate::model::ModelClient;
+use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
+use crate::permissions::hooks::Hooks;
+use crate::store::lock::{try_lock_exclusive, LockGuard};
+use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
+use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::{durable, IoError};
+use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
+use crate::team::watch::{self, MailboxWatch, WatchError};
+use crate::team::{
+    PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle, TeamObserver, TeamRuntime,
+    TeammateFactory,
+};
+use crate::tools::edit_file::EditFileTool;
+use crate::tools::glob::GlobTool;
+use crate::tools::read_file::ReadFileTool;
+use crate::tools::shell::ShellTool;
+use crate::tools::write_file::WriteFileTool;
+use crate::tools::{Dispatcher, RegistryError, ToolHandler, ToolRegistry};
+
+/// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
+pub const LEAD_TOOLS: [&str; 9] = [
+    "shell",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "spawn_teammate",
+    "send_message",
+    "request_shutdown",
+    "review_plan",
+];
+
+/// A teammate's tools, exactly (SPEC §4.1).
+pub const TEAMMATE_TOOLS: [&str; 5] = ["shell", "read_file", "write_file", "send_message", "submit_plan"];
+
+/// Which model answers which agent (the CLI uses one client for all; tests and the demo script
+/// each agent).
+pub trait ModelChooser: Send + Sync {
+    fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient>;
+}
+
+/// One model for everyone.
+pub struct SameModel(pub Arc<dyn ModelClient>);
+
+impl ModelChooser for SameModel {
+    fn model_for(&self, _agent: &AgentName) -> Arc<dyn ModelClient> {
+        self.0.clone()
+    }
+}
+
+/// Everything a team needs from outside.
+pub struct TeamSettings {
+    pub workspace: PathBuf,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+    pub models: Arc<dyn ModelChooser>,
+    pub approval: Arc<dyn ApprovalProvider>,
+    pub run_observer: Arc<dyn RunObserver>,
+    pub team_observer: Arc<dyn TeamObserver>,
+    /// The most model calls in one turn of any agent.
+    pub max_turns: usize,
+    /// The response window of new protocol requests.
+    pub request_ttl: Duration,
+    /// The shell tool's timeout.
+    pub shell_timeout: Duration,
+    /// Watch the mailboxes for messages written by other processes.
+    pub watch: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("another troupe run holds this workspace ({holder}); wait for it to finish")]
+    Busy { holder: String },
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Mailbox(#[from] MailboxError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Team(#[from] TeamError),
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+impl ErrorCode for BootstrapError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Busy { .. } => "workspace_busy",
+            Self::Io(e) => e.code(),
+            Self::Mailbox(e) => e.code(),
+            Self::Protocol(e) => e.code(),
+            Self::Audit(_) => "audit_failed",
+            Self::Registry(e) => e.code(),
+            Self::Team(e) => e.code(),
+            Self::Watch(_) => "watch_failed",
+        }
+    }
+}
+
+/// A built team, ready to drive.
+pub struct Team {
+    pub runtime: TeamRuntime,
+    pub lead: Runner,
+    pub mailbox: Arc<dyn MailboxStore>,
+    pub protocol: Arc<dyn ProtocolStore>,
+    /// How many messages recovery moved back to ready at start.
+    pub recovered: usize,
+    watch: Option<MailboxWatch>,
+    _run_lock: LockGuard,
+}
+
+impl Team {
+    /// Closes in reverse dependency order: teammates, then the watch, then the lock.
+    pub async fn close(mut self) {
+        self.runtime.close().await;
+        self.watch.take();
+    }
+}
+
+pub fn lead_system_prompt(workspace: &std::path::Path) -> String {
+    format!(
+        "You are lead, the lead agent of a troupe team working in the workspace {}.\n\
+         Do work yourself with your tools, or spawn teammates for parallel work. Teammates' \
+         results, their plan requests and their shutdown answers reach you as user messages \
+         starting with [event], holding JSON. Review a plan_approval_request with review_plan. \
+         When a teammate's work is done, ask it to stop with request_shutdown. Keep answers short.",
+        workspace.display()
+    )
+}
+
+pub fn teammate_system_prompt(name: &AgentName, role: &str, workspace: &std::path::Path) -> String {
+    format!(
+        "You are {name}, a teammate on a troupe team led by `lead`, working in the workspace {}.\n\
+         Your role: {role}\n\
+         Before changing files or running commands, submit your plan with submit_plan; write and \
+         execute tools stay blocked until the lead approves it. The decision arrives as a message \
+         starting with `Plan approved` or `Plan rejected`. Your final answer to each message is \
+         sent to the lead automatically.",
+        workspace.display()
+    )
+}
+
+fn registry(tools: Vec<Arc<dyn ToolHandler>>) -> Result<ToolRegistry, RegistryError> {
+    let mut registry = ToolRegistry::new();
+    for tool in tools {
+        registry.register(tool)?;
+    }
+    Ok(registry)
+}
+
+struct Factory {
+    workspace: PathBuf,
+    models: Arc<dyn ModelChooser>,
+    policy: PermissionPolicy,
+    run_observer: Arc<dyn RunObserver>,
+    max_turns: usize,
+    shell_timeout: Duration,
+}
+
+impl TeammateFactory for Factory {
+    fn build(&self, team: TeamHandle, name: &AgentName, role: &str) -> Result<Runner, TeamError> {
+        let tools = registry(vec![
+            Arc::new(ShellTool::new().with_timeout(self.shell_timeout)),
+            Arc::new(ReadFileTool),
+            Arc::new(WriteFileTool),
+            Arc::new(SendMessage(team.clone())),
+            Arc::new(SubmitPlan(team)),
+        ])
+        .map_err(|e| TeamError::Invalid(e.to_string()))?;
+        let dispatcher = Dispatcher::new(Arc::new(tools), self.policy.clone(), Hooks::new());
+        Ok(Runner::new(
+            name.clone(),
+            teammate_system_prompt(name, role, &self.workspace),
+            self.models.model_for(name),
+            Arc::new(dispatcher),
+            self.workspace.clone(),
+            self.run_observer.clone(),
+        )
+        .with_max_turns(self.max_turns))
+    }
+}
+
+/// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
+pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
+    let layout = Layout::new(&settings.workspace);
+    durable::ensure_real_dir(&layout.state_dir())?;
+    let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
+        Ok(guard) => guard,
+        Err(holder) => {
+            let holder = if holder.is_empty() { "unknown holder".to_owned() } else { holder };
+            return Err(BootstrapError::Busy { holder });
+        }
+    };
+    run_lock.write_holder(&format!(
+        "pid {} since {}",
+        std::process::id(),
+        settings.clock.now()
+    ))?;
+
+    let file_mailbox = FileMailboxStore::new(&layout, settings.clock.clone());
+    let mut recovered = 0;
+    for agent in file_mailbox.agents()? {
+        recovered += file_mailbox.recover(&agent)?.released.len();
+    }
+    let mailbox: Arc<dyn MailboxStore> = Arc::new(file_mailbox);
+    let protocol: Arc<dyn ProtocolStore> = Arc::new(JsonProtocolStore::open(
+        &layout,
+        settings.clock.clone(),
+        settings.ids.clone(),
+    )?);
+    let audit = Arc::new(JsonlAuditSink::open(&layout, settings.clock.clone())?);
+    let base_policy = PermissionPolicy::default_policy(settings.approval.clone(), audit);
+
+    let postman = Arc::new(Postman::new(
+        mailbox.clone(),
+        settings.clock.clone(),
+        settings.ids.clone(),
+        settings.team_observer.clone(),
+    ));
+    let protocol_runtime =
+        Arc::new(ProtocolRuntime::new(protocol.clone(), postman.clone(), settings.request_ttl));
+    let gate = Arc::new(PlanGateRule::new(protocol.clone(), settings.clock.clone()));
+    let factory = Arc::new(Factory {
+        workspace: settings.workspace.clone(),
+        models: settings.models.clone(),
+        policy: base_policy.with_rules([gate as Arc<dyn crate::permissions::PermissionRule>]),
+        run_observer: settings.run_observer.clone(),
+        max_turns: settings.max_turns,
+        shell_timeout: settings.shell_timeout,
+    });
+    let runtime = TeamRuntime::new(layout.clone(), postman.clone(), protocol_runtime, factory)?;
+
+    let handle = runtime.handle();
+    let lead_tools = registry(vec![
+        Arc::new(ShellTool::new().with_timeout(settings.shell_timeout)),
+        Arc::new(ReadFileTool),
+        Arc::new(WriteFileTool),
+        Arc::new(EditFileTool),
+        Arc::new(GlobTool),
+        Arc::new(SpawnTeammate(handle.clone())),
+        Arc::new(SendMessage(handle.clone())),
+        Arc::new(RequestShutdown(handle.clone())),
+        Arc::new(ReviewPlan(handle)),
+    ])?;
+    let lead_name = AgentName::lead();
+    let lead = Runner::new(
+        lead_name.clone(),
+        lead_system_prompt(&settings.workspace),
+        settings.models.model_for(&lead_name),
+        Arc::new(Dispatcher::new(Arc::new(lead_tools), base_policy, Hooks::new())),
+        settings.workspace.clone(),
+        settings.run_observer.clone(),
+    )
+    .with_max_turns(settings.max_turns);
+
+    let watch = if settings.watch { Some(watch::start(&layout, postman)?) } else { None };
+    runtime.wake_all();
+    Ok(Team { runtime, lead, mailbox, protocol, recovered, watch, _run_lock: run_lock })
+}

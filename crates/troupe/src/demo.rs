@@ -1,0 +1,144 @@
+//! The built-in scripted scenario of `troupe demo` (SPEC §8): no network, no key.
+//!
+//! The lead spawns a `writer` teammate; the writer submits a plan and tries to write before it is
+//! approved (the plan gate denies it, before the handler runs); the lead approves; the writer
+//! writes `NOTES.md` and reports; the lead asks it to shut down; the writer answers without a
+//! model call; the run ends. Each agent's model is a function of its own conversation, so the
+//! scenario follows whatever order the runtime delivers events in.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use troupe_wire::AgentName;
+
+use crate::bootstrap::ModelChooser;
+use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolCall};
+
+pub const TEAMMATE: &str = "writer";
+pub const NOTES_FILE: &str = "NOTES.md";
+pub const PROMPT: &str =
+    "Have a teammate add a short usage note to NOTES.md, under an approved plan, then shut it down.";
+
+const MODEL: &str = "troupe-demo";
+
+/// The demo's models: one scripted function per agent.
+pub struct DemoModels;
+
+impl ModelChooser for DemoModels {
+    fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient> {
+        if agent.is_lead() {
+            Arc::new(ScriptedModel::from_fn(lead_turn))
+        } else {
+            Arc::new(ScriptedModel::from_fn(writer_turn))
+        }
+    }
+}
+
+fn call(n: usize, name: &str, arguments: Value) -> ModelResponse {
+    ModelResponse::tool_calls(vec![ToolCall::new(format!("call_{n}"), name, arguments.to_string())], MODEL)
+}
+
+fn text(t: &str) -> ModelResponse {
+    ModelResponse::text(t, MODEL)
+}
+
+/// Tool calls the agent made so far, by name.
+fn calls_named<'a>(messages: &'a [ChatMessage], name: &str) -> Vec<&'a ToolCall> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Assistant(a) => Some(a.tool_calls.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter(|c| c.name == name)
+        .collect()
+}
+
+/// The JSON bodies of `[event]` user messages.
+fn events(messages: &[ChatMessage]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::User { content } => content.strip_prefix("[event] "),
+            _ => None,
+        })
+        .filter_map(|body| serde_json::from_str(body).ok())
+        .collect()
+}
+
+fn last_is_tool_result(messages: &[ChatMessage]) -> bool {
+    matches!(messages.last(), Some(ChatMessage::Tool { .. }))
+}
+
+fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    let m = &request.messages;
+    let n = m.len();
+    if last_is_tool_result(m) {
+        return Ok(text("Done for now; waiting for the team."));
+    }
+    if calls_named(m, "spawn_teammate").is_empty() {
+        return Ok(call(n, "spawn_teammate", json!({
+            "name": TEAMMATE,
+            "role": "documentation writer",
+            "prompt": format!("Add a short usage note to {NOTES_FILE}. Submit a plan first."),
+        })));
+    }
+    let events = events(m);
+    let reviewed: Vec<String> = calls_named(m, "review_plan")
+        .iter()
+        .filter_map(|c| serde_json::from_str::<Value>(&c.arguments).ok())
+        .filter_map(|a| a["request_id"].as_str().map(str::to_owned))
+        .collect();
+    let unreviewed = events.iter().find(|e| {
+        e["protocol_kind"] == "plan_approval_request"
+            && e["request_id"].as_str().is_some_and(|id| !reviewed.iter().any(|r| r == id))
+    });
+    if let Some(plan) = unreviewed {
+        return Ok(call(n, "review_plan", json!({
+            "request_id": plan["request_id"],
+            "approve": true,
+            "feedback": "Looks good; go ahead.",
+        })));
+    }
+    if events.iter().any(|e| e["protocol_kind"] == "shutdown_response") {
+        return Ok(text(&format!(
+            "{TEAMMATE} wrote {NOTES_FILE} under an approved plan and has shut down."
+        )));
+    }
+    let wrote = events.iter().any(|e| {
+        e["kind"] == "result" && e["content"].as_str().is_some_and(|c| c.starts_with("Wrote"))
+    });
+    if wrote && calls_named(m, "request_shutdown").is_empty() {
+        return Ok(call(n, "request_shutdown", json!({"teammate": TEAMMATE})));
+    }
+    Ok(text("Waiting for the writer."))
+}
+
+fn writer_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    let m = &request.messages;
+    let n = m.len();
+    let approved = m.iter().any(|msg| {
+        matches!(msg, ChatMessage::User { content } if content.starts_with("Plan approved"))
+    });
+    let writes = calls_named(m, "write_file").len();
+    if last_is_tool_result(m) {
+        return Ok(match (approved, calls_named(m, "submit_plan").len(), writes) {
+            (false, 1, 0) => call(n, "write_file", json!({
+                "path": NOTES_FILE,
+                "content": "draft written before approval\n",
+            })),
+            (false, _, _) => text("Plan submitted; waiting for approval before writing."),
+            (true, _, _) => text(&format!("Wrote {NOTES_FILE} as planned.")),
+        });
+    }
+    if !approved {
+        return Ok(call(n, "submit_plan", json!({
+            "plan": format!("1. Write a short usage note to {NOTES_FILE}. 2. Report back."),
+        })));
+    }
+    Ok(call(n, "write_file", json!({
+        "path": NOTES_FILE,
+        "content": "# Notes\n\nRun `troupe demo` to watch a lead and a teammate work under a plan gate.\n",
+    })))
+}

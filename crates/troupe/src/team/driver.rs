@@ -1,0 +1,284 @@
+//! The driver of a run (SPEC §8 `troupe run`): the lead's user turn, then event turns until the
+//! team is quiescent — no worker running, no event queued, no protocol request pending (a pending
+//! request waits for its answer or its expiry; on expiry its sender is told).
+//!
+//! **Event order** (SPEC §4.3): an event enters the lead's history first; only then is the
+//! protocol store updated (a response consumed) and the mailbox message acked. A failed ack is
+//! retried later without another model call: the event's key is already in the history, so it is
+//! not appended again and no turn runs for it.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe_wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestStatus};
+
+use super::error::TeamError;
+use super::events::{EventSource, LeadEvent};
+use super::observer::TeamUpdate;
+use super::runtime::TeamRuntime;
+use crate::agent::{Runner, RunnerError, TurnEnd};
+use crate::error::ErrorCode;
+
+/// How long the driver waits before retrying a failed ack, and the most retries.
+const ACK_RETRY_DELAY: Duration = Duration::from_millis(200);
+const ACK_RETRIES: u32 = 25;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    #[error(transparent)]
+    Team(#[from] TeamError),
+    #[error("could not ack event {key} after {ACK_RETRIES} tries: {cause}")]
+    AckGaveUp { key: String, cause: String },
+}
+
+impl ErrorCode for DriveError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Runner(e) => e.code(),
+            Self::Team(e) => e.code(),
+            Self::AckGaveUp { .. } => "storage_error",
+        }
+    }
+}
+
+/// The end of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriveOutcome {
+    /// The lead's last answer.
+    pub answer: String,
+    /// How the last lead turn ended.
+    pub last_end: TurnEnd,
+    pub event_turns: usize,
+    pub cancelled: bool,
+}
+
+pub struct Driver {
+    team: TeamRuntime,
+    /// Events appended to the history whose store update or ack is still to do.
+    unfinished: Vec<LeadEvent>,
+    /// Requests whose expiry was already reported.
+    expired_noticed: HashSet<troupe_wire::RequestId>,
+    ack_failures: u32,
+}
+
+impl Driver {
+    pub fn new(team: TeamRuntime) -> Self {
+        Self { team, unfinished: Vec::new(), expired_noticed: HashSet::new(), ack_failures: 0 }
+    }
+
+    /// Runs `prompt` as the lead's user turn, then event turns until quiescent (or cancelled).
+    pub async fn run(
+        &mut self,
+        lead: &mut Runner,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<DriveOutcome, DriveError> {
+        let first = lead.run_user_turn(prompt, cancel).await?;
+        let mut outcome = DriveOutcome {
+            answer: answer_text(&first.end),
+            last_end: first.end,
+            event_turns: 0,
+            cancelled: false,
+        };
+        loop {
+            if cancel.is_cancelled() {
+                outcome.cancelled = true;
+                return Ok(outcome);
+            }
+            let mut events = std::mem::take(&mut self.unfinished);
+            events.extend(self.claim_lead_events()?);
+            events.extend(self.expiry_events()?);
+            if !events.is_empty() {
+                let mut appended = 0;
+                for event in &events {
+                    if lead.push_user_once(&event.key, event.history_text()) {
+                        appended += 1;
+                    }
+                }
+                for event in events {
+                    self.finish_event(event)?;
+                }
+                if appended > 0 {
+                    let turn = lead.run_turn(cancel).await?;
+                    outcome.event_turns += 1;
+                    if let TurnEnd::Answered(_) = &turn.end {
+                        outcome.answer = answer_text(&turn.end);
+                    }
+                    outcome.last_end = turn.end;
+                } else if !self.unfinished.is_empty() {
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(ACK_RETRY_DELAY) => {}
+                    }
+                }
+                continue;
+            }
+            let next_expiry = self.next_expiry()?;
+            if self.quiescent(next_expiry.is_some())? {
+                return Ok(outcome);
+            }
+            let wait = next_expiry.unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = self.team.changed() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Claims everything ready in the lead's mailbox. Invalid protocol messages are quarantined.
+    fn claim_lead_events(&self) -> Result<Vec<LeadEvent>, DriveError> {
+        let lead = AgentName::lead();
+        let mailbox = self.team.mailbox().clone();
+        let store = self.team.protocol().store().clone();
+        let mut events = Vec::new();
+        while let Some(message) = mailbox.claim(&lead).map_err(TeamError::from)? {
+            let verdict = match &message {
+                MailboxMessage::Ordinary(_) => Ok(()),
+                MailboxMessage::Protocol(p) => match p.kind() {
+                    ProtocolMessageKind::ShutdownResponse => store.validate_response(p).map(|_| ()),
+                    ProtocolMessageKind::PlanApprovalRequest => store.validate_request(p).map(|_| ()),
+                    other => Err(crate::store::protocol::ProtocolError::Mismatch {
+                        id: p.request_id(),
+                        why: format!("the lead does not accept {} messages", other.as_str()),
+                    }),
+                },
+            };
+            match verdict {
+                Ok(()) => events.push(LeadEvent::from_message(message)),
+                Err(e) if TeamError::is_invalid_message(&e) => {
+                    self.quarantine(&message, &e.to_string())?;
+                }
+                Err(e) => {
+                    let _ = mailbox.release(&lead, message.id());
+                    return Err(TeamError::from(e).into());
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), DriveError> {
+        self.team
+            .mailbox()
+            .quarantine(&AgentName::lead(), message.id(), reason)
+            .map_err(TeamError::from)?;
+        self.team.postman().observer().update(&TeamUpdate::Quarantined {
+            agent: AgentName::lead(),
+            message: message.id().to_string(),
+            reason: reason.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// After the event is in the history: consume a response, then ack.
+    fn finish_event(&mut self, event: LeadEvent) -> Result<(), DriveError> {
+        let EventSource::Mailbox(message) = &event.source else { return Ok(()) };
+        if let MailboxMessage::Protocol(p) = message {
+            if p.kind() == ProtocolMessageKind::ShutdownResponse {
+                match self.team.protocol().store().consume_response(p) {
+                    Ok(consumed) => {
+                        if !consumed.replayed {
+                            self.team
+                                .postman()
+                                .observer()
+                                .update(&TeamUpdate::Resolved(consumed.request));
+                        }
+                    }
+                    Err(e) if TeamError::is_invalid_message(&e) => {
+                        return self.quarantine(message, &e.to_string());
+                    }
+                    Err(e) => return self.retry_later(event, e.to_string()),
+                }
+            }
+        }
+        match self.team.mailbox().ack(&AgentName::lead(), message) {
+            Ok(_) => {
+                self.ack_failures = 0;
+                Ok(())
+            }
+            Err(e) => self.retry_later(event, e.to_string()),
+        }
+    }
+
+    fn retry_later(&mut self, event: LeadEvent, cause: String) -> Result<(), DriveError> {
+        self.ack_failures += 1;
+        if self.ack_failures > ACK_RETRIES {
+            return Err(DriveError::AckGaveUp { key: event.key, cause });
+        }
+        tracing::warn!("event {} not finished ({cause}); retrying", event.key);
+        self.unfinished.push(event);
+        Ok(())
+    }
+
+    /// Expired pending requests not yet reported: the lead's become events; a teammate's plan
+    /// expiry is told to the teammate by a message.
+    fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
+        let store = self.team.protocol().store().clone();
+        let now = self.team.postman().clock().now();
+        let mut events = Vec::new();
+        for request in store.pending().map_err(TeamError::from)? {
+            if request.status_at(now) != RequestStatus::Expired
+                || !self.expired_noticed.insert(request.id())
+            {
+                continue;
+            }
+            self.team.postman().observer().update(&TeamUpdate::Expired(request.clone()));
+            if request.sender().is_lead() {
+                events.push(LeadEvent::expired(request, now));
+            } else if self.team.inner().check_reachable(request.sender()).is_ok() {
+                let text = format!(
+                    "Your {} request {} expired at {} without an answer. The plan gate stays \
+                     closed; submit a revised plan with submit_plan if you still need to act.",
+                    request.kind().as_str(),
+                    request.id(),
+                    request.expires_at_utc()
+                );
+                self.team.postman().send_ordinary(
+                    &AgentName::lead(),
+                    request.sender(),
+                    troupe_wire::OrdinaryKind::Message,
+                    &text,
+                )?;
+            }
+        }
+        Ok(events)
+    }
+
+    /// Time until the earliest pending request expires, if any is still open.
+    fn next_expiry(&self) -> Result<Option<Duration>, DriveError> {
+        let now = self.team.postman().clock().now();
+        let pending = self.team.protocol().store().pending().map_err(TeamError::from)?;
+        Ok(pending
+            .iter()
+            .filter(|r| r.is_open_at(now))
+            .map(|r| r.expires_at_utc().millis_since(now))
+            .min()
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1))))
+    }
+
+    fn quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
+        if open_requests || !self.unfinished.is_empty() || self.team.any_worker_running() {
+            return Ok(false);
+        }
+        let counts = self.team.mailbox().counts(&AgentName::lead()).map_err(TeamError::from)?;
+        Ok(counts.ready == 0)
+    }
+}
+
+fn answer_text(end: &TurnEnd) -> String {
+    match end {
+        TurnEnd::Answered(text) => text.clone(),
+        TurnEnd::MaxTurns { limit } => format!("(stopped after {limit} model calls without a final answer)"),
+        TurnEnd::Cancelled => "(cancelled)".to_owned(),
+    }
+}
+
+impl Driver {
+    pub fn team(&self) -> &TeamRuntime {
+        &self.team
+    }
+}

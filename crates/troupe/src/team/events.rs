@@ -1,0 +1,68 @@
+//! Events for the lead (SPEC §4.3): what reaches the lead between its turns, as the JSON that is
+//! appended to its history as a user message.
+
+use serde_json::{json, Value};
+use troupe_wire::{MailboxMessage, ProtocolRequest, UtcTime};
+
+/// One event waiting to enter the lead's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeadEvent {
+    /// The idempotency key: the message id for mailbox events, `expired:<request id>` for
+    /// expiry notices. An event with a key already in the history is never appended again.
+    pub key: String,
+    pub body: Value,
+    pub source: EventSource,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventSource {
+    /// A message claimed from the lead's mailbox; it stays in `processing/` until acked.
+    Mailbox(MailboxMessage),
+    /// A request the lead sent expired without an answer.
+    Expired(ProtocolRequest),
+}
+
+impl LeadEvent {
+    pub fn from_message(message: MailboxMessage) -> Self {
+        let body = match &message {
+            MailboxMessage::Ordinary(m) => json!({
+                "kind": m.kind.as_str(),
+                "sender": m.sender,
+                "message_id": m.id,
+                "content": m.content,
+            }),
+            MailboxMessage::Protocol(m) => json!({
+                "kind": "protocol",
+                "protocol_kind": m.kind().as_str(),
+                "sender": m.sender(),
+                "message_id": m.id(),
+                "request_id": m.request_id(),
+                "approved": m.approved(),
+                "content": m.content(),
+            }),
+        };
+        Self { key: message.id().to_string(), body, source: EventSource::Mailbox(message) }
+    }
+
+    pub fn expired(request: ProtocolRequest, now: UtcTime) -> Self {
+        let body = json!({
+            "kind": "request_expired",
+            "sender": "troupe",
+            "request_id": request.id(),
+            "protocol_kind": request.kind().as_str(),
+            "target": request.target(),
+            "expired_at_utc": request.expires_at_utc(),
+            "noticed_at_utc": now,
+            "content": format!(
+                "Your {} request {} to {} expired at {} without an answer.",
+                request.kind().as_str(), request.id(), request.target(), request.expires_at_utc()
+            ),
+        });
+        Self { key: format!("expired:{}", request.id()), body, source: EventSource::Expired(request) }
+    }
+
+    /// The user message the lead's history receives.
+    pub fn history_text(&self) -> String {
+        format!("[event] {}", self.body)
+    }
+}

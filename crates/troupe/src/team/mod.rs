@@ -1,0 +1,35 @@
+//! The team: persistent teammates, events for the lead, the two protocols at runtime, the plan
+//! gate, and the driver of a run.
+//!
+//! - [`postman`]: builds and sends messages through the one shared mailbox store; wakes recipients.
+//! - [`protocol`]: register-before-send requests and their responses (SPEC §6).
+//! - [`runtime`]: spawning, one worker per teammate, statuses, closing.
+//! - [`worker`]: what a teammate's worker does with each message.
+//! - [`driver`]: the lead's user turn, then event turns until quiescent.
+//! - [`events`]: the JSON events the lead's history receives.
+//! - [`plan_gate`]: the permission rule added to teammates' policies.
+//! - [`roster`]: `team.json`.
+//! - [`tools`]: the team and protocol tools.
+//! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
+//! - [`observer`]: the timeline of what happened.
+
+pub mod driver;
+pub mod error;
+pub mod events;
+pub mod observer;
+pub mod plan_gate;
+pub mod postman;
+pub mod protocol;
+pub mod roster;
+pub mod runtime;
+pub mod tools;
+pub mod watch;
+mod worker;
+
+pub use driver::{DriveError, DriveOutcome, Driver};
+pub use error::TeamError;
+pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
+pub use plan_gate::PlanGateRule;
+pub use postman::{Postman, Waker};
+pub use protocol::ProtocolRuntime;
+pub use runtime::{TeamHandle, TeamRuntime, TeammateFactory};

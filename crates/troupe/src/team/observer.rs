@@ -1,0 +1,52 @@
+//! What the team reports while it works: the demo prints it as a timeline, `troupe run` shows it
+//! on stderr, tests record it.
+
+use std::sync::Mutex;
+
+use troupe_wire::{AgentName, MailboxMessage, ProtocolRequest, TeammateStatus};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TeamUpdate {
+    Spawned { name: AgentName, role: String },
+    Status { name: AgentName, status: TeammateStatus, detail: Option<String> },
+    /// A message was written durably into its recipient's mailbox.
+    Sent(MailboxMessage),
+    /// A protocol request changed state (a response was consumed).
+    Resolved(ProtocolRequest),
+    /// A message was moved to quarantine.
+    Quarantined { agent: AgentName, message: String, reason: String },
+    /// A request expired without an answer and its sender was told.
+    Expired(ProtocolRequest),
+}
+
+pub trait TeamObserver: Send + Sync {
+    fn update(&self, update: &TeamUpdate);
+}
+
+/// Reports nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTeamObserver;
+
+impl TeamObserver for NoTeamObserver {
+    fn update(&self, _update: &TeamUpdate) {}
+}
+
+/// Keeps every update, for tests.
+#[derive(Debug, Default)]
+pub struct RecordingObserver {
+    updates: Mutex<Vec<TeamUpdate>>,
+}
+
+impl RecordingObserver {
+    pub fn updates(&self) -> Vec<TeamUpdate> {
+        self.updates.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+}
+
+impl TeamObserver for RecordingObserver {
+    fn update(&self, update: &TeamUpdate) {
+        if let Ok(mut updates) = self.updates.lock() {
+            updates.push(update.clone());
+        }
+    }
+}

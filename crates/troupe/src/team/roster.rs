@@ -1,0 +1,100 @@
+//! The roster: every teammate's role and status, kept in memory and written to `team.json` on
+//! each change so that `troupe status` (another process) sees it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus};
+
+use crate::clock::Clock;
+use crate::inspect::read_roster;
+use crate::layout::Layout;
+use crate::store::{durable, IoError};
+
+pub struct Roster {
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    records: Mutex<BTreeMap<AgentName, TeammateRecord>>,
+}
+
+impl Roster {
+    /// Loads `team.json` if there is one. Teammates that were `running` in a run that is gone
+    /// come back `idle`: no worker of this process runs them.
+    pub fn load(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {
+        let loaded = read_roster(&layout.team_file()).map_err(|e| {
+            IoError::new("load", &layout.team_file(), std::io::Error::other(e.to_string()))
+        })?;
+        let records = loaded
+            .teammates
+            .into_iter()
+            .map(|mut r| {
+                if r.status == TeammateStatus::Running {
+                    r.status = TeammateStatus::Idle;
+                }
+                (r.name.clone(), r)
+            })
+            .collect();
+        Ok(Self { layout: layout.clone(), clock, records: Mutex::new(records) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<AgentName, TeammateRecord>> {
+        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn get(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.lock().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Vec<TeammateRecord> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Adds a new teammate; false if the name is taken.
+    pub fn add(&self, name: &AgentName, role: &str) -> Result<bool, IoError> {
+        let mut records = self.lock();
+        if records.contains_key(name) {
+            return Ok(false);
+        }
+        records.insert(
+            name.clone(),
+            TeammateRecord {
+                name: name.clone(),
+                role: role.to_owned(),
+                status: TeammateStatus::Idle,
+                detail: None,
+                updated_at_utc: self.clock.now(),
+            },
+        );
+        self.save(&records)?;
+        Ok(true)
+    }
+
+    /// Sets a status (and its detail); returns the previous status.
+    pub fn set_status(
+        &self,
+        name: &AgentName,
+        status: TeammateStatus,
+        detail: Option<String>,
+    ) -> Result<Option<TeammateStatus>, IoError> {
+        let mut records = self.lock();
+        let Some(record) = records.get_mut(name) else {
+            return Ok(None);
+        };
+        let previous = record.status;
+        if previous == status && record.detail == detail {
+            return Ok(Some(previous));
+        }
+        record.status = status;
+        record.detail = detail;
+        record.updated_at_utc = self.clock.now();
+        self.save(&records)?;
+        Ok(Some(previous))
+    }
+
+    fn save(&self, records: &BTreeMap<AgentName, TeammateRecord>) -> Result<(), IoError> {
+        let roster =
+            TeamRoster { version: TeamRoster::VERSION, teammates: records.values().cloned().collect() };
+        durable::ensure_real_dir(&self.layout.state_dir())?;
+        durable::replace(&self.layout.team_file(), &roster.to_json_bytes())
+    }
+}

@@ -1,0 +1,348 @@
+//! The teammate runtime: spawning, one worker per teammate, statuses, the lead's event pump,
+//! quiescence, and closing.
+//!
+//! **Workers are tasks that end.** A teammate's worker claims one message at a time; when there is
+//! nothing to claim it marks the teammate idle and its task ends — no polling, no sleep. A new
+//! message wakes it (the postman calls [`Waker::wake`]; messages written by another process are
+//! seen through the filesystem watch in [`super::watch`]). The runner and its history outlive the
+//! worker, so the next message continues the same conversation.
+//!
+//! The wake/idle race is closed by `wake_pending`: a wake that arrives while a worker runs is
+//! remembered, and a worker that found its mailbox empty re-checks it before going idle.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
+
+use super::error::TeamError;
+use super::observer::{TeamObserver, TeamUpdate};
+use super::postman::{Postman, Waker};
+use super::protocol::ProtocolRuntime;
+use super::roster::Roster;
+use super::worker;
+use crate::agent::Runner;
+use crate::clock::Clock;
+use crate::layout::Layout;
+use crate::store::mailbox::MailboxStore;
+
+/// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
+/// system prompt. Chosen by the composition root.
+pub trait TeammateFactory: Send + Sync {
+    fn build(&self, team: TeamHandle, name: &AgentName, role: &str) -> Result<Runner, TeamError>;
+}
+
+/// A teammate's runner and worker state.
+struct Slot {
+    runner: Arc<tokio::sync::Mutex<Runner>>,
+    /// A worker task is running for this teammate.
+    running: bool,
+    /// A wake arrived while the worker ran: it must look at the mailbox again before idling.
+    wake_pending: bool,
+}
+
+pub struct TeamInner {
+    pub(crate) layout: Layout,
+    pub(crate) postman: Arc<Postman>,
+    pub(crate) protocol: Arc<ProtocolRuntime>,
+    pub(crate) roster: Roster,
+    factory: Arc<dyn TeammateFactory>,
+    slots: Mutex<HashMap<AgentName, Slot>>,
+    /// Messages a teammate finished (result sent) whose ack failed: on redelivery they are only
+    /// acked, never run through the model again.
+    pub(crate) completed: Mutex<HashSet<MessageId>>,
+    /// Signalled on every change the driver may be waiting for.
+    pub(crate) changed: Notify,
+    /// Cancelled when the runtime closes; workers stop at their next safe point.
+    pub(crate) closing: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) observer: Arc<dyn TeamObserver>,
+}
+
+/// A weak reference to the team, held by tools (which the team's runners own).
+#[derive(Clone)]
+pub struct TeamHandle(Weak<TeamInner>);
+
+impl TeamHandle {
+    pub fn upgrade(&self) -> Result<Arc<TeamInner>, TeamError> {
+        self.0.upgrade().ok_or(TeamError::Closed)
+    }
+}
+
+/// The teammate runtime. Cloning shares it.
+#[derive(Clone)]
+pub struct TeamRuntime {
+    inner: Arc<TeamInner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TeamRuntime {
+    pub fn new(
+        layout: Layout,
+        postman: Arc<Postman>,
+        protocol: Arc<ProtocolRuntime>,
+        factory: Arc<dyn TeammateFactory>,
+    ) -> Result<Self, TeamError> {
+        if !Arc::ptr_eq(protocol.postman(), &postman) {
+            return Err(TeamError::Invalid(
+                "the protocol runtime must share the team runtime's postman and mailbox store".into(),
+            ));
+        }
+        let roster = Roster::load(&layout, postman.clock().clone())?;
+        let observer = postman.observer().clone();
+        let inner = Arc::new(TeamInner {
+            layout,
+            postman,
+            protocol,
+            roster,
+            factory,
+            slots: Mutex::new(HashMap::new()),
+            completed: Mutex::new(HashSet::new()),
+            changed: Notify::new(),
+            closing: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+            observer,
+        });
+        inner.postman.set_waker(Arc::new(TeamWaker(Arc::downgrade(&inner))));
+        Ok(Self { inner })
+    }
+
+    pub fn handle(&self) -> TeamHandle {
+        TeamHandle(Arc::downgrade(&self.inner))
+    }
+
+    pub fn inner(&self) -> &Arc<TeamInner> {
+        &self.inner
+    }
+
+    pub fn postman(&self) -> &Arc<Postman> {
+        &self.inner.postman
+    }
+
+    pub fn protocol(&self) -> &Arc<ProtocolRuntime> {
+        &self.inner.protocol
+    }
+
+    pub fn mailbox(&self) -> &Arc<dyn MailboxStore> {
+        self.inner.postman.mailbox()
+    }
+
+    pub fn roster(&self) -> Vec<TeammateRecord> {
+        self.inner.roster.all()
+    }
+
+    pub fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
+        self.inner.roster.get(name).map(|r| r.status)
+    }
+
+    /// Wakes every teammate whose mailbox may hold work (on start, after recovery).
+    pub fn wake_all(&self) {
+        for record in self.inner.roster.all() {
+            self.inner.wake_teammate(&record.name);
+        }
+        self.inner.changed.notify_one();
+    }
+
+    /// Whether any teammate worker is running.
+    pub fn any_worker_running(&self) -> bool {
+        lock(&self.inner.slots).values().any(|s| s.running)
+    }
+
+    /// Tells the driver to look again (e.g. after a test moved the clock).
+    pub fn poke(&self) {
+        self.inner.changed.notify_one();
+    }
+
+    /// Resolves when something changed since the last call (or a permit is stored).
+    pub async fn changed(&self) {
+        self.inner.changed.notified().await;
+    }
+
+    /// Cancels every worker at its next safe point, waits for them, and releases what they held.
+    pub async fn close(&self) {
+        self.inner.closing.cancel();
+        loop {
+            let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.tasks));
+            if handles.is_empty() {
+                break;
+            }
+            for handle in handles {
+                let _ = handle.await;
+            }
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.inner.closing.is_cancelled()
+    }
+}
+
+impl TeamInner {
+    pub fn handle(self: &Arc<Self>) -> TeamHandle {
+        TeamHandle(Arc::downgrade(self))
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.postman.clock()
+    }
+
+    /// Registers a teammate and delivers its first task. The name must be a slug, not `lead`,
+    /// and not taken.
+    pub fn spawn_teammate(
+        self: &Arc<Self>,
+        name: &AgentName,
+        role: &str,
+        prompt: &str,
+    ) -> Result<(), TeamError> {
+        if self.closing.is_cancelled() {
+            return Err(TeamError::Closed);
+        }
+        if name.is_lead() {
+            return Err(TeamError::TeammateExists(name.clone()));
+        }
+        if role.trim().is_empty() {
+            return Err(TeamError::Invalid("role must not be blank".into()));
+        }
+        if prompt.trim().is_empty() {
+            return Err(TeamError::Invalid("prompt must not be blank".into()));
+        }
+        let runner = self.factory.build(self.handle(), name, role)?;
+        if !self.roster.add(name, role)? {
+            return Err(TeamError::TeammateExists(name.clone()));
+        }
+        lock(&self.slots).insert(
+            name.clone(),
+            Slot { runner: Arc::new(tokio::sync::Mutex::new(runner)), running: false, wake_pending: false },
+        );
+        self.observer.update(&TeamUpdate::Spawned { name: name.clone(), role: role.to_owned() });
+        self.postman.send_ordinary(
+            &AgentName::lead(),
+            name,
+            troupe_wire::OrdinaryKind::Task,
+            prompt,
+        )?;
+        Ok(())
+    }
+
+    /// Whether `name` may receive a new ordinary message or request.
+    pub fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
+        let record =
+            self.roster.get(name).ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
+        match record.status {
+            TeammateStatus::Shutdown => Err(TeamError::TeammateState {
+                name: name.clone(),
+                status: "shutdown",
+                why: "it takes no more messages".into(),
+            }),
+            TeammateStatus::Failed => Err(TeamError::TeammateState {
+                name: name.clone(),
+                status: "failed",
+                why: record.detail.clone().unwrap_or_else(|| "see troupe status".into()),
+            }),
+            _ => Ok(record),
+        }
+    }
+
+    pub(crate) fn set_status(&self, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
+        match self.roster.set_status(name, status, detail.clone()) {
+            Ok(Some(previous)) if previous != status => {
+                self.observer.update(&TeamUpdate::Status { name: name.clone(), status, detail });
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("could not write team.json: {e}"),
+        }
+        self.changed.notify_one();
+    }
+
+    /// Starts a worker for `name` unless one runs (then it will look again before idling).
+    pub(crate) fn wake_teammate(self: &Arc<Self>, name: &AgentName) {
+        if self.closing.is_cancelled() {
+            return;
+        }
+        let Some(record) = self.roster.get(name) else { return };
+        if matches!(record.status, TeammateStatus::Shutdown | TeammateStatus::Failed) {
+            return;
+        }
+        let runner = {
+            let mut slots = lock(&self.slots);
+            if !slots.contains_key(name) {
+                // A teammate from an earlier run: a fresh runner for the same name and role.
+                match self.factory.build(self.handle(), name, &record.role) {
+                    Ok(runner) => {
+                        slots.insert(
+                            name.clone(),
+                            Slot {
+                                runner: Arc::new(tokio::sync::Mutex::new(runner)),
+                                running: false,
+                                wake_pending: false,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        drop(slots);
+                        self.set_status(name, TeammateStatus::Failed, Some(e.to_string()));
+                        return;
+                    }
+                }
+            }
+            let Some(slot) = slots.get_mut(name) else { return };
+            if slot.running {
+                slot.wake_pending = true;
+                return;
+            }
+            slot.running = true;
+            slot.wake_pending = false;
+            slot.runner.clone()
+        };
+        self.set_status(name, TeammateStatus::Running, None);
+        let inner = self.clone();
+        let name = name.clone();
+        let handle = tokio::spawn(async move {
+            worker::run(inner.clone(), name.clone(), runner).await;
+        });
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|h| !h.is_finished());
+        tasks.push(handle);
+    }
+
+    /// Called by a worker that found nothing to claim: goes idle unless a wake came in.
+    pub(crate) fn try_finish_worker(&self, name: &AgentName) -> bool {
+        let mut slots = lock(&self.slots);
+        let Some(slot) = slots.get_mut(name) else { return true };
+        if slot.wake_pending && !self.closing.is_cancelled() {
+            slot.wake_pending = false;
+            return false;
+        }
+        slot.running = false;
+        true
+    }
+
+    /// Called when a worker ends for any other reason (shutdown, failure, close).
+    pub(crate) fn worker_ended(&self, name: &AgentName) {
+        if let Some(slot) = lock(&self.slots).get_mut(name) {
+            slot.running = false;
+            slot.wake_pending = false;
+        }
+        self.changed.notify_one();
+    }
+}
+
+/// The postman's waker: weak, because the team owns the postman.
+struct TeamWaker(Weak<TeamInner>);
+
+impl Waker for TeamWaker {
+    fn wake(&self, agent: &AgentName) {
+        let Some(inner) = self.0.upgrade() else { return };
+        if agent.is_lead() {
+            inner.changed.notify_one();
+        } else {
+            inner.wake_teammate(agent);
+        }
+    }
+}

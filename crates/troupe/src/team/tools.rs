@@ -1,0 +1,221 @@
+//! The team and protocol tools (SPEC §4.1): the lead's `spawn_teammate`, `send_message`,
+//! `request_shutdown`, `review_plan`; the teammate's `send_message`, `submit_plan`.
+//!
+//! The sender of everything is the calling agent (`ToolContext::agent`), never an argument.
+//! These tools hold the team weakly: the team owns the runners that own them.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use troupe_wire::{AgentName, OrdinaryKind, RequestId, RequestKind};
+
+use super::error::TeamError;
+use super::runtime::TeamHandle;
+use crate::tools::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+
+fn team_error(e: TeamError) -> ToolError {
+    ToolError::coded(&e)
+}
+
+fn text_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::InvalidArguments(format!("missing string argument `{key}`")))
+}
+
+fn name_arg(args: &Value, key: &str) -> Result<AgentName, ToolError> {
+    AgentName::parse(text_arg(args, key)?).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+}
+
+fn schema(properties: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+fn render(value: Value) -> String {
+    value.to_string()
+}
+
+pub struct SpawnTeammate(pub TeamHandle);
+
+#[async_trait]
+impl ToolHandler for SpawnTeammate {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "spawn_teammate".into(),
+            description: "Create a persistent teammate with its own conversation and tools (shell, \
+                read_file, write_file, send_message, submit_plan) and give it its first task. The \
+                teammate works in the background; its results arrive later as events."
+                .into(),
+            parameters: schema(
+                json!({
+                    "name": {"type": "string", "minLength": 1, "description": "a lowercase slug, e.g. writer"},
+                    "role": {"type": "string", "minLength": 1, "description": "what this teammate is for"},
+                    "prompt": {"type": "string", "minLength": 1, "description": "its first task"}
+                }),
+                &["name", "role", "prompt"],
+            ),
+            effect: Effect::External,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        if !ctx.agent.is_lead() {
+            return Err(ToolError::PermissionDenied("only the lead spawns teammates".into()));
+        }
+        let name = name_arg(&args, "name")?;
+        let team = self.0.upgrade().map_err(team_error)?;
+        team.spawn_teammate(&name, text_arg(&args, "role")?, text_arg(&args, "prompt")?)
+            .map_err(team_error)?;
+        Ok(render(json!({"spawned": name, "status": "running", "note": "its result will arrive as an event"})))
+    }
+}
+
+pub struct SendMessage(pub TeamHandle);
+
+#[async_trait]
+impl ToolHandler for SendMessage {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "send_message".into(),
+            description: "Send a message to another agent of the team (`lead` or a teammate's name). \
+                It is delivered durably to their mailbox."
+                .into(),
+            parameters: schema(
+                json!({
+                    "to": {"type": "string", "minLength": 1},
+                    "content": {"type": "string", "minLength": 1}
+                }),
+                &["to", "content"],
+            ),
+            effect: Effect::External,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let to = name_arg(&args, "to")?;
+        if to == ctx.agent {
+            return Err(ToolError::InvalidArguments("an agent cannot message itself".into()));
+        }
+        let team = self.0.upgrade().map_err(team_error)?;
+        if !to.is_lead() {
+            team.check_reachable(&to).map_err(team_error)?;
+        }
+        let message = team
+            .postman
+            .send_ordinary(&ctx.agent, &to, OrdinaryKind::Message, text_arg(&args, "content")?)
+            .map_err(team_error)?;
+        Ok(render(json!({"sent": message.id(), "to": to})))
+    }
+}
+
+pub struct RequestShutdown(pub TeamHandle);
+
+#[async_trait]
+impl ToolHandler for RequestShutdown {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "request_shutdown".into(),
+            description: "Ask a teammate to shut down gracefully. It finishes the message it is \
+                working on, answers, and takes no more messages. The answer arrives as an event."
+                .into(),
+            parameters: schema(json!({"teammate": {"type": "string", "minLength": 1}}), &["teammate"]),
+            effect: Effect::External,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        if !ctx.agent.is_lead() {
+            return Err(ToolError::PermissionDenied("only the lead requests shutdowns".into()));
+        }
+        let teammate = name_arg(&args, "teammate")?;
+        let team = self.0.upgrade().map_err(team_error)?;
+        team.check_reachable(&teammate).map_err(team_error)?;
+        let request = team
+            .protocol
+            .open(RequestKind::Shutdown, &ctx.agent, &teammate, "Please finish your current work and shut down.")
+            .map_err(team_error)?;
+        Ok(render(json!({
+            "request_id": request.id(),
+            "status": "pending",
+            "expires_at_utc": request.expires_at_utc(),
+        })))
+    }
+}
+
+pub struct ReviewPlan(pub TeamHandle);
+
+#[async_trait]
+impl ToolHandler for ReviewPlan {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "review_plan".into(),
+            description: "Approve or reject a teammate's pending plan (the request_id comes from \
+                its plan_approval_request event). While a plan is pending or rejected the teammate \
+                cannot write or execute."
+                .into(),
+            parameters: schema(
+                json!({
+                    "request_id": {"type": "string", "minLength": 1},
+                    "approve": {"type": "boolean"},
+                    "feedback": {"type": "string"}
+                }),
+                &["request_id", "approve"],
+            ),
+            effect: Effect::External,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let request_id = RequestId::parse(text_arg(&args, "request_id")?)
+            .map_err(|e| ToolError::Coded { code: "protocol_not_found", message: e.to_string() })?;
+        let approve = args.get("approve").and_then(Value::as_bool).unwrap_or(false);
+        let feedback = args.get("feedback").and_then(Value::as_str);
+        let team = self.0.upgrade().map_err(team_error)?;
+        let response = team
+            .protocol
+            .review_plan(&ctx.agent, request_id, approve, feedback)
+            .map_err(team_error)?;
+        Ok(render(json!({
+            "request_id": request_id,
+            "approved": approve,
+            "response_message_id": response.id(),
+            "to": response.recipient(),
+        })))
+    }
+}
+
+pub struct SubmitPlan(pub TeamHandle);
+
+#[async_trait]
+impl ToolHandler for SubmitPlan {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "submit_plan".into(),
+            description: "Submit your plan to the lead for approval. Until the lead approves it, \
+                your write and execute tools are blocked; the decision arrives as a message."
+                .into(),
+            parameters: schema(json!({"plan": {"type": "string", "minLength": 1}}), &["plan"]),
+            effect: Effect::External,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        if ctx.agent.is_lead() {
+            return Err(ToolError::PermissionDenied("the lead does not submit plans".into()));
+        }
+        let plan = text_arg(&args, "plan")?;
+        if plan.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("plan must not be blank".into()));
+        }
+        let team = self.0.upgrade().map_err(team_error)?;
+        let request = team
+            .protocol
+            .open(RequestKind::PlanApproval, &ctx.agent, &AgentName::lead(), plan)
+            .map_err(team_error)?;
+        Ok(render(json!({
+            "request_id": request.id(),
+            "status": "pending",
+            "expires_at_utc": request.expires_at_utc(),
+            "note": "write and execute tools stay blocked until the lead approves",
+        })))
+    }
+}
