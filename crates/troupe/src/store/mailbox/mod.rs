@@ -3,8 +3,22 @@
 //!
 //! Delivery is at least once; consumers are idempotent by message id. Nothing is ever lost: every
 //! message that was sent ends in exactly one of the four folders.
+//!
+//! # Layout
+//!
+//! - [`FileMailboxStore`] (`file.rs`): the port on real folders — send, claim, ack, release,
+//!   quarantine, recover, listings.
+//! - `index.rs`: the per-agent in-memory index of ready messages that makes claim cheap.
+//! - `entry.rs`: reading one mailbox file safely (no symlinks followed, bounded size, strict parse).
+//! - `quarantine.rs`: moving a file into `quarantine/` without overwriting, and the
+//!   `quarantine.jsonl` journal of reasons.
+//! - `moves.rs`: the no-replace rename every transition uses.
 
+mod entry;
 mod file;
+mod index;
+mod moves;
+mod quarantine;
 
 pub use file::FileMailboxStore;
 
@@ -14,6 +28,10 @@ use troupe_wire::{AgentName, MailboxMessage, MessageId, UtcTime};
 
 use super::IoError;
 use crate::error::ErrorCode;
+
+/// The largest mailbox file troupe reads. Larger files are quarantined without being read whole,
+/// and `send` refuses a message whose bytes would exceed it.
+pub const MAX_MESSAGE_BYTES: u64 = 1024 * 1024;
 
 /// The four folders of a mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,6 +142,9 @@ pub enum MailboxError {
     /// `ack` of a message whose `done/` copy has different content.
     #[error("message {id} is already done in {agent}'s mailbox with different content")]
     AckConflict { agent: AgentName, id: MessageId },
+    /// `send` of a message whose file would be larger than [`MAX_MESSAGE_BYTES`].
+    #[error("message {id} is {bytes} bytes, more than the {max} bytes a mailbox file may hold")]
+    TooLarge { id: MessageId, bytes: u64, max: u64 },
     /// A mailbox folder is a symlink or not a folder.
     #[error("mailbox of {agent} is unusable: {why}")]
     InvalidMailbox { agent: AgentName, why: String },
@@ -137,6 +158,7 @@ impl ErrorCode for MailboxError {
             Self::Duplicate { .. } => "mailbox_duplicate",
             Self::NotProcessing { .. } => "mailbox_not_processing",
             Self::AckConflict { .. } => "mailbox_ack_conflict",
+            Self::TooLarge { .. } => "mailbox_message_too_large",
             Self::InvalidMailbox { .. } => "mailbox_invalid",
             Self::Io(e) => e.code(),
         }
