@@ -10,7 +10,7 @@
 //! Compaction runs when more than [`COMPACT_ABOVE`] requests are archivable, so its cost (an
 //! fsynced append) is spread over that many transitions and `state.json` stays small.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use troupe_wire::{AgentName, ProtocolRequest, RequestId, RequestKind, UtcTime};
 
@@ -22,6 +22,8 @@ pub const COMPACT_ABOVE: usize = 32;
 pub(super) struct Plan {
     /// What stays in `state.json`, in array order.
     pub(super) keep: Vec<ProtocolRequest>,
+    /// The ids of every request that leaves `state.json`.
+    pub(super) moved: HashSet<RequestId>,
     /// What must be appended to the archive, in array order (archivable requests that are not
     /// archived yet; a request left in both files by a crash is only dropped from the state).
     pub(super) append: Vec<ProtocolRequest>,
@@ -38,8 +40,11 @@ pub(super) fn latest_plans(requests: &[ProtocolRequest]) -> HashMap<&AgentName, 
     latest
 }
 
-/// Plans a compaction of `requests` (the next `state.json`), or `None` while at most
-/// `threshold` requests are archivable.
+/// Plans a compaction of `requests`, or `None` while at most `threshold` are archivable.
+///
+/// The store plans on `state.json` as it is on disk, *before* the write in progress: a request
+/// resolved by that write is archived by a later compaction, so the archive never holds a copy
+/// that `state.json` does not hold yet (if the state replace failed, the copies would differ).
 pub(super) fn plan(
     requests: &[ProtocolRequest],
     threshold: usize,
@@ -64,14 +69,22 @@ pub(super) fn plan(
     }
     let mut keep = Vec::with_capacity(requests.len() - count);
     let mut append = Vec::with_capacity(count);
+    let mut moved = HashSet::with_capacity(count);
     for (request, moves) in requests.iter().zip(archivable) {
         if !moves {
             keep.push(request.clone());
-        } else if !is_archived(request.id()) {
+            continue;
+        }
+        moved.insert(request.id());
+        if !is_archived(request.id()) {
             append.push(request.clone());
         }
     }
-    Some(Plan { keep, append })
+    Some(Plan {
+        keep,
+        moved,
+        append,
+    })
 }
 
 /// Every request, in creation order: archived ones (a copy also in `state` is skipped: the state

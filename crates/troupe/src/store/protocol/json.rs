@@ -159,16 +159,23 @@ impl JsonProtocolStore {
         Ok((cache, lock))
     }
 
-    /// Writes `next` as the new `state.json` (compacting first when due). Called under both
-    /// locks, after `refresh`.
+    /// Writes `next` as the new `state.json`, compacting when due. Called under both locks,
+    /// after `refresh`, so `cache.state` is what is on disk.
     fn commit(&self, cache: &mut Cache, next: Vec<ProtocolRequest>) -> Result<(), ProtocolError> {
         let archive = &cache.archive;
-        let kept = match compaction::plan(&next, COMPACT_ABOVE, |id| archive.contains(id)) {
+        let plan = compaction::plan(cache.state.requests(), COMPACT_ABOVE, |id| {
+            archive.contains(id)
+        });
+        let kept = match plan {
             None => next,
             Some(plan) => match self.append_to_archive(&mut cache.archive, plan.append) {
-                Ok(()) => plan.keep,
+                // Moved requests are resolved, so `next` holds them unchanged.
+                Ok(()) => next
+                    .into_iter()
+                    .filter(|r| !plan.moved.contains(&r.id()))
+                    .collect(),
                 Err(e) => {
-                    // Compaction is an optimisation: the transition must not fail because of it.
+                    // Compaction is an optimisation: the write must not fail because of it.
                     tracing::warn!(error = %e, "protocol archive append failed; not compacting");
                     next
                 }

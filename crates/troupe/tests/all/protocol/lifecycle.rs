@@ -156,20 +156,45 @@ fn each_refusal_leaves_the_state_unchanged() {
     )
     .unwrap();
     let cases = vec![
-        ("unknown request", answer(&unknown, mid(1), true), "protocol_not_found"),
+        (
+            "unknown request",
+            answer(&unknown, mid(1), true),
+            "protocol_not_found",
+        ),
         (
             "kind of the other protocol",
-            response(&shutdown, mid(2), ProtocolMessageKind::PlanApprovalResponse, &alice, &lead, true),
+            response(
+                &shutdown,
+                mid(2),
+                ProtocolMessageKind::PlanApprovalResponse,
+                &alice,
+                &lead,
+                true,
+            ),
             "protocol_mismatch",
         ),
         (
             "sender is not the target",
-            response(&shutdown, mid(3), ProtocolMessageKind::ShutdownResponse, &bob, &lead, true),
+            response(
+                &shutdown,
+                mid(3),
+                ProtocolMessageKind::ShutdownResponse,
+                &bob,
+                &lead,
+                true,
+            ),
             "protocol_mismatch",
         ),
         (
             "recipient is not the sender",
-            response(&shutdown, mid(4), ProtocolMessageKind::ShutdownResponse, &alice, &bob, true),
+            response(
+                &shutdown,
+                mid(4),
+                ProtocolMessageKind::ShutdownResponse,
+                &alice,
+                &bob,
+                true,
+            ),
             "protocol_mismatch",
         ),
         (
@@ -186,7 +211,11 @@ fn each_refusal_leaves_the_state_unchanged() {
     for (why, msg, expected) in cases {
         let before = fx.state_bytes();
         assert_eq!(code(&store.consume_response(&msg)), expected, "{why}");
-        assert_eq!(code(&store.validate_response(&msg)), expected, "{why} (validate)");
+        assert_eq!(
+            code(&store.validate_response(&msg)),
+            expected,
+            "{why} (validate)"
+        );
         assert_eq!(fx.state_bytes(), before, "{why}: state.json changed");
     }
     // Expired, and a clock before the request's creation.
@@ -210,9 +239,7 @@ fn the_window_is_created_inclusive_expires_exclusive() {
     let open = store.create(with_ttl(shutdown_of("alice"), ttl)).unwrap();
     let closed = store.create(with_ttl(shutdown_of("bob"), ttl)).unwrap();
     fx.clock.advance_millis(999); // expires - 1 ms: still open
-    assert!(store
-        .consume_response(&answer(&open, mid(1), true))
-        .is_ok());
+    assert!(store.consume_response(&answer(&open, mid(1), true)).is_ok());
     fx.clock.advance_millis(1); // == expires: closed
     let late = store.consume_response(&answer(&closed, mid(2), true));
     assert!(
@@ -259,10 +286,16 @@ fn the_same_message_replays_and_another_one_is_a_duplicate() {
     assert_eq!(fx.store().consume_response(&msg).unwrap(), again);
     assert_eq!(store.validate_response(&msg).unwrap(), again);
     let other = answer(&request, mid(2), true);
-    assert_eq!(code(&store.consume_response(&other)), "protocol_state_error");
+    assert_eq!(
+        code(&store.consume_response(&other)),
+        "protocol_state_error"
+    );
     // The same id carrying a different decision is not a replay.
     let flipped = answer(&request, mid(1), false);
-    assert_eq!(code(&store.consume_response(&flipped)), "protocol_state_error");
+    assert_eq!(
+        code(&store.consume_response(&flipped)),
+        "protocol_state_error"
+    );
     assert_eq!(fx.state_bytes(), after_first);
 }
 
@@ -276,7 +309,9 @@ fn validations_are_read_only() {
         store.validate_request(&announce(&request, mid(9))).unwrap(),
         request
     );
-    let would = store.validate_response(&answer(&request, mid(1), true)).unwrap();
+    let would = store
+        .validate_response(&answer(&request, mid(1), true))
+        .unwrap();
     assert!(!would.replayed);
     assert_eq!(would.request.stored_status(), RequestStatus::Approved);
     assert_eq!(fx.state_bytes(), before);
@@ -290,7 +325,10 @@ fn validations_are_read_only() {
         request.sender(),
         true,
     );
-    assert_eq!(code(&store.validate_request(&wrong_way)), "protocol_mismatch");
+    assert_eq!(
+        code(&store.validate_request(&wrong_way)),
+        "protocol_mismatch"
+    );
     store
         .consume_response(&answer(&request, mid(1), true))
         .unwrap();
@@ -343,7 +381,10 @@ fn latest_plan_is_by_creation_order_not_time_or_id() {
     store.create(shutdown_of("alice")).unwrap();
     assert_eq!(first.created_at_utc(), second.created_at_utc());
     assert!(second.id() < first.id());
-    assert_eq!(store.latest_plan_of(&name("alice")).unwrap(), Some(second.clone()));
+    assert_eq!(
+        store.latest_plan_of(&name("alice")).unwrap(),
+        Some(second.clone())
+    );
     // Resolving the older one changes nothing; a resolved latest plan is still the latest.
     store
         .consume_response(&answer(&first, mid(1), true))
@@ -352,10 +393,16 @@ fn latest_plan_is_by_creation_order_not_time_or_id() {
         .consume_response(&answer(&second, mid(2), false))
         .unwrap()
         .request;
-    assert_eq!(store.latest_plan_of(&name("alice")).unwrap(), Some(rejected));
+    assert_eq!(
+        store.latest_plan_of(&name("alice")).unwrap(),
+        Some(rejected)
+    );
     assert_eq!(store.latest_plan_of(&name("carol")).unwrap(), None);
     let newer = store.create(plan_of("alice")).unwrap();
-    assert_eq!(fx.store().latest_plan_of(&name("alice")).unwrap(), Some(newer));
+    assert_eq!(
+        fx.store().latest_plan_of(&name("alice")).unwrap(),
+        Some(newer)
+    );
 }
 
 #[test]

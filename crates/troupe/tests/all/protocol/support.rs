@@ -173,7 +173,12 @@ pub fn response(
 /// The `*_request` message announcing `request`.
 pub fn announce(request: &ProtocolRequest, id: MessageId) -> ProtocolMessage {
     ProtocolMessage::request(
-        envelope(id, request.sender(), request.target(), request.content().as_str()),
+        envelope(
+            id,
+            request.sender(),
+            request.target(),
+            request.content().as_str(),
+        ),
         request.kind().request_message_kind(),
         request.id(),
     )
@@ -188,7 +193,12 @@ pub fn code<T>(result: &Result<T, ProtocolError>) -> &'static str {
 }
 
 /// Creates and resolves `n` shutdown requests (approved by `mid(base + i)`), one ms apart.
-pub fn resolve_many(fx: &Fixture, store: &JsonProtocolStore, n: u64, base: u64) -> Vec<ProtocolRequest> {
+pub fn resolve_many(
+    fx: &Fixture,
+    store: &JsonProtocolStore,
+    n: u64,
+    base: u64,
+) -> Vec<ProtocolRequest> {
     (0..n)
         .map(|i| {
             fx.clock.advance_millis(1);
