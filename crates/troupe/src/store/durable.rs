@@ -81,6 +81,37 @@ pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     fsync_dir(parent_of(dest))
 }
 
+/// Appends `bytes` to `dest` (creating it if missing) and fsyncs it, so the bytes survive a
+/// crash once this returns. For append-only logs: a crash mid-append can leave a torn last line,
+/// which the log's reader must tolerate (see `store::protocol::archive`).
+pub fn append(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let existed = dest.exists();
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dest)
+        .map_err(|e| IoError::new("open for append", dest, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| IoError::new("append to", dest, e))?;
+    if !existed {
+        fsync_dir(parent_of(dest))?;
+    }
+    Ok(())
+}
+
+/// Cuts `dest` back to `len` bytes and fsyncs it (removing the torn tail of an append-only log).
+pub fn truncate(dest: &Path, len: u64) -> Result<(), IoError> {
+    OpenOptions::new()
+        .write(true)
+        .open(dest)
+        .and_then(|file| {
+            file.set_len(len)?;
+            file.sync_all()
+        })
+        .map_err(|e| IoError::new("truncate", dest, e))
+}
+
 /// Renames `from` to `to` and fsyncs the destination folder (and the source folder when it
 /// differs), so the move survives a crash.
 pub fn rename(from: &Path, to: &Path) -> Result<(), IoError> {

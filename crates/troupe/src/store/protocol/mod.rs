@@ -2,9 +2,48 @@
 //!
 //! Requests are registered *before* their message is sent; a response changes a request exactly
 //! once, and only when it matches in every respect (id, kind pairing, parties, pending, window).
+//!
+//! # On disk
+//!
+//! ```text
+//! .troupe/protocol/
+//!   state.json       {"version":1,"requests":[…]}: every pending request, each sender's latest
+//!                    plan (resolved or not) and resolved requests not archived yet, in creation
+//!                    order. Replaced atomically on every write.
+//!   archive.jsonl    append-only: one resolved request (the same JSON as in state.json) per
+//!                    line. Resolved requests move here in batches so that state.json stays small.
+//!   .protocol.lock   the cross-process lock every operation holds (reads included).
+//! ```
+//!
+//! The two files together hold every request ever created. A request may be in both only after
+//! a crash between a compaction's archive append and its state replace: the copies must then be
+//! identical (else the store is corrupt), `state.json`'s copy wins, and the next compaction drops
+//! it from `state.json` without appending it again. A last archive line without its `\n` is the
+//! trace of an interrupted append; it is ignored, and cut off by the next writer (its requests are
+//! still in `state.json`). Every other violation — of the SPEC §5 invariants in `state.json`, a
+//! bad or pending archive line, an id archived twice — is reported as `Corrupt`, never repaired.
+//!
+//! Creation order across the files: see the `compaction` module (the archivability rule makes a merge by
+//! creation time, archive first on ties, equal to the creation order).
+//!
+//! # Layout
+//!
+//! - `json`: [`JsonProtocolStore`], the port's implementation: locking, refresh, writes.
+//! - `rules`: the matching rules as pure functions, and the order of the checks.
+//! - `state`: reading and validating `state.json`, with a cache of the last good read.
+//! - `archive`: the archive file and its in-memory index.
+//! - `compaction`: which requests move to the archive, and how the two files merge back.
+//! - `files`: the write seam ([`ProtocolFiles`]) that tests use to make writes fail.
 
+mod archive;
+mod compaction;
+mod files;
 mod json;
+mod rules;
+mod state;
 
+pub use compaction::COMPACT_ABOVE;
+pub use files::{DurableFiles, ProtocolFiles};
 pub use json::JsonProtocolStore;
 
 use std::time::Duration;

@@ -1,0 +1,35 @@
+//! The write seam of the protocol store: the only two ways it changes bytes on disk.
+//!
+//! Production uses [`DurableFiles`] (the `store::durable` primitives). Tests inject their own
+//! [`ProtocolFiles`] to make a write fail — tests run as root, so permission tricks cannot — and
+//! check that a failed write leaves the old bytes and the old state.
+
+use std::path::Path;
+
+use crate::store::durable;
+use crate::store::IoError;
+
+/// How the protocol store writes. Implementations must be all-or-nothing for `replace_state`
+/// (the old bytes stay on failure); `append_archive` may leave a torn tail on failure, which the
+/// store tolerates.
+pub trait ProtocolFiles: Send + Sync {
+    /// Atomically replaces `state.json` with `bytes`.
+    fn replace_state(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError>;
+
+    /// Appends whole lines to `archive.jsonl` and makes them durable.
+    fn append_archive(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError>;
+}
+
+/// The real thing: temp file → fsync → rename → folder fsync, and fsynced appends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DurableFiles;
+
+impl ProtocolFiles for DurableFiles {
+    fn replace_state(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+        durable::replace(path, bytes)
+    }
+
+    fn append_archive(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+        durable::append(path, bytes)
+    }
+}

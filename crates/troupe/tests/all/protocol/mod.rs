@@ -1,0 +1,15 @@
+//! The protocol store (SPEC §5) through its public API, on real files.
+//!
+//! - `support`: fixture (temp workspace, manual clock, sequential ids) and message builders.
+//! - `lifecycle`: create, consume, validate, replay, expiry, latest plan, clock, failed writes.
+//! - `corrupt`: load-time invariant violations of `state.json` and the archive.
+//! - `compaction`: the archive — small state, order, replays, crash leftovers, torn tail.
+//! - `concurrency`: threads, store instances and processes racing.
+//! - `timing`: an `#[ignore]`d measurement of round trips and `latest_plan_of`.
+
+mod compaction;
+mod concurrency;
+mod corrupt;
+mod lifecycle;
+mod support;
+mod timing;
