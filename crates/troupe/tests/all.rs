@@ -1,2 +1,7 @@
 //! The runtime's integration tests, linked into one binary (fast builds on small machines).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "all/permissions/mod.rs"]
+mod permissions;
+#[path = "all/tools/mod.rs"]
+mod tools;
