@@ -3,5 +3,9 @@
 
 #[path = "all/model/mod.rs"]
 mod model;
+#[path = "all/permissions/mod.rs"]
+mod permissions;
 #[path = "all/protocol/mod.rs"]
 mod protocol;
+#[path = "all/tools/mod.rs"]
+mod tools;

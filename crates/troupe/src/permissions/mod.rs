@@ -1,1 +1,26 @@
-//! permissions (in progress).
+//! Permissions (SPEC §7): who may run which tool, who is asked, and the record of every answer.
+//!
+//! # Layout
+//!
+//! - [`rules`]: pure rules and how their verdicts combine (deny > ask > allow).
+//! - [`policy`]: rules + approval provider + audit sink; the default policy of SPEC §7.
+//! - [`approval`]: the `ApprovalProvider` port — automatic, deny-all, and the terminal prompt.
+//! - [`audit`]: the `AuditSink` port — `.troupe/audit.jsonl` and an in-memory sink for tests.
+//! - [`hooks`]: PreToolUse / PostToolUse hooks around the handler.
+//!
+//! **Architecture Invariant:** an approval can only turn `ask` into allow or deny; nothing loosens
+//! a deny. The approval provider is never consulted for a call the rules deny.
+
+pub mod approval;
+pub mod audit;
+pub mod hooks;
+pub mod policy;
+pub mod rules;
+
+pub use approval::{
+    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, TerminalApproval,
+};
+pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
+pub use hooks::{HookDecision, Hooks, PostToolUse, PreToolUse};
+pub use policy::{PermissionDecision, PermissionPolicy};
+pub use rules::{Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict};

@@ -1,1 +1,207 @@
-//! tools (in progress).
+//! Tools: what an agent can do, described to the model and run through one dispatch path.
+//!
+//! # Layout
+//!
+//! - this file: the shared vocabulary — [`Effect`], [`ToolDefinition`], [`ToolHandler`],
+//!   [`ToolContext`], [`ToolError`].
+//! - [`registry`]: the tools an agent is offered, in the order it is offered them.
+//! - [`schema`]: the small JSON Schema validator for the subset our tool schemas use.
+//! - [`dispatch`]: **the** call path of every tool (SPEC §4.2). No other code runs a handler.
+//! - [`confine`]: workspace confinement shared by every file tool.
+//! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
+//! - [`testing`]: cheap tools for tests and benchmarks.
+//!
+//! **Architecture Invariant:** tools never check permissions themselves; [`dispatch`] does,
+//! always in the same order. A tool only enforces what is true of its own domain (a file tool
+//! stays inside the workspace whatever the permission policy says).
+//!
+//! **API Boundary:** nothing here knows the model's types. The runner maps
+//! [`ToolDefinition`]s to the model's function specs and feeds the raw argument string of a
+//! tool call to [`dispatch::Dispatcher::dispatch`].
+
+pub mod confine;
+pub mod dispatch;
+pub mod edit_file;
+pub mod glob;
+pub mod read_file;
+pub mod registry;
+pub mod schema;
+pub mod shell;
+pub mod testing;
+pub mod write_file;
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use troupe_wire::AgentName;
+
+use crate::error::{tool_error_text, ErrorCode};
+
+pub use dispatch::{Dispatcher, ToolOutcome};
+pub use registry::{RegistryError, ToolRegistry};
+
+/// The base agent's file and shell tools, in the order SPEC §4.1 offers them: `shell`,
+/// `read_file`, `write_file`, `edit_file`, `glob`.
+pub fn base_tools(shell: shell::ShellTool) -> Vec<std::sync::Arc<dyn ToolHandler>> {
+    vec![
+        std::sync::Arc::new(shell),
+        std::sync::Arc::new(read_file::ReadFileTool),
+        std::sync::Arc::new(write_file::WriteFileTool),
+        std::sync::Arc::new(edit_file::EditFileTool),
+        std::sync::Arc::new(glob::GlobTool),
+    ]
+}
+
+/// What a tool can do to the world. The default permission policy is keyed on it (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Looks, changes nothing.
+    Read,
+    /// Changes files in the workspace.
+    Write,
+    /// Runs arbitrary programs.
+    Execute,
+    /// Acts on the team or the protocols (messages, spawning, plans).
+    External,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Write => "write",
+            Effect::Execute => "execute",
+            Effect::External => "external",
+        }
+    }
+}
+
+/// How a tool is described to the model, and the effect the permission policy judges it by.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    /// Written for a model: what the tool does, when to use it, what it returns.
+    pub description: String,
+    /// A JSON Schema of the arguments object, in the subset [`schema`] checks, with
+    /// `additionalProperties: false` on every object (checked at registration).
+    pub parameters: Value,
+    pub effect: Effect,
+}
+
+/// What a handler knows about the call it serves.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The calling agent: the only source of identity (a sender is never a tool argument).
+    pub agent: AgentName,
+    /// The workspace root every file tool is confined to and `shell` runs in.
+    pub workspace: PathBuf,
+    /// Cancelled when the runtime closes or the turn is abandoned; long tools stop on it.
+    pub cancel: CancellationToken,
+}
+
+impl ToolContext {
+    pub fn new(agent: AgentName, workspace: impl Into<PathBuf>) -> Self {
+        Self {
+            agent,
+            workspace: workspace.into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// A tool's implementation. Handlers receive arguments that already passed their schema and
+/// every permission check; they never check permissions themselves.
+#[async_trait]
+pub trait ToolHandler: Send + Sync {
+    fn definition(&self) -> ToolDefinition;
+
+    /// Runs the tool. `Ok` text and `Err` alike go back to the model as the tool result.
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
+}
+
+/// Why a tool call did not produce its normal result. Rendered to the model as
+/// `Error [<code>]: <message>`; never fatal to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    UnknownTool(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Timeout(String),
+    #[error("{0}")]
+    Cancelled(String),
+    /// The decision could not be recorded, so the call was not run (fail closed).
+    #[error("{0}")]
+    AuditFailed(String),
+    #[error("{0}")]
+    Failed(String),
+    /// An error of another module (team, protocol) passed through with its own stable code.
+    #[error("{message}")]
+    Coded { code: &'static str, message: String },
+}
+
+impl ToolError {
+    /// Wraps another module's error, keeping its stable code.
+    pub fn coded(error: &(impl ErrorCode + std::fmt::Display)) -> Self {
+        ToolError::Coded {
+            code: error.code(),
+            message: error.to_string(),
+        }
+    }
+
+    /// An I/O failure, with `NotFound` kept apart so the model can tell a missing file.
+    pub fn io(action: &str, shown_path: &str, error: &std::io::Error) -> Self {
+        let message = format!("{action} {shown_path}: {error}");
+        if error.kind() == std::io::ErrorKind::NotFound {
+            ToolError::NotFound(message)
+        } else {
+            ToolError::Io(message)
+        }
+    }
+
+    /// The text the model sees.
+    pub fn to_tool_text(&self) -> String {
+        tool_error_text(self.code(), &self.to_string())
+    }
+}
+
+impl ErrorCode for ToolError {
+    fn code(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::PermissionDenied(_) => "permission_denied",
+            ToolError::NotFound(_) => "not_found",
+            ToolError::UnknownTool(_) => "unknown_tool",
+            ToolError::Io(_) => "io_error",
+            ToolError::Timeout(_) => "timeout",
+            ToolError::Cancelled(_) => "cancelled",
+            ToolError::AuditFailed(_) => "audit_failed",
+            ToolError::Failed(_) => "tool_failed",
+            ToolError::Coded { code, .. } => code,
+        }
+    }
+}
+
+/// Reads an argument the schema already guarantees; a miss is a schema/handler mismatch, which
+/// is reported rather than panicking.
+pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::InvalidArguments(format!("missing string argument `{key}`")))
+}

@@ -1,0 +1,244 @@
+//! The audit sink: one record per permission decision (SPEC §7).
+//!
+//! `.troupe/audit.jsonl` holds one JSON object per line:
+//! `{"at","agent","tool","decision","rule","reason","input_digest"}` where `decision` is
+//! `allow` or `deny` (the final answer, after any approval), `rule` names what decided
+//! (`default`, `default+approval:auto`, `hook:<name>`, a rule's name, …) and `input_digest` is
+//! the first 16 hex characters of the SHA-256 of the arguments in canonical JSON (keys sorted,
+//! no spaces), so a call can be matched without the log holding file contents.
+//!
+//! Each line is written with a single `write(2)` on a file opened with `O_APPEND`, so lines from
+//! several processes never interleave. Lines are not fsynced: the log is a record for people,
+//! not state troupe recovers from, and an fsync per tool call would dominate dispatch time.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use troupe_wire::{AgentName, UtcTime};
+
+use crate::clock::Clock;
+use crate::error::ErrorCode;
+use crate::layout::Layout;
+use crate::store::durable;
+
+/// A decision before it is stamped with the sink's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub agent: AgentName,
+    pub tool: String,
+    /// `true` for allow, `false` for deny: the audit log holds final answers only.
+    pub allowed: bool,
+    pub rule: String,
+    pub reason: String,
+    pub input_digest: String,
+}
+
+/// One line of `audit.jsonl`, keys in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditRecord {
+    pub at: UtcTime,
+    pub agent: AgentName,
+    pub tool: String,
+    pub decision: &'static str,
+    pub rule: String,
+    pub reason: String,
+    pub input_digest: String,
+}
+
+impl AuditRecord {
+    pub fn stamp(entry: AuditEntry, at: UtcTime) -> Self {
+        Self {
+            at,
+            agent: entry.agent,
+            tool: entry.tool,
+            decision: if entry.allowed { "allow" } else { "deny" },
+            rule: entry.rule,
+            reason: entry.reason,
+            input_digest: entry.input_digest,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the audit log {path}: {source}")]
+pub struct AuditError {
+    pub path: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl ErrorCode for AuditError {
+    fn code(&self) -> &'static str {
+        "audit_failed"
+    }
+}
+
+/// Where permission decisions are recorded.
+pub trait AuditSink: Send + Sync {
+    fn record(&self, entry: AuditEntry) -> Result<(), AuditError>;
+}
+
+/// First 16 hex characters of the SHA-256 of `arguments` in canonical JSON.
+pub fn input_digest(arguments: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(arguments, &mut canonical);
+    let digest = Sha256::digest(canonical.as_bytes());
+    let mut hex = String::with_capacity(16);
+    for byte in digest.iter().take(8) {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Keys sorted at every level, no whitespace. Written by hand because serde_json's map order
+/// depends on a feature flag another crate in the build may turn on.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Appends to `.troupe/audit.jsonl`.
+pub struct JsonlAuditSink {
+    /// Kept open: one `open` per run, one `write` per decision.
+    file: File,
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+}
+
+impl JsonlAuditSink {
+    /// Opens (creating) the workspace's audit log. Refuses a symlinked `.troupe/` or log file.
+    pub fn open(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
+        let path = layout.audit_log();
+        durable::ensure_real_dir(&layout.state_dir()).map_err(|e| AuditError {
+            path: path.display().to_string(),
+            source: e.source,
+        })?;
+        Self::open_path(&path, clock)
+    }
+
+    /// Opens (creating) an audit log at `path`, whose folder must exist.
+    pub fn open_path(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|source| AuditError {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            clock,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AuditSink for JsonlAuditSink {
+    fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
+        let record = AuditRecord::stamp(entry, self.clock.now());
+        let fail = |source| AuditError {
+            path: self.path.display().to_string(),
+            source,
+        };
+        let mut line = serde_json::to_vec(&record).map_err(|e| fail(std::io::Error::other(e)))?;
+        line.push(b'\n');
+        // One write per line: O_APPEND makes each write land whole at the end of the file.
+        let written = (&self.file).write(&line).map_err(fail)?;
+        if written != line.len() {
+            return Err(fail(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                format!("short write: {written} of {} bytes", line.len()),
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Keeps records in memory, for tests.
+pub struct MemoryAuditSink {
+    records: Mutex<Vec<AuditRecord>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryAuditSink {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            records: Mutex::new(Vec::new()),
+            clock,
+        }
+    }
+
+    pub fn records(&self) -> Vec<AuditRecord> {
+        self.records
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+    }
+}
+
+impl AuditSink for MemoryAuditSink {
+    fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
+        let record = AuditRecord::stamp(entry, self.clock.now());
+        match self.records.lock() {
+            Ok(mut r) => r.push(record),
+            Err(poisoned) => poisoned.into_inner().push(record),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_ignores_key_order_and_whitespace() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+        let b = json!({"a": {"x": "s", "y": [1, 2]}, "b": 1});
+        assert_eq!(input_digest(&a), input_digest(&b));
+        assert_eq!(input_digest(&a).len(), 16);
+        assert_ne!(input_digest(&a), input_digest(&json!({"b": 2})));
+        // sha256('{"a":1}')
+        assert_eq!(input_digest(&json!({"a": 1})), "015abd7f5cc57a2d");
+    }
+}

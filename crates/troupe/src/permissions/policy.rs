@@ -1,0 +1,117 @@
+//! The permission policy: rules, then the approval provider when the rules say `ask`; every
+//! final decision is written to the audit sink before it takes effect.
+
+use std::sync::Arc;
+
+use super::approval::{ApprovalProvider, ApprovalRequest};
+use super::audit::{input_digest, AuditEntry, AuditError, AuditSink};
+use super::rules::{combine, Decision, EffectDefaults, PermissionRequest, PermissionRule};
+
+/// A final decision: allowed or denied (never `ask`), with what decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionDecision {
+    pub allowed: bool,
+    /// What the rules said before any approval (`Ask` means the provider answered).
+    pub rules_said: Decision,
+    /// `default`, `<rule>`, or `<rule>+approval:<provider>` when a provider answered.
+    pub rule: String,
+    pub reason: String,
+}
+
+/// Rules + approval provider + audit sink. Cheap to clone (all shared).
+#[derive(Clone)]
+pub struct PermissionPolicy {
+    rules: Vec<Arc<dyn PermissionRule>>,
+    approval: Arc<dyn ApprovalProvider>,
+    audit: Arc<dyn AuditSink>,
+}
+
+impl PermissionPolicy {
+    /// A policy with exactly these rules (no defaults added).
+    pub fn new(
+        rules: Vec<Arc<dyn PermissionRule>>,
+        approval: Arc<dyn ApprovalProvider>,
+        audit: Arc<dyn AuditSink>,
+    ) -> Self {
+        Self {
+            rules,
+            approval,
+            audit,
+        }
+    }
+
+    /// The default policy of SPEC §7 ([`EffectDefaults`]).
+    pub fn default_policy(approval: Arc<dyn ApprovalProvider>, audit: Arc<dyn AuditSink>) -> Self {
+        Self::new(vec![Arc::new(EffectDefaults)], approval, audit)
+    }
+
+    /// The same policy with `extra` rules added after the existing ones, keeping the same
+    /// approval provider and audit sink. Since the strongest verdict wins, an added deny beats
+    /// the defaults' allow and ask; an added allow cannot loosen an existing ask or deny.
+    pub fn with_rules(&self, extra: impl IntoIterator<Item = Arc<dyn PermissionRule>>) -> Self {
+        let mut rules = self.rules.clone();
+        rules.extend(extra);
+        Self {
+            rules,
+            approval: self.approval.clone(),
+            audit: self.audit.clone(),
+        }
+    }
+
+    pub fn approval(&self) -> &Arc<dyn ApprovalProvider> {
+        &self.approval
+    }
+
+    pub fn audit(&self) -> &Arc<dyn AuditSink> {
+        &self.audit
+    }
+
+    /// What the rules alone say (pure; no approval, no audit).
+    pub fn evaluate(&self, request: &PermissionRequest<'_>) -> super::rules::RuleVerdict {
+        combine(self.rules.iter().map(|r| r.as_ref()), request)
+    }
+
+    /// Rules, then the approval provider for `ask`; the final decision is audited. An audit
+    /// failure is returned as an error and the caller must not run the tool (fail closed).
+    pub async fn decide(
+        &self,
+        request: &PermissionRequest<'_>,
+    ) -> Result<PermissionDecision, AuditError> {
+        let verdict = self.evaluate(request);
+        let decision = match verdict.decision {
+            Decision::Allow | Decision::Deny => PermissionDecision {
+                allowed: verdict.decision == Decision::Allow,
+                rules_said: verdict.decision,
+                rule: verdict.rule,
+                reason: verdict.reason,
+            },
+            Decision::Ask => {
+                let answer = self
+                    .approval
+                    .approve(&ApprovalRequest {
+                        agent: request.agent,
+                        tool: request.tool,
+                        effect: request.effect,
+                        arguments: request.arguments,
+                        reason: &verdict.reason,
+                    })
+                    .await;
+                PermissionDecision {
+                    allowed: answer.approved,
+                    rules_said: Decision::Ask,
+                    rule: format!("{}+approval:{}", verdict.rule, self.approval.name()),
+                    reason: answer.reason,
+                }
+            }
+        };
+        self.audit.record(AuditEntry {
+            agent: request.agent.clone(),
+            tool: request.tool.to_owned(),
+            allowed: decision.allowed,
+            rule: decision.rule.clone(),
+            reason: decision.reason.clone(),
+            input_digest: input_digest(request.arguments),
+        })?;
+        Ok(decision)
+    }
+}

@@ -1,0 +1,128 @@
+//! Pure permission rules and their combination.
+//!
+//! Every rule is evaluated; each may say nothing or give a verdict. The strongest verdict wins:
+//! **deny > ask > allow** (among equals, the first rule in order is the one reported). When no
+//! rule says anything, the fallback is `ask`, so a policy built without the defaults fails
+//! towards a person rather than towards running.
+
+use serde_json::Value;
+use troupe_wire::AgentName;
+
+use crate::tools::Effect;
+
+/// What the rules say about a call. Ordered by strength: `Allow < Ask < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Decision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// The call being judged. Also what hooks see.
+#[derive(Debug, Clone, Copy)]
+pub struct PermissionRequest<'a> {
+    pub agent: &'a AgentName,
+    pub tool: &'a str,
+    pub effect: Effect,
+    /// The validated arguments object.
+    pub arguments: &'a Value,
+}
+
+/// One rule's verdict, with its name and reason for the audit log and the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleVerdict {
+    pub decision: Decision,
+    pub rule: String,
+    pub reason: String,
+}
+
+impl RuleVerdict {
+    pub fn new(decision: Decision, rule: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            decision,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A pure rule: no I/O, no state changes. `None` means "no opinion".
+pub trait PermissionRule: Send + Sync {
+    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;
+}
+
+/// The name of the verdict used when no rule gives one.
+pub const FALLBACK_RULE: &str = "fallback";
+
+/// Evaluates every rule and keeps the strongest verdict (first among equals).
+pub fn combine<'r>(
+    rules: impl IntoIterator<Item = &'r dyn PermissionRule>,
+    request: &PermissionRequest<'_>,
+) -> RuleVerdict {
+    let mut strongest: Option<RuleVerdict> = None;
+    for rule in rules {
+        if let Some(verdict) = rule.evaluate(request) {
+            let stronger = strongest
+                .as_ref()
+                .is_none_or(|s| verdict.decision > s.decision);
+            if stronger {
+                strongest = Some(verdict);
+            }
+        }
+    }
+    strongest.unwrap_or_else(|| {
+        RuleVerdict::new(
+            Decision::Ask,
+            FALLBACK_RULE,
+            "no rule decided this call, so a person is asked",
+        )
+    })
+}
+
+/// The default policy of SPEC §7: read → allow; write and execute → ask; external (protocol
+/// and team tools) → allow.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EffectDefaults;
+
+impl EffectDefaults {
+    pub const RULE: &'static str = "default";
+}
+
+impl PermissionRule for EffectDefaults {
+    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+        let (decision, reason) = match request.effect {
+            Effect::Read => (Decision::Allow, "read tools are allowed"),
+            Effect::Write => (Decision::Ask, "write tools need approval"),
+            Effect::Execute => (Decision::Ask, "execute tools need approval"),
+            Effect::External => (Decision::Allow, "protocol and team tools are allowed"),
+        };
+        Some(RuleVerdict::new(decision, Self::RULE, reason))
+    }
+}
+
+/// A rule that gives the same verdict for the named tools (or every tool when `tools` is
+/// empty). Handy for configuration and tests.
+#[derive(Debug, Clone)]
+pub struct FixedRule {
+    pub name: String,
+    pub tools: Vec<String>,
+    pub decision: Decision,
+    pub reason: String,
+}
+
+impl PermissionRule for FixedRule {
+    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+        let applies = self.tools.is_empty() || self.tools.iter().any(|t| t == request.tool);
+        applies.then(|| RuleVerdict::new(self.decision, &self.name, &self.reason))
+    }
+}

@@ -1,0 +1,190 @@
+//! The one call path of every tool (SPEC §4.2). No other code runs a tool handler.
+//!
+//! Steps, in this order:
+//!
+//! 1. **parse** the raw argument string as JSON (blank means `{}`); bad JSON → `invalid_arguments`.
+//! 2. **look up** the tool by name; unknown → `unknown_tool`.
+//! 3. **validate** the arguments against the tool's schema → `invalid_arguments` naming the path.
+//! 4. **PreToolUse hooks**, in order; the first deny stops the call (audited as `hook:<name>`).
+//! 5. **permission policy**: rules (deny > ask > allow), then the approval provider when the
+//!    rules say `ask`; the decision is audited before it takes effect, and if it cannot be
+//!    audited the call is refused (`audit_failed`).
+//! 6. **handler**, raced against the context's cancellation token.
+//! 7. **PostToolUse hooks** observe the handler's result; they cannot change it.
+//!
+//! A deny at any step means the handler runs **zero** times. Nothing here panics or returns an
+//! error to the caller: every failure becomes a `ToolOutcome` with `Error [<code>]: <message>`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::registry::ToolRegistry;
+use super::{schema, ToolContext, ToolError};
+use crate::permissions::audit::{input_digest, AuditEntry};
+use crate::permissions::hooks::{HookDecision, Hooks, ToolResultView};
+use crate::permissions::policy::{PermissionDecision, PermissionPolicy};
+use crate::permissions::rules::{Decision, PermissionRequest};
+
+/// The result of one tool call, as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub is_error: bool,
+    /// The permission decision, when the call got that far (a hook deny counts as one).
+    pub decision: Option<PermissionDecision>,
+}
+
+impl ToolOutcome {
+    fn error(error: &ToolError, decision: Option<PermissionDecision>) -> Self {
+        Self {
+            content: error.to_tool_text(),
+            is_error: true,
+            decision,
+        }
+    }
+}
+
+/// Runs tool calls for one agent's tool set. Cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    registry: Arc<ToolRegistry>,
+    policy: PermissionPolicy,
+    hooks: Hooks,
+}
+
+impl Dispatcher {
+    pub fn new(registry: Arc<ToolRegistry>, policy: PermissionPolicy, hooks: Hooks) -> Self {
+        Self {
+            registry,
+            policy,
+            hooks,
+        }
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    pub fn policy(&self) -> &PermissionPolicy {
+        &self.policy
+    }
+
+    /// Runs one tool call through every step above.
+    pub async fn dispatch(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        raw_arguments: &str,
+    ) -> ToolOutcome {
+        // 1. parse
+        let arguments: Value = if raw_arguments.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            match serde_json::from_str(raw_arguments) {
+                Ok(v) => v,
+                Err(e) => {
+                    let error = ToolError::InvalidArguments(format!(
+                        "the arguments of {tool} are not valid JSON: {e}"
+                    ));
+                    return ToolOutcome::error(&error, None);
+                }
+            }
+        };
+        // 2. look up
+        let Some(registered) = self.registry.get(tool) else {
+            let error = ToolError::UnknownTool(format!(
+                "there is no tool named {tool:?}; available tools: {}",
+                self.registry.names().join(", ")
+            ));
+            return ToolOutcome::error(&error, None);
+        };
+        let definition = &registered.definition;
+        // 3. validate
+        if let Err(e) = schema::validate(&definition.parameters, &arguments) {
+            let error = ToolError::InvalidArguments(format!("{tool}: {e}"));
+            return ToolOutcome::error(&error, None);
+        }
+        let request = PermissionRequest {
+            agent: &ctx.agent,
+            tool,
+            effect: definition.effect,
+            arguments: &arguments,
+        };
+        // 4. PreToolUse hooks
+        for hook in &self.hooks.pre {
+            if let HookDecision::Deny { reason } = hook.before(&request).await {
+                let decision = PermissionDecision {
+                    allowed: false,
+                    rules_said: Decision::Deny,
+                    rule: format!("hook:{}", hook.name()),
+                    reason,
+                };
+                if let Err(e) = self.policy.audit().record(AuditEntry {
+                    agent: ctx.agent.clone(),
+                    tool: tool.to_owned(),
+                    allowed: false,
+                    rule: decision.rule.clone(),
+                    reason: decision.reason.clone(),
+                    input_digest: input_digest(&arguments),
+                }) {
+                    tracing::warn!(error = %e, "audit of a hook deny failed");
+                }
+                let error = ToolError::PermissionDenied(format!(
+                    "{tool} was denied by hook {}: {}",
+                    hook.name(),
+                    decision.reason
+                ));
+                return ToolOutcome::error(&error, Some(decision));
+            }
+        }
+        // 5. permission policy
+        let decision = match self.policy.decide(&request).await {
+            Ok(d) => d,
+            Err(e) => {
+                let error = ToolError::AuditFailed(format!(
+                    "{tool} was not run because its permission decision could not be recorded: {e}"
+                ));
+                return ToolOutcome::error(&error, None);
+            }
+        };
+        if !decision.allowed {
+            let error = ToolError::PermissionDenied(format!(
+                "{tool} was denied ({}): {}",
+                decision.rule, decision.reason
+            ));
+            return ToolOutcome::error(&error, Some(decision));
+        }
+        // 6. handler
+        if ctx.cancel.is_cancelled() {
+            let error = ToolError::Cancelled(format!("{tool} was not run: the agent is stopping"));
+            return ToolOutcome::error(&error, Some(decision));
+        }
+        let result = tokio::select! {
+            result = registered.handler.call(ctx, arguments.clone()) => result,
+            () = ctx.cancel.cancelled() => Err(ToolError::Cancelled(format!(
+                "{tool} was cancelled: the agent is stopping"
+            ))),
+        };
+        let outcome = match result {
+            Ok(content) => ToolOutcome {
+                content,
+                is_error: false,
+                decision: Some(decision),
+            },
+            Err(error) => ToolOutcome::error(&error, Some(decision)),
+        };
+        // 7. PostToolUse hooks
+        for hook in &self.hooks.post {
+            hook.after(
+                &request,
+                ToolResultView {
+                    content: &outcome.content,
+                    is_error: outcome.is_error,
+                },
+            )
+            .await;
+        }
+        outcome
+    }
+}

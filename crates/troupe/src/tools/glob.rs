@@ -1,0 +1,184 @@
+//! `glob`: workspace paths matching a pattern, sorted, capped, confined.
+//!
+//! The walk starts at the pattern's literal prefix and never follows a symlinked folder, so it
+//! cannot wander out of the workspace (or loop). A symlink is listed only if it resolves inside
+//! the workspace. Names starting with `.` match only a pattern that spells the dot, so `**/*`
+//! does not flood the result with `.git/` or `.troupe/` internals.
+
+use std::path::{Component, Path, PathBuf};
+
+use async_trait::async_trait;
+use glob::{MatchOptions, Pattern};
+use serde_json::{json, Value};
+
+use super::confine::Workspace;
+use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+
+/// At most this many paths are returned; the result says how many more matched.
+pub const MAX_RESULTS: usize = 500;
+/// The walk stops after visiting this many entries, so a huge tree cannot stall the agent.
+pub const MAX_VISITED: usize = 200_000;
+
+const OPTIONS: MatchOptions = MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: true,
+    require_literal_leading_dot: true,
+};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+#[async_trait]
+impl ToolHandler for GlobTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "glob".to_owned(),
+            description: format!(
+                "List workspace files and folders whose path matches a glob pattern, relative \
+                 to the workspace root: `*` matches within one folder, `**` across folders, \
+                 `?` one character, `[abc]` a set; e.g. `src/**/*.rs` or `*.md`. Hidden names \
+                 (starting with `.`) match only if the pattern spells the dot. Returns one path \
+                 per line, sorted; at most {MAX_RESULTS} paths."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1,
+                                "description": "Glob pattern relative to the workspace root."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+            effect: Effect::Read,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let pattern_text = str_arg(&args, "pattern")?.to_owned();
+        let workspace = Workspace::new(&ctx.workspace)?;
+        let cancel = ctx.cancel.clone();
+        // The walk is blocking file-system work.
+        tokio::task::spawn_blocking(move || {
+            run_glob(&workspace, &pattern_text, || cancel.is_cancelled())
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("glob worker failed: {e}")))?
+    }
+}
+
+fn run_glob(
+    workspace: &Workspace,
+    pattern_text: &str,
+    cancelled: impl Fn() -> bool,
+) -> Result<String, ToolError> {
+    let pattern_path = Path::new(pattern_text);
+    if pattern_path.is_absolute() {
+        return Err(ToolError::PermissionDenied(format!(
+            "{pattern_text}: glob patterns are relative to the workspace root; absolute patterns are refused"
+        )));
+    }
+    if pattern_path
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
+        return Err(ToolError::PermissionDenied(format!(
+            "{pattern_text}: `..` would leave the workspace; glob patterns stay inside it"
+        )));
+    }
+    let pattern = Pattern::new(pattern_text).map_err(|e| {
+        ToolError::InvalidArguments(format!("{pattern_text} is not a valid glob pattern: {e}"))
+    })?;
+    // Start the walk at the literal prefix (folders without wildcards) of the pattern.
+    let components: Vec<&str> = pattern_text
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let literal = components
+        .iter()
+        .take_while(|c| !c.contains(['*', '?', '[']))
+        .count();
+    let recursive = components.iter().any(|c| c.contains("**"));
+    let max_depth = if recursive {
+        usize::MAX
+    } else {
+        components.len()
+    };
+    let mut base = PathBuf::new();
+    for c in &components[..literal.min(components.len().saturating_sub(1))] {
+        base.push(c);
+    }
+    let start = workspace.root().join(&base);
+    if !base.as_os_str().is_empty() {
+        // The literal prefix itself may be a symlink: it must resolve inside.
+        if !start.exists() {
+            return Ok(format!("No paths match {pattern_text}."));
+        }
+        if !workspace.contains_resolved(&start) {
+            return Err(ToolError::PermissionDenied(format!(
+                "{pattern_text}: leads outside the workspace"
+            )));
+        }
+    }
+    let mut matches: Vec<String> = Vec::new();
+    let mut visited = 0usize;
+    let mut truncated_walk = false;
+    let mut stack: Vec<(PathBuf, usize)> = vec![(base.clone(), base.components().count())];
+    while let Some((rel_dir, depth)) = stack.pop() {
+        if cancelled() {
+            return Err(ToolError::Cancelled("glob was cancelled".to_owned()));
+        }
+        let dir = workspace.root().join(&rel_dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            visited += 1;
+            if visited > MAX_VISITED {
+                truncated_walk = true;
+                break;
+            }
+            let rel = rel_dir.join(entry.file_name());
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let is_symlink = file_type.is_symlink();
+            if pattern.matches_path_with(&rel, OPTIONS)
+                && (!is_symlink || workspace.contains_resolved(&entry.path()))
+            {
+                matches.push(rel.to_string_lossy().into_owned());
+            }
+            // Never descend through a symlink: that is how a walk leaves the workspace.
+            if file_type.is_dir() && !is_symlink && depth + 1 < max_depth {
+                stack.push((rel, depth + 1));
+            }
+        }
+        if truncated_walk {
+            break;
+        }
+    }
+    matches.sort();
+    if matches.is_empty() {
+        let mut text = format!("No paths match {pattern_text}.");
+        if truncated_walk {
+            text.push_str(&format!(
+                " [the walk stopped after {MAX_VISITED} entries; use a narrower pattern]"
+            ));
+        }
+        return Ok(text);
+    }
+    let total = matches.len();
+    matches.truncate(MAX_RESULTS);
+    let mut text = matches.join("\n");
+    if total > MAX_RESULTS {
+        text.push_str(&format!(
+            "\n[{} more paths match; showing the first {MAX_RESULTS} of {total}; use a narrower pattern]",
+            total - MAX_RESULTS
+        ));
+    }
+    if truncated_walk {
+        text.push_str(&format!(
+            "\n[the walk stopped after {MAX_VISITED} entries; results may be incomplete]"
+        ));
+    }
+    Ok(text)
+}

@@ -1,0 +1,57 @@
+//! `write_file`: create or overwrite a workspace file, creating its folders.
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::confine::Workspace;
+use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFileTool;
+
+#[async_trait]
+impl ToolHandler for WriteFileTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "write_file".to_owned(),
+            description: "Create a file in the workspace, or replace an existing file's whole \
+                 content, with `content` exactly as given. Missing parent folders are created. \
+                 `path` is relative to the workspace root; paths outside the workspace and the \
+                 `.troupe/` folder are refused. To change part of a file, prefer edit_file."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "minLength": 1,
+                             "description": "File path relative to the workspace root."},
+                    "content": {"type": "string",
+                                "description": "The complete new content of the file."}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+            effect: Effect::Write,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let raw = str_arg(&args, "path")?;
+        let content = str_arg(&args, "content")?;
+        let workspace = Workspace::new(&ctx.workspace)?;
+        let path = workspace.resolve_write(raw)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| ToolError::io("cannot create the folders of", raw, &e))?;
+        }
+        // A plain write (not temp + rename) keeps the file's mode, e.g. an executable script.
+        tokio::fs::write(&path, content.as_bytes())
+            .await
+            .map_err(|e| ToolError::io("cannot write", raw, &e))?;
+        Ok(format!(
+            "Wrote {} bytes to {}",
+            content.len(),
+            workspace.display(&path)
+        ))
+    }
+}

@@ -1,0 +1,60 @@
+//! Permissions: rule combination, the policy, approval providers, the audit log, and the
+//! guarantee that a denied call never reaches its handler.
+
+mod approval;
+mod audit;
+mod denied;
+mod rules;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use troupe::permissions::rules::FixedRule;
+use troupe::permissions::{Decision, PermissionRequest, PermissionRule};
+use troupe::tools::Effect;
+use troupe::wire::AgentName;
+
+/// A rule with a fixed decision for every tool.
+pub fn fixed(name: &str, decision: Decision) -> Arc<dyn PermissionRule> {
+    Arc::new(FixedRule {
+        name: name.to_owned(),
+        tools: Vec::new(),
+        decision,
+        reason: format!("{name} says {}", decision.as_str()),
+    })
+}
+
+pub fn request<'a>(
+    agent: &'a AgentName,
+    tool: &'a str,
+    effect: Effect,
+    args: &'a Value,
+) -> PermissionRequest<'a> {
+    PermissionRequest {
+        agent,
+        tool,
+        effect,
+        arguments: args,
+    }
+}
+
+/// A `Write` that tests can read back.
+#[derive(Clone, Default)]
+pub struct SharedOutput(pub Arc<Mutex<Vec<u8>>>);
+
+impl SharedOutput {
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+impl Write for SharedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

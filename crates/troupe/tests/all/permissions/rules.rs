@@ -1,0 +1,79 @@
+//! deny > ask > allow, every rule evaluated, the strongest wins; the defaults of SPEC §7.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use troupe::permissions::rules::{combine, FALLBACK_RULE};
+use troupe::permissions::{Decision, EffectDefaults, PermissionRule, RuleVerdict};
+use troupe::tools::Effect;
+use troupe::wire::AgentName;
+
+use super::{fixed, request};
+
+use Decision::{Allow, Ask, Deny};
+
+#[test]
+fn the_strongest_verdict_wins_in_any_order() {
+    let agent = AgentName::lead();
+    let args = json!({});
+    let req = request(&agent, "t", Effect::Write, &args);
+    let table: &[(&[Decision], Decision)] = &[
+        (&[Allow], Allow),
+        (&[Ask], Ask),
+        (&[Deny], Deny),
+        (&[Allow, Ask], Ask),
+        (&[Ask, Allow], Ask),
+        (&[Allow, Deny], Deny),
+        (&[Deny, Allow], Deny),
+        (&[Ask, Deny], Deny),
+        (&[Deny, Ask], Deny),
+        (&[Allow, Ask, Deny], Deny),
+        (&[Deny, Ask, Allow], Deny),
+        (&[Allow, Allow], Allow),
+    ];
+    for (decisions, expected) in table {
+        let rules: Vec<_> = decisions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| fixed(&format!("r{i}"), *d))
+            .collect();
+        let verdict = combine(rules.iter().map(|r| r.as_ref()), &req);
+        assert_eq!(verdict.decision, *expected, "{decisions:?}");
+        // The reported rule is the first one that gave the winning decision.
+        let first = decisions.iter().position(|d| d == expected).unwrap();
+        assert_eq!(verdict.rule, format!("r{first}"), "{decisions:?}");
+    }
+}
+
+#[test]
+fn no_verdict_at_all_falls_back_to_ask() {
+    let agent = AgentName::lead();
+    let args = json!({});
+    let verdict = combine(
+        std::iter::empty(),
+        &request(&agent, "t", Effect::Read, &args),
+    );
+    assert_eq!(verdict.decision, Ask);
+    assert_eq!(verdict.rule, FALLBACK_RULE);
+}
+
+#[test]
+fn defaults_follow_the_effect() {
+    let agent = AgentName::parse("alice").unwrap();
+    let args = json!({});
+    let table = [
+        (Effect::Read, Allow, "read tools are allowed"),
+        (Effect::Write, Ask, "write tools need approval"),
+        (Effect::Execute, Ask, "execute tools need approval"),
+        (
+            Effect::External,
+            Allow,
+            "protocol and team tools are allowed",
+        ),
+    ];
+    for (effect, decision, reason) in table {
+        assert_eq!(
+            EffectDefaults.evaluate(&request(&agent, "t", effect, &args)),
+            Some(RuleVerdict::new(decision, "default", reason))
+        );
+    }
+}

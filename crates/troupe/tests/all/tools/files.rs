@@ -1,0 +1,258 @@
+//! read_file, write_file, edit_file, and the confinement every file tool shares.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::call;
+
+#[tokio::test]
+async fn write_then_read_creates_parent_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let (content, is_error) = call(
+        dir.path(),
+        "write_file",
+        json!({"path": "a/b/c.txt", "content": "héllo\n"}),
+    )
+    .await;
+    assert_eq!(
+        (content.as_str(), is_error),
+        ("Wrote 7 bytes to a/b/c.txt", false)
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+        "héllo\n"
+    );
+    let (content, is_error) = call(dir.path(), "read_file", json!({"path": "a/b/c.txt"})).await;
+    assert_eq!((content.as_str(), is_error), ("héllo\n", false));
+}
+
+#[tokio::test]
+async fn read_file_limit_returns_the_first_lines_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("f.txt"), "1\n2\n3\n4\n").unwrap();
+    let (content, _) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": "f.txt", "limit": 2}),
+    )
+    .await;
+    assert_eq!(content, "1\n2\n[showing the first 2 of 4 lines]");
+    let (content, _) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": "f.txt", "limit": 4}),
+    )
+    .await;
+    assert_eq!(content, "1\n2\n3\n4\n");
+    let (content, _) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": "f.txt", "limit": 9}),
+    )
+    .await;
+    assert_eq!(content, "1\n2\n3\n4\n");
+}
+
+#[tokio::test]
+async fn read_file_of_a_missing_file_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (content, is_error) = call(dir.path(), "read_file", json!({"path": "nope.txt"})).await;
+    assert!(is_error);
+    assert!(
+        content.starts_with("Error [not_found]: nope.txt"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn edit_file_needs_exactly_one_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.txt");
+    fs::write(&file, "alpha beta beta\n").unwrap();
+
+    let (content, is_error) = call(
+        dir.path(),
+        "edit_file",
+        json!({"path": "f.txt", "old_text": "gamma", "new_text": "x"}),
+    )
+    .await;
+    assert!(is_error);
+    assert!(
+        content.starts_with("Error [invalid_arguments]: old_text was found 0 times in f.txt"),
+        "{content}"
+    );
+    let (content, is_error) = call(
+        dir.path(),
+        "edit_file",
+        json!({"path": "f.txt", "old_text": "beta", "new_text": "x"}),
+    )
+    .await;
+    assert!(is_error);
+    assert!(
+        content.starts_with("Error [invalid_arguments]: old_text was found 2 times in f.txt"),
+        "{content}"
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), "alpha beta beta\n");
+
+    let (content, is_error) = call(
+        dir.path(),
+        "edit_file",
+        json!({"path": "f.txt", "old_text": "alpha", "new_text": "omega"}),
+    )
+    .await;
+    assert_eq!(
+        (content.as_str(), is_error),
+        ("Edited f.txt: replaced 1 occurrence", false)
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), "omega beta beta\n");
+}
+
+/// Every way out of the workspace is refused with permission_denied, for every file tool.
+#[tokio::test]
+async fn confinement_refuses_every_escape() {
+    let outer = tempfile::tempdir().unwrap();
+    let ws = outer.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    let secret_dir = outer.path().join("secret");
+    fs::create_dir(&secret_dir).unwrap();
+    fs::write(secret_dir.join("s.txt"), "secret").unwrap();
+    fs::write(outer.path().join("x"), "outside").unwrap();
+    symlink("/", ws.join("root")).unwrap();
+    symlink(&secret_dir, ws.join("linked")).unwrap();
+    symlink(secret_dir.join("s.txt"), ws.join("file-link")).unwrap();
+    symlink(outer.path().join("missing"), ws.join("dangling")).unwrap();
+    let abs_secret = secret_dir.join("s.txt").display().to_string();
+
+    let attacks = [
+        "../x",
+        "sub/../../x",
+        "/etc/passwd",
+        abs_secret.as_str(),
+        "root/etc/passwd",
+        "linked/s.txt",
+        "file-link",
+        "dangling",
+        "linked/new/deeper.txt",
+    ];
+    for path in attacks {
+        let (content, is_error) = call(&ws, "read_file", json!({"path": path})).await;
+        assert!(is_error, "read {path}: {content}");
+        assert!(
+            content.starts_with("Error [permission_denied]:"),
+            "read {path}: {content}"
+        );
+        let (content, is_error) =
+            call(&ws, "write_file", json!({"path": path, "content": "pwned"})).await;
+        assert!(
+            is_error && content.starts_with("Error [permission_denied]:"),
+            "write {path}: {content}"
+        );
+        let (content, is_error) = call(
+            &ws,
+            "edit_file",
+            json!({"path": path, "old_text": "secret", "new_text": "pwned"}),
+        )
+        .await;
+        assert!(
+            is_error && content.starts_with("Error [permission_denied]:"),
+            "edit {path}: {content}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(secret_dir.join("s.txt")).unwrap(),
+        "secret"
+    );
+    assert_eq!(
+        fs::read_to_string(outer.path().join("x")).unwrap(),
+        "outside"
+    );
+    assert!(!outer.path().join("missing").exists());
+    assert!(!secret_dir.join("new").exists());
+}
+
+#[tokio::test]
+async fn symlinks_that_stay_inside_the_workspace_work() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("real")).unwrap();
+    symlink(dir.path().join("real"), dir.path().join("alias")).unwrap();
+    let (content, is_error) = call(
+        dir.path(),
+        "write_file",
+        json!({"path": "alias/f.txt", "content": "ok"}),
+    )
+    .await;
+    assert_eq!(
+        (content.as_str(), is_error),
+        ("Wrote 2 bytes to real/f.txt", false)
+    );
+    let abs = dir.path().join("real/f.txt").display().to_string();
+    let (content, is_error) = call(dir.path(), "read_file", json!({"path": abs})).await;
+    assert_eq!((content.as_str(), is_error), ("ok", false));
+}
+
+#[tokio::test]
+async fn the_state_folder_is_readable_but_not_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join(".troupe/protocol")).unwrap();
+    fs::write(dir.path().join(".troupe/team.json"), "{}").unwrap();
+    fs::create_dir(dir.path().join("sub")).unwrap();
+
+    let (content, is_error) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": ".troupe/team.json"}),
+    )
+    .await;
+    assert_eq!((content.as_str(), is_error), ("{}", false));
+
+    for path in [
+        ".troupe/team.json",
+        ".troupe/protocol/state.json",
+        ".troupe/new/dir/file",
+        "sub/../.troupe/x",
+        "./.troupe/audit.jsonl",
+    ] {
+        let (content, is_error) = call(
+            dir.path(),
+            "write_file",
+            json!({"path": path, "content": "x"}),
+        )
+        .await;
+        assert!(
+            is_error && content.starts_with("Error [permission_denied]:"),
+            "write {path}: {content}"
+        );
+        assert!(content.contains(".troupe/"), "{content}");
+    }
+    let (content, is_error) = call(
+        dir.path(),
+        "edit_file",
+        json!({"path": ".troupe/team.json", "old_text": "{}", "new_text": "[]"}),
+    )
+    .await;
+    assert!(
+        is_error && content.starts_with("Error [permission_denied]:"),
+        "{content}"
+    );
+    // A symlink elsewhere in the workspace into .troupe/ is no way round it.
+    symlink(dir.path().join(".troupe"), dir.path().join("state")).unwrap();
+    let (content, is_error) = call(
+        dir.path(),
+        "write_file",
+        json!({"path": "state/team.json", "content": "x"}),
+    )
+    .await;
+    assert!(
+        is_error && content.starts_with("Error [permission_denied]:"),
+        "{content}"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join(".troupe/team.json")).unwrap(),
+        "{}"
+    );
+    assert!(!dir.path().join(".troupe/new").exists());
+    assert!(!dir.path().join(".troupe/protocol/state.json").exists());
+}
