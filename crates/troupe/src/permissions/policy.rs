@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::approval::{ApprovalProvider, ApprovalRequest};
 use super::audit::{input_digest, AuditEntry, AuditError, AuditSink};
-use super::rules::{combine, Decision, EffectDefaults, PermissionRequest, PermissionRule};
+use super::rules::{
+    combine, Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict,
+};
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +69,7 @@ impl PermissionPolicy {
     }
 
     /// What the rules alone say (pure; no approval, no audit).
-    pub fn evaluate(&self, request: &PermissionRequest<'_>) -> super::rules::RuleVerdict {
+    pub fn evaluate(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
         combine(self.rules.iter().map(|r| r.as_ref()), request)
     }
 

@@ -6,6 +6,8 @@
 //! command exits — so nothing it started outlives the call. (Long-running jobs will get
 //! `run_in_background`; until then that option is refused.)
 //!
+//! The command does not see troupe's own credentials ([`SCRUBBED_ENV`]).
+//!
 //! Output is capped at [`OUTPUT_CAP`] bytes: the first and last half are kept and the result
 //! says how much was left out. The result always states the exit code.
 
@@ -26,6 +28,9 @@ use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// At most this many bytes of output reach the model: the first and last `OUTPUT_CAP / 2`.
 pub const OUTPUT_CAP: usize = 30_000;
+/// Variables removed from the command's environment: the model must not be able to print the
+/// credentials troupe itself runs with.
+pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY"];
 /// After the command exits (or is killed), how long to wait for its pipes to drain. Only a
 /// process that escaped the group (`setsid`) can hold them open that long.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -139,7 +144,11 @@ impl ShellTool {
         cwd: PathBuf,
         ctx: &ToolContext,
     ) -> Result<String, ToolError> {
-        let mut child = Command::new("sh")
+        let mut command_line = Command::new("sh");
+        for name in SCRUBBED_ENV {
+            command_line.env_remove(name);
+        }
+        let mut child = command_line
             .arg("-c")
             .arg(command)
             .current_dir(&cwd)

@@ -164,3 +164,67 @@ fn the_audit_file_may_not_be_a_symlink() {
     assert!(JsonlAuditSink::open(&layout, Arc::new(ManualClock::at_spec_epoch())).is_err());
     assert!(!elsewhere.exists());
 }
+
+const CHILD_DIR_ENV: &str = "TROUPE_TEST_AUDIT_CHILD_DIR";
+const CHILD_TAG_ENV: &str = "TROUPE_TEST_AUDIT_CHILD_TAG";
+const LINES_PER_CHILD: usize = 300;
+
+/// Child side of the multi-process test: appends lines when told to, else does nothing.
+#[test]
+fn audit_child_writer() {
+    let (Ok(dir), Ok(tag)) = (std::env::var(CHILD_DIR_ENV), std::env::var(CHILD_TAG_ENV)) else {
+        return;
+    };
+    let layout = Layout::new(dir);
+    let sink = JsonlAuditSink::open(&layout, Arc::new(ManualClock::at_spec_epoch())).unwrap();
+    for i in 0..LINES_PER_CHILD {
+        sink.record(AuditEntry {
+            agent: AgentName::lead(),
+            tool: tag.clone(),
+            allowed: i % 2 == 0,
+            rule: "default".to_owned(),
+            // Lines of up to ~6 KB, larger than a pipe's atomic size, to stress the one write.
+            reason: "y".repeat(i % 30 * 200),
+            input_digest: format!("{i:016}"),
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn concurrent_appends_from_processes_never_interleave() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path());
+    let children: Vec<_> = (0..3)
+        .map(|n| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "permissions::audit::audit_child_writer",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_DIR_ENV, dir.path())
+                .env(CHILD_TAG_ENV, format!("p{n}"))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let lines = read_lines(&layout);
+    assert_eq!(lines.len(), 3 * LINES_PER_CHILD);
+    for n in 0..3 {
+        let mine: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["tool"] == format!("p{n}"))
+            .collect();
+        assert_eq!(mine.len(), LINES_PER_CHILD);
+        // Each process's lines keep their own order.
+        for (i, line) in mine.iter().enumerate() {
+            assert_eq!(line["input_digest"], format!("{i:016}"));
+        }
+    }
+}

@@ -256,3 +256,15 @@ async fn the_state_folder_is_readable_but_not_writable() {
     assert!(!dir.path().join(".troupe/new").exists());
     assert!(!dir.path().join(".troupe/protocol/state.json").exists());
 }
+
+#[tokio::test]
+async fn binary_files_are_refused_by_read_file() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("b.bin"), [0xff, 0xfe, 0x00]).unwrap();
+    let (content, is_error) = call(dir.path(), "read_file", json!({"path": "b.bin"})).await;
+    assert!(is_error);
+    assert!(
+        content.starts_with("Error [tool_failed]: b.bin is not UTF-8 text (3 bytes)"),
+        "{content}"
+    );
+}

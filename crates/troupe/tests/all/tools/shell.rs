@@ -196,3 +196,39 @@ async fn cancellation_kills_the_whole_process_group() {
         "grandchild {pid} survived"
     );
 }
+
+const SECRET_CHILD_ENV: &str = "TROUPE_TEST_SHELL_SECRET_CHILD";
+
+/// Child side: runs with OPENAI_API_KEY set (by the parent) and checks the command cannot see it.
+#[tokio::test]
+async fn shell_secret_child() {
+    if std::env::var(SECRET_CHILD_ENV).is_err() {
+        return;
+    }
+    assert_eq!(std::env::var("OPENAI_API_KEY").unwrap(), "sk-test-secret");
+    let dir = tempfile::tempdir().unwrap();
+    let (content, _) = call(
+        dir.path(),
+        "shell",
+        json!({"command": "echo \"key=${OPENAI_API_KEY:-unset} other=$TROUPE_TEST_SHELL_SECRET_CHILD\""}),
+    )
+    .await;
+    assert_eq!(content, "key=unset other=1\n[exit code: 0]");
+}
+
+#[test]
+fn the_command_does_not_see_troupes_api_key() {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "tools::shell::shell_secret_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SECRET_CHILD_ENV, "1")
+        .env("OPENAI_API_KEY", "sk-test-secret")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
