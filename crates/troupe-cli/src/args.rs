@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "troupe", version, about = "Run a team of LLM agents on one workspace")]
+#[command(
+    name = "troupe",
+    version,
+    about = "Run a team of LLM agents on one workspace"
+)]
 pub struct Cli {
     /// The workspace folder (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]

@@ -5,8 +5,8 @@
 //! missing configuration (clap's own usage errors also exit 2).
 
 mod args;
-mod observe;
 mod commands;
+mod observe;
 mod render;
 
 use std::process::ExitCode;

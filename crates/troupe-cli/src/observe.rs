@@ -27,7 +27,12 @@ pub struct Console {
 impl Console {
     pub fn new(sink: Sink) -> Self {
         let progress = matches!(sink, Sink::Stderr) && std::io::stderr().is_terminal();
-        Self { start: Instant::now(), sink, progress, lock: Mutex::new(()) }
+        Self {
+            start: Instant::now(),
+            sink,
+            progress,
+            lock: Mutex::new(()),
+        }
     }
 
     fn line(&self, text: &str) {
@@ -53,7 +58,9 @@ fn short(text: &str, max: usize) -> String {
 impl RunObserver for Console {
     fn model_call_started(&self, agent: &AgentName, call_number: usize) {
         if self.progress {
-            self.line(&format!("{agent:<8} … waiting for the model (call {call_number})"));
+            self.line(&format!(
+                "{agent:<8} … waiting for the model (call {call_number})"
+            ));
         }
     }
 
@@ -67,7 +74,11 @@ impl RunObserver for Console {
             (_, true) => format!("failed: {}", short(&outcome.content, 110)),
             (_, false) => format!("ok: {}", short(&outcome.content, 80)),
         };
-        self.line(&format!("{agent:<8} tool {} {}  → {verdict}", call.name, short(&call.arguments, 70)));
+        self.line(&format!(
+            "{agent:<8} tool {} {}  → {verdict}",
+            call.name,
+            short(&call.arguments, 70)
+        ));
     }
 }
 
@@ -75,7 +86,11 @@ impl TeamObserver for Console {
     fn update(&self, update: &TeamUpdate) {
         let text = match update {
             TeamUpdate::Spawned { name, role } => format!("team     spawned {name} ({role})"),
-            TeamUpdate::Status { name, status, detail } => match detail {
+            TeamUpdate::Status {
+                name,
+                status,
+                detail,
+            } => match detail {
                 Some(d) => format!("team     {name} is {} ({})", status.as_str(), short(d, 100)),
                 None => format!("team     {name} is {}", status.as_str()),
             },
@@ -106,8 +121,15 @@ impl TeamObserver for Console {
                 r.kind().as_str(),
                 r.stored_status()
             ),
-            TeamUpdate::Quarantined { agent, message, reason } => {
-                format!("mail     quarantined {message} in {agent}'s mailbox: {}", short(reason, 90))
+            TeamUpdate::Quarantined {
+                agent,
+                message,
+                reason,
+            } => {
+                format!(
+                    "mail     quarantined {message} in {agent}'s mailbox: {}",
+                    short(reason, 90)
+                )
             }
             TeamUpdate::Expired(r) => format!(
                 "protocol request {} ({} {} → {}) expired without an answer",

@@ -33,7 +33,12 @@ pub fn status(report: &StatusReport) -> String {
         out.push_str("  (none)\n");
     }
     for t in &report.teammates {
-        out.push_str(&format!("  {:<20} {:<9} {}", t.name, t.status.as_str(), t.role));
+        out.push_str(&format!(
+            "  {:<20} {:<9} {}",
+            t.name,
+            t.status.as_str(),
+            t.role
+        ));
         if let Some(detail) = &t.detail {
             out.push_str(&format!("  ({detail})"));
         }

@@ -19,8 +19,8 @@ use crate::error::ErrorCode;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::model::ModelClient;
-use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::permissions::hooks::Hooks;
+use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
@@ -52,7 +52,13 @@ pub const LEAD_TOOLS: [&str; 9] = [
 ];
 
 /// A teammate's tools, exactly (SPEC §4.1).
-pub const TEAMMATE_TOOLS: [&str; 5] = ["shell", "read_file", "write_file", "send_message", "submit_plan"];
+pub const TEAMMATE_TOOLS: [&str; 5] = [
+    "shell",
+    "read_file",
+    "write_file",
+    "send_message",
+    "submit_plan",
+];
 
 /// Which model answers which agent (the CLI uses one client for all; tests and the demo script
 /// each agent).
@@ -213,7 +219,11 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
         Ok(guard) => guard,
         Err(holder) => {
-            let holder = if holder.is_empty() { "unknown holder".to_owned() } else { holder };
+            let holder = if holder.is_empty() {
+                "unknown holder".to_owned()
+            } else {
+                holder
+            };
             return Err(BootstrapError::Busy { holder });
         }
     };
@@ -243,8 +253,11 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.ids.clone(),
         settings.team_observer.clone(),
     ));
-    let protocol_runtime =
-        Arc::new(ProtocolRuntime::new(protocol.clone(), postman.clone(), settings.request_ttl));
+    let protocol_runtime = Arc::new(ProtocolRuntime::new(
+        protocol.clone(),
+        postman.clone(),
+        settings.request_ttl,
+    ));
     let gate = Arc::new(PlanGateRule::new(protocol.clone(), settings.clock.clone()));
     let factory = Arc::new(Factory {
         workspace: settings.workspace.clone(),
@@ -273,13 +286,29 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         lead_name.clone(),
         lead_system_prompt(&settings.workspace),
         settings.models.model_for(&lead_name),
-        Arc::new(Dispatcher::new(Arc::new(lead_tools), base_policy, Hooks::new())),
+        Arc::new(Dispatcher::new(
+            Arc::new(lead_tools),
+            base_policy,
+            Hooks::new(),
+        )),
         settings.workspace.clone(),
         settings.run_observer.clone(),
     )
     .with_max_turns(settings.max_turns);
 
-    let watch = if settings.watch { Some(watch::start(&layout, postman)?) } else { None };
+    let watch = if settings.watch {
+        Some(watch::start(&layout, postman)?)
+    } else {
+        None
+    };
     runtime.wake_all();
-    Ok(Team { runtime, lead, mailbox, protocol, recovered, watch, _run_lock: run_lock })
+    Ok(Team {
+        runtime,
+        lead,
+        mailbox,
+        protocol,
+        recovered,
+        watch,
+        _run_lock: run_lock,
+    })
 }

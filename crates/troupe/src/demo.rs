@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 use troupe_wire::AgentName;
 
 use crate::bootstrap::ModelChooser;
-use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolCall};
+use crate::model::{
+    ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolCall,
+};
 
 pub const TEAMMATE: &str = "writer";
 pub const NOTES_FILE: &str = "NOTES.md";
@@ -35,7 +37,14 @@ impl ModelChooser for DemoModels {
 }
 
 fn call(n: usize, name: &str, arguments: Value) -> ModelResponse {
-    ModelResponse::tool_calls(vec![ToolCall::new(format!("call_{n}"), name, arguments.to_string())], MODEL)
+    ModelResponse::tool_calls(
+        vec![ToolCall::new(
+            format!("call_{n}"),
+            name,
+            arguments.to_string(),
+        )],
+        MODEL,
+    )
 }
 
 fn text(t: &str) -> ModelResponse {
@@ -78,11 +87,15 @@ fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         return Ok(text("Done for now; waiting for the team."));
     }
     if calls_named(m, "spawn_teammate").is_empty() {
-        return Ok(call(n, "spawn_teammate", json!({
-            "name": TEAMMATE,
-            "role": "documentation writer",
-            "prompt": format!("Add a short usage note to {NOTES_FILE}. Submit a plan first."),
-        })));
+        return Ok(call(
+            n,
+            "spawn_teammate",
+            json!({
+                "name": TEAMMATE,
+                "role": "documentation writer",
+                "prompt": format!("Add a short usage note to {NOTES_FILE}. Submit a plan first."),
+            }),
+        ));
     }
     let events = events(m);
     let reviewed: Vec<String> = calls_named(m, "review_plan")
@@ -92,22 +105,34 @@ fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         .collect();
     let unreviewed = events.iter().find(|e| {
         e["protocol_kind"] == "plan_approval_request"
-            && e["request_id"].as_str().is_some_and(|id| !reviewed.iter().any(|r| r == id))
+            && e["request_id"]
+                .as_str()
+                .is_some_and(|id| !reviewed.iter().any(|r| r == id))
     });
     if let Some(plan) = unreviewed {
-        return Ok(call(n, "review_plan", json!({
-            "request_id": plan["request_id"],
-            "approve": true,
-            "feedback": "Looks good; go ahead.",
-        })));
+        return Ok(call(
+            n,
+            "review_plan",
+            json!({
+                "request_id": plan["request_id"],
+                "approve": true,
+                "feedback": "Looks good; go ahead.",
+            }),
+        ));
     }
-    if events.iter().any(|e| e["protocol_kind"] == "shutdown_response") {
+    if events
+        .iter()
+        .any(|e| e["protocol_kind"] == "shutdown_response")
+    {
         return Ok(text(&format!(
             "{TEAMMATE} wrote {NOTES_FILE} under an approved plan and has shut down."
         )));
     }
     let wrote = events.iter().any(|e| {
-        e["kind"] == "result" && e["content"].as_str().is_some_and(|c| c.starts_with("Wrote"))
+        e["kind"] == "result"
+            && e["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Wrote"))
     });
     if wrote && calls_named(m, "request_shutdown").is_empty() {
         return Ok(call(n, "request_shutdown", json!({"teammate": TEAMMATE})));
@@ -118,27 +143,41 @@ fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
 fn writer_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
     let m = &request.messages;
     let n = m.len();
-    let approved = m.iter().any(|msg| {
-        matches!(msg, ChatMessage::User { content } if content.starts_with("Plan approved"))
-    });
+    let approved = m.iter().any(
+        |msg| matches!(msg, ChatMessage::User { content } if content.starts_with("Plan approved")),
+    );
     let writes = calls_named(m, "write_file").len();
     if last_is_tool_result(m) {
-        return Ok(match (approved, calls_named(m, "submit_plan").len(), writes) {
-            (false, 1, 0) => call(n, "write_file", json!({
-                "path": NOTES_FILE,
-                "content": "draft written before approval\n",
-            })),
-            (false, _, _) => text("Plan submitted; waiting for approval before writing."),
-            (true, _, _) => text(&format!("Wrote {NOTES_FILE} as planned.")),
-        });
+        return Ok(
+            match (approved, calls_named(m, "submit_plan").len(), writes) {
+                (false, 1, 0) => call(
+                    n,
+                    "write_file",
+                    json!({
+                        "path": NOTES_FILE,
+                        "content": "draft written before approval\n",
+                    }),
+                ),
+                (false, _, _) => text("Plan submitted; waiting for approval before writing."),
+                (true, _, _) => text(&format!("Wrote {NOTES_FILE} as planned.")),
+            },
+        );
     }
     if !approved {
-        return Ok(call(n, "submit_plan", json!({
-            "plan": format!("1. Write a short usage note to {NOTES_FILE}. 2. Report back."),
-        })));
+        return Ok(call(
+            n,
+            "submit_plan",
+            json!({
+                "plan": format!("1. Write a short usage note to {NOTES_FILE}. 2. Report back."),
+            }),
+        ));
     }
-    Ok(call(n, "write_file", json!({
-        "path": NOTES_FILE,
-        "content": "# Notes\n\nRun `troupe demo` to watch a lead and a teammate work under a plan gate.\n",
-    })))
+    Ok(call(
+        n,
+        "write_file",
+        json!({
+            "path": NOTES_FILE,
+            "content": "# Notes\n\nRun `troupe demo` to watch a lead and a teammate work under a plan gate.\n",
+        }),
+    ))
 }

@@ -29,7 +29,10 @@ pub enum InspectError {
     #[error("{path}: {source}")]
     CorruptTeam { path: String, source: WireError },
     #[error("read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Mailbox(#[from] MailboxError),
     #[error(transparent)]
@@ -177,7 +180,11 @@ impl Inspector {
             }
         }
         let pending_requests = match self.protocol_store()? {
-            Some(store) => store.pending()?.iter().map(|r| RequestView::of(r, now)).collect(),
+            Some(store) => store
+                .pending()?
+                .iter()
+                .map(|r| RequestView::of(r, now))
+                .collect(),
             None => Vec::new(),
         };
         Ok(StatusReport {
@@ -190,7 +197,10 @@ impl Inspector {
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.
-    pub fn requests(&self, status: Option<RequestStatus>) -> Result<Vec<RequestView>, InspectError> {
+    pub fn requests(
+        &self,
+        status: Option<RequestStatus>,
+    ) -> Result<Vec<RequestView>, InspectError> {
         let now = self.clock.now();
         let Some(store) = self.protocol_store()? else {
             return Ok(Vec::new());
@@ -222,7 +232,10 @@ impl Inspector {
                 messages.push(entry_view(state, entry));
             }
         }
-        Ok(MailboxReport { agent: agent.to_string(), messages })
+        Ok(MailboxReport {
+            agent: agent.to_string(),
+            messages,
+        })
     }
 
     /// The roster in `team.json`; empty when there is none yet.
@@ -236,8 +249,14 @@ impl Inspector {
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty());
         match holder {
-            Some(holder) if holder_is_alive(&holder) => RunView { active: true, holder: Some(holder) },
-            _ => RunView { active: false, holder: None },
+            Some(holder) if holder_is_alive(&holder) => RunView {
+                active: true,
+                holder: Some(holder),
+            },
+            _ => RunView {
+                active: false,
+                holder: None,
+            },
         }
     }
 }
@@ -250,20 +269,29 @@ fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
             message: serde_json::to_value(&message).ok(),
             reason: None,
         },
-        MailboxEntry::Invalid { file_name, reason } => {
-            MailboxEntryView { state: state.as_str(), file_name, message: None, reason }
-        }
+        MailboxEntry::Invalid { file_name, reason } => MailboxEntryView {
+            state: state.as_str(),
+            file_name,
+            message: None,
+            reason,
+        },
     }
 }
 
 /// Reads `team.json` strictly; a missing file is an empty roster.
 pub fn read_roster(path: &Path) -> Result<TeamRoster, InspectError> {
     match std::fs::read(path) {
-        Ok(bytes) => TeamRoster::from_json_bytes(&bytes).map_err(|source| {
-            InspectError::CorruptTeam { path: path.display().to_string(), source }
-        }),
+        Ok(bytes) => {
+            TeamRoster::from_json_bytes(&bytes).map_err(|source| InspectError::CorruptTeam {
+                path: path.display().to_string(),
+                source,
+            })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TeamRoster::empty()),
-        Err(source) => Err(InspectError::Io { path: path.display().to_string(), source }),
+        Err(source) => Err(InspectError::Io {
+            path: path.display().to_string(),
+            source,
+        }),
     }
 }
 

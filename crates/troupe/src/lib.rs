@@ -12,11 +12,17 @@
 //! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
 //! - [`permissions`]: pure rules, the policy, approval providers, the audit sink, hooks.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
+//! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
+//! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
+//! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
+//! - [`demo`]: the scripted scenario of `troupe demo`.
 //! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`.
 
 pub mod agent;
+pub mod bootstrap;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod ids;
 pub mod inspect;
@@ -24,6 +30,7 @@ pub mod layout;
 pub mod model;
 pub mod permissions;
 pub mod store;
+pub mod team;
 pub mod tools;
 
 pub use troupe_wire as wire;

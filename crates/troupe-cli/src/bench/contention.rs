@@ -32,7 +32,14 @@ fn spawn_worker(workspace: &Path, role: &str, index: usize, n: usize) -> BenchRe
         .arg("contention-worker")
         .arg("--workspace")
         .arg(workspace)
-        .args(["--role", role, "--index", &index.to_string(), "--n", &n.to_string()])
+        .args([
+            "--role",
+            role,
+            "--index",
+            &index.to_string(),
+            "--n",
+            &n.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -43,7 +50,9 @@ fn spawn_worker(workspace: &Path, role: &str, index: usize, n: usize) -> BenchRe
 fn collect(mut child: Child) -> BenchResult<(u64, u64)> {
     let mut out = String::new();
     if let Some(mut stdout) = child.stdout.take() {
-        stdout.read_to_string(&mut out).map_err(|e| format!("worker output: {e}"))?;
+        stdout
+            .read_to_string(&mut out)
+            .map_err(|e| format!("worker output: {e}"))?;
     }
     let status = child.wait().map_err(|e| format!("wait worker: {e}"))?;
     let report: Value = serde_json::from_str(out.trim())
@@ -51,7 +60,10 @@ fn collect(mut child: Child) -> BenchResult<(u64, u64)> {
     if let Some(first) = report["first_error"].as_str() {
         eprintln!("troupe-bench: worker error: {first}");
     }
-    Ok((report["errors"].as_u64().unwrap_or(1), report["lock_timeouts"].as_u64().unwrap_or(0)))
+    Ok((
+        report["errors"].as_u64().unwrap_or(1),
+        report["lock_timeouts"].as_u64().unwrap_or(0),
+    ))
 }
 
 pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
@@ -122,10 +134,14 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
         .filter(|r| r.stored_status() == RequestStatus::Approved)
         .map(|r| r.id())
         .collect();
-    let resolutions: HashSet<_> =
-        requests.iter().filter_map(|r| r.resolution().map(|res| res.message_id)).collect();
+    let resolutions: HashSet<_> = requests
+        .iter()
+        .filter_map(|r| r.resolution().map(|res| res.message_id))
+        .collect();
     let mailbox = FileMailboxStore::new(&layout, clock);
-    let done = mailbox.list(&sink, MailboxState::Done).map_err(|e| e.to_string())?;
+    let done = mailbox
+        .list(&sink, MailboxState::Done)
+        .map_err(|e| e.to_string())?;
     let done_ids: HashSet<_> = done
         .iter()
         .filter_map(|e| match e {

@@ -14,7 +14,13 @@ use troupe::wire::{AgentName, Content, MailboxMessage, OrdinaryKind, OrdinaryMes
 use crate::stats::{peak_rss_bytes, per_second, round2};
 use crate::{fail, BenchResult};
 
-pub fn message(ids: &dyn IdGenerator, clock: &dyn Clock, from: &str, to: &str, n: usize) -> BenchResult<MailboxMessage> {
+pub fn message(
+    ids: &dyn IdGenerator,
+    clock: &dyn Clock,
+    from: &str,
+    to: &str,
+    n: usize,
+) -> BenchResult<MailboxMessage> {
     let parse = |s: &str| AgentName::parse(s).map_err(|e| e.to_string());
     Ok(MailboxMessage::Ordinary(OrdinaryMessage {
         id: ids.message_id(),
@@ -39,7 +45,10 @@ pub fn run(dir: &Path, n: usize) -> BenchResult<Value> {
     let start = Instant::now();
     for i in 0..n {
         let msg = message(&RandomIds, clock.as_ref(), "lead", "bench", i)?;
-        store.send(&msg).map_err(|e| e.to_string()).map_err(fail("send"))?;
+        store
+            .send(&msg)
+            .map_err(|e| e.to_string())
+            .map_err(fail("send"))?;
     }
     let send_span = start.elapsed();
 
@@ -47,8 +56,15 @@ pub fn run(dir: &Path, n: usize) -> BenchResult<Value> {
     let store = FileMailboxStore::new(&Layout::new(workspace.path()), clock);
     let mut finished_at = Vec::with_capacity(n);
     let start = Instant::now();
-    while let Some(msg) = store.claim(&agent).map_err(|e| e.to_string()).map_err(fail("claim"))? {
-        store.ack(&agent, &msg).map_err(|e| e.to_string()).map_err(fail("ack"))?;
+    while let Some(msg) = store
+        .claim(&agent)
+        .map_err(|e| e.to_string())
+        .map_err(fail("claim"))?
+    {
+        store
+            .ack(&agent, &msg)
+            .map_err(|e| e.to_string())
+            .map_err(fail("ack"))?;
         finished_at.push(start.elapsed());
     }
     let drain_span = start.elapsed();

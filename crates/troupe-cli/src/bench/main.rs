@@ -78,7 +78,12 @@ fn main() -> ExitCode {
         Suite::Mailbox { n } => mailbox::run(&dir, n),
         Suite::Protocol { history, rounds } => protocol::run(&dir, history, rounds),
         Suite::Contention { procs, n } => contention::run(&dir, procs, n),
-        Suite::ContentionWorker { workspace, role, index, n } => {
+        Suite::ContentionWorker {
+            workspace,
+            role,
+            index,
+            n,
+        } => {
             return contention::worker(&workspace, &role, index, n);
         }
     };

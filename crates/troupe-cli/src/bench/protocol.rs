@@ -21,7 +21,11 @@ fn name(s: &str) -> BenchResult<AgentName> {
 }
 
 /// One plan round trip: the teammate registers a plan, the lead's response is consumed.
-pub fn round_trip(store: &dyn ProtocolStore, clock: &dyn Clock, teammate: &AgentName) -> BenchResult<()> {
+pub fn round_trip(
+    store: &dyn ProtocolStore,
+    clock: &dyn Clock,
+    teammate: &AgentName,
+) -> BenchResult<()> {
     let lead = AgentName::lead();
     let request = store
         .create(NewRequest {
@@ -45,11 +49,17 @@ pub fn round_trip(store: &dyn ProtocolStore, clock: &dyn Clock, teammate: &Agent
         true,
     )
     .map_err(|e| e.to_string())?;
-    store.consume_response(&response).map_err(|e| format!("consume: {e}"))?;
+    store
+        .consume_response(&response)
+        .map_err(|e| format!("consume: {e}"))?;
     Ok(())
 }
 
-fn measure_round_trips(store: &dyn ProtocolStore, clock: &dyn Clock, rounds: usize) -> BenchResult<f64> {
+fn measure_round_trips(
+    store: &dyn ProtocolStore,
+    clock: &dyn Clock,
+    rounds: usize,
+) -> BenchResult<f64> {
     let teammate = name("alice")?;
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
@@ -76,8 +86,9 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
     // several senders to tell apart).
     let full_ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     let full = open(full_ws.path())?;
-    let teammates: Vec<AgentName> =
-        (0..16).map(|i| name(&format!("mate-{i}"))).collect::<Result<_, _>>()?;
+    let teammates: Vec<AgentName> = (0..16)
+        .map(|i| name(&format!("mate-{i}")))
+        .collect::<Result<_, _>>()?;
     let fill_start = Instant::now();
     for i in 0..history {
         round_trip(&full, clock.as_ref(), &teammates[i % teammates.len()])?;
@@ -91,7 +102,9 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
     for i in 0..2000 {
         let who = &teammates[i % teammates.len()];
         let start = Instant::now();
-        let latest = full.latest_plan_of(who).map_err(|e| format!("latest plan: {e}"))?;
+        let latest = full
+            .latest_plan_of(who)
+            .map_err(|e| format!("latest plan: {e}"))?;
         lookups.push(start.elapsed());
         if latest.is_none() && history >= teammates.len() {
             return Err(format!("latest plan of {who} not found"));
@@ -99,7 +112,10 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
     }
     let listed = full.list().map_err(|e| format!("list: {e}"))?.len();
     if listed != history + rounds {
-        return Err(format!("store lists {listed} requests, expected {}", history + rounds));
+        return Err(format!(
+            "store lists {listed} requests, expected {}",
+            history + rounds
+        ));
     }
     Ok(json!({
         "suite": "protocol",

@@ -18,10 +18,12 @@ use crate::render;
 pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
     let workspace = match workspace {
         Some(dir) => {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| CliError::failed(format_args!("cannot create {}: {e}", dir.display())))?;
-            std::fs::canonicalize(&dir)
-                .map_err(|e| CliError::failed(format_args!("cannot resolve {}: {e}", dir.display())))?
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                CliError::failed(format_args!("cannot create {}: {e}", dir.display()))
+            })?;
+            std::fs::canonicalize(&dir).map_err(|e| {
+                CliError::failed(format_args!("cannot resolve {}: {e}", dir.display()))
+            })?
         }
         None => tempfile::Builder::new()
             .prefix("troupe-demo-")

@@ -35,7 +35,9 @@ pub fn requests(workspace: &Path, status: Option<&str>, json: bool) -> Result<()
         .map(RequestStatus::parse)
         .transpose()
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let views = inspector(workspace).requests(status).map_err(inspect_failed)?;
+    let views = inspector(workspace)
+        .requests(status)
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "requests": views }))
     } else {
@@ -59,7 +61,9 @@ pub fn mailbox(
             })
         })
         .transpose()?;
-    let report = inspector(workspace).mailbox(&agent, state).map_err(inspect_failed)?;
+    let report = inspector(workspace)
+        .mailbox(&agent, state)
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {

@@ -34,16 +34,27 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Demo => demo::demo(cli.workspace),
         Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args),
-        Command::Review { request_id, approve, reject: _, feedback } => {
-            review::review(&resolve_workspace(cli.workspace)?, &request_id, approve, feedback)
-        }
+        Command::Review {
+            request_id,
+            approve,
+            reject: _,
+            feedback,
+        } => review::review(
+            &resolve_workspace(cli.workspace)?,
+            &request_id,
+            approve,
+            feedback,
+        ),
         Command::Status { json } => inspect::status(&resolve_workspace(cli.workspace)?, json),
         Command::Requests { status, json } => {
             inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)
         }
-        Command::Mailbox { agent, state, json } => {
-            inspect::mailbox(&resolve_workspace(cli.workspace)?, &agent, state.as_deref(), json)
-        }
+        Command::Mailbox { agent, state, json } => inspect::mailbox(
+            &resolve_workspace(cli.workspace)?,
+            &agent,
+            state.as_deref(),
+            json,
+        ),
     }
 }
 
@@ -54,7 +65,10 @@ fn resolve_workspace(raw: Option<PathBuf>) -> Result<PathBuf, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
     };
     if !path.is_dir() {
-        return Err(CliError::Usage(format!("workspace {} is not a folder", path.display())));
+        return Err(CliError::Usage(format!(
+            "workspace {} is not a folder",
+            path.display()
+        )));
     }
     // Absolute, so that prompts, audit lines and the run lock name one place.
     std::fs::canonicalize(&path)
@@ -66,9 +80,11 @@ pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {
     let raw = raw.trim();
     let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
     let (number, unit) = raw.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| CliError::Usage(format!("invalid duration {raw:?}: expected e.g. 90s, 5m, 1h")))?;
+    let value: u64 = number.parse().map_err(|_| {
+        CliError::Usage(format!(
+            "invalid duration {raw:?}: expected e.g. 90s, 5m, 1h"
+        ))
+    })?;
     let millis = match unit {
         "ms" => Some(value),
         "" | "s" => value.checked_mul(1_000),
@@ -77,7 +93,11 @@ pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {
         _ => None,
     }
     .filter(|&ms| ms > 0)
-    .ok_or_else(|| CliError::Usage(format!("invalid duration {raw:?}: expected e.g. 90s, 5m, 1h")))?;
+    .ok_or_else(|| {
+        CliError::Usage(format!(
+            "invalid duration {raw:?}: expected e.g. 90s, 5m, 1h"
+        ))
+    })?;
     Ok(std::time::Duration::from_millis(millis))
 }
 

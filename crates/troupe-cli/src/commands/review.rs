@@ -36,7 +36,12 @@ pub fn review(
     let store = JsonProtocolStore::open(&layout, clock.clone(), Arc::new(RandomIds))
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
     let mailbox = FileMailboxStore::new(&layout, clock.clone());
-    let postman = Arc::new(Postman::new(Arc::new(mailbox), clock, Arc::new(RandomIds), Arc::new(NoTeamObserver)));
+    let postman = Arc::new(Postman::new(
+        Arc::new(mailbox),
+        clock,
+        Arc::new(RandomIds),
+        Arc::new(NoTeamObserver),
+    ));
     // The TTL is unused: review only answers existing requests.
     let protocol = ProtocolRuntime::new(Arc::new(store), postman, Duration::from_secs(300));
     let response = protocol

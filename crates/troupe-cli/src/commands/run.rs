@@ -2,7 +2,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use troupe::bootstrap::{build_team, ModelChooser, SameModel, TeamSettings};
@@ -84,9 +83,13 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
-        let mut team = build_team(settings).map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        let mut team = build_team(settings)
+            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         if team.recovered > 0 {
-            eprintln!("troupe: recovered {} message(s) left in processing by an earlier run", team.recovered);
+            eprintln!(
+                "troupe: recovered {} message(s) left in processing by an earlier run",
+                team.recovered
+            );
         }
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
@@ -101,9 +104,10 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
         team.close().await;
         let outcome = result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         if outcome.cancelled {
-            return Err(CliError::Failed("interrupted; in-flight messages were released".into()));
+            return Err(CliError::Failed(
+                "interrupted; in-flight messages were released".into(),
+            ));
         }
         Ok(outcome)
     })
 }
-

@@ -17,7 +17,10 @@ pub struct History {
 
 impl History {
     pub fn new(system_prompt: impl Into<String>) -> Self {
-        Self { messages: vec![ChatMessage::system(system_prompt)], applied: HashSet::new() }
+        Self {
+            messages: vec![ChatMessage::system(system_prompt)],
+            applied: HashSet::new(),
+        }
     }
 
     pub fn messages(&self) -> &[ChatMessage] {

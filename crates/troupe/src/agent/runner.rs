@@ -133,21 +133,33 @@ impl Runner {
     }
 
     /// Runs the loop on the history as it is.
-    pub async fn run_turn(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, RunnerError> {
-        let mut outcome = TurnOutcome { end: TurnEnd::Cancelled, model_calls: 0, tool_calls: 0 };
+    pub async fn run_turn(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, RunnerError> {
+        let mut outcome = TurnOutcome {
+            end: TurnEnd::Cancelled,
+            model_calls: 0,
+            tool_calls: 0,
+        };
         loop {
             if cancel.is_cancelled() {
                 outcome.end = TurnEnd::Cancelled;
                 return Ok(outcome);
             }
             if outcome.model_calls >= self.max_turns {
-                outcome.end = TurnEnd::MaxTurns { limit: self.max_turns };
+                outcome.end = TurnEnd::MaxTurns {
+                    limit: self.max_turns,
+                };
                 return Ok(outcome);
             }
             outcome.model_calls += 1;
-            self.observer.model_call_started(&self.agent, outcome.model_calls);
-            let request =
-                ModelRequest { messages: self.history.messages().to_vec(), tools: self.tools.clone() };
+            self.observer
+                .model_call_started(&self.agent, outcome.model_calls);
+            let request = ModelRequest {
+                messages: self.history.messages().to_vec(),
+                tools: self.tools.clone(),
+            };
             let response = tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
@@ -174,14 +186,19 @@ impl Runner {
                         "cancelled",
                         "the run was cancelled before this tool call ran",
                     );
-                    self.history.push(ChatMessage::tool_result(call.id.clone(), text));
+                    self.history
+                        .push(ChatMessage::tool_result(call.id.clone(), text));
                     continue;
                 }
                 self.observer.tool_started(&self.agent, call);
-                let result = self.dispatcher.dispatch(&ctx, &call.name, &call.arguments).await;
+                let result = self
+                    .dispatcher
+                    .dispatch(&ctx, &call.name, &call.arguments)
+                    .await;
                 outcome.tool_calls += 1;
                 self.observer.tool_finished(&self.agent, call, &result);
-                self.history.push(ChatMessage::tool_result(call.id.clone(), result.content));
+                self.history
+                    .push(ChatMessage::tool_result(call.id.clone(), result.content));
             }
         }
     }

@@ -66,7 +66,12 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(team: TeamRuntime) -> Self {
-        Self { team, unfinished: Vec::new(), expired_noticed: HashSet::new(), ack_failures: 0 }
+        Self {
+            team,
+            unfinished: Vec::new(),
+            expired_noticed: HashSet::new(),
+            ack_failures: 0,
+        }
     }
 
     /// Runs `prompt` as the lead's user turn, then event turns until quiescent (or cancelled).
@@ -140,7 +145,9 @@ impl Driver {
                 MailboxMessage::Ordinary(_) => Ok(()),
                 MailboxMessage::Protocol(p) => match p.kind() {
                     ProtocolMessageKind::ShutdownResponse => store.validate_response(p).map(|_| ()),
-                    ProtocolMessageKind::PlanApprovalRequest => store.validate_request(p).map(|_| ()),
+                    ProtocolMessageKind::PlanApprovalRequest => {
+                        store.validate_request(p).map(|_| ())
+                    }
                     other => Err(crate::store::protocol::ProtocolError::Mismatch {
                         id: p.request_id(),
                         why: format!("the lead does not accept {} messages", other.as_str()),
@@ -166,17 +173,22 @@ impl Driver {
             .mailbox()
             .quarantine(&AgentName::lead(), message.id(), reason)
             .map_err(TeamError::from)?;
-        self.team.postman().observer().update(&TeamUpdate::Quarantined {
-            agent: AgentName::lead(),
-            message: message.id().to_string(),
-            reason: reason.to_owned(),
-        });
+        self.team
+            .postman()
+            .observer()
+            .update(&TeamUpdate::Quarantined {
+                agent: AgentName::lead(),
+                message: message.id().to_string(),
+                reason: reason.to_owned(),
+            });
         Ok(())
     }
 
     /// After the event is in the history: consume a response, then ack.
     fn finish_event(&mut self, event: LeadEvent) -> Result<(), DriveError> {
-        let EventSource::Mailbox(message) = &event.source else { return Ok(()) };
+        let EventSource::Mailbox(message) = &event.source else {
+            return Ok(());
+        };
         if let MailboxMessage::Protocol(p) = message {
             if p.kind() == ProtocolMessageKind::ShutdownResponse {
                 match self.team.protocol().store().consume_response(p) {
@@ -207,7 +219,10 @@ impl Driver {
     fn retry_later(&mut self, event: LeadEvent, cause: String) -> Result<(), DriveError> {
         self.ack_failures += 1;
         if self.ack_failures > ACK_RETRIES {
-            return Err(DriveError::AckGaveUp { key: event.key, cause });
+            return Err(DriveError::AckGaveUp {
+                key: event.key,
+                cause,
+            });
         }
         tracing::warn!("event {} not finished ({cause}); retrying", event.key);
         self.unfinished.push(event);
@@ -226,7 +241,10 @@ impl Driver {
             {
                 continue;
             }
-            self.team.postman().observer().update(&TeamUpdate::Expired(request.clone()));
+            self.team
+                .postman()
+                .observer()
+                .update(&TeamUpdate::Expired(request.clone()));
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
             } else if self.team.inner().check_reachable(request.sender()).is_ok() {
@@ -251,7 +269,12 @@ impl Driver {
     /// Time until the earliest pending request expires, if any is still open.
     fn next_expiry(&self) -> Result<Option<Duration>, DriveError> {
         let now = self.team.postman().clock().now();
-        let pending = self.team.protocol().store().pending().map_err(TeamError::from)?;
+        let pending = self
+            .team
+            .protocol()
+            .store()
+            .pending()
+            .map_err(TeamError::from)?;
         Ok(pending
             .iter()
             .filter(|r| r.is_open_at(now))
@@ -264,7 +287,11 @@ impl Driver {
         if open_requests || !self.unfinished.is_empty() || self.team.any_worker_running() {
             return Ok(false);
         }
-        let counts = self.team.mailbox().counts(&AgentName::lead()).map_err(TeamError::from)?;
+        let counts = self
+            .team
+            .mailbox()
+            .counts(&AgentName::lead())
+            .map_err(TeamError::from)?;
         Ok(counts.ready == 0)
     }
 }
@@ -272,7 +299,9 @@ impl Driver {
 fn answer_text(end: &TurnEnd) -> String {
     match end {
         TurnEnd::Answered(text) => text.clone(),
-        TurnEnd::MaxTurns { limit } => format!("(stopped after {limit} model calls without a final answer)"),
+        TurnEnd::MaxTurns { limit } => {
+            format!("(stopped after {limit} model calls without a final answer)")
+        }
         TurnEnd::Cancelled => "(cancelled)".to_owned(),
     }
 }

@@ -15,12 +15,19 @@ pub enum TeamError {
     TeammateNotFound(AgentName),
     /// The teammate is in a state that refuses the operation (shut down, failed, …).
     #[error("teammate {name} is {status}: {why}")]
-    TeammateState { name: AgentName, status: &'static str, why: String },
+    TeammateState {
+        name: AgentName,
+        status: &'static str,
+        why: String,
+    },
     #[error("invalid arguments: {0}")]
     Invalid(String),
     /// The request was registered (it stays pending) but its message could not be sent.
     #[error("request {request_id} is registered and pending, but its message could not be delivered: {cause}")]
-    Delivery { request_id: RequestId, cause: String },
+    Delivery {
+        request_id: RequestId,
+        cause: String,
+    },
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
     #[error(transparent)]

@@ -41,7 +41,11 @@ impl LeadEvent {
                 "content": m.content(),
             }),
         };
-        Self { key: message.id().to_string(), body, source: EventSource::Mailbox(message) }
+        Self {
+            key: message.id().to_string(),
+            body,
+            source: EventSource::Mailbox(message),
+        }
     }
 
     pub fn expired(request: ProtocolRequest, now: UtcTime) -> Self {
@@ -58,7 +62,11 @@ impl LeadEvent {
                 request.kind().as_str(), request.id(), request.target(), request.expires_at_utc()
             ),
         });
-        Self { key: format!("expired:{}", request.id()), body, source: EventSource::Expired(request) }
+        Self {
+            key: format!("expired:{}", request.id()),
+            body,
+            source: EventSource::Expired(request),
+        }
     }
 
     /// The user message the lead's history receives.

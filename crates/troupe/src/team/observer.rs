@@ -7,14 +7,25 @@ use troupe_wire::{AgentName, MailboxMessage, ProtocolRequest, TeammateStatus};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TeamUpdate {
-    Spawned { name: AgentName, role: String },
-    Status { name: AgentName, status: TeammateStatus, detail: Option<String> },
+    Spawned {
+        name: AgentName,
+        role: String,
+    },
+    Status {
+        name: AgentName,
+        status: TeammateStatus,
+        detail: Option<String>,
+    },
     /// A message was written durably into its recipient's mailbox.
     Sent(MailboxMessage),
     /// A protocol request changed state (a response was consumed).
     Resolved(ProtocolRequest),
     /// A message was moved to quarantine.
-    Quarantined { agent: AgentName, message: String, reason: String },
+    Quarantined {
+        agent: AgentName,
+        message: String,
+        reason: String,
+    },
     /// A request expired without an answer and its sender was told.
     Expired(ProtocolRequest),
 }

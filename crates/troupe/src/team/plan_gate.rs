@@ -44,7 +44,9 @@ impl PermissionRule for PlanGateRule {
             Ok(None) => None,
             Ok(Some(plan)) => match plan.status_at(self.clock.now()) {
                 RequestStatus::Approved => None,
-                status @ (RequestStatus::Pending | RequestStatus::Rejected | RequestStatus::Expired) => {
+                status @ (RequestStatus::Pending
+                | RequestStatus::Rejected
+                | RequestStatus::Expired) => {
                     let next = match status {
                         RequestStatus::Pending => "wait for the lead's review",
                         _ => "submit a revised plan with submit_plan",

@@ -37,7 +37,13 @@ impl Postman {
         ids: Arc<dyn IdGenerator>,
         observer: Arc<dyn TeamObserver>,
     ) -> Self {
-        Self { mailbox, clock, ids, observer, waker: OnceLock::new() }
+        Self {
+            mailbox,
+            clock,
+            ids,
+            observer,
+            waker: OnceLock::new(),
+        }
     }
 
     pub fn observer(&self) -> &Arc<dyn TeamObserver> {
@@ -61,7 +67,12 @@ impl Postman {
     }
 
     /// A fresh envelope: new id, now, non-blank content.
-    pub fn envelope(&self, from: &AgentName, to: &AgentName, content: &str) -> Result<Envelope, TeamError> {
+    pub fn envelope(
+        &self,
+        from: &AgentName,
+        to: &AgentName,
+        content: &str,
+    ) -> Result<Envelope, TeamError> {
         Ok(Envelope {
             id: self.ids.message_id(),
             sender: from.clone(),

@@ -22,7 +22,11 @@ pub struct ProtocolRuntime {
 
 impl ProtocolRuntime {
     pub fn new(store: Arc<dyn ProtocolStore>, postman: Arc<Postman>, ttl: Duration) -> Self {
-        Self { store, postman, ttl }
+        Self {
+            store,
+            postman,
+            ttl,
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn ProtocolStore> {
@@ -50,10 +54,14 @@ impl ProtocolRuntime {
             ttl: self.ttl,
         })?;
         let envelope = self.postman.envelope(sender, target, content)?;
-        let message = ProtocolMessage::request(envelope, kind.request_message_kind(), request.id())?;
+        let message =
+            ProtocolMessage::request(envelope, kind.request_message_kind(), request.id())?;
         self.postman
             .send(&MailboxMessage::Protocol(message))
-            .map_err(|e| TeamError::Delivery { request_id: request.id(), cause: e.to_string() })?;
+            .map_err(|e| TeamError::Delivery {
+                request_id: request.id(),
+                cause: e.to_string(),
+            })?;
         Ok(request)
     }
 
@@ -64,7 +72,9 @@ impl ProtocolRuntime {
         approved: bool,
         content: &str,
     ) -> Result<ProtocolMessage, TeamError> {
-        let envelope = self.postman.envelope(request.target(), request.sender(), content)?;
+        let envelope = self
+            .postman
+            .envelope(request.target(), request.sender(), content)?;
         let message = ProtocolMessage::response(
             envelope,
             request.kind().response_message_kind(),
@@ -73,7 +83,10 @@ impl ProtocolRuntime {
         )?;
         self.postman
             .send(&MailboxMessage::Protocol(message.clone()))
-            .map_err(|e| TeamError::Delivery { request_id: request.id(), cause: e.to_string() })?;
+            .map_err(|e| TeamError::Delivery {
+                request_id: request.id(),
+                cause: e.to_string(),
+            })?;
         Ok(message)
     }
 
@@ -85,11 +98,17 @@ impl ProtocolRuntime {
         approve: bool,
         feedback: Option<&str>,
     ) -> Result<ProtocolMessage, TeamError> {
-        let request = self.store.get(request_id)?.ok_or(ProtocolError::NotFound(request_id))?;
+        let request = self
+            .store
+            .get(request_id)?
+            .ok_or(ProtocolError::NotFound(request_id))?;
         if request.kind() != RequestKind::PlanApproval {
             return Err(ProtocolError::Mismatch {
                 id: request_id,
-                why: format!("it is a {} request, not a plan_approval request", request.kind().as_str()),
+                why: format!(
+                    "it is a {} request, not a plan_approval request",
+                    request.kind().as_str()
+                ),
             }
             .into());
         }

@@ -22,7 +22,11 @@ impl Roster {
     /// come back `idle`: no worker of this process runs them.
     pub fn load(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {
         let loaded = read_roster(&layout.team_file()).map_err(|e| {
-            IoError::new("load", &layout.team_file(), std::io::Error::other(e.to_string()))
+            IoError::new(
+                "load",
+                &layout.team_file(),
+                std::io::Error::other(e.to_string()),
+            )
         })?;
         let records = loaded
             .teammates
@@ -34,11 +38,17 @@ impl Roster {
                 (r.name.clone(), r)
             })
             .collect();
-        Ok(Self { layout: layout.clone(), clock, records: Mutex::new(records) })
+        Ok(Self {
+            layout: layout.clone(),
+            clock,
+            records: Mutex::new(records),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<AgentName, TeammateRecord>> {
-        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn get(&self, name: &AgentName) -> Option<TeammateRecord> {
@@ -92,8 +102,10 @@ impl Roster {
     }
 
     fn save(&self, records: &BTreeMap<AgentName, TeammateRecord>) -> Result<(), IoError> {
-        let roster =
-            TeamRoster { version: TeamRoster::VERSION, teammates: records.values().cloned().collect() };
+        let roster = TeamRoster {
+            version: TeamRoster::VERSION,
+            teammates: records.values().cloned().collect(),
+        };
         durable::ensure_real_dir(&self.layout.state_dir())?;
         durable::replace(&self.layout.team_file(), &roster.to_json_bytes())
     }

@@ -45,7 +45,6 @@ struct Slot {
 }
 
 pub struct TeamInner {
-    pub(crate) layout: Layout,
     pub(crate) postman: Arc<Postman>,
     pub(crate) protocol: Arc<ProtocolRuntime>,
     pub(crate) roster: Roster,
@@ -91,13 +90,13 @@ impl TeamRuntime {
     ) -> Result<Self, TeamError> {
         if !Arc::ptr_eq(protocol.postman(), &postman) {
             return Err(TeamError::Invalid(
-                "the protocol runtime must share the team runtime's postman and mailbox store".into(),
+                "the protocol runtime must share the team runtime's postman and mailbox store"
+                    .into(),
             ));
         }
         let roster = Roster::load(&layout, postman.clock().clone())?;
         let observer = postman.observer().clone();
         let inner = Arc::new(TeamInner {
-            layout,
             postman,
             protocol,
             roster,
@@ -109,7 +108,9 @@ impl TeamRuntime {
             tasks: Mutex::new(Vec::new()),
             observer,
         });
-        inner.postman.set_waker(Arc::new(TeamWaker(Arc::downgrade(&inner))));
+        inner
+            .postman
+            .set_waker(Arc::new(TeamWaker(Arc::downgrade(&inner))));
         Ok(Self { inner })
     }
 
@@ -218,9 +219,16 @@ impl TeamInner {
         }
         lock(&self.slots).insert(
             name.clone(),
-            Slot { runner: Arc::new(tokio::sync::Mutex::new(runner)), running: false, wake_pending: false },
+            Slot {
+                runner: Arc::new(tokio::sync::Mutex::new(runner)),
+                running: false,
+                wake_pending: false,
+            },
         );
-        self.observer.update(&TeamUpdate::Spawned { name: name.clone(), role: role.to_owned() });
+        self.observer.update(&TeamUpdate::Spawned {
+            name: name.clone(),
+            role: role.to_owned(),
+        });
         self.postman.send_ordinary(
             &AgentName::lead(),
             name,
@@ -232,8 +240,10 @@ impl TeamInner {
 
     /// Whether `name` may receive a new ordinary message or request.
     pub fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
-        let record =
-            self.roster.get(name).ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
+        let record = self
+            .roster
+            .get(name)
+            .ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
         match record.status {
             TeammateStatus::Shutdown => Err(TeamError::TeammateState {
                 name: name.clone(),
@@ -243,16 +253,28 @@ impl TeamInner {
             TeammateStatus::Failed => Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "failed",
-                why: record.detail.clone().unwrap_or_else(|| "see troupe status".into()),
+                why: record
+                    .detail
+                    .clone()
+                    .unwrap_or_else(|| "see troupe status".into()),
             }),
             _ => Ok(record),
         }
     }
 
-    pub(crate) fn set_status(&self, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
+    pub(crate) fn set_status(
+        &self,
+        name: &AgentName,
+        status: TeammateStatus,
+        detail: Option<String>,
+    ) {
         match self.roster.set_status(name, status, detail.clone()) {
             Ok(Some(previous)) if previous != status => {
-                self.observer.update(&TeamUpdate::Status { name: name.clone(), status, detail });
+                self.observer.update(&TeamUpdate::Status {
+                    name: name.clone(),
+                    status,
+                    detail,
+                });
             }
             Ok(_) => {}
             Err(e) => tracing::warn!("could not write team.json: {e}"),
@@ -265,8 +287,13 @@ impl TeamInner {
         if self.closing.is_cancelled() {
             return;
         }
-        let Some(record) = self.roster.get(name) else { return };
-        if matches!(record.status, TeammateStatus::Shutdown | TeammateStatus::Failed) {
+        let Some(record) = self.roster.get(name) else {
+            return;
+        };
+        if matches!(
+            record.status,
+            TeammateStatus::Shutdown | TeammateStatus::Failed
+        ) {
             return;
         }
         let runner = {
@@ -291,7 +318,9 @@ impl TeamInner {
                     }
                 }
             }
-            let Some(slot) = slots.get_mut(name) else { return };
+            let Some(slot) = slots.get_mut(name) else {
+                return;
+            };
             if slot.running {
                 slot.wake_pending = true;
                 return;
@@ -314,7 +343,9 @@ impl TeamInner {
     /// Called by a worker that found nothing to claim: goes idle unless a wake came in.
     pub(crate) fn try_finish_worker(&self, name: &AgentName) -> bool {
         let mut slots = lock(&self.slots);
-        let Some(slot) = slots.get_mut(name) else { return true };
+        let Some(slot) = slots.get_mut(name) else {
+            return true;
+        };
         if slot.wake_pending && !self.closing.is_cancelled() {
             slot.wake_pending = false;
             return false;
@@ -338,7 +369,9 @@ struct TeamWaker(Weak<TeamInner>);
 
 impl Waker for TeamWaker {
     fn wake(&self, agent: &AgentName) {
-        let Some(inner) = self.0.upgrade() else { return };
+        let Some(inner) = self.0.upgrade() else {
+            return;
+        };
         if agent.is_lead() {
             inner.changed.notify_one();
         } else {

@@ -41,10 +41,11 @@ impl ToolHandler for SpawnTeammate {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "spawn_teammate".into(),
-            description: "Create a persistent teammate with its own conversation and tools (shell, \
+            description:
+                "Create a persistent teammate with its own conversation and tools (shell, \
                 read_file, write_file, send_message, submit_plan) and give it its first task. The \
                 teammate works in the background; its results arrive later as events."
-                .into(),
+                    .into(),
             parameters: schema(
                 json!({
                     "name": {"type": "string", "minLength": 1, "description": "a lowercase slug, e.g. writer"},
@@ -59,13 +60,17 @@ impl ToolHandler for SpawnTeammate {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         if !ctx.agent.is_lead() {
-            return Err(ToolError::PermissionDenied("only the lead spawns teammates".into()));
+            return Err(ToolError::PermissionDenied(
+                "only the lead spawns teammates".into(),
+            ));
         }
         let name = name_arg(&args, "name")?;
         let team = self.0.upgrade().map_err(team_error)?;
         team.spawn_teammate(&name, text_arg(&args, "role")?, text_arg(&args, "prompt")?)
             .map_err(team_error)?;
-        Ok(render(json!({"spawned": name, "status": "running", "note": "its result will arrive as an event"})))
+        Ok(render(
+            json!({"spawned": name, "status": "running", "note": "its result will arrive as an event"}),
+        ))
     }
 }
 
@@ -76,9 +81,10 @@ impl ToolHandler for SendMessage {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "send_message".into(),
-            description: "Send a message to another agent of the team (`lead` or a teammate's name). \
+            description:
+                "Send a message to another agent of the team (`lead` or a teammate's name). \
                 It is delivered durably to their mailbox."
-                .into(),
+                    .into(),
             parameters: schema(
                 json!({
                     "to": {"type": "string", "minLength": 1},
@@ -93,7 +99,9 @@ impl ToolHandler for SendMessage {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let to = name_arg(&args, "to")?;
         if to == ctx.agent {
-            return Err(ToolError::InvalidArguments("an agent cannot message itself".into()));
+            return Err(ToolError::InvalidArguments(
+                "an agent cannot message itself".into(),
+            ));
         }
         let team = self.0.upgrade().map_err(team_error)?;
         if !to.is_lead() {
@@ -101,7 +109,12 @@ impl ToolHandler for SendMessage {
         }
         let message = team
             .postman
-            .send_ordinary(&ctx.agent, &to, OrdinaryKind::Message, text_arg(&args, "content")?)
+            .send_ordinary(
+                &ctx.agent,
+                &to,
+                OrdinaryKind::Message,
+                text_arg(&args, "content")?,
+            )
             .map_err(team_error)?;
         Ok(render(json!({"sent": message.id(), "to": to})))
     }
@@ -117,21 +130,31 @@ impl ToolHandler for RequestShutdown {
             description: "Ask a teammate to shut down gracefully. It finishes the message it is \
                 working on, answers, and takes no more messages. The answer arrives as an event."
                 .into(),
-            parameters: schema(json!({"teammate": {"type": "string", "minLength": 1}}), &["teammate"]),
+            parameters: schema(
+                json!({"teammate": {"type": "string", "minLength": 1}}),
+                &["teammate"],
+            ),
             effect: Effect::External,
         }
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         if !ctx.agent.is_lead() {
-            return Err(ToolError::PermissionDenied("only the lead requests shutdowns".into()));
+            return Err(ToolError::PermissionDenied(
+                "only the lead requests shutdowns".into(),
+            ));
         }
         let teammate = name_arg(&args, "teammate")?;
         let team = self.0.upgrade().map_err(team_error)?;
         team.check_reachable(&teammate).map_err(team_error)?;
         let request = team
             .protocol
-            .open(RequestKind::Shutdown, &ctx.agent, &teammate, "Please finish your current work and shut down.")
+            .open(
+                RequestKind::Shutdown,
+                &ctx.agent,
+                &teammate,
+                "Please finish your current work and shut down.",
+            )
             .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request.id(),
@@ -165,9 +188,15 @@ impl ToolHandler for ReviewPlan {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let request_id = RequestId::parse(text_arg(&args, "request_id")?)
-            .map_err(|e| ToolError::Coded { code: "protocol_not_found", message: e.to_string() })?;
-        let approve = args.get("approve").and_then(Value::as_bool).unwrap_or(false);
+        let request_id =
+            RequestId::parse(text_arg(&args, "request_id")?).map_err(|e| ToolError::Coded {
+                code: "protocol_not_found",
+                message: e.to_string(),
+            })?;
+        let approve = args
+            .get("approve")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
         let response = team
@@ -193,14 +222,19 @@ impl ToolHandler for SubmitPlan {
             description: "Submit your plan to the lead for approval. Until the lead approves it, \
                 your write and execute tools are blocked; the decision arrives as a message."
                 .into(),
-            parameters: schema(json!({"plan": {"type": "string", "minLength": 1}}), &["plan"]),
+            parameters: schema(
+                json!({"plan": {"type": "string", "minLength": 1}}),
+                &["plan"],
+            ),
             effect: Effect::External,
         }
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         if ctx.agent.is_lead() {
-            return Err(ToolError::PermissionDenied("the lead does not submit plans".into()));
+            return Err(ToolError::PermissionDenied(
+                "the lead does not submit plans".into(),
+            ));
         }
         let plan = text_arg(&args, "plan")?;
         if plan.trim().is_empty() {
@@ -209,7 +243,12 @@ impl ToolHandler for SubmitPlan {
         let team = self.0.upgrade().map_err(team_error)?;
         let request = team
             .protocol
-            .open(RequestKind::PlanApproval, &ctx.agent, &AgentName::lead(), plan)
+            .open(
+                RequestKind::PlanApproval,
+                &ctx.agent,
+                &AgentName::lead(),
+                plan,
+            )
             .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request.id(),

@@ -42,7 +42,10 @@ pub fn start(layout: &Layout, postman: Arc<Postman>) -> Result<MailboxWatch, Wat
     durable::ensure_real_dir(&root)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<AgentName>();
     let watched = root.clone();
-    let notify_error = |source| WatchError::Notify { path: root.display().to_string(), source };
+    let notify_error = |source| WatchError::Notify {
+        path: root.display().to_string(),
+        source,
+    };
     let mut watcher = notify::recommended_watcher(move |result: notify::Result<Event>| {
         let Ok(event) = result else { return };
         for path in arrivals(&event) {
@@ -52,13 +55,18 @@ pub fn start(layout: &Layout, postman: Arc<Postman>) -> Result<MailboxWatch, Wat
         }
     })
     .map_err(notify_error)?;
-    watcher.watch(&root, RecursiveMode::Recursive).map_err(notify_error)?;
+    watcher
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(notify_error)?;
     let task = tokio::spawn(async move {
         while let Some(agent) = rx.recv().await {
             postman.wake(&agent);
         }
     });
-    Ok(MailboxWatch { _watcher: watcher, task })
+    Ok(MailboxWatch {
+        _watcher: watcher,
+        task,
+    })
 }
 
 /// The paths an event brings into existence.
@@ -66,7 +74,9 @@ fn arrivals(event: &Event) -> Vec<&PathBuf> {
     match event.kind {
         EventKind::Create(CreateKind::File | CreateKind::Any) => event.paths.iter().collect(),
         EventKind::Modify(ModifyKind::Name(RenameMode::To)) => event.paths.iter().collect(),
-        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => event.paths.iter().skip(1).collect(),
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => {
+            event.paths.iter().skip(1).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -99,8 +109,14 @@ mod tests {
             Some("alice".into())
         );
         assert_eq!(ready_owner(root, &root.join("alice/done/x.json")), None);
-        assert_eq!(ready_owner(root, &root.join("alice/ready/.x.json.tmp-1")), None);
+        assert_eq!(
+            ready_owner(root, &root.join("alice/ready/.x.json.tmp-1")),
+            None
+        );
         assert_eq!(ready_owner(root, &root.join("Bad/ready/x.json")), None);
-        assert_eq!(ready_owner(root, Path::new("/elsewhere/alice/ready/x.json")), None);
+        assert_eq!(
+            ready_owner(root, Path::new("/elsewhere/alice/ready/x.json")),
+            None
+        );
     }
 }

@@ -55,7 +55,12 @@ pub(crate) async fn run(
                 continue;
             }
             Err(e) => {
-                finish(&team, &name, TeammateStatus::Failed, Some(format!("claim failed: {e}")));
+                finish(
+                    &team,
+                    &name,
+                    TeammateStatus::Failed,
+                    Some(format!("claim failed: {e}")),
+                );
                 return;
             }
         };
@@ -96,8 +101,17 @@ fn release(mailbox: &dyn MailboxStore, name: &AgentName, message: &MailboxMessag
     }
 }
 
-fn quarantine(team: &TeamInner, name: &AgentName, message: &MailboxMessage, reason: &str) -> Handled {
-    match team.postman.mailbox().quarantine(name, message.id(), reason) {
+fn quarantine(
+    team: &TeamInner,
+    name: &AgentName,
+    message: &MailboxMessage,
+    reason: &str,
+) -> Handled {
+    match team
+        .postman
+        .mailbox()
+        .quarantine(name, message.id(), reason)
+    {
         Ok(_) => {
             team.observer.update(&TeamUpdate::Quarantined {
                 agent: name.clone(),
@@ -148,7 +162,11 @@ async fn run_and_report(
     message: &MailboxMessage,
     prompt: &str,
 ) -> Handled {
-    let already_done = team.completed.lock().map(|c| c.contains(&message.id())).unwrap_or(false);
+    let already_done = team
+        .completed
+        .lock()
+        .map(|c| c.contains(&message.id()))
+        .unwrap_or(false);
     if !already_done {
         runner.push_user_once(&message.id().to_string(), prompt);
         let answer = match runner.run_turn(&team.closing).await {
@@ -163,7 +181,8 @@ async fn run_and_report(
             Err(e) => return Handled::Failed(format!("model call failed: {e}")),
         };
         if let Err(e) =
-            team.postman.send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
+            team.postman
+                .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
         {
             return Handled::Failed(format!("could not send the result to the lead: {e}"));
         }
@@ -191,7 +210,10 @@ fn shutdown(
         Err(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
     if let Err(e) = team.protocol.respond(&request, true, "Shutting down.") {
-        return Handled::Failed(format!("could not answer shutdown request {}: {e}", request.id()));
+        return Handled::Failed(format!(
+            "could not answer shutdown request {}: {e}",
+            request.id()
+        ));
     }
     team.set_status(name, TeammateStatus::Shutdown, None);
     match team.postman.mailbox().ack(name, message) {
@@ -216,11 +238,15 @@ async fn plan_response(
         Err(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
     if !consumed.replayed {
-        team.observer.update(&TeamUpdate::Resolved(consumed.request.clone()));
+        team.observer
+            .update(&TeamUpdate::Resolved(consumed.request.clone()));
     }
     let id = response.request_id();
     let prompt = if response.approved() == Some(true) {
-        format!("Plan approved ({id}). Feedback: {}. Carry out the plan now.", response.content())
+        format!(
+            "Plan approved ({id}). Feedback: {}. Carry out the plan now.",
+            response.content()
+        )
     } else {
         format!(
             "Plan rejected ({id}). Feedback: {}. Revise the plan and submit it again with submit_plan before doing any work.",
