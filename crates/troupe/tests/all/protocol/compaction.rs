@@ -41,17 +41,17 @@ fn many_resolutions_keep_state_small_and_everything_visible() {
     let mut bob_latest = None;
     for i in 0..300u64 {
         fx.clock.advance_millis(1);
-        let new = if i % 10 == 0 {
+        let new = if i.is_multiple_of(10) {
             plan_of("bob")
         } else {
             shutdown_of("alice")
         };
         let request = store.create(new).unwrap();
         let resolved = store
-            .consume_response(&answer(&request, mid(i), i % 3 != 0))
+            .consume_response(&answer(&request, mid(i), !i.is_multiple_of(3)))
             .unwrap()
             .request;
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             bob_latest = Some(resolved.clone());
         }
         expected.push(resolved);
