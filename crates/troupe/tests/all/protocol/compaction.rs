@@ -270,3 +270,23 @@ fn a_failed_archive_append_does_not_fail_the_write() {
     assert_archive_is_clean(&fx);
     assert_eq!(fx.store().list().unwrap().len(), resolved.len() + 1);
 }
+
+#[test]
+fn a_transition_whose_write_failed_never_reaches_the_archive() {
+    // With either count, the failing consume below is a write that may compact.
+    for others in [COMPACT_ABOVE as u64, COMPACT_ABOVE as u64 + 1] {
+        let fx = Fixture::new();
+        let files = Arc::new(FailingFiles::default());
+        let store = fx.store_with_files(files.clone());
+        let bob = store.create(shutdown_of("bob")).unwrap();
+        resolve_many(&fx, &store, others, 0);
+        files.fail_replace.store(true, Ordering::SeqCst);
+        let msg = answer(&bob, mid(777), true);
+        assert_eq!(code(&store.consume_response(&msg)), "storage_error");
+        assert!(fx.archive_lines().iter().all(|r| r.id() != bob.id()));
+        let fresh = fx.store();
+        assert!(fresh.get(bob.id()).unwrap().unwrap().is_pending());
+        files.fail_replace.store(false, Ordering::SeqCst);
+        assert!(!store.consume_response(&msg).unwrap().replayed);
+    }
+}
