@@ -111,7 +111,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         "shutdown_rounds": shutdown.len(),
         "plan_round_trip_ms_p50": round2(p50_us(&mut plan) / 1000.0),
         "shutdown_round_trip_ms_p50": round2(p50_us(&mut shutdown) / 1000.0),
-        "idle_cpu_s_32": round2(idle_cpu * 1000.0) / 1000.0,
+        "idle_cpu_s_32": (idle_cpu * 10_000.0).round() / 10_000.0,
         "peak_rss_bytes_32": rss_32,
     }))
 }
