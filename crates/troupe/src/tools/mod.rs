@@ -27,6 +27,7 @@ pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod subagent;
 pub mod testing;
 pub mod write_file;
 
