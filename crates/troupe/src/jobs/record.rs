@@ -291,7 +291,7 @@ pub fn read_all(layout: &Layout) -> Result<Vec<JobRecord>, JobError> {
         }
         records.push(read_one(&entry.path(), &name)?);
     }
-    records.sort_by(|a, b| (a.started_at_utc, a.id).cmp(&(b.started_at_utc, b.id)));
+    records.sort_by_key(|r| (r.started_at_utc, r.id));
     Ok(records)
 }
 
