@@ -19,7 +19,7 @@
 pub mod record;
 pub mod supervisor;
 
-pub use record::{JobEnd, JobId, JobRecord, JobStatus};
+pub use record::{JobEnd, JobId, JobRecord, JobState, JobStatus};
 pub use supervisor::{JobCompletion, JobSupervisor, DEFAULT_JOB_TIMEOUT, DEFAULT_TERM_GRACE};
 
 use crate::error::ErrorCode;
