@@ -26,7 +26,7 @@ pub mod tools;
 pub mod watch;
 mod worker;
 
-pub use driver::{DriveError, DriveOutcome, Driver};
+pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
 pub use error::TeamError;
 pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
 pub use plan_gate::PlanGateRule;
