@@ -154,7 +154,9 @@ impl CronRuntime {
         {
             let mut jobs = lock(&self.shared.jobs);
             if job.durable {
-                self.shared.store.apply(&[CronChange::Put(job.clone())])?;
+                self.shared
+                    .store
+                    .apply(&[CronChange::Put(Box::new(job.clone()))])?;
             }
             jobs.push(job);
         }
@@ -195,7 +197,7 @@ impl CronRuntime {
     pub fn jobs(&self) -> Vec<CronJobView> {
         let mut views: Vec<CronJobView> =
             lock(&self.shared.jobs).iter().map(CronJob::view).collect();
-        views.sort_by(|a, b| (a.next_fire_utc, a.id).cmp(&(b.next_fire_utc, b.id)));
+        views.sort_by_key(|v| (v.next_fire_utc, v.id));
         views
     }
 
@@ -262,8 +264,7 @@ impl Shared {
                 );
             }
         }
-        wakeups
-            .sort_by(|a, b| (a.scheduled_for_utc, a.job_id).cmp(&(b.scheduled_for_utc, b.job_id)));
+        wakeups.sort_by_key(|w| (w.scheduled_for_utc, w.job_id));
         for wakeup in &wakeups {
             if self.wakeups.send(wakeup.clone()).is_err() {
                 tracing::debug!(job = %wakeup.job_id, "cron wakeup dropped: nobody is listening");

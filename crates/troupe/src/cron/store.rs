@@ -85,7 +85,7 @@ impl JobRecord {
 #[derive(Debug, Clone)]
 pub enum CronChange {
     /// Adds the job, or replaces the stored job with its id.
-    Put(CronJob),
+    Put(Box<CronJob>),
     /// Sets the next fire time of a stored job; a job no longer stored is left out.
     Reschedule {
         id: CronJobId,
@@ -136,8 +136,8 @@ impl CronStore {
         for change in changes {
             match change {
                 CronChange::Put(job) => match jobs.iter_mut().find(|j| j.id == job.id) {
-                    Some(stored) => *stored = job.clone(),
-                    None => jobs.push(job.clone()),
+                    Some(stored) => *stored = (**job).clone(),
+                    None => jobs.push((**job).clone()),
                 },
                 CronChange::Reschedule { id, next_fire_utc } => {
                     if let Some(stored) = jobs.iter_mut().find(|j| j.id == *id) {
