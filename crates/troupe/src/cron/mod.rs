@@ -149,6 +149,8 @@ pub enum CronError {
     Store(#[from] CronStoreError),
     #[error("the cron runtime is closed")]
     Closed,
+    #[error("the cron timer needs a tokio runtime to run on")]
+    NoRuntime,
 }
 
 impl ErrorCode for CronError {
@@ -158,6 +160,7 @@ impl ErrorCode for CronError {
             Self::BlankPrompt => "invalid_arguments",
             Self::Store(e) => e.code(),
             Self::Closed => "cron_closed",
+            Self::NoRuntime => "cron_no_runtime",
         }
     }
 }

@@ -53,10 +53,26 @@ pub struct ScheduledJob {
     pub timezone: &'static str,
 }
 
-/// The cron jobs of one run and their timer. Cheap to clone; clones share everything.
+/// The cron jobs of one run and their timer. Cheap to clone; clones share everything. When the
+/// last clone is dropped the timer task stops, even without [`close`](Self::close).
 #[derive(Clone)]
 pub struct CronRuntime {
     shared: Arc<Shared>,
+    /// Kept apart from `shared` because the timer task holds `shared`: were the task handle in
+    /// there, the task would keep itself alive after every runtime handle is gone.
+    timer: Arc<TimerSlot>,
+}
+
+struct TimerSlot {
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// The same token as `Shared::closed`.
+    stop: CancellationToken,
+}
+
+impl Drop for TimerSlot {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 struct Shared {
@@ -71,7 +87,6 @@ struct Shared {
     replan: Notify,
     /// Cancelled by `close`: stops the timer task and refuses new jobs.
     closed: CancellationToken,
-    timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl CronRuntime {
@@ -86,6 +101,7 @@ impl CronRuntime {
     ) -> Result<Self, CronError> {
         let store = CronStore::new(layout);
         let jobs = store.load()?;
+        let closed = CancellationToken::new();
         Ok(Self {
             shared: Arc::new(Shared {
                 clock,
@@ -94,28 +110,33 @@ impl CronRuntime {
                 jobs: Mutex::new(jobs),
                 wakeups,
                 replan: Notify::new(),
-                closed: CancellationToken::new(),
-                timer: Mutex::new(None),
+                closed: closed.clone(),
+            }),
+            timer: Arc::new(TimerSlot {
+                task: Mutex::new(None),
+                stop: closed,
             }),
         })
     }
 
     /// Spawns the timer task on the current tokio runtime. Calling it again, or after
-    /// [`close`](Self::close), does nothing.
-    pub fn start(&self) {
-        let mut timer = lock(&self.shared.timer);
-        if timer.is_some() || self.shared.closed.is_cancelled() {
-            return;
+    /// [`close`](Self::close), does nothing. Outside a tokio runtime it is refused.
+    pub fn start(&self) -> Result<(), CronError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| CronError::NoRuntime)?;
+        let mut task = lock(&self.timer.task);
+        if task.is_some() || self.shared.closed.is_cancelled() {
+            return Ok(());
         }
         let shared = self.shared.clone();
-        *timer = Some(tokio::spawn(async move { shared.run_timer().await }));
+        *task = Some(runtime.spawn(async move { shared.run_timer().await }));
+        Ok(())
     }
 
     /// Stops the timer task and waits for it to end; later `schedule` calls are refused.
     /// Idempotent. Durable jobs stay in `cron.json` for the next run.
     pub async fn close(&self) {
         self.shared.closed.cancel();
-        let task = lock(&self.shared.timer).take();
+        let task = lock(&self.timer.task).take();
         if let Some(task) = task {
             if let Err(e) = task.await {
                 tracing::warn!(error = %e, "the cron timer task ended abnormally");

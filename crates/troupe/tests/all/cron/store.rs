@@ -268,3 +268,40 @@ async fn inspector_lists_durable_jobs_without_creating_anything() {
     let err = inspector.cron_jobs().unwrap_err();
     assert_eq!(err.code(), "cron_state_corrupt");
 }
+
+#[tokio::test]
+async fn a_durable_job_that_cannot_be_written_is_not_scheduled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    // A file where the state folder should be: nothing can be written under it.
+    std::fs::write(dir.path().join(".troupe"), "not a folder").unwrap();
+    let err = runtime
+        .schedule(request("0 9 * * *", "UTC", true, true))
+        .unwrap_err();
+    assert_eq!(err.code(), "storage_error", "{err}");
+    assert_eq!(runtime.jobs(), vec![]);
+    // A non-durable job needs no disk.
+    assert!(runtime
+        .schedule(request("0 9 * * *", "UTC", true, false))
+        .is_ok());
+}
+
+#[tokio::test]
+async fn a_fire_is_delivered_even_when_cron_json_cannot_be_updated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    runtime
+        .schedule(request("0 9 * * *", "UTC", false, true))
+        .unwrap();
+    // cron.json turns into a folder: the write after the fire fails.
+    let path = dir.path().join(".troupe/cron.json");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    assert_eq!(runtime.fire_due(at("2026-07-30T09:00:00.000Z")).len(), 1);
+    assert_eq!(drain(&mut rx).len(), 1);
+    assert_eq!(
+        runtime.jobs(),
+        vec![],
+        "memory moved on: no second fire in this run"
+    );
+}

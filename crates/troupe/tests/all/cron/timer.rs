@@ -48,7 +48,7 @@ async fn the_timer_fires_a_job_due_in_a_few_milliseconds() {
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:59:59.960Z"));
     let (runtime, mut rx) = open_runtime(dir.path(), clock.clone(), 0);
     // Started with no jobs: the timer waits for a change, and the schedule call wakes it.
-    runtime.start();
+    runtime.start().unwrap();
     let_the_timer_wait().await;
     let job = runtime
         .schedule(request("* * * * *", "UTC", false, false))
@@ -76,7 +76,7 @@ async fn adding_an_earlier_job_replans_the_sleep() {
     let far = runtime
         .schedule(request("0 0 1 1 *", "UTC", true, false))
         .unwrap();
-    runtime.start();
+    runtime.start().unwrap();
     let_the_timer_wait().await;
     // ...then a job due in 50 ms must still fire on time.
     let near = runtime
@@ -104,16 +104,43 @@ async fn close_stops_the_timer_task_and_releases_the_channel() {
     runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
         .unwrap();
-    runtime.start();
+    runtime.start().unwrap();
     tokio::time::timeout(BOUND, runtime.close())
         .await
         .expect("close did not stop the timer task");
     // start after close does nothing; once the runtime is gone, no sender is left anywhere
     // (the timer task held one), so the channel ends instead of delivering.
-    runtime.start();
+    runtime.start().unwrap();
     drop(runtime);
     let end = tokio::time::timeout(BOUND, rx.recv())
         .await
         .expect("a sender outlived close");
     assert_eq!(end, None);
+}
+
+#[tokio::test]
+async fn dropping_every_handle_stops_the_timer_task_without_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ShiftedClock::at("2026-07-30T08:00:00.000Z"));
+    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0);
+    runtime
+        .schedule(request("0 9 * * *", "UTC", true, false))
+        .unwrap();
+    runtime.start().unwrap();
+    let_the_timer_wait().await;
+    drop(runtime);
+    // The task held the last sender; it only lets go by ending.
+    let end = tokio::time::timeout(BOUND, rx.recv())
+        .await
+        .expect("the timer task outlived its runtime");
+    assert_eq!(end, None);
+}
+
+#[test]
+fn start_outside_a_tokio_runtime_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ShiftedClock::at("2026-07-30T08:00:00.000Z"));
+    let (runtime, _rx) = open_runtime(dir.path(), clock, 0);
+    let err = runtime.start().unwrap_err();
+    assert_eq!(troupe::error::ErrorCode::code(&err), "cron_no_runtime");
 }
