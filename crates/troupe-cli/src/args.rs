@@ -94,6 +94,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The durable cron jobs in `.troupe/cron.json`, soonest first.
+    Cron {
+        #[arg(long)]
+        json: bool,
+    },
     /// The messages of one agent's mailbox.
     Mailbox {
         /// The agent (a lowercase slug, e.g. `lead`).

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use serde::Serialize;
+use troupe::cron::CronJobView;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
 use troupe::jobs::{JobRecord, JobState};
 
@@ -129,6 +130,26 @@ pub fn requests(views: &[RequestView]) -> String {
     views.iter().map(request_line).collect()
 }
 
+pub fn cron_jobs(jobs: &[CronJobView]) -> String {
+    if jobs.is_empty() {
+        return "no durable cron jobs\n".to_owned();
+    }
+    jobs.iter()
+        .map(|j| {
+            format!(
+                "{}  {:<16} {:<20} {:<9}  next {} ({})  {}\n",
+                j.id,
+                j.cron,
+                j.timezone,
+                if j.recurring { "recurring" } else { "once" },
+                j.next_fire_utc,
+                j.next_fire_local,
+                first_line(&j.prompt, 60)
+            )
+        })
+        .collect()
+}
+
 pub fn mailbox(report: &MailboxReport) -> String {
     if report.messages.is_empty() {
         return format!("mailbox of {} is empty\n", report.agent);
@@ -176,6 +197,8 @@ fn first_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use troupe::cron::CronJobId;
+    use troupe::wire::UtcTime;
 
     #[test]
     fn job_lines_show_status_exit_code_and_times() {
@@ -203,6 +226,26 @@ mod tests {
              2026-07-30T08:00:00.000Z -> …  cargo test…\n\
              00000000-0000-4000-8000-000000000001  failed    lead         exit 101  \
              2026-07-30T08:00:00.000Z -> 2026-07-30T08:01:00.000Z  cargo test…\n"
+        );
+    }
+
+    #[test]
+    fn cron_jobs_text_shows_schedule_zone_kind_next_fire_and_prompt() {
+        assert_eq!(cron_jobs(&[]), "no durable cron jobs\n");
+        let job = CronJobView {
+            id: CronJobId::parse("00000000-0000-4000-8000-000000000001").unwrap(),
+            cron: "30 2 * * *".to_owned(),
+            timezone: "Europe/Berlin".to_owned(),
+            prompt: "check the build\nthen report".to_owned(),
+            recurring: false,
+            durable: true,
+            next_fire_utc: UtcTime::parse("2026-07-31T00:30:00.000Z").unwrap(),
+            next_fire_local: "2026-07-31T02:30:00.000+02:00".to_owned(),
+        };
+        assert_eq!(
+            cron_jobs(&[job]),
+            "00000000-0000-4000-8000-000000000001  30 2 * * *       Europe/Berlin        once       \
+             next 2026-07-31T00:30:00.000Z (2026-07-31T02:30:00.000+02:00)  check the build…\n"
         );
     }
 }

@@ -1,5 +1,5 @@
-//! Read-only views of a workspace, for `troupe status`, `troupe requests`, `troupe mailbox` and
-//! `troupe jobs`.
+//! Read-only views of a workspace, for `troupe status`, `troupe requests`, `troupe mailbox`,
+//! `troupe jobs` and `troupe cron`.
 //!
 //! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
 //! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
@@ -15,6 +15,7 @@ use troupe_wire::{
 };
 
 use crate::clock::Clock;
+use crate::cron::{CronJob, CronJobView, CronStore, CronStoreError};
 use crate::error::ErrorCode;
 use crate::ids::RandomIds;
 use crate::jobs::{record as job_record, JobError, JobRecord};
@@ -41,6 +42,8 @@ pub enum InspectError {
     Protocol(#[from] ProtocolError),
     #[error(transparent)]
     Jobs(#[from] JobError),
+    #[error(transparent)]
+    Cron(#[from] CronStoreError),
 }
 
 impl ErrorCode for InspectError {
@@ -52,6 +55,7 @@ impl ErrorCode for InspectError {
             Self::Mailbox(e) => e.code(),
             Self::Protocol(e) => e.code(),
             Self::Jobs(e) => e.code(),
+            Self::Cron(e) => e.code(),
         }
     }
 }
@@ -250,6 +254,18 @@ impl Inspector {
             agent: agent.to_string(),
             messages,
         })
+    }
+
+    /// The durable cron jobs in `.troupe/cron.json`, soonest first; none when there is no file.
+    /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
+    pub fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
+        let mut jobs: Vec<CronJobView> = CronStore::new(&self.layout)
+            .load()?
+            .iter()
+            .map(CronJob::view)
+            .collect();
+        jobs.sort_by_key(|v| (v.next_fire_utc, v.id));
+        Ok(jobs)
     }
 
     /// The roster in `team.json`; empty when there is none yet.

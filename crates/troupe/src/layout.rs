@@ -73,6 +73,16 @@ impl Layout {
         self.state_dir().join("jobs")
     }
 
+    /// `.troupe/cron.json`: the durable cron jobs.
+    pub fn cron_file(&self) -> PathBuf {
+        self.state_dir().join("cron.json")
+    }
+
+    /// `.troupe/.cron.lock`: serialises writers of `cron.json` across processes.
+    pub fn cron_lock(&self) -> PathBuf {
+        self.state_dir().join(".cron.lock")
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

@@ -15,6 +15,7 @@
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
+//! - [`cron`]: `schedule_cron` and the cron runtime that wakes the lead (`.troupe/cron.json`).
 //! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
 //! - [`demo`]: the scripted scenario of `troupe demo`.
 //! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`,
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod bootstrap;
 pub mod clock;
 pub mod config;
+pub mod cron;
 pub mod demo;
 pub mod error;
 pub mod ids;

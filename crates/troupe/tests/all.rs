@@ -3,6 +3,8 @@
 
 #[path = "all/agent/mod.rs"]
 mod agent;
+#[path = "all/cron/mod.rs"]
+mod cron;
 #[path = "all/jobs/mod.rs"]
 mod jobs;
 #[path = "all/mailbox.rs"]

@@ -1,4 +1,5 @@
-//! `troupe status`, `troupe requests`, `troupe mailbox`, `troupe jobs`: read-only, whether or not a run is going.
+//! `troupe status`, `troupe requests`, `troupe mailbox`, `troupe jobs`, `troupe cron`: read-only,
+//! whether or not a run is going.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +43,17 @@ pub fn requests(workspace: &Path, status: Option<&str>, json: bool) -> Result<()
         render::print_json(&serde_json::json!({ "requests": views }))
     } else {
         render::print_text(&render::requests(&views))
+    }
+}
+
+/// JSON: `{"jobs":[{id, cron, timezone, prompt, recurring, durable, next_fire_utc,
+/// next_fire_local}]}`.
+pub fn cron(workspace: &Path, json: bool) -> Result<(), CliError> {
+    let jobs = inspector(workspace).cron_jobs().map_err(inspect_failed)?;
+    if json {
+        render::print_json(&serde_json::json!({ "jobs": jobs }))
+    } else {
+        render::print_text(&render::cron_jobs(&jobs))
     }
 }
 

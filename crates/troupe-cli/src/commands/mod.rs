@@ -50,6 +50,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)
         }
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
+        Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
             &agent,

@@ -325,7 +325,12 @@ impl Driver {
         }
         // Idle first, then the channel: a job's completion is sent before it stops counting as
         // running, so this order never misses one.
-        if self.external.jobs.as_ref().is_some_and(|jobs| !jobs.is_idle()) {
+        if self
+            .external
+            .jobs
+            .as_ref()
+            .is_some_and(|jobs| !jobs.is_idle())
+        {
             return Ok(false);
         }
         let late = self.take_external();

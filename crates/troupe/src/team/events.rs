@@ -86,7 +86,11 @@ impl LeadEvent {
             "started_at_utc": completion.started_at_utc,
             "finished_at_utc": completion.finished_at_utc,
         });
-        Self { key: format!("job:{}", completion.job_id), body, source: EventSource::Job(completion) }
+        Self {
+            key: format!("job:{}", completion.job_id),
+            body,
+            source: EventSource::Job(completion),
+        }
     }
 
     /// The user message the lead's history receives.

@@ -34,7 +34,12 @@ impl SubagentTool {
         observer: Arc<dyn RunObserver>,
         max_turns: usize,
     ) -> Self {
-        Self { model, dispatcher, observer, max_turns }
+        Self {
+            model,
+            dispatcher,
+            observer,
+            max_turns,
+        }
     }
 }
 
@@ -87,7 +92,10 @@ impl ToolHandler for SubagentTool {
         let outcome = runner
             .run_user_turn(description, &ctx.cancel)
             .await
-            .map_err(|e| ToolError::Coded { code: e.code(), message: format!("subagent: {e}") })?;
+            .map_err(|e| ToolError::Coded {
+                code: e.code(),
+                message: format!("subagent: {e}"),
+            })?;
         match outcome.end {
             TurnEnd::Answered(text) if !text.trim().is_empty() => Ok(text),
             TurnEnd::Answered(_) => Ok("(the subagent finished without a written report)".into()),
