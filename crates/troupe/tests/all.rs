@@ -1,6 +1,10 @@
 //! The runtime's integration tests, linked into one binary (fast builds on small machines).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "all/agent/mod.rs"]
+mod agent;
+#[path = "all/mailbox.rs"]
+mod mailbox;
 #[path = "all/model/mod.rs"]
 mod model;
 #[path = "all/permissions/mod.rs"]

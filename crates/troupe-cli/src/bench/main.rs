@@ -6,13 +6,17 @@
 //! cargo run --release --bin troupe-bench -- mailbox --n 10000 --json
 //! cargo run --release --bin troupe-bench -- protocol --history 10000 --json
 //! cargo run --release --bin troupe-bench -- contention --procs 4 --n 250 --json
+//! cargo run --release --bin troupe-bench -- dispatch --json
+//! cargo run --release --bin troupe-bench -- team --json
 //! ```
 
 mod contention;
 mod disk;
+mod dispatch;
 mod mailbox;
 mod protocol;
 mod stats;
+mod team;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +61,17 @@ enum Suite {
         #[arg(long, default_value_t = 250)]
         n: usize,
     },
+    /// Runtime overhead of one tool call: dispatch + permission + audit around a no-op handler.
+    Dispatch {
+        #[arg(long, default_value_t = 5_000)]
+        calls: usize,
+    },
+    /// Shutdown and plan round trips with scripted models; 32 idle teammates' CPU and memory.
+    Team {
+        /// Plan round trips measured.
+        #[arg(long, default_value_t = 32)]
+        rounds: usize,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -78,6 +93,8 @@ fn main() -> ExitCode {
         Suite::Mailbox { n } => mailbox::run(&dir, n),
         Suite::Protocol { history, rounds } => protocol::run(&dir, history, rounds),
         Suite::Contention { procs, n } => contention::run(&dir, procs, n),
+        Suite::Dispatch { calls } => dispatch::run(&dir, calls),
+        Suite::Team { rounds } => team::run(&dir, rounds),
         Suite::ContentionWorker {
             workspace,
             role,

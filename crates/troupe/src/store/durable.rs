@@ -71,6 +71,26 @@ pub fn replace(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     fsync_dir(parent_of(dest))
 }
 
+/// Atomically replaces `dest` without waiting for the disk: readers see the old or the new bytes,
+/// never a mix, but a crash may lose the update. For views that are rebuilt on start anyway
+/// (the roster's statuses), where an fsync per worker transition would double a round trip.
+pub fn replace_view(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let temp = temp_path_for(dest);
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(IoError::new("write", &temp, e));
+    }
+    fs::rename(&temp, dest).map_err(|e| {
+        let _ = fs::remove_file(&temp);
+        IoError::new("rename into", dest, e)
+    })
+}
+
 /// Durably creates `dest` with `bytes`, failing with `AlreadyExists` if it exists. The file
 /// appears complete or not at all (it is linked into place only after its bytes are synced).
 pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {

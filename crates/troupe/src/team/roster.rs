@@ -1,5 +1,9 @@
 //! The roster: every teammate's role and status, kept in memory and written to `team.json` on
 //! each change so that `troupe status` (another process) sees it.
+//!
+//! Adding a teammate is written durably (its name and role must survive a crash). Status changes
+//! are atomic but not fsynced: they happen at every worker start and stop, and a status lost in
+//! a crash is rebuilt at the next start anyway (`running` comes back `idle`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -75,7 +79,7 @@ impl Roster {
                 updated_at_utc: self.clock.now(),
             },
         );
-        self.save(&records)?;
+        self.save(&records, true)?;
         Ok(true)
     }
 
@@ -97,16 +101,25 @@ impl Roster {
         record.status = status;
         record.detail = detail;
         record.updated_at_utc = self.clock.now();
-        self.save(&records)?;
+        self.save(&records, false)?;
         Ok(Some(previous))
     }
 
-    fn save(&self, records: &BTreeMap<AgentName, TeammateRecord>) -> Result<(), IoError> {
+    fn save(
+        &self,
+        records: &BTreeMap<AgentName, TeammateRecord>,
+        durably: bool,
+    ) -> Result<(), IoError> {
         let roster = TeamRoster {
             version: TeamRoster::VERSION,
             teammates: records.values().cloned().collect(),
         };
-        durable::ensure_real_dir(&self.layout.state_dir())?;
-        durable::replace(&self.layout.team_file(), &roster.to_json_bytes())
+        let bytes = roster.to_json_bytes();
+        if durably {
+            durable::ensure_real_dir(&self.layout.state_dir())?;
+            durable::replace(&self.layout.team_file(), &bytes)
+        } else {
+            durable::replace_view(&self.layout.team_file(), &bytes)
+        }
     }
 }

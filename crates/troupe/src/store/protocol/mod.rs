@@ -23,8 +23,18 @@
 //! still in `state.json`). Every other violation — of the SPEC §5 invariants in `state.json`, a
 //! bad or pending archive line, an id archived twice — is reported as `Corrupt`, never repaired.
 //!
-//! Creation order across the files: see the `compaction` module (the archivability rule makes a merge by
-//! creation time, archive first on ties, equal to the creation order).
+//! **Compaction.** When a write finds more than [`COMPACT_ABOVE`] archivable requests in
+//! `state.json` as it is on disk (resolved, not their sender's latest plan, not tied in creation
+//! time with an earlier request that stays), it appends them to the archive and fsyncs it, then
+//! writes `state.json` without them in the same atomic replace as the write's own change. The
+//! request the write itself resolves is archived by a later compaction, so the archive never
+//! holds a state that `state.json` does not. `list`, `get` and replays read both files; the
+//! creation order is rebuilt by merging on creation time, archive lines first on ties (exact by
+//! the tie rule; see the `compaction` module). `create` refuses a clock earlier than the latest
+//! creation over both files.
+//!
+//! **Order of the checks** for a response: see the `rules` module (not found → kind/parties
+//! mismatch → resolved: replay or duplicate → clock backwards → expired).
 //!
 //! # Layout
 //!

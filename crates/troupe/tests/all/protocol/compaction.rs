@@ -41,17 +41,17 @@ fn many_resolutions_keep_state_small_and_everything_visible() {
     let mut bob_latest = None;
     for i in 0..300u64 {
         fx.clock.advance_millis(1);
-        let new = if i % 10 == 0 {
+        let new = if i.is_multiple_of(10) {
             plan_of("bob")
         } else {
             shutdown_of("alice")
         };
         let request = store.create(new).unwrap();
         let resolved = store
-            .consume_response(&answer(&request, mid(i), i % 3 != 0))
+            .consume_response(&answer(&request, mid(i), !i.is_multiple_of(3)))
             .unwrap()
             .request;
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             bob_latest = Some(resolved.clone());
         }
         expected.push(resolved);
@@ -269,4 +269,24 @@ fn a_failed_archive_append_does_not_fail_the_write() {
     assert!(fx.state_requests().len() <= 1);
     assert_archive_is_clean(&fx);
     assert_eq!(fx.store().list().unwrap().len(), resolved.len() + 1);
+}
+
+#[test]
+fn a_transition_whose_write_failed_never_reaches_the_archive() {
+    // With either count, the failing consume below is a write that may compact.
+    for others in [COMPACT_ABOVE as u64, COMPACT_ABOVE as u64 + 1] {
+        let fx = Fixture::new();
+        let files = Arc::new(FailingFiles::default());
+        let store = fx.store_with_files(files.clone());
+        let bob = store.create(shutdown_of("bob")).unwrap();
+        resolve_many(&fx, &store, others, 0);
+        files.fail_replace.store(true, Ordering::SeqCst);
+        let msg = answer(&bob, mid(777), true);
+        assert_eq!(code(&store.consume_response(&msg)), "storage_error");
+        assert!(fx.archive_lines().iter().all(|r| r.id() != bob.id()));
+        let fresh = fx.store();
+        assert!(fresh.get(bob.id()).unwrap().unwrap().is_pending());
+        files.fail_replace.store(false, Ordering::SeqCst);
+        assert!(!store.consume_response(&msg).unwrap().replayed);
+    }
 }

@@ -21,7 +21,8 @@ use troupe::wire::{
 
 /// A temp workspace with a manual clock and deterministic ids.
 pub struct Fixture {
-    pub dir: tempfile::TempDir,
+    /// Kept alive for the fixture's lifetime: dropping it deletes the workspace.
+    _dir: tempfile::TempDir,
     pub layout: Layout,
     pub clock: ManualClock,
     pub ids: Arc<SequentialIds>,
@@ -32,7 +33,7 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
         Self {
-            dir,
+            _dir: dir,
             layout,
             clock: ManualClock::at_spec_epoch(),
             ids: Arc::new(SequentialIds::new()),
