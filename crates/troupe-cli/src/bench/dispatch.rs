@@ -53,7 +53,9 @@ pub fn run(dir: &Path, calls: usize) -> BenchResult<Value> {
     })?;
     let mut samples = samples;
     let p50 = p50_us(&mut samples);
-    let p99 = samples.get(samples.len() * 99 / 100).map_or(0.0, |d| d.as_secs_f64() * 1e6);
+    let p99 = samples
+        .get(samples.len() * 99 / 100)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6);
     Ok(json!({
         "suite": "dispatch",
         "calls": calls,

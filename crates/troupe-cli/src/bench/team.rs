@@ -32,7 +32,11 @@ impl TeamObserver for Updates {
     }
 }
 
-fn wait_for(rx: &Receiver<TeamUpdate>, what: &str, mut done: impl FnMut(&TeamUpdate) -> bool) -> BenchResult<()> {
+fn wait_for(
+    rx: &Receiver<TeamUpdate>,
+    what: &str,
+    mut done: impl FnMut(&TeamUpdate) -> bool,
+) -> BenchResult<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -90,8 +94,13 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         .map(|i| AgentName::parse(&format!("mate-{i}")).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     for name in &names {
-        team.runtime.inner().spawn_teammate(name, "benchmark", "say ok").map_err(|e| e.to_string())?;
-        wait_for(&rx, "a teammate to go idle", |u| is_status(u, name, TeammateStatus::Idle))?;
+        team.runtime
+            .inner()
+            .spawn_teammate(name, "benchmark", "say ok")
+            .map_err(|e| e.to_string())?;
+        wait_for(&rx, "a teammate to go idle", |u| {
+            is_status(u, name, TeammateStatus::Idle)
+        })?;
     }
     drain_lead(&team)?;
 
@@ -126,7 +135,11 @@ fn drain_lead(team: &Team) -> BenchResult<()> {
 }
 
 /// Claims the lead's messages until one of `kind` arrives; acks the others.
-fn lead_claim(team: &Team, rx: &Receiver<TeamUpdate>, kind: ProtocolMessageKind) -> BenchResult<MailboxMessage> {
+fn lead_claim(
+    team: &Team,
+    rx: &Receiver<TeamUpdate>,
+    kind: ProtocolMessageKind,
+) -> BenchResult<MailboxMessage> {
     let lead = AgentName::lead();
     loop {
         while let Some(m) = team.mailbox.claim(&lead).map_err(|e| e.to_string())? {
@@ -135,9 +148,11 @@ fn lead_claim(team: &Team, rx: &Receiver<TeamUpdate>, kind: ProtocolMessageKind)
             }
             team.mailbox.ack(&lead, &m).map_err(|e| e.to_string())?;
         }
-        wait_for(rx, "a message for the lead", |u| {
-            matches!(u, TeamUpdate::Sent(m) if m.recipient().is_lead())
-        })?;
+        wait_for(
+            rx,
+            "a message for the lead",
+            |u| matches!(u, TeamUpdate::Sent(m) if m.recipient().is_lead()),
+        )?;
     }
 }
 
@@ -154,39 +169,63 @@ fn plan_round_trips(
         let start = Instant::now();
         // The teammate's submit_plan, then the lead's event handling and review_plan.
         let request = protocol
-            .open(RequestKind::PlanApproval, mate, &AgentName::lead(), "plan: benchmark")
+            .open(
+                RequestKind::PlanApproval,
+                mate,
+                &AgentName::lead(),
+                "plan: benchmark",
+            )
             .map_err(|e| e.to_string())?;
         let message = lead_claim(team, rx, ProtocolMessageKind::PlanApprovalRequest)?;
-        team.mailbox.ack(&AgentName::lead(), &message).map_err(|e| e.to_string())?;
+        team.mailbox
+            .ack(&AgentName::lead(), &message)
+            .map_err(|e| e.to_string())?;
         protocol
             .review_plan(&AgentName::lead(), request.id(), true, None)
             .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.
         let id = request.id();
-        wait_for(rx, "the plan response to be consumed", |u| {
-            matches!(u, TeamUpdate::Resolved(r) if r.id() == id)
-        })?;
+        wait_for(
+            rx,
+            "the plan response to be consumed",
+            |u| matches!(u, TeamUpdate::Resolved(r) if r.id() == id),
+        )?;
         samples.push(start.elapsed());
-        wait_for(rx, "the teammate to go idle", |u| is_status(u, mate, TeammateStatus::Idle))?;
+        wait_for(rx, "the teammate to go idle", |u| {
+            is_status(u, mate, TeammateStatus::Idle)
+        })?;
         drain_lead(team)?;
     }
     Ok(samples)
 }
 
-fn shutdown_round_trips(team: &Team, rx: &Receiver<TeamUpdate>, names: &[AgentName]) -> BenchResult<Vec<Duration>> {
+fn shutdown_round_trips(
+    team: &Team,
+    rx: &Receiver<TeamUpdate>,
+    names: &[AgentName],
+) -> BenchResult<Vec<Duration>> {
     let protocol = team.runtime.protocol();
     let mut samples = Vec::with_capacity(names.len());
     for mate in names {
         let start = Instant::now();
         protocol
-            .open(RequestKind::Shutdown, &AgentName::lead(), mate, "Please shut down.")
+            .open(
+                RequestKind::Shutdown,
+                &AgentName::lead(),
+                mate,
+                "Please shut down.",
+            )
             .map_err(|e| e.to_string())?;
         let message = lead_claim(team, rx, ProtocolMessageKind::ShutdownResponse)?;
         let MailboxMessage::Protocol(response) = &message else {
             return Err("expected a protocol message".into());
         };
-        team.protocol.consume_response(response).map_err(|e| e.to_string())?;
-        team.mailbox.ack(&AgentName::lead(), &message).map_err(|e| e.to_string())?;
+        team.protocol
+            .consume_response(response)
+            .map_err(|e| e.to_string())?;
+        team.mailbox
+            .ack(&AgentName::lead(), &message)
+            .map_err(|e| e.to_string())?;
         samples.push(start.elapsed());
     }
     Ok(samples)

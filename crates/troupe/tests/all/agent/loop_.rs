@@ -19,11 +19,20 @@ use super::{bodies, call, call_raw, lead, say, server};
 async fn the_lead_is_offered_the_base_tools_in_order_with_closed_schemas() {
     let server = server(vec![say("hi")]).await;
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
-    lead.runner.run_user_turn("hello", &CancellationToken::new()).await.unwrap();
+    lead.runner
+        .run_user_turn("hello", &CancellationToken::new())
+        .await
+        .unwrap();
     let body = &bodies(&server).await[0];
     let tools = body["tools"].as_array().unwrap();
-    let names: Vec<&str> = tools.iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["shell", "read_file", "write_file", "edit_file", "glob"]);
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["shell", "read_file", "write_file", "edit_file", "glob"]
+    );
     for tool in tools {
         assert_eq!(tool["type"], "function");
         let params = &tool["function"]["parameters"];
@@ -31,24 +40,51 @@ async fn the_lead_is_offered_the_base_tools_in_order_with_closed_schemas() {
         assert_eq!(params["additionalProperties"], false, "{tool}");
         assert!(tool["function"]["description"].as_str().unwrap().len() > 20);
     }
-    assert_eq!(tools[0]["function"]["parameters"]["properties"]["run_in_background"]["type"], "boolean");
-    assert_eq!(tools[1]["function"]["parameters"]["required"], json!(["path"]));
-    assert_eq!(body["messages"][0], json!({"role": "system", "content": "You are lead."}));
-    assert_eq!(body["messages"][1], json!({"role": "user", "content": "hello"}));
+    assert_eq!(
+        tools[0]["function"]["parameters"]["properties"]["run_in_background"]["type"],
+        "boolean"
+    );
+    assert_eq!(
+        tools[1]["function"]["parameters"]["required"],
+        json!(["path"])
+    );
+    assert_eq!(
+        body["messages"][0],
+        json!({"role": "system", "content": "You are lead."})
+    );
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "user", "content": "hello"})
+    );
 }
 
 #[tokio::test]
 async fn a_multi_step_loop_runs_each_tool_and_sends_every_result_back() {
     let server = server(vec![
-        call("c1", "write_file", json!({"path": "notes/a.txt", "content": "alpha\nbeta\n"})),
-        call("c2", "edit_file", json!({"path": "notes/a.txt", "old_text": "beta", "new_text": "gamma"})),
+        call(
+            "c1",
+            "write_file",
+            json!({"path": "notes/a.txt", "content": "alpha\nbeta\n"}),
+        ),
+        call(
+            "c2",
+            "edit_file",
+            json!({"path": "notes/a.txt", "old_text": "beta", "new_text": "gamma"}),
+        ),
         call("c3", "read_file", json!({"path": "notes/a.txt"})),
         say("The file now reads alpha, gamma."),
     ])
     .await;
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
-    let outcome = lead.runner.run_user_turn("edit a file", &CancellationToken::new()).await.unwrap();
-    assert_eq!(outcome.end, TurnEnd::Answered("The file now reads alpha, gamma.".into()));
+    let outcome = lead
+        .runner
+        .run_user_turn("edit a file", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.end,
+        TurnEnd::Answered("The file now reads alpha, gamma.".into())
+    );
     assert_eq!((outcome.model_calls, outcome.tool_calls), (4, 3));
     let on_disk = std::fs::read_to_string(lead.workspace.path().join("notes/a.txt")).unwrap();
     assert_eq!(on_disk, "alpha\ngamma\n");
@@ -57,13 +93,31 @@ async fn a_multi_step_loop_runs_each_tool_and_sends_every_result_back() {
     assert_eq!(bodies.len(), 4);
     // The last request carries the whole conversation: each call answered by its own id.
     let messages = bodies[3]["messages"].as_array().unwrap();
-    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]);
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool"
+        ]
+    );
     assert_eq!(messages[3]["tool_call_id"], "c1");
     assert_eq!(messages[5]["tool_call_id"], "c2");
     assert_eq!(messages[7]["tool_call_id"], "c3");
     assert!(messages[7]["content"].as_str().unwrap().contains("gamma"));
-    assert_eq!(messages[2]["tool_calls"][0]["function"]["name"], "write_file");
+    assert_eq!(
+        messages[2]["tool_calls"][0]["function"]["name"],
+        "write_file"
+    );
 }
 
 #[tokio::test]
@@ -76,7 +130,11 @@ async fn a_denied_tool_never_reaches_its_handler_and_the_model_is_told() {
     ])
     .await;
     let mut lead = lead(&server, Arc::new(DenyApproval), vec![counting.clone()]);
-    let outcome = lead.runner.run_user_turn("try", &CancellationToken::new()).await.unwrap();
+    let outcome = lead
+        .runner
+        .run_user_turn("try", &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.end, TurnEnd::Answered("Both were denied.".into()));
     assert_eq!(counting.calls(), 0);
     assert!(!lead.workspace.path().join("x.txt").exists());
@@ -94,7 +152,10 @@ async fn a_denied_tool_never_reaches_its_handler_and_the_model_is_told() {
     }
     // Both decisions are in the audit file.
     let audit = std::fs::read_to_string(lead.workspace.path().join(".troupe/audit.jsonl")).unwrap();
-    let lines: Vec<Value> = audit.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["tool"], "deploy");
     assert_eq!(lines[0]["decision"], "deny");
@@ -111,7 +172,11 @@ async fn invalid_tool_arguments_go_back_to_the_model_and_the_loop_goes_on() {
     ])
     .await;
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
-    let outcome = lead.runner.run_user_turn("go", &CancellationToken::new()).await.unwrap();
+    let outcome = lead
+        .runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.end, TurnEnd::Answered("I give up.".into()));
     let bodies = bodies(&server).await;
     let tool_results: Vec<String> = bodies[3]["messages"]
@@ -121,18 +186,35 @@ async fn invalid_tool_arguments_go_back_to_the_model_and_the_loop_goes_on() {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap().to_owned())
         .collect();
-    assert!(tool_results[0].starts_with("Error [invalid_arguments]"), "{}", tool_results[0]);
-    assert!(tool_results[1].starts_with("Error [invalid_arguments]"), "{}", tool_results[1]);
-    assert!(tool_results[2].starts_with("Error [unknown_tool]"), "{}", tool_results[2]);
+    assert!(
+        tool_results[0].starts_with("Error [invalid_arguments]"),
+        "{}",
+        tool_results[0]
+    );
+    assert!(
+        tool_results[1].starts_with("Error [invalid_arguments]"),
+        "{}",
+        tool_results[1]
+    );
+    assert!(
+        tool_results[2].starts_with("Error [unknown_tool]"),
+        "{}",
+        tool_results[2]
+    );
 }
 
 #[tokio::test]
 async fn the_max_turns_bound_stops_a_model_that_never_answers() {
-    let replies = (0..10).map(|i| call(&format!("c{i}"), "glob", json!({"pattern": "*"}))).collect();
+    let replies = (0..10)
+        .map(|i| call(&format!("c{i}"), "glob", json!({"pattern": "*"})))
+        .collect();
     let server = server(replies).await;
     let lead = lead(&server, Arc::new(AutoApproval), vec![]);
     let mut runner = lead.runner.with_max_turns(3);
-    let outcome = runner.run_user_turn("loop", &CancellationToken::new()).await.unwrap();
+    let outcome = runner
+        .run_user_turn("loop", &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(outcome.end, TurnEnd::MaxTurns { limit: 3 });
     assert_eq!(bodies(&server).await.len(), 3);
     // Every call that was made has its result: the history can be sent again as it is.
@@ -208,7 +290,11 @@ async fn cancelled_between_tool_calls_answers_the_rest_as_cancelled() {
         })
         .collect();
     assert_eq!(results.len(), 2, "every call has a result: {h:?}");
-    assert!(results[1].starts_with("Error [cancelled]"), "{}", results[1]);
+    assert!(
+        results[1].starts_with("Error [cancelled]"),
+        "{}",
+        results[1]
+    );
     assert!(!lead.workspace.path().join("second.txt").exists());
     assert_eq!(bodies(&server).await.len(), 1);
 }
@@ -228,7 +314,10 @@ async fn a_redelivered_input_is_appended_once() {
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
     assert!(lead.runner.push_user_once("msg-1", "event one"));
     assert!(!lead.runner.push_user_once("msg-1", "event one"));
-    lead.runner.run_turn(&CancellationToken::new()).await.unwrap();
+    lead.runner
+        .run_turn(&CancellationToken::new())
+        .await
+        .unwrap();
     let users = bodies(&server).await[0]["messages"]
         .as_array()
         .unwrap()
@@ -242,6 +331,10 @@ async fn a_redelivered_input_is_appended_once() {
 async fn a_model_failure_is_an_error_not_a_crash() {
     let server = server(vec![]).await; // every request gets a 500
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
-    let err = lead.runner.run_user_turn("hi", &CancellationToken::new()).await.unwrap_err();
+    let err = lead
+        .runner
+        .run_user_turn("hi", &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert_eq!(troupe::error::ErrorCode::code(&err), "model_server_error");
 }

@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 use troupe::agent::{NullObserver, Runner};
 use troupe::clock::ManualClock;
 use troupe::config::ModelConfig;
-use troupe::model::{OpenAiClient, RetryPolicy};
-use troupe::permissions::{ApprovalProvider, JsonlAuditSink, PermissionPolicy};
-use troupe::permissions::hooks::Hooks;
 use troupe::layout::Layout;
+use troupe::model::{OpenAiClient, RetryPolicy};
+use troupe::permissions::hooks::Hooks;
+use troupe::permissions::{ApprovalProvider, JsonlAuditSink, PermissionPolicy};
 use troupe::tools::shell::ShellTool;
 use troupe::tools::{base_tools, Dispatcher, ToolHandler, ToolRegistry};
 use troupe::wire::AgentName;
@@ -37,7 +37,11 @@ impl Respond for Sequence {
 }
 
 pub fn completion(message: Value) -> ResponseTemplate {
-    let finish = if message.get("tool_calls").is_some() { "tool_calls" } else { "stop" };
+    let finish = if message.get("tool_calls").is_some() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     ResponseTemplate::new(200).set_body_json(json!({
         "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
@@ -63,7 +67,9 @@ pub async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(Sequence { replies: Mutex::new(replies.into()) })
+        .respond_with(Sequence {
+            replies: Mutex::new(replies.into()),
+        })
         .mount(&server)
         .await;
     server
@@ -85,12 +91,19 @@ pub struct Lead {
 }
 
 /// A lead runner with the five base tools, a real audit file and `approval`.
-pub fn lead(server: &MockServer, approval: Arc<dyn ApprovalProvider>, extra: Vec<Arc<dyn ToolHandler>>) -> Lead {
+pub fn lead(
+    server: &MockServer,
+    approval: Arc<dyn ApprovalProvider>,
+    extra: Vec<Arc<dyn ToolHandler>>,
+) -> Lead {
     let workspace = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::at_spec_epoch());
     let audit = Arc::new(JsonlAuditSink::open(&Layout::new(workspace.path()), clock).unwrap());
     let mut registry = ToolRegistry::new();
-    for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10))).into_iter().chain(extra) {
+    for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10)))
+        .into_iter()
+        .chain(extra)
+    {
         registry.register(tool).unwrap();
     }
     let dispatcher = Dispatcher::new(
