@@ -176,3 +176,65 @@ async fn a_shut_down_teammate_is_refused_by_send_message_and_request_shutdown() 
     );
     team.close().await;
 }
+
+/// A shutdown request the teammate never got to in time: the lead is told by an event when it
+/// expires, the run waits for the busy teammate, and the teammate refuses the stale request
+/// (quarantined, not obeyed) when it finally claims it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_shutdown_request_expires_and_the_lead_is_told() {
+    let f = Fixture::new();
+    let lead = TestModel::new(&f.signal, |c| {
+        if c.calls_named("spawn_teammate").is_empty() {
+            return call(
+                "spawn_teammate",
+                json!({"name": "writer", "role": "writer", "prompt": "A long task."}),
+            );
+        }
+        if c.calls_named("request_shutdown").is_empty() {
+            return call("request_shutdown", json!({"teammate": "writer"}));
+        }
+        say("Noted.")
+    });
+    let writer = TestModel::new(&f.signal, |_| say("Long task done."));
+    let release = writer.gate(1);
+    let team = f.build(Models::new(
+        &f.signal,
+        &[("lead", &lead), ("writer", &writer)],
+    ));
+    let runtime = team.runtime.clone();
+    let run = drive_in_background(team, "Start, then stop the writer.");
+    f.signal
+        .until("the writer busy and the shutdown request sent", || {
+            writer.calls() == 1 && lead.calls() >= 3
+        })
+        .await;
+    let request = f.requests()[0].clone();
+    f.clock.set(request.expires_at_utc());
+    runtime.poke();
+    f.signal
+        .until("the lead told of the expiry", || {
+            (1..=lead.calls()).any(|n| {
+                lead.user_texts(n)
+                    .iter()
+                    .any(|t| t.contains("\"kind\":\"request_expired\""))
+            })
+        })
+        .await;
+    assert!(!run.is_finished(), "the run waits for the busy teammate");
+    release.send(()).unwrap();
+    let (team, _) = finish(run).await;
+
+    let quarantined = f.recorder.quarantined();
+    assert_eq!(quarantined.len(), 1, "{quarantined:#?}");
+    assert_eq!(quarantined[0].0, "writer");
+    assert!(quarantined[0].2.contains("expired"), "{}", quarantined[0].2);
+    assert_eq!(writer.calls(), 1);
+    assert_eq!(f.requests()[0], request, "still pending, shown as expired");
+    assert_eq!(f.status_of(&team, "writer"), Some(TeammateStatus::Idle));
+    assert!(!f
+        .recorder
+        .sent()
+        .iter()
+        .any(|m| m.kind_str() == "shutdown_response"));
+    team.close().await;
+}
