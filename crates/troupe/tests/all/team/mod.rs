@@ -6,11 +6,12 @@
 //!   decide from the conversation and can be held at a gate, a recording observer, and the
 //!   signal tests await instead of sleeping.
 //! - `e2e`: the whole scenario through a Chat Completions server on 127.0.0.1 (wiremock).
-//! - `shutdown`: a busy teammate finishes first; no model call for the request.
+//! - `shutdown`: a busy teammate finishes first; no model call for the request; refusals after
+//!   shutdown; an unanswered request expires.
 //! - `plan`: rejection and its feedback; a response consumed after expiry.
 //! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
 //! - `delivery`: failed sends keep requests pending; failed answers release and fail.
-//! - `concurrency`: racing reviewers and consumers (threads, processes).
+//! - `concurrency`: two reviewers racing on one plan; one transition.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
 
