@@ -89,6 +89,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Background shell jobs and their status (running, completed, failed, cancelled, timed_out).
+    Jobs {
+        #[arg(long)]
+        json: bool,
+    },
     /// The messages of one agent's mailbox.
     Mailbox {
         /// The agent (a lowercase slug, e.g. `lead`).

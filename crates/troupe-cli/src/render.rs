@@ -4,6 +4,7 @@ use std::io::Write;
 
 use serde::Serialize;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
+use troupe::jobs::{JobRecord, JobState};
 
 use crate::commands::CliError;
 
@@ -66,7 +67,46 @@ pub fn status(report: &StatusReport) -> String {
     for r in &report.pending_requests {
         out.push_str(&request_line(r));
     }
+    out.push_str("\njobs\n");
+    if report.jobs.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for job in &report.jobs {
+        out.push_str(&format!("  {}", job_line(job)));
+    }
     out
+}
+
+/// `<id>  <status>  <agent>  exit <code>  <started> → <finished>  <command>`
+fn job_line(job: &JobRecord) -> String {
+    let (exit, finished) = match &job.state {
+        JobState::Running => ("-".to_owned(), "…".to_owned()),
+        JobState::Finished {
+            exit_code,
+            finished_at_utc,
+            ..
+        } => (
+            exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string()),
+            finished_at_utc.to_string(),
+        ),
+    };
+    format!(
+        "{}  {:<9} {:<12} exit {:<4} {} -> {}  {}\n",
+        job.id,
+        job.status().as_str(),
+        job.agent.as_str(),
+        exit,
+        job.started_at_utc,
+        finished,
+        first_line(&job.command, 60)
+    )
+}
+
+pub fn jobs(jobs: &[JobRecord]) -> String {
+    if jobs.is_empty() {
+        return "no background jobs\n".to_owned();
+    }
+    jobs.iter().map(job_line).collect()
 }
 
 fn request_line(r: &RequestView) -> String {
@@ -130,5 +170,39 @@ fn first_line(text: &str, max: usize) -> String {
         format!("{cut}…")
     } else {
         line.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_lines_show_status_exit_code_and_times() {
+        let started = troupe::wire::UtcTime::parse("2026-07-30T08:00:00.000Z").unwrap();
+        let running = JobRecord {
+            id: troupe::jobs::JobId::parse("00000000-0000-4000-8000-000000000001").unwrap(),
+            agent: troupe::wire::AgentName::lead(),
+            command: "cargo test\nsecond line".to_owned(),
+            started_at_utc: started,
+            state: JobState::Running,
+        };
+        let failed = JobRecord {
+            state: JobState::Finished {
+                end: troupe::jobs::JobEnd::Failed,
+                exit_code: Some(101),
+                finished_at_utc: troupe::wire::UtcTime::parse("2026-07-30T08:01:00.000Z").unwrap(),
+                output_tail: "error\n".to_owned(),
+            },
+            ..running.clone()
+        };
+        assert_eq!(jobs(&[]), "no background jobs\n");
+        assert_eq!(
+            jobs(&[running, failed]),
+            "00000000-0000-4000-8000-000000000001  running   lead         exit -    \
+             2026-07-30T08:00:00.000Z -> …  cargo test…\n\
+             00000000-0000-4000-8000-000000000001  failed    lead         exit 101  \
+             2026-07-30T08:00:00.000Z -> 2026-07-30T08:01:00.000Z  cargo test…\n"
+        );
     }
 }

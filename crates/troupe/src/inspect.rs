@@ -1,4 +1,5 @@
-//! Read-only views of a workspace, for `troupe status`, `troupe requests` and `troupe mailbox`.
+//! Read-only views of a workspace, for `troupe status`, `troupe requests`, `troupe mailbox` and
+//! `troupe jobs`.
 //!
 //! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
 //! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
@@ -16,6 +17,7 @@ use troupe_wire::{
 use crate::clock::Clock;
 use crate::error::ErrorCode;
 use crate::ids::RandomIds;
+use crate::jobs::{record as job_record, JobError, JobRecord};
 use crate::layout::Layout;
 use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
@@ -37,6 +39,8 @@ pub enum InspectError {
     Mailbox(#[from] MailboxError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Jobs(#[from] JobError),
 }
 
 impl ErrorCode for InspectError {
@@ -47,6 +51,7 @@ impl ErrorCode for InspectError {
             Self::Io { .. } => "storage_error",
             Self::Mailbox(e) => e.code(),
             Self::Protocol(e) => e.code(),
+            Self::Jobs(e) => e.code(),
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct StatusReport {
     pub teammates: Vec<TeammateRecord>,
     pub mailboxes: Vec<MailboxSummary>,
     pub pending_requests: Vec<RequestView>,
+    /// Every background job's record (`.troupe/jobs/`), by start time.
+    pub jobs: Vec<JobRecord>,
 }
 
 /// One file of a mailbox listing.
@@ -193,7 +200,14 @@ impl Inspector {
             teammates: self.roster()?.teammates,
             mailboxes,
             pending_requests,
+            jobs: self.jobs()?,
         })
+    }
+
+    /// Every background job's record, by start time then id; none when `.troupe/jobs/` does
+    /// not exist.
+    pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
+        Ok(job_record::read_all(&self.layout)?)
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.

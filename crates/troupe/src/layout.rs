@@ -68,6 +68,11 @@ impl Layout {
         self.state_dir().join("audit.jsonl")
     }
 
+    /// `.troupe/jobs`: one `<job-id>.json` record per background job.
+    pub fn jobs_dir(&self) -> PathBuf {
+        self.state_dir().join("jobs")
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

@@ -11,12 +11,14 @@
 //! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client and a scripted model.
 //! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
 //! - [`permissions`]: pure rules, the policy, approval providers, the audit sink, hooks.
+//! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
 //! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
 //! - [`demo`]: the scripted scenario of `troupe demo`.
-//! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`.
+//! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`,
+//!   `jobs`.
 
 pub mod agent;
 pub mod bootstrap;
@@ -26,6 +28,7 @@ pub mod demo;
 pub mod error;
 pub mod ids;
 pub mod inspect;
+pub mod jobs;
 pub mod layout;
 pub mod model;
 pub mod permissions;

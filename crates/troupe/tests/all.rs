@@ -3,6 +3,8 @@
 
 #[path = "all/agent/mod.rs"]
 mod agent;
+#[path = "all/jobs/mod.rs"]
+mod jobs;
 #[path = "all/mailbox.rs"]
 mod mailbox;
 #[path = "all/model/mod.rs"]

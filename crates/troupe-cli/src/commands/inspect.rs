@@ -1,4 +1,4 @@
-//! `troupe status`, `troupe requests`, `troupe mailbox`: read-only, whether or not a run is going.
+//! `troupe status`, `troupe requests`, `troupe mailbox`, `troupe jobs`: read-only, whether or not a run is going.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,5 +68,19 @@ pub fn mailbox(
         render::print_json(&report)
     } else {
         render::print_text(&render::mailbox(&report))
+    }
+}
+
+pub fn jobs(workspace: &Path, json: bool) -> Result<(), CliError> {
+    let jobs = inspector(workspace).jobs().map_err(inspect_failed)?;
+    if json {
+        // A struct rather than `json!`, so each record keeps its documented key order.
+        #[derive(serde::Serialize)]
+        struct Jobs<'a> {
+            jobs: &'a [troupe::jobs::JobRecord],
+        }
+        render::print_json(&Jobs { jobs: &jobs })
+    } else {
+        render::print_text(&render::jobs(&jobs))
     }
 }

@@ -8,7 +8,10 @@
 //! not appended again and no turn runs for it.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestStatus};
@@ -19,6 +22,7 @@ use super::observer::TeamUpdate;
 use super::runtime::TeamRuntime;
 use crate::agent::{Runner, RunnerError, TurnEnd};
 use crate::error::ErrorCode;
+use crate::jobs::{JobCompletion, JobSupervisor};
 
 /// How long the driver waits before retrying a failed ack, and the most retries.
 const ACK_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -55,8 +59,19 @@ pub struct DriveOutcome {
     pub cancelled: bool,
 }
 
+/// Where non-mailbox events come from: background job completions.
+#[derive(Default)]
+pub struct ExternalEvents {
+    /// The supervisor whose running jobs keep the run alive.
+    pub jobs: Option<Arc<JobSupervisor>>,
+    pub job_completions: Option<UnboundedReceiver<JobCompletion>>,
+}
+
 pub struct Driver {
     team: TeamRuntime,
+    external: ExternalEvents,
+    /// External events received while waiting, not yet turned into history.
+    buffered: Vec<LeadEvent>,
     /// Events appended to the history whose store update or ack is still to do.
     unfinished: Vec<LeadEvent>,
     /// Requests whose expiry was already reported.
@@ -66,12 +81,29 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(team: TeamRuntime) -> Self {
+        Self::with_external(team, ExternalEvents::default())
+    }
+
+    pub fn with_external(team: TeamRuntime, external: ExternalEvents) -> Self {
         Self {
             team,
+            external,
+            buffered: Vec::new(),
             unfinished: Vec::new(),
             expired_noticed: HashSet::new(),
             ack_failures: 0,
         }
+    }
+
+    /// Every external event that has arrived, without waiting.
+    fn take_external(&mut self) -> Vec<LeadEvent> {
+        let mut events = std::mem::take(&mut self.buffered);
+        if let Some(rx) = self.external.job_completions.as_mut() {
+            while let Ok(completion) = rx.try_recv() {
+                events.push(LeadEvent::job(completion));
+            }
+        }
+        events
     }
 
     /// Runs `prompt` as the lead's user turn, then event turns until quiescent (or cancelled).
@@ -94,6 +126,7 @@ impl Driver {
                 return Ok(outcome);
             }
             let mut events = std::mem::take(&mut self.unfinished);
+            events.extend(self.take_external());
             events.extend(self.claim_lead_events()?);
             events.extend(self.expiry_events()?);
             if !events.is_empty() {
@@ -130,6 +163,9 @@ impl Driver {
                 () = cancel.cancelled() => {}
                 () = self.team.changed() => {}
                 () = tokio::time::sleep(wait) => {}
+                Some(completion) = recv_or_pend(&mut self.external.job_completions) => {
+                    self.buffered.push(LeadEvent::job(completion));
+                }
             }
         }
     }
@@ -283,8 +319,18 @@ impl Driver {
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1))))
     }
 
-    fn quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
+    fn quiescent(&mut self, open_requests: bool) -> Result<bool, DriveError> {
         if open_requests || !self.unfinished.is_empty() || self.team.any_worker_running() {
+            return Ok(false);
+        }
+        // Idle first, then the channel: a job's completion is sent before it stops counting as
+        // running, so this order never misses one.
+        if self.external.jobs.as_ref().is_some_and(|jobs| !jobs.is_idle()) {
+            return Ok(false);
+        }
+        let late = self.take_external();
+        if !late.is_empty() {
+            self.buffered = late;
             return Ok(false);
         }
         let counts = self
@@ -293,6 +339,17 @@ impl Driver {
             .counts(&AgentName::lead())
             .map_err(TeamError::from)?;
         Ok(counts.ready == 0)
+    }
+}
+
+/// Receives from an optional channel; pends forever when there is none (or it closed).
+async fn recv_or_pend<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
+    match rx.as_mut() {
+        Some(rx) => match rx.recv().await {
+            Some(item) => Some(item),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
     }
 }
 

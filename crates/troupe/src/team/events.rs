@@ -4,6 +4,8 @@
 use serde_json::{json, Value};
 use troupe_wire::{MailboxMessage, ProtocolRequest, UtcTime};
 
+use crate::jobs::JobCompletion;
+
 /// One event waiting to enter the lead's history.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeadEvent {
@@ -20,6 +22,8 @@ pub enum EventSource {
     Mailbox(MailboxMessage),
     /// A request the lead sent expired without an answer.
     Expired(ProtocolRequest),
+    /// A background shell job ended.
+    Job(JobCompletion),
 }
 
 impl LeadEvent {
@@ -67,6 +71,22 @@ impl LeadEvent {
             body,
             source: EventSource::Expired(request),
         }
+    }
+
+    pub fn job(completion: JobCompletion) -> Self {
+        let body = json!({
+            "kind": "job_completed",
+            "sender": "troupe",
+            "job_id": completion.job_id,
+            "started_by": completion.agent,
+            "command": completion.command,
+            "status": completion.status,
+            "exit_code": completion.exit_code,
+            "output_tail": completion.output_tail,
+            "started_at_utc": completion.started_at_utc,
+            "finished_at_utc": completion.finished_at_utc,
+        });
+        Self { key: format!("job:{}", completion.job_id), body, source: EventSource::Job(completion) }
     }
 
     /// The user message the lead's history receives.

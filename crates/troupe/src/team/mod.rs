@@ -8,7 +8,7 @@
 //! - [`driver`]: the lead's user turn, then event turns until quiescent.
 //! - [`events`]: the JSON events the lead's history receives.
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
-//! - [`roster`]: `team.json`.
+//! - [`roster`]: the roster in `team.json`.
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
 //! - [`observer`]: the timeline of what happened.
@@ -26,7 +26,7 @@ pub mod tools;
 pub mod watch;
 mod worker;
 
-pub use driver::{DriveError, DriveOutcome, Driver};
+pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
 pub use error::TeamError;
 pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
 pub use plan_gate::PlanGateRule;

@@ -8,6 +8,8 @@
 //! - [`schema`]: the small JSON Schema validator for the subset our tool schemas use.
 //! - [`dispatch`]: **the** call path of every tool (SPEC §4.2). No other code runs a handler.
 //! - [`confine`]: workspace confinement shared by every file tool.
+//! - [`process`]: `sh -c` in its own process group, run to its end and killed as a group;
+//!   shared by [`shell`] and the background jobs (`crate::jobs`).
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
 //! - [`testing`]: cheap tools for tests and benchmarks.
 //!
@@ -23,10 +25,12 @@ pub mod confine;
 pub mod dispatch;
 pub mod edit_file;
 pub mod glob;
+pub mod process;
 pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod subagent;
 pub mod testing;
 pub mod write_file;
 

@@ -336,7 +336,7 @@ mod tests {
         );
         assert_eq!(
             error_of(json!({"todos": [], "extra": 1})),
-            "$: unknown property \"extra\" (allowed: flag, limit, todos)"
+            "$: unknown property \"extra\" (allowed: limit, todos, flag)"
         );
         assert_eq!(
             error_of(json!({"todos": [{"content": "", "status": "pending"}]})),

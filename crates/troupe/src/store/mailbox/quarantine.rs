@@ -157,7 +157,7 @@ mod tests {
         let short = journal_line(&record("bad json"));
         assert_eq!(
             short,
-            "{\"at\":\"1970-01-01T00:00:00.000Z\",\"file_name\":\"x.json\",\"from\":\"ready\",\"reason\":\"bad json\"}\n"
+            "{\"file_name\":\"x.json\",\"from\":\"ready\",\"reason\":\"bad json\",\"at\":\"1970-01-01T00:00:00.000Z\"}\n"
         );
     }
 

@@ -41,7 +41,7 @@ async fn queue_is_served_in_order_then_exhausted() {
             vec![ToolCall::new(
                 "call_1",
                 "write_file",
-                r#"{"content":"hi","path":"a.txt"}"#
+                r#"{"path":"a.txt","content":"hi"}"#
             )],
             "scripted"
         )
@@ -171,7 +171,7 @@ async fn json_script_file_is_loaded_with_every_entry_kind() {
             vec![ToolCall::new(
                 "call_1",
                 "write_file",
-                r#"{"content":"hi","path":"a.txt"}"#
+                r#"{"path":"a.txt","content":"hi"}"#
             )],
             "scripted"
         )

@@ -60,7 +60,7 @@ async fn terminal_prompt_names_agent_tool_and_arguments() {
             "{prompt}"
         );
         assert!(
-            prompt.contains(r#"{"content":"hi","path":"notes.md"}"#),
+            prompt.contains(r#"{"path":"notes.md","content":"hi"}"#),
             "{prompt}"
         );
         assert!(prompt.ends_with("Allow? [y/N] "), "{prompt}");

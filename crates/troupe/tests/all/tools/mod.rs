@@ -5,7 +5,8 @@ mod dispatch;
 mod files;
 mod glob;
 mod registry;
-mod shell;
+/// Public for the pid helpers that the jobs tests share.
+pub mod shell;
 
 use std::path::Path;
 use std::sync::Arc;

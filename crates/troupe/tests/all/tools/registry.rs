@@ -73,19 +73,19 @@ fn base_tools_are_offered_in_spec_order_with_their_effects_and_schemas() {
             (
                 "read_file".to_owned(),
                 Effect::Read,
-                s(&["limit", "path"]),
+                s(&["path", "limit"]),
                 s(&["path"])
             ),
             (
                 "write_file".to_owned(),
                 Effect::Write,
-                s(&["content", "path"]),
+                s(&["path", "content"]),
                 s(&["path", "content"])
             ),
             (
                 "edit_file".to_owned(),
                 Effect::Write,
-                s(&["new_text", "old_text", "path"]),
+                s(&["path", "old_text", "new_text"]),
                 s(&["path", "old_text", "new_text"])
             ),
             (

@@ -12,7 +12,7 @@ use super::{base_dispatcher, call, lead_ctx};
 
 /// Waits (bounded) for a process to exit, via a pidfd: readable once the process has exited,
 /// zombie or not, so this does not depend on who reaps it. Returns true if it is gone.
-fn process_exits_within(pid: i32, timeout: Duration) -> bool {
+pub fn process_exits_within(pid: i32, timeout: Duration) -> bool {
     let deadline = std::time::Instant::now() + timeout;
     // SAFETY: plain syscalls on values we own.
     unsafe {
@@ -42,7 +42,7 @@ fn process_exits_within(pid: i32, timeout: Duration) -> bool {
     }
 }
 
-fn read_pid(path: &std::path::Path) -> i32 {
+pub fn read_pid(path: &std::path::Path) -> i32 {
     fs::read_to_string(path).unwrap().trim().parse().unwrap()
 }
 

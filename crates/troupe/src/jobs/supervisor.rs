@@ -1,0 +1,339 @@
+//! The job supervisor: starts background commands, watches each to its end, and stops them
+//! all when the runtime closes.
+//!
+//! A job is `sh -c <command>` in the given workspace, a real child in its own process group
+//! (the same spawning and killing as the `shell` tool, `tools::process`). `submit` writes the
+//! `running` record, starts the process and returns at once; a task per job collects the
+//! combined output (the last [`OUTPUT_CAP`] bytes), and when the job ends it replaces the record
+//! with the final one, then sends the [`JobCompletion`], then stops counting the job as running
+//! (in that order: see the module doc of `jobs`).
+//!
+//! Stopping a job (its time limit, or `close`) sends SIGTERM to its whole group, then SIGKILL
+//! once the shell has exited or [`DEFAULT_TERM_GRACE`] has passed. When the shell exits by
+//! itself, whatever it left running in its group is killed too, as with `shell`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use troupe_wire::{AgentName, UtcTime};
+
+use super::record::{self, JobEnd, JobId, JobRecord, JobState};
+use super::JobError;
+use crate::clock::Clock;
+use crate::ids::IdGenerator;
+use crate::layout::Layout;
+use crate::tools::process::{CappedOutput, Ending, GroupChild, Stop};
+use crate::tools::shell::OUTPUT_CAP;
+
+/// A job's default time limit. The run is not quiescent while a job runs, so a job that never
+/// ends (a dev server) would otherwise hold `troupe run` open for ever; half an hour leaves room
+/// for long builds and test suites.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Between SIGTERM and SIGKILL when a job is stopped: time to clean up, not to finish.
+pub const DEFAULT_TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// How a job ended, sent once per job on the supervisor's channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobCompletion {
+    pub job_id: JobId,
+    pub agent: AgentName,
+    pub command: String,
+    /// `None` when the shell did not exit by itself (a signal, a timeout, a cancel).
+    pub exit_code: Option<i32>,
+    pub status: JobEnd,
+    /// The end of the combined output, with a notice when earlier output was cut.
+    pub output_tail: String,
+    pub started_at_utc: UtcTime,
+    pub finished_at_utc: UtcTime,
+}
+
+impl JobCompletion {
+    /// The final record of the job.
+    pub fn record(&self) -> JobRecord {
+        JobRecord {
+            id: self.job_id,
+            agent: self.agent.clone(),
+            command: self.command.clone(),
+            started_at_utc: self.started_at_utc,
+            state: JobState::Finished {
+                end: self.status,
+                exit_code: self.exit_code,
+                finished_at_utc: self.finished_at_utc,
+                output_tail: self.output_tail.clone(),
+            },
+        }
+    }
+}
+
+/// Starts and watches background jobs. Share it as `Arc<JobSupervisor>` (every agent's `shell`
+/// tool holds one). Dropping it stops the jobs still running, as `close` would, without waiting.
+pub struct JobSupervisor {
+    shared: Arc<Shared>,
+    ids: Arc<dyn IdGenerator>,
+    /// Each job's time limit; `None` is no limit.
+    timeout: Option<Duration>,
+    output_cap: usize,
+    term_grace: Duration,
+    /// Cancelled by `close` (and on drop); every job watches a child of it.
+    closing: CancellationToken,
+}
+
+/// What the job tasks share with the supervisor.
+struct Shared {
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    completions: UnboundedSender<JobCompletion>,
+    /// Jobs whose completion has not been sent yet.
+    running: AtomicUsize,
+    tasks: Mutex<Tasks>,
+}
+
+#[derive(Default)]
+struct Tasks {
+    /// Set by `close`: no job starts after it.
+    closed: bool,
+    /// The watching task of every job not yet ended; `close` awaits them.
+    handles: HashMap<JobId, JoinHandle<()>>,
+}
+
+impl Shared {
+    fn tasks(&self) -> MutexGuard<'_, Tasks> {
+        // The lock guards plain bookkeeping that no panic can leave half-done.
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl JobSupervisor {
+    /// A supervisor whose records go under `layout`'s `.troupe/jobs/` and whose completions go
+    /// to `completions`. Jobs get [`DEFAULT_JOB_TIMEOUT`], [`OUTPUT_CAP`] and
+    /// [`DEFAULT_TERM_GRACE`] unless told otherwise.
+    pub fn new(
+        layout: Layout,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGenerator>,
+        completions: UnboundedSender<JobCompletion>,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                layout,
+                clock,
+                completions,
+                running: AtomicUsize::new(0),
+                tasks: Mutex::new(Tasks::default()),
+            }),
+            ids,
+            timeout: Some(DEFAULT_JOB_TIMEOUT),
+            output_cap: OUTPUT_CAP,
+            term_grace: DEFAULT_TERM_GRACE,
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Another time limit per job (`None`: none).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Another cap on the output tail kept per job.
+    pub fn with_output_cap(mut self, bytes: usize) -> Self {
+        self.output_cap = bytes.max(1);
+        self
+    }
+
+    /// Another wait between SIGTERM and SIGKILL.
+    pub fn with_term_grace(mut self, grace: Duration) -> Self {
+        self.term_grace = grace;
+        self
+    }
+
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    pub fn output_cap(&self) -> usize {
+        self.output_cap
+    }
+
+    /// Jobs whose completion has not been sent yet.
+    pub fn running_count(&self) -> usize {
+        self.shared.running.load(Ordering::SeqCst)
+    }
+
+    /// No job running: every submitted job's completion is already on the channel.
+    pub fn is_idle(&self) -> bool {
+        self.running_count() == 0
+    }
+
+    /// Starts `sh -c command` in `workspace` for `agent` and returns its id at once. The
+    /// `running` record is written before the process starts, so every job that ran has a record.
+    /// Must be called inside a Tokio runtime. Fails after `close` has begun.
+    pub fn submit(
+        &self,
+        agent: AgentName,
+        command: &str,
+        workspace: &Path,
+    ) -> Result<JobId, JobError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| JobError::NoRuntime)?;
+        if self.shared.tasks().closed {
+            return Err(JobError::Closed);
+        }
+        let running = JobRecord {
+            id: JobId::from_generator(self.ids.as_ref()),
+            agent,
+            command: command.to_owned(),
+            started_at_utc: self.shared.clock.now(),
+            state: JobState::Running,
+        };
+        record::write(&self.shared.layout, &running)?;
+        // Spawning under the lock orders every start before or after `close`: a job that
+        // starts is in `handles` when `close` takes them.
+        let mut tasks = self.shared.tasks();
+        if tasks.closed {
+            drop(tasks);
+            self.shared
+                .finish_unstarted(running, JobEnd::Cancelled, "not started: closing");
+            return Err(JobError::Closed);
+        }
+        let group = match GroupChild::spawn(command, workspace) {
+            Ok(group) => group,
+            Err(e) => {
+                drop(tasks);
+                let why = format!("cannot start sh: {e}");
+                self.shared.finish_unstarted(running, JobEnd::Failed, &why);
+                return Err(JobError::Start(e));
+            }
+        };
+        let id = running.id;
+        self.shared.running.fetch_add(1, Ordering::SeqCst);
+        let watch = Watch {
+            shared: self.shared.clone(),
+            record: running,
+            timeout: self.timeout,
+            output_cap: self.output_cap,
+            term_grace: self.term_grace,
+            cancel: self.closing.child_token(),
+        };
+        tasks.handles.insert(id, runtime.spawn(watch.run(group)));
+        Ok(id)
+    }
+
+    /// Stops every running job (SIGTERM to its whole group, SIGKILL after the grace), records
+    /// each as `cancelled` and sends its completion, and returns once all have ended. No job
+    /// starts after this begins. Idempotent.
+    pub async fn close(&self) {
+        let handles: Vec<JoinHandle<()>> = {
+            let mut tasks = self.shared.tasks();
+            tasks.closed = true;
+            tasks.handles.drain().map(|(_, handle)| handle).collect()
+        };
+        self.closing.cancel();
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+}
+
+impl Drop for JobSupervisor {
+    fn drop(&mut self) {
+        self.closing.cancel();
+    }
+}
+
+impl std::fmt::Debug for JobSupervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobSupervisor")
+            .field("jobs_dir", &self.shared.layout.jobs_dir())
+            .field("running", &self.running_count())
+            .field("timeout", &self.timeout)
+            .field("output_cap", &self.output_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The final record of a job whose process never started (the caller gets the error; no
+    /// completion is sent).
+    fn finish_unstarted(&self, running: JobRecord, end: JobEnd, why: &str) {
+        let finished = JobRecord {
+            state: JobState::Finished {
+                end,
+                exit_code: None,
+                finished_at_utc: self.finished_at(running.started_at_utc),
+                output_tail: format!("[{why}]\n"),
+            },
+            ..running
+        };
+        if let Err(e) = record::write(&self.layout, &finished) {
+            tracing::warn!(job = %finished.id, error = %e, "cannot record an unstarted job");
+        }
+    }
+
+    /// Now, but never before the start: an injected clock that moved back must not produce a
+    /// record that breaks its own invariant.
+    fn finished_at(&self, started: UtcTime) -> UtcTime {
+        self.clock.now().max(started)
+    }
+}
+
+/// One job's watching task.
+struct Watch {
+    shared: Arc<Shared>,
+    record: JobRecord,
+    timeout: Option<Duration>,
+    output_cap: usize,
+    term_grace: Duration,
+    cancel: CancellationToken,
+}
+
+impl Watch {
+    async fn run(self, group: GroupChild) {
+        let mut output = CappedOutput::tail_only(self.output_cap);
+        let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
+        let ending = group
+            .run(
+                &mut output,
+                deadline,
+                &self.cancel,
+                Stop::TermThenKill(self.term_grace),
+            )
+            .await;
+        let (status, exit_code) = match ending {
+            Ok(Ending::Exited(status)) if status.success() => (JobEnd::Completed, status.code()),
+            Ok(Ending::Exited(status)) => (JobEnd::Failed, status.code()),
+            Ok(Ending::TimedOut) => (JobEnd::TimedOut, None),
+            Ok(Ending::Cancelled) => (JobEnd::Cancelled, None),
+            Err(e) => {
+                output.push(format!("[cannot wait for sh: {e}]").as_bytes());
+                (JobEnd::Failed, None)
+            }
+        };
+        let job = self.record;
+        let completion = JobCompletion {
+            job_id: job.id,
+            agent: job.agent,
+            command: job.command,
+            exit_code,
+            status,
+            output_tail: output.render(),
+            started_at_utc: job.started_at_utc,
+            finished_at_utc: self.shared.finished_at(job.started_at_utc),
+        };
+        if let Err(e) = record::write(&self.shared.layout, &completion.record()) {
+            // The completion still goes out: the lead learning how the job ended matters more
+            // than the inspection record.
+            tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
+        }
+        // The receiver is gone only when the runtime is closing; nobody is left to tell.
+        let _ = self.shared.completions.send(completion);
+        self.shared.running.fetch_sub(1, Ordering::SeqCst);
+        self.shared.tasks().handles.remove(&job.id);
+    }
+}

@@ -1,0 +1,337 @@
+//! Commands as real child processes in their own process group: spawning `sh -c`, running it to
+//! its end while collecting its combined output, and stopping the whole group.
+//!
+//! Shared by the `shell` tool (a call that waits for its command) and the background job
+//! supervisor (`crate::jobs`), so that both kill the same way and cap output the same way.
+//!
+//! **Architecture Invariant:** nothing a command started outlives its [`GroupChild`]: the group
+//! is killed when the command exits, when it is stopped (timeout, cancellation) and when the
+//! value is dropped (the owner's future dropped, an early return).
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Variables removed from the command's environment: the model must not be able to print the
+/// credentials troupe itself runs with.
+pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY"];
+/// After the command exits (or is killed), how long to wait for its pipes to drain. Only a
+/// process that escaped the group (`setsid`) can hold them open that long.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Signals the process group when asked, and kills it (SIGKILL) when dropped: the group dies
+/// with its owner however the owner ends.
+struct GroupGuard {
+    pgid: libc::pid_t,
+}
+
+impl GroupGuard {
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: killpg only sends a signal; a stale group id at worst yields ESRCH.
+        unsafe {
+            libc::killpg(self.pgid, signal);
+        }
+    }
+
+    fn kill(&self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Exited(ExitStatus),
+    /// The deadline passed; the group was stopped.
+    TimedOut,
+    /// The cancellation token fired; the group was stopped.
+    Cancelled,
+}
+
+/// How a command that must stop early (timeout, cancellation) is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGKILL to the group at once.
+    Kill,
+    /// SIGTERM to the group, then SIGKILL once the shell has exited or the grace has passed,
+    /// whichever comes first (a job may want to clean up; a tool call must not linger).
+    TermThenKill(Duration),
+}
+
+/// A running `sh -c <command>`, leader of its own process group, stdin closed, stdout and
+/// stderr piped.
+pub struct GroupChild {
+    child: Child,
+    // Declared after `child`, so dropped after it; either way the group gets its SIGKILL.
+    guard: GroupGuard,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+}
+
+impl GroupChild {
+    /// Starts `sh -c command` in `cwd`, without [`SCRUBBED_ENV`]. Must be called inside a Tokio
+    /// runtime.
+    pub fn spawn(command: &str, cwd: &Path) -> std::io::Result<Self> {
+        let mut command_line = Command::new("sh");
+        for name in SCRUBBED_ENV {
+            command_line.env_remove(name);
+        }
+        let mut child = command_line
+            .arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child
+            .id()
+            .and_then(|id| libc::pid_t::try_from(id).ok())
+            .ok_or_else(|| std::io::Error::other("the shell exited before it started"))?;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        Ok(Self {
+            child,
+            // process_group(0) makes the child's pid its group id.
+            guard: GroupGuard { pgid: pid },
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Runs the command to its end, pushing its combined output (in arrival order) into
+    /// `output`. Stops the group as `stop` says when `deadline` passes or `cancel` fires. Whatever
+    /// happened, the whole group is dead when this returns (or fails).
+    pub async fn run(
+        mut self,
+        output: &mut CappedOutput,
+        deadline: Option<Instant>,
+        cancel: &CancellationToken,
+        stop: Stop,
+    ) -> std::io::Result<Ending> {
+        let mut out_buf = vec![0u8; 8192];
+        let mut err_buf = vec![0u8; 8192];
+        let ending = loop {
+            tokio::select! {
+                n = read_some(&mut self.stdout, &mut out_buf) => match n {
+                    Some(n) => output.push(&out_buf[..n]),
+                    None => self.stdout = None,
+                },
+                n = read_some(&mut self.stderr, &mut err_buf) => match n {
+                    Some(n) => output.push(&err_buf[..n]),
+                    None => self.stderr = None,
+                },
+                status = self.child.wait() => break Ending::Exited(status?),
+                () = sleep_until(deadline) => break Ending::TimedOut,
+                () = cancel.cancelled() => break Ending::Cancelled,
+            }
+        };
+        if let (false, Stop::TermThenKill(grace)) = (matches!(ending, Ending::Exited(_)), stop) {
+            self.guard.signal(libc::SIGTERM);
+            let until = Instant::now() + grace;
+            // Keep reading while the command shuts down, so a full pipe cannot block it.
+            loop {
+                tokio::select! {
+                    n = read_some(&mut self.stdout, &mut out_buf) => match n {
+                        Some(n) => output.push(&out_buf[..n]),
+                        None => self.stdout = None,
+                    },
+                    n = read_some(&mut self.stderr, &mut err_buf) => match n {
+                        Some(n) => output.push(&err_buf[..n]),
+                        None => self.stderr = None,
+                    },
+                    _ = self.child.wait() => break,
+                    () = tokio::time::sleep_until(until) => break,
+                }
+            }
+        }
+        // Whatever happened, nothing the command started may outlive it.
+        self.guard.kill();
+        if !matches!(ending, Ending::Exited(_)) {
+            let _ = self.child.wait().await;
+        }
+        // Drain what is left in the pipes; the group is dead, so they close promptly.
+        let (stdout, stderr) = (&mut self.stdout, &mut self.stderr);
+        let drain = async {
+            while stdout.is_some() || stderr.is_some() {
+                tokio::select! {
+                    n = read_some(stdout, &mut out_buf) => match n {
+                        Some(n) => output.push(&out_buf[..n]),
+                        None => *stdout = None,
+                    },
+                    n = read_some(stderr, &mut err_buf) => match n {
+                        Some(n) => output.push(&err_buf[..n]),
+                        None => *stderr = None,
+                    },
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
+        Ok(ending)
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads one chunk; `None` at end of stream or error. A closed stream never resolves, so a
+/// `select!` over both pipes keeps waiting on the other one.
+async fn read_some<R: AsyncRead + Unpin>(reader: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    match reader {
+        Some(r) => match r.read(buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => Some(n),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// `exit code: N`, or why there is none.
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(signal)) => format!("exit code: none (killed by signal {signal})"),
+        (None, None) => "exit code: unknown".to_owned(),
+    }
+}
+
+/// `2 s` for whole seconds, `700 ms` otherwise.
+pub fn describe_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Keeps at most the first `head_cap` and the last `tail_cap` bytes of a stream, and counts the
+/// rest.
+pub struct CappedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_cap: usize,
+    tail_cap: usize,
+    total: usize,
+}
+
+impl CappedOutput {
+    /// The first and the last `cap / 2` bytes (a tool result: the start says what the command
+    /// did, the end how it ended).
+    pub fn head_and_tail(cap: usize) -> Self {
+        Self::with_caps(cap / 2, cap / 2)
+    }
+
+    /// The last `cap` bytes only (a background job: what matters is how it ended).
+    pub fn tail_only(cap: usize) -> Self {
+        Self::with_caps(0, cap)
+    }
+
+    fn with_caps(head_cap: usize, tail_cap: usize) -> Self {
+        Self {
+            head: Vec::with_capacity(head_cap.min(64 * 1024)),
+            tail: VecDeque::new(),
+            head_cap,
+            tail_cap,
+            total: 0,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len();
+        if self.head.len() < self.head_cap {
+            let take = (self.head_cap - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > self.tail_cap {
+            let excess = self.tail.len() - self.tail_cap;
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The output, ending with a newline when not empty, with a truncation notice if cut.
+    pub fn render(&self) -> String {
+        let kept = self.head.len() + self.tail.len();
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if self.total > kept {
+            let omitted = self.total - kept;
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[output truncated: {omitted} bytes omitted; the cap is {} bytes, showing the first {} and the last {} of {} bytes]\n",
+                self.head_cap + self.tail_cap,
+                self.head.len(),
+                self.tail.len(),
+                self.total
+            ));
+        }
+        let (a, b) = self.tail.as_slices();
+        let mut tail = a.to_vec();
+        tail.extend_from_slice(b);
+        text.push_str(&String::from_utf8_lossy(&tail));
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_output_keeps_head_and_tail() {
+        let mut out = CappedOutput::head_and_tail(10);
+        out.push(b"0123");
+        out.push(b"456789abcdefgh");
+        let text = out.render();
+        assert!(
+            text.starts_with("01234\n[output truncated: 8 bytes omitted"),
+            "{text}"
+        );
+        assert!(text.ends_with("defgh\n"), "{text}");
+    }
+
+    #[test]
+    fn capped_output_untouched_under_the_cap() {
+        let mut out = CappedOutput::head_and_tail(10);
+        out.push(b"abc\n");
+        assert_eq!(out.render(), "abc\n");
+        let mut out = CappedOutput::tail_only(10);
+        out.push(b"abc\n");
+        assert_eq!(out.render(), "abc\n");
+    }
+
+    #[test]
+    fn tail_only_keeps_the_last_bytes() {
+        let mut out = CappedOutput::tail_only(5);
+        out.push(b"0123");
+        out.push(b"456789");
+        assert_eq!(
+            out.render(),
+            "[output truncated: 5 bytes omitted; the cap is 5 bytes, showing the first 0 and the last 5 of 10 bytes]\n56789\n"
+        );
+    }
+}
