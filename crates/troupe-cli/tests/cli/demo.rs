@@ -76,6 +76,7 @@ fn status_json_after_the_demo() {
     assert_eq!(
         keys(&status),
         [
+            "jobs",
             "mailboxes",
             "pending_requests",
             "run",
@@ -83,6 +84,7 @@ fn status_json_after_the_demo() {
             "workspace"
         ]
     );
+    assert_eq!(status["jobs"], json!([]), "the demo runs no background job");
     assert_eq!(status["workspace"], ws.to_str().unwrap());
     assert_eq!(status["run"], json!({"active": false, "holder": null}));
     let teammates = status["teammates"].as_array().unwrap();
