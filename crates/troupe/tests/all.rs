@@ -15,5 +15,7 @@ mod model;
 mod permissions;
 #[path = "all/protocol/mod.rs"]
 mod protocol;
+#[path = "all/team/mod.rs"]
+mod team;
 #[path = "all/tools/mod.rs"]
 mod tools;

@@ -1,0 +1,20 @@
+//! The `troupe` binary, run as a child process (`CARGO_BIN_EXE_troupe`), linked into one test
+//! binary.
+//!
+//! - `support`: running the binary with a clean model environment; output checks.
+//! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
+//! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
+//! - `run`: missing model configuration; a second run on a held workspace.
+//! - `review`: `troupe review` from another process while a team runs in this one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "cli/demo.rs"]
+mod demo;
+#[path = "cli/errors.rs"]
+mod errors;
+#[path = "cli/review.rs"]
+mod review;
+#[path = "cli/run.rs"]
+mod run;
+#[path = "cli/support.rs"]
+mod support;

@@ -1,0 +1,94 @@
+//! Running `troupe` as a child process, with the model variables removed so that the tests never
+//! depend on (or reach) a real model server.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Every variable the model configuration reads.
+pub const MODEL_VARIABLES: [&str; 6] = [
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "OPENAI_FALLBACK_MODEL",
+    "TROUPE_MODEL_TIMEOUT_SECS",
+    "TROUPE_MODEL_MAX_ATTEMPTS",
+];
+
+/// What a finished command left.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn command(cwd: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.current_dir(cwd);
+    for name in MODEL_VARIABLES {
+        command.env_remove(name);
+    }
+    command
+}
+
+pub fn ran(output: Output) -> Ran {
+    Ran {
+        code: output.status.code().expect("troupe was killed by a signal"),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+/// Runs `troupe ARGS` in `cwd`.
+pub fn troupe(cwd: &Path, args: &[&str]) -> Ran {
+    ran(command(cwd).args(args).output().unwrap())
+}
+
+/// Runs `troupe ARGS --workspace WS`.
+pub fn troupe_in(workspace: &Path, args: &[&str]) -> Ran {
+    let mut all: Vec<&str> = args.to_vec();
+    let ws = workspace.to_str().unwrap();
+    all.extend(["--workspace", ws]);
+    troupe(workspace, &all)
+}
+
+/// Parses stdout as JSON, failing with the whole output if it is not.
+pub fn json(ran: &Ran) -> serde_json::Value {
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}: {ran:#?}"))
+}
+
+/// A failure as the CLI promises it: the exit code, nothing on stdout, one line on stderr
+/// starting `troupe: ` and containing `needle`, no panic.
+pub fn assert_fails(ran: &Ran, code: i32, needle: &str) {
+    assert_eq!(ran.code, code, "{ran:#?}");
+    assert!(!ran.stderr.contains("panicked"), "{ran:#?}");
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {ran:#?}");
+    assert!(lines[0].starts_with("troupe: "), "{ran:#?}");
+    assert!(lines[0].contains(needle), "{needle:?} in {ran:#?}");
+}
+
+/// The sorted keys of a JSON object.
+pub fn keys(value: &serde_json::Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// A fresh workspace after `troupe demo --workspace` ran in it.
+pub fn demo_workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(dir.path()).unwrap();
+    let ran = troupe(
+        &workspace,
+        &["demo", "--workspace", workspace.to_str().unwrap()],
+    );
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    (dir, workspace)
+}

@@ -1,0 +1,298 @@
+//! Delivery failures (SPEC §5, §4.4): a request whose message cannot be sent stays registered and
+//! pending, the caller gets `protocol_delivery_error`, nothing is retried behind its back; a
+//! teammate whose answer cannot be delivered releases the request and becomes `failed`.
+//!
+//! The runtime is built from its parts (Postman, ProtocolRuntime, TeamRuntime) around a mailbox
+//! store that fails `send` on demand.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use troupe::agent::{NullObserver, Runner};
+use troupe::error::ErrorCode;
+use troupe::permissions::hooks::Hooks;
+use troupe::permissions::{AutoApproval, MemoryAuditSink, PermissionPolicy};
+use troupe::store::mailbox::{
+    AckOutcome, FileMailboxStore, MailboxCounts, MailboxEntry, MailboxError, MailboxState,
+    MailboxStore, QuarantineRecord, RecoveryReport,
+};
+use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
+use troupe::store::IoError;
+use troupe::team::tools::{RequestShutdown, SendMessage, SubmitPlan};
+use troupe::team::{Postman, ProtocolRuntime, TeamError, TeamHandle, TeamRuntime, TeammateFactory};
+use troupe::tools::{Dispatcher, ToolContext, ToolHandler, ToolRegistry};
+use troupe::wire::{
+    AgentName, MailboxMessage, MessageId, RequestKind, RequestStatus, TeammateStatus,
+};
+
+use super::support::{name, say, Fixture, Signal, TestModel};
+
+/// A file mailbox whose `send` fails for the message kinds listed in `failing`.
+struct FlakyMailbox {
+    inner: FileMailboxStore,
+    failing: Mutex<Vec<&'static str>>,
+}
+
+impl FlakyMailbox {
+    fn fail(&self, kinds: &[&'static str]) {
+        *self.failing.lock().unwrap() = kinds.to_vec();
+    }
+}
+
+impl MailboxStore for FlakyMailbox {
+    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        if self.failing.lock().unwrap().contains(&message.kind_str()) {
+            return Err(MailboxError::Io(IoError::new(
+                "write",
+                std::path::Path::new("ready"),
+                std::io::Error::other("disk full (injected)"),
+            )));
+        }
+        self.inner.send(message)
+    }
+    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        self.inner.claim(agent)
+    }
+    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+        self.inner.ack(agent, message)
+    }
+    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.inner.release(agent, id)
+    }
+    fn quarantine(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        reason: &str,
+    ) -> Result<QuarantineRecord, MailboxError> {
+        self.inner.quarantine(agent, id, reason)
+    }
+    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        self.inner.recover(agent)
+    }
+    fn list(
+        &self,
+        agent: &AgentName,
+        state: MailboxState,
+    ) -> Result<Vec<MailboxEntry>, MailboxError> {
+        self.inner.list(agent, state)
+    }
+    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        self.inner.counts(agent)
+    }
+    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        self.inner.agents()
+    }
+}
+
+/// Teammates with `send_message` and `submit_plan`, answering every message with text.
+struct Factory {
+    workspace: std::path::PathBuf,
+    signal: Signal,
+    audit: Arc<MemoryAuditSink>,
+}
+
+impl TeammateFactory for Factory {
+    fn build(&self, team: TeamHandle, name: &AgentName, _role: &str) -> Result<Runner, TeamError> {
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(Arc::new(SendMessage(team.clone())))
+            .unwrap();
+        registry.register(Arc::new(SubmitPlan(team))).unwrap();
+        let policy = PermissionPolicy::default_policy(Arc::new(AutoApproval), self.audit.clone());
+        Ok(Runner::new(
+            name.clone(),
+            format!("You are {name}"),
+            TestModel::new(&self.signal, |_| say("done")),
+            Arc::new(Dispatcher::new(Arc::new(registry), policy, Hooks::new())),
+            self.workspace.clone(),
+            Arc::new(NullObserver),
+        ))
+    }
+}
+
+struct Parts {
+    mailbox: Arc<FlakyMailbox>,
+    store: Arc<dyn ProtocolStore>,
+    runtime: TeamRuntime,
+}
+
+fn parts(f: &Fixture) -> Parts {
+    let clock = Arc::new(f.clock.clone());
+    let mailbox = Arc::new(FlakyMailbox {
+        inner: FileMailboxStore::new(&f.layout, clock.clone()),
+        failing: Mutex::new(Vec::new()),
+    });
+    let store: Arc<dyn ProtocolStore> =
+        Arc::new(JsonProtocolStore::open(&f.layout, clock.clone(), f.ids.clone()).unwrap());
+    let postman = Arc::new(Postman::new(
+        mailbox.clone(),
+        clock.clone(),
+        f.ids.clone(),
+        f.recorder.clone(),
+    ));
+    let protocol = Arc::new(ProtocolRuntime::new(
+        store.clone(),
+        postman.clone(),
+        Duration::from_secs(300),
+    ));
+    let factory = Arc::new(Factory {
+        workspace: f.workspace.clone(),
+        signal: f.signal.clone(),
+        audit: Arc::new(MemoryAuditSink::new(clock)),
+    });
+    let runtime = TeamRuntime::new(f.layout.clone(), postman, protocol, factory).unwrap();
+    Parts {
+        mailbox,
+        store,
+        runtime,
+    }
+}
+
+/// Spawns `writer` and waits until its first task is done and it is idle.
+async fn spawn_writer(f: &Fixture, p: &Parts) {
+    p.runtime
+        .inner()
+        .spawn_teammate(&name("writer"), "writer", "Say done.")
+        .unwrap();
+    f.signal
+        .until("the writer idle", || {
+            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Idle)
+                && !p.runtime.any_worker_running()
+        })
+        .await;
+}
+
+fn ctx(f: &Fixture, agent: &str) -> ToolContext {
+    ToolContext::new(name(agent), f.workspace.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_message_cannot_be_sent_stays_pending() {
+    let f = Fixture::new();
+    let p = parts(&f);
+    spawn_writer(&f, &p).await;
+    let lead_before = p.mailbox.counts(&AgentName::lead()).unwrap();
+    p.mailbox
+        .fail(&["shutdown_request", "plan_approval_request"]);
+
+    // The runtime call itself.
+    let error = p
+        .runtime
+        .protocol()
+        .open(
+            RequestKind::PlanApproval,
+            &name("writer"),
+            &AgentName::lead(),
+            "my plan",
+        )
+        .unwrap_err();
+    assert_eq!(error.code(), "protocol_delivery_error");
+    // Through the tools the model calls.
+    let shutdown = RequestShutdown(p.runtime.handle())
+        .call(&ctx(&f, "lead"), json!({"teammate": "writer"}))
+        .await
+        .unwrap_err();
+    assert!(
+        shutdown
+            .to_tool_text()
+            .starts_with("Error [protocol_delivery_error]"),
+        "{}",
+        shutdown.to_tool_text()
+    );
+    let plan = SubmitPlan(p.runtime.handle())
+        .call(&ctx(&f, "writer"), json!({"plan": "a plan"}))
+        .await
+        .unwrap_err();
+    assert!(plan
+        .to_tool_text()
+        .starts_with("Error [protocol_delivery_error]"));
+
+    // Each request was registered once and stays pending; no message went anywhere.
+    let requests = p.store.list().unwrap();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| (r.kind(), r.stored_status()))
+            .collect::<Vec<_>>(),
+        [
+            (RequestKind::PlanApproval, RequestStatus::Pending),
+            (RequestKind::Shutdown, RequestStatus::Pending),
+            (RequestKind::PlanApproval, RequestStatus::Pending),
+        ]
+    );
+    assert!(
+        shutdown.to_string().contains(&requests[1].id().to_string()),
+        "the error names the pending request: {shutdown}"
+    );
+    assert_eq!(p.mailbox.counts(&AgentName::lead()).unwrap(), lead_before);
+    assert_eq!(f.count("writer", MailboxState::Ready), 0);
+    // The writer is still usable: the failure was the delivery's, not the teammate's.
+    assert_eq!(
+        p.runtime.status_of(&name("writer")),
+        Some(TeammateStatus::Idle)
+    );
+    p.runtime.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fails() {
+    let f = Fixture::new();
+    let p = parts(&f);
+    spawn_writer(&f, &p).await;
+    p.mailbox.fail(&["shutdown_response"]);
+    let request = p
+        .runtime
+        .protocol()
+        .open(
+            RequestKind::Shutdown,
+            &AgentName::lead(),
+            &name("writer"),
+            "stop",
+        )
+        .unwrap();
+    f.signal
+        // The worker releases the message before it reports `failed`.
+        .until("the writer failed", || {
+            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Failed)
+        })
+        .await;
+
+    // The request message is back in ready/, nothing in processing/, the request pending.
+    let ready = f.messages("writer", MailboxState::Ready);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].kind_str(), "shutdown_request");
+    assert_eq!(f.count("writer", MailboxState::Processing), 0);
+    assert_eq!(
+        p.store.get(request.id()).unwrap().unwrap().stored_status(),
+        RequestStatus::Pending
+    );
+    // The reason is visible to the lead (roster, and the tools' refusal).
+    let record = p
+        .runtime
+        .roster()
+        .into_iter()
+        .find(|r| r.name.as_str() == "writer")
+        .unwrap();
+    let detail = record.detail.unwrap();
+    assert!(
+        detail.contains(&format!(
+            "could not answer shutdown request {}",
+            request.id()
+        )),
+        "{detail}"
+    );
+    let refused = RequestShutdown(p.runtime.handle())
+        .call(&ctx(&f, "lead"), json!({"teammate": "writer"}))
+        .await
+        .unwrap_err();
+    assert!(refused.to_tool_text().starts_with("Error [teammate_state]"));
+    assert!(
+        refused.to_string().contains("could not answer"),
+        "{refused}"
+    );
+    assert_eq!(p.store.list().unwrap().len(), 1);
+    p.runtime.close().await;
+}

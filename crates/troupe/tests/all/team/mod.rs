@@ -1,0 +1,27 @@
+//! The team runtime (SPEC §4.3, §4.4, §5, §6): teammates, the lead's events, both protocols at
+//! runtime, the plan gate, the driver, recovery and closing — through `build_team` or the
+//! runtime parts, with in-process scripted models or a real HTTP model server.
+//!
+//! - `support`: fixture (temp workspace, manual clock, sequential ids), per-agent models that
+//!   decide from the conversation and can be held at a gate, a recording observer, and the
+//!   signal tests await instead of sleeping.
+//! - `e2e`: the whole scenario through a Chat Completions server on 127.0.0.1 (wiremock).
+//! - `shutdown`: a busy teammate finishes first; no model call for the request; refusals after
+//!   shutdown; an unanswered request expires.
+//! - `plan`: rejection and its feedback; a response consumed after expiry.
+//! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
+//! - `delivery`: failed sends keep requests pending; failed answers release and fail.
+//! - `concurrency`: two reviewers racing on one plan; one transition.
+//! - `close`: closing mid-message releases it; the next run replays it.
+//! - `recovery`: what a dead run left in `processing/` is recovered and processed.
+
+mod support;
+
+mod close;
+mod concurrency;
+mod delivery;
+mod e2e;
+mod invalid;
+mod plan;
+mod recovery;
+mod shutdown;
