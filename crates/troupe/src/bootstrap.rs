@@ -15,8 +15,10 @@ use troupe_wire::AgentName;
 
 use crate::agent::{RunObserver, Runner};
 use crate::clock::Clock;
+use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
 use crate::ids::IdGenerator;
+use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
@@ -27,6 +29,7 @@ use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::{durable, IoError};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
 use crate::team::watch::{self, MailboxWatch, WatchError};
+use crate::team::{Driver, ExternalEvents};
 use crate::team::{
     PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle, TeamObserver, TeamRuntime,
     TeammateFactory,
@@ -35,16 +38,20 @@ use crate::tools::edit_file::EditFileTool;
 use crate::tools::glob::GlobTool;
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
+use crate::tools::subagent::SubagentTool;
 use crate::tools::write_file::WriteFileTool;
-use crate::tools::{Dispatcher, RegistryError, ToolHandler, ToolRegistry};
+use crate::tools::{base_tools, Dispatcher, RegistryError, ToolHandler, ToolRegistry};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
-pub const LEAD_TOOLS: [&str; 9] = [
+pub const LEAD_TOOLS: [&str; 11] = [
     "shell",
     "read_file",
     "write_file",
     "edit_file",
     "glob",
+    "task",
+    "schedule_cron",
     "spawn_teammate",
     "send_message",
     "request_shutdown",
@@ -112,6 +119,8 @@ pub enum BootstrapError {
     Team(#[from] TeamError),
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error(transparent)]
+    Cron(#[from] CronError),
 }
 
 impl ErrorCode for BootstrapError {
@@ -125,6 +134,7 @@ impl ErrorCode for BootstrapError {
             Self::Registry(e) => e.code(),
             Self::Team(e) => e.code(),
             Self::Watch(_) => "watch_failed",
+            Self::Cron(e) => e.code(),
         }
     }
 }
@@ -137,14 +147,34 @@ pub struct Team {
     pub protocol: Arc<dyn ProtocolStore>,
     /// How many messages recovery moved back to ready at start.
     pub recovered: usize,
+    pub cron: CronRuntime,
+    pub jobs: Arc<JobSupervisor>,
+    job_completions: Option<UnboundedReceiver<JobCompletion>>,
+    cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
     watch: Option<MailboxWatch>,
     _run_lock: LockGuard,
 }
 
 impl Team {
-    /// Closes in reverse dependency order: teammates, then the watch, then the lock.
+    /// The driver of this team's run; it takes the job and cron event channels (once).
+    pub fn driver(&mut self) -> Driver {
+        Driver::with_external(
+            self.runtime.clone(),
+            ExternalEvents {
+                jobs: Some(self.jobs.clone()),
+                job_completions: self.job_completions.take(),
+                cron_wakeups: self.cron_wakeups.take(),
+            },
+        )
+    }
+
+    /// Closes in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
+    /// point, in-flight messages released), then cron, then background jobs (whole process
+    /// groups terminated, recorded as cancelled); then the watch and the run lock.
     pub async fn close(mut self) {
         self.runtime.close().await;
+        self.cron.close().await;
+        self.jobs.close().await;
         self.watch.take();
     }
 }
@@ -182,6 +212,7 @@ fn registry(tools: Vec<Arc<dyn ToolHandler>>) -> Result<ToolRegistry, RegistryEr
 
 struct Factory {
     workspace: PathBuf,
+    jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
     policy: PermissionPolicy,
     run_observer: Arc<dyn RunObserver>,
@@ -192,7 +223,11 @@ struct Factory {
 impl TeammateFactory for Factory {
     fn build(&self, team: TeamHandle, name: &AgentName, role: &str) -> Result<Runner, TeamError> {
         let tools = registry(vec![
-            Arc::new(ShellTool::new().with_timeout(self.shell_timeout)),
+            Arc::new(
+                ShellTool::new()
+                    .with_timeout(self.shell_timeout)
+                    .with_jobs(self.jobs.clone()),
+            ),
             Arc::new(ReadFileTool),
             Arc::new(WriteFileTool),
             Arc::new(SendMessage(team.clone())),
@@ -258,9 +293,26 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         postman.clone(),
         settings.request_ttl,
     ));
+    let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
+    let jobs = Arc::new(JobSupervisor::new(
+        layout.clone(),
+        settings.clock.clone(),
+        settings.ids.clone(),
+        job_tx,
+    ));
+    let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
+    let cron = CronRuntime::open(
+        &layout,
+        settings.clock.clone(),
+        settings.ids.clone(),
+        cron_tx,
+    )?;
+    cron.start()?;
+
     let gate = Arc::new(PlanGateRule::new(protocol.clone(), settings.clock.clone()));
     let factory = Arc::new(Factory {
         workspace: settings.workspace.clone(),
+        jobs: jobs.clone(),
         models: settings.models.clone(),
         policy: base_policy.with_rules([gate as Arc<dyn crate::permissions::PermissionRule>]),
         run_observer: settings.run_observer.clone(),
@@ -270,22 +322,44 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     let runtime = TeamRuntime::new(layout.clone(), postman.clone(), protocol_runtime, factory)?;
 
     let handle = runtime.handle();
+    let lead_name = AgentName::lead();
+    let lead_model = settings.models.model_for(&lead_name);
+    // The subagent: the base tools (no team, protocol or task tool; no background jobs: a
+    // one-shot helper must not leave work running) under the lead's own policy.
+    let subagent_tools = registry(base_tools(
+        ShellTool::new().with_timeout(settings.shell_timeout),
+    ))?;
+    let subagent = SubagentTool::new(
+        lead_model.clone(),
+        Arc::new(Dispatcher::new(
+            Arc::new(subagent_tools),
+            base_policy.clone(),
+            Hooks::new(),
+        )),
+        settings.run_observer.clone(),
+        settings.max_turns,
+    );
     let lead_tools = registry(vec![
-        Arc::new(ShellTool::new().with_timeout(settings.shell_timeout)),
+        Arc::new(
+            ShellTool::new()
+                .with_timeout(settings.shell_timeout)
+                .with_jobs(jobs.clone()),
+        ),
         Arc::new(ReadFileTool),
         Arc::new(WriteFileTool),
         Arc::new(EditFileTool),
         Arc::new(GlobTool),
+        Arc::new(subagent),
+        Arc::new(ScheduleCronTool::new(cron.clone())),
         Arc::new(SpawnTeammate(handle.clone())),
         Arc::new(SendMessage(handle.clone())),
         Arc::new(RequestShutdown(handle.clone())),
         Arc::new(ReviewPlan(handle)),
     ])?;
-    let lead_name = AgentName::lead();
     let lead = Runner::new(
         lead_name.clone(),
         lead_system_prompt(&settings.workspace),
-        settings.models.model_for(&lead_name),
+        lead_model,
         Arc::new(Dispatcher::new(
             Arc::new(lead_tools),
             base_policy,
@@ -308,6 +382,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         mailbox,
         protocol,
         recovered,
+        cron,
+        jobs,
+        job_completions: Some(job_completions),
+        cron_wakeups: Some(cron_wakeups),
         watch,
         _run_lock: run_lock,
     })

@@ -11,7 +11,7 @@ use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
-use troupe::team::{DriveOutcome, Driver, TeamObserver};
+use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};
 use crate::args::{ApprovalMode, RunArgs};
@@ -99,7 +99,7 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
                 on_signal.cancel();
             }
         });
-        let mut driver = Driver::new(team.runtime.clone());
+        let mut driver = team.driver();
         let result = driver.run(&mut team.lead, prompt, &cancel).await;
         team.close().await;
         let outcome = result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;

@@ -19,7 +19,7 @@ use troupe::clock::SystemClock;
 use troupe::ids::RandomIds;
 use troupe::model::{ChatMessage, ModelClient, ModelResponse, ScriptedModel, ToolCall};
 use troupe::permissions::AutoApproval;
-use troupe::team::{Driver, TeamObserver, TeamUpdate};
+use troupe::team::{TeamObserver, TeamUpdate};
 use troupe::wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestStatus};
 
 use super::support::troupe_in;
@@ -127,7 +127,7 @@ async fn review_from_another_process_reaches_the_running_team() {
     .unwrap();
     let store = team.protocol.clone();
     let run = tokio::spawn(async move {
-        let mut driver = Driver::new(team.runtime.clone());
+        let mut driver = team.driver();
         let outcome = driver
             .run(
                 &mut team.lead,

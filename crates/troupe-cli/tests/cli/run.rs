@@ -46,6 +46,9 @@ fn run_without_model_configuration_exits_2_and_creates_nothing() {
 #[test]
 fn a_second_run_fails_at_start_naming_the_holder() {
     let (_dir, ws) = empty_workspace();
+    // The team's cron timer and job supervisor live on a tokio runtime.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
     let team = build_team(TeamSettings {
         workspace: ws.clone(),
         clock: Arc::new(SystemClock),

@@ -21,6 +21,7 @@ use super::events::{EventSource, LeadEvent};
 use super::observer::TeamUpdate;
 use super::runtime::TeamRuntime;
 use crate::agent::{Runner, RunnerError, TurnEnd};
+use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
 
@@ -59,12 +60,13 @@ pub struct DriveOutcome {
     pub cancelled: bool,
 }
 
-/// Where non-mailbox events come from: background job completions.
+/// Where non-mailbox events come from: background job completions and cron wakeups.
 #[derive(Default)]
 pub struct ExternalEvents {
     /// The supervisor whose running jobs keep the run alive.
     pub jobs: Option<Arc<JobSupervisor>>,
     pub job_completions: Option<UnboundedReceiver<JobCompletion>>,
+    pub cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
 }
 
 pub struct Driver {
@@ -101,6 +103,11 @@ impl Driver {
         if let Some(rx) = self.external.job_completions.as_mut() {
             while let Ok(completion) = rx.try_recv() {
                 events.push(LeadEvent::job(completion));
+            }
+        }
+        if let Some(rx) = self.external.cron_wakeups.as_mut() {
+            while let Ok(wakeup) = rx.try_recv() {
+                events.push(LeadEvent::cron(wakeup));
             }
         }
         events
@@ -165,6 +172,9 @@ impl Driver {
                 () = tokio::time::sleep(wait) => {}
                 Some(completion) = recv_or_pend(&mut self.external.job_completions) => {
                     self.buffered.push(LeadEvent::job(completion));
+                }
+                Some(wakeup) = recv_or_pend(&mut self.external.cron_wakeups) => {
+                    self.buffered.push(LeadEvent::cron(wakeup));
                 }
             }
         }

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 use troupe_wire::{MailboxMessage, ProtocolRequest, UtcTime};
 
+use crate::cron::CronWakeup;
 use crate::jobs::JobCompletion;
 
 /// One event waiting to enter the lead's history.
@@ -24,6 +25,8 @@ pub enum EventSource {
     Expired(ProtocolRequest),
     /// A background shell job ended.
     Job(JobCompletion),
+    /// A cron job is due.
+    Cron(CronWakeup),
 }
 
 impl LeadEvent {
@@ -90,6 +93,22 @@ impl LeadEvent {
             key: format!("job:{}", completion.job_id),
             body,
             source: EventSource::Job(completion),
+        }
+    }
+
+    pub fn cron(wakeup: CronWakeup) -> Self {
+        let body = json!({
+            "kind": "cron_wakeup",
+            "sender": "troupe",
+            "job_id": wakeup.job_id,
+            "scheduled_for_utc": wakeup.scheduled_for_utc,
+            "fired_at_utc": wakeup.fired_at_utc,
+            "content": wakeup.prompt,
+        });
+        Self {
+            key: format!("cron:{}:{}", wakeup.job_id, wakeup.scheduled_for_utc),
+            body,
+            source: EventSource::Cron(wakeup),
         }
     }
 

@@ -20,7 +20,7 @@ use troupe::model::openai::wire;
 use troupe::model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
 use troupe::permissions::AutoApproval;
 use troupe::store::mailbox::{FileMailboxStore, MailboxEntry, MailboxState, MailboxStore};
-use troupe::team::{DriveOutcome, Driver, TeamObserver, TeamUpdate};
+use troupe::team::{DriveOutcome, TeamObserver, TeamUpdate};
 use troupe::wire::{AgentName, MailboxMessage, ProtocolRequest, TeammateStatus, UtcTime};
 
 /// The longest any test waits for something to happen before failing.
@@ -412,7 +412,7 @@ impl Fixture {
 
 /// Runs the driver on `team` to its end, in the current task.
 pub async fn drive(team: &mut Team, prompt: &str) -> DriveOutcome {
-    let mut driver = Driver::new(team.runtime.clone());
+    let mut driver = team.driver();
     tokio::time::timeout(
         WAIT,
         driver.run(&mut team.lead, prompt, &CancellationToken::new()),
