@@ -25,3 +25,4 @@ mod invalid;
 mod plan;
 mod recovery;
 mod shutdown;
+mod toolset;
