@@ -29,10 +29,14 @@ use troupe::wire::{
 
 use super::support::{name, say, Fixture, Signal, TestModel};
 
-/// A file mailbox whose `send` fails for the message kinds listed in `failing`.
+/// A file mailbox whose `send` fails for the message kinds listed in `failing`, and whose next
+/// `lead_ack_failures` acks of the lead's messages fail.
 struct FlakyMailbox {
     inner: FileMailboxStore,
     failing: Mutex<Vec<&'static str>>,
+    lead_ack_failures: Mutex<usize>,
+    /// Acks of the lead's messages that failed (injected).
+    failed_lead_acks: Mutex<Vec<MessageId>>,
 }
 
 impl FlakyMailbox {
@@ -56,6 +60,17 @@ impl MailboxStore for FlakyMailbox {
         self.inner.claim(agent)
     }
     fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+        let mut left = self.lead_ack_failures.lock().unwrap();
+        if agent.is_lead() && *left > 0 {
+            *left -= 1;
+            self.failed_lead_acks.lock().unwrap().push(message.id());
+            return Err(MailboxError::Io(IoError::new(
+                "move",
+                std::path::Path::new("processing"),
+                std::io::Error::other("I/O error (injected)"),
+            )));
+        }
+        drop(left);
         self.inner.ack(agent, message)
     }
     fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
@@ -124,6 +139,8 @@ fn parts(f: &Fixture) -> Parts {
     let mailbox = Arc::new(FlakyMailbox {
         inner: FileMailboxStore::new(&f.layout, clock.clone()),
         failing: Mutex::new(Vec::new()),
+        lead_ack_failures: Mutex::new(0),
+        failed_lead_acks: Mutex::new(Vec::new()),
     });
     let store: Arc<dyn ProtocolStore> =
         Arc::new(JsonProtocolStore::open(&f.layout, clock.clone(), f.ids.clone()).unwrap());
@@ -295,4 +312,109 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
     );
     assert_eq!(p.store.list().unwrap().len(), 1);
     p.runtime.close().await;
+}
+
+/// SPEC §4.3: an event enters the lead's history once; an ack that failed is retried later
+/// without another model call for that event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_lead_ack_is_retried_without_another_model_call() {
+    let f = Fixture::new();
+    let p = parts(&f);
+    spawn_writer(&f, &p).await;
+    // The writer's result is waiting in the lead's mailbox; its first two acks will fail.
+    *p.mailbox.lead_ack_failures.lock().unwrap() = 2;
+
+    let lead_model = TestModel::new(&f.signal, |c| {
+        if c.last_is_tool_result() || !c.events().is_empty() {
+            say("noted")
+        } else {
+            super::support::call("request_shutdown", json!({"teammate": "writer"}))
+        }
+    });
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(Arc::new(RequestShutdown(p.runtime.handle())))
+        .unwrap();
+    let policy = PermissionPolicy::default_policy(
+        Arc::new(AutoApproval),
+        Arc::new(MemoryAuditSink::new(Arc::new(f.clock.clone()))),
+    );
+    let mut lead = Runner::new(
+        AgentName::lead(),
+        "You are lead",
+        lead_model.clone(),
+        Arc::new(Dispatcher::new(Arc::new(registry), policy, Hooks::new())),
+        f.workspace.clone(),
+        Arc::new(NullObserver),
+    );
+    let mut driver = troupe::team::Driver::new(p.runtime.clone());
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        driver.run(
+            &mut lead,
+            "wrap up",
+            &tokio_util::sync::CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the run did not end")
+    .unwrap();
+    assert_eq!(outcome.answer, "noted");
+
+    let failed = p.mailbox.failed_lead_acks.lock().unwrap().clone();
+    assert_eq!(failed.len(), 2, "the injected failures happened");
+    // Every event is in the history exactly once…
+    let history = lead.history().messages();
+    let events: Vec<String> = history
+        .iter()
+        .filter_map(|m| match m {
+            troupe::model::ChatMessage::User { content } => content.strip_prefix("[event] "),
+            _ => None,
+        })
+        .map(|body| {
+            serde_json::from_str::<serde_json::Value>(body).unwrap()["message_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let mut unique = events.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        events.len(),
+        "an event was appended twice: {events:?}"
+    );
+    for id in &failed {
+        assert!(
+            events.contains(&id.to_string()),
+            "{id} never reached the history"
+        );
+    }
+    // …each model call after the user turn saw a new event (no call for a retried ack)…
+    let event_counts: Vec<usize> = lead_model
+        .requests()
+        .iter()
+        .map(|r| {
+            r.messages
+                .iter()
+                .filter(|m| matches!(m, troupe::model::ChatMessage::User { content } if content.starts_with("[event] ")))
+                .count()
+        })
+        .collect();
+    let user_turn_calls = 2;
+    for pair in event_counts[user_turn_calls..].windows(2) {
+        assert!(
+            pair[1] > pair[0],
+            "a model call without a new event: {event_counts:?}"
+        );
+    }
+    // …and in the end everything is acked and the request is approved.
+    let counts = p.mailbox.counts(&AgentName::lead()).unwrap();
+    assert_eq!((counts.ready, counts.processing), (0, 0));
+    assert_eq!(counts.done, events.len());
+    let requests = p.store.list().unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].stored_status(), RequestStatus::Approved);
 }
