@@ -5,6 +5,8 @@
 //! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
 //! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
 //! - `run`: missing model configuration; a second run on a held workspace.
+//! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
+//!   codes on model failures, approval modes.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +14,8 @@
 mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
+#[path = "cli/model.rs"]
+mod model;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]
