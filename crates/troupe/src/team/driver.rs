@@ -79,6 +79,8 @@ pub struct Driver {
     /// Requests whose expiry was already reported.
     expired_noticed: HashSet<troupe_wire::RequestId>,
     ack_failures: u32,
+    /// Teammate failures reported so far (keys their events).
+    failures_seen: usize,
 }
 
 impl Driver {
@@ -94,6 +96,7 @@ impl Driver {
             unfinished: Vec::new(),
             expired_noticed: HashSet::new(),
             ack_failures: 0,
+            failures_seen: 0,
         }
     }
 
@@ -104,6 +107,16 @@ impl Driver {
             while let Ok(completion) = rx.try_recv() {
                 events.push(LeadEvent::job(completion));
             }
+        }
+        let now = self.team.postman().clock().now();
+        for (name, reason) in self.team.take_failures() {
+            self.failures_seen += 1;
+            events.push(LeadEvent::teammate_failed(
+                &name,
+                &reason,
+                now,
+                self.failures_seen,
+            ));
         }
         if let Some(rx) = self.external.cron_wakeups.as_mut() {
             while let Ok(wakeup) = rx.try_recv() {

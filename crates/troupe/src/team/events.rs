@@ -2,7 +2,7 @@
 //! appended to its history as a user message.
 
 use serde_json::{json, Value};
-use troupe_wire::{MailboxMessage, ProtocolRequest, UtcTime};
+use troupe_wire::{AgentName, MailboxMessage, ProtocolRequest, UtcTime};
 
 use crate::cron::CronWakeup;
 use crate::jobs::JobCompletion;
@@ -27,6 +27,8 @@ pub enum EventSource {
     Job(JobCompletion),
     /// A cron job is due.
     Cron(CronWakeup),
+    /// A teammate failed (its message went back to `ready/`).
+    TeammateFailed,
 }
 
 impl LeadEvent {
@@ -109,6 +111,24 @@ impl LeadEvent {
             key: format!("cron:{}:{}", wakeup.job_id, wakeup.scheduled_for_utc),
             body,
             source: EventSource::Cron(wakeup),
+        }
+    }
+
+    /// `seq` tells apart successive failures of the same teammate within a run.
+    pub fn teammate_failed(name: &AgentName, reason: &str, at: UtcTime, seq: usize) -> Self {
+        let body = json!({
+            "kind": "teammate_failed",
+            "sender": name,
+            "at_utc": at,
+            "content": format!(
+                "{name} failed and stopped working: {reason}. Its message is back in its mailbox; \
+                 it takes no more messages in this run."
+            ),
+        });
+        Self {
+            key: format!("failed:{name}:{seq}"),
+            body,
+            source: EventSource::TeammateFailed,
         }
     }
 

@@ -53,6 +53,8 @@ pub struct TeamInner {
     /// Messages a teammate finished (result sent) whose ack failed: on redelivery they are only
     /// acked, never run through the model again.
     pub(crate) completed: Mutex<HashSet<MessageId>>,
+    /// Teammates that failed since the driver last looked, with the reason: the lead is told.
+    pub(crate) failures: Mutex<Vec<(AgentName, String)>>,
     /// Signalled on every change the driver may be waiting for.
     pub(crate) changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
@@ -103,6 +105,7 @@ impl TeamRuntime {
             factory,
             slots: Mutex::new(HashMap::new()),
             completed: Mutex::new(HashSet::new()),
+            failures: Mutex::new(Vec::new()),
             changed: Notify::new(),
             closing: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
@@ -181,6 +184,11 @@ impl TeamRuntime {
 
     pub fn is_closing(&self) -> bool {
         self.inner.closing.is_cancelled()
+    }
+
+    /// Teammates that failed since the last call, with their reasons.
+    pub fn take_failures(&self) -> Vec<(AgentName, String)> {
+        std::mem::take(&mut *lock(&self.inner.failures))
     }
 }
 
@@ -262,6 +270,12 @@ impl TeamInner {
         }
     }
 
+    /// Marks a teammate failed and queues the reason for the lead.
+    pub(crate) fn fail(&self, name: &AgentName, reason: String) {
+        lock(&self.failures).push((name.clone(), reason.clone()));
+        self.set_status(name, TeammateStatus::Failed, Some(reason));
+    }
+
     pub(crate) fn set_status(
         &self,
         name: &AgentName,
@@ -313,7 +327,7 @@ impl TeamInner {
                     }
                     Err(e) => {
                         drop(slots);
-                        self.set_status(name, TeammateStatus::Failed, Some(e.to_string()));
+                        self.fail(name, e.to_string());
                         return;
                     }
                 }

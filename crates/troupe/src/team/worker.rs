@@ -89,8 +89,13 @@ pub(crate) async fn run(
     }
 }
 
+/// The status is set before the worker counts as ended, so a wake in between cannot restart a
+/// teammate that just failed or shut down.
 fn finish(team: &TeamInner, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
-    team.set_status(name, status, detail);
+    match (status, detail) {
+        (TeammateStatus::Failed, Some(reason)) => team.fail(name, reason),
+        (status, detail) => team.set_status(name, status, detail),
+    }
     team.worker_ended(name);
 }
 

@@ -1,0 +1,71 @@
+//! SPEC §4.4: a teammate whose message fails for a reason other than its validity (here: its
+//! model fails) releases the message back to `ready/`, becomes `failed`, and the lead is told.
+
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use troupe::bootstrap::ModelChooser;
+use troupe::model::{ModelClient, ScriptedModel};
+use troupe::store::mailbox::MailboxState;
+use troupe::wire::{AgentName, TeammateStatus};
+
+use super::support::{call, drive, say, Fixture, TestModel};
+
+struct LeadAndBrokenMate {
+    lead: Arc<TestModel>,
+}
+
+impl ModelChooser for LeadAndBrokenMate {
+    fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient> {
+        if agent.is_lead() {
+            self.lead.clone()
+        } else {
+            // An empty script: every call fails with `model_script_exhausted`.
+            Arc::new(ScriptedModel::new())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
+    let fx = Fixture::new();
+    let lead = TestModel::new(&fx.signal, |c| {
+        if let Some(failed) = c.events().iter().find(|e| e["kind"] == "teammate_failed") {
+            return say(failed["content"].as_str().unwrap());
+        }
+        match c.last_tool_result() {
+            Some(_) => say("spawned"),
+            None => call(
+                "spawn_teammate",
+                json!({"name": "mate", "role": "r", "prompt": "work"}),
+            ),
+        }
+    });
+    let mut team = fx.build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }));
+    let outcome = drive(&mut team, "go").await;
+    assert!(
+        outcome
+            .answer
+            .starts_with("mate failed and stopped working: model call failed"),
+        "{}",
+        outcome.answer
+    );
+    assert!(
+        outcome.answer.contains("model_script") || outcome.answer.contains("script"),
+        "{}",
+        outcome.answer
+    );
+    assert_eq!(fx.status_of(&team, "mate"), Some(TeammateStatus::Failed));
+    // The task went back to ready/, nothing is stuck in processing/.
+    assert_eq!(fx.count("mate", MailboxState::Ready), 1);
+    assert_eq!(fx.count("mate", MailboxState::Processing), 0);
+    // The roster shows the reason.
+    let roster = team.runtime.roster();
+    assert!(roster[0]
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("model call failed"));
+    team.close().await;
+}
