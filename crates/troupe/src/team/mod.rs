@@ -8,7 +8,7 @@
 //! - [`driver`]: the lead's user turn, then event turns until quiescent.
 //! - [`events`]: the JSON events the lead's history receives.
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
-//! - [`roster`]: `team.json`.
+//! - [`roster`]: the roster file, `team.json`.
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
 //! - [`observer`]: the timeline of what happened.

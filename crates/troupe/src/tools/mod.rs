@@ -9,6 +9,8 @@
 //! - [`dispatch`]: **the** call path of every tool (SPEC §4.2). No other code runs a handler.
 //! - [`confine`]: workspace confinement shared by every file tool.
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
+//! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
+//!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).
 //! - [`testing`]: cheap tools for tests and benchmarks.
 //!
 //! **Architecture Invariant:** tools never check permissions themselves; [`dispatch`] does,
@@ -27,7 +29,10 @@ pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod skills;
+pub mod tasks;
 pub mod testing;
+pub mod todo;
 pub mod write_file;
 
 use std::path::PathBuf;
