@@ -1,4 +1,5 @@
-//! Read-only views of a workspace, for `troupe status`, `troupe requests` and `troupe mailbox`.
+//! Read-only views of a workspace, for `troupe status`, `troupe requests`, `troupe mailbox` and
+//! `troupe tasks`.
 //!
 //! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
 //! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
@@ -21,6 +22,7 @@ use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -37,6 +39,8 @@ pub enum InspectError {
     Mailbox(#[from] MailboxError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    #[error(transparent)]
+    Tasks(#[from] TaskError),
 }
 
 impl ErrorCode for InspectError {
@@ -47,6 +51,7 @@ impl ErrorCode for InspectError {
             Self::Io { .. } => "storage_error",
             Self::Mailbox(e) => e.code(),
             Self::Protocol(e) => e.code(),
+            Self::Tasks(e) => e.code(),
         }
     }
 }
@@ -119,6 +124,28 @@ pub struct StatusReport {
     pub teammates: Vec<TeammateRecord>,
     pub mailboxes: Vec<MailboxSummary>,
     pub pending_requests: Vec<RequestView>,
+    pub tasks: TaskSummary,
+}
+
+/// How many tasks of the task board are in each status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TaskSummary {
+    pub total: usize,
+    pub pending: usize,
+    pub in_progress: usize,
+    pub completed: usize,
+}
+
+impl TaskSummary {
+    pub fn of(views: &[TaskView]) -> Self {
+        let count = |status| views.iter().filter(|v| v.task.status == status).count();
+        Self {
+            total: views.len(),
+            pending: count(TaskStatus::Pending),
+            in_progress: count(TaskStatus::InProgress),
+            completed: count(TaskStatus::Completed),
+        }
+    }
 }
 
 /// One file of a mailbox listing.
@@ -193,7 +220,15 @@ impl Inspector {
             teammates: self.roster()?.teammates,
             mailboxes,
             pending_requests,
+            tasks: TaskSummary::of(&self.tasks()?),
         })
+    }
+
+    /// Every task of the task board, in creation order, with its open blockers. Reading takes
+    /// no lock and creates nothing.
+    pub fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
+        let board = FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds));
+        Ok(tasks::views(&board.list()?))
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.

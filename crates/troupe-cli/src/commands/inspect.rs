@@ -1,4 +1,4 @@
-//! `troupe status`, `troupe requests`, `troupe mailbox`: read-only, whether or not a run is going.
+//! `troupe status`, `troupe requests`, `troupe mailbox`, `troupe tasks`: read-only, whether or not a run is going.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +42,15 @@ pub fn requests(workspace: &Path, status: Option<&str>, json: bool) -> Result<()
         render::print_json(&serde_json::json!({ "requests": views }))
     } else {
         render::print_text(&render::requests(&views))
+    }
+}
+
+pub fn tasks(workspace: &Path, json: bool) -> Result<(), CliError> {
+    let views = inspector(workspace).tasks().map_err(inspect_failed)?;
+    if json {
+        render::print_json(&serde_json::json!({ "tasks": views }))
+    } else {
+        render::print_text(&render::tasks(&views))
     }
 }
 

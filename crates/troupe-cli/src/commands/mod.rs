@@ -49,6 +49,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Requests { status, json } => {
             inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)
         }
+        Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
             &agent,

@@ -111,7 +111,9 @@ pub struct Task {
     /// Tasks that must be completed before this one can be claimed. Fixed at creation.
     pub blocked_by: Vec<TaskId>,
     pub status: TaskStatus,
-    /// The agent that claimed the task; `null` while it is pending.
+    /// The agent that claimed the task; `null` while it is pending. The key is required:
+    /// serde would otherwise read a missing `owner` as `null`.
+    #[serde(deserialize_with = "present")]
     pub owner: Option<AgentName>,
     pub created_at_utc: UtcTime,
     pub updated_at_utc: UtcTime,
@@ -145,6 +147,10 @@ impl Task {
         }
         Ok(())
     }
+}
+
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<AgentName>, D::Error> {
+    Option::<AgentName>::deserialize(deserializer)
 }
 
 /// What `create_task` asks for.

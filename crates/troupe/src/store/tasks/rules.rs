@@ -165,8 +165,9 @@ pub fn check_graph(tasks: &Tasks) -> Result<(), String> {
         }
     }
     let mut cleared: HashSet<TaskId> = HashSet::new();
+    let blockers = |id: &TaskId| tasks.get(id).map_or(&[][..], |t| t.blocked_by.as_slice());
     for task in tasks.values() {
-        if let Some(cycle) = find_cycle(tasks, task.id, &mut cleared) {
+        if let Some(cycle) = find_cycle(&blockers, task.id, &mut cleared) {
             return Err(format!("dependency cycle {}", render_cycle(&cycle)));
         }
     }
@@ -176,9 +177,15 @@ pub fn check_graph(tasks: &Tasks) -> Result<(), String> {
 /// Refuses `task` if adding it to `tasks` (or replacing the task of the same id) closes a cycle.
 /// Only a task reachable from itself can be on a new cycle, so one walk from it suffices.
 fn refuse_cycle(tasks: &Tasks, task: &Task) -> Result<(), TaskError> {
-    let mut graph = tasks.clone();
-    graph.insert(task.id, task.clone());
-    match find_cycle(&graph, task.id, &mut HashSet::new()) {
+    // The graph as it would be, without copying the board: `task` overlays its stored self.
+    let blockers = |id: &TaskId| {
+        if *id == task.id {
+            task.blocked_by.as_slice()
+        } else {
+            tasks.get(id).map_or(&[][..], |t| t.blocked_by.as_slice())
+        }
+    };
+    match find_cycle(&blockers, task.id, &mut HashSet::new()) {
         Some(cycle) => Err(TaskError::Invalid(format!(
             "blocked_by would create a dependency cycle: {}",
             render_cycle(&cycle)
@@ -189,32 +196,38 @@ fn refuse_cycle(tasks: &Tasks, task: &Task) -> Result<(), TaskError> {
 
 /// A cycle reachable from `start`, as the path that closes it. `cleared` holds tasks already
 /// known to reach no cycle, so checking a whole board is linear.
-fn find_cycle(tasks: &Tasks, start: TaskId, cleared: &mut HashSet<TaskId>) -> Option<Vec<TaskId>> {
+fn find_cycle<'a>(
+    blockers_of: &impl Fn(&TaskId) -> &'a [TaskId],
+    start: TaskId,
+    cleared: &mut HashSet<TaskId>,
+) -> Option<Vec<TaskId>> {
+    if cleared.contains(&start) {
+        return None;
+    }
     // Iterative depth-first walk: a deep chain of blockers must not overflow the stack.
-    let mut path: Vec<TaskId> = Vec::new();
+    // `stack` is the current path, each task with the index of its next blocker to visit.
     let mut stack: Vec<(TaskId, usize)> = vec![(start, 0)];
+    let mut on_path: HashSet<TaskId> = HashSet::from([start]);
     while let Some((id, next)) = stack.last().copied() {
-        if next == 0 {
-            path.push(id);
-        }
-        let blockers = tasks.get(&id).map_or(&[][..], |t| t.blocked_by.as_slice());
-        match blockers.get(next) {
+        match blockers_of(&id).get(next) {
             Some(&blocker) => {
                 if let Some(top) = stack.last_mut() {
                     top.1 += 1;
                 }
-                if let Some(at) = path.iter().position(|p| *p == blocker) {
-                    let mut cycle = path[at..].to_vec();
+                if on_path.contains(&blocker) {
+                    let at = stack.iter().position(|(p, _)| *p == blocker).unwrap_or(0);
+                    let mut cycle: Vec<TaskId> = stack[at..].iter().map(|(p, _)| *p).collect();
                     cycle.push(blocker);
                     return Some(cycle);
                 }
                 if !cleared.contains(&blocker) {
                     stack.push((blocker, 0));
+                    on_path.insert(blocker);
                 }
             }
             None => {
                 stack.pop();
-                path.pop();
+                on_path.remove(&id);
                 cleared.insert(id);
             }
         }
@@ -298,11 +311,24 @@ mod tests {
     fn a_long_chain_does_not_overflow() {
         let ids = SequentialIds::new();
         let mut tasks = Tasks::new();
-        let mut last = add(&mut tasks, &ids, vec![]);
-        for _ in 0..20_000 {
-            last = add(&mut tasks, &ids, vec![last]);
+        let first = add(&mut tasks, &ids, vec![]);
+        // Built by hand: creating each link through `create` walks the chain every time.
+        let mut last = tasks[&first].clone();
+        for _ in 0..100_000 {
+            let next = Task {
+                id: id(&ids),
+                blocked_by: vec![last.id],
+                ..last.clone()
+            };
+            tasks.insert(next.id, next.clone());
+            last = next;
         }
         assert_eq!(check_graph(&tasks), Ok(()));
+        let looped = Task {
+            blocked_by: vec![last.id],
+            ..tasks[&first].clone()
+        };
+        assert!(refuse_cycle(&tasks, &looped).is_err());
     }
 
     #[test]
