@@ -75,7 +75,11 @@ async fn a_missing_skill_lists_the_available_ones() {
 #[tokio::test]
 async fn skills_reached_through_symlinks_out_of_the_workspace_are_refused() {
     let outside = tempfile::tempdir().unwrap();
-    skill(outside.path(), "secret", "---\ndescription: outside\n---\nsecret\n");
+    skill(
+        outside.path(),
+        "secret",
+        "---\ndescription: outside\n---\nsecret\n",
+    );
     let dir = tempfile::tempdir().unwrap();
     skill(dir.path(), "inside", "inside\n");
     let skills = dir.path().join("skills");
@@ -114,7 +118,11 @@ async fn a_skills_folder_that_is_a_symlink_out_is_refused() {
     std::os::unix::fs::symlink(outside.path().join("skills"), dir.path().join("skills")).unwrap();
     let h = Harness::auto(vec![Arc::new(LoadSkillTool)]);
     let outcome = h
-        .call(&ctx("lead", dir.path()), "load_skill", json!({"name": "secret"}))
+        .call(
+            &ctx("lead", dir.path()),
+            "load_skill",
+            json!({"name": "secret"}),
+        )
         .await;
     assert_code(&outcome, "permission_denied");
     assert_eq!(catalog(dir.path()), vec![]);
@@ -129,7 +137,11 @@ fn the_catalog_reads_descriptions_and_never_fails() {
 
     skill(dir.path(), "release-notes", RELEASE);
     skill(dir.path(), "plain", "# no front matter\n");
-    skill(dir.path(), "broken", "---\ndescription: never closed\n# body\n");
+    skill(
+        dir.path(),
+        "broken",
+        "---\ndescription: never closed\n# body\n",
+    );
     skill(
         dir.path(),
         "folded",
@@ -169,18 +181,30 @@ fn front_matter_parsing() {
         description: description.map(Into::into),
     };
     let cases = [
-        (RELEASE, matter(Some("release-notes"), Some("How to write release notes."))),
+        (
+            RELEASE,
+            matter(Some("release-notes"), Some("How to write release notes.")),
+        ),
         (
             "---\r\nname: 'quoted'\r\ndescription: \"Double: quoted\"\r\n---\r\nbody",
             matter(Some("quoted"), Some("Double: quoted")),
         ),
-        ("---\ndescription: |\n  one\n  two\n---\n", matter(None, Some("one two"))),
+        (
+            "---\ndescription: |\n  one\n  two\n---\n",
+            matter(None, Some("one two")),
+        ),
         ("---\n---\nbody", matter(None, None)),
-        ("no front matter\n---\ndescription: x\n---\n", matter(None, None)),
+        (
+            "no front matter\n---\ndescription: x\n---\n",
+            matter(None, None),
+        ),
         ("---\ndescription: unclosed\n", matter(None, None)),
         ("", matter(None, None)),
         ("---\njust words\n: \n---\n", matter(None, None)),
-        ("\u{feff}---\ndescription: bom\n---\n", matter(None, Some("bom"))),
+        (
+            "\u{feff}---\ndescription: bom\n---\n",
+            matter(None, Some("bom")),
+        ),
     ];
     for (text, expected) in cases {
         assert_eq!(front_matter(text), expected, "{text:?}");

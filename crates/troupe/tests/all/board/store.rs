@@ -104,12 +104,17 @@ fn the_file_is_the_task_as_json() {
 #[test]
 fn an_id_already_taken_is_refused_without_overwriting() {
     let dir = tempfile::tempdir().unwrap();
-    let first = board(dir.path(), 0).create(new_task("first", vec![])).unwrap();
+    let first = board(dir.path(), 0)
+        .create(new_task("first", vec![]))
+        .unwrap();
     // A second generator with the same sequence yields the same id.
     let err = board(dir.path(), 0)
         .create(new_task("second", vec![]))
         .unwrap_err();
-    assert!(matches!(err, TaskError::IdTaken(id) if id == first.id), "{err}");
+    assert!(
+        matches!(err, TaskError::IdTaken(id) if id == first.id),
+        "{err}"
+    );
     assert_eq!(err.code(), "storage_error");
     assert_eq!(board(dir.path(), 0).get(&first.id).unwrap(), first);
 }
@@ -147,28 +152,81 @@ fn corrupt_task_files_are_clear_errors() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("not json", b"{not json".to_vec(), "key must be a string"),
         ("truncated", b"".to_vec(), "EOF while parsing"),
-        ("unknown key", extra.to_string().into_bytes(), "unknown field `priority`"),
-        ("missing key", missing.to_string().into_bytes(), "missing field `owner`"),
-        ("bad status", with("status", "done".into()), "unknown variant `done`"),
-        ("bad owner", with("owner", "Alice".into()), "invalid agent name"),
-        ("owner while pending", with("owner", "alice".into()), "a pending task has an owner (alice)"),
-        ("no owner in progress", with("status", "in_progress".into()), "a task in_progress has no owner"),
-        ("blank subject", with("subject", " ".into()), "the subject is blank"),
-        ("self blocked", with("blocked_by", serde_json::json!([id])), "the task is blocked by itself"),
-        ("unknown blocker", with("blocked_by", serde_json::json!([other])), "which does not exist"),
-        ("bad time", with("updated_at_utc", "2026-07-30T08:00:00Z".into()), "2026-07-30T08:00:00Z"),
-        ("time order", with("updated_at_utc", "2026-07-29T08:00:00.000Z".into()), "updated_at_utc is before created_at_utc"),
-        ("other id", good(other).to_string().into_bytes(), "it holds task 00000000-0000-4000-8000-0000000000bb"),
+        (
+            "unknown key",
+            extra.to_string().into_bytes(),
+            "unknown field `priority`",
+        ),
+        (
+            "missing key",
+            missing.to_string().into_bytes(),
+            "missing field `owner`",
+        ),
+        (
+            "bad status",
+            with("status", "done".into()),
+            "unknown variant `done`",
+        ),
+        (
+            "bad owner",
+            with("owner", "Alice".into()),
+            "invalid agent name",
+        ),
+        (
+            "owner while pending",
+            with("owner", "alice".into()),
+            "a pending task has an owner (alice)",
+        ),
+        (
+            "no owner in progress",
+            with("status", "in_progress".into()),
+            "a task in_progress has no owner",
+        ),
+        (
+            "blank subject",
+            with("subject", " ".into()),
+            "the subject is blank",
+        ),
+        (
+            "self blocked",
+            with("blocked_by", serde_json::json!([id])),
+            "the task is blocked by itself",
+        ),
+        (
+            "unknown blocker",
+            with("blocked_by", serde_json::json!([other])),
+            "which does not exist",
+        ),
+        (
+            "bad time",
+            with("updated_at_utc", "2026-07-30T08:00:00Z".into()),
+            "2026-07-30T08:00:00Z",
+        ),
+        (
+            "time order",
+            with("updated_at_utc", "2026-07-29T08:00:00.000Z".into()),
+            "updated_at_utc is before created_at_utc",
+        ),
+        (
+            "other id",
+            good(other).to_string().into_bytes(),
+            "it holds task 00000000-0000-4000-8000-0000000000bb",
+        ),
     ];
     for (what, bytes, reason) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let ok = board(dir.path(), 0).create(new_task("fine", vec![])).unwrap();
+        let ok = board(dir.path(), 0)
+            .create(new_task("fine", vec![]))
+            .unwrap();
         let path = plant(dir.path(), &format!("{id}.json"), &bytes);
         let b = board(dir.path(), 1);
         let err = b.list().unwrap_err();
         assert_eq!(err.code(), "task_store_corrupt", "{what}: {err}");
         let text = err.to_string();
-        assert!(text.starts_with("the task board is corrupt: "), "{what}: {text}");
+        assert!(
+            text.starts_with("the task board is corrupt: "),
+            "{what}: {text}"
+        );
         assert!(text.contains(reason), "{what}: {text}");
         if !matches!(what, "unknown blocker") {
             assert!(text.contains(&path), "{what}: {text}");
@@ -215,8 +273,10 @@ fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
     let err = b.claim(&x.id, &agent("alice")).unwrap_err();
     assert_eq!(err.code(), "task_store_corrupt");
     assert!(
-        err.to_string()
-            .ends_with(&format!("dependency cycle {} -> {} -> {}", x.id, y.id, x.id)),
+        err.to_string().ends_with(&format!(
+            "dependency cycle {} -> {} -> {}",
+            x.id, y.id, x.id
+        )),
         "{err}"
     );
 }
@@ -297,14 +357,20 @@ fn the_memory_board_follows_the_same_rules() {
     );
     let unknown = TaskId::parse("00000000-0000-4000-8000-0000000000ff").unwrap();
     assert_eq!(
-        board.create(new_task("c", vec![unknown])).unwrap_err().code(),
+        board
+            .create(new_task("c", vec![unknown]))
+            .unwrap_err()
+            .code(),
         "task_not_found"
     );
     board.claim(&a.id, &agent("alice")).unwrap();
     clock.advance_millis(10);
     let done = board.complete(&a.id, &agent("alice")).unwrap();
     assert_eq!(done.updated_at_utc, clock.now());
-    assert_eq!(board.claim(&b.id, &agent("bob")).unwrap().status, TaskStatus::InProgress);
+    assert_eq!(
+        board.claim(&b.id, &agent("bob")).unwrap().status,
+        TaskStatus::InProgress
+    );
     assert_eq!(board.list().unwrap().len(), 2);
 }
 
@@ -314,7 +380,10 @@ fn inspection_shows_tasks_and_a_summary_without_writing() {
     let inspector = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock));
     assert_eq!(inspector.tasks().unwrap(), vec![]);
     assert_eq!(inspector.status().unwrap().tasks, TaskSummary::default());
-    assert!(!dir.path().join(".troupe").exists(), "inspection created state");
+    assert!(
+        !dir.path().join(".troupe").exists(),
+        "inspection created state"
+    );
 
     let b = board(dir.path(), 0);
     let a = b.create(new_task("a", vec![])).unwrap();

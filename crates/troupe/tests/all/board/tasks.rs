@@ -82,9 +82,8 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
     let f = Fixture::new();
     let lead = f.ctx("lead");
 
-    let outcome = f
-        .h
-        .call(
+    let outcome =
+        f.h.call(
             &lead,
             "create_task",
             json!({"subject": "  Write the parser ", "description": "strict, with tests"}),
@@ -110,7 +109,10 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
 
     let outcome = f.h.call(&lead, "get_task", json!({"task_id": T1})).await;
     assert_ok(&f.h, "get_task", &outcome, Decision::Allow);
-    assert_eq!(serde_json::from_str::<Value>(&outcome.content).unwrap(), created);
+    assert_eq!(
+        serde_json::from_str::<Value>(&outcome.content).unwrap(),
+        created
+    );
 
     f.clock.advance_millis(1_000);
     let outcome = f.h.call(&lead, "claim_task", json!({"task_id": T1})).await;
@@ -118,10 +120,15 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
     let claimed: Value = serde_json::from_str(&outcome.content).unwrap();
     assert_eq!(claimed["task"]["status"], "in_progress");
     assert_eq!(claimed["task"]["owner"], "lead");
-    assert_eq!(claimed["task"]["updated_at_utc"], "2026-07-30T08:00:01.000Z");
+    assert_eq!(
+        claimed["task"]["updated_at_utc"],
+        "2026-07-30T08:00:01.000Z"
+    );
 
     f.clock.advance_millis(1_000);
-    let outcome = f.h.call(&lead, "complete_task", json!({"task_id": T1})).await;
+    let outcome =
+        f.h.call(&lead, "complete_task", json!({"task_id": T1}))
+            .await;
     assert_ok(&f.h, "complete_task", &outcome, Decision::Ask);
     let done: Value = serde_json::from_str(&outcome.content).unwrap();
     assert_eq!(done["task"]["status"], "completed");
@@ -138,10 +145,16 @@ async fn a_denied_write_never_reaches_the_board() {
     let content = f
         .err("lead", "create_task", json!({"subject": "never"}))
         .await;
-    assert!(content.starts_with("Error [permission_denied]"), "{content}");
+    assert!(
+        content.starts_with("Error [permission_denied]"),
+        "{content}"
+    );
     assert_eq!(f.h.last_audit("create_task").decision, "deny");
     assert_eq!(f.board.list().unwrap(), vec![]);
-    assert!(!f.dir.path().join(".troupe").exists(), "nothing was written");
+    assert!(
+        !f.dir.path().join(".troupe").exists(),
+        "nothing was written"
+    );
 
     // A task made behind the tools' back cannot be claimed through a denied call either.
     let task = f
@@ -152,9 +165,16 @@ async fn a_denied_write_never_reaches_the_board() {
         })
         .unwrap();
     let content = f
-        .err("lead", "claim_task", json!({"task_id": task.id.to_string()}))
+        .err(
+            "lead",
+            "claim_task",
+            json!({"task_id": task.id.to_string()}),
+        )
         .await;
-    assert!(content.starts_with("Error [permission_denied]"), "{content}");
+    assert!(
+        content.starts_with("Error [permission_denied]"),
+        "{content}"
+    );
     assert_eq!(f.board.get(&task.id).unwrap().status, TaskStatus::Pending);
     // Reads are still allowed.
     let listed = f.ok("lead", "list_tasks", json!({})).await;
@@ -184,7 +204,9 @@ async fn a_blocked_task_is_claimable_once_its_blockers_are_completed() {
     let content = f.err("alice", "claim_task", json!({"task_id": c})).await;
     assert_eq!(
         content,
-        format!("Error [task_blocked]: task {c} is blocked by tasks that are not completed yet: {b}")
+        format!(
+            "Error [task_blocked]: task {c} is blocked by tasks that are not completed yet: {b}"
+        )
     );
     let got = f.ok("lead", "get_task", json!({"task_id": c})).await;
     assert_eq!(got["task"]["open_blockers"], json!([b]));
@@ -203,7 +225,11 @@ async fn unknown_blockers_and_self_reference_are_refused() {
     assert_eq!(a, T1);
     let unknown = "00000000-0000-4000-8000-00000000ffff";
     let content = f
-        .err("lead", "create_task", json!({"subject": "x", "blocked_by": [a, unknown]}))
+        .err(
+            "lead",
+            "create_task",
+            json!({"subject": "x", "blocked_by": [a, unknown]}),
+        )
         .await;
     assert_eq!(
         content,
@@ -211,7 +237,11 @@ async fn unknown_blockers_and_self_reference_are_refused() {
     );
     // The next id is T3 (T2 went to the refused task); naming it is naming the task itself.
     let content = f
-        .err("lead", "create_task", json!({"subject": "x", "blocked_by": [T3]}))
+        .err(
+            "lead",
+            "create_task",
+            json!({"subject": "x", "blocked_by": [T3]}),
+        )
         .await;
     assert_eq!(
         content,
@@ -223,13 +253,26 @@ async fn unknown_blockers_and_self_reference_are_refused() {
         "00000000-0000-1000-8000-000000000001",
     ] {
         let content = f
-            .err("lead", "create_task", json!({"subject": "x", "blocked_by": [bad]}))
+            .err(
+                "lead",
+                "create_task",
+                json!({"subject": "x", "blocked_by": [bad]}),
+            )
             .await;
-        assert!(content.starts_with("Error [invalid_arguments]"), "{content}");
+        assert!(
+            content.starts_with("Error [invalid_arguments]"),
+            "{content}"
+        );
     }
-    let content = f.err("lead", "create_task", json!({"subject": "   "})).await;
+    let content = f
+        .err("lead", "create_task", json!({"subject": "   "}))
+        .await;
     assert_eq!(content, "Error [invalid_arguments]: the subject is blank");
-    assert_eq!(f.board.list().unwrap().len(), 1, "only the first task exists");
+    assert_eq!(
+        f.board.list().unwrap().len(),
+        1,
+        "only the first task exists"
+    );
 }
 
 #[tokio::test]
@@ -250,7 +293,9 @@ async fn ownership_and_state_refusals() {
     let content = f.err("alice", "claim_task", json!({"task_id": a})).await;
     assert_eq!(
         content,
-        format!("Error [task_claimed]: task {a} is already claimed by alice (you): it is yours already")
+        format!(
+            "Error [task_claimed]: task {a} is already claimed by alice (you): it is yours already"
+        )
     );
     let content = f.err("bob", "complete_task", json!({"task_id": a})).await;
     assert_eq!(
@@ -270,7 +315,10 @@ async fn ownership_and_state_refusals() {
     );
     for tool in ["get_task", "claim_task", "complete_task"] {
         let content = f.err("lead", tool, json!({"task_id": T2})).await;
-        assert_eq!(content, format!("Error [task_not_found]: there is no task {T2}"));
+        assert_eq!(
+            content,
+            format!("Error [task_not_found]: there is no task {T2}")
+        );
     }
 }
 
@@ -290,5 +338,8 @@ async fn schemas_refuse_bad_arguments_before_the_board() {
         assert_code(&outcome, "invalid_arguments");
     }
     assert!(f.h.audit.records().is_empty(), "nothing got to the policy");
-    assert!(!f.dir.path().join(".troupe").exists(), "nothing was written");
+    assert!(
+        !f.dir.path().join(".troupe").exists(),
+        "nothing was written"
+    );
 }

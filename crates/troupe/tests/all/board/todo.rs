@@ -100,7 +100,11 @@ async fn fifty_items_pass_and_fifty_one_are_refused() {
 
     let outcome = h.call(&lead, "todo_write", items(MAX_TODOS + 1)).await;
     assert_code(&outcome, "invalid_arguments");
-    assert_eq!(todo.list(&AgentName::lead()).len(), 50, "the old list stays");
+    assert_eq!(
+        todo.list(&AgentName::lead()).len(),
+        50,
+        "the old list stays"
+    );
     // The handler checks the limit too, whatever the schema in front of it says.
     let err = parse_todos(&items(MAX_TODOS + 1)).unwrap_err();
     assert_eq!(
