@@ -99,6 +99,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The task board: every task with its status, owner and open blockers.
+    Tasks {
+        /// Print JSON (`{"tasks":[…]}`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The messages of one agent's mailbox.
     Mailbox {
         /// The agent (a lowercase slug, e.g. `lead`).

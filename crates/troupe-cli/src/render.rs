@@ -6,6 +6,7 @@ use serde::Serialize;
 use troupe::cron::CronJobView;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
 use troupe::jobs::{JobRecord, JobState};
+use troupe::store::tasks::TaskView;
 
 use crate::commands::CliError;
 
@@ -74,6 +75,35 @@ pub fn status(report: &StatusReport) -> String {
     }
     for job in &report.jobs {
         out.push_str(&format!("  {}", job_line(job)));
+    }
+    let t = &report.tasks;
+    out.push_str(&format!(
+        "\ntasks      {} ({} pending, {} in progress, {} completed)\n",
+        t.total, t.pending, t.in_progress, t.completed
+    ));
+    out
+}
+
+/// One line per task: id, status, owner, subject, and what still blocks it.
+pub fn tasks(views: &[TaskView]) -> String {
+    if views.is_empty() {
+        return "no tasks\n".to_owned();
+    }
+    let mut out = String::new();
+    for v in views {
+        let owner = v.task.owner.as_ref().map_or("-", |o| o.as_str());
+        out.push_str(&format!(
+            "{}  {:<11} {:<20} {}",
+            v.task.id,
+            v.task.status.as_str(),
+            owner,
+            first_line(&v.task.subject, 60)
+        ));
+        if !v.open_blockers.is_empty() {
+            let open: Vec<String> = v.open_blockers.iter().map(ToString::to_string).collect();
+            out.push_str(&format!("  (blocked by {})", open.join(", ")));
+        }
+        out.push('\n');
     }
     out
 }

@@ -7,6 +7,7 @@
 //! - `run`: missing model configuration; a second run on a held workspace.
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
 //!   codes on model failures, approval modes.
+//! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,3 +23,5 @@ mod review;
 mod run;
 #[path = "cli/support.rs"]
 mod support;
+#[path = "cli/tasks.rs"]
+mod tasks;

@@ -24,6 +24,7 @@ use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -44,6 +45,8 @@ pub enum InspectError {
     Jobs(#[from] JobError),
     #[error(transparent)]
     Cron(#[from] CronStoreError),
+    #[error(transparent)]
+    Tasks(#[from] TaskError),
 }
 
 impl ErrorCode for InspectError {
@@ -56,6 +59,7 @@ impl ErrorCode for InspectError {
             Self::Protocol(e) => e.code(),
             Self::Jobs(e) => e.code(),
             Self::Cron(e) => e.code(),
+            Self::Tasks(e) => e.code(),
         }
     }
 }
@@ -130,6 +134,28 @@ pub struct StatusReport {
     pub pending_requests: Vec<RequestView>,
     /// Every background job's record (`.troupe/jobs/`), by start time.
     pub jobs: Vec<JobRecord>,
+    pub tasks: TaskSummary,
+}
+
+/// How many tasks of the task board are in each status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TaskSummary {
+    pub total: usize,
+    pub pending: usize,
+    pub in_progress: usize,
+    pub completed: usize,
+}
+
+impl TaskSummary {
+    pub fn of(views: &[TaskView]) -> Self {
+        let count = |status| views.iter().filter(|v| v.task.status == status).count();
+        Self {
+            total: views.len(),
+            pending: count(TaskStatus::Pending),
+            in_progress: count(TaskStatus::InProgress),
+            completed: count(TaskStatus::Completed),
+        }
+    }
 }
 
 /// One file of a mailbox listing.
@@ -205,6 +231,7 @@ impl Inspector {
             mailboxes,
             pending_requests,
             jobs: self.jobs()?,
+            tasks: TaskSummary::of(&self.tasks()?),
         })
     }
 
@@ -212,6 +239,13 @@ impl Inspector {
     /// not exist.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
         Ok(job_record::read_all(&self.layout)?)
+    }
+
+    /// Every task of the task board, in creation order, with its open blockers. Reading takes
+    /// no lock and creates nothing.
+    pub fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
+        let board = FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds));
+        Ok(tasks::views(&board.list()?))
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.

@@ -83,6 +83,16 @@ impl Layout {
         self.state_dir().join(".cron.lock")
     }
 
+    /// `.troupe/tasks`: the task board, one `<task-id>.json` per task.
+    pub fn tasks_dir(&self) -> PathBuf {
+        self.state_dir().join("tasks")
+    }
+
+    /// `.troupe/tasks/.tasks.lock`: held for every read-modify-write of the task board.
+    pub fn tasks_lock(&self) -> PathBuf {
+        self.tasks_dir().join(".tasks.lock")
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

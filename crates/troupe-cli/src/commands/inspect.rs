@@ -57,6 +57,15 @@ pub fn cron(workspace: &Path, json: bool) -> Result<(), CliError> {
     }
 }
 
+pub fn tasks(workspace: &Path, json: bool) -> Result<(), CliError> {
+    let views = inspector(workspace).tasks().map_err(inspect_failed)?;
+    if json {
+        render::print_json(&serde_json::json!({ "tasks": views }))
+    } else {
+        render::print_text(&render::tasks(&views))
+    }
+}
+
 pub fn mailbox(
     workspace: &Path,
     agent: &str,

@@ -51,6 +51,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
         Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
+        Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
             &agent,

@@ -80,6 +80,7 @@ fn status_json_after_the_demo() {
             "mailboxes",
             "pending_requests",
             "run",
+            "tasks",
             "teammates",
             "workspace"
         ]

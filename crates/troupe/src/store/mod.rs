@@ -5,11 +5,13 @@
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
+//! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 
 pub mod durable;
 pub mod lock;
 pub mod mailbox;
 pub mod protocol;
+pub mod tasks;
 
 use crate::error::ErrorCode;
 

@@ -11,6 +11,8 @@
 //! - [`process`]: `sh -c` in its own process group, run to its end and killed as a group;
 //!   shared by [`shell`] and the background jobs (`crate::jobs`).
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
+//! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
+//!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).
 //! - [`testing`]: cheap tools for tests and benchmarks.
 //!
 //! **Architecture Invariant:** tools never check permissions themselves; [`dispatch`] does,
@@ -30,8 +32,11 @@ pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod skills;
 pub mod subagent;
+pub mod tasks;
 pub mod testing;
+pub mod todo;
 pub mod write_file;
 
 use std::path::PathBuf;

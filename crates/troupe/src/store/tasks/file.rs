@@ -1,0 +1,207 @@
+//! [`FileTaskBoard`]: the task board as one JSON file per task.
+//!
+//! # On disk
+//!
+//! ```text
+//! .troupe/tasks/
+//!   <task-id>.json   one task (the keys of `Task`, pretty-printed), replaced atomically
+//!   .tasks.lock      the cross-process lock every change holds
+//! ```
+//!
+//! Every change (create, claim, complete) is a read-modify-write under `.tasks.lock`: load
+//! every task, apply the pure rule, write the one file that changed (`durable::create_new` for a
+//! new task, `durable::replace` otherwise). The lock is a `flock` on a fresh open file each
+//! time, so it excludes other threads of this process as well as other processes: of two
+//! claimers, the second loads the first one's claim and is refused. Reads (`get`, `list`) take no
+//! lock: each file changes by one atomic rename, and a change writes one file only, so a reader
+//! always sees whole tasks. That also lets `troupe tasks` inspect a board without writing.
+//!
+//! Why files and not an embedded database: boards are small (tens of tasks), the files are
+//! greppable and hand-fixable, the durable-write and lock primitives already exist, and a
+//! database crate would cost build time on the 2-core build machines.
+//!
+//! A file that does not parse, breaks a `Task` invariant, is named for another id, or a board
+//! whose blockers are missing or form a cycle, is reported as `task_store_corrupt` naming the
+//! file, never repaired or skipped: a skipped blocker would silently unblock its dependants.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use troupe_wire::AgentName;
+
+use super::rules::{self, Tasks};
+use super::{NewTask, Task, TaskBoard, TaskError, TaskId};
+use crate::clock::Clock;
+use crate::ids::IdGenerator;
+use crate::layout::Layout;
+use crate::store::{durable, lock, IoError};
+
+/// A task file larger than this is refused as corrupt rather than read into memory.
+const MAX_TASK_FILE_BYTES: u64 = 1 << 20;
+
+pub struct FileTaskBoard {
+    /// `.troupe/tasks`; created by the first change, so inspection never creates it.
+    dir: PathBuf,
+    lock: PathBuf,
+    /// Creation and update times.
+    clock: Arc<dyn Clock>,
+    /// Task ids; canonical v4/v7 UUIDs.
+    ids: Arc<dyn IdGenerator>,
+}
+
+impl FileTaskBoard {
+    /// A board over `layout`'s `.troupe/tasks/`. Touches nothing on disk.
+    pub fn new(layout: &Layout, clock: Arc<dyn Clock>, ids: Arc<dyn IdGenerator>) -> Self {
+        Self {
+            dir: layout.tasks_dir(),
+            lock: layout.tasks_lock(),
+            clock,
+            ids,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path_of(&self, id: &TaskId) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Runs one change under the lock: `change` gets every task and returns the task to write.
+    fn change(
+        &self,
+        change: impl FnOnce(&Tasks) -> Result<Task, TaskError>,
+        is_new: bool,
+    ) -> Result<Task, TaskError> {
+        durable::ensure_real_dir(&self.dir)?;
+        let _guard = lock::lock_exclusive(&self.lock)?;
+        let tasks = self.load_all()?;
+        let task = change(&tasks)?;
+        let bytes = task_bytes(&task)?;
+        let path = self.path_of(&task.id);
+        if is_new {
+            durable::create_new(&path, &bytes).map_err(|e| {
+                if e.source.kind() == std::io::ErrorKind::AlreadyExists {
+                    TaskError::IdTaken(task.id)
+                } else {
+                    TaskError::Io(e)
+                }
+            })?;
+        } else {
+            durable::replace(&path, &bytes)?;
+        }
+        Ok(task)
+    }
+
+    /// Every task on disk, checked one by one and as a graph. A missing folder is an empty
+    /// board.
+    fn load_all(&self) -> Result<Tasks, TaskError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tasks::new()),
+            Err(e) => return Err(IoError::new("list", &self.dir, e).into()),
+        };
+        let mut tasks = Tasks::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| IoError::new("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            // The lock file and durable temp files start with a dot; other names are not ours.
+            if name.starts_with(durable::TEMP_PREFIX) {
+                continue;
+            }
+            let Some(stem) = name.strip_suffix(".json") else {
+                continue;
+            };
+            let path = entry.path();
+            let id = TaskId::parse(stem).map_err(|_| TaskError::Corrupt {
+                path: path.display().to_string(),
+                reason: "the file name is not a task id".to_owned(),
+            })?;
+            let task = read_task(&path, &id)?.ok_or_else(|| TaskError::Corrupt {
+                path: path.display().to_string(),
+                reason: "the file vanished while the board was read".to_owned(),
+            })?;
+            tasks.insert(id, task);
+        }
+        rules::check_graph(&tasks).map_err(|reason| TaskError::Corrupt {
+            path: self.dir.display().to_string(),
+            reason,
+        })?;
+        Ok(tasks)
+    }
+}
+
+/// Reads and checks one task file; `None` when it does not exist.
+fn read_task(path: &Path, id: &TaskId) -> Result<Option<Task>, TaskError> {
+    let corrupt = |reason: String| TaskError::Corrupt {
+        path: path.display().to_string(),
+        reason,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(IoError::new("inspect", path, e).into()),
+    };
+    if !meta.is_file() {
+        return Err(corrupt("not a regular file".to_owned()));
+    }
+    if meta.len() > MAX_TASK_FILE_BYTES {
+        return Err(corrupt(format!(
+            "{} bytes, more than a task file can hold ({MAX_TASK_FILE_BYTES})",
+            meta.len()
+        )));
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(IoError::new("read", path, e).into()),
+    };
+    let task: Task = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if task.id != *id {
+        return Err(corrupt(format!("it holds task {}", task.id)));
+    }
+    task.check().map_err(corrupt)?;
+    Ok(Some(task))
+}
+
+fn task_bytes(task: &Task) -> Result<Vec<u8>, TaskError> {
+    let mut bytes = serde_json::to_vec_pretty(task)
+        .map_err(|e| TaskError::Invalid(format!("cannot encode task {}: {e}", task.id)))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// By creation time, then id: the order tasks were created in, as far as the clock can tell.
+pub(super) fn sorted(tasks: impl IntoIterator<Item = Task>) -> Vec<Task> {
+    let mut tasks: Vec<Task> = tasks.into_iter().collect();
+    tasks.sort_by_key(|t| (t.created_at_utc, t.id));
+    tasks
+}
+
+impl TaskBoard for FileTaskBoard {
+    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+        let id = TaskId::from_uuid(self.ids.next_uuid())?;
+        let now = self.clock.now();
+        self.change(|tasks| rules::create(tasks, id, new, now), true)
+    }
+
+    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+        read_task(&self.path_of(id), id)?.ok_or(TaskError::NotFound(*id))
+    }
+
+    fn list(&self) -> Result<Vec<Task>, TaskError> {
+        Ok(sorted(self.load_all()?.into_values()))
+    }
+
+    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(|tasks| rules::claim(tasks, id, agent, now), false)
+    }
+
+    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(|tasks| rules::complete(tasks, id, agent, now), false)
+    }
+}

@@ -1,0 +1,221 @@
+//! The task board tools (SPEC §4.1, tools 9–13): `create_task`, `get_task`, `list_tasks`,
+//! `claim_task`, `complete_task`, over a [`TaskBoard`].
+//!
+//! The owner of a claim is the calling agent (`ToolContext::agent`), never an argument. Results
+//! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
+//! block on a file lock, so they run on a blocking thread.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::store::tasks::{
+    views, NewTask, Task, TaskBoard, TaskError, TaskId, TaskView, MAX_BLOCKERS,
+    MAX_DESCRIPTION_CHARS, MAX_SUBJECT_CHARS,
+};
+
+/// The five tools over one board, in the order SPEC §4.1 offers them.
+pub fn task_tools(board: Arc<dyn TaskBoard>) -> Vec<Arc<dyn ToolHandler>> {
+    vec![
+        Arc::new(CreateTask(board.clone())),
+        Arc::new(GetTask(board.clone())),
+        Arc::new(ListTasks(board.clone())),
+        Arc::new(ClaimTask(board.clone())),
+        Arc::new(CompleteTask(board)),
+    ]
+}
+
+fn task_error(error: TaskError) -> ToolError {
+    ToolError::coded(&error)
+}
+
+/// Runs a board call off the async threads (it may wait on the board's lock).
+async fn on_board<T: Send + 'static>(
+    board: &Arc<dyn TaskBoard>,
+    call: impl FnOnce(&dyn TaskBoard) -> Result<T, TaskError> + Send + 'static,
+) -> Result<T, ToolError> {
+    let board = board.clone();
+    tokio::task::spawn_blocking(move || call(board.as_ref()))
+        .await
+        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
+        .map_err(task_error)
+}
+
+fn task_id_arg(args: &Value) -> Result<TaskId, ToolError> {
+    TaskId::parse(str_arg(args, "task_id")?).map_err(task_error)
+}
+
+fn id_schema() -> Value {
+    json!({"type": "string", "minLength": 36, "maxLength": 36,
+           "description": "A task id (a UUID, as create_task or list_tasks return it)."})
+}
+
+fn task_id_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"task_id": id_schema()},
+        "required": ["task_id"],
+        "additionalProperties": false
+    })
+}
+
+/// One task with its open blockers, which needs the whole board.
+async fn task_result(board: &Arc<dyn TaskBoard>, task: Task) -> Result<String, ToolError> {
+    let tasks = on_board(board, |b| b.list()).await?;
+    let view = views(&tasks)
+        .into_iter()
+        .find(|v| v.task.id == task.id)
+        .unwrap_or(TaskView {
+            task,
+            open_blockers: Vec::new(),
+        });
+    Ok(json!({ "task": view }).to_string())
+}
+
+pub struct CreateTask(pub Arc<dyn TaskBoard>);
+
+#[async_trait]
+impl ToolHandler for CreateTask {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "create_task".to_owned(),
+            description: "Add a task to the team's task board, pending and unowned. List in \
+                `blocked_by` the ids of tasks that must be completed before this one can be \
+                claimed (they must exist). Returns the task with its id."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "subject": {"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT_CHARS,
+                                "description": "What the task is, in one line."},
+                    "description": {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS,
+                                    "description": "Details: context, acceptance criteria."},
+                    "blocked_by": {"type": "array", "maxItems": MAX_BLOCKERS, "items": id_schema()}
+                },
+                "required": ["subject"],
+                "additionalProperties": false
+            }),
+            effect: Effect::Write,
+        }
+    }
+
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let subject = str_arg(&args, "subject")?.to_owned();
+        let description = args
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let blocked_by = match args.get("blocked_by").and_then(Value::as_array) {
+            Some(ids) => ids
+                .iter()
+                .map(|id| {
+                    id.as_str()
+                        .ok_or_else(|| {
+                            ToolError::InvalidArguments("blocked_by holds a non-string".to_owned())
+                        })
+                        .and_then(|raw| TaskId::parse(raw).map_err(task_error))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let new = NewTask {
+            subject,
+            description,
+            blocked_by,
+        };
+        let task = on_board(&self.0, move |b| b.create(new)).await?;
+        task_result(&self.0, task).await
+    }
+}
+
+pub struct GetTask(pub Arc<dyn TaskBoard>);
+
+#[async_trait]
+impl ToolHandler for GetTask {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "get_task".to_owned(),
+            description: "Show one task of the task board: subject, description, status, owner, \
+                blockers and which of them are still open."
+                .to_owned(),
+            parameters: task_id_schema(),
+            effect: Effect::Read,
+        }
+    }
+
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let id = task_id_arg(&args)?;
+        let task = on_board(&self.0, move |b| b.get(&id)).await?;
+        task_result(&self.0, task).await
+    }
+}
+
+pub struct ListTasks(pub Arc<dyn TaskBoard>);
+
+#[async_trait]
+impl ToolHandler for ListTasks {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "list_tasks".to_owned(),
+            description: "List every task of the task board in creation order, with status, \
+                owner and open blockers. A pending task with no open blockers can be claimed."
+                .to_owned(),
+            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            effect: Effect::Read,
+        }
+    }
+
+    async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
+        let tasks = on_board(&self.0, |b| b.list()).await?;
+        Ok(json!({ "tasks": views(&tasks) }).to_string())
+    }
+}
+
+pub struct ClaimTask(pub Arc<dyn TaskBoard>);
+
+#[async_trait]
+impl ToolHandler for ClaimTask {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "claim_task".to_owned(),
+            description: "Claim a pending task: you become its owner and it is in_progress. \
+                Refused if someone else claimed it first, or while any task blocking it is not \
+                completed."
+                .to_owned(),
+            parameters: task_id_schema(),
+            effect: Effect::Write,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let id = task_id_arg(&args)?;
+        let agent = ctx.agent.clone();
+        let task = on_board(&self.0, move |b| b.claim(&id, &agent)).await?;
+        task_result(&self.0, task).await
+    }
+}
+
+pub struct CompleteTask(pub Arc<dyn TaskBoard>);
+
+#[async_trait]
+impl ToolHandler for CompleteTask {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "complete_task".to_owned(),
+            description: "Mark a task you own (claimed, in_progress) as completed; tasks it \
+                blocked may then be claimed."
+                .to_owned(),
+            parameters: task_id_schema(),
+            effect: Effect::Write,
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let id = task_id_arg(&args)?;
+        let agent = ctx.agent.clone();
+        let task = on_board(&self.0, move |b| b.complete(&id, &agent)).await?;
+        task_result(&self.0, task).await
+    }
+}
