@@ -26,6 +26,7 @@ use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, Permissio
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::tasks::{FileTaskBoard, TaskBoard};
 use crate::store::{durable, IoError};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
 use crate::team::watch::{self, MailboxWatch, WatchError};
@@ -38,19 +39,29 @@ use crate::tools::edit_file::EditFileTool;
 use crate::tools::glob::GlobTool;
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
+use crate::tools::skills::{self, LoadSkillTool};
 use crate::tools::subagent::SubagentTool;
+use crate::tools::tasks::task_tools;
+use crate::tools::todo::TodoTool;
 use crate::tools::write_file::WriteFileTool;
 use crate::tools::{base_tools, Dispatcher, RegistryError, ToolHandler, ToolRegistry};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
-pub const LEAD_TOOLS: [&str; 11] = [
+pub const LEAD_TOOLS: [&str; 18] = [
     "shell",
     "read_file",
     "write_file",
     "edit_file",
     "glob",
+    "todo_write",
     "task",
+    "load_skill",
+    "create_task",
+    "get_task",
+    "list_tasks",
+    "claim_task",
+    "complete_task",
     "schedule_cron",
     "spawn_teammate",
     "send_message",
@@ -179,15 +190,23 @@ impl Team {
     }
 }
 
+/// The lead's system prompt: who it is, how events reach it, and the skills it can load.
 pub fn lead_system_prompt(workspace: &std::path::Path) -> String {
-    format!(
+    let mut prompt = format!(
         "You are lead, the lead agent of a troupe team working in the workspace {}.\n\
          Do work yourself with your tools, or spawn teammates for parallel work. Teammates' \
-         results, their plan requests and their shutdown answers reach you as user messages \
-         starting with [event], holding JSON. Review a plan_approval_request with review_plan. \
-         When a teammate's work is done, ask it to stop with request_shutdown. Keep answers short.",
+         results, their plan requests, their shutdown answers, background job completions and \
+         cron wakeups reach you as user messages starting with [event], holding JSON. Review a \
+         plan_approval_request with review_plan. When a teammate's work is done, ask it to stop \
+         with request_shutdown. Keep answers short.",
         workspace.display()
-    )
+    );
+    let skills = skills::render_catalog(&skills::catalog(workspace));
+    if !skills.is_empty() {
+        prompt.push_str("\n\nSkills you can load with load_skill:\n");
+        prompt.push_str(&skills);
+    }
+    prompt
 }
 
 pub fn teammate_system_prompt(name: &AgentName, role: &str, workspace: &std::path::Path) -> String {
@@ -339,7 +358,13 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.run_observer.clone(),
         settings.max_turns,
     );
-    let lead_tools = registry(vec![
+    let board: Arc<dyn TaskBoard> = Arc::new(FileTaskBoard::new(
+        &layout,
+        settings.clock.clone(),
+        settings.ids.clone(),
+    ));
+    // SPEC §4.1 order: the base agent's sixteen tools, then the two protocol tools.
+    let mut lead_tools: Vec<Arc<dyn ToolHandler>> = vec![
         Arc::new(
             ShellTool::new()
                 .with_timeout(settings.shell_timeout)
@@ -349,13 +374,19 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         Arc::new(WriteFileTool),
         Arc::new(EditFileTool),
         Arc::new(GlobTool),
+        Arc::new(TodoTool::new()),
         Arc::new(subagent),
-        Arc::new(ScheduleCronTool::new(cron.clone())),
+        Arc::new(LoadSkillTool),
+    ];
+    lead_tools.extend(task_tools(board));
+    lead_tools.extend([
+        Arc::new(ScheduleCronTool::new(cron.clone())) as Arc<dyn ToolHandler>,
         Arc::new(SpawnTeammate(handle.clone())),
         Arc::new(SendMessage(handle.clone())),
         Arc::new(RequestShutdown(handle.clone())),
         Arc::new(ReviewPlan(handle)),
-    ])?;
+    ]);
+    let lead_tools = registry(lead_tools)?;
     let lead = Runner::new(
         lead_name.clone(),
         lead_system_prompt(&settings.workspace),

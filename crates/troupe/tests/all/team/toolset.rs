@@ -84,6 +84,58 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, LEAD_TOOLS);
+    // SPEC §4.1, written out: the constant itself must be the contract.
+    assert_eq!(
+        LEAD_TOOLS,
+        [
+            "shell",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "glob",
+            "todo_write",
+            "task",
+            "load_skill",
+            "create_task",
+            "get_task",
+            "list_tasks",
+            "claim_task",
+            "complete_task",
+            "schedule_cron",
+            "spawn_teammate",
+            "send_message",
+            "request_shutdown",
+            "review_plan",
+        ]
+    );
+    team.close().await;
+}
+
+#[tokio::test]
+async fn the_lead_s_system_prompt_lists_the_workspace_skills() {
+    let (server, models) = model_server(|_| say("ok")).await;
+    let fx = Fixture::new();
+    let skill = fx.workspace.join("skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Write release notes from the git log\n---\n# How\n",
+    )
+    .unwrap();
+    let mut team = fx.build(models);
+    drive(&mut team, "hello").await;
+    let system = lead_bodies(&server).await[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("Skills you can load with load_skill"),
+        "{system}"
+    );
+    assert!(
+        system.contains("release-notes: Write release notes from the git log"),
+        "{system}"
+    );
     team.close().await;
 }
 
