@@ -62,7 +62,8 @@ pub fn is_slug(raw: &str) -> bool {
 
 impl fmt::Display for AgentName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        // `pad` honours width and alignment, so names line up in tables.
+        f.pad(&self.0)
     }
 }
 
@@ -132,6 +133,12 @@ mod tests {
         ] {
             assert!(AgentName::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn display_pads() {
+        let name = AgentName::parse("bob").ok();
+        assert_eq!(name.map(|n| format!("[{n:<5}]")).as_deref(), Some("[bob  ]"));
     }
 
     #[test]
