@@ -21,18 +21,24 @@ pub fn per_second(ops: usize, span: Duration) -> f64 {
     }
 }
 
-/// Peak resident set size of this process, in bytes.
-pub fn peak_rss_bytes() -> u64 {
+fn rusage() -> Option<libc::rusage> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a full rusage into the pointer it is given.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return 0;
-    }
     // SAFETY: rc == 0 means the struct was filled.
-    let usage = unsafe { usage.assume_init() };
+    (rc == 0).then(|| unsafe { usage.assume_init() })
+}
+
+/// Peak resident set size of this process, in bytes.
+pub fn peak_rss_bytes() -> u64 {
     // Linux reports ru_maxrss in KiB.
-    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+    rusage().map_or(0, |u| u64::try_from(u.ru_maxrss).unwrap_or(0) * 1024)
+}
+
+/// CPU time (user + system) this process has used, in seconds.
+pub fn cpu_seconds() -> f64 {
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    rusage().map_or(0.0, |u| secs(u.ru_utime) + secs(u.ru_stime))
 }
 
 /// Rounds to two decimals for readable JSON.

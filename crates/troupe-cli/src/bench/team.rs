@@ -18,7 +18,7 @@ use troupe::permissions::AutoApproval;
 use troupe::team::{TeamObserver, TeamUpdate};
 use troupe::wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestKind, TeammateStatus};
 
-use crate::stats::{p50_us, peak_rss_bytes, round2};
+use crate::stats::{cpu_seconds, p50_us, peak_rss_bytes, round2};
 use crate::BenchResult;
 
 /// Forwards every team update to the benchmark thread.
@@ -46,18 +46,6 @@ fn wait_for(
             Err(_) => return Err(format!("timed out waiting for {what}")),
         }
     }
-}
-
-fn cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
-        return 0.0;
-    }
-    // SAFETY: filled above.
-    let u = unsafe { usage.assume_init() };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(u.ru_utime) + secs(u.ru_stime)
 }
 
 fn is_status(update: &TeamUpdate, who: &AgentName, status: TeammateStatus) -> bool {
