@@ -138,7 +138,10 @@ mod tests {
     #[test]
     fn display_pads() {
         let name = AgentName::parse("bob").ok();
-        assert_eq!(name.map(|n| format!("[{n:<5}]")).as_deref(), Some("[bob  ]"));
+        assert_eq!(
+            name.map(|n| format!("[{n:<5}]")).as_deref(),
+            Some("[bob  ]")
+        );
     }
 
     #[test]
