@@ -80,6 +80,7 @@ impl ArchiveIndex {
     }
 
     /// How many requests are archived.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.by_id.len()
     }

@@ -2,7 +2,8 @@
 //!
 //! Every operation, reads included, runs under this instance's mutex and then the cross-process
 //! lock on `.protocol.lock`, and starts by re-reading both files (see [`Cache::refresh`]): the
-//! files are the truth, the in-memory copies only save re-parsing. Writes validate the new
+//! files are the truth, the in-memory copies only save re-parsing. Of the archive only an index
+//! is in memory; archived requests are read back from their lines, under the same locks. Writes validate the new
 //! snapshot, then replace `state.json` atomically through the [`ProtocolFiles`] seam; the cache
 //! is updated only after the write succeeded, so a failed write leaves the old bytes *and* the
 //! old state.
