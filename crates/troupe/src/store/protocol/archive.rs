@@ -3,9 +3,19 @@
 //! One resolved [`ProtocolRequest`] as compact JSON per line, `\n`-terminated. Lines are only
 //! ever appended, under the protocol lock, in batches by compaction (see `compaction`).
 //!
-//! [`ArchiveIndex`] keeps every archived request in memory, keyed by id, with the largest
-//! `created_at_utc` seen, and remembers how many bytes it has read. Catching up reads only the
-//! bytes appended since (by this or another process), so a lookup never rescans the file.
+//! **Only an index in memory.** [`ArchiveIndex`] keeps, per archived request, its id, its
+//! `created_at_utc` (for the clock-backwards check) and where its line is in the file (byte
+//! offset and length): a few dozen bytes whatever the request's content. A read that needs the
+//! whole request (`get`, a replay, the cross-check with `state.json`) seeks to the offset and
+//! parses that one line again, strictly, and checks it holds the indexed id; `list` streams the
+//! file. Catching up reads only the bytes appended since the last read (by this or another
+//! process), so a lookup never rescans the file.
+//!
+//! **Why offsets are safe.** A complete line is immutable once written: the file is only ever
+//! appended to, and truncation only ever cuts a torn tail, which lies *after* every indexed line.
+//! So an indexed offset keeps pointing at the same bytes for the life of the file. If those bytes
+//! changed anyway (edited by hand, a broken disk), the strict re-parse and the id check report
+//! `Corrupt`; a file that shrank below what was read is `Corrupt` too.
 //!
 //! **Torn tail.** A crash in the middle of an append can leave a last line without its `\n`.
 //! Readers ignore such a tail (it is not counted as read). A writer, holding the lock, cuts it
@@ -16,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use troupe_wire::{ProtocolRequest, RequestId, UtcTime};
@@ -24,14 +34,23 @@ use troupe_wire::{ProtocolRequest, RequestId, UtcTime};
 use super::ProtocolError;
 use crate::store::{durable, IoError};
 
+/// Where one archived request is: all the index keeps of it (besides its id, the map's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ArchivedLine {
+    /// Its creation time: `create` refuses a clock earlier than the latest one.
+    created: UtcTime,
+    /// Byte offset of its line in the file.
+    offset: u64,
+    /// Length of its line, `\n` included.
+    len: u64,
+}
+
 /// What this process knows of the archive file.
 #[derive(Debug)]
 pub(super) struct ArchiveIndex {
     path: PathBuf,
-    /// Archived requests in line order (the order compaction appended them).
-    entries: Vec<ProtocolRequest>,
-    /// Position of each id in `entries`: lookups without rescanning.
-    by_id: HashMap<RequestId, usize>,
+    /// Every archived id and where its line is.
+    by_id: HashMap<RequestId, ArchivedLine>,
     /// The latest creation time archived: `create` refuses a clock earlier than this.
     max_created: Option<UtcTime>,
     /// Bytes of the file read so far; always just after a `\n` (or 0).
@@ -45,7 +64,6 @@ impl ArchiveIndex {
     pub(super) fn new(path: PathBuf) -> Self {
         Self {
             path,
-            entries: Vec::new(),
             by_id: HashMap::new(),
             max_created: None,
             read_up_to: 0,
@@ -57,16 +75,14 @@ impl ArchiveIndex {
         &self.path
     }
 
-    pub(super) fn get(&self, id: RequestId) -> Option<&ProtocolRequest> {
-        self.by_id.get(&id).and_then(|&i| self.entries.get(i))
-    }
-
     pub(super) fn contains(&self, id: RequestId) -> bool {
         self.by_id.contains_key(&id)
     }
 
-    pub(super) fn entries(&self) -> &[ProtocolRequest] {
-        &self.entries
+    /// How many requests are archived.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.by_id.len()
     }
 
     pub(super) fn max_created(&self) -> Option<UtcTime> {
@@ -78,6 +94,98 @@ impl ArchiveIndex {
             path: self.path.display().to_string(),
             why,
         }
+    }
+
+    fn open(&self) -> Result<File, ProtocolError> {
+        File::open(&self.path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                self.corrupt(format!(
+                    "the archive disappeared after {} bytes were read from it",
+                    self.read_up_to
+                ))
+            } else {
+                IoError::new("open", &self.path, e).into()
+            }
+        })
+    }
+
+    /// Reads the archived request `id` back from its line, or `None` if it is not archived.
+    /// The line must parse strictly and hold `id`; anything else is `Corrupt`.
+    pub(super) fn read(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        let Some(&at) = self.by_id.get(&id) else {
+            return Ok(None);
+        };
+        let mut file = self.open()?;
+        let len = usize::try_from(at.len)
+            .map_err(|_| self.corrupt(format!("the line of request {id} is too long to read")))?;
+        let mut line = vec![0; len];
+        file.seek(SeekFrom::Start(at.offset))
+            .and_then(|_| file.read_exact(&mut line))
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    self.corrupt(format!(
+                        "the line of request {id} at byte {} is cut short",
+                        at.offset
+                    ))
+                } else {
+                    IoError::new("read", &self.path, e).into()
+                }
+            })?;
+        if line.last() != Some(&b'\n') {
+            return Err(self.corrupt(format!(
+                "the line of request {id} at byte {} no longer ends where it did",
+                at.offset
+            )));
+        }
+        let request = self.parse_line(&line, at.offset)?;
+        if request.id() != id {
+            return Err(self.corrupt(format!(
+                "line at byte {} holds request {}, not the archived request {id}",
+                at.offset,
+                request.id()
+            )));
+        }
+        Ok(Some(request))
+    }
+
+    /// Every archived request, in line order, streamed from the file (O(history)). Each line
+    /// must be exactly where the index has its id.
+    pub(super) fn read_all(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        let mut all = Vec::with_capacity(self.by_id.len());
+        if self.read_up_to == 0 {
+            return Ok(all);
+        }
+        let mut reader = BufReader::with_capacity(1 << 16, self.open()?.take(self.read_up_to));
+        let mut line = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| IoError::new("read", &self.path, e))?;
+            if read == 0 {
+                break;
+            }
+            let request = self.parse_line(&line, offset)?;
+            let expected = self.by_id.get(&request.id());
+            if expected.map(|at| (at.offset, at.len)) != Some((offset, read as u64)) {
+                return Err(self.corrupt(format!(
+                    "line at byte {offset} holds request {}, which is not archived there",
+                    request.id()
+                )));
+            }
+            offset += read as u64;
+            all.push(request);
+        }
+        if offset != self.read_up_to || all.len() != self.by_id.len() {
+            return Err(self.corrupt(format!(
+                "{} lines in the first {offset} bytes, but {} requests were archived in {} bytes",
+                all.len(),
+                self.by_id.len(),
+                self.read_up_to
+            )));
+        }
+        Ok(all)
     }
 
     /// Reads the complete lines appended since the last call and indexes them.
@@ -119,26 +227,33 @@ impl ArchiveIndex {
             None => 0,
         };
         self.torn_tail = complete < fresh.len();
-        let mut parsed = Vec::new();
+        // Index only once every new line is valid, so a corrupt line leaves the index as it was
+        // and the error repeats on every call.
+        let mut staged: HashMap<RequestId, ArchivedLine> = HashMap::new();
         let mut offset = self.read_up_to;
         for line in fresh[..complete].split_inclusive(|&b| b == b'\n') {
             let request = self.parse_line(line, offset)?;
-            offset += line.len() as u64;
-            parsed.push(request);
-        }
-        // Index only once every new line is valid, so a corrupt line leaves the index as it was
-        // and the error repeats on every call.
-        let mut staged: HashMap<RequestId, usize> = HashMap::new();
-        for (i, request) in parsed.iter().enumerate() {
-            if self.by_id.contains_key(&request.id()) || staged.insert(request.id(), i).is_some() {
-                return Err(self.corrupt(format!("request {} is archived twice", request.id())));
+            let id = request.id();
+            let at = Self::locate(&request, offset, line.len());
+            if self.by_id.contains_key(&id) || staged.insert(id, at).is_some() {
+                return Err(self.corrupt(format!("request {id} is archived twice")));
             }
+            offset += line.len() as u64;
         }
-        for request in parsed {
-            self.insert(request);
+        for (id, at) in staged {
+            self.insert(id, at);
         }
         self.read_up_to += complete as u64;
         Ok(())
+    }
+
+    /// The index entry of `request`'s line, `len` bytes at `offset`.
+    fn locate(request: &ProtocolRequest, offset: u64, len: usize) -> ArchivedLine {
+        ArchivedLine {
+            created: request.created_at_utc(),
+            offset,
+            len: len as u64,
+        }
     }
 
     fn parse_line(&self, line: &[u8], offset: u64) -> Result<ProtocolRequest, ProtocolError> {
@@ -154,11 +269,9 @@ impl ArchiveIndex {
         Ok(request)
     }
 
-    fn insert(&mut self, request: ProtocolRequest) {
-        let created = request.created_at_utc();
-        self.max_created = Some(self.max_created.map_or(created, |m| m.max(created)));
-        self.by_id.insert(request.id(), self.entries.len());
-        self.entries.push(request);
+    fn insert(&mut self, id: RequestId, at: ArchivedLine) {
+        self.max_created = Some(self.max_created.map_or(at.created, |m| m.max(at.created)));
+        self.by_id.insert(id, at);
     }
 
     /// Cuts a torn tail off the file. Only under the protocol lock (see the module docs).
@@ -184,12 +297,16 @@ impl ArchiveIndex {
         }
     }
 
-    /// Records lines this process has just appended (their bytes are exactly `appended`).
-    pub(super) fn record_appended(&mut self, requests: Vec<ProtocolRequest>, appended: u64) {
-        for request in requests {
-            self.insert(request);
+    /// Records lines this process has just appended at the end of what it had read: `bytes`
+    /// are exactly [`ArchiveIndex::encode`] of `requests`, one line each.
+    pub(super) fn record_appended(&mut self, requests: &[ProtocolRequest], bytes: &[u8]) {
+        let mut offset = self.read_up_to;
+        for (request, line) in requests.iter().zip(bytes.split_inclusive(|&b| b == b'\n')) {
+            let at = Self::locate(request, offset, line.len());
+            self.insert(request.id(), at);
+            offset += line.len() as u64;
         }
-        self.read_up_to += appended;
+        self.read_up_to += bytes.len() as u64;
     }
 
     /// The bytes of `requests` as archive lines.
@@ -273,8 +390,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut index = ArchiveIndex::new(dir.path().join("archive.jsonl"));
         index.catch_up().unwrap();
-        assert!(index.entries().is_empty());
+        assert_eq!(index.len(), 0);
         assert_eq!(index.max_created(), None);
+        assert_eq!(index.read_all().unwrap(), Vec::new());
     }
 
     #[test]
@@ -284,12 +402,24 @@ mod tests {
         let mut index = ArchiveIndex::new(path.clone());
         append_raw(&path, &lines(&[request(2, true), request(1, true)]));
         index.catch_up().unwrap();
-        assert_eq!(index.entries().len(), 2);
+        assert_eq!(index.len(), 2);
         assert_eq!(index.max_created(), Some(at(2)));
         append_raw(&path, &lines(&[request(3, true)]));
         index.catch_up().unwrap();
-        assert_eq!(index.entries().len(), 3);
-        assert_eq!(index.get(request(3, true).id()), Some(&request(3, true)));
+        assert_eq!(index.len(), 3);
+        assert_eq!(
+            index.read(request(3, true).id()).unwrap(),
+            Some(request(3, true))
+        );
+        assert_eq!(
+            index.read(request(1, true).id()).unwrap(),
+            Some(request(1, true))
+        );
+        assert_eq!(index.read(request(4, true).id()).unwrap(), None);
+        assert_eq!(
+            index.read_all().unwrap(),
+            vec![request(2, true), request(1, true), request(3, true)]
+        );
         assert_eq!(index.max_created(), Some(at(3)));
     }
 
@@ -303,8 +433,9 @@ mod tests {
         append_raw(&path, &torn[..torn.len() / 2]);
         let mut index = ArchiveIndex::new(path.clone());
         index.catch_up().unwrap();
-        assert_eq!(index.entries().len(), 1);
+        assert_eq!(index.len(), 1);
         assert!(index.has_torn_tail());
+        assert_eq!(index.read_all().unwrap(), vec![request(1, true)]);
         index.cut_torn_tail().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), full);
         index.catch_up().unwrap();
@@ -327,7 +458,7 @@ mod tests {
             let first = index.catch_up().unwrap_err();
             assert_eq!(first.code(), "protocol_state_corrupt", "{first}");
             assert!(index.catch_up().is_err(), "the error must repeat");
-            assert!(index.entries().is_empty());
+            assert_eq!(index.len(), 0);
         }
     }
 
@@ -353,5 +484,95 @@ mod tests {
         assert!(index.catch_up().is_err());
         std::fs::remove_file(&path).unwrap();
         assert!(index.catch_up().is_err());
+    }
+
+    #[test]
+    fn lines_appended_by_this_process_are_read_back_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.jsonl");
+        append_raw(&path, &lines(&[request(1, true)]));
+        let mut index = ArchiveIndex::new(path.clone());
+        index.catch_up().unwrap();
+        let batch = [request(2, true), request(3, true)];
+        let bytes = lines(&batch);
+        append_raw(&path, &bytes);
+        index.record_appended(&batch, &bytes);
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.read(batch[1].id()).unwrap(), Some(batch[1].clone()));
+        assert_eq!(index.max_created(), Some(at(3)));
+        // Nothing new to read: the recorded lines count as read.
+        index.catch_up().unwrap();
+        assert_eq!(index.len(), 3);
+        assert!(!index.has_torn_tail());
+    }
+
+    /// Overwrites the bytes of `request`'s line with `with` (same length).
+    fn overwrite_line(path: &Path, request: &ProtocolRequest, with: &[u8]) {
+        let bytes = std::fs::read(path).unwrap();
+        let line = lines(std::slice::from_ref(request));
+        let at = bytes
+            .windows(line.len())
+            .position(|w| w == line.as_slice())
+            .unwrap();
+        assert_eq!(with.len(), line.len());
+        let mut changed = bytes.clone();
+        changed[at..at + line.len()].copy_from_slice(with);
+        std::fs::write(path, changed).unwrap();
+    }
+
+    #[test]
+    fn a_line_changed_after_indexing_is_corrupt_on_read() {
+        let same_len_other_id = {
+            let line = lines(&[request(2, true)]);
+            let text = String::from_utf8(line).unwrap();
+            // Another id of the same length: the line parses but names the wrong request.
+            text.replace("8000-000000000002", "8000-0000000000ff")
+                .into_bytes()
+        };
+        let garbage = vec![b'x'; lines(&[request(2, true)]).len()];
+        let mut no_newline = lines(&[request(2, true)]);
+        *no_newline.last_mut().unwrap() = b' ';
+        for with in [same_len_other_id, garbage, no_newline] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("archive.jsonl");
+            append_raw(
+                &path,
+                &lines(&[request(1, true), request(2, true), request(3, true)]),
+            );
+            let mut index = ArchiveIndex::new(path.clone());
+            index.catch_up().unwrap();
+            overwrite_line(&path, &request(2, true), &with);
+            index.catch_up().unwrap();
+            let err = index.read(request(2, true).id()).unwrap_err();
+            assert_eq!(err.code(), "protocol_state_corrupt", "{err}");
+            let err = index.read_all().unwrap_err();
+            assert_eq!(err.code(), "protocol_state_corrupt", "{err}");
+            // Untouched lines still read.
+            assert_eq!(
+                index.read(request(3, true).id()).unwrap(),
+                Some(request(3, true))
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_swapped_with_another_of_the_same_length_is_corrupt_in_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.jsonl");
+        append_raw(&path, &lines(&[request(1, true), request(2, true)]));
+        let mut index = ArchiveIndex::new(path.clone());
+        index.catch_up().unwrap();
+        // Both lines valid and indexed, but no longer where the index has them.
+        std::fs::write(&path, lines(&[request(2, true), request(1, true)])).unwrap();
+        assert!(index.read(request(1, true).id()).is_err());
+        assert!(index.read_all().is_err());
+    }
+
+    #[test]
+    fn the_index_keeps_a_few_fixed_size_facts_per_request() {
+        // No String, Content or ProtocolRequest: memory stays bounded by the number of
+        // requests, not by what they say.
+        let per_entry = std::mem::size_of::<(RequestId, ArchivedLine)>();
+        assert!(per_entry <= 64, "{per_entry} bytes per archived request");
     }
 }

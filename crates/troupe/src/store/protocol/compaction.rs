@@ -87,19 +87,16 @@ pub(super) fn plan(
     })
 }
 
-/// Every request, in creation order: archived ones (a copy also in `state` is skipped: the state
-/// wins) and then the state's, stably sorted by creation time. Archive lines come first on equal
+/// Every request, in creation order: archived ones in line order (a copy also in `state` is
+/// skipped: the state wins) and then the state's, stably sorted by creation time. Archive lines come first on equal
 /// times, which is their true order by the archivability rule above.
 pub(super) fn merged_in_creation_order(
-    archived: &[ProtocolRequest],
+    archived: Vec<ProtocolRequest>,
     state: &[ProtocolRequest],
     in_state: impl Fn(RequestId) -> bool,
 ) -> Vec<ProtocolRequest> {
-    let mut all: Vec<ProtocolRequest> = archived
-        .iter()
-        .filter(|r| !in_state(r.id()))
-        .cloned()
-        .collect();
+    let mut all = archived;
+    all.retain(|r| !in_state(r.id()));
     all.extend(state.iter().cloned());
     all.sort_by_key(|r| r.created_at_utc());
     all
@@ -189,7 +186,7 @@ mod tests {
         assert_eq!(ids(&plan.keep), vec![1, 2]);
         assert_eq!(ids(&plan.append), vec![3]);
         // And the merge gives back the array order.
-        let merged = merged_in_creation_order(&plan.append, &plan.keep, |id| {
+        let merged = merged_in_creation_order(plan.append.clone(), &plan.keep, |id| {
             plan.keep.iter().any(|r| r.id() == id)
         });
         assert_eq!(ids(&merged), vec![1, 2, 3]);
@@ -215,7 +212,7 @@ mod tests {
         // Archive lines out of time order (a later batch archived an older request).
         let archived = vec![a.clone(), c.clone(), b.clone()];
         let state = vec![b.clone(), req(4, RequestKind::Shutdown, "lead", 5, false)];
-        let merged = merged_in_creation_order(&archived, &state, |id| id == b.id());
+        let merged = merged_in_creation_order(archived, &state, |id| id == b.id());
         assert_eq!(ids(&merged), vec![3, 1, 2, 4]);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Every operation, reads included, runs under this instance's mutex and then the cross-process
 //! lock on `.protocol.lock`, and starts by re-reading both files (see [`Cache::refresh`]): the
-//! files are the truth, the in-memory copies only save re-parsing. Writes validate the new
+//! files are the truth, the in-memory copies only save re-parsing. Of the archive only an index
+//! is in memory; archived requests are read back from their lines, under the same locks. Writes validate the new
 //! snapshot, then replace `state.json` atomically through the [`ProtocolFiles`] seam; the cache
 //! is updated only after the write succeeded, so a failed write leaves the old bytes *and* the
 //! old state.
@@ -68,9 +69,14 @@ impl Cache {
     fn refresh(&mut self) -> Result<(), ProtocolError> {
         self.state.reload()?;
         self.archive.catch_up()?;
+        // Copies in both files exist only after a crash, until the next compaction drops them
+        // from state.json, so this reads archive lines back only in that rare window.
         for request in self.state.requests() {
-            if let Some(archived) = self.archive.get(request.id()) {
-                if archived != request {
+            if !self.archive.contains(request.id()) {
+                continue;
+            }
+            if let Some(archived) = self.archive.read(request.id())? {
+                if &archived != request {
                     return Err(ProtocolError::Corrupt {
                         path: self.archive.path().display().to_string(),
                         why: format!(
@@ -89,17 +95,20 @@ impl Cache {
         self.archive.reset();
     }
 
-    fn find(&self, id: RequestId) -> Option<(Found, &ProtocolRequest)> {
+    /// Looks `id` up in `state.json` (whose copy wins), then reads it back from the archive.
+    fn find(&self, id: RequestId) -> Result<Option<(Found, ProtocolRequest)>, ProtocolError> {
         if let Some(i) = self.state.requests().iter().position(|r| r.id() == id) {
-            return self.state.requests().get(i).map(|r| (Found::State(i), r));
+            return Ok(self
+                .state
+                .requests()
+                .get(i)
+                .map(|r| (Found::State(i), r.clone())));
         }
-        self.archive.get(id).map(|r| (Found::Archive, r))
+        Ok(self.archive.read(id)?.map(|r| (Found::Archive, r)))
     }
 
     fn get(&self, id: RequestId) -> Result<(Found, ProtocolRequest), ProtocolError> {
-        self.find(id)
-            .map(|(at, r)| (at, r.clone()))
-            .ok_or(ProtocolError::NotFound(id))
+        self.find(id)?.ok_or(ProtocolError::NotFound(id))
     }
 
     /// The latest creation time over every request, archived ones included.
@@ -206,7 +215,7 @@ impl JsonProtocolStore {
             archive.roll_back_append();
             return Err(e.into());
         }
-        archive.record_appended(batch, bytes.len() as u64);
+        archive.record_appended(&batch, &bytes);
         Ok(())
     }
 
@@ -242,7 +251,7 @@ impl ProtocolStore for JsonProtocolStore {
             }
         }
         let id = self.ids.request_id();
-        if let Some((_, existing)) = cache.find(id) {
+        if let Some((_, existing)) = cache.find(id)? {
             return Err(ProtocolError::State {
                 id,
                 status: existing.status_at(now).as_str().to_owned(),
@@ -258,14 +267,14 @@ impl ProtocolStore for JsonProtocolStore {
 
     fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
         let (cache, _lock) = self.session()?;
-        Ok(cache.find(id).map(|(_, r)| r.clone()))
+        Ok(cache.find(id)?.map(|(_, r)| r))
     }
 
     fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         let (cache, _lock) = self.session()?;
         let state = cache.state.requests();
         Ok(compaction::merged_in_creation_order(
-            cache.archive.entries(),
+            cache.archive.read_all()?,
             state,
             |id| state.iter().any(|r| r.id() == id),
         ))

@@ -12,6 +12,7 @@
 //!                    order. Replaced atomically on every write.
 //!   archive.jsonl    append-only: one resolved request (the same JSON as in state.json) per
 //!                    line. Resolved requests move here in batches so that state.json stays small.
+//!                    A complete line never changes once written (only a torn tail is ever cut).
 //!   .protocol.lock   the cross-process lock every operation holds (reads included).
 //! ```
 //!
@@ -33,6 +34,12 @@
 //! the tie rule; see the `compaction` module). `create` refuses a clock earlier than the latest
 //! creation over both files.
 //!
+//! **Memory.** The store holds `state.json`'s requests (few: pending ones, latest plans and fewer
+//! than a compaction batch of resolved ones) and, for the archive, only an index: per archived
+//! request its id, creation time and the offset and length of its line. Because archive lines
+//! are immutable once written, an offset stays valid; an archived request is read back from its
+//! line when needed (`get`, a replay), checked strictly, and `list` streams the whole file.
+//!
 //! **Order of the checks** for a response: see the `rules` module (not found → kind/parties
 //! mismatch → resolved: replay or duplicate → clock backwards → expired).
 //!
@@ -41,7 +48,7 @@
 //! - `json`: [`JsonProtocolStore`], the port's implementation: locking, refresh, writes.
 //! - `rules`: the matching rules as pure functions, and the order of the checks.
 //! - `state`: reading and validating `state.json`, with a cache of the last good read.
-//! - `archive`: the archive file and its in-memory index.
+//! - `archive`: the archive file and its in-memory index (ids, creation times, line offsets).
 //! - `compaction`: which requests move to the archive, and how the two files merge back.
 //! - `files`: the write seam ([`ProtocolFiles`]) that tests use to make writes fail.
 

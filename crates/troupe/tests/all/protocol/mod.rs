@@ -4,9 +4,11 @@
 //! - `lifecycle`: create, consume, validate, replay, expiry, latest plan, clock, failed writes.
 //! - `corrupt`: load-time invariant violations of `state.json` and the archive.
 //! - `compaction`: the archive — small state, order, replays, crash leftovers, torn tail.
+//! - `archive_reads`: archived requests are read back from the file, not kept in memory.
 //! - `concurrency`: threads, store instances and processes racing.
 //! - `timing`: an `#[ignore]`d measurement of round trips and `latest_plan_of`.
 
+mod archive_reads;
 mod compaction;
 mod concurrency;
 mod corrupt;
