@@ -55,19 +55,23 @@ pub fn round_trip(
     Ok(())
 }
 
-fn measure_round_trips(
-    store: &dyn ProtocolStore,
+/// Round trips on the two stores, alternated so that both see the same disk weather.
+fn measure_alternating(
+    empty: &dyn ProtocolStore,
+    full: &dyn ProtocolStore,
     clock: &dyn Clock,
     rounds: usize,
-) -> BenchResult<f64> {
+) -> BenchResult<(f64, f64)> {
     let teammate = name("alice")?;
-    let mut samples = Vec::with_capacity(rounds);
+    let (mut on_empty, mut on_full) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for _ in 0..rounds {
-        let start = Instant::now();
-        round_trip(store, clock, &teammate)?;
-        samples.push(start.elapsed());
+        for (store, samples) in [(empty, &mut on_empty), (full, &mut on_full)] {
+            let start = Instant::now();
+            round_trip(store, clock, &teammate)?;
+            samples.push(start.elapsed());
+        }
     }
-    Ok(p50_us(&mut samples))
+    Ok((p50_us(&mut on_empty), p50_us(&mut on_full)))
 }
 
 pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
@@ -77,10 +81,6 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
         JsonProtocolStore::open(&Layout::new(path), clock.clone(), Arc::new(RandomIds))
             .map_err(|e| format!("open store: {e}"))
     };
-
-    let empty_ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
-    let empty = open(empty_ws.path())?;
-    let empty_p50 = measure_round_trips(&empty, clock.as_ref(), rounds)?;
 
     // Fill the history with resolved plans from 16 teammates (the gate's lookups then have
     // several senders to tell apart).
@@ -94,9 +94,11 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
         round_trip(&full, clock.as_ref(), &teammates[i % teammates.len()])?;
     }
     let fill_span = fill_start.elapsed();
-    // Measure on a fresh instance, as a restarted runtime would.
+    // Measure on fresh instances, as a restarted runtime would have.
     let full = open(full_ws.path())?;
-    let history_p50 = measure_round_trips(&full, clock.as_ref(), rounds)?;
+    let empty_ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
+    let empty = open(empty_ws.path())?;
+    let (empty_p50, history_p50) = measure_alternating(&empty, &full, clock.as_ref(), rounds)?;
 
     let mut lookups = Vec::with_capacity(2000);
     for i in 0..2000 {

@@ -95,9 +95,16 @@ pub fn replace_view(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
 /// appears complete or not at all (it is linked into place only after its bytes are synced).
 pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     let temp = write_temp(dest, bytes)?;
-    let linked = fs::hard_link(&temp, dest);
-    let _ = fs::remove_file(&temp);
-    linked.map_err(|e| IoError::new("create", dest, e))?;
+    // One atomic no-replace rename where the platform has it (one folder change, like
+    // `replace`); otherwise a hard link, which also refuses an existing destination.
+    let placed = match super::moves::atomic_rename_noreplace(&temp, dest) {
+        Some(result) => result,
+        None => fs::hard_link(&temp, dest),
+    };
+    if temp.exists() {
+        let _ = fs::remove_file(&temp);
+    }
+    placed.map_err(|e| IoError::new("create", dest, e))?;
     fsync_dir(parent_of(dest))
 }
 

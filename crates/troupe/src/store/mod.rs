@@ -10,6 +10,7 @@
 pub mod durable;
 pub mod lock;
 pub mod mailbox;
+pub(crate) mod moves;
 pub mod protocol;
 pub mod tasks;
 

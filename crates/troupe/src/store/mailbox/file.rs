@@ -47,7 +47,6 @@ use troupe_wire::{AgentName, MailboxMessage, MessageId};
 use super::entry::Inspection;
 use super::entry::{file_name_of, id_from_file_name, inspect_message, is_temp, read_message};
 use super::index::ReadyIndex;
-use super::moves::rename_noreplace;
 use super::quarantine::{self, JOURNAL_FILE};
 use super::{
     AckOutcome, MailboxCounts, MailboxEntry, MailboxError, MailboxState, MailboxStore,
@@ -56,6 +55,7 @@ use super::{
 use crate::clock::Clock;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::store::moves::rename_noreplace;
 use crate::store::IoError;
 
 /// Mailboxes under `.troupe/mailboxes/<agent>/{ready,processing,done,quarantine}/`.

@@ -12,12 +12,11 @@
 //! - `entry.rs`: reading one mailbox file safely (no symlinks followed, bounded size, strict parse).
 //! - `quarantine.rs`: moving a file into `quarantine/` without overwriting, and the
 //!   `quarantine.jsonl` journal of reasons.
-//! - `moves.rs`: the no-replace rename every transition uses.
+//! - `store/moves.rs` (shared with `durable`): the no-replace rename every transition uses.
 
 mod entry;
 mod file;
 mod index;
-mod moves;
 mod quarantine;
 
 pub use file::FileMailboxStore;

@@ -14,9 +14,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::moves::rename_noreplace;
 use super::QuarantineRecord;
 use crate::store::durable::fsync_dir;
+use crate::store::moves::rename_noreplace;
 
 /// The journal's file name inside the agent's mailbox folder.
 pub(super) const JOURNAL_FILE: &str = "quarantine.jsonl";

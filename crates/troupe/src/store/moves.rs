@@ -1,4 +1,5 @@
-//! The one way a mailbox file changes folder: a rename that never replaces its destination.
+//! Renames that never replace their destination: the one way a mailbox file changes folder,
+//! and how `durable::create_new` puts a new file in place.
 //!
 //! Plain `rename(2)` silently overwrites an existing destination, which would lose a message
 //! whenever the same name exists in two folders (a duplicate id, or a second quarantined file
@@ -14,15 +15,28 @@ use std::path::Path;
 
 /// Renames `from` to `to`, failing with `AlreadyExists` if `to` exists. A symlink at `from` is
 /// moved as the link itself; it is never followed.
-pub(super) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    match atomic_rename_noreplace(from, to) {
+        Some(result) => result,
+        None => rename_checked(from, to),
+    }
+}
+
+/// The atomic no-replace rename where the platform and filesystem have one (`renameat2` on
+/// Linux); `None` where they do not, so the caller can choose its own fallback.
+pub(crate) fn atomic_rename_noreplace(from: &Path, to: &Path) -> Option<io::Result<()>> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         match renameat2_noreplace(from, to) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {}
-            other => return other,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => None,
+            other => Some(other),
         }
     }
-    rename_checked(from, to)
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (from, to);
+        None
+    }
 }
 
 fn rename_checked(from: &Path, to: &Path) -> io::Result<()> {
