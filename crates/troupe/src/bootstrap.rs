@@ -312,6 +312,21 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         postman.clone(),
         settings.request_ttl,
     ));
+    // Jobs a dead run left `running` are over as far as troupe can tell: record them so.
+    let orphans = crate::jobs::record::settle_orphans(&layout, settings.clock.clone().now())
+        .map_err(|e| {
+            IoError::new(
+                "settle",
+                &layout.jobs_dir(),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+    if !orphans.is_empty() {
+        tracing::warn!(
+            "{} background job(s) of an earlier run were still marked running",
+            orphans.len()
+        );
+    }
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
     let jobs = Arc::new(JobSupervisor::new(
         layout.clone(),

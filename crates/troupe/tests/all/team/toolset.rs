@@ -320,3 +320,31 @@ async fn closing_the_team_kills_a_running_jobs_whole_process_group() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["status"], "cancelled", "{}", records[0]);
 }
+
+#[tokio::test]
+async fn a_job_left_running_by_a_dead_run_is_recorded_cancelled_at_start() {
+    use troupe::jobs::record::{read_all, write, JobId, JobRecord, JobState};
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.layout.jobs_dir()).unwrap();
+    let orphan = JobRecord {
+        id: JobId::parse("00000000-0000-4000-8000-00000000beef").unwrap(),
+        agent: troupe::wire::AgentName::lead(),
+        command: "make serve".to_owned(),
+        started_at_utc: fx.now(),
+        state: JobState::Running,
+    };
+    write(&fx.layout, &orphan).unwrap();
+    let (_server, models) = model_server(|_| say("ok")).await;
+    let team = fx.build(models);
+    let records = read_all(&fx.layout).unwrap();
+    assert_eq!(records.len(), 1);
+    match &records[0].state {
+        JobState::Finished { end, exit_code, .. } => {
+            assert_eq!(*end, troupe::jobs::JobEnd::Cancelled);
+            assert_eq!(*exit_code, None);
+        }
+        JobState::Running => panic!("still running: {:?}", records[0]),
+    }
+    assert!(team.jobs.is_idle());
+    team.close().await;
+}
