@@ -311,6 +311,33 @@ fn read_one(path: &Path, name: &str) -> Result<JobRecord, JobError> {
     Ok(record)
 }
 
+/// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
+/// such record was left by a run that is gone. Its processes were in their own group and may have
+/// outlived that run; troupe does not know their pid and does not touch them. Returns the ids.
+pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobError> {
+    let mut settled = Vec::new();
+    for record in read_all(layout)? {
+        if record.state != JobState::Running {
+            continue;
+        }
+        let id = record.id;
+        let finished = JobRecord {
+            state: JobState::Finished {
+                end: JobEnd::Cancelled,
+                exit_code: None,
+                finished_at_utc: now,
+                output_tail: "(the troupe run that started this job ended while it ran; its \
+                              output was not kept)"
+                    .to_owned(),
+            },
+            ..record
+        };
+        write(layout, &finished)?;
+        settled.push(id);
+    }
+    Ok(settled)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,31 +394,4 @@ mod tests {
         early["finished_at_utc"] = "2026-07-30T08:00:00.000Z".into();
         assert!(JobRecord::from_json_bytes(&serde_json::to_vec(&early).unwrap()).is_ok());
     }
-}
-
-/// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
-/// such record was left by a run that is gone. Its processes were in their own group and may have
-/// outlived that run; troupe does not know their pid and does not touch them. Returns the ids.
-pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobError> {
-    let mut settled = Vec::new();
-    for record in read_all(layout)? {
-        if record.state != JobState::Running {
-            continue;
-        }
-        let id = record.id;
-        let finished = JobRecord {
-            state: JobState::Finished {
-                end: JobEnd::Cancelled,
-                exit_code: None,
-                finished_at_utc: now,
-                output_tail: "(the troupe run that started this job ended while it ran; its \
-                              output was not kept)"
-                    .to_owned(),
-            },
-            ..record
-        };
-        write(layout, &finished)?;
-        settled.push(id);
-    }
-    Ok(settled)
 }
