@@ -82,7 +82,7 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let mut team = build_team(settings)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         if team.recovered > 0 {
@@ -109,5 +109,8 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
             ));
         }
         Ok(outcome)
-    })
+    });
+    // A terminal prompt blocked in `read_line` cannot be cancelled; do not wait for it forever.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
