@@ -21,6 +21,7 @@ mod close;
 mod concurrency;
 mod delivery;
 mod e2e;
+mod events;
 mod failure;
 mod invalid;
 mod plan;
