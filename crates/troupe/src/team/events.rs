@@ -90,6 +90,13 @@ impl LeadEvent {
             "output_tail": completion.output_tail,
             "started_at_utc": completion.started_at_utc,
             "finished_at_utc": completion.finished_at_utc,
+            "content": format!(
+                "Background job {} ({}) ended {}{}.",
+                completion.job_id,
+                completion.command,
+                crate::jobs::record::JobStatus::from(completion.status).as_str(),
+                completion.exit_code.map(|c| format!(" with exit code {c}")).unwrap_or_default()
+            ),
         });
         Self {
             key: format!("job:{}", completion.job_id),
