@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use troupe_wire::AgentName;
 
+use crate::agent::transcript::FileTranscript;
 use crate::agent::{RunObserver, Runner};
 use crate::clock::Clock;
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
@@ -230,6 +231,7 @@ fn registry(tools: Vec<Arc<dyn ToolHandler>>) -> Result<ToolRegistry, RegistryEr
 }
 
 struct Factory {
+    layout: Layout,
     workspace: PathBuf,
     jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
@@ -262,7 +264,8 @@ impl TeammateFactory for Factory {
             self.workspace.clone(),
             self.run_observer.clone(),
         )
-        .with_max_turns(self.max_turns))
+        .with_max_turns(self.max_turns)
+        .with_transcript(Arc::new(FileTranscript::new(self.layout.transcript(name))))?)
     }
 }
 
@@ -345,6 +348,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
 
     let gate = Arc::new(PlanGateRule::new(protocol.clone(), settings.clock.clone()));
     let factory = Arc::new(Factory {
+        layout: layout.clone(),
         workspace: settings.workspace.clone(),
         jobs: jobs.clone(),
         models: settings.models.clone(),
@@ -414,7 +418,8 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.workspace.clone(),
         settings.run_observer.clone(),
     )
-    .with_max_turns(settings.max_turns);
+    .with_max_turns(settings.max_turns)
+    .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
 
     let watch = if settings.watch {
         Some(watch::start(&layout, postman)?)

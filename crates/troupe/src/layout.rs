@@ -58,6 +58,13 @@ impl Layout {
         self.protocol_dir().join(".protocol.lock")
     }
 
+    /// `.troupe/transcripts/<agent>.jsonl`: the agent's conversation, continued by later runs.
+    pub fn transcript(&self, agent: &AgentName) -> PathBuf {
+        self.state_dir()
+            .join("transcripts")
+            .join(format!("{}.jsonl", agent.as_str()))
+    }
+
     /// `.troupe/team.json`
     pub fn team_file(&self) -> PathBuf {
         self.state_dir().join("team.json")

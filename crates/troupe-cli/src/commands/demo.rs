@@ -17,6 +17,12 @@ use crate::render;
 
 pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
     let workspace = match workspace {
+        Some(dir) if dir.join(troupe::layout::Layout::STATE_DIR).exists() => {
+            return Err(CliError::Usage(format!(
+                "{} already holds troupe state; the demo needs a fresh folder (or none: it makes one)",
+                dir.display()
+            )));
+        }
         Some(dir) => {
             std::fs::create_dir_all(&dir).map_err(|e| {
                 CliError::failed(format_args!("cannot create {}: {e}", dir.display()))

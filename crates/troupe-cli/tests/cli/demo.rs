@@ -267,3 +267,10 @@ fn mailbox_json_after_the_demo() {
     ));
     assert_eq!(ready, json!({"agent": "writer", "messages": []}));
 }
+
+#[test]
+fn the_demo_refuses_a_workspace_that_already_holds_troupe_state() {
+    let (_dir, ws) = demo_workspace();
+    let again = super::support::troupe(&ws, &["demo", "--workspace", ws.to_str().unwrap()]);
+    super::support::assert_fails(&again, 2, "already holds troupe state");
+}

@@ -2,17 +2,32 @@
 //!
 //! Inputs that come from outside the runner (events, redelivered messages) carry a stable key —
 //! a message id, an event id — and are appended at most once per key, so an at-least-once
-//! delivery never shows the model the same input twice.
+//! delivery never shows the model the same input twice. With a transcript, every entry (and its
+//! key) is also written to disk, so the same holds across runs.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
+use super::transcript::{Loaded, TranscriptSink};
 use crate::model::ChatMessage;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct History {
     messages: Vec<ChatMessage>,
     /// Keys of inputs already appended.
     applied: HashSet<String>,
+    /// Where each appended entry is also written (a transcript), if anywhere.
+    sink: Option<Arc<dyn TranscriptSink>>,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("messages", &self.messages)
+            .field("applied", &self.applied)
+            .field("transcript", &self.sink.is_some())
+            .finish()
+    }
 }
 
 impl History {
@@ -20,7 +35,33 @@ impl History {
         Self {
             messages: vec![ChatMessage::system(system_prompt)],
             applied: HashSet::new(),
+            sink: None,
         }
+    }
+
+    /// A history that continues `loaded` (an empty transcript starts a new conversation) and
+    /// writes every new entry to `sink`. The system prompt is always today's: it may name new
+    /// skills or a moved workspace.
+    pub fn restore(
+        system_prompt: impl Into<String>,
+        loaded: Loaded,
+        sink: Arc<dyn TranscriptSink>,
+    ) -> Self {
+        let system = ChatMessage::system(system_prompt);
+        let mut history = Self {
+            messages: loaded.messages,
+            applied: loaded.keys,
+            sink: None,
+        };
+        match history.messages.first_mut() {
+            Some(first @ ChatMessage::System { .. }) => *first = system,
+            _ => {
+                record(&sink, None, &system);
+                history.messages.insert(0, system);
+            }
+        }
+        history.sink = Some(sink);
+        history
     }
 
     pub fn messages(&self) -> &[ChatMessage] {
@@ -37,6 +78,9 @@ impl History {
 
     /// Appends without a key (the runner's own messages, a user's prompt).
     pub fn push(&mut self, message: ChatMessage) {
+        if let Some(sink) = &self.sink {
+            record(sink, None, &message);
+        }
         self.messages.push(message);
     }
 
@@ -45,12 +89,22 @@ impl History {
         if !self.applied.insert(key.to_owned()) {
             return false;
         }
+        if let Some(sink) = &self.sink {
+            record(sink, Some(key), &message);
+        }
         self.messages.push(message);
         true
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
         self.applied.contains(key)
+    }
+}
+
+fn record(sink: &Arc<dyn TranscriptSink>, key: Option<&str>, message: &ChatMessage) {
+    if let Err(e) = sink.append(key, message) {
+        // The conversation goes on in memory; only its memory across runs is at risk.
+        tracing::warn!("transcript not written: {e}");
     }
 }
 

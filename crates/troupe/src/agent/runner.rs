@@ -18,6 +18,7 @@ use troupe_wire::AgentName;
 
 use super::history::History;
 use super::observer::RunObserver;
+use super::transcript::FileTranscript;
 use crate::error::{tool_error_text, ErrorCode};
 use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ToolSpec};
 use crate::tools::{Dispatcher, ToolContext};
@@ -98,6 +99,20 @@ impl Runner {
             max_turns: Self::DEFAULT_MAX_TURNS,
             observer,
         }
+    }
+
+    /// Continues the conversation kept in `transcript` (if any) and keeps writing to it.
+    pub fn with_transcript(
+        mut self,
+        transcript: Arc<FileTranscript>,
+    ) -> Result<Self, crate::store::IoError> {
+        let loaded = transcript.load()?;
+        let system_prompt = match self.history.messages().first() {
+            Some(ChatMessage::System { content }) => content.clone(),
+            _ => String::new(),
+        };
+        self.history = History::restore(system_prompt, loaded, transcript);
+        Ok(self)
     }
 
     pub fn with_max_turns(mut self, max_turns: usize) -> Self {

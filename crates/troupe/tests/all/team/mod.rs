@@ -28,3 +28,4 @@ mod plan;
 mod recovery;
 mod shutdown;
 mod toolset;
+mod transcripts;

@@ -1,0 +1,199 @@
+//! Transcripts: each agent's conversation, appended to `.troupe/transcripts/<agent>.jsonl` as it
+//! grows, so that a later run continues the same conversation instead of forgetting it.
+//!
+//! One line per history entry: `{"key": null | "<idempotency key>", "message": <ChatMessage>}`.
+//! The keys come back with the messages, so an input redelivered after a restart (a message a
+//! dead run left in `processing/`) is recognised and not appended twice.
+//!
+//! Loading is forgiving where a crash can leave a trace and strict elsewhere: a last line without
+//! its `\n` (an interrupted append) is ignored; a tool call whose result never made it to the
+//! file is answered with `Error [cancelled]` so the history can be sent to a model again; any
+//! other unreadable line is an error naming the file and line.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::tool_error_text;
+use crate::model::ChatMessage;
+use crate::store::{durable, IoError};
+
+/// Where a history's entries go as they are appended.
+pub trait TranscriptSink: Send + Sync {
+    fn append(&self, key: Option<&str>, message: &ChatMessage) -> Result<(), IoError>;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Line {
+    key: Option<String>,
+    message: ChatMessage,
+}
+
+/// A transcript file (appends are fsynced: a message the model saw is not forgotten).
+pub struct FileTranscript {
+    path: PathBuf,
+}
+
+/// What a transcript held.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub messages: Vec<ChatMessage>,
+    pub keys: HashSet<String>,
+}
+
+impl FileTranscript {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the transcript; a missing file is an empty one.
+    pub fn load(&self) -> Result<Loaded, IoError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
+            Err(e) => return Err(IoError::new("read", &self.path, e)),
+        };
+        let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(end) => &bytes[..=end],
+            None => &[][..],
+        };
+        let mut loaded = Loaded::default();
+        for (n, line) in complete.split(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            let parsed: Line = serde_json::from_slice(line).map_err(|e| {
+                IoError::new(
+                    "read",
+                    &self.path,
+                    std::io::Error::other(format!("line {}: {e}", n + 1)),
+                )
+            })?;
+            if let Some(key) = parsed.key {
+                loaded.keys.insert(key);
+            }
+            loaded.messages.push(parsed.message);
+        }
+        answer_dangling_calls(&mut loaded.messages);
+        Ok(loaded)
+    }
+}
+
+impl TranscriptSink for FileTranscript {
+    fn append(&self, key: Option<&str>, message: &ChatMessage) -> Result<(), IoError> {
+        let line = Line {
+            key: key.map(str::to_owned),
+            message: message.clone(),
+        };
+        let mut bytes = serde_json::to_vec(&line)
+            .map_err(|e| IoError::new("encode", &self.path, std::io::Error::other(e)))?;
+        bytes.push(b'\n');
+        if let Some(dir) = self.path.parent() {
+            durable::ensure_real_dir(dir)?;
+        }
+        durable::append(&self.path, &bytes)
+    }
+}
+
+/// Every tool call of an assistant message must be followed by its result before the next
+/// non-tool message; a crash between the two leaves calls unanswered. Answer them as cancelled.
+fn answer_dangling_calls(messages: &mut Vec<ChatMessage>) {
+    let mut repaired = Vec::with_capacity(messages.len());
+    let mut open: Vec<String> = Vec::new();
+    let close = |open: &mut Vec<String>, out: &mut Vec<ChatMessage>| {
+        for id in open.drain(..) {
+            let text = tool_error_text(
+                "cancelled",
+                "troupe stopped before this tool call's result was recorded",
+            );
+            out.push(ChatMessage::tool_result(id, text));
+        }
+    };
+    for message in messages.drain(..) {
+        match &message {
+            ChatMessage::Tool { tool_call_id, .. } => {
+                open.retain(|id| id != tool_call_id);
+            }
+            other => {
+                close(&mut open, &mut repaired);
+                if let ChatMessage::Assistant(a) = other {
+                    open.extend(a.tool_calls.iter().map(|c| c.id.clone()));
+                }
+            }
+        }
+        repaired.push(message);
+    }
+    close(&mut open, &mut repaired);
+    *messages = repaired;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AssistantMessage, ToolCall};
+
+    #[test]
+    fn round_trips_keys_and_messages_and_ignores_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = FileTranscript::new(dir.path().join("t/lead.jsonl"));
+        t.append(None, &ChatMessage::system("sys")).unwrap();
+        t.append(Some("m-1"), &ChatMessage::user("event")).unwrap();
+        let mut bytes = std::fs::read(t.path()).unwrap();
+        bytes.extend_from_slice(b"{\"key\":null,\"mess");
+        std::fs::write(t.path(), bytes).unwrap();
+        let loaded = t.load().unwrap();
+        assert_eq!(
+            loaded.messages,
+            vec![ChatMessage::system("sys"), ChatMessage::user("event")]
+        );
+        assert!(loaded.keys.contains("m-1"));
+    }
+
+    #[test]
+    fn unanswered_tool_calls_are_answered_as_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = FileTranscript::new(dir.path().join("lead.jsonl"));
+        let calls = vec![
+            ToolCall::new("a", "glob", "{}"),
+            ToolCall::new("b", "glob", "{}"),
+        ];
+        t.append(None, &ChatMessage::user("go")).unwrap();
+        t.append(
+            None,
+            &ChatMessage::Assistant(AssistantMessage::tool_calls(calls)),
+        )
+        .unwrap();
+        t.append(None, &ChatMessage::tool_result("a", "ok"))
+            .unwrap();
+        let loaded = t.load().unwrap();
+        assert_eq!(loaded.messages.len(), 4);
+        match &loaded.messages[3] {
+            ChatMessage::Tool {
+                tool_call_id,
+                content,
+            } => {
+                assert_eq!(tool_call_id, "b");
+                assert!(content.starts_with("Error [cancelled]"), "{content}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_corrupt_line_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lead.jsonl");
+        std::fs::write(
+            &path,
+            b"{\"key\":null,\"message\":{\"role\":\"user\",\"content\":\"x\"}}\nnot json\n",
+        )
+        .unwrap();
+        let err = FileTranscript::new(&path).load().unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+}
