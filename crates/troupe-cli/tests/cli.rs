@@ -8,6 +8,7 @@
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
 //!   codes on model failures, approval modes.
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
+//! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +18,8 @@ mod demo;
 mod errors;
 #[path = "cli/model.rs"]
 mod model;
+#[path = "cli/orphans.rs"]
+mod orphans;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]

@@ -16,6 +16,7 @@
 //! **API Boundary:** the supervisor knows nothing of agents' loops: turning a completion into
 //! a lead event is the driver's business.
 
+pub mod orphans;
 pub mod record;
 pub mod supervisor;
 

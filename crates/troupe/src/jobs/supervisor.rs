@@ -212,6 +212,10 @@ impl JobSupervisor {
             }
         };
         let id = running.id;
+        // Which group this is, so a later run can stop it if this one dies first.
+        if let Err(e) = super::orphans::remember(&self.shared.layout, id, group.pgid()) {
+            tracing::warn!(job = %id, error = %e, "cannot note the job's process group");
+        }
         self.shared.running.fetch_add(1, Ordering::SeqCst);
         let watch = Watch {
             shared: self.shared.clone(),
@@ -330,6 +334,8 @@ impl Watch {
             // The completion still goes out: the lead learning how the job ended matters more
             // than the inspection record.
             tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
+        } else {
+            super::orphans::forget(&self.shared.layout, job.id);
         }
         // The receiver is gone only when the runtime is closing; nobody is left to tell.
         let _ = self.shared.completions.send(completion);

@@ -113,6 +113,11 @@ impl GroupChild {
         })
     }
 
+    /// The process group's id (the shell's pid: it leads its own group).
+    pub fn pgid(&self) -> i32 {
+        self.guard.pgid
+    }
+
     /// Runs the command to its end, pushing its combined output (in arrival order) into
     /// `output`. Stops the group as `stop` says when `deadline` passes or `cancel` fires. Whatever
     /// happened, the whole group is dead when this returns (or fails).

@@ -1,0 +1,158 @@
+//! Jobs that outlive the run that started them.
+//!
+//! A job runs in its own process group, so if troupe dies (SIGKILL, a crash, a power cut of the
+//! terminal) the group can go on running. While a job runs, `.troupe/jobs/<id>.process` names its
+//! group: the group id, the leader's start time (field 22 of `/proc/<pid>/stat`) and the boot id.
+//! At the next start (under the run lock, so no live run owns the job), a record still `running`
+//! is settled: if its group is provably the same one — same boot, and either the leader is alive
+//! with the same start time, or the leader is gone but the group still exists (Linux does not
+//! reuse a pid while a group of that id exists) — the group gets SIGTERM, then SIGKILL after a
+//! grace; then the record says `cancelled`. A pid that was reused by an unrelated process fails
+//! the start-time check and is left alone. The note is written just after the spawn (the pid is
+//! not known before): a run killed in those few milliseconds leaves a job troupe cannot name,
+//! and its record says so.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::record::JobId;
+use super::JobError;
+use crate::layout::Layout;
+use crate::store::durable;
+
+/// How long an orphaned group gets between SIGTERM and SIGKILL.
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+
+/// Which process group a running job is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRef {
+    pub pgid: i32,
+    pub start_ticks: u64,
+    pub boot_id: String,
+}
+
+impl ProcessRef {
+    /// The identity of the live process `pid` (as a group leader), if `/proc` can tell.
+    pub fn of(pid: i32) -> Option<Self> {
+        Some(Self {
+            pgid: pid,
+            start_ticks: start_ticks(pid)?,
+            boot_id: boot_id()?,
+        })
+    }
+
+    /// Whether the group this names is still there and is the same one.
+    pub fn is_alive_and_ours(&self) -> bool {
+        if boot_id().as_deref() != Some(self.boot_id.as_str()) {
+            return false;
+        }
+        match start_ticks(self.pgid) {
+            Some(ticks) => ticks == self.start_ticks,
+            None => group_exists(self.pgid),
+        }
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/<pid>/stat`; the command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its last `)`.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+fn group_exists(pgid: i32) -> bool {
+    // SAFETY: signal 0 to a process group only checks that it exists; nothing is sent.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn signal_group(pgid: i32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// `.troupe/jobs/<id>.process`
+pub fn process_path(layout: &Layout, id: JobId) -> PathBuf {
+    layout.jobs_dir().join(format!("{id}.process"))
+}
+
+/// Records which group a job that just started is.
+pub fn remember(layout: &Layout, id: JobId, pgid: i32) -> Result<(), JobError> {
+    let Some(process) = ProcessRef::of(pgid) else {
+        return Ok(());
+    };
+    let bytes = serde_json::to_vec(&process).unwrap_or_default();
+    durable::replace(&process_path(layout, id), &bytes)?;
+    Ok(())
+}
+
+/// Drops the note once the job's final record is written.
+pub fn forget(layout: &Layout, id: JobId) {
+    let _ = std::fs::remove_file(process_path(layout, id));
+}
+
+/// Stops what is left of an orphaned job's group, if it is provably the job's. Returns what was
+/// done, for the record.
+pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
+    let path = process_path(layout, id);
+    let process: Option<ProcessRef> = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let note = match process {
+        Some(p) if p.is_alive_and_ours() => {
+            signal_group(p.pgid, libc::SIGTERM);
+            let deadline = Instant::now() + ORPHAN_GRACE;
+            while group_exists(p.pgid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if group_exists(p.pgid) {
+                signal_group(p.pgid, libc::SIGKILL);
+            }
+            format!(
+                "its process group {} was still running and was terminated",
+                p.pgid
+            )
+        }
+        Some(_) => "its processes were no longer running".to_owned(),
+        None => "troupe did not know its processes and left them alone".to_owned(),
+    };
+    forget(layout, id);
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_identified_and_a_changed_start_time_is_not_ours() {
+        let me = std::process::id() as i32;
+        let Some(p) = ProcessRef::of(me) else { return }; // no /proc: nothing to check
+        assert_eq!(p.pgid, me);
+        let other = ProcessRef {
+            start_ticks: p.start_ticks + 1,
+            ..p.clone()
+        };
+        assert!(
+            !other.is_alive_and_ours(),
+            "a reused pid must not look like the job"
+        );
+        let rebooted = ProcessRef {
+            boot_id: "another-boot".into(),
+            ..p
+        };
+        assert!(!rebooted.is_alive_and_ours());
+    }
+}
