@@ -22,8 +22,8 @@ pub struct Roster {
 }
 
 impl Roster {
-    /// Loads `team.json` if there is one. Teammates that were `running` in a run that is gone
-    /// come back `idle`: no worker of this process runs them.
+    /// Loads `team.json` if there is one. Teammates that were `running` or `failed` in a run that
+    /// is gone come back `idle`; `shutdown` stays.
     pub fn load(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {
         let loaded = read_roster(&layout.team_file()).map_err(|e| {
             IoError::new(
@@ -36,8 +36,12 @@ impl Roster {
             .teammates
             .into_iter()
             .map(|mut r| {
-                if r.status == TeammateStatus::Running {
+                // No worker of this process runs anyone yet; a teammate that failed in an earlier
+                // run gets another chance (its released message is retried, and if the cause is
+                // still there it fails again and says so).
+                if matches!(r.status, TeammateStatus::Running | TeammateStatus::Failed) {
                     r.status = TeammateStatus::Idle;
+                    r.detail = None;
                 }
                 (r.name.clone(), r)
             })

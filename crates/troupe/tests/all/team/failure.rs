@@ -10,7 +10,7 @@ use troupe::model::{ModelClient, ScriptedModel};
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, TeammateStatus};
 
-use super::support::{call, drive, say, Fixture, TestModel};
+use super::support::{call, drive, say, Fixture, Models, TestModel};
 
 struct LeadAndBrokenMate {
     lead: Arc<TestModel>,
@@ -68,4 +68,39 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
         .unwrap()
         .contains("model call failed"));
     team.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_that_failed_in_an_earlier_run_gets_another_chance() {
+    let fx = Fixture::new();
+    let lead = TestModel::new(&fx.signal, |c| {
+        if c.last_user() == "go" {
+            return match c.last_tool_result() {
+                Some(_) => say("spawned"),
+                None => call(
+                    "spawn_teammate",
+                    json!({"name": "mate", "role": "r", "prompt": "work"}),
+                ),
+            };
+        }
+        say("noted")
+    });
+    let mut first = fx.build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }));
+    drive(&mut first, "go").await;
+    first.close().await;
+    assert_eq!(
+        fx.count("mate", MailboxState::Ready),
+        1,
+        "the failed task was released"
+    );
+
+    // Next run: the teammate works again; its released task is retried and succeeds.
+    let mate = TestModel::new(&fx.signal, |_| say("done at last"));
+    let models = Models::new(&fx.signal, &[("lead", &lead), ("mate", &mate)]);
+    let mut second = fx.build(models);
+    drive(&mut second, "carry on").await;
+    assert_eq!(mate.calls(), 1);
+    assert_eq!(fx.count("mate", MailboxState::Done), 1);
+    assert_eq!(fx.status_of(&second, "mate"), Some(TeammateStatus::Idle));
+    second.close().await;
 }
