@@ -21,6 +21,7 @@ use super::record::JobId;
 use super::JobError;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::tools::process::signal_group;
 
 /// How long an orphaned group gets between SIGTERM and SIGKILL.
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
@@ -74,13 +75,6 @@ fn group_exists(pgid: i32) -> bool {
     // SAFETY: signal 0 to a process group only checks that it exists; nothing is sent.
     let rc = unsafe { libc::kill(-pgid, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-fn signal_group(pgid: i32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
-    unsafe {
-        libc::kill(-pgid, signal);
-    }
 }
 
 /// `.troupe/jobs/<id>.process`

@@ -10,20 +10,14 @@ use troupe_wire::{AgentName, OrdinaryKind, RequestId, RequestKind};
 
 use super::error::TeamError;
 use super::runtime::TeamHandle;
-use crate::tools::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::tools::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 fn team_error(e: TeamError) -> ToolError {
     ToolError::coded(&e)
 }
 
-fn text_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::InvalidArguments(format!("missing string argument `{key}`")))
-}
-
 fn name_arg(args: &Value, key: &str) -> Result<AgentName, ToolError> {
-    AgentName::parse(text_arg(args, key)?).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+    AgentName::parse(str_arg(args, key)?).map_err(|e| ToolError::InvalidArguments(e.to_string()))
 }
 
 fn schema(properties: Value, required: &[&str]) -> Value {
@@ -66,7 +60,7 @@ impl ToolHandler for SpawnTeammate {
         }
         let name = name_arg(&args, "name")?;
         let team = self.0.upgrade().map_err(team_error)?;
-        team.spawn_teammate(&name, text_arg(&args, "role")?, text_arg(&args, "prompt")?)
+        team.spawn_teammate(&name, str_arg(&args, "role")?, str_arg(&args, "prompt")?)
             .map_err(team_error)?;
         Ok(render(
             json!({"spawned": name, "status": "running", "note": "its result will arrive as an event"}),
@@ -113,7 +107,7 @@ impl ToolHandler for SendMessage {
                 &ctx.agent,
                 &to,
                 OrdinaryKind::Message,
-                text_arg(&args, "content")?,
+                str_arg(&args, "content")?,
             )
             .map_err(team_error)?;
         Ok(render(json!({"sent": message.id(), "to": to})))
@@ -189,7 +183,7 @@ impl ToolHandler for ReviewPlan {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let request_id =
-            RequestId::parse(text_arg(&args, "request_id")?).map_err(|e| ToolError::Coded {
+            RequestId::parse(str_arg(&args, "request_id")?).map_err(|e| ToolError::Coded {
                 code: "protocol_not_found",
                 message: e.to_string(),
             })?;
@@ -236,7 +230,7 @@ impl ToolHandler for SubmitPlan {
                 "the lead does not submit plans".into(),
             ));
         }
-        let plan = text_arg(&args, "plan")?;
+        let plan = str_arg(&args, "plan")?;
         if plan.trim().is_empty() {
             return Err(ToolError::InvalidArguments("plan must not be blank".into()));
         }

@@ -27,16 +27,21 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Signals the process group when asked, and kills it (SIGKILL) when dropped: the group dies
 /// with its owner however the owner ends.
+/// Sends `signal` to every process of group `pgid`. The one place troupe signals a group.
+pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; a stale group id at worst yields ESRCH.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
 struct GroupGuard {
     pgid: libc::pid_t,
 }
 
 impl GroupGuard {
     fn signal(&self, signal: libc::c_int) {
-        // SAFETY: killpg only sends a signal; a stale group id at worst yields ESRCH.
-        unsafe {
-            libc::killpg(self.pgid, signal);
-        }
+        signal_group(self.pgid, signal);
     }
 
     fn kill(&self) {
