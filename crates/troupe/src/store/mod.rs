@@ -2,6 +2,8 @@
 //!
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
+//! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
+//!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
@@ -12,6 +14,7 @@ pub mod lock;
 pub mod mailbox;
 pub(crate) mod moves;
 pub mod protocol;
+pub mod read;
 pub mod tasks;
 
 use crate::error::ErrorCode;
