@@ -8,7 +8,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::strict::{parse_json_bytes, StrictObject};
+use crate::strict::{parse_json_bytes, StrictObject, StrictValue};
 use crate::{AgentName, Content, MessageId, RequestId, UtcTime, WireError};
 
 /// Kinds of ordinary messages.
@@ -333,7 +333,7 @@ impl Serialize for MailboxMessage {
 
 impl<'de> Deserialize<'de> for MailboxMessage {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
+        let StrictValue(value) = StrictValue::deserialize(d)?;
         Self::from_value(value).map_err(serde::de::Error::custom)
     }
 }
@@ -443,5 +443,18 @@ mod tests {
         let full = serde_json::to_vec(&ordinary()).unwrap_or_default();
         assert!(MailboxMessage::from_json_bytes(&full[..full.len() - 3]).is_err());
         assert!(MailboxMessage::from_json_bytes(b"[]").is_err());
+    }
+
+    #[test]
+    fn refuses_duplicate_keys_even_with_equal_values() {
+        let text = ordinary().to_string();
+        assert!(MailboxMessage::from_json_bytes(text.as_bytes()).is_ok());
+        let twice = text.replacen('{', &format!("{{\"id\":\"{ID}\","), 1);
+        let err = MailboxMessage::from_json_bytes(twice.as_bytes()).unwrap_err();
+        assert!(err.0.contains("duplicate key \"id\""), "{err}");
+        // Also when the message is read as part of a larger document.
+        let nested = format!("[{twice}]");
+        let err = serde_json::from_str::<Vec<MailboxMessage>>(&nested).unwrap_err();
+        assert!(err.to_string().contains("duplicate key \"id\""), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::strict::StrictObject;
+use crate::strict::{StrictObject, StrictValue};
 use crate::{AgentName, Content, MessageId, ProtocolMessageKind, RequestId, UtcTime, WireError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -295,6 +295,7 @@ impl Serialize for ProtocolRequest {
 
 impl<'de> Deserialize<'de> for ProtocolRequest {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Self::from_value(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+        let StrictValue(value) = StrictValue::deserialize(d)?;
+        Self::from_value(value).map_err(serde::de::Error::custom)
     }
 }

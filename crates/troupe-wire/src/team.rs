@@ -67,10 +67,36 @@ impl TeamRoster {
                 roster.version
             )));
         }
+        let mut names = std::collections::HashSet::new();
+        if let Some(twice) = roster.teammates.iter().find(|t| !names.insert(&t.name)) {
+            return Err(WireError::new(format!(
+                "team: teammate {} appears twice",
+                twice.name
+            )));
+        }
         Ok(roster)
     }
 
     pub fn to_json_bytes(&self) -> Vec<u8> {
         serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MATE: &str = r#"{"name":"writer","role":"r","status":"idle","detail":null,"updated_at_utc":"2026-07-30T08:00:00.000Z"}"#;
+
+    #[test]
+    fn duplicate_keys_and_teammates_are_refused() {
+        let one = format!(r#"{{"version":1,"teammates":[{MATE}]}}"#);
+        assert!(TeamRoster::from_json_bytes(one.as_bytes()).is_ok());
+        let key_twice = one.replace(r#""status":"idle""#, r#""status":"idle","status":"failed""#);
+        let err = TeamRoster::from_json_bytes(key_twice.as_bytes()).unwrap_err();
+        assert!(err.0.starts_with("team: duplicate key \"status\""), "{err}");
+        let mate_twice = format!(r#"{{"version":1,"teammates":[{MATE},{MATE}]}}"#);
+        let err = TeamRoster::from_json_bytes(mate_twice.as_bytes()).unwrap_err();
+        assert_eq!(err.0, "team: teammate writer appears twice");
     }
 }

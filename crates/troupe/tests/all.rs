@@ -17,6 +17,8 @@ mod model;
 mod permissions;
 #[path = "all/protocol/mod.rs"]
 mod protocol;
+#[path = "all/state/mod.rs"]
+mod state;
 #[path = "all/team/mod.rs"]
 mod team;
 #[path = "all/tools/mod.rs"]

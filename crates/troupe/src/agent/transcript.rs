@@ -6,18 +6,21 @@
 //! dead run left in `processing/`) is recognised and not appended twice.
 //!
 //! Loading is forgiving where a crash can leave a trace and strict elsewhere: a last line without
-//! its `\n` (an interrupted append) is ignored; a tool call whose result never made it to the
-//! file is answered with `Error [cancelled]` so the history can be sent to a model again; any
-//! other unreadable line is an error naming the file and line.
+//! its `\n` (an interrupted append) is ignored, and cut off before the next append (see
+//! `store::journal`); a tool call whose result never made it to the file is answered with
+//! `Error [cancelled]` so the history can be sent to a model again; any other unreadable line
+//! (a duplicate key included) is an error naming the file and line. A transcript that is not a
+//! regular file (a FIFO, a symlink) is refused without blocking.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use troupe_wire::strict;
 
 use crate::error::tool_error_text;
 use crate::model::ChatMessage;
-use crate::store::{durable, IoError};
+use crate::store::{durable, journal, IoError};
 
 /// Where a history's entries go as they are appended.
 pub trait TranscriptSink: Send + Sync {
@@ -53,21 +56,15 @@ impl FileTranscript {
 
     /// Reads the transcript; a missing file is an empty one.
     pub fn load(&self) -> Result<Loaded, IoError> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
-            Err(e) => return Err(IoError::new("read", &self.path, e)),
-        };
-        let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-            Some(end) => &bytes[..=end],
-            None => &[][..],
+        let Some(complete) = journal::read_complete(&self.path)? else {
+            return Ok(Loaded::default());
         };
         let mut loaded = Loaded::default();
         for (n, line) in complete.split(|&b| b == b'\n').enumerate() {
             if line.is_empty() {
                 continue;
             }
-            let parsed: Line = serde_json::from_slice(line).map_err(|e| {
+            let parsed: Line = strict::from_json_bytes(line, "").map_err(|e| {
                 IoError::new(
                     "read",
                     &self.path,
@@ -96,7 +93,7 @@ impl TranscriptSink for FileTranscript {
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
-        durable::append(&self.path, &bytes)
+        journal::append(&self.path, &bytes)
     }
 }
 

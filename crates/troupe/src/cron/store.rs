@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use troupe_wire::{Content, UtcTime};
+use troupe_wire::{strict, Content, UtcTime};
 
 use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
@@ -165,7 +165,7 @@ impl CronStore {
     }
 
     fn parse(&self, bytes: &[u8]) -> Result<Vec<CronJob>, CronStoreError> {
-        let file: CronFile = serde_json::from_slice(bytes).map_err(|e| self.corrupt(e))?;
+        let file: CronFile = strict::from_json_bytes(bytes, "").map_err(|e| self.corrupt(e))?;
         if file.version != CRON_FILE_VERSION {
             return Err(self.corrupt(format_args!(
                 "version {} is not supported (expected {CRON_FILE_VERSION})",

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use troupe_wire::id::parse_canonical_uuid;
-use troupe_wire::{AgentName, UtcTime, WireError};
+use troupe_wire::{strict, AgentName, UtcTime, WireError};
 use uuid::Uuid;
 
 use super::JobError;
@@ -161,7 +161,7 @@ impl JobRecord {
 
     /// Parses and checks a record (see the module doc for the invariants).
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let raw: RawRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let raw: RawRecord = strict::from_json_bytes(bytes, "").map_err(|e| e.to_string())?;
         raw.try_into()
     }
 

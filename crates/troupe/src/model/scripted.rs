@@ -154,9 +154,10 @@ impl ScriptedModel {
 
     /// Parses a script (format in the module docs).
     pub fn from_json_str(text: &str) -> Result<Self, ScriptError> {
-        let file: ScriptFile = serde_json::from_str(text).map_err(|err| ScriptError::Parse {
-            reason: err.to_string(),
-        })?;
+        let file: ScriptFile =
+            troupe_wire::strict::from_json_str(text, "").map_err(|err| ScriptError::Parse {
+                reason: err.to_string(),
+            })?;
         let mut model = Self::new();
         for (index, entry) in file.responses.into_iter().enumerate() {
             let scripted = model

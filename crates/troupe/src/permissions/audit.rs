@@ -7,14 +7,13 @@
 //! the first 16 hex characters of the SHA-256 of the arguments in canonical JSON (keys sorted,
 //! no spaces), so a call can be matched without the log holding file contents.
 //!
-//! Each line is written with a single `write(2)` on a file opened with `O_APPEND`, so lines from
-//! several processes never interleave. Lines are not fsynced: the log is a record for people,
-//! not state troupe recovers from, and an fsync per tool call would dominate dispatch time.
+//! The log is a `store::journal`: each line is appended under a lock on the file, after cutting a
+//! torn last line an interrupted write may have left, so lines never interleave or glue. Lines
+//! are not fsynced: the log is a record for people, not state troupe recovers from, and an fsync
+//! per tool call would dominate dispatch time. A FIFO or symlink in the log's place is refused
+//! when the sink opens, without blocking.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -26,6 +25,7 @@ use crate::clock::Clock;
 use crate::error::ErrorCode;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::store::journal::{Durability, Journal};
 
 /// A decision before it is stamped with the sink's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,9 +132,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 /// Appends to `.troupe/audit.jsonl`.
 pub struct JsonlAuditSink {
-    /// Kept open: one `open` per run, one `write` per decision.
-    file: File,
-    path: PathBuf,
+    /// Kept open: one `open` per run, one append per decision.
+    log: Journal,
     clock: Arc<dyn Clock>,
 }
 
@@ -151,24 +150,15 @@ impl JsonlAuditSink {
 
     /// Opens (creating) an audit log at `path`, whose folder must exist.
     pub fn open_path(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|source| AuditError {
-                path: path.display().to_string(),
-                source,
-            })?;
-        Ok(Self {
-            file,
-            path: path.to_owned(),
-            clock,
-        })
+        let log = Journal::open(path).map_err(|e| AuditError {
+            path: path.display().to_string(),
+            source: e.source,
+        })?;
+        Ok(Self { log, clock })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.log.path()
     }
 }
 
@@ -176,20 +166,14 @@ impl AuditSink for JsonlAuditSink {
     fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
         let record = AuditRecord::stamp(entry, self.clock.now());
         let fail = |source| AuditError {
-            path: self.path.display().to_string(),
+            path: self.log.path().display().to_string(),
             source,
         };
         let mut line = serde_json::to_vec(&record).map_err(|e| fail(std::io::Error::other(e)))?;
         line.push(b'\n');
-        // One write per line: O_APPEND makes each write land whole at the end of the file.
-        let written = (&self.file).write(&line).map_err(fail)?;
-        if written != line.len() {
-            return Err(fail(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                format!("short write: {written} of {} bytes", line.len()),
-            )));
-        }
-        Ok(())
+        self.log
+            .append(&line, Durability::Unsynced)
+            .map_err(|e| fail(e.source))
     }
 }
 

@@ -108,23 +108,11 @@ pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     fsync_dir(parent_of(dest))
 }
 
-/// Appends `bytes` to `dest` (creating it if missing) and fsyncs it, so the bytes survive a
-/// crash once this returns. For append-only logs: a crash mid-append can leave a torn last line,
-/// which the log's reader must tolerate (see `store::protocol::archive`).
+/// Appends whole lines to the append-only log `dest` (creating it if missing) and fsyncs them,
+/// so they survive a crash once this returns. A torn last line left by an earlier crash is cut
+/// first; see [`super::journal`], where appending has its one home.
 pub fn append(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let existed = dest.exists();
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(dest)
-        .map_err(|e| IoError::new("open for append", dest, e))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| IoError::new("append to", dest, e))?;
-    if !existed {
-        fsync_dir(parent_of(dest))?;
-    }
-    Ok(())
+    super::journal::append(dest, bytes)
 }
 
 /// Cuts `dest` back to `len` bytes and fsyncs it (removing the torn tail of an append-only log).

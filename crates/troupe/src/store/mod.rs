@@ -2,6 +2,8 @@
 //!
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
+//! - [`journal`]: append-only logs (transcripts, audit, quarantine journals, the protocol
+//!   archive): a torn last line is cut before the next append, under a lock on the log.
 //! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
 //!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
@@ -10,6 +12,7 @@
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 
 pub mod durable;
+pub mod journal;
 pub mod lock;
 pub mod mailbox;
 pub(crate) mod moves;

@@ -27,19 +27,38 @@ pub enum Links {
 /// naming the file when it is anything else (FIFO, socket, device, folder, symlink under
 /// [`Links::Refuse`]). Never blocks on a special file.
 pub fn open_regular(path: &Path, links: Links) -> Result<Option<File>, IoError> {
+    match open_regular_with(path, OpenOptions::new().read(true), links) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens `path` with `options` — adding `O_NONBLOCK`, `O_CLOEXEC`, and `O_NOFOLLOW` under
+/// [`Links::Refuse`] — and refuses what it opened unless it is a regular file. For troupe's own
+/// files that are opened for writing rather than replaced (lock files, append-only logs): a FIFO
+/// opened for writing blocks until a reader appears, so they need the same care as readers.
+/// A missing file is an error (`NotFound`) unless `options` creates it.
+pub fn open_regular_with(
+    path: &Path,
+    options: &mut OpenOptions,
+    links: Links,
+) -> Result<File, IoError> {
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
     if links == Links::Refuse {
         flags |= libc::O_NOFOLLOW;
     }
-    let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+    let file = match options.custom_flags(flags).open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Err(not_regular(path, "a symbolic link (not followed)"));
         }
         // ENXIO: a socket, or a FIFO opened non-blocking for writing; EISDIR needs no read.
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
             return Err(not_regular(path, "a socket or special file"));
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(not_regular(path, "a folder"));
         }
         Err(e) => return Err(IoError::new("open", path, e)),
     };
@@ -61,8 +80,8 @@ pub fn open_regular(path: &Path, links: Links) -> Result<Option<File>, IoError> 
         };
         return Err(not_regular(path, what));
     }
-    // Reads of a regular file never block; the flag is left as it is.
-    Ok(Some(file))
+    // Reads and writes of a regular file never block; the flag is left as it is.
+    Ok(file)
 }
 
 /// Reads the whole of a regular file, refusing one larger than `max_bytes` without reading it

@@ -221,8 +221,7 @@ impl FileMailboxStore {
             at: self.clock.now(),
         };
         let journal = folders.journal();
-        quarantine::append_record(&journal, &record)
-            .map_err(|e| io_error("record quarantine in", &journal, e))?;
+        quarantine::append_record(&journal, &record).map_err(MailboxError::Io)?;
         tracing::warn!(
             mailbox = %folders.base.display(),
             file = %record.file_name,
@@ -577,7 +576,7 @@ impl MailboxStore for FileMailboxStore {
         let in_quarantine = state == MailboxState::Quarantine;
         let reasons = if in_quarantine {
             let journal = self.folders(agent).journal();
-            quarantine::read_reasons(&journal).map_err(|e| io_error("read", &journal, e))?
+            quarantine::read_reasons(&journal).map_err(MailboxError::Io)?
         } else {
             HashMap::new()
         };

@@ -2,21 +2,23 @@
 //! and the journal `<agent>/quarantine.jsonl` that records why, one JSON object per line:
 //! `{"file_name","from","reason","at"}`.
 //!
-//! A line is appended with a single `O_APPEND` write and fsynced. Lines are kept under 4 KiB (the
-//! reason is truncated) so that concurrent appenders on a local filesystem never interleave.
+//! The journal is a `store::journal` log: a line is appended under a lock on the file, after
+//! cutting a torn last line a crash may have left, and fsynced. Lines are kept under 4 KiB (the
+//! reason is truncated). Reading it refuses anything but a regular file, without blocking; a
+//! line that does not parse strictly (a duplicate key included) is skipped.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::json;
+use troupe_wire::strict::parse_json_bytes;
 
 use super::QuarantineRecord;
 use crate::store::durable::fsync_dir;
 use crate::store::moves::rename_noreplace;
+use crate::store::{journal, IoError};
 
 /// The journal's file name inside the agent's mailbox folder.
 pub(super) const JOURNAL_FILE: &str = "quarantine.jsonl";
@@ -92,34 +94,21 @@ pub(super) fn journal_line(record: &QuarantineRecord) -> String {
     line_with(&cut) + "\n"
 }
 
-/// Appends `record` to the journal at `journal` and fsyncs it.
-pub(super) fn append_record(journal: &Path, record: &QuarantineRecord) -> io::Result<()> {
-    let line = journal_line(record);
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(journal)?;
-    file.write_all(line.as_bytes())?;
-    file.sync_all()?;
-    if let Some(dir) = journal.parent() {
-        // The journal may have just been created; its folder entry must survive a crash too.
-        fsync_dir(dir).map_err(|e| e.source)?;
-    }
-    Ok(())
+/// Appends `record` to the journal at `path` and fsyncs it (creating the journal, and fsyncing
+/// its folder, if needed).
+pub(super) fn append_record(path: &Path, record: &QuarantineRecord) -> Result<(), IoError> {
+    journal::append(path, journal_line(record).as_bytes())
 }
 
-/// The last recorded reason of each quarantined file name. Lines that do not parse (a torn write
-/// after a crash) are skipped.
-pub(super) fn read_reasons(journal: &Path) -> io::Result<HashMap<String, String>> {
-    let bytes = match std::fs::read(journal) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HashMap::new()),
-        Err(e) => return Err(e),
+/// The last recorded reason of each quarantined file name. A torn last line is left out; other
+/// lines that do not parse are skipped.
+pub(super) fn read_reasons(path: &Path) -> Result<HashMap<String, String>, IoError> {
+    let Some(bytes) = journal::read_complete(path)? else {
+        return Ok(HashMap::new());
     };
     let mut reasons = HashMap::new();
     for line in bytes.split(|b| *b == b'\n') {
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        let Ok(value) = parse_json_bytes(line, "") else {
             continue;
         };
         if let (Some(name), Some(reason)) = (value["file_name"].as_str(), value["reason"].as_str())
@@ -134,7 +123,9 @@ pub(super) fn read_reasons(journal: &Path) -> io::Result<HashMap<String, String>
 mod tests {
     use super::*;
     use crate::store::mailbox::MailboxState;
+    use serde_json::Value;
     use std::fs;
+    use std::io::Write;
     use troupe_wire::UtcTime;
 
     fn record(reason: &str) -> QuarantineRecord {

@@ -29,6 +29,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use troupe_wire::strict::parse_json_bytes;
 use troupe_wire::{ProtocolRequest, RequestId, UtcTime};
 
 use super::ProtocolError;
@@ -258,7 +259,8 @@ impl ArchiveIndex {
 
     fn parse_line(&self, line: &[u8], offset: u64) -> Result<ProtocolRequest, ProtocolError> {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
-        let request: ProtocolRequest = serde_json::from_slice(body)
+        let request = parse_json_bytes(body, "")
+            .and_then(ProtocolRequest::from_value)
             .map_err(|e| self.corrupt(format!("line at byte {offset}: {e}")))?;
         if request.is_pending() {
             return Err(self.corrupt(format!(

@@ -27,7 +27,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use troupe_wire::AgentName;
+use troupe_wire::{strict, AgentName};
 
 use super::rules::{self, Tasks};
 use super::{NewTask, Task, TaskBoard, TaskError, TaskId};
@@ -158,7 +158,7 @@ fn read_task(path: &Path, id: &TaskId) -> Result<Option<Task>, TaskError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(IoError::new("read", path, e).into()),
     };
-    let task: Task = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let task: Task = strict::from_json_bytes(&bytes, "").map_err(|e| corrupt(e.to_string()))?;
     if task.id != *id {
         return Err(corrupt(format!("it holds task {}", task.id)));
     }
