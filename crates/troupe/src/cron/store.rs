@@ -26,6 +26,7 @@ use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::{durable, lock, IoError};
 
 /// The version this code reads and writes.
@@ -118,10 +119,9 @@ impl CronStore {
 
     /// The stored jobs in file order (all durable). A missing file is no jobs.
     pub fn load(&self) -> Result<Vec<CronJob>, CronStoreError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => self.parse(&bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(IoError::new("read", &self.path, e).into()),
+        match read_regular(&self.path, Links::Refuse, MAX_STATE_FILE_BYTES)? {
+            Some(bytes) => self.parse(&bytes),
+            None => Ok(Vec::new()),
         }
     }
 

@@ -12,15 +12,17 @@
 //! not known before): a run killed in those few milliseconds leaves a job troupe cannot name,
 //! and its record says so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use troupe_wire::strict;
 
 use super::record::JobId;
 use super::JobError;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::tools::process::signal_group;
 
 /// How long an orphaned group gets between SIGTERM and SIGKILL.
@@ -97,15 +99,29 @@ pub fn forget(layout: &Layout, id: JobId) {
     let _ = std::fs::remove_file(process_path(layout, id));
 }
 
+/// Reads a job's process note: `Ok(None)` when there is none, an error (saying why) when it is
+/// not a regular file — never blocking on a FIFO — or does not parse strictly.
+fn read_note(path: &Path) -> Result<Option<ProcessRef>, String> {
+    let Some(bytes) =
+        read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    strict::from_json_bytes(&bytes, "")
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Stops what is left of an orphaned job's group, if it is provably the job's. Returns what was
 /// done, for the record.
 pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
     let path = process_path(layout, id);
-    let process: Option<ProcessRef> = std::fs::read(&path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-    let note = match process {
-        Some(p) if p.is_alive_and_ours() => {
+    let note = match read_note(&path) {
+        Err(why) => {
+            tracing::warn!(job = %id, "unreadable process note: {why}");
+            format!("troupe could not read its process note ({why}) and left its processes alone")
+        }
+        Ok(Some(p)) if p.is_alive_and_ours() => {
             signal_group(p.pgid, libc::SIGTERM);
             let deadline = Instant::now() + ORPHAN_GRACE;
             while group_exists(p.pgid) && Instant::now() < deadline {
@@ -119,8 +135,8 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
                 p.pgid
             )
         }
-        Some(_) => "its processes were no longer running".to_owned(),
-        None => "troupe did not know its processes and left them alone".to_owned(),
+        Ok(Some(_)) => "its processes were no longer running".to_owned(),
+        Ok(None) => "troupe did not know its processes and left them alone".to_owned(),
     };
     forget(layout, id);
     note
@@ -148,5 +164,34 @@ mod tests {
             ..p
         };
         assert!(!rebooted.is_alive_and_ours());
+    }
+
+    #[test]
+    fn a_note_with_a_duplicate_key_or_that_is_a_fifo_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.process");
+        std::fs::write(&path, br#"{"pgid":1,"start_ticks":2,"boot_id":"b"}"#).unwrap();
+        assert_eq!(
+            read_note(&path).unwrap(),
+            Some(ProcessRef {
+                pgid: 1,
+                start_ticks: 2,
+                boot_id: "b".into()
+            })
+        );
+        std::fs::write(
+            &path,
+            br#"{"pgid":1,"start_ticks":2,"boot_id":"b","pgid":1}"#,
+        )
+        .unwrap();
+        let why = read_note(&path).unwrap_err();
+        assert!(why.contains("duplicate key \"pgid\""), "{why}");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read_note(&path).unwrap(), None);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let why = read_note(&path).unwrap_err();
+        assert!(why.contains("not a regular file (a FIFO)"), "{why}");
     }
 }

@@ -24,6 +24,7 @@ use super::JobError;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 
 /// A canonical job id (UUID v4 or v7, like every id of SPEC §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -300,7 +301,8 @@ fn read_one(path: &Path, name: &str) -> Result<JobRecord, JobError> {
         path: path.display().to_string(),
         why,
     };
-    let bytes = std::fs::read(path).map_err(|e| crate::store::IoError::new("read", path, e))?;
+    let bytes = read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES)?
+        .ok_or_else(|| corrupt("the record vanished while the jobs were read".to_owned()))?;
     let record = JobRecord::from_json_bytes(&bytes).map_err(corrupt)?;
     if name != format!("{}.json", record.id) {
         return Err(corrupt(format!(

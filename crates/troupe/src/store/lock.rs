@@ -3,11 +3,15 @@
 //! Locks *wait*: a second process blocks until the holder releases, it does not give up after a
 //! timeout. The lock is released when the guard is dropped (or the process dies, which the kernel
 //! handles), so a crashed holder never leaves a stale lock behind.
+//!
+//! A lock file is opened like every file of troupe's own: never through a symlink, without
+//! blocking, and refused unless it is a regular file (a FIFO in its place is an error naming it).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use super::read::{open_regular_with, Links};
 use super::IoError;
 
 /// Holds an exclusive lock until dropped.
@@ -41,13 +45,9 @@ impl Drop for LockGuard {
 }
 
 fn open_lock_file(path: &Path) -> Result<File, IoError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| IoError::new("open lock", path, e))
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    open_regular_with(path, &mut options, Links::Refuse)
 }
 
 /// Blocks until the exclusive lock on `path` is held.

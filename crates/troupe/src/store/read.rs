@@ -14,6 +14,11 @@ use std::path::Path;
 
 use super::IoError;
 
+/// The most troupe reads of one of its JSON state files (`state.json`, `team.json`, `cron.json`, a
+/// job record or process note): far above what a workspace writes, low enough that a planted
+/// huge file is refused rather than read into memory.
+pub const MAX_STATE_FILE_BYTES: u64 = 64 << 20;
+
 /// Whether a symlink at the path itself is followed or refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Links {

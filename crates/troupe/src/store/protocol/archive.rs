@@ -33,6 +33,7 @@ use troupe_wire::strict::parse_json_bytes;
 use troupe_wire::{ProtocolRequest, RequestId, UtcTime};
 
 use super::ProtocolError;
+use crate::store::read::{open_regular, Links};
 use crate::store::{durable, IoError};
 
 /// Where one archived request is: all the index keeps of it (besides its id, the map's key).
@@ -98,15 +99,11 @@ impl ArchiveIndex {
     }
 
     fn open(&self) -> Result<File, ProtocolError> {
-        File::open(&self.path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                self.corrupt(format!(
-                    "the archive disappeared after {} bytes were read from it",
-                    self.read_up_to
-                ))
-            } else {
-                IoError::new("open", &self.path, e).into()
-            }
+        open_regular(&self.path, Links::Refuse)?.ok_or_else(|| {
+            self.corrupt(format!(
+                "the archive disappeared after {} bytes were read from it",
+                self.read_up_to
+            ))
         })
     }
 
@@ -191,19 +188,15 @@ impl ArchiveIndex {
 
     /// Reads the complete lines appended since the last call and indexes them.
     pub(super) fn catch_up(&mut self) -> Result<(), ProtocolError> {
-        let mut file = match File::open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if self.read_up_to > 0 {
-                    return Err(self.corrupt(format!(
-                        "the archive disappeared after {} bytes were read from it",
-                        self.read_up_to
-                    )));
-                }
-                self.torn_tail = false;
-                return Ok(());
+        let Some(mut file) = open_regular(&self.path, Links::Refuse)? else {
+            if self.read_up_to > 0 {
+                return Err(self.corrupt(format!(
+                    "the archive disappeared after {} bytes were read from it",
+                    self.read_up_to
+                )));
             }
-            Err(e) => return Err(IoError::new("open", &self.path, e).into()),
+            self.torn_tail = false;
+            return Ok(());
         };
         let len = file
             .metadata()

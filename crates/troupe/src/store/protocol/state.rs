@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use troupe_wire::{ProtocolRequest, ProtocolSnapshot};
 
 use super::ProtocolError;
-use crate::store::IoError;
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 
 #[derive(Debug)]
 pub(super) struct StateFile {
@@ -39,11 +39,7 @@ impl StateFile {
     /// Re-reads the file; on any error the previous good snapshot is kept in memory (and the
     /// error is returned, so the caller does not act on it).
     pub(super) fn reload(&mut self) -> Result<(), ProtocolError> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(IoError::new("read", &self.path, e).into()),
-        };
+        let bytes = read_regular(&self.path, Links::Refuse, MAX_STATE_FILE_BYTES)?;
         if self.loaded && bytes == self.bytes {
             return Ok(());
         }

@@ -34,6 +34,7 @@ use super::{NewTask, Task, TaskBoard, TaskError, TaskId};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
+use crate::store::read::{read_regular, Links};
 use crate::store::{durable, lock, IoError};
 
 /// A task file larger than this is refused as corrupt rather than read into memory.
@@ -139,24 +140,19 @@ fn read_task(path: &Path, id: &TaskId) -> Result<Option<Task>, TaskError> {
         path: path.display().to_string(),
         reason,
     };
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(IoError::new("inspect", path, e).into()),
-    };
-    if !meta.is_file() {
-        return Err(corrupt("not a regular file".to_owned()));
-    }
-    if meta.len() > MAX_TASK_FILE_BYTES {
-        return Err(corrupt(format!(
-            "{} bytes, more than a task file can hold ({MAX_TASK_FILE_BYTES})",
-            meta.len()
-        )));
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(IoError::new("read", path, e).into()),
+    // One open that neither follows a symlink nor blocks on a FIFO, then the type and size of
+    // what was opened: no window for the file to be swapped between a check and the read.
+    let read = read_regular(path, Links::Refuse, MAX_TASK_FILE_BYTES).map_err(|e| {
+        match e.source.kind() {
+            // Not a regular file, or too large: the file is wrong, not the storage.
+            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
+                corrupt(e.source.to_string())
+            }
+            _ => e.into(),
+        }
+    })?;
+    let Some(bytes) = read else {
+        return Ok(None);
     };
     let task: Task = strict::from_json_bytes(&bytes, "").map_err(|e| corrupt(e.to_string()))?;
     if task.id != *id {
