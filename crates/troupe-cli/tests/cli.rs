@@ -10,6 +10,7 @@
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
+//! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,6 +26,8 @@ mod orphans;
 mod review;
 #[path = "cli/run.rs"]
 mod run;
+#[path = "cli/run_lock.rs"]
+mod run_lock;
 #[path = "cli/special_files.rs"]
 mod special_files;
 #[path = "cli/support.rs"]

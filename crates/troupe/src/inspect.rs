@@ -20,10 +20,12 @@ use crate::error::ErrorCode;
 use crate::ids::RandomIds;
 use crate::jobs::{record as job_record, JobError, JobRecord};
 use crate::layout::Layout;
+use crate::store::lock_probe::{self, LockState};
 use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
 
 #[derive(Debug, thiserror::Error)]
@@ -117,11 +119,13 @@ pub struct MailboxSummary {
     pub quarantine: usize,
 }
 
-/// Whether a `troupe run` holds the workspace.
+/// Whether a `troupe run` holds the workspace: whether the kernel's lock on `run.lock` is held,
+/// not what the file says (see `store::lock_probe`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunView {
     pub active: bool,
-    /// What the holder wrote into `run.lock` (pid and start time), when active.
+    /// What the holder wrote into `run.lock` (pid and start time), when active. While a run that
+    /// has just taken the lock has not written it yet, `pid N` of the locker.
     pub holder: Option<String>,
 }
 
@@ -226,7 +230,7 @@ impl Inspector {
         };
         Ok(StatusReport {
             workspace: self.layout.workspace().display().to_string(),
-            run: self.run_view(),
+            run: self.run_view()?,
             teammates: self.roster()?.teammates,
             mailboxes,
             pending_requests,
@@ -307,21 +311,30 @@ impl Inspector {
         read_roster(&self.layout.team_file())
     }
 
-    fn run_view(&self) -> RunView {
-        let holder = std::fs::read_to_string(self.layout.run_lock())
-            .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty());
-        match holder {
-            Some(holder) if holder_is_alive(&holder) => RunView {
-                active: true,
-                holder: Some(holder),
-            },
-            _ => RunView {
-                active: false,
-                holder: None,
-            },
-        }
+    fn run_view(&self) -> Result<RunView, InspectError> {
+        let path = self.layout.run_lock();
+        let probed = lock_probe::probe(&path).map_err(|e| InspectError::Io {
+            path: e.path,
+            source: e.source,
+        })?;
+        let holder = match probed {
+            None | Some((LockState::Free, _)) => None,
+            // The file's text names the holder only if it names the process the kernel says
+            // holds the lock: a run that has just taken it may not have written its own yet.
+            Some((LockState::Held { pid }, text)) => Some(
+                if text == format!("pid {pid}") || text.starts_with(&format!("pid {pid} ")) {
+                    text
+                } else {
+                    format!("pid {pid}")
+                },
+            ),
+            // No kernel lock table to ask (no /proc): the best left is the text's pid.
+            Some((LockState::Unknown, text)) => Some(text).filter(|t| holder_is_alive(t)),
+        };
+        Ok(RunView {
+            active: holder.is_some(),
+            holder,
+        })
     }
 }
 
@@ -342,25 +355,28 @@ fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
     }
 }
 
-/// Reads `team.json` strictly; a missing file is an empty roster.
+/// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
+/// error (without blocking on a FIFO).
 pub fn read_roster(path: &Path) -> Result<TeamRoster, InspectError> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
+    let read =
+        read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| InspectError::Io {
+            path: e.path,
+            source: e.source,
+        })?;
+    match read {
+        Some(bytes) => {
             TeamRoster::from_json_bytes(&bytes).map_err(|source| InspectError::CorruptTeam {
                 path: path.display().to_string(),
                 source,
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TeamRoster::empty()),
-        Err(source) => Err(InspectError::Io {
-            path: path.display().to_string(),
-            source,
-        }),
+        None => Ok(TeamRoster::empty()),
     }
 }
 
-/// The run lock's holder line starts with `pid <n>`; the run is active while that process lives.
-/// (The kernel drops the lock with the process, but the file keeps its last words.)
+/// Whether the process named by a holder line (`pid <n> …`) lives: the fallback where the kernel's
+/// lock table cannot be read. (The kernel drops the lock with the process, but the file keeps
+/// its last words, and the pid may be reused.)
 fn holder_is_alive(holder: &str) -> bool {
     let pid = holder
         .strip_prefix("pid ")

@@ -7,6 +7,7 @@
 //! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
 //!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
+//! - [`lock_probe`]: whether a lock file is held, asked of the kernel without taking the lock.
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
@@ -14,6 +15,7 @@
 pub mod durable;
 pub mod journal;
 pub mod lock;
+pub mod lock_probe;
 pub mod mailbox;
 pub(crate) mod moves;
 pub mod protocol;
