@@ -11,6 +11,7 @@
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
+//! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,6 +31,8 @@ mod run;
 mod run_lock;
 #[path = "cli/special_files.rs"]
 mod special_files;
+#[path = "cli/state_files.rs"]
+mod state_files;
 #[path = "cli/support.rs"]
 mod support;
 #[path = "cli/tasks.rs"]
