@@ -5,8 +5,9 @@
 //! mix; a leftover temp file (`.<name>.tmp-*`) is ignored by readers and cleaned up by the next
 //! writer of the same folder that finds it stale.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -54,9 +55,13 @@ fn write_temp(dest: &Path, bytes: &[u8]) -> Result<PathBuf, IoError> {
     }
 }
 
-/// fsyncs a folder so that renames and creations inside it survive a crash.
+/// fsyncs a folder so that renames and creations inside it survive a crash. Opens with
+/// `O_DIRECTORY`, so a FIFO swapped in for the folder is refused instead of blocking the open.
 pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
-    File::open(dir)
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| IoError::new("fsync folder", dir, e))
 }
@@ -239,5 +244,17 @@ mod tests {
         assert!(ensure_real_dir(&link).is_err());
         assert!(ensure_real_dir(&real).is_ok());
         assert!(ensure_real_dir(&dir.path().join("a/b")).is_ok());
+    }
+
+    #[test]
+    fn fsync_dir_refuses_a_fifo_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        fsync_dir(dir.path()).unwrap();
+        let fifo = dir.path().join("not-a-folder");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = fsync_dir(&fifo).unwrap_err();
+        assert_eq!(err.source.raw_os_error(), Some(libc::ENOTDIR), "{err}");
     }
 }
