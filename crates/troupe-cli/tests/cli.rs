@@ -10,6 +10,7 @@
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
+//! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/demo.rs"]
@@ -24,6 +25,8 @@ mod orphans;
 mod review;
 #[path = "cli/run.rs"]
 mod run;
+#[path = "cli/scripts.rs"]
+mod scripts;
 #[path = "cli/support.rs"]
 mod support;
 #[path = "cli/tasks.rs"]

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use troupe::bootstrap::{build_team, ModelChooser, SameModel, TeamSettings};
+use troupe::bootstrap::{build_team, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::config::{ModelConfig, ModelOverrides};
 use troupe::error::ErrorCode;
@@ -32,7 +32,7 @@ fn models(workspace: &Path, args: &RunArgs) -> Result<Arc<dyn ModelChooser>, Cli
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-        return Ok(Arc::new(SameModel(Arc::new(model))));
+        return Ok(Arc::new(ScriptedPerAgent(Arc::new(model))));
     }
     let overrides = ModelOverrides {
         model: args.model.clone(),
