@@ -10,6 +10,8 @@
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
+//! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
+//! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +19,10 @@
 mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
+#[path = "cli/exits.rs"]
+mod exits;
+#[path = "cli/interrupt.rs"]
+mod interrupt;
 #[path = "cli/model.rs"]
 mod model;
 #[path = "cli/orphans.rs"]

@@ -55,7 +55,8 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         shell_timeout: Duration::from_secs(30),
         watch: true,
     };
-    let outcome = super::run::drive(settings, PROMPT)?;
+    let interrupt = crate::interrupt::Interrupt::default();
+    let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();
     render::print_text(&format!(
         "\nlead's answer: {}\n\n{NOTES_FILE}:\n{notes}\nInspect it: troupe status --workspace {ws}\n             troupe requests --workspace {ws}\n",

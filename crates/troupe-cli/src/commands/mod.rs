@@ -17,6 +17,10 @@ pub enum CliError {
     Usage(String),
     /// Anything else: exit 1.
     Failed(String),
+    /// The team stopped without a final answer (turn limit): exit 3.
+    Incomplete(String),
+    /// Ctrl-C: exit 130.
+    Interrupted(String),
 }
 
 impl CliError {
