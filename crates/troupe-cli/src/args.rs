@@ -62,7 +62,12 @@ pub enum Command {
     /// Run the lead on a prompt, then keep the team going until it is quiescent.
     Run(RunArgs),
     /// A scripted team scenario: no network, no key, approvals automatic.
-    Demo,
+    Demo {
+        /// The workspace folder (default: a fresh temporary folder; a folder you name must not
+        /// hold troupe state yet).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
     /// A person answers a pending plan request as the lead, while a run is going.
     Review {
         /// The plan request's id.

@@ -11,6 +11,7 @@
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
+//! - `help`: what a new user reads: help texts, completions, the demo's closing commands.
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,6 +22,8 @@ mod demo;
 mod errors;
 #[path = "cli/exits.rs"]
 mod exits;
+#[path = "cli/help.rs"]
+mod help;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
 #[path = "cli/model.rs"]

@@ -36,7 +36,7 @@ fn one_line(text: &str) -> String {
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Demo => demo::demo(cli.workspace),
+        Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace)),
         Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args),
         Command::Review {
             request_id,
