@@ -73,3 +73,44 @@ fn the_demo_says_troupe_when_troupe_is_on_the_path() {
         assert!(line.starts_with("troupe "), "{line}");
     }
 }
+
+/// The words of a text table's first row.
+fn header(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn text_tables_have_header_rows_and_resolved_requests_show_no_expiry() {
+    let (_dir, ws) = super::support::demo_workspace();
+    let requests = super::support::troupe_in(&ws, &["requests"]);
+    let lines: Vec<&str> = requests.stdout.lines().collect();
+    assert_eq!(
+        header(lines[0]),
+        ["id", "kind", "from", "to", "status", "when", "content"]
+    );
+    assert_eq!(lines.len(), 3, "{}", requests.stdout);
+    for row in &lines[1..] {
+        assert!(row.contains("approved  resolved 20"), "{row}");
+        assert!(!row.contains("expires"), "a resolved request has no deadline: {row}");
+    }
+    // JSON keeps the contracted expiry.
+    let json = super::support::json(&super::support::troupe_in(&ws, &["requests", "--json"]));
+    assert!(json["requests"][0]["expires_at_utc"].is_string(), "{json}");
+
+    let mailbox = super::support::troupe_in(&ws, &["mailbox", "lead"]);
+    assert_eq!(
+        header(mailbox.stdout.lines().next().unwrap()),
+        ["state", "created", "id", "from", "to", "kind", "content"]
+    );
+    let status = super::support::troupe_in(&ws, &["status"]).stdout;
+    let after = |section: &str| {
+        let mut lines = status.lines().skip_while(|l| *l != section);
+        lines.next();
+        header(lines.next().unwrap_or_else(|| panic!("no {section} in\n{status}")))
+    };
+    assert_eq!(after("teammates"), ["name", "status", "role"]);
+    assert_eq!(
+        after("mailboxes"),
+        ["agent", "ready", "processing", "done", "quarantine"]
+    );
+}
