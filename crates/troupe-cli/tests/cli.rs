@@ -13,6 +13,7 @@
 //! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
 //! - `help`: what a new user reads: help texts, completions, the demo's closing commands.
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
+//! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,3 +41,5 @@ mod scripts;
 mod support;
 #[path = "cli/tasks.rs"]
 mod tasks;
+#[path = "cli/usage.rs"]
+mod usage;

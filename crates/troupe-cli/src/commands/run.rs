@@ -4,8 +4,9 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
 use crate::interrupt::{self, Interrupt};
+use tokio_util::sync::CancellationToken;
+use troupe::agent::TurnEnd;
 use troupe::bootstrap::{build_team, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::config::{ModelConfig, ModelOverrides};
@@ -13,7 +14,6 @@ use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
-use troupe::agent::TurnEnd;
 use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};

@@ -41,24 +41,27 @@ fn a_run_stopped_by_the_turn_limit_exits_3_with_one_line() {
     assert_eq!(out.stdout, "", "no answer to print");
     assert_eq!(
         said(&out),
-        ["troupe: the lead stopped after 2 model calls without a final answer \
-          (--max-turns 2) [turn_limit]"]
+        [
+            "troupe: the lead stopped after 2 model calls without a final answer \
+          (--max-turns 2) [turn_limit]"
+        ]
     );
     assert_eq!(out.stderr.lines().last(), said(&out).last().copied());
 }
 
 #[test]
 fn an_answer_within_the_turn_limit_is_success() {
-    let (_dir, out) = run_with_script(json!({"responses": [{"text": "done"}]}), &["--max-turns", "1"]);
+    let (_dir, out) = run_with_script(
+        json!({"responses": [{"text": "done"}]}),
+        &["--max-turns", "1"],
+    );
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.stdout, "done\n");
 }
 
 #[test]
 fn ask_without_a_terminal_says_once_at_start_that_calls_will_be_denied() {
-    let write = |path: &str| {
-        json!({"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": "x"}}]})
-    };
+    let write = |path: &str| json!({"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": "x"}}]});
     let script = json!({"responses": [write("a.txt"), write("b.txt"), {"text": "finished"}]});
     let (_dir, out) = run_with_script(script.clone(), &[]);
     assert_eq!(out.code, 0, "{out:#?}");
@@ -67,7 +70,11 @@ fn ask_without_a_terminal_says_once_at_start_that_calls_will_be_denied() {
         ["troupe: no terminal to ask for approval: calls that need it (write and execute tools) \
           will be denied; use --approval auto to allow them"]
     );
-    assert_eq!(out.stderr.lines().next(), said(&out).first().copied(), "said first");
+    assert_eq!(
+        out.stderr.lines().next(),
+        said(&out).first().copied(),
+        "said first"
+    );
     assert_eq!(out.stderr.matches("DENIED").count(), 2, "{out:#?}");
     for mode in ["auto", "deny"] {
         let (_dir, out) = run_with_script(script.clone(), &["--approval", mode]);

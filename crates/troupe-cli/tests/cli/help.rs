@@ -10,10 +10,22 @@ fn demo_help_says_it_makes_a_temporary_workspace() {
     let dir = tempfile::tempdir().unwrap();
     let help = troupe(dir.path(), &["demo", "--help"]);
     assert_eq!(help.code, 0, "{help:#?}");
-    assert!(help.stdout.contains("fresh temporary folder"), "{}", help.stdout);
-    assert!(!help.stdout.contains("current directory"), "{}", help.stdout);
+    assert!(
+        help.stdout.contains("fresh temporary folder"),
+        "{}",
+        help.stdout
+    );
+    assert!(
+        !help.stdout.contains("current directory"),
+        "{}",
+        help.stdout
+    );
     let status = troupe(dir.path(), &["status", "--help"]);
-    assert!(status.stdout.contains("current directory"), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("current directory"),
+        "{}",
+        status.stdout
+    );
 }
 
 /// The demo's closing lines: the commands it says to paste.
@@ -45,7 +57,10 @@ fn the_demo_names_inspect_commands_that_work_when_pasted() {
     assert_eq!(commands.len(), 3, "{commands:?}");
     // troupe is not on this PATH: the commands name the binary that ran.
     let exe = env!("CARGO_BIN_EXE_troupe");
-    for (line, expected) in commands.iter().zip(["status", "requests", "mailbox writer"]) {
+    for (line, expected) in commands
+        .iter()
+        .zip(["status", "requests", "mailbox writer"])
+    {
         assert!(line.starts_with(exe), "{line}");
         assert!(line.contains(expected), "{line}");
         let pasted = ran(std::process::Command::new("sh")
@@ -64,7 +79,11 @@ fn the_demo_says_troupe_when_troupe_is_on_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_troupe"));
     let out = ran(command(dir.path())
-        .args(["demo", "--workspace", dir.path().join("ws").to_str().unwrap()])
+        .args([
+            "demo",
+            "--workspace",
+            dir.path().join("ws").to_str().unwrap(),
+        ])
         .env("PATH", exe.parent().unwrap())
         .output()
         .unwrap());
@@ -91,7 +110,10 @@ fn text_tables_have_header_rows_and_resolved_requests_show_no_expiry() {
     assert_eq!(lines.len(), 3, "{}", requests.stdout);
     for row in &lines[1..] {
         assert!(row.contains("approved  resolved 20"), "{row}");
-        assert!(!row.contains("expires"), "a resolved request has no deadline: {row}");
+        assert!(
+            !row.contains("expires"),
+            "a resolved request has no deadline: {row}"
+        );
     }
     // JSON keeps the contracted expiry.
     let json = super::support::json(&super::support::troupe_in(&ws, &["requests", "--json"]));
@@ -106,7 +128,11 @@ fn text_tables_have_header_rows_and_resolved_requests_show_no_expiry() {
     let after = |section: &str| {
         let mut lines = status.lines().skip_while(|l| *l != section);
         lines.next();
-        header(lines.next().unwrap_or_else(|| panic!("no {section} in\n{status}")))
+        header(
+            lines
+                .next()
+                .unwrap_or_else(|| panic!("no {section} in\n{status}")),
+        )
     };
     assert_eq!(after("teammates"), ["name", "status", "role"]);
     assert_eq!(

@@ -31,7 +31,11 @@ impl Collected {
                 if n == 0 {
                     break;
                 }
-                shared.0.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                shared
+                    .0
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
                 shared.1.notify_all();
             }
         });
@@ -44,7 +48,10 @@ impl Collected {
         let mut text = self.0 .0.lock().unwrap();
         while !ready(&text) {
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "timed out waiting for {what}; stderr so far:\n{text}");
+            assert!(
+                !left.is_zero(),
+                "timed out waiting for {what}; stderr so far:\n{text}"
+            );
             text = self.0 .1.wait_timeout(text, left).unwrap().0;
         }
         text.clone()
@@ -57,7 +64,11 @@ fn pty() -> (std::fs::File, std::fs::File) {
     // checked before use.
     unsafe {
         let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(master >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
         let master = OwnedFd::from_raw_fd(master);
         assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
         assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
@@ -186,8 +197,13 @@ fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {
     typed.write_all(b"y\n").unwrap();
 
     // The writer, holding its task message in processing/, asks to write; nobody answers.
-    let text = stderr.wait_for("the writer's prompt", |t| t.matches(PROMPT_END).count() == 2);
-    assert!(text.contains("agent writer wants to run write_file"), "{text}");
+    let text = stderr.wait_for("the writer's prompt", |t| {
+        t.matches(PROMPT_END).count() == 2
+    });
+    assert!(
+        text.contains("agent writer wants to run write_file"),
+        "{text}"
+    );
     let processing = ws.join(".troupe/mailboxes/writer/processing");
     assert_eq!(folder_count(&processing), 1, "the writer's task is claimed");
     let jobs_dir = ws.join(".troupe/jobs");
@@ -204,7 +220,10 @@ fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {
     let text = stderr.wait_for("the last line", |t| t.contains("[interrupted]"));
     assert_eq!(code, 130, "{text}");
     assert!(
-        text.lines().last().unwrap().starts_with("troupe: interrupted"),
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("troupe: interrupted"),
         "{text}"
     );
 
@@ -219,7 +238,10 @@ fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {
     assert_eq!(denied.len(), 1, "{audit}");
     assert_eq!(denied[0]["decision"], "deny");
     assert!(
-        denied[0]["reason"].as_str().unwrap().contains("interrupted"),
+        denied[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
         "{audit}"
     );
     // The claimed message is back in ready/, nothing is left in processing/.
@@ -242,10 +264,9 @@ fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["status"], "cancelled");
     // The run lock is free: the next run starts.
-    let status: Value = serde_json::from_str(
-        &super::support::troupe_in(&ws, &["status", "--json"]).stdout,
-    )
-    .unwrap();
+    let status: Value =
+        serde_json::from_str(&super::support::troupe_in(&ws, &["status", "--json"]).stdout)
+            .unwrap();
     assert_eq!(status["run"]["active"], false);
 }
 
@@ -309,13 +330,21 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
     .unwrap();
     let (run, stderr) = start_run(
         &ws,
-        &["--approval", "auto", "--model-script", script.to_str().unwrap()],
+        &[
+            "--approval",
+            "auto",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
         Stdio::null(),
     );
     // The kernel's list of lock waiters says when the call is stuck; polled, bounded.
     let deadline = Instant::now() + WAIT;
     while !waits_for_lock(run.pid, inode) {
-        assert!(Instant::now() < deadline, "troupe never waited for the lock");
+        assert!(
+            Instant::now() < deadline,
+            "troupe never waited for the lock"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 

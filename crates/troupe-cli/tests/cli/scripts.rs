@@ -50,7 +50,10 @@ fn two_teammates_with_their_own_queues_get_their_own_answers() {
         std::fs::read_to_string(ws.join("alice.txt")).unwrap(),
         "from alice"
     );
-    assert_eq!(std::fs::read_to_string(ws.join("bob.txt")).unwrap(), "from bob");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("bob.txt")).unwrap(),
+        "from bob"
+    );
     let lead = stdout_json(&troupe_in(&ws, &["mailbox", "lead", "--json"]));
     let mut results: Vec<(String, String)> = lead["messages"]
         .as_array()

@@ -69,6 +69,17 @@ pub fn assert_fails(ran: &Ran, code: i32, needle: &str) {
     assert!(lines[0].contains(needle), "{needle:?} in {ran:#?}");
 }
 
+/// A failure under `--json`: the exit code, nothing on stderr, and on stdout one object
+/// `{"error":{"code","message"}}` whose code is `code`.
+pub fn assert_fails_json(ran: &Ran, exit: i32, code: &str) {
+    assert_eq!(ran.code, exit, "{ran:#?}");
+    assert_eq!(ran.stderr, "", "{ran:#?}");
+    let error: serde_json::Value =
+        serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}: {ran:#?}"));
+    assert_eq!(error["error"]["code"], code, "{ran:#?}");
+    assert!(error["error"]["message"].is_string(), "{ran:#?}");
+}
+
 /// The sorted keys of a JSON object.
 pub fn keys(value: &serde_json::Value) -> Vec<String> {
     let mut keys: Vec<String> = value

@@ -203,11 +203,13 @@ impl ScriptedModel {
             })?;
             let mut queue = Queue::default();
             for (index, entry) in entries.into_iter().enumerate() {
-                let scripted = model.entry(entry).map_err(|reason| ScriptError::AgentEntry {
-                    agent: name.clone(),
-                    index,
-                    reason,
-                })?;
+                let scripted = model
+                    .entry(entry)
+                    .map_err(|reason| ScriptError::AgentEntry {
+                        agent: name.clone(),
+                        index,
+                        reason,
+                    })?;
                 queue.responses.push_back(scripted);
             }
             lock(&model.agent_queues).insert(agent, queue);
