@@ -4,7 +4,6 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::interrupt::{self, Interrupt};
 use tokio_util::sync::CancellationToken;
 use troupe::agent::TurnEnd;
 use troupe::bootstrap::{build_team, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings};
@@ -18,6 +17,7 @@ use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};
 use crate::args::{ApprovalMode, RunArgs};
+use crate::interrupt::{self, Interrupt};
 use crate::observe::{Console, Sink};
 use crate::render;
 
