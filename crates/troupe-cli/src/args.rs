@@ -35,12 +35,13 @@ pub struct RunArgs {
     /// The task for the lead.
     #[arg(long)]
     pub prompt: String,
+    /// How write and execute tools are approved.
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,
     /// The most model calls in one turn of any agent.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub max_turns: usize,
-    /// The response window of protocol requests, e.g. 90s, 5m, 1h.
+    /// The response window of protocol requests, e.g. 90s, 5m, 1h30m.
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub request_ttl: String,
     /// Overrides OPENAI_MODEL.
@@ -62,13 +63,20 @@ pub enum Command {
     /// Run the lead on a prompt, then keep the team going until it is quiescent.
     Run(RunArgs),
     /// A scripted team scenario: no network, no key, approvals automatic.
-    Demo,
+    Demo {
+        /// The workspace folder (default: a fresh temporary folder; a folder you name must not
+        /// hold troupe state yet).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
     /// A person answers a pending plan request as the lead, while a run is going.
     Review {
         /// The plan request's id.
         request_id: String,
+        /// Approve the plan.
         #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
         approve: bool,
+        /// Reject the plan.
         #[arg(long)]
         reject: bool,
         /// What the teammate is told.
@@ -86,16 +94,19 @@ pub enum Command {
         /// Only requests with this status: pending, approved, rejected or expired.
         #[arg(long, value_name = "S")]
         status: Option<String>,
+        /// Print JSON (`{"requests":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Background shell jobs and their status (running, completed, failed, cancelled, timed_out).
     Jobs {
+        /// Print JSON (`{"jobs":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// The durable cron jobs in `.troupe/cron.json`, soonest first.
     Cron {
+        /// Print JSON (`{"jobs":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -112,7 +123,62 @@ pub enum Command {
         /// Only one folder: ready, processing, done or quarantine.
         #[arg(long, value_name = "S")]
         state: Option<String>,
+        /// Print JSON (`{"agent":…,"messages":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+impl Command {
+    /// Whether the user asked for JSON: then errors are JSON too.
+    pub fn json_output(&self) -> bool {
+        match self {
+            Self::Status { json }
+            | Self::Requests { json, .. }
+            | Self::Jobs { json }
+            | Self::Cron { json }
+            | Self::Tasks { json }
+            | Self::Mailbox { json, .. } => *json,
+            Self::Run(_) | Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => {
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command says what it does, and every argument what it means, in `--help`.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            if command.get_about().is_none() && command.get_long_about().is_none() {
+                missing.push(format!("`{path}` has no description"));
+            }
+            for arg in command.get_arguments() {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("`{path}` argument `{}` has no help", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut command = Cli::command();
+        // Built, so that global arguments and the generated `help` are where users see them.
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "troupe", &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
 }

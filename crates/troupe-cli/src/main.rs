@@ -2,10 +2,13 @@
 //! settings, hand them to the library, render the result, map failures to exit codes.
 //!
 //! Exit codes: 0 success; 1 a failure, printed as one line `troupe: <cause>`; 2 bad usage or
-//! missing configuration (clap's own usage errors also exit 2).
+//! missing configuration (clap's own usage errors also exit 2); 3 the team stopped without a
+//! final answer (turn limit); 130 interrupted (Ctrl-C). With `--json`, an error is one JSON
+//! object on stdout instead (`CliError::report`).
 
 mod args;
 mod commands;
+mod interrupt;
 mod observe;
 mod render;
 
@@ -17,16 +20,30 @@ use crate::args::Cli;
 use crate::commands::CliError;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    let json = cli.command.json_output();
     match commands::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Usage(message)) => {
-            eprintln!("troupe: {message}");
-            ExitCode::from(2)
-        }
-        Err(CliError::Failed(message)) => {
-            eprintln!("troupe: {message}");
-            ExitCode::from(1)
-        }
+        Err(error) => error.report(json),
     }
+}
+
+/// clap's own errors are reported by clap (with usage and hints), except when the arguments ask
+/// for JSON: then the error is JSON too. `--help` and `--version` are not errors.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let wants_json = std::env::args_os().skip(1).any(|arg| arg == "--json");
+    let shown = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if wants_json && !shown {
+        return CliError::from_clap(error).report(true);
+    }
+    error.exit()
 }

@@ -7,6 +7,7 @@ use troupe::cron::CronJobView;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
 use troupe::jobs::{JobRecord, JobState};
 use troupe::store::tasks::TaskView;
+use troupe::wire::RequestStatus;
 
 use crate::commands::CliError;
 
@@ -34,6 +35,8 @@ pub fn status(report: &StatusReport) -> String {
     out.push_str("\nteammates\n");
     if report.teammates.is_empty() {
         out.push_str("  (none)\n");
+    } else {
+        out.push_str(&format!("  {:<20} {:<9} {}\n", "name", "status", "role"));
     }
     for t in &report.teammates {
         out.push_str(&format!(
@@ -65,13 +68,17 @@ pub fn status(report: &StatusReport) -> String {
     out.push_str("\npending requests\n");
     if report.pending_requests.is_empty() {
         out.push_str("  (none)\n");
+    } else {
+        out.push_str(&format!("  {}", request_header()));
     }
     for r in &report.pending_requests {
-        out.push_str(&request_line(r));
+        out.push_str(&format!("  {}", request_line(r)));
     }
     out.push_str("\njobs\n");
     if report.jobs.is_empty() {
         out.push_str("  (none)\n");
+    } else {
+        out.push_str(&format!("  {}", job_header()));
     }
     for job in &report.jobs {
         out.push_str(&format!("  {}", job_line(job)));
@@ -89,7 +96,10 @@ pub fn tasks(views: &[TaskView]) -> String {
     if views.is_empty() {
         return "no tasks\n".to_owned();
     }
-    let mut out = String::new();
+    let mut out = format!(
+        "{:<36}  {:<11} {:<20} {}\n",
+        "id", "status", "owner", "subject"
+    );
     for v in views {
         let owner = v.task.owner.as_ref().map_or("-", |o| o.as_str());
         out.push_str(&format!(
@@ -108,10 +118,18 @@ pub fn tasks(views: &[TaskView]) -> String {
     out
 }
 
-/// `<id>  <status>  <agent>  exit <code>  <started> → <finished>  <command>`
+/// The column names of [`job_line`].
+fn job_header() -> String {
+    format!(
+        "{:<36}  {:<9} {:<12} {:<4}  {:<24}  {:<24}  {}\n",
+        "id", "status", "agent", "exit", "started", "finished", "command"
+    )
+}
+
+/// One job: id, status, agent, exit code, start and end, and its command's first line.
 fn job_line(job: &JobRecord) -> String {
     let (exit, finished) = match &job.state {
-        JobState::Running => ("-".to_owned(), "…".to_owned()),
+        JobState::Running => ("-".to_owned(), "-".to_owned()),
         JobState::Finished {
             exit_code,
             finished_at_utc,
@@ -122,12 +140,12 @@ fn job_line(job: &JobRecord) -> String {
         ),
     };
     format!(
-        "{}  {:<9} {:<12} exit {:<4} {} -> {}  {}\n",
+        "{}  {:<9} {:<12} {:<4}  {:<24}  {:<24}  {}\n",
         job.id,
         job.status().as_str(),
         job.agent.as_str(),
         exit,
-        job.started_at_utc,
+        job.started_at_utc.to_string(),
         finished,
         first_line(&job.command, 60)
     )
@@ -137,18 +155,35 @@ pub fn jobs(jobs: &[JobRecord]) -> String {
     if jobs.is_empty() {
         return "no background jobs\n".to_owned();
     }
-    jobs.iter().map(job_line).collect()
+    let mut out = job_header();
+    out.extend(jobs.iter().map(job_line));
+    out
 }
 
-fn request_line(r: &RequestView) -> String {
+/// The column names of [`request_line`].
+fn request_header() -> String {
     format!(
-        "  {}  {:<13} {} -> {}  {:<8}  expires {}  {}\n",
+        "{:<36}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
+        "id", "kind", "from", "to", "status", "when", "content"
+    )
+}
+
+/// One request. `when` is the deadline of an open or expired request, and the time of the
+/// answer of a resolved one: a resolved request no longer has a deadline worth showing.
+fn request_line(r: &RequestView) -> String {
+    let when = match (&r.resolution, r.status) {
+        (Some(resolution), _) => format!("resolved {}", resolution.resolved_at_utc),
+        (None, RequestStatus::Expired) => format!("expired {}", r.expires_at_utc),
+        (None, _) => format!("expires {}", r.expires_at_utc),
+    };
+    format!(
+        "{}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
         r.id,
         r.kind,
         r.sender,
         r.target,
         r.status.as_str(),
-        r.expires_at_utc,
+        when,
         first_line(&r.content, 60)
     )
 }
@@ -157,40 +192,48 @@ pub fn requests(views: &[RequestView]) -> String {
     if views.is_empty() {
         return "no protocol requests\n".to_owned();
     }
-    views.iter().map(request_line).collect()
+    let mut out = request_header();
+    out.extend(views.iter().map(request_line));
+    out
 }
 
 pub fn cron_jobs(jobs: &[CronJobView]) -> String {
     if jobs.is_empty() {
         return "no durable cron jobs\n".to_owned();
     }
-    jobs.iter()
-        .map(|j| {
-            format!(
-                "{}  {:<16} {:<20} {:<9}  next {} ({})  {}\n",
-                j.id,
-                j.cron,
-                j.timezone,
-                if j.recurring { "recurring" } else { "once" },
-                j.next_fire_utc,
-                j.next_fire_local,
-                first_line(&j.prompt, 60)
-            )
-        })
-        .collect()
+    let mut out = format!(
+        "{:<36}  {:<16} {:<20} {:<9}  {:<24}  {:<29}  {}\n",
+        "id", "cron", "timezone", "kind", "next (UTC)", "next (local)", "prompt"
+    );
+    out.extend(jobs.iter().map(|j| {
+        format!(
+            "{}  {:<16} {:<20} {:<9}  {:<24}  {:<29}  {}\n",
+            j.id,
+            j.cron,
+            j.timezone,
+            if j.recurring { "recurring" } else { "once" },
+            j.next_fire_utc.to_string(),
+            j.next_fire_local,
+            first_line(&j.prompt, 60)
+        )
+    }));
+    out
 }
 
 pub fn mailbox(report: &MailboxReport) -> String {
     if report.messages.is_empty() {
         return format!("mailbox of {} is empty\n", report.agent);
     }
-    let mut out = String::new();
+    let mut out = format!(
+        "{:<10} {:<24}  {:<36}  {:<12} {:<12} {:<22} {}\n",
+        "state", "created", "id", "from", "to", "kind", "content"
+    );
     for entry in &report.messages {
         match &entry.message {
             Some(message) => {
                 let field = |k: &str| message.get(k).and_then(|v| v.as_str()).unwrap_or("");
                 out.push_str(&format!(
-                    "{:<10} {} {} {} -> {} [{}]",
+                    "{:<10} {:<24}  {:<36}  {:<12} {:<12} {:<22} ",
                     entry.state,
                     field("created_at_utc"),
                     field("id"),
@@ -199,9 +242,9 @@ pub fn mailbox(report: &MailboxReport) -> String {
                     field("kind"),
                 ));
                 if let Some(request_id) = message.get("request_id").and_then(|v| v.as_str()) {
-                    out.push_str(&format!(" request {request_id}"));
+                    out.push_str(&format!("(request {request_id}) "));
                 }
-                out.push_str(&format!("  {}\n", first_line(field("content"), 60)));
+                out.push_str(&format!("{}\n", first_line(field("content"), 60)));
             }
             None => out.push_str(&format!(
                 "{:<10} {} (invalid: {})\n",
@@ -227,24 +270,29 @@ fn first_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pretty_assertions::assert_eq;
     use troupe::cron::CronJobId;
+    use troupe::inspect::ResolutionView;
     use troupe::wire::UtcTime;
 
+    fn at(text: &str) -> UtcTime {
+        UtcTime::parse(text).unwrap()
+    }
+
     #[test]
-    fn job_lines_show_status_exit_code_and_times() {
-        let started = troupe::wire::UtcTime::parse("2026-07-30T08:00:00.000Z").unwrap();
+    fn job_lines_show_status_exit_code_and_times_under_a_header() {
         let running = JobRecord {
             id: troupe::jobs::JobId::parse("00000000-0000-4000-8000-000000000001").unwrap(),
             agent: troupe::wire::AgentName::lead(),
             command: "cargo test\nsecond line".to_owned(),
-            started_at_utc: started,
+            started_at_utc: at("2026-07-30T08:00:00.000Z"),
             state: JobState::Running,
         };
         let failed = JobRecord {
             state: JobState::Finished {
                 end: troupe::jobs::JobEnd::Failed,
                 exit_code: Some(101),
-                finished_at_utc: troupe::wire::UtcTime::parse("2026-07-30T08:01:00.000Z").unwrap(),
+                finished_at_utc: at("2026-07-30T08:01:00.000Z"),
                 output_tail: "error\n".to_owned(),
             },
             ..running.clone()
@@ -252,15 +300,17 @@ mod tests {
         assert_eq!(jobs(&[]), "no background jobs\n");
         assert_eq!(
             jobs(&[running, failed]),
-            "00000000-0000-4000-8000-000000000001  running   lead         exit -    \
-             2026-07-30T08:00:00.000Z -> …  cargo test…\n\
-             00000000-0000-4000-8000-000000000001  failed    lead         exit 101  \
-             2026-07-30T08:00:00.000Z -> 2026-07-30T08:01:00.000Z  cargo test…\n"
+            "id                                    status    agent        exit  \
+             started                   finished                  command\n\
+             00000000-0000-4000-8000-000000000001  running   lead         -     \
+             2026-07-30T08:00:00.000Z  -                         cargo test…\n\
+             00000000-0000-4000-8000-000000000001  failed    lead         101   \
+             2026-07-30T08:00:00.000Z  2026-07-30T08:01:00.000Z  cargo test…\n"
         );
     }
 
     #[test]
-    fn cron_jobs_text_shows_schedule_zone_kind_next_fire_and_prompt() {
+    fn cron_jobs_text_shows_schedule_zone_kind_next_fire_and_prompt_under_a_header() {
         assert_eq!(cron_jobs(&[]), "no durable cron jobs\n");
         let job = CronJobView {
             id: CronJobId::parse("00000000-0000-4000-8000-000000000001").unwrap(),
@@ -269,13 +319,74 @@ mod tests {
             prompt: "check the build\nthen report".to_owned(),
             recurring: false,
             durable: true,
-            next_fire_utc: UtcTime::parse("2026-07-31T00:30:00.000Z").unwrap(),
+            next_fire_utc: at("2026-07-31T00:30:00.000Z"),
             next_fire_local: "2026-07-31T02:30:00.000+02:00".to_owned(),
         };
         assert_eq!(
             cron_jobs(&[job]),
-            "00000000-0000-4000-8000-000000000001  30 2 * * *       Europe/Berlin        once       \
-             next 2026-07-31T00:30:00.000Z (2026-07-31T02:30:00.000+02:00)  check the build…\n"
+            "id                                    cron             timezone             kind       \
+             next (UTC)                next (local)                   prompt\n\
+             00000000-0000-4000-8000-000000000001  30 2 * * *       Europe/Berlin        once       \
+             2026-07-31T00:30:00.000Z  2026-07-31T02:30:00.000+02:00  check the build…\n"
+        );
+    }
+
+    fn request(id: &str, status: RequestStatus, resolved: Option<&str>) -> RequestView {
+        RequestView {
+            id: id.to_owned(),
+            kind: "plan_approval",
+            sender: "writer".to_owned(),
+            target: "lead".to_owned(),
+            status,
+            content: "the plan".to_owned(),
+            created_at_utc: at("2026-07-30T08:00:00.000Z"),
+            expires_at_utc: at("2026-07-30T08:05:00.000Z"),
+            resolution: resolved.map(|t| ResolutionView {
+                message_id: "00000000-0000-4000-8000-0000000000ff".to_owned(),
+                approved: status == RequestStatus::Approved,
+                content: "ok".to_owned(),
+                resolved_at_utc: at(t),
+            }),
+        }
+    }
+
+    #[test]
+    fn requests_have_a_header_and_resolved_ones_show_no_expiry() {
+        assert_eq!(requests(&[]), "no protocol requests\n");
+        let text = requests(&[
+            request(
+                "00000000-0000-4000-8000-000000000001",
+                RequestStatus::Pending,
+                None,
+            ),
+            request(
+                "00000000-0000-4000-8000-000000000002",
+                RequestStatus::Expired,
+                None,
+            ),
+            request(
+                "00000000-0000-4000-8000-000000000003",
+                RequestStatus::Approved,
+                Some("2026-07-30T08:01:00.000Z"),
+            ),
+            request(
+                "00000000-0000-4000-8000-000000000004",
+                RequestStatus::Rejected,
+                Some("2026-07-30T08:02:00.000Z"),
+            ),
+        ]);
+        assert_eq!(
+            text,
+            "id                                    kind          from         to           \
+             status    when                               content\n\
+             00000000-0000-4000-8000-000000000001  plan_approval writer       lead         \
+             pending   expires 2026-07-30T08:05:00.000Z   the plan\n\
+             00000000-0000-4000-8000-000000000002  plan_approval writer       lead         \
+             expired   expired 2026-07-30T08:05:00.000Z   the plan\n\
+             00000000-0000-4000-8000-000000000003  plan_approval writer       lead         \
+             approved  resolved 2026-07-30T08:01:00.000Z  the plan\n\
+             00000000-0000-4000-8000-000000000004  plan_approval writer       lead         \
+             rejected  resolved 2026-07-30T08:02:00.000Z  the plan\n"
         );
     }
 }

@@ -13,12 +13,23 @@
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
+//! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
+//! - `help`: what a new user reads: help texts, completions, the demo's closing commands.
+//! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
+//! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
+//! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
+#[path = "cli/exits.rs"]
+mod exits;
+#[path = "cli/help.rs"]
+mod help;
+#[path = "cli/interrupt.rs"]
+mod interrupt;
 #[path = "cli/model.rs"]
 mod model;
 #[path = "cli/orphans.rs"]
@@ -29,6 +40,8 @@ mod review;
 mod run;
 #[path = "cli/run_lock.rs"]
 mod run_lock;
+#[path = "cli/scripts.rs"]
+mod scripts;
 #[path = "cli/special_files.rs"]
 mod special_files;
 #[path = "cli/state_files.rs"]
@@ -37,3 +50,5 @@ mod state_files;
 mod support;
 #[path = "cli/tasks.rs"]
 mod tasks;
+#[path = "cli/usage.rs"]
+mod usage;

@@ -94,6 +94,16 @@ impl ModelChooser for SameModel {
     }
 }
 
+/// Each agent answers from its own view of one scripted model (`--model-script`): its own queue
+/// when the script gives it one, else the shared `responses`.
+pub struct ScriptedPerAgent(pub Arc<crate::model::ScriptedModel>);
+
+impl ModelChooser for ScriptedPerAgent {
+    fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient> {
+        crate::model::ScriptedModel::for_agent(&self.0, agent)
+    }
+}
+
 /// Everything a team needs from outside.
 pub struct TeamSettings {
     pub workspace: PathBuf,

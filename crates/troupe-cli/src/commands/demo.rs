@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use troupe::bootstrap::TeamSettings;
 use troupe::clock::SystemClock;
-use troupe::demo::{DemoModels, NOTES_FILE, PROMPT};
+use troupe::demo::{DemoModels, NOTES_FILE, PROMPT, TEAMMATE};
 use troupe::ids::RandomIds;
 use troupe::permissions::AutoApproval;
 use troupe::team::TeamObserver;
@@ -55,11 +55,60 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         shell_timeout: Duration::from_secs(30),
         watch: true,
     };
-    let outcome = super::run::drive(settings, PROMPT)?;
+    let interrupt = crate::interrupt::Interrupt::default();
+    let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();
+    let troupe = self_command();
+    let ws = shell_word(&workspace.to_string_lossy());
     render::print_text(&format!(
-        "\nlead's answer: {}\n\n{NOTES_FILE}:\n{notes}\nInspect it: troupe status --workspace {ws}\n             troupe requests --workspace {ws}\n",
+        "\nlead's answer: {}\n\n{NOTES_FILE}:\n{notes}\nInspect it:\n  \
+         {troupe} status --workspace {ws}\n  \
+         {troupe} requests --workspace {ws}\n  \
+         {troupe} mailbox {TEAMMATE} --workspace {ws}\n",
         outcome.answer,
-        ws = workspace.display()
     ))
+}
+
+/// How the user can run this troupe again from a shell: `troupe` when the first `troupe` on
+/// `PATH` is this very program, else this program's path (after `cargo run`, troupe is not on
+/// `PATH`), else the `cargo run` line of the README.
+fn self_command() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "cargo run --release --bin troupe --".to_owned();
+    };
+    let first_on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("troupe"))
+            .find(|candidate| candidate.is_file())
+            .and_then(|found| std::fs::canonicalize(found).ok())
+    });
+    if first_on_path.as_ref() == Some(&exe) {
+        "troupe".to_owned()
+    } else {
+        shell_word(&exe.to_string_lossy())
+    }
+}
+
+/// `word` as one POSIX shell word: as it is when nothing in it is special, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("/tmp/troupe-demo-x1"), "/tmp/troupe-demo-x1");
+        assert_eq!(shell_word("/tmp/a b"), "'/tmp/a b'");
+        assert_eq!(shell_word("/tmp/it's"), r"'/tmp/it'\''s'");
+        assert_eq!(shell_word("$HOME"), "'$HOME'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -1,10 +1,12 @@
 //! `troupe run`: the lead's user turn, then event turns until the team is quiescent.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use troupe::bootstrap::{build_team, ModelChooser, SameModel, TeamSettings};
+use troupe::agent::TurnEnd;
+use troupe::bootstrap::{build_team, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::config::{ModelConfig, ModelOverrides};
 use troupe::error::ErrorCode;
@@ -15,12 +17,21 @@ use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};
 use crate::args::{ApprovalMode, RunArgs};
+use crate::interrupt::{self, Interrupt};
 use crate::observe::{Console, Sink};
 use crate::render;
 
-pub fn approval_provider(mode: ApprovalMode) -> Arc<dyn ApprovalProvider> {
+/// Said once at start when `--approval ask` has no terminal to ask on.
+const NO_TERMINAL_NOTICE: &str = "no terminal to ask for approval: calls that need it (write and \
+     execute tools) will be denied; use --approval auto to allow them";
+
+/// The provider for `mode`; a terminal prompt ends (denied) when `cancel` fires.
+pub fn approval_provider(
+    mode: ApprovalMode,
+    cancel: &CancellationToken,
+) -> Arc<dyn ApprovalProvider> {
     match mode {
-        ApprovalMode::Ask => Arc::new(TerminalApproval::stdio()),
+        ApprovalMode::Ask => Arc::new(TerminalApproval::stdio().with_cancel(cancel.clone())),
         ApprovalMode::Auto => Arc::new(AutoApproval),
         ApprovalMode::Deny => Arc::new(DenyApproval),
     }
@@ -32,7 +43,7 @@ fn models(workspace: &Path, args: &RunArgs) -> Result<Arc<dyn ModelChooser>, Cli
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-        return Ok(Arc::new(SameModel(Arc::new(model))));
+        return Ok(Arc::new(ScriptedPerAgent(Arc::new(model))));
     }
     let overrides = ModelOverrides {
         model: args.model.clone(),
@@ -58,13 +69,16 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
     }
     let ttl = parse_duration(&args.request_ttl)?;
     let models = models(workspace, &args)?;
+    let interrupt = Interrupt::default();
+    let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
+        .then_some(NO_TERMINAL_NOTICE);
     let console = Arc::new(Console::new(Sink::Stderr));
     let settings = TeamSettings {
         workspace: workspace.to_path_buf(),
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
         models,
-        approval: approval_provider(args.approval),
+        approval: approval_provider(args.approval, &interrupt.prompts),
         run_observer: console.clone(),
         team_observer: console as Arc<dyn TeamObserver>,
         max_turns: args.max_turns,
@@ -72,17 +86,31 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
         watch: true,
     };
-    let outcome = drive(settings, &args.prompt)?;
+    let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
+    if let TurnEnd::MaxTurns { limit } = outcome.last_end {
+        return Err(CliError::Incomplete(format!(
+            "the lead stopped after {limit} model calls without a final answer \
+             (--max-turns {limit}) [turn_limit]"
+        )));
+    }
     render::print_text(&format!("{}\n", outcome.answer))
 }
 
-/// Builds the team, drives it to quiescence (or Ctrl-C), closes it.
-pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliError> {
+/// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it. `notice`,
+/// if any, is said once the team is built.
+pub fn drive(
+    settings: TeamSettings,
+    prompt: &str,
+    interrupt: &Interrupt,
+    notice: Option<&str>,
+) -> Result<DriveOutcome, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
     let result = runtime.block_on(async move {
+        let cancel = &interrupt.run;
+        interrupt::listen(cancel.clone())?;
         let mut team = build_team(settings)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         if team.recovered > 0 {
@@ -91,26 +119,33 @@ pub fn drive(settings: TeamSettings, prompt: &str) -> Result<DriveOutcome, CliEr
                 team.recovered
             );
         }
-        let cancel = CancellationToken::new();
-        let on_signal = cancel.clone();
+        if let Some(notice) = notice {
+            eprintln!("troupe: {notice}");
+        }
+        // On Ctrl-C the teammates are told to stop first, then the prompts end: a teammate
+        // whose prompt was just answered "no" finds its team closing at its next safe point
+        // instead of going on to another model call and finishing its message.
+        let teammates = team.runtime.clone();
+        let (interrupted, prompts) = (cancel.clone(), interrupt.prompts.clone());
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("troupe: interrupted; closing the team at a safe point");
-                on_signal.cancel();
-            }
+            interrupted.cancelled().await;
+            teammates.start_closing();
+            prompts.cancel();
         });
         let mut driver = team.driver();
-        let result = driver.run(&mut team.lead, prompt, &cancel).await;
+        let result = driver.run(&mut team.lead, prompt, cancel).await;
         team.close().await;
-        let outcome = result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-        if outcome.cancelled {
-            return Err(CliError::Failed(
-                "interrupted; in-flight messages were released".into(),
+        if cancel.is_cancelled() {
+            return Err(CliError::Interrupted(
+                "interrupted; the team was closed and in-flight messages went back to ready/ \
+                 [interrupted]"
+                    .into(),
             ));
         }
-        Ok(outcome)
+        result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
     });
-    // A terminal prompt blocked in `read_line` cannot be cancelled; do not wait for it forever.
+    // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
+    // forever.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     result
 }

@@ -1,7 +1,8 @@
-//! Bad input and broken state files: every failure is one line on stderr (`troupe: …`), a
-//! non-zero exit code (2 for bad usage, 1 for anything else), and never a panic.
+//! Bad input and broken state files: every failure is one line on stderr (`troupe: …`) — or,
+//! with `--json`, one JSON object on stdout — a non-zero exit code (2 for bad usage, 1 for
+//! anything else), and never a panic.
 
-use super::support::{assert_fails, demo_workspace, troupe, troupe_in};
+use super::support::{assert_fails, assert_fails_json, demo_workspace, troupe, troupe_in};
 use troupe::layout::Layout;
 
 #[test]
@@ -68,7 +69,11 @@ fn a_corrupt_state_json_is_reported_not_repaired() {
             "--approve",
         ],
     ] {
-        assert_fails(&troupe_in(&ws, args), 1, "[protocol_state_corrupt]");
+        if args.contains(&"--json") {
+            assert_fails_json(&troupe_in(&ws, args), 1, "protocol_state_corrupt");
+        } else {
+            assert_fails(&troupe_in(&ws, args), 1, "[protocol_state_corrupt]");
+        }
     }
     assert_eq!(
         std::fs::read(&state).unwrap(),
@@ -87,10 +92,10 @@ fn a_corrupt_team_json_is_reported() {
     ] {
         std::fs::write(&team, bytes).unwrap();
         assert_fails(&troupe_in(&ws, &["status"]), 1, "team.json");
-        assert_fails(
+        assert_fails_json(
             &troupe_in(&ws, &["status", "--json"]),
             1,
-            "[team_state_corrupt]",
+            "team_state_corrupt",
         );
     }
 }

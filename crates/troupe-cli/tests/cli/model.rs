@@ -110,9 +110,10 @@ async fn a_refused_key_is_exit_1_with_one_line_and_no_key() {
     .await;
     let (_dir, ws) = workspace();
     let base = format!("{}/v1", server.uri());
+    // `--approval deny`: without a terminal, `ask` would add its notice to stderr.
     let out = run(
         &ws,
-        &["--prompt", "hi"],
+        &["--prompt", "hi", "--approval", "deny"],
         &[
             ("OPENAI_API_KEY", "sk-secret-123"),
             ("OPENAI_MODEL", "m"),

@@ -69,6 +69,17 @@ pub fn assert_fails(ran: &Ran, code: i32, needle: &str) {
     assert!(lines[0].contains(needle), "{needle:?} in {ran:#?}");
 }
 
+/// A failure under `--json`: the exit code, nothing on stderr, and on stdout one object
+/// `{"error":{"code","message"}}` whose code is `code`.
+pub fn assert_fails_json(ran: &Ran, exit: i32, code: &str) {
+    assert_eq!(ran.code, exit, "{ran:#?}");
+    assert_eq!(ran.stderr, "", "{ran:#?}");
+    let error: serde_json::Value =
+        serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}: {ran:#?}"));
+    assert_eq!(error["error"]["code"], code, "{ran:#?}");
+    assert!(error["error"]["message"].is_string(), "{ran:#?}");
+}
+
 /// The sorted keys of a JSON object.
 pub fn keys(value: &serde_json::Value) -> Vec<String> {
     let mut keys: Vec<String> = value
@@ -91,4 +102,29 @@ pub fn demo_workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     );
     assert_eq!(ran.code, 0, "{ran:#?}");
     (dir, workspace)
+}
+
+/// A failure in whichever form the command's flags ask for: one `troupe: …` line on stderr, or,
+/// under `--json`, one error object on stdout. Returns the failure as `<message> [<code>]`.
+pub fn failure_text(ran: &Ran, exit: i32) -> String {
+    assert_eq!(ran.code, exit, "{ran:#?}");
+    assert!(!ran.stderr.contains("panicked"), "{ran:#?}");
+    if ran.stderr.is_empty() {
+        let error: serde_json::Value =
+            serde_json::from_str(&ran.stdout).unwrap_or_else(|e| panic!("{e}: {ran:#?}"));
+        let message = error["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{ran:#?}"));
+        let code = error["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{ran:#?}"));
+        return format!("{message} [{code}]");
+    }
+    assert_eq!(ran.stdout, "", "{ran:#?}");
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {ran:#?}");
+    lines[0]
+        .strip_prefix("troupe: ")
+        .unwrap_or_else(|| panic!("{ran:#?}"))
+        .to_owned()
 }

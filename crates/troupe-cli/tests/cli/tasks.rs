@@ -90,7 +90,8 @@ fn tasks_json_shows_the_board() {
     assert_eq!(
         text,
         format!(
-            "{}  in_progress alice                design\n\
+            "id                                    status      owner                subject\n\
+             {}  in_progress alice                design\n\
              {}  pending     -                    build  (blocked by {})\n",
             a.id, c.id, a.id
         )
@@ -119,11 +120,24 @@ fn a_corrupt_task_file_is_a_one_line_failure() {
         "{\"id\":",
     )
     .unwrap();
-    let output = troupe(dir.path(), &["tasks", "--json"]);
+    let output = troupe(dir.path(), &["tasks"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("the task board is corrupt"), "{stderr}");
     assert!(stderr.contains("[task_store_corrupt]"), "{stderr}");
+    // With --json, the same failure is one JSON object on stdout.
+    let output = troupe(dir.path(), &["tasks", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stderr.is_empty());
+    let error: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(error["error"]["code"], "task_store_corrupt");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the task board is corrupt"),
+        "{error}"
+    );
 }

@@ -99,6 +99,9 @@ pub enum ModelError {
     /// A [`ScriptedModel`] was asked for more responses than its script holds.
     #[error("the scripted model has no response left (it served {served})")]
     ScriptExhausted { served: usize },
+    /// An agent's own queue in a [`ScriptedModel`] ran out (it never falls back to the shared one).
+    #[error("the scripted model has no response left for agent {agent} (it served {served})")]
+    AgentScriptExhausted { agent: String, served: usize },
 }
 
 impl ErrorCode for ModelError {
@@ -113,7 +116,9 @@ impl ErrorCode for ModelError {
             Self::Transport { .. } => "model_transport",
             Self::RequestRefused { .. } => "model_request_refused",
             Self::FallbackFailed { fallback, .. } => fallback.code(),
-            Self::ScriptExhausted { .. } => "model_script_exhausted",
+            Self::ScriptExhausted { .. } | Self::AgentScriptExhausted { .. } => {
+                "model_script_exhausted"
+            }
         }
     }
 }

@@ -25,13 +25,30 @@
 //! anything else is serialised; missing means `{}`. `id` defaults to `call_<n>`, numbered from 1
 //! across the script. `finish_reason` defaults to `tool_calls` when there are tool calls, else
 //! `stop`. Unknown keys are refused.
+//!
+//! # Per-agent queues
+//!
+//! With several agents, one shared queue is served in call order, which is a race. A script may
+//! also (or instead) give agents queues of their own:
+//!
+//! ```json
+//! {"responses": [{"text": "for anyone without a queue"}],
+//!  "agents": {"lead": [{"text": "lead's first answer"}], "writer": [{"text": "writer's"}]}}
+//! ```
+//!
+//! The model only knows who calls through the view it is called on: [`ScriptedModel::for_agent`]
+//! gives each agent its own [`ModelClient`] (chosen at the composition root), so nothing about
+//! agents is added to the request. An agent with a queue of its own is answered from it only;
+//! when it runs out the call fails with `model_script_exhausted` naming the agent. Any other
+//! agent, and calls on the model itself, use the shared queue. Agent names must be valid.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::Deserialize;
 use serde_json::Value;
+use troupe_wire::AgentName;
 
 use super::types::{AssistantMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, Usage};
 use super::{ModelClient, ModelError};
@@ -45,6 +62,8 @@ type Responder = Box<dyn FnMut(&ModelRequest) -> Result<ModelResponse, ModelErro
 /// A model that answers from a script. Build it, then share it (e.g. in an `Arc`).
 pub struct ScriptedModel {
     queue: Mutex<Queue>,
+    /// Queues of their own for some agents, so that concurrent agents do not race for one queue.
+    agent_queues: Mutex<HashMap<AgentName, Queue>>,
     /// Called when the queue is empty. Its own lock, so a responder may inspect the model.
     responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<ModelRequest>>,
@@ -67,6 +86,14 @@ pub enum ScriptError {
     Parse { reason: String },
     #[error("the model script's response #{index} is not valid: {reason}")]
     Entry { index: usize, reason: String },
+    #[error("the model script's response #{index} of agent {agent} is not valid: {reason}")]
+    AgentEntry {
+        agent: String,
+        index: usize,
+        reason: String,
+    },
+    #[error("the model script's `agents` has an invalid agent name: {reason}")]
+    AgentName { reason: String },
 }
 
 impl ErrorCode for ScriptError {
@@ -86,6 +113,7 @@ impl ScriptedModel {
     pub fn new() -> Self {
         Self {
             queue: Mutex::new(Queue::default()),
+            agent_queues: Mutex::new(HashMap::new()),
             responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             next_call_number: 1,
@@ -145,10 +173,20 @@ impl ScriptedModel {
 
     /// Loads a script file (format in the module docs).
     pub fn from_json_file(path: &Path) -> Result<Self, ScriptError> {
-        let text = std::fs::read_to_string(path).map_err(|err| ScriptError::Read {
+        let read_error = |reason: String| ScriptError::Read {
             path: path.display().to_string(),
-            reason: err.to_string(),
-        })?;
+            reason,
+        };
+        // A FIFO or device named as the script is refused at once instead of blocking the run.
+        let bytes = crate::store::read::read_regular(
+            path,
+            crate::store::read::Links::Follow,
+            crate::store::read::MAX_STATE_FILE_BYTES,
+        )
+        .map_err(|err| read_error(err.to_string()))?
+        .ok_or_else(|| read_error("no such file".to_owned()))?;
+        let text =
+            String::from_utf8(bytes).map_err(|err| read_error(format!("not UTF-8 ({err})")))?;
         Self::from_json_str(&text)
     }
 
@@ -158,14 +196,45 @@ impl ScriptedModel {
             troupe_wire::strict::from_json_str(text, "").map_err(|err| ScriptError::Parse {
                 reason: err.to_string(),
             })?;
+        if file.responses.is_none() && file.agents.is_none() {
+            return Err(ScriptError::Parse {
+                reason: "it needs `responses`, `agents` or both".to_owned(),
+            });
+        }
         let mut model = Self::new();
-        for (index, entry) in file.responses.into_iter().enumerate() {
+        for (index, entry) in file.responses.unwrap_or_default().into_iter().enumerate() {
             let scripted = model
                 .entry(entry)
                 .map_err(|reason| ScriptError::Entry { index, reason })?;
             lock(&model.queue).responses.push_back(scripted);
         }
+        for (name, entries) in file.agents.unwrap_or_default() {
+            let agent = AgentName::parse(&name).map_err(|e| ScriptError::AgentName {
+                reason: e.to_string(),
+            })?;
+            let mut queue = Queue::default();
+            for (index, entry) in entries.into_iter().enumerate() {
+                let scripted = model
+                    .entry(entry)
+                    .map_err(|reason| ScriptError::AgentEntry {
+                        agent: name.clone(),
+                        index,
+                        reason,
+                    })?;
+                queue.responses.push_back(scripted);
+            }
+            lock(&model.agent_queues).insert(agent, queue);
+        }
         Ok(model)
+    }
+
+    /// The model as `agent` sees it: calls on the view are answered from the agent's own queue
+    /// when the script gives it one, else from the shared queue (see the module docs).
+    pub fn for_agent(model: &Arc<Self>, agent: &AgentName) -> Arc<dyn ModelClient> {
+        Arc::new(AgentView {
+            model: model.clone(),
+            agent: agent.clone(),
+        })
     }
 
     /// Every request received so far, in order.
@@ -173,9 +242,14 @@ impl ScriptedModel {
         lock(&self.requests).clone()
     }
 
-    /// Queued responses not served yet (the function, if any, is not counted).
+    /// Queued responses not served yet, in the shared queue and the agents' own (the function,
+    /// if any, is not counted).
     pub fn remaining(&self) -> usize {
-        lock(&self.queue).responses.len()
+        let own: usize = lock(&self.agent_queues)
+            .values()
+            .map(|q| q.responses.len())
+            .sum();
+        lock(&self.queue).responses.len() + own
     }
 
     fn call_id(&mut self) -> String {
@@ -233,10 +307,28 @@ impl ScriptedModel {
     }
 }
 
-#[async_trait::async_trait]
-impl ModelClient for ScriptedModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+impl ScriptedModel {
+    /// Answers a call made by `agent` (`None`: a call on the model itself).
+    fn answer(
+        &self,
+        agent: Option<&AgentName>,
+        request: &ModelRequest,
+    ) -> Result<ModelResponse, ModelError> {
         lock(&self.requests).push(request.clone());
+        if let Some(agent) = agent {
+            if let Some(queue) = lock(&self.agent_queues).get_mut(agent) {
+                return match queue.responses.pop_front() {
+                    Some(next) => {
+                        queue.served += 1;
+                        next
+                    }
+                    None => Err(ModelError::AgentScriptExhausted {
+                        agent: agent.to_string(),
+                        served: queue.served,
+                    }),
+                };
+            }
+        }
         let served = {
             let mut queue = lock(&self.queue);
             if let Some(next) = queue.responses.pop_front() {
@@ -249,6 +341,26 @@ impl ModelClient for ScriptedModel {
             Some(respond) => respond(request),
             None => Err(ModelError::ScriptExhausted { served }),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelClient for ScriptedModel {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.answer(None, request)
+    }
+}
+
+/// One agent's view of a shared [`ScriptedModel`] (see [`ScriptedModel::for_agent`]).
+struct AgentView {
+    model: Arc<ScriptedModel>,
+    agent: AgentName,
+}
+
+#[async_trait::async_trait]
+impl ModelClient for AgentView {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        self.model.answer(Some(&self.agent), request)
     }
 }
 
@@ -269,7 +381,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
-    responses: Vec<ScriptEntry>,
+    responses: Option<Vec<ScriptEntry>>,
+    /// By agent name; sorted, so that made-up call ids are numbered the same on every load.
+    agents: Option<BTreeMap<String, Vec<ScriptEntry>>>,
 }
 
 #[derive(Deserialize)]

@@ -2,12 +2,17 @@
 //!
 //! A provider is consulted only for `ask`; it never sees a call the rules deny, so an approval
 //! cannot loosen a deny. The CLI picks one with `--approval ask|auto|deny`.
+//!
+//! The terminal prompt never holds a run hostage: its read runs on a thread of its own and is
+//! raced against a cancellation token (Ctrl-C in the CLI), so an interrupt denies the pending
+//! call at once instead of waiting for Enter.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
 use crate::tools::Effect;
@@ -96,15 +101,23 @@ struct TerminalIo {
 /// `--approval ask`: asks a person on the terminal, naming the agent, the tool and the
 /// arguments, and reads `y`/`N`. Without a terminal it denies and says how to allow.
 ///
-/// Prompts are serialised: two agents asking at once get one prompt after the other.
+/// Prompts are serialised: two agents asking at once get one prompt after the other. Once the
+/// token given to [`TerminalApproval::with_cancel`] fires, the prompt on screen is answered "no"
+/// and every later call is denied without asking.
 pub struct TerminalApproval {
     io: Arc<Mutex<TerminalIo>>,
     is_terminal: bool,
+    /// Fired on interrupt. A blocking read of a terminal cannot be ended from outside, so the
+    /// prompt waits on this and on the reading thread, whichever comes first.
+    cancel: CancellationToken,
 }
 
 /// The guidance given when there is no terminal to ask.
 pub const NO_TERMINAL_GUIDANCE: &str = "no terminal to ask; rerun with --approval auto to allow \
      write/execute tools, or --approval deny";
+
+/// Why a call is denied once the prompt was interrupted.
+pub const INTERRUPTED_REASON: &str = "interrupted before an answer; treated as no";
 
 /// Arguments longer than this are cut in the prompt (a whole file's content helps no one).
 const PROMPT_ARGUMENTS_MAX: usize = 2_000;
@@ -129,7 +142,14 @@ impl TerminalApproval {
         Self {
             io: Arc::new(Mutex::new(TerminalIo { input, output })),
             is_terminal,
+            cancel: CancellationToken::new(),
         }
+    }
+
+    /// Ends the prompt on screen (denied) and denies every later call once `cancel` fires.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     fn prompt_text(request: &ApprovalRequest<'_>) -> String {
@@ -163,18 +183,36 @@ impl ApprovalProvider for TerminalApproval {
         if !self.is_terminal {
             return ApprovalAnswer::deny(NO_TERMINAL_GUIDANCE);
         }
+        if self.cancel.is_cancelled() {
+            return ApprovalAnswer::deny(INTERRUPTED_REASON);
+        }
         let prompt = Self::prompt_text(request);
         let io = self.io.clone();
-        // Reading a terminal blocks; keep it off the async workers.
-        let answer = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-            let mut io = io.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            io.output.write_all(prompt.as_bytes())?;
-            io.output.flush()?;
-            let mut line = String::new();
-            io.input.read_line(&mut line)?;
-            Ok(line)
-        })
-        .await;
+        let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+        // A thread of its own rather than `spawn_blocking`: the read may never end (nobody
+        // answers, the run was interrupted), and a runtime waits for its blocking tasks when it
+        // shuts down. A read left behind ends with the process.
+        let reader = std::thread::Builder::new()
+            .name("troupe-approval".to_owned())
+            .spawn(move || {
+                let read = (|| -> std::io::Result<String> {
+                    let mut io = io.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    io.output.write_all(prompt.as_bytes())?;
+                    io.output.flush()?;
+                    let mut line = String::new();
+                    io.input.read_line(&mut line)?;
+                    Ok(line)
+                })();
+                let _ = answer_tx.send(read);
+            });
+        if let Err(e) = reader {
+            return ApprovalAnswer::deny(format!("cannot ask at the terminal: {e}"));
+        }
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return ApprovalAnswer::deny(INTERRUPTED_REASON),
+            answer = answer_rx => answer,
+        };
         match answer {
             Ok(Ok(line)) => match line.trim().to_ascii_lowercase().as_str() {
                 "y" | "yes" => ApprovalAnswer::approve("approved at the terminal"),
@@ -184,7 +222,7 @@ impl ApprovalProvider for TerminalApproval {
                 _ => ApprovalAnswer::deny("refused at the terminal"),
             },
             Ok(Err(e)) => ApprovalAnswer::deny(format!("cannot ask at the terminal: {e}")),
-            Err(e) => ApprovalAnswer::deny(format!("cannot ask at the terminal: {e}")),
+            Err(_) => ApprovalAnswer::deny("cannot ask at the terminal: the reader stopped"),
         }
     }
 }

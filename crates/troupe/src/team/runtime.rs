@@ -170,7 +170,7 @@ impl TeamRuntime {
 
     /// Cancels every worker at its next safe point, waits for them, and releases what they held.
     pub async fn close(&self) {
-        self.inner.closing.cancel();
+        self.start_closing();
         loop {
             let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.tasks));
             if handles.is_empty() {
@@ -180,6 +180,12 @@ impl TeamRuntime {
                 let _ = handle.await;
             }
         }
+    }
+
+    /// Cancels every worker at its next safe point, without waiting (an interrupt does this
+    /// first, so that no teammate starts another model call); `close` still waits and releases.
+    pub fn start_closing(&self) {
+        self.inner.closing.cancel();
     }
 
     pub fn is_closing(&self) -> bool {

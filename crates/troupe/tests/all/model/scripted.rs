@@ -238,3 +238,108 @@ fn invalid_scripts_are_refused() {
         "{missing}"
     );
 }
+
+/// Answers `n` requests from one agent's view of the model, returning the texts.
+fn drain(model: &std::sync::Arc<ScriptedModel>, agent: &str, n: usize) -> Vec<String> {
+    let view = ScriptedModel::for_agent(model, &troupe::wire::AgentName::parse(agent).unwrap());
+    (0..n)
+        .map(|i| {
+            let response = block(view.complete(&ask(&format!("{agent} {i}")))).unwrap();
+            response.message.content.unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn agents_with_their_own_queues_get_their_own_answers_even_when_called_concurrently() {
+    const EACH: usize = 200;
+    let entries = |agent: &str| -> Vec<serde_json::Value> {
+        (0..EACH)
+            .map(|i| json!({"text": format!("{agent} answer {i}")}))
+            .collect()
+    };
+    let script = json!({
+        "responses": [{"text": "shared 0"}, {"text": "shared 1"}],
+        "agents": {"alice": entries("alice"), "bob": entries("bob")},
+    });
+    let model = std::sync::Arc::new(ScriptedModel::from_json_str(&script.to_string()).unwrap());
+    // Two agents asking at the same time, from two threads, each as fast as it can.
+    let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let threads: Vec<_> = ["alice", "bob"]
+        .into_iter()
+        .map(|agent| {
+            let model = model.clone();
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                drain(&model, agent, EACH)
+            })
+        })
+        .collect();
+    let answers: Vec<Vec<String>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (agent, got) in ["alice", "bob"].iter().zip(&answers) {
+        let expected: Vec<String> = (0..EACH).map(|i| format!("{agent} answer {i}")).collect();
+        assert_eq!(got, &expected, "{agent}");
+    }
+    // An agent without a queue of its own (the lead) is answered from `responses`.
+    assert_eq!(drain(&model, "lead", 2), ["shared 0", "shared 1"]);
+    // An agent's own queue running out is an error naming it; it never falls back to `responses`.
+    let alice = ScriptedModel::for_agent(&model, &troupe::wire::AgentName::parse("alice").unwrap());
+    let exhausted = block(alice.complete(&ask("one more"))).unwrap_err();
+    assert_eq!(exhausted.code(), "model_script_exhausted");
+    assert!(exhausted.to_string().contains("alice"), "{exhausted}");
+}
+
+/// Runs a future to completion on a throwaway runtime (the tests above use plain threads).
+fn block<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+#[test]
+fn a_script_with_only_agent_queues_leaves_other_agents_without_answers() {
+    let script = r#"{"agents": {"writer": [{"text": "mine"}]}}"#;
+    let model = std::sync::Arc::new(ScriptedModel::from_json_str(script).unwrap());
+    assert_eq!(drain(&model, "writer", 1), ["mine"]);
+    let lead = ScriptedModel::for_agent(&model, &troupe::wire::AgentName::lead());
+    assert_eq!(
+        block(lead.complete(&ask("hi"))).unwrap_err().code(),
+        "model_script_exhausted"
+    );
+}
+
+#[test]
+fn invalid_agent_queues_are_refused() {
+    for (script, expected) in [
+        ("{}", "`responses`, `agents` or both"),
+        (r#"{"agents": {"Bad Name": [{"text": "x"}]}}"#, "Bad Name"),
+        (r#"{"agents": {"../x": [{"text": "x"}]}}"#, "../x"),
+        (
+            r#"{"agents": {"writer": [{"text": "ok"}, {}]}}"#,
+            "response #1 of agent writer",
+        ),
+        (r#"{"agents": {"writer": [{"txt": "typo"}]}}"#, "not valid"),
+        (r#"{"agents": ["writer"]}"#, "not valid"),
+        (r#"{"responses": [], "agent": {}}"#, "not valid"),
+    ] {
+        let error = ScriptedModel::from_json_str(script).unwrap_err();
+        assert_eq!(error.code(), "model_script_invalid", "{script}");
+        assert!(error.to_string().contains(expected), "{script}: {error}");
+    }
+}
+
+#[test]
+fn a_script_that_is_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.json");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let err = ScriptedModel::from_json_file(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("script.json"), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -85,3 +85,55 @@ async fn terminal_without_a_terminal_denies_with_guidance_and_reads_nothing() {
     );
     assert_eq!(out.text(), "");
 }
+
+/// Input that never comes: a read blocks until the test ends (like a person who never answers).
+struct NeverAnswers(std::sync::mpsc::Receiver<()>);
+
+impl std::io::Read for NeverAnswers {
+    fn read(&mut self, _buf: &mut [u8]) -> std::io::Result<usize> {
+        let _ = self.0.recv();
+        Ok(0)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_waiting_for_an_answer_is_denied_when_cancelled_and_later_ones_at_once() {
+    let agent = AgentName::parse("alice").unwrap();
+    let args = json!({"path": "notes.md"});
+    let (_keep_blocking, never) = std::sync::mpsc::channel();
+    let out = SharedOutput::default();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let provider = std::sync::Arc::new(
+        TerminalApproval::with_io(
+            Box::new(std::io::BufReader::new(NeverAnswers(never))),
+            Box::new(out.clone()),
+            true,
+        )
+        .with_cancel(cancel.clone()),
+    );
+    let asking = {
+        let provider = provider.clone();
+        tokio::spawn(async move {
+            let agent = AgentName::parse("alice").unwrap();
+            let args = json!({"path": "notes.md"});
+            provider.approve(&ask(&agent, &args)).await
+        })
+    };
+    // The prompt is on the terminal and its read is blocked; nothing will ever be typed.
+    while !out.text().ends_with("Allow? [y/N] ") {
+        tokio::task::yield_now().await;
+    }
+    cancel.cancel();
+    let answer = asking.await.unwrap();
+    assert_eq!(
+        answer,
+        ApprovalAnswer::deny("interrupted before an answer; treated as no")
+    );
+    // Later calls are denied without a prompt (the blocked read still holds the terminal).
+    let later = provider.approve(&ask(&agent, &args)).await;
+    assert_eq!(
+        later,
+        ApprovalAnswer::deny("interrupted before an answer; treated as no")
+    );
+    assert_eq!(out.text().matches("Allow?").count(), 1);
+}

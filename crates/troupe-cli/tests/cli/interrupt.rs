@@ -1,0 +1,359 @@
+//! Ctrl-C on a real `troupe run` (SPEC §8): SIGINT sent to the process while it waits at an
+//! approval prompt on a pseudo-terminal, while a model call hangs on a loopback server that never
+//! answers, and twice while the first interrupt cannot reach a safe point. Every wait is for an
+//! event (a line on stderr, an accepted connection, a lock waiter, a process exit), never a sleep.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::support::command;
+
+/// Long enough for a slow machine; a hang is a failure, not a wait.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The child's stderr, collected by a thread; tests wait for text to appear in it.
+#[derive(Clone, Default)]
+struct Collected(Arc<(Mutex<String>, Condvar)>);
+
+impl Collected {
+    fn from(mut stream: impl Read + Send + 'static) -> Self {
+        let collected = Self::default();
+        let shared = collected.0.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                shared
+                    .0
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+                shared.1.notify_all();
+            }
+        });
+        collected
+    }
+
+    /// Waits until `ready(text)` holds; panics with the text so far after [`WAIT`].
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        let mut text = self.0 .0.lock().unwrap();
+        while !ready(&text) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "timed out waiting for {what}; stderr so far:\n{text}"
+            );
+            text = self.0 .1.wait_timeout(text, left).unwrap().0;
+        }
+        text.clone()
+    }
+}
+
+/// A pseudo-terminal: (the side the test types into, the side troupe reads as its stdin).
+fn pty() -> (std::fs::File, std::fs::File) {
+    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r on a descriptor we own; every result is
+    // checked before use.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        let master = OwnedFd::from_raw_fd(master);
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()),
+            0
+        );
+        let name = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap();
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(name)
+            .unwrap();
+        (std::fs::File::from(master), slave)
+    }
+}
+
+/// A running `troupe`, waited for on a thread so that a hang fails the test instead (and is
+/// killed when the test ends, so that a failure leaves no process behind).
+struct Running {
+    pid: i32,
+    exited: std::sync::mpsc::Receiver<i32>,
+    reaped: std::cell::Cell<bool>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.reaped.get() && self.exited.try_recv().is_err() {
+            // SAFETY: kill(2) on our child, which its waiter has not reaped.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Running {
+    fn new(mut child: Child) -> Self {
+        let pid = i32::try_from(child.id()).unwrap();
+        let (tx, exited) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let status = child.wait().unwrap();
+            let _ = tx.send(status.code().expect("troupe was killed by a signal"));
+        });
+        Self {
+            pid,
+            exited,
+            reaped: std::cell::Cell::new(false),
+        }
+    }
+
+    fn interrupt(&self) {
+        // SAFETY: kill(2) on the pid of a child whose waiter is still waiting (not reaped).
+        assert_eq!(unsafe { libc::kill(self.pid, libc::SIGINT) }, 0);
+    }
+
+    /// The exit code, once it exits (a failure after [`WAIT`]).
+    fn exit_code(&self) -> i32 {
+        let code = self
+            .exited
+            .recv_timeout(WAIT)
+            .expect("troupe did not exit after Ctrl-C");
+        self.reaped.set(true);
+        code
+    }
+}
+
+fn start_run(ws: &Path, args: &[&str], stdin: Stdio) -> (Running, Collected) {
+    let mut child = command(ws)
+        .args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Collected::from(child.stderr.take().unwrap());
+    (Running::new(child), stderr)
+}
+
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, ws)
+}
+
+fn folder_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+const PROMPT_END: &str = "Allow? [y/N] ";
+
+#[test]
+fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {
+    let (_dir, ws) = workspace();
+    let script = ws.join("script.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                {"tool_calls": [{"name": "shell", "arguments": {
+                    "command": "exec sleep 1000", "run_in_background": true}}]},
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "writer", "role": "writer", "prompt": "Write out.txt."}}]},
+                {"text": "Waiting for the writer."}
+            ],
+            "writer": [
+                {"tool_calls": [{"name": "write_file", "arguments": {
+                    "path": "out.txt", "content": "never"}}]},
+                {"text": "wrote it"}
+            ]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut typed, terminal) = pty();
+    let (run, stderr) = start_run(
+        &ws,
+        &["--model-script", script.to_str().unwrap()],
+        Stdio::from(terminal),
+    );
+
+    // The lead asks to start a background job: allowed at the terminal.
+    let text = stderr.wait_for("the first prompt", |t| t.contains(PROMPT_END));
+    assert!(text.contains("agent lead wants to run shell"), "{text}");
+    assert!(!text.contains("no terminal"), "a terminal is there: {text}");
+    typed.write_all(b"y\n").unwrap();
+
+    // The writer, holding its task message in processing/, asks to write; nobody answers.
+    let text = stderr.wait_for("the writer's prompt", |t| {
+        t.matches(PROMPT_END).count() == 2
+    });
+    assert!(
+        text.contains("agent writer wants to run write_file"),
+        "{text}"
+    );
+    let processing = ws.join(".troupe/mailboxes/writer/processing");
+    assert_eq!(folder_count(&processing), 1, "the writer's task is claimed");
+    let jobs_dir = ws.join(".troupe/jobs");
+    let note = std::fs::read_dir(&jobs_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "process"))
+        .expect("the job is running");
+    let note: Value = serde_json::from_slice(&std::fs::read(note).unwrap()).unwrap();
+    let pgid = i32::try_from(note["pgid"].as_i64().unwrap()).unwrap();
+
+    run.interrupt();
+    let code = run.exit_code();
+    let text = stderr.wait_for("the last line", |t| t.contains("[interrupted]"));
+    assert_eq!(code, 130, "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("troupe: interrupted"),
+        "{text}"
+    );
+
+    // The prompt was answered "no" and audited; the write never happened.
+    assert!(!ws.join("out.txt").exists());
+    let audit = std::fs::read_to_string(ws.join(".troupe/audit.jsonl")).unwrap();
+    let denied: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["agent"] == "writer" && e["tool"] == "write_file")
+        .collect();
+    assert_eq!(denied.len(), 1, "{audit}");
+    assert_eq!(denied[0]["decision"], "deny");
+    assert!(
+        denied[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{audit}"
+    );
+    // The claimed message is back in ready/, nothing is left in processing/.
+    assert_eq!(folder_count(&processing), 0);
+    assert_eq!(folder_count(&ws.join(".troupe/mailboxes/writer/ready")), 1);
+    // The job's whole process group is gone, and the job is recorded cancelled.
+    // SAFETY: kill(2) with signal 0 only checks whether the group exists.
+    let alive = unsafe { libc::kill(-pgid, 0) };
+    assert_eq!(
+        (alive, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::ESRCH)),
+        "the job's process group outlived the run"
+    );
+    let records: Vec<Value> = std::fs::read_dir(&jobs_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["status"], "cancelled");
+    // The run lock is free: the next run starts.
+    let status: Value =
+        serde_json::from_str(&super::support::troupe_in(&ws, &["status", "--json"]).stdout)
+            .unwrap();
+    assert_eq!(status["run"]["active"], false);
+}
+
+#[test]
+fn ctrl_c_during_a_model_call_that_never_returns_exits_130() {
+    let (_dir, ws) = workspace();
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", server.local_addr().unwrap());
+    let mut c = command(&ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "m")
+        .env("OPENAI_BASE_URL", &base)
+        .env("TROUPE_MODEL_TIMEOUT_SECS", "600")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let stderr = Collected::from(child.stderr.take().unwrap());
+    let run = Running::new(child);
+    // The model call is in flight once its connection is accepted; it is never answered.
+    let (_connection, _) = server.accept().unwrap();
+    run.interrupt();
+    let code = run.exit_code();
+    let text = stderr.wait_for("the last line", |t| t.contains("[interrupted]"));
+    assert_eq!(code, 130, "{text}");
+}
+
+/// Whether `/proc/locks` shows process `pid` waiting for a lock on the file with inode `inode`.
+fn waits_for_lock(pid: i32, inode: u64) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"->")
+            && fields.get(5) == Some(&pid.to_string().as_str())
+            && fields
+                .get(6)
+                .is_some_and(|dev_inode| dev_inode.ends_with(&format!(":{inode}")))
+    })
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
+    let (_dir, ws) = workspace();
+    // The test holds the task board's lock, so the lead's create_task waits for it, inside a
+    // tool call: the first interrupt has no safe point to stop at.
+    let tasks = ws.join(".troupe/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let lock = std::fs::File::create(tasks.join(".tasks.lock")).unwrap();
+    lock.lock().unwrap();
+    let inode = std::os::unix::fs::MetadataExt::ino(&lock.metadata().unwrap());
+    let script = ws.join("script.json");
+    std::fs::write(
+        &script,
+        json!({"responses": [
+            {"tool_calls": [{"name": "create_task", "arguments": {"subject": "blocked"}}]},
+            {"text": "never reached"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let (run, stderr) = start_run(
+        &ws,
+        &[
+            "--approval",
+            "auto",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    // The kernel's list of lock waiters says when the call is stuck; polled, bounded.
+    let deadline = Instant::now() + WAIT;
+    while !waits_for_lock(run.pid, inode) {
+        assert!(
+            Instant::now() < deadline,
+            "troupe never waited for the lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    run.interrupt();
+    stderr.wait_for("the first interrupt", |t| t.contains("closing the team"));
+    run.interrupt();
+    // Still holding the lock: the exit cannot have waited for the stuck call.
+    let code = run.exit_code();
+    let text = stderr.wait_for("the last line", |t| t.contains("exiting at once"));
+    assert_eq!(code, 130, "{text}");
+    drop(lock);
+}
