@@ -64,10 +64,11 @@ pub enum Command {
     /// A scripted team scenario: no network, no key, approvals automatic.
     Demo,
     /// A person answers a pending plan request as the lead, while a run is going.
+    #[command(group(clap::ArgGroup::new("decision").required(true).args(["approve", "reject"])))]
     Review {
-        /// The plan request's id.
+        /// The plan request's id, or a unique prefix of it (at least 8 characters).
         request_id: String,
-        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        #[arg(long)]
         approve: bool,
         #[arg(long)]
         reject: bool,
