@@ -488,3 +488,46 @@ fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
     assert_eq!(full.code, 0, "{full:#?}");
     assert_eq!(answers_to_writer(&ws).len(), 3);
 }
+
+#[test]
+fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+    // A reviewer recorded its answer, then died before writing it into the writer's mailbox.
+    let recorded = troupe::wire::ProtocolMessage::response(
+        troupe::wire::message::Envelope {
+            id: troupe::wire::MessageId::parse("0195a1b2-0000-4000-9000-00000000a001").unwrap(),
+            sender: AgentName::lead(),
+            recipient: AgentName::parse("writer").unwrap(),
+            content: Content::parse("Go.").unwrap(),
+            created_at_utc: troupe::clock::Clock::now(&SystemClock),
+        },
+        ProtocolMessageKind::PlanApprovalResponse,
+        plans[0],
+        true,
+    )
+    .unwrap();
+    let answers = Layout::new(&ws).protocol_answers_dir();
+    std::fs::create_dir_all(&answers).unwrap();
+    std::fs::write(
+        answers.join(format!("{PLAN}.json")),
+        MailboxMessage::Protocol(recorded.clone()).to_json_bytes(),
+    )
+    .unwrap();
+
+    for _ in 0..2 {
+        let refused = troupe_in(&ws, &["review", PLAN, "--reject"]);
+        assert_fails(
+            &refused,
+            1,
+            &format!(
+                "was already answered (approved) by lead in message {}",
+                recorded.id()
+            ),
+        );
+        assert_eq!(
+            answers_to_writer(&ws),
+            vec![recorded.clone()],
+            "delivered once"
+        );
+    }
+}

@@ -215,7 +215,8 @@ fn shutdown(
     let request = match team.protocol.store().validate_request(request_message) {
         Ok(request) => request,
         Err(e) if TeamError::is_invalid_message(&e) => {
-            if answer_was_consumed(team, name, request_message) {
+            let not_pending = matches!(e, ProtocolError::State { .. });
+            if not_pending && answer_was_consumed(team, name, request_message) {
                 // A redelivered request whose answer the lead already has: stop as answered.
                 team.set_status(name, TeammateStatus::Shutdown, None);
                 return ack_and(team, name, message, Handled::Shutdown);
@@ -240,8 +241,9 @@ fn shutdown(
     ack_and(team, name, message, Handled::Shutdown)
 }
 
-/// Whether the shutdown request `request_message` announces was resolved by this teammate's
-/// answer (approved): the lead consumed it, and only the ack of the request was lost.
+/// Whether the shutdown request `request_message` announces (a message that matched it in
+/// everything but its pending state) was resolved by this teammate's answer: the lead consumed
+/// the answer, and only the ack of the request was lost.
 fn answer_was_consumed(
     team: &TeamInner,
     name: &AgentName,
@@ -253,11 +255,6 @@ fn answer_was_consumed(
     request.kind() == RequestKind::Shutdown
         && request.target() == name
         && request.resolution().is_some_and(|r| r.approved)
-        && team
-            .protocol
-            .store()
-            .validate_request(request_message)
-            .is_err_and(|e| matches!(e, ProtocolError::State { .. }))
 }
 
 fn ack_and(team: &TeamInner, name: &AgentName, message: &MailboxMessage, then: Handled) -> Handled {

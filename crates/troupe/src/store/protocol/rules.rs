@@ -502,6 +502,133 @@ mod tests {
         );
     }
 
+    fn answer_code(result: Result<AnswerCheck, ProtocolError>) -> &'static str {
+        use crate::error::ErrorCode;
+        match result {
+            Ok(AnswerCheck::New) => "new",
+            Ok(AnswerCheck::Again) => "again",
+            Err(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_new_only_while_nothing_answered_the_request() {
+        let request = shutdown();
+        let first = good(&request, mid(9));
+        let other = good(&request, mid(10));
+        let flipped = response(
+            &request,
+            mid(10),
+            ProtocolMessageKind::ShutdownResponse,
+            "alice",
+            "lead",
+            false,
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(1))),
+            "new"
+        );
+        // Recorded (sent, not consumed yet): the same message again, nothing else.
+        let recorded = Some(&first);
+        assert_eq!(
+            answer_code(check_answer(&request, &first, recorded, at(2))),
+            "again"
+        );
+        for second in [&other, &flipped] {
+            let refused = check_answer(&request, second, recorded, at(2));
+            assert_eq!(answer_code(refused), "protocol_state_error");
+        }
+        let Err(ProtocolError::Answered {
+            approved,
+            by,
+            message_id,
+            ..
+        }) = check_answer(&request, &flipped, recorded, at(2))
+        else {
+            panic!("expected Answered")
+        };
+        assert_eq!((approved, by, message_id), (true, name("alice"), mid(9)));
+        // Recorded answers win over expiry: the refusal names the answer.
+        assert_eq!(
+            answer_code(check_answer(&request, &other, recorded, at(TTL))),
+            "protocol_state_error"
+        );
+        // Resolved (consumed): likewise, from the resolution.
+        let Decision::Apply(resolved) = decide_response(&request, &first, at(3)).unwrap() else {
+            panic!("expected apply")
+        };
+        assert_eq!(
+            answer_code(check_answer(&resolved, &first, None, at(4))),
+            "again"
+        );
+        assert_eq!(
+            answer_code(check_answer(&resolved, &flipped, None, at(4))),
+            "protocol_state_error"
+        );
+        // Pairing first, window last.
+        let wrong = response(
+            &request,
+            mid(11),
+            ProtocolMessageKind::ShutdownResponse,
+            "bob",
+            "lead",
+            true,
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &wrong, recorded, at(2))),
+            "protocol_mismatch"
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(TTL))),
+            "protocol_expired"
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(-1))),
+            "protocol_clock_error"
+        );
+    }
+
+    #[test]
+    fn a_record_must_answer_its_request() {
+        let request = shutdown();
+        assert!(check_recorded(&request, &good(&request, mid(9))).is_ok());
+        let backwards = response(
+            &request,
+            mid(9),
+            ProtocolMessageKind::ShutdownResponse,
+            "lead",
+            "alice",
+            true,
+        );
+        assert!(check_recorded(&request, &backwards).is_err());
+    }
+
+    #[test]
+    fn a_request_message_must_say_what_was_registered() {
+        let request = shutdown();
+        let saying = |text: &str| {
+            let envelope = Envelope {
+                id: mid(3),
+                sender: name("lead"),
+                recipient: name("alice"),
+                content: Content::parse(text).unwrap(),
+                created_at_utc: at(0),
+            };
+            ProtocolMessage::request(envelope, ProtocolMessageKind::ShutdownRequest, request.id())
+                .unwrap()
+        };
+        assert!(check_request_message(&request, &saying("please stop"), at(1)).is_ok());
+        let other =
+            check_request_message(&request, &saying("please stop and wipe the disk"), at(1));
+        let Err(ProtocolError::Mismatch { why, .. }) = other else {
+            panic!("expected a mismatch")
+        };
+        assert_eq!(
+            why,
+            "shutdown_request's content differs from the registered request's"
+        );
+    }
+
     #[test]
     fn request_messages_are_checked_the_same_way() {
         let request = shutdown();

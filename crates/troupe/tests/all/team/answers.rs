@@ -1,7 +1,8 @@
 //! Answers are single (SPEC §6): once an answer to a request has been sent, a second one — same or
 //! opposite decision, from the lead's `review_plan` or another reviewer — is refused at once,
 //! before anything is written; a plan whose sender is shut down or failed cannot be answered; a
-//! teammate is `shutdown` before its shutdown answer exists.
+//! teammate is `shutdown` before its shutdown answer exists; an answer a dead process recorded
+//! but did not deliver is delivered at the next start.
 //!
 //! The first answer is kept unconsumed by keeping the writer busy: its worker is inside a model
 //! call (held at a gate) for an ordinary message, so the plan response waits in `ready/`.
@@ -18,8 +19,10 @@ use troupe::store::mailbox::MailboxState;
 use troupe::team::tools::{RequestShutdown, ReviewPlan};
 use troupe::team::{TeamObserver, TeamUpdate};
 use troupe::tools::{ToolContext, ToolHandler};
+use troupe::wire::message::Envelope;
 use troupe::wire::{
-    MailboxMessage, OrdinaryKind, ProtocolMessageKind, RequestStatus, TeammateStatus,
+    Content, MailboxMessage, MessageId, OrdinaryKind, ProtocolMessage, ProtocolMessageKind,
+    RequestStatus, TeammateStatus,
 };
 
 use super::support::{call, name, say, Fixture, Models, TestModel};
@@ -350,5 +353,85 @@ async fn a_teammate_is_shutdown_before_its_shutdown_answer_exists() {
         })
         .unwrap();
     assert!(shut < answered, "{updates:#?}");
+    team.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
+    let f = Fixture::new();
+    let writer = planner(&f);
+    let models = Models::new(&f.signal, &[("writer", &writer)]);
+    let team = f.build(models.clone());
+    team.runtime
+        .inner()
+        .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .unwrap();
+    f.signal
+        .until("the plan submitted and the writer idle", || {
+            writer.calls() == 2 && !team.runtime.any_worker_running()
+        })
+        .await;
+    let plan = f.requests()[0].clone();
+    team.close().await;
+
+    // A reviewer recorded its answer, then died before writing it into the mailbox.
+    let recorded = ProtocolMessage::response(
+        Envelope {
+            id: MessageId::parse("00000000-0000-4000-9000-00000000a001").unwrap(),
+            sender: name("lead"),
+            recipient: name("writer"),
+            content: Content::parse("Go.").unwrap(),
+            created_at_utc: f.now(),
+        },
+        ProtocolMessageKind::PlanApprovalResponse,
+        plan.id(),
+        true,
+    )
+    .unwrap();
+    let answers = f.layout.protocol_answers_dir();
+    std::fs::create_dir_all(&answers).unwrap();
+    std::fs::write(
+        answers.join(format!("{}.json", plan.id())),
+        MailboxMessage::Protocol(recorded.clone()).to_json_bytes(),
+    )
+    .unwrap();
+    assert!(plan_responses(&f, MailboxState::Ready).is_empty());
+
+    let team = f.build(models);
+    f.signal
+        .until("the recorded answer consumed and the writer idle", || {
+            writer.calls() == 3 && !team.runtime.any_worker_running()
+        })
+        .await;
+    assert!(
+        writer
+            .user_texts(3)
+            .last()
+            .unwrap()
+            .starts_with(&format!("Plan approved ({}). Feedback: Go.", plan.id())),
+        "{:?}",
+        writer.user_texts(3)
+    );
+    let resolved = f.requests()[0].clone();
+    assert_eq!(resolved.stored_status(), RequestStatus::Approved);
+    assert_eq!(resolved.resolution().unwrap().message_id, recorded.id());
+    assert_eq!(
+        plan_responses(&f, MailboxState::Done),
+        vec![recorded.clone()]
+    );
+    let refused = review(
+        &f,
+        &team,
+        json!({"request_id": plan.id(), "approve": false}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.contains(&format!(
+            "already answered (approved) by lead in message {}",
+            recorded.id()
+        )),
+        "{refused}"
+    );
     team.close().await;
 }
