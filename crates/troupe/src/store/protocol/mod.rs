@@ -16,7 +16,7 @@
 //!   .protocol.lock   the cross-process lock every operation holds (reads included).
 //!   answers/<request-id>.json
 //!                    the one answer sent to a request: the full response message, created
-//!                    no-clobber before that message is delivered. Never changed or removed.
+//!                    no-clobber before that message is delivered. Never changed.
 //! ```
 //!
 //! The two files together hold every request ever created. A request may be in both only after
@@ -141,7 +141,7 @@ pub enum ProtocolError {
     },
     /// An answer was recorded (it is *the* answer now) but its message could not be written
     /// into the recipient's mailbox. It is delivered by the next answer attempt or run start.
-    #[error("the answer to protocol request {id} is recorded but could not be delivered ({cause}); it is delivered again by the next answer attempt or the next run's start")]
+    #[error("the answer to protocol request {id} is recorded but could not be delivered ({cause}); the next answer attempt or the next run's start delivers it")]
     Undelivered { id: RequestId, cause: String },
     /// The injected clock is earlier than the latest request's creation.
     #[error("clock moved backwards: now {now} is before the latest request's creation {latest}")]
