@@ -70,11 +70,12 @@ pub enum Command {
         workspace: Option<PathBuf>,
     },
     /// A person answers a pending plan request as the lead, while a run is going.
+    #[command(group(clap::ArgGroup::new("decision").required(true).args(["approve", "reject"])))]
     Review {
-        /// The plan request's id.
+        /// The plan request's id, or a unique prefix of it (at least 8 characters).
         request_id: String,
         /// Approve the plan.
-        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        #[arg(long)]
         approve: bool,
         /// Reject the plan.
         #[arg(long)]

@@ -325,6 +325,8 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         postman.clone(),
         settings.request_ttl,
     ));
+    // An answer a dead process recorded but did not deliver is delivered now (before any worker).
+    protocol_runtime.deliver_recorded_answers()?;
     // Jobs a dead run left `running` are over as far as troupe can tell: record them so.
     let orphans = crate::jobs::record::settle_orphans(&layout, settings.clock.clone().now())
         .map_err(|e| {

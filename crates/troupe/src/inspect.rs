@@ -1,5 +1,6 @@
 //! Read-only views of a workspace, for `troupe status`, `troupe requests`, `troupe mailbox`,
-//! `troupe jobs` and `troupe cron`.
+//! `troupe jobs` and `troupe cron`; and the lookup of a request id a person typed (a unique
+//! prefix is enough), for `troupe review`.
 //!
 //! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
 //! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
@@ -10,8 +11,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use troupe_wire::{
-    AgentName, MailboxMessage, ProtocolRequest, RequestStatus, TeamRoster, TeammateRecord, UtcTime,
-    WireError,
+    AgentName, MailboxMessage, ProtocolRequest, RequestId, RequestStatus, TeamRoster,
+    TeammateRecord, UtcTime, WireError,
 };
 
 use crate::clock::Clock;
@@ -406,4 +407,89 @@ pub fn message_summary(message: &MailboxMessage) -> String {
         }
     }
     line
+}
+
+/// The fewest characters of a request id a person may type instead of the whole id.
+pub const MIN_REQUEST_ID_PREFIX: usize = 8;
+
+/// A request id as a person typed it (`troupe review`): a full id, or a prefix to look up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestIdInput {
+    Full(RequestId),
+    Prefix(String),
+}
+
+/// Why a typed request id does not name one request.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestIdError {
+    #[error(
+        "{0:?} is not a request id nor the start of one (lowercase hexadecimal digits and hyphens)"
+    )]
+    NotAnId(String),
+    #[error(
+        "request id prefix {0:?} is too short: give at least {MIN_REQUEST_ID_PREFIX} characters"
+    )]
+    TooShort(String),
+    #[error("no protocol request id starts with {0}")]
+    NotFound(String),
+    #[error("request id prefix {prefix} is ambiguous: it matches {}", candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+impl ErrorCode for RequestIdError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::NotAnId(_) | Self::TooShort(_) | Self::Ambiguous { .. } => "invalid_arguments",
+            Self::NotFound(_) => "protocol_not_found",
+            Self::Protocol(e) => e.code(),
+        }
+    }
+}
+
+impl RequestIdInput {
+    /// Checks the form only (nothing is read): a canonical id, or at least
+    /// [`MIN_REQUEST_ID_PREFIX`] characters of one. Ids are lowercase (SPEC §2), so an
+    /// upper-case prefix is no prefix.
+    pub fn parse(given: &str) -> Result<Self, RequestIdError> {
+        if let Ok(id) = RequestId::parse(given) {
+            return Ok(Self::Full(id));
+        }
+        let id_like = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'-';
+        if given.is_empty() || given.len() >= 36 || !given.bytes().all(id_like) {
+            return Err(RequestIdError::NotAnId(given.to_owned()));
+        }
+        if given.len() < MIN_REQUEST_ID_PREFIX {
+            return Err(RequestIdError::TooShort(given.to_owned()));
+        }
+        Ok(Self::Prefix(given.to_owned()))
+    }
+
+    /// The one request this names, like git's abbreviated ids: a prefix matching several
+    /// requests (archived ones included) is refused with the candidates. A full id is returned
+    /// as it is, found or not (the caller reports a missing request).
+    pub fn resolve(&self, store: &dyn ProtocolStore) -> Result<RequestId, RequestIdError> {
+        let prefix = match self {
+            Self::Full(id) => return Ok(*id),
+            Self::Prefix(prefix) => prefix,
+        };
+        let mut candidates: Vec<RequestId> = store
+            .list()?
+            .iter()
+            .map(ProtocolRequest::id)
+            .filter(|id| id.to_string().starts_with(prefix.as_str()))
+            .collect();
+        match candidates.len() {
+            0 => Err(RequestIdError::NotFound(prefix.clone())),
+            1 => Ok(candidates.remove(0)),
+            _ => Err(RequestIdError::Ambiguous {
+                prefix: prefix.clone(),
+                candidates: candidates.iter().map(ToString::to_string).collect(),
+            }),
+        }
+    }
 }

@@ -53,6 +53,11 @@ impl Layout {
         self.protocol_dir().join("archive.jsonl")
     }
 
+    /// `.troupe/protocol/answers`: the one answer sent to each request, `<request-id>.json`.
+    pub fn protocol_answers_dir(&self) -> PathBuf {
+        self.protocol_dir().join("answers")
+    }
+
     /// `.troupe/protocol/.protocol.lock`
     pub fn protocol_lock(&self) -> PathBuf {
         self.protocol_dir().join(".protocol.lock")

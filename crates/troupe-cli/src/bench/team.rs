@@ -169,7 +169,7 @@ fn plan_round_trips(
             .ack(&AgentName::lead(), &message)
             .map_err(|e| e.to_string())?;
         protocol
-            .review_plan(&AgentName::lead(), request.id(), true, None)
+            .review_plan(&AgentName::lead(), request.id(), true, None, &team.runtime)
             .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.
         let id = request.id();

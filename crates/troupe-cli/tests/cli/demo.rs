@@ -32,7 +32,7 @@ fn demo_prints_the_timeline_and_leaves_notes() {
     assert_eq!(ran.code, 0, "{ran:#?}");
     let out = &ran.stdout;
     // In order: the plan, the write denied by the gate, the approval taking effect, the write,
-    // the shutdown. (The lead may send its approval before the writer tries to write; the gate
+    // the shutdown (the writer is shut down before its answer exists). (The lead may send its approval before the writer tries to write; the gate
     // still denies, because the approval takes effect only when the writer consumes it.)
     let plan = line_of(out, &["writer → lead [plan_approval_request]"]);
     let denied = line_of(
@@ -54,7 +54,7 @@ fn demo_prints_the_timeline_and_leaves_notes() {
         "{out}"
     );
     assert!(
-        resolved < wrote && wrote < shutdown && shutdown < stopped,
+        resolved < wrote && wrote < stopped && stopped < shutdown,
         "{out}"
     );
     assert!(

@@ -1,9 +1,15 @@
-//! `troupe review` from another process while a team runs (SPEC §8): the running team notices
-//! the answer through its filesystem watch — the teammate continues and the run ends. Without
-//! the watch nothing would wake the teammate before the request's five-minute window closed.
+//! `troupe review` (SPEC §6, §8).
 //!
-//! The team runs in this process (`build_team` with `watch: true`), because `troupe run
-//! --model-script` shares one script between all agents; the reviewer is the real binary.
+//! - From another process while a team runs (the first test): the running team notices the
+//!   answer through its filesystem watch — the teammate continues and the run ends. Without the
+//!   watch nothing would wake the teammate before the request's five-minute window closed. The
+//!   team runs in this process (`build_team` with `watch: true`), because `troupe run
+//!   --model-script` shares one script between all agents; the reviewer is the real binary.
+//! - With no run going (the others): a plan gets one answer — a second `troupe review` is
+//!   refused, and of reviewers racing as real processes exactly one succeeds; a plan of a
+//!   shut-down or failed teammate is refused; a request id may be a unique prefix of at least 8
+//!   characters; a missing decision names both flags.
+//!
 //! The clock is the system clock here: two processes judge the same request window.
 
 use std::sync::{Arc, Mutex};
@@ -192,4 +198,336 @@ async fn review_from_another_process_reaches_the_running_team() {
         request.resolution().unwrap().message_id.to_string(),
         response_id
     );
+}
+
+// ---- With no run going ----------------------------------------------------------------------
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use troupe::ids::IdGenerator;
+use troupe::layout::Layout;
+use troupe::store::mailbox::{FileMailboxStore, MailboxEntry, MailboxState, MailboxStore};
+use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore};
+use troupe::wire::{Content, RequestId, RequestKind, TeamRoster, TeammateRecord, TeammateStatus};
+
+use super::support::{assert_fails, command, ran};
+
+/// Request ids handed out in order (v4-shaped, so that prefixes can be chosen).
+struct FixedIds(Mutex<Vec<&'static str>>);
+
+impl IdGenerator for FixedIds {
+    fn next_uuid(&self) -> uuid::Uuid {
+        let mut ids = self.0.lock().unwrap();
+        uuid::Uuid::parse_str(ids.remove(0)).unwrap()
+    }
+}
+
+/// A workspace where `writer` (with `status` in team.json) submitted one plan per id.
+fn workspace_with_plans(
+    status: TeammateStatus,
+    ids: &[&'static str],
+) -> (tempfile::TempDir, PathBuf, Vec<RequestId>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let layout = Layout::new(&ws);
+    let store = JsonProtocolStore::open(
+        &layout,
+        Arc::new(SystemClock),
+        Arc::new(FixedIds(Mutex::new(ids.to_vec()))),
+    )
+    .unwrap();
+    let plans = ids
+        .iter()
+        .map(|_| {
+            store
+                .create(NewRequest {
+                    kind: RequestKind::PlanApproval,
+                    sender: AgentName::parse("writer").unwrap(),
+                    target: AgentName::lead(),
+                    content: Content::parse("Write NOTES.md.").unwrap(),
+                    ttl: Duration::from_secs(3600),
+                })
+                .unwrap()
+                .id()
+        })
+        .collect();
+    set_status(&ws, status);
+    (dir, ws, plans)
+}
+
+fn set_status(ws: &Path, status: TeammateStatus) {
+    let roster = TeamRoster {
+        version: TeamRoster::VERSION,
+        teammates: vec![TeammateRecord {
+            name: AgentName::parse("writer").unwrap(),
+            role: "writer".into(),
+            status,
+            detail: None,
+            updated_at_utc: troupe::clock::Clock::now(&SystemClock),
+        }],
+    };
+    std::fs::write(Layout::new(ws).team_file(), roster.to_json_bytes()).unwrap();
+}
+
+/// The plan responses in the writer's mailbox, any folder.
+fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
+    let writer = AgentName::parse("writer").unwrap();
+    if !Layout::new(ws).mailbox_dir(&writer).is_dir() {
+        return Vec::new();
+    }
+    let mailbox = FileMailboxStore::new(&Layout::new(ws), Arc::new(SystemClock));
+    MailboxState::ALL
+        .into_iter()
+        .flat_map(|state| mailbox.list(&writer, state).unwrap())
+        .filter_map(|entry| match entry {
+            MailboxEntry::Message(MailboxMessage::Protocol(p))
+                if p.kind() == ProtocolMessageKind::PlanApprovalResponse =>
+            {
+                Some(p)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const PLAN: &str = "0195a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
+
+#[test]
+fn a_second_review_is_refused_and_writes_nothing() {
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+    let first = troupe_in(&ws, &["review", PLAN, "--approve"]);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let answered = answers_to_writer(&ws);
+    assert_eq!(answered.len(), 1);
+    let state = std::fs::read(Layout::new(&ws).protocol_state()).unwrap();
+
+    for decision in ["--approve", "--reject"] {
+        let again = troupe_in(&ws, &["review", PLAN, decision, "--feedback", "Hm."]);
+        assert_fails(&again, 1, "[protocol_state_error]");
+        assert!(
+            again.stderr.contains(&format!(
+                "protocol request {} was already answered (approved) by lead in message {}",
+                plans[0],
+                answered[0].id()
+            )),
+            "{again:#?}"
+        );
+    }
+    assert_eq!(answers_to_writer(&ws), answered, "nothing more was sent");
+    assert_eq!(
+        std::fs::read(Layout::new(&ws).protocol_state()).unwrap(),
+        state
+    );
+}
+
+/// The inode of `path`, as `/proc/locks` names it (`major:minor:inode`, hex device).
+fn inode_of(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+/// How many processes wait for the lock on the file with inode `inode`.
+fn waiting_for(inode: u64) -> usize {
+    let suffix = format!(":{inode} ");
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("-> FLOCK") && l.contains(&suffix))
+        .count()
+}
+
+#[test]
+fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
+    const REVIEWERS: usize = 6;
+    const ROUNDS: usize = 4;
+    let ids: Vec<&'static str> = vec![
+        "0195a1b2-0000-4000-8000-000000000001",
+        "0195a1b2-0000-4000-8000-000000000002",
+        "0195a1b2-0000-4000-8000-000000000003",
+        "0195a1b2-0000-4000-8000-000000000004",
+    ];
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &ids[..ROUNDS]);
+    let lock_path = Layout::new(&ws).protocol_lock();
+    for (round, plan) in plans.iter().enumerate() {
+        // The starting gate: every reviewer opens the protocol store first, so each one queues
+        // on the store's lock while this test holds it; all are released at once.
+        let gate = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .unwrap();
+        gate.lock().unwrap();
+        let children: Vec<_> = (0..REVIEWERS)
+            .map(|i| {
+                let decision = if i % 2 == 0 { "--approve" } else { "--reject" };
+                command(&ws)
+                    .args(["review", &plan.to_string(), decision])
+                    .args(["--workspace", ws.to_str().unwrap()])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let inode = inode_of(&lock_path);
+        let deadline = std::time::Instant::now() + WAIT;
+        while waiting_for(inode) < REVIEWERS {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: the reviewers never all queued on the lock"
+            );
+            std::thread::yield_now();
+        }
+        gate.unlock().unwrap();
+        let results: Vec<_> = children
+            .into_iter()
+            .map(|c| ran(c.wait_with_output().unwrap()))
+            .collect();
+        let winners: Vec<_> = results.iter().filter(|r| r.code == 0).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:#?}");
+        for loser in results.iter().filter(|r| r.code != 0) {
+            assert_fails(loser, 1, "was already answered");
+        }
+        let answers: Vec<_> = answers_to_writer(&ws)
+            .into_iter()
+            .filter(|a| a.request_id() == *plan)
+            .collect();
+        assert_eq!(answers.len(), 1, "round {round}: one answer exists");
+        assert!(
+            winners[0].stdout.contains(&answers[0].id().to_string()),
+            "{winners:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_plan_of_a_shut_down_or_failed_teammate_is_refused() {
+    for (status, word) in [
+        (TeammateStatus::Shutdown, "shutdown"),
+        (TeammateStatus::Failed, "failed"),
+    ] {
+        let (_dir, ws, _plans) = workspace_with_plans(status, &[PLAN]);
+        let refused = troupe_in(&ws, &["review", PLAN, "--approve"]);
+        assert_fails(&refused, 1, "[teammate_state]");
+        assert!(
+            refused
+                .stderr
+                .contains(&format!("teammate writer is {word}")),
+            "{refused:#?}"
+        );
+        assert!(answers_to_writer(&ws).is_empty());
+    }
+}
+
+#[test]
+fn a_review_without_a_decision_names_both_flags() {
+    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+    let missing = troupe_in(&ws, &["review", PLAN]);
+    assert_eq!(missing.code, 2, "{missing:#?}");
+    assert!(missing.stderr.contains("--approve"), "{missing:#?}");
+    assert!(missing.stderr.contains("--reject"), "{missing:#?}");
+    let both = troupe_in(&ws, &["review", PLAN, "--approve", "--reject"]);
+    assert_eq!(both.code, 2, "{both:#?}");
+    assert!(answers_to_writer(&ws).is_empty());
+}
+
+#[test]
+fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
+    const A: &str = "11111111-2222-4333-8444-555555555555";
+    const B: &str = "11111111-2222-4333-8444-666666666666";
+    const C: &str = "99999999-2222-4333-8444-777777777777";
+    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[A, B, C]);
+
+    assert_fails(
+        &troupe_in(&ws, &["review", "9999999", "--approve"]),
+        2,
+        "at least 8 characters",
+    );
+    let ambiguous = troupe_in(&ws, &["review", "11111111", "--approve"]);
+    assert_fails(&ambiguous, 2, "is ambiguous");
+    assert!(ambiguous.stderr.contains(A), "{ambiguous:#?}");
+    assert!(ambiguous.stderr.contains(B), "{ambiguous:#?}");
+    assert_fails(
+        &troupe_in(&ws, &["review", "12345678", "--approve"]),
+        1,
+        "[protocol_not_found]",
+    );
+    // Ids are lowercase: an upper-case prefix is not one.
+    assert_fails(
+        &troupe_in(
+            &ws,
+            &[
+                "review",
+                "99999999-2222-4333-8444-77777777777A",
+                "--approve",
+            ],
+        ),
+        2,
+        "99999999-2222-4333-8444-77777777777A",
+    );
+    assert!(answers_to_writer(&ws).is_empty(), "nothing was answered");
+
+    let by_prefix = troupe_in(&ws, &["review", "99999999", "--approve"]);
+    assert_eq!(by_prefix.code, 0, "{by_prefix:#?}");
+    assert!(
+        by_prefix
+            .stdout
+            .starts_with(&format!("approved plan request {C}; response ")),
+        "{by_prefix:#?}"
+    );
+    let longer = troupe_in(&ws, &["review", "11111111-2222-4333-8444-6", "--reject"]);
+    assert_eq!(longer.code, 0, "{longer:#?}");
+    assert!(longer
+        .stdout
+        .starts_with(&format!("rejected plan request {B}; ")));
+    let full = troupe_in(&ws, &["review", A, "--approve"]);
+    assert_eq!(full.code, 0, "{full:#?}");
+    assert_eq!(answers_to_writer(&ws).len(), 3);
+}
+
+#[test]
+fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+    // A reviewer recorded its answer, then died before writing it into the writer's mailbox.
+    let recorded = troupe::wire::ProtocolMessage::response(
+        troupe::wire::message::Envelope {
+            id: troupe::wire::MessageId::parse("0195a1b2-0000-4000-9000-00000000a001").unwrap(),
+            sender: AgentName::lead(),
+            recipient: AgentName::parse("writer").unwrap(),
+            content: Content::parse("Go.").unwrap(),
+            created_at_utc: troupe::clock::Clock::now(&SystemClock),
+        },
+        ProtocolMessageKind::PlanApprovalResponse,
+        plans[0],
+        true,
+    )
+    .unwrap();
+    let answers = Layout::new(&ws).protocol_answers_dir();
+    std::fs::create_dir_all(&answers).unwrap();
+    std::fs::write(
+        answers.join(format!("{PLAN}.json")),
+        MailboxMessage::Protocol(recorded.clone()).to_json_bytes(),
+    )
+    .unwrap();
+
+    for _ in 0..2 {
+        let refused = troupe_in(&ws, &["review", PLAN, "--reject"]);
+        assert_fails(
+            &refused,
+            1,
+            &format!(
+                "was already answered (approved) by lead in message {}",
+                recorded.id()
+            ),
+        );
+        assert_eq!(
+            answers_to_writer(&ws),
+            vec![recorded.clone()],
+            "delivered once"
+        );
+    }
 }

@@ -70,6 +70,7 @@ impl TeamError {
                 | ProtocolError::Mismatch { .. }
                 | ProtocolError::Expired { .. }
                 | ProtocolError::State { .. }
+                | ProtocolError::Answered { .. }
         )
     }
 }

@@ -106,9 +106,16 @@ impl Postman {
     /// Sends a built message durably, then wakes its recipient.
     pub fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         self.mailbox.send(message)?;
+        self.announce(message);
+        Ok(())
+    }
+
+    /// Reports a message that is in its recipient's mailbox now and wakes the recipient. For
+    /// messages written with `mailbox().send` directly (answers, written under the protocol
+    /// store's locks, where observers and wakers must not run).
+    pub fn announce(&self, message: &MailboxMessage) {
         self.observer.update(&TeamUpdate::Sent(message.clone()));
         self.wake(message.recipient());
-        Ok(())
     }
 
     pub fn wake(&self, agent: &AgentName) {

@@ -1,17 +1,64 @@
 //! The protocol runtime (SPEC §6): requests are registered in the protocol store *before* their
 //! message is sent; responses go back to the original sender.
+//!
+//! **Answers are single.** Every answer — the lead's `review_plan`, `troupe review`, a teammate's
+//! shutdown response — goes through [`ProtocolRuntime::respond`], which hands the message to
+//! [`ProtocolStore::answer`]: the store records it and writes it into the mailbox in one locked
+//! step, or refuses a second answer before anything is written. Observers and wakers run after
+//! that step, outside the store's locks.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_wire::{
     AgentName, Content, MailboxMessage, ProtocolMessage, ProtocolRequest, RequestId, RequestKind,
-    RequestStatus,
+    TeamRoster, TeammateStatus,
 };
 
 use super::error::TeamError;
 use super::postman::Postman;
-use crate::store::protocol::{NewRequest, ProtocolError, ProtocolStore};
+use super::runtime::{TeamInner, TeamRuntime};
+use crate::store::mailbox::{MailboxError, MailboxStore};
+use crate::store::protocol::{Delivery, NewRequest, ProtocolError, ProtocolStore};
+
+/// Where `review_plan` learns whether a plan's sender can still take an answer (SPEC §6: a plan
+/// whose sender is shut down or failed cannot be answered — nobody would read the answer). The
+/// running team answers from its roster; `troupe review` from `team.json`.
+pub trait TeammateStatuses {
+    /// `None` when there is no such teammate.
+    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus>;
+}
+
+impl TeammateStatuses for TeamRoster {
+    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
+        self.teammates
+            .iter()
+            .find(|r| &r.name == name)
+            .map(|r| r.status)
+    }
+}
+
+impl TeammateStatuses for TeamInner {
+    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
+        self.roster.get(name).map(|r| r.status)
+    }
+}
+
+impl TeammateStatuses for TeamRuntime {
+    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
+        TeamRuntime::status_of(self, name)
+    }
+}
+
+/// Writes an answer into its recipient's mailbox; a message already there (same id) is a
+/// delivery an earlier attempt made.
+fn deliver_to(mailbox: &dyn MailboxStore, answer: &ProtocolMessage) -> Result<Delivery, String> {
+    match mailbox.send(&MailboxMessage::Protocol(answer.clone())) {
+        Ok(()) => Ok(Delivery::Sent),
+        Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 pub struct ProtocolRuntime {
     store: Arc<dyn ProtocolStore>,
@@ -65,7 +112,8 @@ impl ProtocolRuntime {
         Ok(request)
     }
 
-    /// Sends the response to `request` from its target back to its sender.
+    /// Sends the response to `request` from its target back to its sender — the one answer to
+    /// it: refused (`protocol_state_error`, nothing written) when an answer was sent already.
     pub fn respond(
         &self,
         request: &ProtocolRequest,
@@ -81,22 +129,55 @@ impl ProtocolRuntime {
             request.id(),
             approved,
         )?;
-        self.postman
-            .send(&MailboxMessage::Protocol(message.clone()))
-            .map_err(|e| TeamError::Delivery {
-                request_id: request.id(),
-                cause: e.to_string(),
-            })?;
-        Ok(message)
+        let mailbox = self.postman.mailbox().clone();
+        let deliver = |answer: &ProtocolMessage| deliver_to(mailbox.as_ref(), answer);
+        match self.store.answer(&message, &deliver) {
+            Ok(Delivery::Sent) => {
+                self.postman
+                    .announce(&MailboxMessage::Protocol(message.clone()));
+                Ok(message)
+            }
+            Ok(Delivery::AlreadyThere) => {
+                self.postman.wake(message.recipient());
+                Ok(message)
+            }
+            Err(refused) => {
+                if matches!(refused, ProtocolError::Answered { .. }) {
+                    // The refusal may have finished delivering the first answer.
+                    self.postman.wake(message.recipient());
+                }
+                Err(refused.into())
+            }
+        }
     }
 
-    /// `review_plan` / `troupe review`: answers a pending plan request addressed to `reviewer`.
+    /// At start: delivers the recorded answers of pending requests whose message is missing (a
+    /// process died between recording an answer and delivering it). Returns how many.
+    pub fn deliver_recorded_answers(&self) -> Result<usize, TeamError> {
+        let mailbox = self.postman.mailbox().clone();
+        let deliver = |answer: &ProtocolMessage| deliver_to(mailbox.as_ref(), answer);
+        let delivered = self.store.deliver_recorded_answers(&deliver)?;
+        for answer in &delivered {
+            tracing::warn!(
+                request = %answer.request_id(),
+                message = %answer.id(),
+                "delivered an answer whose delivery an earlier process did not finish"
+            );
+            self.postman
+                .announce(&MailboxMessage::Protocol(answer.clone()));
+        }
+        Ok(delivered.len())
+    }
+
+    /// `review_plan` / `troupe review`: answers a pending plan request addressed to `reviewer`,
+    /// unless its sender is shut down or failed (per `statuses`) or it was answered already.
     pub fn review_plan(
         &self,
         reviewer: &AgentName,
         request_id: RequestId,
         approve: bool,
         feedback: Option<&str>,
+        statuses: &dyn TeammateStatuses,
     ) -> Result<ProtocolMessage, TeamError> {
         let request = self
             .store
@@ -119,29 +200,34 @@ impl ProtocolRuntime {
             }
             .into());
         }
-        match request.status_at(self.postman.clock().now()) {
-            RequestStatus::Pending => {}
-            RequestStatus::Expired => {
-                return Err(ProtocolError::Expired {
-                    id: request_id,
-                    expires_at: request.expires_at_utc(),
-                }
-                .into())
-            }
-            status => {
-                return Err(ProtocolError::State {
-                    id: request_id,
-                    status: status.to_string(),
-                    why: "only a pending plan can be reviewed".into(),
-                }
-                .into())
-            }
+        // An answered plan is refused as such by the store, whatever its sender's status.
+        if request.is_pending() {
+            check_answerable(request.sender(), statuses)?;
         }
         let content = match feedback.map(str::trim).filter(|f| !f.is_empty()) {
             Some(f) => f.to_owned(),
             None if approve => "Approved".to_owned(),
             None => "Rejected".to_owned(),
         };
+        // Pending, open, unanswered: the store decides under its locks, atomically with the send.
         self.respond(&request, approve, &content)
+    }
+}
+
+/// A plan's sender must be able to read the answer: not shut down, not failed, on the roster.
+fn check_answerable(sender: &AgentName, statuses: &dyn TeammateStatuses) -> Result<(), TeamError> {
+    let refused = |status: &'static str, why: &str| TeamError::TeammateState {
+        name: sender.clone(),
+        status,
+        why: format!("{why}, so its plan cannot be answered"),
+    };
+    match statuses.status_of(sender) {
+        None => Err(TeamError::TeammateNotFound(sender.clone())),
+        Some(TeammateStatus::Shutdown) => Err(refused("shutdown", "it takes no more messages")),
+        Some(TeammateStatus::Failed) => Err(refused(
+            "failed",
+            "it takes no more messages until the next run",
+        )),
+        Some(TeammateStatus::Running | TeammateStatus::Idle) => Ok(()),
     }
 }

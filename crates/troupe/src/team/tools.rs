@@ -195,7 +195,7 @@ impl ToolHandler for ReviewPlan {
         let team = self.0.upgrade().map_err(team_error)?;
         let response = team
             .protocol
-            .review_plan(&ctx.agent, request_id, approve, feedback)
+            .review_plan(&ctx.agent, request_id, approve, feedback, team.as_ref())
             .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request_id,

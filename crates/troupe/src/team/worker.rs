@@ -1,7 +1,7 @@
 //! A teammate's worker (SPEC §4.4, §6): claims one message at a time and handles it.
 //!
 //! - protocol messages are routed **before** any model call: a valid shutdown request makes the
-//!   teammate answer and stop without calling the model; a plan response is consumed in the
+//!   teammate mark itself `shutdown`, then answer, and stop without calling the model; a plan response is consumed in the
 //!   protocol store before the same runner continues with a deterministic prompt;
 //! - ordinary messages go through the model; the final answer returns to the lead as `result`,
 //!   then the message is acked;
@@ -12,7 +12,8 @@
 use std::sync::Arc;
 
 use troupe_wire::{
-    AgentName, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind, TeammateStatus,
+    AgentName, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind, RequestKind,
+    TeammateStatus,
 };
 
 use super::error::TeamError;
@@ -20,6 +21,7 @@ use super::observer::TeamUpdate;
 use super::runtime::TeamInner;
 use crate::agent::{Runner, TurnEnd};
 use crate::store::mailbox::MailboxStore;
+use crate::store::protocol::ProtocolError;
 
 /// How handling one message ended.
 enum Handled {
@@ -201,6 +203,9 @@ async fn run_and_report(
     }
 }
 
+/// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever
+/// reads the answer — the lead, `troupe status` — finds a teammate that takes no more messages),
+/// acks, and its worker ends. No model call.
 fn shutdown(
     team: &Arc<TeamInner>,
     name: &AgentName,
@@ -210,19 +215,51 @@ fn shutdown(
     let request = match team.protocol.store().validate_request(request_message) {
         Ok(request) => request,
         Err(e) if TeamError::is_invalid_message(&e) => {
-            return quarantine(team, name, message, &e.to_string())
+            let not_pending = matches!(e, ProtocolError::State { .. });
+            if not_pending && answer_was_consumed(team, name, request_message) {
+                // A redelivered request whose answer the lead already has: stop as answered.
+                team.set_status(name, TeammateStatus::Shutdown, None);
+                return ack_and(team, name, message, Handled::Shutdown);
+            }
+            return quarantine(team, name, message, &e.to_string());
         }
         Err(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
-    if let Err(e) = team.protocol.respond(&request, true, "Shutting down.") {
-        return Handled::Failed(format!(
-            "could not answer shutdown request {}: {e}",
-            request.id()
-        ));
-    }
     team.set_status(name, TeammateStatus::Shutdown, None);
+    match team.protocol.respond(&request, true, "Shutting down.") {
+        Ok(_) => {}
+        // An earlier attempt (before a crash or a failed delivery) answered already, and the
+        // refusal made sure that answer is delivered.
+        Err(TeamError::Protocol(ProtocolError::Answered { by, .. })) if &by == name => {}
+        Err(e) => {
+            return Handled::Failed(format!(
+                "could not answer shutdown request {}: {e}",
+                request.id()
+            ))
+        }
+    }
+    ack_and(team, name, message, Handled::Shutdown)
+}
+
+/// Whether the shutdown request `request_message` announces (a message that matched it in
+/// everything but its pending state) was resolved by this teammate's answer: the lead consumed
+/// the answer, and only the ack of the request was lost.
+fn answer_was_consumed(
+    team: &TeamInner,
+    name: &AgentName,
+    request_message: &ProtocolMessage,
+) -> bool {
+    let Ok(Some(request)) = team.protocol.store().get(request_message.request_id()) else {
+        return false;
+    };
+    request.kind() == RequestKind::Shutdown
+        && request.target() == name
+        && request.resolution().is_some_and(|r| r.approved)
+}
+
+fn ack_and(team: &TeamInner, name: &AgentName, message: &MailboxMessage, then: Handled) -> Handled {
     match team.postman.mailbox().ack(name, message) {
-        Ok(_) => Handled::Shutdown,
+        Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
     }
 }

@@ -1,4 +1,4 @@
-//! The write seam of the protocol store: the only two ways it changes bytes on disk.
+//! The write seam of the protocol store: the only three ways it changes bytes on disk.
 //!
 //! Production uses [`DurableFiles`] (the `store::durable` primitives). Tests inject their own
 //! [`ProtocolFiles`] to make a write fail — tests run as root, so permission tricks cannot — and
@@ -18,6 +18,12 @@ pub trait ProtocolFiles: Send + Sync {
 
     /// Appends whole lines to `archive.jsonl` and makes them durable.
     fn append_archive(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError>;
+
+    /// Durably creates an answer record, failing with `AlreadyExists` when there is one; the
+    /// file appears complete or not at all.
+    fn create_answer(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+        durable::create_new(path, bytes)
+    }
 }
 
 /// The real thing: temp file → fsync → rename → folder fsync, and fsynced appends.

@@ -7,6 +7,11 @@
 //! snapshot, then replace `state.json` atomically through the [`ProtocolFiles`] seam; the cache
 //! is updated only after the write succeeded, so a failed write leaves the old bytes *and* the
 //! old state.
+//!
+//! `answer` is the one operation that writes outside the protocol folder: it calls the caller's
+//! `deliver` (a mailbox send) while holding both locks, so that "no answer yet" and the sending
+//! are one step for every thread and process. Lock order is always protocol lock → mailbox,
+//! never the reverse: no mailbox operation calls into this store.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -15,12 +20,13 @@ use troupe_wire::{
     WireError,
 };
 
+use super::answers::AnswerRecords;
 use super::archive::ArchiveIndex;
 use super::compaction::{self, COMPACT_ABOVE};
 use super::files::{DurableFiles, ProtocolFiles};
-use super::rules::{self, Decision};
+use super::rules::{self, AnswerCheck, Decision};
 use super::state::StateFile;
-use super::{Consumed, NewRequest, ProtocolError, ProtocolStore};
+use super::{Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
@@ -36,6 +42,8 @@ pub struct JsonProtocolStore {
     ids: Arc<dyn IdGenerator>,
     /// The write seam (durable in production; tests make it fail).
     files: Arc<dyn ProtocolFiles>,
+    /// `answers/`: the one answer sent to each request (read and written under the locks).
+    answers: AnswerRecords,
     /// Serialises this instance's threads and keeps the last good read of both files.
     cache: Mutex<Cache>,
 }
@@ -143,6 +151,7 @@ impl JsonProtocolStore {
             clock,
             ids,
             files,
+            answers: AnswerRecords::new(layout.protocol_answers_dir()),
             cache: Mutex::new(Cache {
                 state: StateFile::new(layout.protocol_state()),
                 archive: ArchiveIndex::new(layout.protocol_archive()),
@@ -217,6 +226,37 @@ impl JsonProtocolStore {
         }
         archive.record_appended(&batch, &bytes);
         Ok(())
+    }
+
+    /// Calls `deliver`, turning its failure into `Undelivered` (the answer stays recorded).
+    fn deliver(
+        &self,
+        deliver: Deliver<'_>,
+        answer: &ProtocolMessage,
+    ) -> Result<Delivery, ProtocolError> {
+        deliver(answer).map_err(|cause| ProtocolError::Undelivered {
+            id: answer.request_id(),
+            cause,
+        })
+    }
+
+    /// Before refusing a second answer: makes sure the recorded one reached its mailbox (a
+    /// process that died between record and delivery left it undelivered).
+    fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
+        match deliver(recorded) {
+            Ok(Delivery::AlreadyThere) => {}
+            Ok(Delivery::Sent) => tracing::warn!(
+                request = %recorded.request_id(),
+                message = %recorded.id(),
+                "delivered a recorded answer whose delivery had been interrupted"
+            ),
+            Err(cause) => tracing::warn!(
+                request = %recorded.request_id(),
+                message = %recorded.id(),
+                cause,
+                "a recorded answer is still undelivered"
+            ),
+        }
     }
 
     fn new_request(
@@ -357,5 +397,60 @@ impl ProtocolStore for JsonProtocolStore {
                 })
             }
         }
+    }
+
+    fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError> {
+        let (cache, _lock) = self.session()?;
+        let (_, request) = cache.get(response.request_id())?;
+        let recorded = self.answers.read(&request)?;
+        match rules::check_answer(&request, response, recorded.as_ref(), self.clock.now()) {
+            Ok(AnswerCheck::New) => {
+                if self.answers.create(self.files.as_ref(), response)? {
+                    return self.deliver(deliver, response);
+                }
+                // A record appeared without the lock (not troupe's doing): it is the answer.
+                let now = self.clock.now();
+                Err(match self.answers.read(&request)? {
+                    Some(recorded) => {
+                        self.finish_recorded(deliver, &recorded);
+                        rules::answered_by(&request, &recorded)
+                    }
+                    None => ProtocolError::State {
+                        id: request.id(),
+                        status: request.status_at(now).as_str().to_owned(),
+                        why: "its answer record changed while this answer was being recorded"
+                            .to_owned(),
+                    },
+                })
+            }
+            Ok(AnswerCheck::Again) => self.deliver(deliver, response),
+            Err(refused) => {
+                if let (ProtocolError::Answered { .. }, Some(recorded)) = (&refused, &recorded) {
+                    self.finish_recorded(deliver, recorded);
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    fn deliver_recorded_answers(
+        &self,
+        deliver: Deliver<'_>,
+    ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
+        let (cache, _lock) = self.session()?;
+        let mut delivered = Vec::new();
+        // Pending requests are never archived: state.json holds all of them.
+        for request in cache.state.requests().iter().filter(|r| r.is_pending()) {
+            if let Some(answer) = self.answers.read(request)? {
+                if self.deliver(deliver, &answer)? == Delivery::Sent {
+                    delivered.push(answer);
+                }
+            }
+        }
+        Ok(delivered)
     }
 }

@@ -14,6 +14,9 @@
 //!                    line. Resolved requests move here in batches so that state.json stays small.
 //!                    A complete line never changes once written (only a torn tail is ever cut).
 //!   .protocol.lock   the cross-process lock every operation holds (reads included).
+//!   answers/<request-id>.json
+//!                    the one answer sent to a request: the full response message, created
+//!                    no-clobber before that message is delivered. Never changed.
 //! ```
 //!
 //! The two files together hold every request ever created. A request may be in both only after
@@ -43,15 +46,27 @@
 //! **Order of the checks** for a response: see the `rules` module (not found → kind/parties
 //! mismatch → resolved: replay or duplicate → clock backwards → expired).
 //!
+//! **Answers are single** (SPEC §6). [`ProtocolStore::answer`] is the one way an answer is sent
+//! (the lead's `review_plan`, `troupe review`, a teammate's shutdown response). Under both locks
+//! it refuses if an answer is recorded or the request is resolved, else creates
+//! `answers/<request-id>.json` (no-clobber) holding the response message and then — still under
+//! the locks — delivers that message. The record is what makes the check and the send one step
+//! across processes without scanning mailboxes; the `answers` module says why, and how a crash
+//! between the record and the delivery is finished: by the next answer attempt (which delivers
+//! the recorded message before refusing) or at the next run's start
+//! ([`ProtocolStore::deliver_recorded_answers`]).
+//!
 //! # Layout
 //!
 //! - `json`: [`JsonProtocolStore`], the port's implementation: locking, refresh, writes.
 //! - `rules`: the matching rules as pure functions, and the order of the checks.
 //! - `state`: reading and validating `state.json`, with a cache of the last good read.
 //! - `archive`: the archive file and its in-memory index (ids, creation times, line offsets).
+//! - `answers`: the answer records, `answers/<request-id>.json`.
 //! - `compaction`: which requests move to the archive, and how the two files merge back.
 //! - `files`: the write seam ([`ProtocolFiles`]) that tests use to make writes fail.
 
+mod answers;
 mod archive;
 mod compaction;
 mod files;
@@ -113,6 +128,21 @@ pub enum ProtocolError {
         status: String,
         why: String,
     },
+    /// An answer to the request was sent already (recorded, or consumed): a request takes one.
+    #[error(
+        "protocol request {id} was already answered ({}) by {by} in message {message_id}; a request takes one answer",
+        if *approved { "approved" } else { "rejected" }
+    )]
+    Answered {
+        id: RequestId,
+        approved: bool,
+        by: AgentName,
+        message_id: MessageId,
+    },
+    /// An answer was recorded (it is *the* answer now) but its message could not be written
+    /// into the recipient's mailbox. It is delivered by the next answer attempt or run start.
+    #[error("the answer to protocol request {id} is recorded but could not be delivered ({cause}); the next answer attempt or the next run's start delivers it")]
+    Undelivered { id: RequestId, cause: String },
     /// The injected clock is earlier than the latest request's creation.
     #[error("clock moved backwards: now {now} is before the latest request's creation {latest}")]
     ClockBackwards { now: UtcTime, latest: UtcTime },
@@ -132,7 +162,8 @@ impl ErrorCode for ProtocolError {
             Self::NotFound(_) => "protocol_not_found",
             Self::Mismatch { .. } => "protocol_mismatch",
             Self::Expired { .. } => "protocol_expired",
-            Self::State { .. } => "protocol_state_error",
+            Self::State { .. } | Self::Answered { .. } => "protocol_state_error",
+            Self::Undelivered { .. } => "protocol_delivery_error",
             Self::ClockBackwards { .. } => "protocol_clock_error",
             Self::Invalid(_) => "invalid_arguments",
             Self::Corrupt { .. } => "protocol_state_corrupt",
@@ -140,6 +171,19 @@ impl ErrorCode for ProtocolError {
         }
     }
 }
+
+/// How an answer's message reached its recipient's mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Written now.
+    Sent,
+    /// A message with its id is in the mailbox already (an earlier attempt wrote it).
+    AlreadyThere,
+}
+
+/// Writes an answer's message into its recipient's mailbox (only that: it runs under the
+/// store's locks, so it must not call back into the store). The error is the cause, in words.
+pub type Deliver<'a> = &'a (dyn Fn(&ProtocolMessage) -> Result<Delivery, String> + 'a);
 
 /// The protocol store port.
 pub trait ProtocolStore: Send + Sync {
@@ -169,6 +213,28 @@ pub trait ProtocolStore: Send + Sync {
 
     /// Applies a response exactly once (see SPEC §5 for every condition).
     fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
+
+    /// Sends `response` as the one answer to its request (SPEC §6, "Answers are single"), under
+    /// the store's locks: refuses (`Answered`) when an answer was recorded or the request is
+    /// resolved, and — like `consume_response` — a response that does not pair with the
+    /// request, or comes too late; else records it in `answers/` and calls `deliver` before
+    /// the locks are released. A refusal writes nothing of its own; it only finishes the
+    /// delivery of the recorded answer if a crash interrupted it. Sending the recorded message
+    /// itself again is allowed (`deliver` is called; nothing else changes).
+    fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError>;
+
+    /// Calls `deliver` (under the locks) for the recorded answer of every request that is still
+    /// pending, in creation order, and returns the answers it wrote now: those a crash between
+    /// record and delivery had left undelivered. A run calls it at start. Stops at the first
+    /// delivery that fails (`Undelivered`).
+    fn deliver_recorded_answers(
+        &self,
+        deliver: Deliver<'_>,
+    ) -> Result<Vec<ProtocolMessage>, ProtocolError>;
 }
 
 /// Identifies the response message that resolved a request (for idempotent replays).

@@ -14,8 +14,18 @@
 //!
 //! Parties are checked before state so that a message that could never have answered the request
 //! is reported as a mismatch, not as a duplicate.
+//!
+//! Sending an answer ([`check_answer`]) follows the same order, with "already answered" in place
+//! of the replay/duplicate step: an answer recorded in `answers/` (sent, perhaps not consumed
+//! yet) or a resolution refuses every other answer, whatever its decision.
+//!
+//! A `*_request` message ([`check_request_message`]) must carry the kind, parties *and content*
+//! that were registered: the content is what the recipient acts on, so a message that names a
+//! real request but says something else is a mismatch.
 
-use troupe_wire::{ProtocolMessage, ProtocolRequest, RequestState, Resolution, UtcTime};
+use troupe_wire::{
+    AgentName, MessageId, ProtocolMessage, ProtocolRequest, RequestState, Resolution, UtcTime,
+};
 
 use super::ProtocolError;
 
@@ -35,6 +45,16 @@ fn mismatch(request: &ProtocolRequest, why: String) -> ProtocolError {
     }
 }
 
+/// What sending an answer would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AnswerCheck {
+    /// No answer yet: record this one, then deliver it.
+    New,
+    /// This very message is the recorded answer (or the one that resolved the request): deliver
+    /// it again if it is missing; nothing else changes.
+    Again,
+}
+
 fn state_error(request: &ProtocolRequest, now: UtcTime, why: String) -> ProtocolError {
     ProtocolError::State {
         id: request.id(),
@@ -43,12 +63,12 @@ fn state_error(request: &ProtocolRequest, now: UtcTime, why: String) -> Protocol
     }
 }
 
-/// Decides what a `*_response` message does to `request` at `now` (checks in the module's order).
-pub(super) fn decide_response(
+/// Checks that `message` is a response of the kind that answers `request`, from its target to its
+/// sender, and returns its decision.
+fn check_pairing(
     request: &ProtocolRequest,
     message: &ProtocolMessage,
-    now: UtcTime,
-) -> Result<Decision, ProtocolError> {
+) -> Result<bool, ProtocolError> {
     let kind = message.kind();
     let expected = request.kind().response_message_kind();
     if kind != expected {
@@ -69,6 +89,113 @@ pub(super) fn decide_response(
         ));
     };
     check_parties(request, message, request.target(), request.sender())?;
+    Ok(approved)
+}
+
+/// The refusal of a second answer, naming the first.
+fn already_answered(
+    request: &ProtocolRequest,
+    approved: bool,
+    by: &AgentName,
+    message_id: MessageId,
+) -> ProtocolError {
+    ProtocolError::Answered {
+        id: request.id(),
+        approved,
+        by: by.clone(),
+        message_id,
+    }
+}
+
+/// The refusal of an answer to `request`, which `recorded` answered already.
+pub(super) fn answered_by(request: &ProtocolRequest, recorded: &ProtocolMessage) -> ProtocolError {
+    // A record passed `check_recorded`, so it carries a decision.
+    already_answered(
+        request,
+        recorded.approved().unwrap_or(false),
+        recorded.sender(),
+        recorded.id(),
+    )
+}
+
+/// Decides whether `message` may be sent as *the* answer to `request` at `now`, given the answer
+/// recorded for it, if any (checks in the module's order).
+pub(super) fn check_answer(
+    request: &ProtocolRequest,
+    message: &ProtocolMessage,
+    recorded: Option<&ProtocolMessage>,
+    now: UtcTime,
+) -> Result<AnswerCheck, ProtocolError> {
+    let approved = check_pairing(request, message)?;
+    if let Some(recorded) = recorded {
+        if recorded.id() != message.id() {
+            return Err(answered_by(request, recorded));
+        }
+        if recorded != message {
+            return Err(state_error(
+                request,
+                now,
+                format!(
+                    "message {} was recorded as its answer with a different decision or content",
+                    message.id()
+                ),
+            ));
+        }
+        return Ok(AnswerCheck::Again);
+    }
+    if let RequestState::Resolved(resolution) = request.state() {
+        if resolution.message_id == message.id()
+            && resolution.approved == approved
+            && &resolution.content == message.content()
+        {
+            return Ok(AnswerCheck::Again);
+        }
+        return Err(already_answered(
+            request,
+            resolution.approved,
+            request.target(),
+            resolution.message_id,
+        ));
+    }
+    if now < request.created_at_utc() {
+        return Err(ProtocolError::ClockBackwards {
+            now,
+            latest: request.created_at_utc(),
+        });
+    }
+    if !request.is_open_at(now) {
+        return Err(ProtocolError::Expired {
+            id: request.id(),
+            expires_at: request.expires_at_utc(),
+        });
+    }
+    Ok(AnswerCheck::New)
+}
+
+/// Checks that an answer record read from `answers/` answers `request` (kind, parties, id).
+pub(super) fn check_recorded(
+    request: &ProtocolRequest,
+    recorded: &ProtocolMessage,
+) -> Result<(), ProtocolError> {
+    if recorded.request_id() != request.id() {
+        return Err(mismatch(
+            request,
+            format!(
+                "the recorded answer names request {}",
+                recorded.request_id()
+            ),
+        ));
+    }
+    check_pairing(request, recorded).map(|_| ())
+}
+
+/// Decides what a `*_response` message does to `request` at `now` (checks in the module's order).
+pub(super) fn decide_response(
+    request: &ProtocolRequest,
+    message: &ProtocolMessage,
+    now: UtcTime,
+) -> Result<Decision, ProtocolError> {
+    let approved = check_pairing(request, message)?;
     if let RequestState::Resolved(resolution) = request.state() {
         if resolution.message_id != message.id() {
             return Err(state_error(
@@ -135,6 +262,15 @@ pub(super) fn check_request_message(
         ));
     }
     check_parties(request, message, request.sender(), request.target())?;
+    if message.content() != request.content() {
+        return Err(mismatch(
+            request,
+            format!(
+                "{}'s content differs from the registered request's",
+                message.kind().as_str()
+            ),
+        ));
+    }
     if !request.is_pending() {
         return Err(state_error(
             request,
@@ -154,8 +290,8 @@ pub(super) fn check_request_message(
 fn check_parties(
     request: &ProtocolRequest,
     message: &ProtocolMessage,
-    sender: &troupe_wire::AgentName,
-    recipient: &troupe_wire::AgentName,
+    sender: &AgentName,
+    recipient: &AgentName,
 ) -> Result<(), ProtocolError> {
     if message.sender() != sender {
         return Err(mismatch(
@@ -363,6 +499,133 @@ mod tests {
         assert_eq!(
             code(decide_response(&resolved, &wrong_sender, at(6))),
             "protocol_mismatch"
+        );
+    }
+
+    fn answer_code(result: Result<AnswerCheck, ProtocolError>) -> &'static str {
+        use crate::error::ErrorCode;
+        match result {
+            Ok(AnswerCheck::New) => "new",
+            Ok(AnswerCheck::Again) => "again",
+            Err(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_new_only_while_nothing_answered_the_request() {
+        let request = shutdown();
+        let first = good(&request, mid(9));
+        let other = good(&request, mid(10));
+        let flipped = response(
+            &request,
+            mid(10),
+            ProtocolMessageKind::ShutdownResponse,
+            "alice",
+            "lead",
+            false,
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(1))),
+            "new"
+        );
+        // Recorded (sent, not consumed yet): the same message again, nothing else.
+        let recorded = Some(&first);
+        assert_eq!(
+            answer_code(check_answer(&request, &first, recorded, at(2))),
+            "again"
+        );
+        for second in [&other, &flipped] {
+            let refused = check_answer(&request, second, recorded, at(2));
+            assert_eq!(answer_code(refused), "protocol_state_error");
+        }
+        let Err(ProtocolError::Answered {
+            approved,
+            by,
+            message_id,
+            ..
+        }) = check_answer(&request, &flipped, recorded, at(2))
+        else {
+            panic!("expected Answered")
+        };
+        assert_eq!((approved, by, message_id), (true, name("alice"), mid(9)));
+        // Recorded answers win over expiry: the refusal names the answer.
+        assert_eq!(
+            answer_code(check_answer(&request, &other, recorded, at(TTL))),
+            "protocol_state_error"
+        );
+        // Resolved (consumed): likewise, from the resolution.
+        let Decision::Apply(resolved) = decide_response(&request, &first, at(3)).unwrap() else {
+            panic!("expected apply")
+        };
+        assert_eq!(
+            answer_code(check_answer(&resolved, &first, None, at(4))),
+            "again"
+        );
+        assert_eq!(
+            answer_code(check_answer(&resolved, &flipped, None, at(4))),
+            "protocol_state_error"
+        );
+        // Pairing first, window last.
+        let wrong = response(
+            &request,
+            mid(11),
+            ProtocolMessageKind::ShutdownResponse,
+            "bob",
+            "lead",
+            true,
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &wrong, recorded, at(2))),
+            "protocol_mismatch"
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(TTL))),
+            "protocol_expired"
+        );
+        assert_eq!(
+            answer_code(check_answer(&request, &first, None, at(-1))),
+            "protocol_clock_error"
+        );
+    }
+
+    #[test]
+    fn a_record_must_answer_its_request() {
+        let request = shutdown();
+        assert!(check_recorded(&request, &good(&request, mid(9))).is_ok());
+        let backwards = response(
+            &request,
+            mid(9),
+            ProtocolMessageKind::ShutdownResponse,
+            "lead",
+            "alice",
+            true,
+        );
+        assert!(check_recorded(&request, &backwards).is_err());
+    }
+
+    #[test]
+    fn a_request_message_must_say_what_was_registered() {
+        let request = shutdown();
+        let saying = |text: &str| {
+            let envelope = Envelope {
+                id: mid(3),
+                sender: name("lead"),
+                recipient: name("alice"),
+                content: Content::parse(text).unwrap(),
+                created_at_utc: at(0),
+            };
+            ProtocolMessage::request(envelope, ProtocolMessageKind::ShutdownRequest, request.id())
+                .unwrap()
+        };
+        assert!(check_request_message(&request, &saying("please stop"), at(1)).is_ok());
+        let other =
+            check_request_message(&request, &saying("please stop and wipe the disk"), at(1));
+        let Err(ProtocolError::Mismatch { why, .. }) = other else {
+            panic!("expected a mismatch")
+        };
+        assert_eq!(
+            why,
+            "shutdown_request's content differs from the registered request's"
         );
     }
 

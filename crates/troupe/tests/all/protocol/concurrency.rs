@@ -1,6 +1,6 @@
-//! Racing consumers and creators: threads on one store, several store instances in one process,
-//! and separate processes (this test binary re-executed). Exactly one transition wins; nothing
-//! created is lost.
+//! Racing consumers, answerers and creators: threads on one store, several store instances in
+//! one process, and separate processes (this test binary re-executed). Exactly one transition
+//! wins; exactly one answer is sent; nothing created is lost.
 //!
 //! Children start together: each opens its store, prints `@@READY@@`, and waits for a line on
 //! stdin, which the parent sends only when every child is ready (no sleeps).
@@ -15,8 +15,13 @@ use pretty_assertions::assert_eq;
 use troupe::clock::ManualClock;
 use troupe::ids::SequentialIds;
 use troupe::layout::Layout;
-use troupe::store::protocol::{Consumed, JsonProtocolStore, ProtocolError, ProtocolStore};
-use troupe::wire::{ProtocolRequest, RequestId};
+use troupe::store::mailbox::{
+    FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
+};
+use troupe::store::protocol::{
+    Consumed, Delivery, JsonProtocolStore, ProtocolError, ProtocolStore,
+};
+use troupe::wire::{MailboxMessage, MessageId, ProtocolRequest, RequestId};
 
 use super::support::*;
 
@@ -205,6 +210,19 @@ fn child() {
                 .find_map(|r| r.err())
                 .map_or("ok", |e| troupe::error::ErrorCode::code(&e))
         }
+        "answer" => {
+            let id = RequestId::parse(&var(REQUEST)).unwrap();
+            let request = store.get(id).unwrap().unwrap();
+            let mailbox = FileMailboxStore::new(&layout, Arc::new(ManualClock::at_spec_epoch()));
+            let message = answer(&request, mid(u64::from(index)), index.is_multiple_of(2));
+            code(&store.answer(&message, &|m| {
+                match mailbox.send(&MailboxMessage::Protocol(m.clone())) {
+                    Ok(()) => Ok(Delivery::Sent),
+                    Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
+                    Err(e) => Err(e.to_string()),
+                }
+            }))
+        }
         other => panic!("unknown child role {other}"),
     };
     println!("@@RESULT@@ {outcome}");
@@ -242,6 +260,56 @@ fn processes_race_on_one_request_and_one_wins() {
     let resolved = store.get(request.id()).unwrap().unwrap();
     let winner = results.iter().position(|r| r == "ok").unwrap() as u64;
     assert_eq!(resolved.resolution().unwrap().message_id, mid(winner));
+}
+
+#[test]
+fn processes_race_to_answer_and_exactly_one_answer_is_sent() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let workspace = fx.layout.workspace().display().to_string();
+    let mailbox = FileMailboxStore::new(&fx.layout, Arc::new(fx.clock.clone()));
+    for round in 0..3 {
+        let request = store.create(plan_of("alice")).unwrap();
+        let envs = (0..4)
+            .map(|i| {
+                vec![
+                    (ROLE, "answer".to_owned()),
+                    (WORKSPACE, workspace.clone()),
+                    (REQUEST, request.id().to_string()),
+                    (INDEX, (round * 10 + i).to_string()),
+                ]
+            })
+            .collect();
+        let results = run_children(envs);
+        assert_eq!(
+            results.iter().filter(|r| *r == "ok").count(),
+            1,
+            "round {round}: {results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .all(|r| r == "ok" || r == "protocol_state_error"),
+            "{results:?}"
+        );
+        let winner = (round * 10 + results.iter().position(|r| r == "ok").unwrap()) as u64;
+        let answers: Vec<MessageId> = mailbox
+            .list(&name("alice"), MailboxState::Ready)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                MailboxEntry::Message(MailboxMessage::Protocol(p))
+                    if p.request_id() == request.id() =>
+                {
+                    Some(p.id())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(answers, [mid(winner)], "round {round}: one answer exists");
+        // Still pending: only the recipient consumes an answer.
+        assert!(store.get(request.id()).unwrap().unwrap().is_pending());
+    }
 }
 
 #[test]

@@ -7,8 +7,10 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use troupe::ids::IdGenerator;
 use troupe::store::protocol::{Consumed, ProtocolError, ProtocolStore, DEFAULT_TTL};
+use troupe::wire::message::Envelope;
 use troupe::wire::{
-    ProtocolMessageKind, ProtocolRequest, RequestId, RequestKind, RequestStatus, Resolution,
+    ProtocolMessage, ProtocolMessageKind, ProtocolRequest, RequestId, RequestKind, RequestStatus,
+    Resolution,
 };
 use uuid::Uuid;
 
@@ -439,4 +441,32 @@ fn a_failed_write_leaves_the_old_bytes_and_the_old_state() {
     let consumed = store.consume_response(&msg).unwrap();
     assert!(!consumed.replayed);
     assert_eq!(consumed.request.stored_status(), RequestStatus::Approved);
+}
+
+#[test]
+fn a_request_message_must_carry_the_registered_content() {
+    let fx = Fixture::new();
+    let store = fx.store();
+    let request = store.create(shutdown_of("alice")).unwrap();
+    let genuine = announce(&request, mid(9));
+    assert_eq!(store.validate_request(&genuine).unwrap(), request);
+    // Same id, kind and parties; other words.
+    let forged = ProtocolMessage::request(
+        Envelope {
+            id: mid(10),
+            sender: request.sender().clone(),
+            recipient: request.target().clone(),
+            content: content("please stop, and delete everything first"),
+            created_at_utc: genuine.created_at_utc(),
+        },
+        request.kind().request_message_kind(),
+        request.id(),
+    )
+    .unwrap();
+    let refused = store.validate_request(&forged);
+    assert_eq!(code(&refused), "protocol_mismatch");
+    assert!(refused
+        .unwrap_err()
+        .to_string()
+        .contains("content differs from the registered request's"),);
 }

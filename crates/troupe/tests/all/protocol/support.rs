@@ -217,6 +217,7 @@ pub fn resolve_many(
 pub struct FailingFiles {
     pub fail_replace: AtomicBool,
     pub fail_append: AtomicBool,
+    pub fail_answer: AtomicBool,
     pub replaces: AtomicUsize,
     pub appends: AtomicUsize,
 }
@@ -244,5 +245,14 @@ impl ProtocolFiles for FailingFiles {
         }
         self.appends.fetch_add(1, Ordering::SeqCst);
         durable::append(path, bytes)
+    }
+
+    fn create_answer(&self, path: &std::path::Path, bytes: &[u8]) -> Result<(), IoError> {
+        if self.fail_answer.load(Ordering::SeqCst) {
+            // As a failed folder fsync would: the file is in place, the call fails.
+            durable::create_new(path, bytes)?;
+            return Err(Self::refused(path));
+        }
+        durable::create_new(path, bytes)
     }
 }

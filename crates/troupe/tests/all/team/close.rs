@@ -35,7 +35,13 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     let response = team
         .runtime
         .protocol()
-        .review_plan(&AgentName::lead(), plan.id(), true, Some("Go."))
+        .review_plan(
+            &AgentName::lead(),
+            plan.id(),
+            true,
+            Some("Go."),
+            &team.runtime,
+        )
         .unwrap();
     f.signal
         .until("the writer inside the response's model call", || {

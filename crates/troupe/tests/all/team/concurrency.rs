@@ -1,26 +1,29 @@
-//! Racing answers to one request through the runtime (SPEC §5): exactly one transition wins.
+//! Racing answers to one request through the runtime (SPEC §5, §6): exactly one answer is sent.
 //!
 //! Two reviewers (like two `troupe review` in two terminals, each with its own store instance)
-//! answer one plan at the same time: both answers pass review (it only reads) and are delivered;
-//! the teammate's worker makes one transition and quarantines the other answer as a duplicate,
-//! and the teammate is told the decision the store kept. Racing `consume_response` calls in
-//! threads, instances and processes are the store's own tests (`protocol::concurrency`).
+//! answer one plan at the same time: exactly one succeeds, the other is refused
+//! (`protocol_state_error`) before anything is written; one response reaches the teammate, which
+//! makes one transition and is told the decision that was sent. Racing `consume_response` calls
+//! in threads, instances and processes are the store's own tests (`protocol::concurrency`);
+//! reviewers racing as real `troupe review` processes are the CLI's (`review`).
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
+use troupe::inspect::read_roster;
 use troupe::store::mailbox::{FileMailboxStore, MailboxState};
 use troupe::store::protocol::JsonProtocolStore;
-use troupe::team::{NoTeamObserver, Postman, ProtocolRuntime};
+use troupe::team::{NoTeamObserver, Postman, ProtocolRuntime, TeamError};
 use troupe::wire::{AgentName, MessageId, RequestStatus};
 
 use super::support::{call, name, say, Fixture, Models, TestModel};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_reviewers_race_and_the_teammate_makes_one_transition() {
+async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
     let f = Fixture::new();
     let writer = TestModel::new(&f.signal, |c| {
         if c.last_user().starts_with("Plan ") || c.last_is_tool_result() {
@@ -60,41 +63,49 @@ async fn two_reviewers_race_and_the_teammate_makes_one_transition() {
                 ));
                 let runtime =
                     ProtocolRuntime::new(Arc::new(store), postman, Duration::from_secs(300));
+                let roster = read_roster(&layout.team_file()).unwrap();
                 barrier.wait();
                 runtime
-                    .review_plan(&AgentName::lead(), plan_id, approve, None)
+                    .review_plan(&AgentName::lead(), plan_id, approve, None, &roster)
                     .map(|m| m.id())
             })
         })
         .collect();
-    let answers: Vec<MessageId> = reviewers
-        .into_iter()
-        .map(|t| t.join().unwrap().unwrap())
+    let results: Vec<Result<MessageId, TeamError>> =
+        reviewers.into_iter().map(|t| t.join().unwrap()).collect();
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|r| r.as_ref().map_or_else(ErrorCode::code, |_| "ok"))
         .collect();
     assert_eq!(
-        f.count("writer", MailboxState::Ready),
-        2,
-        "both answers delivered"
+        codes.iter().filter(|c| **c == "ok").count(),
+        1,
+        "exactly one reviewer wins: {codes:?}"
+    );
+    assert!(codes.contains(&"protocol_state_error"), "{codes:?}");
+    let sent = results
+        .iter()
+        .find_map(|r| r.as_ref().ok())
+        .copied()
+        .unwrap();
+    assert_eq!(
+        f.messages("writer", MailboxState::Ready)
+            .iter()
+            .map(|m| m.id())
+            .collect::<Vec<_>>(),
+        [sent],
+        "one answer delivered"
     );
 
     team.runtime.wake_all();
     f.signal
-        .until("both answers handled", || {
+        .until("the answer handled", || {
             f.count("writer", MailboxState::Ready) == 0 && !team.runtime.any_worker_running()
         })
         .await;
     let resolved = f.requests()[0].clone();
-    let winner = resolved.resolution().unwrap().message_id;
-    assert!(answers.contains(&winner));
-    let loser = answers.iter().find(|id| **id != winner).unwrap();
-    let quarantined = f.recorder.quarantined();
-    assert_eq!(quarantined.len(), 1, "{quarantined:#?}");
-    assert_eq!(quarantined[0].1, loser.to_string());
-    assert!(
-        quarantined[0].2.contains("duplicate"),
-        "{}",
-        quarantined[0].2
-    );
+    assert_eq!(resolved.resolution().unwrap().message_id, sent);
+    assert_eq!(f.recorder.quarantined(), Vec::new());
     // The teammate was told once, and what it was told is what the store says.
     assert_eq!(writer.calls(), 3);
     let told = writer.user_texts(3).last().unwrap().clone();

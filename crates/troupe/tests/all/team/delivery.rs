@@ -314,6 +314,104 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
     p.runtime.close().await;
 }
 
+/// The answer whose delivery failed stays recorded: the next run delivers it at start, and the
+/// teammate — handling the released request again — stops without answering a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_shutdown_answer_is_delivered_by_the_next_run_and_never_doubled() {
+    recorded_shutdown_answer_in_the_next_run(false).await;
+}
+
+/// The same, when the lead consumed the delivered answer before the teammate saw the request
+/// again: the request is resolved by the teammate's own answer, so it stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_whose_recorded_answer_was_consumed_stops_on_the_redelivered_request() {
+    recorded_shutdown_answer_in_the_next_run(true).await;
+}
+
+async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
+    let f = Fixture::new();
+    let p = parts(&f);
+    spawn_writer(&f, &p).await;
+    p.mailbox.fail(&["shutdown_response"]);
+    let request = p
+        .runtime
+        .protocol()
+        .open(
+            RequestKind::Shutdown,
+            &AgentName::lead(),
+            &name("writer"),
+            "stop",
+        )
+        .unwrap();
+    f.signal
+        .until("the writer failed", || {
+            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Failed)
+        })
+        .await;
+    p.runtime.close().await;
+    let responses = |f: &Fixture| -> Vec<MessageId> {
+        MailboxState::ALL
+            .into_iter()
+            .flat_map(|state| f.messages("lead", state))
+            .filter(|m| m.kind_str() == "shutdown_response")
+            .map(|m| m.id())
+            .collect()
+    };
+    assert_eq!(responses(&f), Vec::<MessageId>::new());
+    let recorded = std::fs::read(
+        f.layout
+            .protocol_answers_dir()
+            .join(format!("{}.json", request.id())),
+    )
+    .unwrap();
+    let MailboxMessage::Protocol(recorded) = MailboxMessage::from_json_bytes(&recorded).unwrap()
+    else {
+        panic!("not a protocol message")
+    };
+
+    // The next run: the mailbox works again.
+    let next = parts(&f);
+    assert_eq!(
+        next.runtime.protocol().deliver_recorded_answers().unwrap(),
+        1
+    );
+    assert_eq!(responses(&f), [recorded.id()]);
+    if consumed_first {
+        next.store.consume_response(&recorded).unwrap();
+    }
+    next.runtime.wake_all();
+    f.signal
+        .until("the writer shut down", || {
+            next.runtime.status_of(&name("writer")) == Some(TeammateStatus::Shutdown)
+        })
+        .await;
+    // Closing waits for the worker, which acks the request before it ends.
+    next.runtime.close().await;
+    assert_eq!(
+        f.messages("writer", MailboxState::Done)
+            .iter()
+            .map(MailboxMessage::kind_str)
+            .collect::<Vec<_>>(),
+        ["task", "shutdown_request"]
+    );
+    assert_eq!(responses(&f), [recorded.id()], "answered once");
+    assert_eq!(f.recorder.quarantined(), Vec::new());
+    let expected = if consumed_first {
+        RequestStatus::Approved
+    } else {
+        // The lead consumes it when it reads it.
+        RequestStatus::Pending
+    };
+    assert_eq!(
+        next.store
+            .get(request.id())
+            .unwrap()
+            .unwrap()
+            .stored_status(),
+        expected
+    );
+}
+
 /// SPEC §4.3: an event enters the lead's history once; an ack that failed is retried later
 /// without another model call for that event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,12 +11,15 @@
 //! - `plan`: rejection and its feedback; a response consumed after expiry.
 //! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
 //! - `delivery`: failed sends keep requests pending; failed answers release and fail.
-//! - `concurrency`: two reviewers racing on one plan; one transition.
+//! - `answers`: answers are single; no answer to a plan of a shut-down or failed teammate;
+//!   a teammate is `shutdown` before its shutdown answer exists.
+//! - `concurrency`: two reviewers racing on one plan; exactly one answer is sent.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
 
 mod support;
 
+mod answers;
 mod close;
 mod concurrency;
 mod delivery;
