@@ -14,9 +14,11 @@
 //! - `concurrency`: two reviewers racing on one plan; one transition.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
+//! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 
 mod support;
 
+mod bookkeeping;
 mod close;
 mod concurrency;
 mod delivery;
