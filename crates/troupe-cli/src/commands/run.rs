@@ -71,6 +71,7 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         request_ttl: ttl,
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
         watch: true,
+        require_plans: args.require_plans,
     };
     let outcome = drive(settings, &args.prompt)?;
     render::print_text(&format!("{}\n", outcome.answer))

@@ -9,6 +9,8 @@
 //! - `shutdown`: a busy teammate finishes first; no model call for the request; refusals after
 //!   shutdown; an unanswered request expires.
 //! - `plan`: rejection and its feedback; a response consumed after expiry.
+//! - `plan_required`: teammates gated from their first call (`plan_required`, a run that
+//!   requires plans), across runs, and what their prompts say.
 //! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
 //! - `delivery`: failed sends keep requests pending; failed answers release and fail.
 //! - `concurrency`: two reviewers racing on one plan; one transition.
@@ -27,6 +29,7 @@ mod events;
 mod failure;
 mod invalid;
 mod plan;
+mod plan_required;
 mod recovery;
 mod shutdown;
 mod toolset;
