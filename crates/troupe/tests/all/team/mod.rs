@@ -16,6 +16,8 @@
 //! - `concurrency`: two reviewers racing on one plan; one transition.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
+//! - `respawn`: a shut-down or failed name spawned again: fresh conversation, old transcript
+//!   kept, leftovers quarantined, old plans not counted; running or idle names refused.
 //! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 
 mod support;
@@ -31,6 +33,7 @@ mod invalid;
 mod plan;
 mod plan_required;
 mod recovery;
+mod respawn;
 mod shutdown;
 mod toolset;
 mod transcripts;
