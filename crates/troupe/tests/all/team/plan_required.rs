@@ -344,3 +344,123 @@ async fn spawn_teammate_offers_plan_required_as_an_optional_boolean() {
     assert_eq!(spawn["properties"]["plan_required"]["type"], "boolean");
     team.close().await;
 }
+
+/// The gate rule on its own: when it starts, what it says before any plan of the teammate's
+/// own, and that a predecessor's plan (`earlier_plan`) counts as no plan.
+#[test]
+fn the_gate_rule_by_start_and_latest_plan() {
+    use std::sync::Arc;
+    use troupe::clock::{Clock, ManualClock};
+    use troupe::ids::SequentialIds;
+    use troupe::layout::Layout;
+    use troupe::permissions::{Decision, PermissionRequest, PermissionRule};
+    use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore, DEFAULT_TTL};
+    use troupe::team::{GateStart, PlanGateRule};
+    use troupe::tools::{Effect, Scope};
+    use troupe::wire::{AgentName, Content, RequestId, RequestKind};
+
+    enum Latest {
+        None,
+        /// A pending plan recorded as the earlier teammate's.
+        Earlier,
+        Pending,
+        Expired,
+    }
+    let writer = AgentName::parse("writer").unwrap();
+    let args = json!({});
+    let call = |tool: &'static str, effect: Effect| PermissionRequest {
+        agent: &writer,
+        tool,
+        effect,
+        scope: Scope::World,
+        arguments: &args,
+    };
+    let starts = [
+        GateStart::AtFirstPlan,
+        GateStart::PlanRequired,
+        GateStart::RunRequiresPlans,
+    ];
+    for start in starts {
+        for latest in [
+            Latest::None,
+            Latest::Earlier,
+            Latest::Pending,
+            Latest::Expired,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = ManualClock::at_spec_epoch();
+            let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+            let store = Arc::new(
+                JsonProtocolStore::open(
+                    &Layout::new(dir.path()),
+                    shared.clone(),
+                    Arc::new(SequentialIds::new()),
+                )
+                .unwrap(),
+            );
+            let mut earlier: Option<RequestId> = None;
+            let mut own: Option<RequestId> = None;
+            if !matches!(latest, Latest::None) {
+                let plan = store
+                    .create(NewRequest {
+                        kind: RequestKind::PlanApproval,
+                        sender: writer.clone(),
+                        target: AgentName::lead(),
+                        content: Content::parse("a plan").unwrap(),
+                        ttl: DEFAULT_TTL,
+                    })
+                    .unwrap();
+                match latest {
+                    Latest::Earlier => earlier = Some(plan.id()),
+                    _ => own = Some(plan.id()),
+                }
+            }
+            if matches!(latest, Latest::Expired) {
+                clock.advance_millis(DEFAULT_TTL.as_millis() as i64);
+            }
+            let gate = PlanGateRule::new(store, shared)
+                .starting(start)
+                .ignoring(earlier);
+            // What a gated teammate keeps, whatever the state.
+            for (tool, effect) in [
+                ("read_file", Effect::Read),
+                ("send_message", Effect::External),
+                ("submit_plan", Effect::External),
+            ] {
+                assert_eq!(gate.evaluate(&call(tool, effect)), None, "{tool}");
+            }
+            let verdict = gate.evaluate(&call("write_file", Effect::Write));
+            match (own, &latest) {
+                (None, _) if start == GateStart::AtFirstPlan => assert_eq!(verdict, None),
+                (None, _) => {
+                    let verdict = verdict.unwrap();
+                    assert_eq!(verdict.decision, Decision::Deny);
+                    assert_eq!(verdict.rule, "plan_gate");
+                    assert_eq!(
+                        verdict.reason,
+                        format!(
+                            "no plan approved yet; submit_plan first ({}: write_file is blocked \
+                             until the lead approves a plan of yours)",
+                            start.cause()
+                        )
+                    );
+                }
+                (Some(id), latest) => {
+                    let verdict = verdict.unwrap();
+                    assert_eq!(verdict.decision, Decision::Deny);
+                    let status = match latest {
+                        Latest::Expired => "expired",
+                        _ => "pending",
+                    };
+                    assert!(
+                        verdict
+                            .reason
+                            .starts_with(&format!("plan request {id} is {status}: ")),
+                        "{}",
+                        verdict.reason
+                    );
+                }
+            }
+        }
+    }
+}
