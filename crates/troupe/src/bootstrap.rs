@@ -5,8 +5,8 @@
 //! protocol store; the audit sink and the base permission policy; the lead's tools and runner;
 //! the teammate factory, whose policy for each teammate is the base policy `with_rules([its plan
 //! gate])` (gated from its first call when its record says `plan_required` or the run requires
-//! plans); the mailbox watch. Closing runs in reverse: teammates first (workers cancelled at safe points, in-flight
-//! messages released), then the watch, then the run lock.
+//! plans); the mailbox watch. Closing runs in reverse: teammates first (workers cancelled at
+//! safe points, in-flight messages released), then the watch, then the run lock.
 
 use std::path::PathBuf;
 use std::sync::Arc;

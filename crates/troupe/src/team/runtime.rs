@@ -310,7 +310,7 @@ impl TeamInner {
         Ok(())
     }
 
-    /// One attempt at [`Self::spawn_teammate`]; `None` when the old teammate's worker is still
+    /// One attempt at [`Self::spawn`]; `None` when the old teammate's worker is still
     /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
     ///
     /// Runs under the slots lock, so no worker can start for the name meanwhile and two spawns
@@ -391,7 +391,11 @@ impl TeamInner {
         );
         let mut moved = 0;
         while let Some(message) = mailbox.claim(&earlier.name)? {
-            mailbox.quarantine(&earlier.name, message.id(), &reason)?;
+            if let Err(e) = mailbox.quarantine(&earlier.name, message.id(), &reason) {
+                // Back to ready/, where it was: the spawn fails and nothing is lost.
+                let _ = mailbox.release(&earlier.name, message.id());
+                return Err(e.into());
+            }
             self.observer.update(&TeamUpdate::Quarantined {
                 agent: earlier.name.clone(),
                 message: message.id().to_string(),
