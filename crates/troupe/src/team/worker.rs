@@ -214,13 +214,16 @@ fn shutdown(
         }
         Err(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
+    // The status first: once the lead sees the answer, the roster already says `shutdown`, so
+    // spawning the name again waits for this worker to end instead of finding it running. If
+    // the answer cannot be sent, the teammate ends `failed` instead.
+    team.set_status(name, TeammateStatus::Shutdown, None);
     if let Err(e) = team.protocol.respond(&request, true, "Shutting down.") {
         return Handled::Failed(format!(
             "could not answer shutdown request {}: {e}",
             request.id()
         ));
     }
-    team.set_status(name, TeammateStatus::Shutdown, None);
     match team.postman.mailbox().ack(name, message) {
         Ok(_) => Handled::Shutdown,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),

@@ -368,3 +368,50 @@ async fn a_plan_of_the_earlier_teammate_does_not_open_the_new_ones_gate() {
     }
     team.close().await;
 }
+
+/// The lead that spawns `writer`, asks it to shut down once it answered, and spawns the name
+/// again the moment the shutdown answer reaches it (no step in between).
+fn hasty_lead(c: &Convo<'_>) -> Reply {
+    if c.last_is_tool_result() {
+        return say(c.last_tool_result().unwrap_or(""));
+    }
+    let spawns = c.calls_named("spawn_teammate").len();
+    let answered = c
+        .events()
+        .iter()
+        .filter(|e| e["protocol_kind"] == "shutdown_response")
+        .count();
+    match (spawns, c.calls_named("request_shutdown").len(), answered) {
+        (0, _, _) => call(
+            "spawn_teammate",
+            json!({"name": "writer", "role": "drafter", "prompt": "Draft."}),
+        ),
+        (1, 0, _) => call("request_shutdown", json!({"teammate": "writer"})),
+        (1, 1, 1) => call(
+            "spawn_teammate",
+            json!({"name": "writer", "role": "reviewer", "prompt": "Review."}),
+        ),
+        _ => say("Done."),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_name_can_be_spawned_again_the_moment_the_shutdown_answer_arrives() {
+    // The old worker may still be acking its last message when the lead reacts: the roster
+    // already says `shutdown` when the answer is sent, and the spawn waits for the worker.
+    for _ in 0..5 {
+        let f = Fixture::new();
+        let lead = TestModel::new(&f.signal, hasty_lead);
+        let writer = TestModel::new(&f.signal, |_| say("Ok."));
+        let mut team = f.build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ));
+        step(&mut team, "Draft, then review.").await;
+        let spawned = last_spawn(&lead);
+        assert_eq!(spawned["replaced"], "shutdown", "{spawned}");
+        assert_eq!(roster(&f)["teammates"][0]["role"], "reviewer");
+        assert_eq!(writer.calls(), 2);
+        team.close().await;
+    }
+}
