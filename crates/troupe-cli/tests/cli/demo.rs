@@ -53,8 +53,9 @@ fn demo_prints_the_timeline_and_leaves_notes() {
         plan < denied && denied < resolved && approval < resolved,
         "{out}"
     );
+    // SPEC §6: the teammate marks itself shut down, then answers.
     assert!(
-        resolved < wrote && wrote < shutdown && shutdown < stopped,
+        resolved < wrote && wrote < stopped && stopped < shutdown,
         "{out}"
     );
     assert!(
