@@ -85,7 +85,7 @@ impl ToolHandler for SpawnTeammate {
         let mut result = json!({
             "spawned": name,
             "status": "running",
-            "plan_required": spawned.gate.from_first_call(),
+            "plan_required": plan_required,
             "gated": gated,
             "note": "its result will arrive as an event",
         });

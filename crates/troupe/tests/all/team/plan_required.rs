@@ -250,9 +250,14 @@ async fn a_run_that_requires_plans_gates_every_teammate_from_its_first_call() {
     );
     // The run's rule is not the teammate's own: team.json records what the lead asked.
     assert_eq!(roster(&f)["teammates"][0]["plan_required"], false);
+    // The spawn result says the teammate is gated from the start, though not by its own rule.
     let spawned: Value =
         serde_json::from_str(&tool_results(&lead.requests()[1].messages)[0]).unwrap();
-    assert_eq!(spawned["plan_required"], true);
+    assert_eq!(spawned["plan_required"], false);
+    assert_eq!(
+        spawned["gated"],
+        "from its first call until you approve a plan of its"
+    );
     let prompt = system_prompt(&writer, 1);
     assert!(
         prompt.contains(
