@@ -56,6 +56,11 @@ pub struct RunArgs {
     /// Answer every agent from a scripted model file instead of a server (no network, no key).
     #[arg(long, value_name = "FILE")]
     pub model_script: Option<PathBuf>,
+    /// Gate every teammate of this run from its first tool call until the lead approves a plan
+    /// of its (as if each were spawned with plan_required); without it, only teammates spawned
+    /// with plan_required are, and the others only once they submit a plan.
+    #[arg(long)]
+    pub require_plans: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,8 @@
 //!   codes on model failures, approval modes.
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
+//! - `plans`: `troupe run --require-plans`: a teammate gated from its first call until a person
+//!   approves its plan.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
@@ -34,6 +36,8 @@ mod interrupt;
 mod model;
 #[path = "cli/orphans.rs"]
 mod orphans;
+#[path = "cli/plans.rs"]
+mod plans;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]

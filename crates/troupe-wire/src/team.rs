@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::strict::parse_json_bytes;
-use crate::{AgentName, UtcTime, WireError};
+use crate::{AgentName, RequestId, UtcTime, WireError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +38,16 @@ pub struct TeammateRecord {
     /// Why the teammate failed (null otherwise).
     pub detail: Option<String>,
     pub updated_at_utc: UtcTime,
+    /// Spawned with `plan_required: true`: the plan gate denies its write and execute tools from
+    /// its first call until a plan of its is approved (SPEC §6). Kept so that a later run gates
+    /// it the same way. Missing in files written before the key existed: `false`.
+    #[serde(default)]
+    pub plan_required: bool,
+    /// The latest plan request under this name when this teammate was spawned — a plan of an
+    /// earlier teammate of the same name, which the plan gate does not count as this one's.
+    /// Null when there was none.
+    #[serde(default)]
+    pub earlier_plan: Option<RequestId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -3,15 +3,16 @@
 //! It builds, in dependency order: the run lock and recovery; one mailbox store (shared by the
 //! teammate runtime and the protocol runtime — [`TeamRuntime::new`] refuses anything else); the
 //! protocol store; the audit sink and the base permission policy; the lead's tools and runner;
-//! the teammate factory, whose policy is the base policy `with_rules([plan gate])`; the mailbox
-//! watch. Closing runs in reverse: teammates first (workers cancelled at safe points, in-flight
-//! messages released), then the watch, then the run lock.
+//! the teammate factory, whose policy for each teammate is the base policy `with_rules([its plan
+//! gate])` (gated from its first call when its record says `plan_required` or the run requires
+//! plans); the mailbox watch. Closing runs in reverse: teammates first (workers cancelled at
+//! safe points, in-flight messages released), then the watch, then the run lock.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_wire::AgentName;
+use troupe_wire::{AgentName, TeammateRecord};
 
 use crate::agent::transcript::FileTranscript;
 use crate::agent::{RunObserver, Runner};
@@ -33,8 +34,8 @@ use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate
 use crate::team::watch::{self, MailboxWatch, WatchError};
 use crate::team::{Driver, ExternalEvents};
 use crate::team::{
-    PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle, TeamObserver, TeamRuntime,
-    TeammateFactory,
+    GateStart, PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle, TeamObserver,
+    TeamRuntime, TeammateFactory,
 };
 use crate::tools::edit_file::EditFileTool;
 use crate::tools::glob::GlobTool;
@@ -121,6 +122,9 @@ pub struct TeamSettings {
     pub shell_timeout: Duration,
     /// Watch the mailboxes for messages written by other processes.
     pub watch: bool,
+    /// Gate every teammate of this run from its first call until a plan of its is approved
+    /// (`--require-plans`), as if each had been spawned with `plan_required`.
+    pub require_plans: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,16 +205,33 @@ impl Team {
     }
 }
 
-/// The lead's system prompt: who it is, how events reach it, and the skills it can load.
-pub fn lead_system_prompt(workspace: &std::path::Path) -> String {
+/// What the lead is told about teammates' plan gates in a run (SPEC §6).
+fn lead_plan_gate_text(require_plans: bool) -> &'static str {
+    if require_plans {
+        "This run requires plans: every teammate is gated from its first tool call — it can \
+         only read files, message and submit_plan until you approve a plan of its with \
+         review_plan; a rejected or expired plan, or a newer plan still pending, keeps it gated."
+    } else {
+        "A teammate spawned with plan_required: true is gated from its first tool call — it can \
+         only read files, message and submit_plan until you approve a plan of its with \
+         review_plan. Any other teammate is gated only once it submits a plan, until you approve \
+         it. A rejected or expired plan, or a newer plan still pending, keeps a teammate gated."
+    }
+}
+
+/// The lead's system prompt: who it is, how events reach it, what the plan gate does to its
+/// teammates in this run, and the skills it can load.
+pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> String {
     let mut prompt = format!(
         "You are lead, the lead agent of a troupe team working in the workspace {}.\n\
          Do work yourself with your tools, or spawn teammates for parallel work. Teammates' \
          results, their plan requests, their shutdown answers, background job completions and \
          cron wakeups reach you as user messages starting with [event], holding JSON. Review a \
          plan_approval_request with review_plan. When a teammate's work is done, ask it to stop \
-         with request_shutdown. Keep answers short.",
-        workspace.display()
+         with request_shutdown; its name can then be spawned again as a new teammate with a \
+         fresh conversation. Keep answers short.\n{}",
+        workspace.display(),
+        lead_plan_gate_text(require_plans)
     );
     let skills = skills::render_catalog(&skills::catalog(workspace));
     if !skills.is_empty() {
@@ -220,15 +241,38 @@ pub fn lead_system_prompt(workspace: &std::path::Path) -> String {
     prompt
 }
 
-pub fn teammate_system_prompt(name: &AgentName, role: &str, workspace: &std::path::Path) -> String {
+/// What a teammate is told about its own plan gate (SPEC §6): exactly the rule that applies.
+fn teammate_plan_gate_text(gate: GateStart) -> String {
+    let after_approval = "A rejected or expired plan keeps them denied until a revised plan is \
+         approved, and a newer plan denies them again until it is approved.";
+    match gate {
+        GateStart::AtFirstPlan => format!(
+            "You may work without a plan. Once you submit a plan with submit_plan, write_file \
+             and shell are denied until the lead approves it. {after_approval}"
+        ),
+        GateStart::PlanRequired | GateStart::RunRequiresPlans => format!(
+            "You are gated from your first tool call ({}): write_file and shell are denied until \
+             the lead approves a plan of yours, so start by submitting your plan with \
+             submit_plan; until then you can only read files, message and submit plans. \
+             {after_approval}",
+            gate.cause()
+        ),
+    }
+}
+
+pub fn teammate_system_prompt(
+    name: &AgentName,
+    role: &str,
+    workspace: &std::path::Path,
+    gate: GateStart,
+) -> String {
     format!(
         "You are {name}, a teammate on a troupe team led by `lead`, working in the workspace {}.\n\
          Your role: {role}\n\
-         Before changing files or running commands, submit your plan with submit_plan; write and \
-         execute tools stay blocked until the lead approves it. The decision arrives as a message \
-         starting with `Plan approved` or `Plan rejected`. Your final answer to each message is \
-         sent to the lead automatically.",
-        workspace.display()
+         {} The decision on a plan arrives as a message starting with `Plan approved` or `Plan \
+         rejected`. Your final answer to each message is sent to the lead automatically.",
+        workspace.display(),
+        teammate_plan_gate_text(gate)
     )
 }
 
@@ -245,14 +289,30 @@ struct Factory {
     workspace: PathBuf,
     jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
+    /// The base policy; each teammate's adds its own plan gate.
     policy: PermissionPolicy,
+    protocol: Arc<dyn ProtocolStore>,
+    clock: Arc<dyn Clock>,
+    require_plans: bool,
     run_observer: Arc<dyn RunObserver>,
     max_turns: usize,
     shell_timeout: Duration,
 }
 
 impl TeammateFactory for Factory {
-    fn build(&self, team: TeamHandle, name: &AgentName, role: &str) -> Result<Runner, TeamError> {
+    fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
+        GateStart::of(teammate.plan_required, self.require_plans)
+    }
+
+    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
+        let name = &teammate.name;
+        let gate_start = self.gate_start(teammate);
+        let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
+            .starting(gate_start)
+            .ignoring(teammate.earlier_plan);
+        let policy = self
+            .policy
+            .with_rules([Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>]);
         let tools = registry(vec![
             Arc::new(
                 ShellTool::new()
@@ -265,10 +325,10 @@ impl TeammateFactory for Factory {
             Arc::new(SubmitPlan(team)),
         ])
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
-        let dispatcher = Dispatcher::new(Arc::new(tools), self.policy.clone(), Hooks::new());
+        let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new());
         Ok(Runner::new(
             name.clone(),
-            teammate_system_prompt(name, role, &self.workspace),
+            teammate_system_prompt(name, &teammate.role, &self.workspace, gate_start),
             self.models.model_for(name),
             Arc::new(dispatcher),
             self.workspace.clone(),
@@ -358,13 +418,15 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     )?;
     cron.start()?;
 
-    let gate = Arc::new(PlanGateRule::new(protocol.clone(), settings.clock.clone()));
     let factory = Arc::new(Factory {
         layout: layout.clone(),
         workspace: settings.workspace.clone(),
         jobs: jobs.clone(),
         models: settings.models.clone(),
-        policy: base_policy.with_rules([gate as Arc<dyn crate::permissions::PermissionRule>]),
+        policy: base_policy.clone(),
+        protocol: protocol.clone(),
+        clock: settings.clock.clone(),
+        require_plans: settings.require_plans,
         run_observer: settings.run_observer.clone(),
         max_turns: settings.max_turns,
         shell_timeout: settings.shell_timeout,
@@ -420,7 +482,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     let lead_tools = registry(lead_tools)?;
     let lead = Runner::new(
         lead_name.clone(),
-        lead_system_prompt(&settings.workspace),
+        lead_system_prompt(&settings.workspace, settings.require_plans),
         lead_model,
         Arc::new(Dispatcher::new(
             Arc::new(lead_tools),

@@ -54,6 +54,7 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(30),
         watch: true,
+        require_plans: false,
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;

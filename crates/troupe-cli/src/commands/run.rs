@@ -85,6 +85,7 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         request_ttl: ttl,
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
         watch: true,
+        require_plans: args.require_plans,
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
     if let TurnEnd::MaxTurns { limit } = outcome.last_end {

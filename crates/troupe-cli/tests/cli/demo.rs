@@ -53,6 +53,7 @@ fn demo_prints_the_timeline_and_leaves_notes() {
         plan < denied && denied < resolved && approval < resolved,
         "{out}"
     );
+    // SPEC §6: the teammate marks itself shut down, then answers.
     assert!(
         resolved < wrote && wrote < stopped && stopped < shutdown,
         "{out}"
@@ -92,7 +93,15 @@ fn status_json_after_the_demo() {
     assert_eq!(teammates.len(), 1);
     assert_eq!(
         keys(&teammates[0]),
-        ["detail", "name", "role", "status", "updated_at_utc"]
+        [
+            "detail",
+            "earlier_plan",
+            "name",
+            "plan_required",
+            "role",
+            "status",
+            "updated_at_utc"
+        ]
     );
     assert_eq!(teammates[0]["name"], "writer");
     assert_eq!(teammates[0]["status"], "shutdown");

@@ -129,6 +129,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(5),
         watch: true,
+        require_plans: false,
     })
     .unwrap();
     let store = team.protocol.clone();
@@ -266,6 +267,8 @@ fn set_status(ws: &Path, status: TeammateStatus) {
             status,
             detail: None,
             updated_at_utc: troupe::clock::Clock::now(&SystemClock),
+            plan_required: false,
+            earlier_plan: None,
         }],
     };
     std::fs::write(Layout::new(ws).team_file(), roster.to_json_bytes()).unwrap();

@@ -97,6 +97,44 @@ impl TranscriptSink for FileTranscript {
     }
 }
 
+/// Moves the transcript at `path` (`<dir>/<agent>.jsonl`) aside to `<dir>/<agent>.<n>.jsonl`,
+/// with `n` the first of 1, 2, … not taken, so that the agent starts a fresh conversation while
+/// the old one is kept. Never overwrites: the move fails rather than replace a file, and is
+/// fsynced. Returns where it went, or `None` when there was no transcript. Agent names have no
+/// dots, so a set-aside file can never be another agent's transcript.
+pub fn set_aside(path: &Path) -> Result<Option<PathBuf>, IoError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(IoError::new("inspect", path, e)),
+    }
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return Err(IoError::new(
+            "set aside",
+            path,
+            std::io::Error::other("not a transcript path"),
+        ));
+    };
+    durable::ensure_real_dir(dir)?;
+    let stem = stem.to_string_lossy();
+    for n in 1u64.. {
+        let target = dir.join(format!("{stem}.{n}.jsonl"));
+        match crate::store::moves::rename_noreplace(path, &target) {
+            Ok(()) => {
+                durable::fsync_dir(dir)?;
+                return Ok(Some(target));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(IoError::new("set aside", path, e)),
+        }
+    }
+    Err(IoError::new(
+        "set aside",
+        path,
+        std::io::Error::other("no free name"),
+    ))
+}
+
 /// Every tool call of an assistant message must be followed by its result before the next
 /// non-tool message; a crash between the two leaves calls unanswered. Answer them as cancelled.
 fn answer_dangling_calls(messages: &mut Vec<ChatMessage>) {
@@ -179,6 +217,26 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn set_aside_numbers_old_transcripts_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("writer.jsonl");
+        assert_eq!(set_aside(&path).unwrap(), None);
+        // A file squatting on `.1` is kept; the transcript goes to the next free number.
+        std::fs::write(dir.path().join("writer.1.jsonl"), b"squatter").unwrap();
+        for (content, n) in [(&b"first"[..], 2), (&b"second"[..], 3)] {
+            std::fs::write(&path, content).unwrap();
+            let moved = set_aside(&path).unwrap().unwrap();
+            assert_eq!(moved, dir.path().join(format!("writer.{n}.jsonl")));
+            assert_eq!(std::fs::read(&moved).unwrap(), content);
+            assert!(!path.exists());
+        }
+        assert_eq!(
+            std::fs::read(dir.path().join("writer.1.jsonl")).unwrap(),
+            b"squatter"
+        );
     }
 
     #[test]

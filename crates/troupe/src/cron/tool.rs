@@ -1,5 +1,6 @@
-//! `schedule_cron` (SPEC §4.1, tool 14; effect `write`): the lead schedules a prompt for
-//! itself on a cron expression in a time zone.
+//! `schedule_cron` (SPEC §4.1, tool 14; effect `write`, scope troupe state): the lead schedules
+//! a prompt for itself on a cron expression in a time zone. It changes only troupe's own cron
+//! jobs, so the default policy allows it without asking (SPEC §7).
 //!
 //! The result is JSON: the job id and its first fire time in UTC and on the zone's wall clock.
 //! An invalid expression, an unknown zone or a blank prompt is `invalid_arguments`.
@@ -8,7 +9,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::runtime::{CronRuntime, ScheduleRequest};
-use crate::tools::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::tools::{Effect, Scope, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 /// The `schedule_cron` handler, bound to the run's [`CronRuntime`].
 #[derive(Clone)]
@@ -67,6 +68,10 @@ impl ToolHandler for ScheduleCronTool {
             }),
             effect: Effect::Write,
         }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
     }
 
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {

@@ -8,7 +8,7 @@
 use serde_json::Value;
 use troupe_wire::AgentName;
 
-use crate::tools::Effect;
+use crate::tools::{Effect, Scope};
 
 /// What the rules say about a call. Ordered by strength: `Allow < Ask < Deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,6 +34,8 @@ pub struct PermissionRequest<'a> {
     pub agent: &'a AgentName,
     pub tool: &'a str,
     pub effect: Effect,
+    /// Whose state the tool changes (the tool's [`crate::tools::ToolHandler::scope`]).
+    pub scope: Scope,
     /// The validated arguments object.
     pub arguments: &'a Value,
 }
@@ -89,8 +91,9 @@ pub fn combine<'r>(
     })
 }
 
-/// The default policy of SPEC §7: read → allow; write and execute → ask; external (protocol
-/// and team tools) → allow.
+/// The default policy of SPEC §7: read → allow; write to troupe's own state (bookkeeping:
+/// todo list, task board, cron) → allow; other writes and execute → ask; external (protocol and
+/// team tools) → allow. A process can reach anything, so an execute tool asks whatever its scope.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EffectDefaults;
 
@@ -100,11 +103,15 @@ impl EffectDefaults {
 
 impl PermissionRule for EffectDefaults {
     fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
-        let (decision, reason) = match request.effect {
-            Effect::Read => (Decision::Allow, "read tools are allowed"),
-            Effect::Write => (Decision::Ask, "write tools need approval"),
-            Effect::Execute => (Decision::Ask, "execute tools need approval"),
-            Effect::External => (Decision::Allow, "protocol and team tools are allowed"),
+        let (decision, reason) = match (request.effect, request.scope) {
+            (Effect::Read, _) => (Decision::Allow, "read tools are allowed"),
+            (Effect::Write, Scope::TroupeState) => (
+                Decision::Allow,
+                "bookkeeping tools are allowed: they change only troupe's own state",
+            ),
+            (Effect::Write, Scope::World) => (Decision::Ask, "write tools need approval"),
+            (Effect::Execute, _) => (Decision::Ask, "execute tools need approval"),
+            (Effect::External, _) => (Decision::Allow, "protocol and team tools are allowed"),
         };
         Some(RuleVerdict::new(decision, Self::RULE, reason))
     }

@@ -9,7 +9,7 @@ use crate::store::IoError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TeamError {
-    #[error("a teammate named {0} already exists")]
+    #[error("a teammate named {0} already exists and is running or idle; a name can be spawned again only once its teammate is shut down or failed")]
     TeammateExists(AgentName),
     #[error("no teammate named {0}")]
     TeammateNotFound(AgentName),

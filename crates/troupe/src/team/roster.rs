@@ -1,9 +1,10 @@
 //! The roster: every teammate's role and status, kept in memory and written to `team.json` on
 //! each change so that `troupe status` (another process) sees it.
 //!
-//! Adding a teammate is written durably (its name and role must survive a crash). Status changes
-//! are atomic but not fsynced: they happen at every worker start and stop, and a status lost in
-//! a crash is rebuilt at the next start anyway (`running` comes back `idle`).
+//! Adding a teammate (or replacing a stopped one) is written durably: its name, role and plan
+//! rule must survive a crash. Status changes are atomic but not fsynced: they happen at every
+//! worker start and stop, and a status lost in a crash is rebuilt at the next start anyway
+//! (`running` comes back `idle`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -67,23 +68,39 @@ impl Roster {
         self.lock().values().cloned().collect()
     }
 
-    /// Adds a new teammate; false if the name is taken.
-    pub fn add(&self, name: &AgentName, role: &str) -> Result<bool, IoError> {
+    /// Adds a new teammate, durably; false if the name is taken.
+    pub fn add(&self, record: TeammateRecord) -> Result<bool, IoError> {
         let mut records = self.lock();
-        if records.contains_key(name) {
+        if records.contains_key(&record.name) {
             return Ok(false);
         }
-        records.insert(
-            name.clone(),
-            TeammateRecord {
-                name: name.clone(),
-                role: role.to_owned(),
-                status: TeammateStatus::Idle,
-                detail: None,
-                updated_at_utc: self.clock.now(),
-            },
-        );
+        records.insert(record.name.clone(), record);
         self.save(&records, true)?;
+        Ok(true)
+    }
+
+    /// Replaces, durably, a teammate that is shut down or failed with a new one of the same
+    /// name (a respawn); false if there is none or it is running or idle. The old record is
+    /// kept in memory if the write fails.
+    pub fn replace_stopped(&self, record: TeammateRecord) -> Result<bool, IoError> {
+        let mut records = self.lock();
+        let stopped = records.get(&record.name).is_some_and(|old| {
+            matches!(
+                old.status,
+                TeammateStatus::Shutdown | TeammateStatus::Failed
+            )
+        });
+        if !stopped {
+            return Ok(false);
+        }
+        let name = record.name.clone();
+        let old = records.insert(name.clone(), record);
+        if let Err(e) = self.save(&records, true) {
+            if let Some(old) = old {
+                records.insert(name, old);
+            }
+            return Err(e);
+        }
         Ok(true)
     }
 

@@ -11,6 +11,7 @@
 //! remembered, and a worker that found its mailbox empty re-checks it before going idle.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::sync::Notify;
@@ -20,11 +21,12 @@ use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
 
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
+use super::plan_gate::GateStart;
 use super::postman::{Postman, Waker};
 use super::protocol::ProtocolRuntime;
 use super::roster::Roster;
 use super::worker;
-use crate::agent::Runner;
+use crate::agent::{transcript, Runner};
 use crate::clock::Clock;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
@@ -32,7 +34,27 @@ use crate::store::mailbox::MailboxStore;
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
 pub trait TeammateFactory: Send + Sync {
-    fn build(&self, team: TeamHandle, name: &AgentName, role: &str) -> Result<Runner, TeamError>;
+    /// Builds the runner of `teammate` (its name, role, and plan rule come from its record).
+    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError>;
+
+    /// When the plan gate of `teammate` first closes, as the runners this factory builds apply
+    /// it. The default: from its first call when it was spawned with `plan_required`.
+    fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
+        GateStart::of(teammate.plan_required, false)
+    }
+}
+
+/// What `spawn_teammate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spawned {
+    /// When the new teammate's plan gate first closes.
+    pub gate: GateStart,
+    /// The status of the earlier teammate with this name that the new one replaced, if any.
+    pub replaced: Option<TeammateStatus>,
+    /// Where the conversation of an earlier teammate with this name was set aside.
+    pub earlier_transcript: Option<PathBuf>,
+    /// Messages left in the mailbox for an earlier teammate with this name, now in quarantine.
+    pub quarantined: usize,
 }
 
 /// A teammate's runner and worker state.
@@ -45,6 +67,7 @@ struct Slot {
 }
 
 pub struct TeamInner {
+    layout: Layout,
     pub(crate) postman: Arc<Postman>,
     pub(crate) protocol: Arc<ProtocolRuntime>,
     pub(crate) roster: Roster,
@@ -57,6 +80,9 @@ pub struct TeamInner {
     pub(crate) failures: Mutex<Vec<(AgentName, String)>>,
     /// Signalled on every change the driver may be waiting for.
     pub(crate) changed: Notify,
+    /// Signalled (to every waiter) whenever a worker ends: a respawn waits for the worker of a
+    /// teammate that just shut down or failed to finish its last steps.
+    worker_ended: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
     pub(crate) closing: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -99,6 +125,7 @@ impl TeamRuntime {
         let roster = Roster::load(&layout, postman.clock().clone())?;
         let observer = postman.observer().clone();
         let inner = Arc::new(TeamInner {
+            layout,
             postman,
             protocol,
             roster,
@@ -107,6 +134,7 @@ impl TeamRuntime {
             completed: Mutex::new(HashSet::new()),
             failures: Mutex::new(Vec::new()),
             changed: Notify::new(),
+            worker_ended: Notify::new(),
             closing: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             observer,
@@ -207,38 +235,74 @@ impl TeamInner {
         self.postman.clock()
     }
 
-    /// Registers a teammate and delivers its first task. The name must be a slug, not `lead`,
-    /// and not taken.
+    /// Registers a teammate and delivers its first task. The name must be a slug and not
+    /// `lead`. A name whose teammate is running or idle is refused (`teammate_exists`); a name
+    /// whose teammate shut down or failed is spawned again as a new teammate: the old
+    /// conversation is set aside (`<name>.<n>.jsonl`), messages still waiting for the old
+    /// teammate are quarantined, and the new role and plan rule are recorded.
+    ///
+    /// What the `spawn_teammate` tool runs. When the earlier teammate shut down or failed a
+    /// moment ago, its worker may still be finishing (acking its last message): this waits for
+    /// it rather than refuse.
+    pub async fn spawn(
+        self: &Arc<Self>,
+        name: &AgentName,
+        role: &str,
+        prompt: &str,
+        plan_required: bool,
+    ) -> Result<Spawned, TeamError> {
+        check_spawn_arguments(name, role, prompt)?;
+        let spawned = loop {
+            if self.closing.is_cancelled() {
+                return Err(TeamError::Closed);
+            }
+            // Registered before looking, so a worker that ends in between still wakes us.
+            let ended = self.worker_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            match self.try_spawn(name, role, plan_required)? {
+                Some(spawned) => break spawned,
+                None => {
+                    tokio::select! {
+                        () = ended => {}
+                        () = self.closing.cancelled() => {}
+                    }
+                }
+            }
+        };
+        self.deliver_first_task(name, role, prompt)?;
+        Ok(spawned)
+    }
+
+    /// [`Self::spawn`] without waiting and without `plan_required`: refuses with
+    /// `teammate_state` while an earlier teammate's worker is still finishing.
     pub fn spawn_teammate(
         self: &Arc<Self>,
         name: &AgentName,
         role: &str,
         prompt: &str,
-    ) -> Result<(), TeamError> {
+    ) -> Result<Spawned, TeamError> {
+        check_spawn_arguments(name, role, prompt)?;
         if self.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        if name.is_lead() {
-            return Err(TeamError::TeammateExists(name.clone()));
-        }
-        if role.trim().is_empty() {
-            return Err(TeamError::Invalid("role must not be blank".into()));
-        }
-        if prompt.trim().is_empty() {
-            return Err(TeamError::Invalid("prompt must not be blank".into()));
-        }
-        let runner = self.factory.build(self.handle(), name, role)?;
-        if !self.roster.add(name, role)? {
-            return Err(TeamError::TeammateExists(name.clone()));
-        }
-        lock(&self.slots).insert(
-            name.clone(),
-            Slot {
-                runner: Arc::new(tokio::sync::Mutex::new(runner)),
-                running: false,
-                wake_pending: false,
-            },
-        );
+        let Some(spawned) = self.try_spawn(name, role, false)? else {
+            return Err(TeamError::TeammateState {
+                name: name.clone(),
+                status: "stopping",
+                why: "its worker is still finishing; try again".into(),
+            });
+        };
+        self.deliver_first_task(name, role, prompt)?;
+        Ok(spawned)
+    }
+
+    fn deliver_first_task(
+        &self,
+        name: &AgentName,
+        role: &str,
+        prompt: &str,
+    ) -> Result<(), TeamError> {
         self.observer.update(&TeamUpdate::Spawned {
             name: name.clone(),
             role: role.to_owned(),
@@ -250,6 +314,102 @@ impl TeamInner {
             prompt,
         )?;
         Ok(())
+    }
+
+    /// One attempt at [`Self::spawn`]; `None` when the old teammate's worker is still
+    /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
+    ///
+    /// Runs under the slots lock, so no worker can start for the name meanwhile and two spawns
+    /// of one name are serialised. Lock order: slots, then the roster's lock (never the reverse).
+    fn try_spawn(
+        self: &Arc<Self>,
+        name: &AgentName,
+        role: &str,
+        plan_required: bool,
+    ) -> Result<Option<Spawned>, TeamError> {
+        let mut slots = lock(&self.slots);
+        let earlier = self.roster.get(name);
+        if let Some(earlier) = &earlier {
+            match earlier.status {
+                TeammateStatus::Running | TeammateStatus::Idle => {
+                    return Err(TeamError::TeammateExists(name.clone()))
+                }
+                TeammateStatus::Shutdown | TeammateStatus::Failed => {
+                    if slots.get(name).is_some_and(|slot| slot.running) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        let record = TeammateRecord {
+            name: name.clone(),
+            role: role.to_owned(),
+            status: TeammateStatus::Idle,
+            detail: None,
+            updated_at_utc: self.clock().now(),
+            plan_required,
+            earlier_plan: self
+                .protocol
+                .store()
+                .latest_plan_of(name)?
+                .map(|plan| plan.id()),
+        };
+        let quarantined = match &earlier {
+            Some(earlier) => self.quarantine_leftovers(earlier)?,
+            None => 0,
+        };
+        let earlier_transcript = transcript::set_aside(&self.layout.transcript(name))?;
+        let runner = self.factory.build(self.handle(), &record)?;
+        let registered = match &earlier {
+            Some(_) => self.roster.replace_stopped(record.clone())?,
+            None => self.roster.add(record.clone())?,
+        };
+        if !registered {
+            return Err(TeamError::TeammateExists(name.clone()));
+        }
+        slots.insert(
+            name.clone(),
+            Slot {
+                runner: Arc::new(tokio::sync::Mutex::new(runner)),
+                running: false,
+                wake_pending: false,
+            },
+        );
+        Ok(Some(Spawned {
+            gate: self.factory.gate_start(&record),
+            replaced: earlier.map(|e| e.status),
+            earlier_transcript,
+            quarantined,
+        }))
+    }
+
+    /// Moves the messages still waiting in the mailbox of a teammate that shut down or failed to
+    /// quarantine (never deleted; `troupe mailbox NAME --state quarantine` shows them with the
+    /// reason): they were meant for that teammate, not for the new one spawned under its name.
+    fn quarantine_leftovers(&self, earlier: &TeammateRecord) -> Result<usize, TeamError> {
+        let mailbox = self.postman.mailbox();
+        let reason = format!(
+            "left for the earlier teammate {} ({}, role: {}) when a new teammate was spawned \
+             under its name",
+            earlier.name,
+            earlier.status.as_str(),
+            earlier.role
+        );
+        let mut moved = 0;
+        while let Some(message) = mailbox.claim(&earlier.name)? {
+            if let Err(e) = mailbox.quarantine(&earlier.name, message.id(), &reason) {
+                // Back to ready/, where it was: the spawn fails and nothing is lost.
+                let _ = mailbox.release(&earlier.name, message.id());
+                return Err(e.into());
+            }
+            self.observer.update(&TeamUpdate::Quarantined {
+                agent: earlier.name.clone(),
+                message: message.id().to_string(),
+                reason: reason.clone(),
+            });
+            moved += 1;
+        }
+        Ok(moved)
     }
 
     /// Whether `name` may receive a new ordinary message or request.
@@ -319,8 +479,9 @@ impl TeamInner {
         let runner = {
             let mut slots = lock(&self.slots);
             if !slots.contains_key(name) {
-                // A teammate from an earlier run: a fresh runner for the same name and role.
-                match self.factory.build(self.handle(), name, &record.role) {
+                // A teammate from an earlier run: a fresh runner for the same name, role and
+                // plan rule, continuing its transcript.
+                match self.factory.build(self.handle(), &record) {
                     Ok(runner) => {
                         slots.insert(
                             name.clone(),
@@ -380,8 +541,23 @@ impl TeamInner {
             slot.running = false;
             slot.wake_pending = false;
         }
+        self.worker_ended.notify_waiters();
         self.changed.notify_one();
     }
+}
+
+/// The name must not be `lead`; role and first task must not be blank.
+fn check_spawn_arguments(name: &AgentName, role: &str, prompt: &str) -> Result<(), TeamError> {
+    if name.is_lead() {
+        return Err(TeamError::TeammateExists(name.clone()));
+    }
+    if role.trim().is_empty() {
+        return Err(TeamError::Invalid("role must not be blank".into()));
+    }
+    if prompt.trim().is_empty() {
+        return Err(TeamError::Invalid("prompt must not be blank".into()));
+    }
+    Ok(())
 }
 
 /// The postman's waker: weak, because the team owns the postman.

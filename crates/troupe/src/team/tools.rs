@@ -38,13 +38,17 @@ impl ToolHandler for SpawnTeammate {
             description:
                 "Create a persistent teammate with its own conversation and tools (shell, \
                 read_file, write_file, send_message, submit_plan) and give it its first task. The \
-                teammate works in the background; its results arrive later as events."
+                teammate works in the background; its results arrive later as events. With \
+                plan_required: true it cannot write or run commands until you approve a plan of \
+                its (review_plan). The name of a teammate that shut down or failed can be used \
+                again: that starts a new teammate with a fresh conversation."
                     .into(),
             parameters: schema(
                 json!({
                     "name": {"type": "string", "minLength": 1, "description": "a lowercase slug, e.g. writer"},
                     "role": {"type": "string", "minLength": 1, "description": "what this teammate is for"},
-                    "prompt": {"type": "string", "minLength": 1, "description": "its first task"}
+                    "prompt": {"type": "string", "minLength": 1, "description": "its first task"},
+                    "plan_required": {"type": "boolean", "description": "gate it from its first call until you approve a plan of its (default false: gated only once it submits a plan)"}
                 }),
                 &["name", "role", "prompt"],
             ),
@@ -59,12 +63,43 @@ impl ToolHandler for SpawnTeammate {
             ));
         }
         let name = name_arg(&args, "name")?;
+        let plan_required = args
+            .get("plan_required")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let team = self.0.upgrade().map_err(team_error)?;
-        team.spawn_teammate(&name, str_arg(&args, "role")?, str_arg(&args, "prompt")?)
+        let spawned = team
+            .spawn(
+                &name,
+                str_arg(&args, "role")?,
+                str_arg(&args, "prompt")?,
+                plan_required,
+            )
+            .await
             .map_err(team_error)?;
-        Ok(render(
-            json!({"spawned": name, "status": "running", "note": "its result will arrive as an event"}),
-        ))
+        let gated = if spawned.gate.from_first_call() {
+            "from its first call until you approve a plan of its"
+        } else {
+            "only once it submits a plan, until you approve it"
+        };
+        let mut result = json!({
+            "spawned": name,
+            "status": "running",
+            "plan_required": plan_required,
+            "gated": gated,
+            "note": "its result will arrive as an event",
+        });
+        if let Some(replaced) = spawned.replaced {
+            result["replaced"] = json!(replaced.as_str());
+            result["earlier_transcript"] = json!(spawned.earlier_transcript.as_ref().map(|p| {
+                p.strip_prefix(&ctx.workspace)
+                    .unwrap_or(p)
+                    .display()
+                    .to_string()
+            }));
+            result["quarantined_leftover_messages"] = json!(spawned.quarantined);
+        }
+        Ok(render(result))
     }
 }
 

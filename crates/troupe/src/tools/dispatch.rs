@@ -109,6 +109,7 @@ impl Dispatcher {
             agent: &ctx.agent,
             tool,
             effect: definition.effect,
+            scope: registered.handler.scope(),
             arguments: &arguments,
         };
         // 4. PreToolUse hooks

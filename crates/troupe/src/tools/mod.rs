@@ -64,13 +64,15 @@ pub fn base_tools(shell: shell::ShellTool) -> Vec<std::sync::Arc<dyn ToolHandler
     ]
 }
 
-/// What a tool can do to the world. The default permission policy is keyed on it (SPEC §7).
+/// What a tool can do to the world. The default permission policy is keyed on it, together
+/// with the tool's [`Scope`] (SPEC §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     /// Looks, changes nothing.
     Read,
-    /// Changes files in the workspace.
+    /// Changes state: files in the workspace, or — for a tool whose [`Scope`] is
+    /// [`Scope::TroupeState`] — only troupe's own records.
     Write,
     /// Runs arbitrary programs.
     Execute,
@@ -87,6 +89,19 @@ impl Effect {
             Effect::External => "external",
         }
     }
+}
+
+/// Where a tool's changes land. It does not soften the [`Effect`] (a bookkeeping tool still
+/// *writes*); it tells the default policy whose state is written (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The workspace, processes, the outside world: what a person may want to approve.
+    #[default]
+    World,
+    /// Only troupe's own bookkeeping — the todo list, the task board, cron jobs — never a
+    /// workspace file or a process. The default policy allows such writes without asking.
+    TroupeState,
 }
 
 /// How a tool is described to the model, and the effect the permission policy judges it by.
@@ -132,6 +147,12 @@ impl ToolContext {
 #[async_trait]
 pub trait ToolHandler: Send + Sync {
     fn definition(&self) -> ToolDefinition;
+
+    /// Where the tool's changes land. Only a tool that touches nothing but troupe's own state
+    /// overrides this; dispatch hands it to the permission policy with the effect.
+    fn scope(&self) -> Scope {
+        Scope::World
+    }
 
     /// Runs the tool. `Ok` text and `Err` alike go back to the model as the tool result.
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;

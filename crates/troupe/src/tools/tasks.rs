@@ -3,14 +3,15 @@
 //!
 //! The owner of a claim is the calling agent (`ToolContext::agent`), never an argument. Results
 //! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
-//! block on a file lock, so they run on a blocking thread.
+//! block on a file lock, so they run on a blocking thread. Their scope is troupe's own state
+//! (the board under `.troupe/tasks/`), so the default policy allows them without asking.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use super::{str_arg, Effect, Scope, ToolContext, ToolDefinition, ToolError, ToolHandler};
 use crate::store::tasks::{
     views, NewTask, Task, TaskBoard, TaskError, TaskId, TaskView, MAX_BLOCKERS,
     MAX_DESCRIPTION_CHARS, MAX_SUBJECT_CHARS,
@@ -101,6 +102,10 @@ impl ToolHandler for CreateTask {
         }
     }
 
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
+    }
+
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let subject = str_arg(&args, "subject")?.to_owned();
         let description = args
@@ -145,6 +150,10 @@ impl ToolHandler for GetTask {
         }
     }
 
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
+    }
+
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let task = on_board(&self.0, move |b| b.get(&id)).await?;
@@ -165,6 +174,10 @@ impl ToolHandler for ListTasks {
             parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
             effect: Effect::Read,
         }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
     }
 
     async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
@@ -189,6 +202,10 @@ impl ToolHandler for ClaimTask {
         }
     }
 
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
@@ -210,6 +227,10 @@ impl ToolHandler for CompleteTask {
             parameters: task_id_schema(),
             effect: Effect::Write,
         }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {

@@ -3,7 +3,8 @@
 //! Each call replaces the calling agent's whole list and returns it rendered, so the model
 //! always sees the list it just wrote. Lists are kept per agent (`ToolContext::agent`) in
 //! memory for the run: they are a planning aid for the model, not team state — shared,
-//! durable work items belong on the task board.
+//! durable work items belong on the task board. Its scope is troupe's own state, so the
+//! default policy allows it without asking (SPEC §7).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use troupe_wire::AgentName;
 
-use super::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use super::{Effect, Scope, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 /// The most items one list may hold.
 pub const MAX_TODOS: usize = 50;
@@ -169,6 +170,10 @@ impl ToolHandler for TodoTool {
             }),
             effect: Effect::Write,
         }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::TroupeState
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {

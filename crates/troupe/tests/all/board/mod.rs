@@ -13,8 +13,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use troupe::clock::ManualClock;
+use troupe::permissions::rules::FixedRule;
 use troupe::permissions::{
     ApprovalProvider, AuditRecord, AutoApproval, Decision, MemoryAuditSink, PermissionPolicy,
+    PermissionRule,
 };
 use troupe::tools::{Dispatcher, ToolContext, ToolHandler, ToolOutcome, ToolRegistry};
 use troupe::wire::AgentName;
@@ -37,6 +39,26 @@ impl Harness {
             dispatcher: Dispatcher::new(Arc::new(registry), policy, Default::default()),
             audit,
         }
+    }
+
+    /// The default policy plus a rule denying `denied` (as a settings deny rule would): the
+    /// one way left to refuse a bookkeeping tool, which the defaults allow without asking.
+    pub fn denying(tools: Vec<Arc<dyn ToolHandler>>, denied: &[&str]) -> Self {
+        let mut h = Self::auto(tools.clone());
+        let deny: Arc<dyn PermissionRule> = Arc::new(FixedRule {
+            name: "test-deny".to_owned(),
+            tools: denied.iter().map(|t| (*t).to_owned()).collect(),
+            decision: Decision::Deny,
+            reason: "denied by the test".to_owned(),
+        });
+        let policy = PermissionPolicy::default_policy(Arc::new(AutoApproval), h.audit.clone())
+            .with_rules([deny]);
+        let mut registry = ToolRegistry::new();
+        for tool in tools {
+            registry.register(tool).unwrap();
+        }
+        h.dispatcher = Dispatcher::new(Arc::new(registry), policy, Default::default());
+        h
     }
 
     pub fn auto(tools: Vec<Arc<dyn ToolHandler>>) -> Self {

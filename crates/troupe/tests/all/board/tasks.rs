@@ -48,6 +48,13 @@ impl Fixture {
         }
     }
 
+    /// A board whose tools named in `denied` are refused by a deny rule.
+    fn denying(denied: &[&str]) -> Self {
+        let mut f = Self::new();
+        f.h = Harness::denying(task_tools(f.board.clone()), denied);
+        f
+    }
+
     fn ctx(&self, agent: &str) -> ToolContext {
         ctx(agent, self.dir.path())
     }
@@ -89,7 +96,7 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
             json!({"subject": "  Write the parser ", "description": "strict, with tests"}),
         )
         .await;
-    assert_ok(&f.h, "create_task", &outcome, Decision::Ask);
+    assert_ok(&f.h, "create_task", &outcome, Decision::Allow);
     let created: Value = serde_json::from_str(&outcome.content).unwrap();
     assert_eq!(
         created,
@@ -116,7 +123,7 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
 
     f.clock.advance_millis(1_000);
     let outcome = f.h.call(&lead, "claim_task", json!({"task_id": T1})).await;
-    assert_ok(&f.h, "claim_task", &outcome, Decision::Ask);
+    assert_ok(&f.h, "claim_task", &outcome, Decision::Allow);
     let claimed: Value = serde_json::from_str(&outcome.content).unwrap();
     assert_eq!(claimed["task"]["status"], "in_progress");
     assert_eq!(claimed["task"]["owner"], "lead");
@@ -129,7 +136,7 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
     let outcome =
         f.h.call(&lead, "complete_task", json!({"task_id": T1}))
             .await;
-    assert_ok(&f.h, "complete_task", &outcome, Decision::Ask);
+    assert_ok(&f.h, "complete_task", &outcome, Decision::Allow);
     let done: Value = serde_json::from_str(&outcome.content).unwrap();
     assert_eq!(done["task"]["status"], "completed");
     assert_eq!(done["task"]["owner"], "lead");
@@ -140,8 +147,25 @@ async fn each_tool_runs_through_the_policy_and_the_audit() {
 }
 
 #[tokio::test]
-async fn a_denied_write_never_reaches_the_board() {
+async fn board_writes_do_not_ask_even_a_denying_provider() {
+    // Bookkeeping (SPEC §7): the board is troupe's own state, so the rules allow its writes
+    // and the approval provider is never consulted.
     let f = Fixture::with_approval(Arc::new(DenyApproval));
+    let id = f.create("allowed", &[]).await;
+    f.ok("lead", "claim_task", json!({"task_id": id})).await;
+    f.ok("lead", "complete_task", json!({"task_id": id})).await;
+    for record in f.h.audit.records() {
+        assert_eq!(
+            (record.decision, record.rule.as_str()),
+            ("allow", "default"),
+            "{record:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_denied_write_never_reaches_the_board() {
+    let f = Fixture::denying(&["create_task", "claim_task"]);
     let content = f
         .err("lead", "create_task", json!({"subject": "never"}))
         .await;

@@ -38,7 +38,7 @@ async fn writes_replace_the_list_and_return_it_rendered() {
             ]}),
         )
         .await;
-    assert_ok(&h, "todo_write", &outcome, Decision::Ask);
+    assert_ok(&h, "todo_write", &outcome, Decision::Allow);
     assert_eq!(
         outcome.content,
         "Todo list (1/3 completed):\n[x] read the spec\n[>] write the tests\n[ ] write the code"
@@ -155,10 +155,23 @@ async fn bad_items_are_refused() {
 }
 
 #[tokio::test]
-async fn a_denied_write_never_changes_the_list() {
+async fn todo_write_does_not_ask_even_a_denying_provider() {
     let dir = tempfile::tempdir().unwrap();
     let todo = TodoTool::new();
     let h = Harness::new(vec![Arc::new(todo.clone())], Arc::new(DenyApproval));
+    let outcome = h
+        .call(&ctx("lead", dir.path()), "todo_write", items(1))
+        .await;
+    assert_ok(&h, "todo_write", &outcome, Decision::Allow);
+    assert_eq!(h.last_audit("todo_write").rule, "default");
+    assert_eq!(todo.list(&AgentName::lead()).len(), 1);
+}
+
+#[tokio::test]
+async fn a_denied_write_never_changes_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let todo = TodoTool::new();
+    let h = Harness::denying(vec![Arc::new(todo.clone())], &["todo_write"]);
     let outcome = h
         .call(&ctx("lead", dir.path()), "todo_write", items(1))
         .await;

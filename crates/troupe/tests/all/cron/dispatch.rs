@@ -6,8 +6,10 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use troupe::clock::ManualClock;
 use troupe::cron::{CronRuntime, ScheduleCronTool};
+use troupe::permissions::rules::FixedRule;
 use troupe::permissions::{
-    ApprovalProvider, AutoApproval, DenyApproval, MemoryAuditSink, PermissionPolicy,
+    ApprovalProvider, AutoApproval, Decision, DenyApproval, MemoryAuditSink, PermissionPolicy,
+    PermissionRule,
 };
 use troupe::tools::{Dispatcher, Effect, ToolContext, ToolHandler, ToolRegistry};
 use troupe::wire::AgentName;
@@ -18,12 +20,21 @@ fn dispatcher(
     runtime: &CronRuntime,
     approval: Arc<dyn ApprovalProvider>,
 ) -> (Dispatcher, Arc<MemoryAuditSink>) {
+    dispatcher_with_rules(runtime, approval, Vec::new())
+}
+
+/// The default policy plus `extra` rules.
+fn dispatcher_with_rules(
+    runtime: &CronRuntime,
+    approval: Arc<dyn ApprovalProvider>,
+    extra: Vec<Arc<dyn PermissionRule>>,
+) -> (Dispatcher, Arc<MemoryAuditSink>) {
     let mut registry = ToolRegistry::new();
     registry
         .register(Arc::new(ScheduleCronTool::new(runtime.clone())))
         .unwrap();
     let audit = Arc::new(MemoryAuditSink::new(Arc::new(ManualClock::at_spec_epoch())));
-    let policy = PermissionPolicy::default_policy(approval, audit.clone());
+    let policy = PermissionPolicy::default_policy(approval, audit.clone()).with_rules(extra);
     (
         Dispatcher::new(Arc::new(registry), policy, Default::default()),
         audit,
@@ -82,10 +93,36 @@ async fn an_approved_call_schedules_the_job_and_is_audited() {
 }
 
 #[tokio::test]
-async fn a_denied_call_never_schedules() {
+async fn scheduling_does_not_ask_even_a_denying_provider() {
+    // Bookkeeping (SPEC §7): cron jobs are troupe's own state; the provider is never asked.
     let dir = tempfile::tempdir().unwrap();
     let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
     let (dispatcher, audit) = dispatcher(&runtime, Arc::new(DenyApproval));
+    let ctx = ToolContext::new(AgentName::lead(), dir.path());
+    let outcome = dispatcher
+        .dispatch(&ctx, "schedule_cron", &args("0 9 * * *", "UTC").to_string())
+        .await;
+    assert!(!outcome.is_error, "{}", outcome.content);
+    assert_eq!(runtime.jobs().len(), 1);
+    let records = audit.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].decision, records[0].rule.as_str()),
+        ("allow", "default")
+    );
+}
+
+#[tokio::test]
+async fn a_denied_call_never_schedules() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let deny: Arc<dyn PermissionRule> = Arc::new(FixedRule {
+        name: "test-deny".to_owned(),
+        tools: vec!["schedule_cron".to_owned()],
+        decision: Decision::Deny,
+        reason: "denied by the test".to_owned(),
+    });
+    let (dispatcher, audit) = dispatcher_with_rules(&runtime, Arc::new(AutoApproval), vec![deny]);
     let ctx = ToolContext::new(AgentName::lead(), dir.path());
     let outcome = dispatcher
         .dispatch(&ctx, "schedule_cron", &args("0 9 * * *", "UTC").to_string())

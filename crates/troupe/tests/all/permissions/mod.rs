@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use troupe::permissions::rules::FixedRule;
 use troupe::permissions::{Decision, PermissionRequest, PermissionRule};
-use troupe::tools::Effect;
+use troupe::tools::{Effect, Scope};
 use troupe::wire::AgentName;
 
 /// A rule with a fixed decision for every tool.
@@ -35,6 +35,7 @@ pub fn request<'a>(
         agent,
         tool,
         effect,
+        scope: Scope::World,
         arguments: args,
     }
 }

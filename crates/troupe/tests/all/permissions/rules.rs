@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::permissions::rules::{combine, FALLBACK_RULE};
 use troupe::permissions::{Decision, EffectDefaults, PermissionRule, RuleVerdict};
-use troupe::tools::Effect;
+use troupe::tools::{Effect, Scope};
 use troupe::wire::AgentName;
 
 use super::{fixed, request};
@@ -74,6 +74,32 @@ fn defaults_follow_the_effect() {
         assert_eq!(
             EffectDefaults.evaluate(&request(&agent, "t", effect, &args)),
             Some(RuleVerdict::new(decision, "default", reason))
+        );
+    }
+}
+
+#[test]
+fn defaults_allow_bookkeeping_writes_but_not_bookkeeping_processes() {
+    // A tool whose changes land only in troupe's own state (todo list, task board, cron) is
+    // allowed without asking; the scope never turns an execute tool into an allowed one.
+    let agent = AgentName::lead();
+    let args = json!({});
+    let table = [
+        (
+            Effect::Write,
+            Allow,
+            "bookkeeping tools are allowed: they change only troupe's own state",
+        ),
+        (Effect::Execute, Ask, "execute tools need approval"),
+        (Effect::Read, Allow, "read tools are allowed"),
+    ];
+    for (effect, decision, reason) in table {
+        let mut req = request(&agent, "t", effect, &args);
+        req.scope = Scope::TroupeState;
+        assert_eq!(
+            EffectDefaults.evaluate(&req),
+            Some(RuleVerdict::new(decision, "default", reason)),
+            "{effect:?}"
         );
     }
 }

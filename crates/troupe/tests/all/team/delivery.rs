@@ -24,7 +24,8 @@ use troupe::team::tools::{RequestShutdown, SendMessage, SubmitPlan};
 use troupe::team::{Postman, ProtocolRuntime, TeamError, TeamHandle, TeamRuntime, TeammateFactory};
 use troupe::tools::{Dispatcher, ToolContext, ToolHandler, ToolRegistry};
 use troupe::wire::{
-    AgentName, MailboxMessage, MessageId, RequestKind, RequestStatus, TeammateStatus,
+    AgentName, MailboxMessage, MessageId, RequestKind, RequestStatus, TeammateRecord,
+    TeammateStatus,
 };
 
 use super::support::{name, say, Fixture, Signal, TestModel};
@@ -110,7 +111,8 @@ struct Factory {
 }
 
 impl TeammateFactory for Factory {
-    fn build(&self, team: TeamHandle, name: &AgentName, _role: &str) -> Result<Runner, TeamError> {
+    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
+        let name = &teammate.name;
         let mut registry = ToolRegistry::new();
         registry
             .register(Arc::new(SendMessage(team.clone())))

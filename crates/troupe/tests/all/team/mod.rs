@@ -9,6 +9,8 @@
 //! - `shutdown`: a busy teammate finishes first; no model call for the request; refusals after
 //!   shutdown; an unanswered request expires.
 //! - `plan`: rejection and its feedback; a response consumed after expiry.
+//! - `plan_required`: teammates gated from their first call (`plan_required`, a run that
+//!   requires plans), across runs, and what their prompts say.
 //! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
 //! - `delivery`: failed sends keep requests pending; failed answers release and fail.
 //! - `answers`: answers are single; no answer to a plan of a shut-down or failed teammate;
@@ -16,10 +18,14 @@
 //! - `concurrency`: two reviewers racing on one plan; exactly one answer is sent.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
+//! - `respawn`: a shut-down or failed name spawned again: fresh conversation, old transcript
+//!   kept, leftovers quarantined, old plans not counted; running or idle names refused.
+//! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 
 mod support;
 
 mod answers;
+mod bookkeeping;
 mod close;
 mod concurrency;
 mod delivery;
@@ -28,7 +34,9 @@ mod events;
 mod failure;
 mod invalid;
 mod plan;
+mod plan_required;
 mod recovery;
+mod respawn;
 mod shutdown;
 mod toolset;
 mod transcripts;
