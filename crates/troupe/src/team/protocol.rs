@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use troupe_wire::{
     AgentName, Content, MailboxMessage, ProtocolMessage, ProtocolRequest, RequestId, RequestKind,
-    TeamRoster, TeammateStatus,
+    TeamRoster, TeammateRecord, TeammateStatus,
 };
 
 use super::error::TeamError;
@@ -25,28 +25,25 @@ use crate::store::protocol::{Delivery, NewRequest, ProtocolError, ProtocolStore}
 /// whose sender is shut down or failed cannot be answered — nobody would read the answer). The
 /// running team answers from its roster; `troupe review` from `team.json`.
 pub trait TeammateStatuses {
-    /// `None` when there is no such teammate.
-    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus>;
+    /// The teammate's roster record; `None` when there is no such teammate.
+    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord>;
 }
 
 impl TeammateStatuses for TeamRoster {
-    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
-        self.teammates
-            .iter()
-            .find(|r| &r.name == name)
-            .map(|r| r.status)
+    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.teammates.iter().find(|r| &r.name == name).cloned()
     }
 }
 
 impl TeammateStatuses for TeamInner {
-    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
-        self.roster.get(name).map(|r| r.status)
+    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.roster.get(name)
     }
 }
 
 impl TeammateStatuses for TeamRuntime {
-    fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
-        TeamRuntime::status_of(self, name)
+    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.inner().roster.get(name)
     }
 }
 
@@ -202,7 +199,7 @@ impl ProtocolRuntime {
         }
         // An answered plan is refused as such by the store, whatever its sender's status.
         if request.is_pending() {
-            check_answerable(request.sender(), statuses)?;
+            check_answerable(&request, statuses, self.store.as_ref())?;
         }
         let content = match feedback.map(str::trim).filter(|f| !f.is_empty()) {
             Some(f) => f.to_owned(),
@@ -214,20 +211,49 @@ impl ProtocolRuntime {
     }
 }
 
-/// A plan's sender must be able to read the answer: not shut down, not failed, on the roster.
-fn check_answerable(sender: &AgentName, statuses: &dyn TeammateStatuses) -> Result<(), TeamError> {
+/// A plan's sender must be able to read the answer: on the roster, not shut down, not failed —
+/// and the plan must be this teammate's, not one an earlier teammate of the same name left
+/// pending before the name was spawned again (its `earlier_plan` and anything created before it).
+fn check_answerable(
+    request: &ProtocolRequest,
+    statuses: &dyn TeammateStatuses,
+    store: &dyn ProtocolStore,
+) -> Result<(), TeamError> {
+    let sender = request.sender();
     let refused = |status: &'static str, why: &str| TeamError::TeammateState {
         name: sender.clone(),
         status,
         why: format!("{why}, so its plan cannot be answered"),
     };
-    match statuses.status_of(sender) {
-        None => Err(TeamError::TeammateNotFound(sender.clone())),
-        Some(TeammateStatus::Shutdown) => Err(refused("shutdown", "it takes no more messages")),
-        Some(TeammateStatus::Failed) => Err(refused(
-            "failed",
-            "it takes no more messages until the next run",
-        )),
-        Some(TeammateStatus::Running | TeammateStatus::Idle) => Ok(()),
+    let record = statuses
+        .record_of(sender)
+        .ok_or_else(|| TeamError::TeammateNotFound(sender.clone()))?;
+    match record.status {
+        TeammateStatus::Shutdown => return Err(refused("shutdown", "it takes no more messages")),
+        TeammateStatus::Failed => {
+            return Err(refused(
+                "failed",
+                "it takes no more messages until the next run",
+            ))
+        }
+        TeammateStatus::Running | TeammateStatus::Idle => {}
     }
+    if let Some(earlier) = record.earlier_plan {
+        // Creation order is the store's order (SPEC §5), never timestamps.
+        let predecessors = earlier == request.id() || {
+            let all = store.list()?;
+            let position = |id| all.iter().position(|r| r.id() == id);
+            matches!((position(request.id()), position(earlier)), (Some(r), Some(e)) if r <= e)
+        };
+        if predecessors {
+            return Err(refused(
+                record.status.as_str(),
+                &format!(
+                    "plan {} was submitted by an earlier teammate named {sender}, which has stopped",
+                    request.id()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

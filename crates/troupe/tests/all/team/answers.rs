@@ -215,6 +215,74 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answered() {
+    let f = Fixture::new();
+    let writer = planner(&f);
+    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    team.runtime
+        .inner()
+        .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .unwrap();
+    f.signal
+        .until("the plan submitted and the writer idle", || {
+            writer.calls() == 2 && !team.runtime.any_worker_running()
+        })
+        .await;
+    let old_plan = f.requests()[0].clone();
+    RequestShutdown(team.runtime.handle())
+        .call(&lead_ctx(&f), json!({"teammate": "writer"}))
+        .await
+        .unwrap();
+    f.signal
+        .until("the writer shut down", || {
+            f.status_of(&team, "writer") == Some(TeammateStatus::Shutdown)
+        })
+        .await;
+
+    // The name is spawned again (waiting for the old worker to end); the new writer submits a
+    // plan of its own.
+    team.runtime
+        .inner()
+        .spawn(&name("writer"), "editor", "Plan first.", false)
+        .await
+        .unwrap();
+    f.signal
+        .until("the new plan submitted and the writer idle", || {
+            writer.calls() == 4 && !team.runtime.any_worker_running()
+        })
+        .await;
+    let plans: Vec<_> = f
+        .requests()
+        .into_iter()
+        .filter(|r| r.kind().as_str() == "plan_approval")
+        .collect();
+    assert_eq!(plans.len(), 2);
+    let new_plan = plans[1].clone();
+
+    let state_before = f.state_bytes();
+    let refused = review(
+        &f,
+        &team,
+        json!({"request_id": old_plan.id(), "approve": true}),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.starts_with("Error [teammate_state]"), "{refused}");
+    assert!(refused.contains("earlier teammate"), "{refused}");
+    assert_eq!(f.state_bytes(), state_before);
+    assert!(plan_responses(&f, MailboxState::Ready).is_empty());
+
+    review(
+        &f,
+        &team,
+        json!({"request_id": new_plan.id(), "approve": true}),
+    )
+    .await
+    .unwrap();
+    team.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
     let f = Fixture::new();
     // Submits a plan, says so, then its model fails on the next message.
