@@ -10,6 +10,8 @@
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `review`: `troupe review` from another process while a team runs in this one.
+//! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
+//!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/demo.rs"]
@@ -24,6 +26,8 @@ mod orphans;
 mod review;
 #[path = "cli/run.rs"]
 mod run;
+#[path = "cli/secrets.rs"]
+mod secrets;
 #[path = "cli/support.rs"]
 mod support;
 #[path = "cli/tasks.rs"]

@@ -6,6 +6,9 @@
 //! the teammate factory, whose policy is the base policy `with_rules([plan gate])`; the mailbox
 //! watch. Closing runs in reverse: teammates first (workers cancelled at safe points, in-flight
 //! messages released), then the watch, then the run lock.
+//!
+//! Every dispatcher (lead, subagent, teammates) and the job supervisor get the one [`Redactor`]
+//! of the settings, so no tool result or job output holds the API key.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
+use crate::secrets::Redactor;
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
@@ -111,6 +115,9 @@ pub struct TeamSettings {
     pub shell_timeout: Duration,
     /// Watch the mailboxes for messages written by other processes.
     pub watch: bool,
+    /// The secrets (the model's API key) that no tool result, job output or file under
+    /// `.troupe/` may hold; built from the model configuration (`ModelConfig::redactor`).
+    pub redactor: Redactor,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -239,6 +246,7 @@ struct Factory {
     run_observer: Arc<dyn RunObserver>,
     max_turns: usize,
     shell_timeout: Duration,
+    redactor: Redactor,
 }
 
 impl TeammateFactory for Factory {
@@ -255,7 +263,8 @@ impl TeammateFactory for Factory {
             Arc::new(SubmitPlan(team)),
         ])
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
-        let dispatcher = Dispatcher::new(Arc::new(tools), self.policy.clone(), Hooks::new());
+        let dispatcher = Dispatcher::new(Arc::new(tools), self.policy.clone(), Hooks::new())
+            .with_redactor(self.redactor.clone());
         Ok(Runner::new(
             name.clone(),
             teammate_system_prompt(name, role, &self.workspace),
@@ -331,12 +340,15 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         );
     }
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
-    let jobs = Arc::new(JobSupervisor::new(
-        layout.clone(),
-        settings.clock.clone(),
-        settings.ids.clone(),
-        job_tx,
-    ));
+    let jobs = Arc::new(
+        JobSupervisor::new(
+            layout.clone(),
+            settings.clock.clone(),
+            settings.ids.clone(),
+            job_tx,
+        )
+        .with_redactor(settings.redactor.clone()),
+    );
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron = CronRuntime::open(
         &layout,
@@ -356,6 +368,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         run_observer: settings.run_observer.clone(),
         max_turns: settings.max_turns,
         shell_timeout: settings.shell_timeout,
+        redactor: settings.redactor.clone(),
     });
     let runtime = TeamRuntime::new(layout.clone(), postman.clone(), protocol_runtime, factory)?;
 
@@ -369,11 +382,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     ))?;
     let subagent = SubagentTool::new(
         lead_model.clone(),
-        Arc::new(Dispatcher::new(
-            Arc::new(subagent_tools),
-            base_policy.clone(),
-            Hooks::new(),
-        )),
+        Arc::new(
+            Dispatcher::new(Arc::new(subagent_tools), base_policy.clone(), Hooks::new())
+                .with_redactor(settings.redactor.clone()),
+        ),
         settings.run_observer.clone(),
         settings.max_turns,
     );
@@ -410,11 +422,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         lead_name.clone(),
         lead_system_prompt(&settings.workspace),
         lead_model,
-        Arc::new(Dispatcher::new(
-            Arc::new(lead_tools),
-            base_policy,
-            Hooks::new(),
-        )),
+        Arc::new(
+            Dispatcher::new(Arc::new(lead_tools), base_policy, Hooks::new())
+                .with_redactor(settings.redactor.clone()),
+        ),
         settings.workspace.clone(),
         settings.run_observer.clone(),
     )

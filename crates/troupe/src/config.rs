@@ -3,7 +3,9 @@
 //! Each setting is taken from the first place that has a non-blank value:
 //! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the default.
 //! The `.env` file is read with dotenvy's parser into a map; the process environment is never
-//! modified. The environment is passed in as a map, so tests never touch the real one.
+//! modified, so a key in `.env` never reaches the environment of troupe or of the commands it
+//! runs. The environment is passed in as a map, so tests never touch the real one. A credential
+//! that `secrets::environment` took out of the environment at start still counts as set there.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
@@ -21,6 +23,7 @@ use std::time::Duration;
 
 use crate::error::ErrorCode;
 use crate::model::RetryPolicy;
+use crate::secrets::{self, environment, Redactor};
 
 pub const API_KEY_VAR: &str = "OPENAI_API_KEY";
 pub const BASE_URL_VAR: &str = "OPENAI_BASE_URL";
@@ -124,6 +127,12 @@ impl ModelConfig {
         }
     }
 
+    /// What must never be shown: this configuration's key, and every credential taken from the
+    /// environment at start.
+    pub fn redactor(&self) -> Redactor {
+        secrets::process_redactor().with_secrets([self.api_key.expose()])
+    }
+
     /// Loads from the real process environment and `<workspace>/.env`.
     pub fn load(workspace: &Path, overrides: &ModelOverrides) -> Result<Self, ConfigError> {
         Self::load_with_env(&process_env()?, workspace, overrides)
@@ -219,22 +228,21 @@ impl ModelConfig {
     }
 }
 
-/// The variables this module reads, from the real process environment.
+/// The variables this module reads, from the real process environment (a credential taken out
+/// of it at start counts as still there).
 pub fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     let mut env = HashMap::new();
     for name in VARIABLES {
-        match std::env::var(name) {
-            Ok(value) => {
-                env.insert(name.to_owned(), value);
-            }
-            Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(ConfigError::Invalid {
-                    name,
-                    reason: "the value is not valid UTF-8".to_owned(),
-                })
-            }
-        }
+        let value = std::env::var_os(name)
+            .or_else(|| environment::taken(name).map(std::ffi::OsStr::to_os_string));
+        let Some(value) = value else {
+            continue;
+        };
+        let value = value.into_string().map_err(|_| ConfigError::Invalid {
+            name,
+            reason: "the value is not valid UTF-8".to_owned(),
+        })?;
+        env.insert(name.to_owned(), value);
     }
     Ok(env)
 }

@@ -73,6 +73,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(10),
         watch: false,
+        redactor: troupe::secrets::Redactor::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -54,6 +54,7 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(30),
         watch: true,
+        redactor: troupe::secrets::process_redactor(),
     };
     let outcome = super::run::drive(settings, PROMPT)?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();

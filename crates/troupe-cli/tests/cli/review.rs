@@ -123,6 +123,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(5),
         watch: true,
+        redactor: troupe::secrets::Redactor::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

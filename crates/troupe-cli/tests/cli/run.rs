@@ -61,6 +61,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(1),
         watch: false,
+        redactor: troupe::secrets::Redactor::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

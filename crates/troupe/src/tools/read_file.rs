@@ -1,10 +1,12 @@
 //! `read_file`: the text of a workspace file, optionally only its first lines.
 //!
 //! The file is opened with [`open_regular`] (a FIFO, socket or device is refused at once rather
-//! than blocking the agent) and read *streaming*: at most [`MAX_READ_BYTES`] bytes (and one more,
-//! to know whether the file goes on) are ever read, whatever the file's size, so a sparse
-//! terabyte costs no more than a small file. Only what is shown must be UTF-8; a cut that falls
-//! inside a character keeps the whole characters before it.
+//! than blocking the agent) and read *streaming*: at most [`MAX_READ_BYTES`] bytes are shown,
+//! and only a few more are read (to know whether the file goes on, and to see whole any secret
+//! that crosses the cut), whatever the file's size, so a sparse terabyte costs no more than a
+//! small file. Only what is shown must be UTF-8; a cut that falls inside a character keeps the
+//! whole characters before it, and a cut that falls inside a secret (the API key in a file)
+//! keeps nothing of it.
 
 use std::fs::File;
 use std::io::Read;
@@ -15,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::confine::Workspace;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::secrets::Redactor;
 use crate::store::read::{open_regular, Links};
 
 /// Files larger than this are cut (the model's context is the limit, not the disk).
@@ -58,7 +61,8 @@ impl ToolHandler for ReadFileTool {
         let workspace = Workspace::new(&ctx.workspace)?;
         let path = workspace.resolve_read(&raw)?;
         // Reading a file is blocking work, however small the part read.
-        tokio::task::spawn_blocking(move || read(&path, &raw, limit))
+        let redactor = ctx.redactor.clone();
+        tokio::task::spawn_blocking(move || read(&path, &raw, limit, &redactor))
             .await
             .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))?
     }
@@ -73,20 +77,26 @@ pub(crate) fn open_workspace_file(path: &Path, shown: &str) -> Result<File, Tool
     }
 }
 
-fn read(path: &Path, raw: &str, limit: Option<usize>) -> Result<String, ToolError> {
+fn read(
+    path: &Path,
+    raw: &str,
+    limit: Option<usize>,
+    redactor: &Redactor,
+) -> Result<String, ToolError> {
     let file = open_workspace_file(path, raw)?;
     let total_bytes = file
         .metadata()
         .map_err(|e| ToolError::io("cannot inspect", raw, &e))?
         .len();
     let mut bytes = Vec::new();
-    file.take(MAX_READ_BYTES as u64 + 1)
+    // Past the cap: one byte to know the file goes on, the margin to see a secret crossing it.
+    file.take((MAX_READ_BYTES + redactor.margin().max(1)) as u64)
         .read_to_end(&mut bytes)
         .map_err(|e| ToolError::io("cannot read", raw, &e))?;
     // Everything there is fits under the cap (the size on record may be stale: trust the read).
     let complete = bytes.len() <= MAX_READ_BYTES;
     let mut notes = Vec::new();
-    let mut end = bytes.len().min(MAX_READ_BYTES);
+    let mut end = redactor.cut_end(&bytes, MAX_READ_BYTES);
     let mut cut_by_lines = false;
     if let Some(limit) = limit {
         if let Some(line_end) = end_of_line(&bytes[..end], limit) {

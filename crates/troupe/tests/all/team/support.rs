@@ -348,6 +348,7 @@ impl Fixture {
             request_ttl: Duration::from_secs(300),
             shell_timeout: Duration::from_secs(10),
             watch: false,
+            redactor: troupe::secrets::Redactor::default(),
         }
     }
 
