@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::error::ErrorCode;
 use crate::model::RetryPolicy;
 use crate::secrets::{self, environment, Redactor};
+use crate::store::read::{read_regular, Links};
 
 pub const API_KEY_VAR: &str = "OPENAI_API_KEY";
 pub const BASE_URL_VAR: &str = "OPENAI_BASE_URL";
@@ -247,19 +248,24 @@ pub fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
-/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map.
+/// A `.env` file larger than this is refused (it holds a handful of variables).
+pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map. Only a
+/// regular file is read (a symlink to one is followed): a FIFO or device is refused at once
+/// rather than blocking the start of a run.
 pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
     let env_file_error = |reason: String| ConfigError::EnvFile {
         path: path.display().to_string(),
         reason,
     };
-    let entries = match dotenvy::from_path_iter(path) {
-        Ok(entries) => entries,
-        Err(err) if err.not_found() => return Ok(HashMap::new()),
-        Err(err) => return Err(env_file_error(err.to_string())),
+    let bytes = match read_regular(path, Links::Follow, MAX_ENV_FILE_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(HashMap::new()),
+        Err(err) => return Err(env_file_error(err.source.to_string())),
     };
     let mut vars = HashMap::new();
-    for entry in entries {
+    for entry in dotenvy::from_read_iter(bytes.as_slice()) {
         let (name, value) = entry.map_err(|err| env_file_error(err.to_string()))?;
         vars.insert(name, value);
     }

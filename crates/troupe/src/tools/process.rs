@@ -21,8 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::secrets::Redactor;
 
 /// Variables removed from the command's environment: the model must not be able to print the
-/// credentials troupe itself runs with.
-pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY"];
+/// credentials troupe itself runs with. (The CLI also takes them out of troupe's own
+/// environment at start: `crate::secrets::environment`.)
+pub const SCRUBBED_ENV: &[&str] = &crate::secrets::environment::CREDENTIAL_VARS;
 /// After the command exits (or is killed), how long to wait for its pipes to drain. Only a
 /// process that escaped the group (`setsid`) can hold them open that long.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
