@@ -20,6 +20,12 @@ use crate::args::Cli;
 use crate::commands::CliError;
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in `main`, while the process has its one thread and nothing holds a
+    // pointer into the environment. After this, no command troupe runs can read the API key
+    // from `/proc/<troupe's pid>/environ` (see `troupe::secrets::environment`).
+    unsafe {
+        troupe::secrets::environment::take_from_environment();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),

@@ -20,6 +20,8 @@
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
 //! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
+//! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
+//!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/demo.rs"]
@@ -46,6 +48,8 @@ mod run;
 mod run_lock;
 #[path = "cli/scripts.rs"]
 mod scripts;
+#[path = "cli/secrets.rs"]
+mod secrets;
 #[path = "cli/special_files.rs"]
 mod special_files;
 #[path = "cli/state_files.rs"]

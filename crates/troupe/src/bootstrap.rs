@@ -7,6 +7,9 @@
 //! gate])` (gated from its first call when its record says `plan_required` or the run requires
 //! plans); the mailbox watch. Closing runs in reverse: teammates first (workers cancelled at
 //! safe points, in-flight messages released), then the watch, then the run lock.
+//!
+//! Every dispatcher (lead, subagent, teammates) and the job supervisor get the one [`Redactor`]
+//! of the settings, so no tool result or job output holds the API key.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
+use crate::secrets::Redactor;
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
@@ -125,6 +129,9 @@ pub struct TeamSettings {
     /// Gate every teammate of this run from its first call until a plan of its is approved
     /// (`--require-plans`), as if each had been spawned with `plan_required`.
     pub require_plans: bool,
+    /// The secrets (the model's API key) that no tool result, job output or file under
+    /// `.troupe/` may hold; built from the model configuration (`ModelConfig::redactor`).
+    pub redactor: Redactor,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -297,6 +304,7 @@ struct Factory {
     run_observer: Arc<dyn RunObserver>,
     max_turns: usize,
     shell_timeout: Duration,
+    redactor: Redactor,
 }
 
 impl TeammateFactory for Factory {
@@ -325,7 +333,8 @@ impl TeammateFactory for Factory {
             Arc::new(SubmitPlan(team)),
         ])
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
-        let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new());
+        let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
+            .with_redactor(self.redactor.clone());
         Ok(Runner::new(
             name.clone(),
             teammate_system_prompt(name, &teammate.role, &self.workspace, gate_start),
@@ -403,12 +412,15 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         );
     }
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
-    let jobs = Arc::new(JobSupervisor::new(
-        layout.clone(),
-        settings.clock.clone(),
-        settings.ids.clone(),
-        job_tx,
-    ));
+    let jobs = Arc::new(
+        JobSupervisor::new(
+            layout.clone(),
+            settings.clock.clone(),
+            settings.ids.clone(),
+            job_tx,
+        )
+        .with_redactor(settings.redactor.clone()),
+    );
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron = CronRuntime::open(
         &layout,
@@ -430,6 +442,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         run_observer: settings.run_observer.clone(),
         max_turns: settings.max_turns,
         shell_timeout: settings.shell_timeout,
+        redactor: settings.redactor.clone(),
     });
     let runtime = TeamRuntime::new(layout.clone(), postman.clone(), protocol_runtime, factory)?;
 
@@ -443,11 +456,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     ))?;
     let subagent = SubagentTool::new(
         lead_model.clone(),
-        Arc::new(Dispatcher::new(
-            Arc::new(subagent_tools),
-            base_policy.clone(),
-            Hooks::new(),
-        )),
+        Arc::new(
+            Dispatcher::new(Arc::new(subagent_tools), base_policy.clone(), Hooks::new())
+                .with_redactor(settings.redactor.clone()),
+        ),
         settings.run_observer.clone(),
         settings.max_turns,
     );
@@ -484,11 +496,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         lead_name.clone(),
         lead_system_prompt(&settings.workspace, settings.require_plans),
         lead_model,
-        Arc::new(Dispatcher::new(
-            Arc::new(lead_tools),
-            base_policy,
-            Hooks::new(),
-        )),
+        Arc::new(
+            Dispatcher::new(Arc::new(lead_tools), base_policy, Hooks::new())
+                .with_redactor(settings.redactor.clone()),
+        ),
         settings.workspace.clone(),
         settings.run_observer.clone(),
     )

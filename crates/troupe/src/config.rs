@@ -3,7 +3,9 @@
 //! Each setting is taken from the first place that has a non-blank value:
 //! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the default.
 //! The `.env` file is read with dotenvy's parser into a map; the process environment is never
-//! modified. The environment is passed in as a map, so tests never touch the real one.
+//! modified, so a key in `.env` never reaches the environment of troupe or of the commands it
+//! runs. The environment is passed in as a map, so tests never touch the real one. A credential
+//! that `secrets::environment` took out of the environment at start still counts as set there.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
@@ -21,6 +23,8 @@ use std::time::Duration;
 
 use crate::error::ErrorCode;
 use crate::model::RetryPolicy;
+use crate::secrets::{self, environment, Redactor};
+use crate::store::read::{read_regular, Links};
 
 pub const API_KEY_VAR: &str = "OPENAI_API_KEY";
 pub const BASE_URL_VAR: &str = "OPENAI_BASE_URL";
@@ -124,6 +128,12 @@ impl ModelConfig {
         }
     }
 
+    /// What must never be shown: this configuration's key, and every credential taken from the
+    /// environment at start.
+    pub fn redactor(&self) -> Redactor {
+        secrets::process_redactor().with_secrets([self.api_key.expose()])
+    }
+
     /// Loads from the real process environment and `<workspace>/.env`.
     pub fn load(workspace: &Path, overrides: &ModelOverrides) -> Result<Self, ConfigError> {
         Self::load_with_env(&process_env()?, workspace, overrides)
@@ -219,39 +229,43 @@ impl ModelConfig {
     }
 }
 
-/// The variables this module reads, from the real process environment.
+/// The variables this module reads, from the real process environment (a credential taken out
+/// of it at start counts as still there).
 pub fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     let mut env = HashMap::new();
     for name in VARIABLES {
-        match std::env::var(name) {
-            Ok(value) => {
-                env.insert(name.to_owned(), value);
-            }
-            Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(ConfigError::Invalid {
-                    name,
-                    reason: "the value is not valid UTF-8".to_owned(),
-                })
-            }
-        }
+        let value = std::env::var_os(name)
+            .or_else(|| environment::taken(name).map(std::ffi::OsStr::to_os_string));
+        let Some(value) = value else {
+            continue;
+        };
+        let value = value.into_string().map_err(|_| ConfigError::Invalid {
+            name,
+            reason: "the value is not valid UTF-8".to_owned(),
+        })?;
+        env.insert(name.to_owned(), value);
     }
     Ok(env)
 }
 
-/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map.
+/// A `.env` file larger than this is refused (it holds a handful of variables).
+pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map. Only a
+/// regular file is read (a symlink to one is followed): a FIFO or device is refused at once
+/// rather than blocking the start of a run.
 pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
     let env_file_error = |reason: String| ConfigError::EnvFile {
         path: path.display().to_string(),
         reason,
     };
-    let entries = match dotenvy::from_path_iter(path) {
-        Ok(entries) => entries,
-        Err(err) if err.not_found() => return Ok(HashMap::new()),
-        Err(err) => return Err(env_file_error(err.to_string())),
+    let bytes = match read_regular(path, Links::Follow, MAX_ENV_FILE_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(HashMap::new()),
+        Err(err) => return Err(env_file_error(err.source.to_string())),
     };
     let mut vars = HashMap::new();
-    for entry in entries {
+    for entry in dotenvy::from_read_iter(bytes.as_slice()) {
         let (name, value) = entry.map_err(|err| env_file_error(err.to_string()))?;
         vars.insert(name, value);
     }

@@ -17,6 +17,8 @@
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
 //! - [`cron`]: `schedule_cron` and the cron runtime that wakes the lead (`.troupe/cron.json`).
 //! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
+//! - [`secrets`]: the redactor that keeps the API key out of tool results, jobs and errors, and
+//!   taking the credential variables out of troupe's own environment at start.
 //! - [`demo`]: the scripted scenario of `troupe demo`.
 //! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`,
 //!   `jobs`.
@@ -34,6 +36,7 @@ pub mod jobs;
 pub mod layout;
 pub mod model;
 pub mod permissions;
+pub mod secrets;
 pub mod store;
 pub mod team;
 pub mod tools;

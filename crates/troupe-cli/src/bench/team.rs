@@ -74,6 +74,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         shell_timeout: Duration::from_secs(10),
         watch: false,
         require_plans: false,
+        redactor: troupe::secrets::Redactor::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -55,6 +55,7 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         shell_timeout: Duration::from_secs(30),
         watch: true,
         require_plans: false,
+        redactor: troupe::secrets::process_redactor(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;

@@ -13,6 +13,7 @@ use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
+use troupe::secrets::Redactor;
 use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};
@@ -38,12 +39,16 @@ pub fn approval_provider(
 }
 
 /// Chooses the model before anything touches the workspace: missing configuration exits 2
-/// without creating `.troupe/`.
-fn models(workspace: &Path, args: &RunArgs) -> Result<Arc<dyn ModelChooser>, CliError> {
+/// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
+/// the credentials `main` took out of the environment).
+fn models(workspace: &Path, args: &RunArgs) -> Result<(Arc<dyn ModelChooser>, Redactor), CliError> {
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-        return Ok(Arc::new(ScriptedPerAgent(Arc::new(model))));
+        return Ok((
+            Arc::new(ScriptedPerAgent(Arc::new(model))),
+            troupe::secrets::process_redactor(),
+        ));
     }
     let overrides = ModelOverrides {
         model: args.model.clone(),
@@ -57,7 +62,7 @@ fn models(workspace: &Path, args: &RunArgs) -> Result<Arc<dyn ModelChooser>, Cli
     })?;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
-    Ok(Arc::new(SameModel(client)))
+    Ok((Arc::new(SameModel(client)), config.redactor()))
 }
 
 pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
@@ -68,7 +73,7 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         return Err(CliError::Usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let models = models(workspace, &args)?;
+    let (models, redactor) = models(workspace, &args)?;
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then_some(NO_TERMINAL_NOTICE);
@@ -86,6 +91,7 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
         watch: true,
         require_plans: args.require_plans,
+        redactor,
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
     if let TurnEnd::MaxTurns { limit } = outcome.last_end {

@@ -130,6 +130,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         shell_timeout: Duration::from_secs(5),
         watch: true,
         require_plans: false,
+        redactor: troupe::secrets::Redactor::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -62,6 +62,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         shell_timeout: Duration::from_secs(1),
         watch: false,
         require_plans: false,
+        redactor: troupe::secrets::Redactor::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

@@ -7,6 +7,8 @@
 //! combined output (the last [`OUTPUT_CAP`] bytes), and when the job ends it replaces the record
 //! with the final one, then sends the [`JobCompletion`], then stops counting the job as running
 //! (in that order: see the module doc of `jobs`).
+//! The tail is redacted ([`JobSupervisor::with_redactor`]) before it is recorded or sent, and
+//! never starts inside a secret, since both land where the model and `.troupe/` can see them.
 //!
 //! Stopping a job (its time limit, or `close`) sends SIGTERM to its whole group, then SIGKILL
 //! once the shell has exited or [`DEFAULT_TERM_GRACE`] has passed. When the shell exits by
@@ -29,6 +31,7 @@ use super::JobError;
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
+use crate::secrets::Redactor;
 use crate::tools::process::{CappedOutput, Ending, GroupChild, Stop};
 use crate::tools::shell::OUTPUT_CAP;
 
@@ -81,6 +84,9 @@ pub struct JobSupervisor {
     timeout: Option<Duration>,
     output_cap: usize,
     term_grace: Duration,
+    /// Removed from every job's output tail before it is recorded or sent: the tail lands in
+    /// `.troupe/jobs/` and in the lead's history.
+    redactor: Redactor,
     /// Cancelled by `close` (and on drop); every job watches a child of it.
     closing: CancellationToken,
 }
@@ -132,6 +138,7 @@ impl JobSupervisor {
             timeout: Some(DEFAULT_JOB_TIMEOUT),
             output_cap: OUTPUT_CAP,
             term_grace: DEFAULT_TERM_GRACE,
+            redactor: Redactor::default(),
             closing: CancellationToken::new(),
         }
     }
@@ -145,6 +152,12 @@ impl JobSupervisor {
     /// Another cap on the output tail kept per job.
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = bytes.max(1);
+        self
+    }
+
+    /// Redacts `redactor`'s secrets from every output tail (and never cuts the tail through one).
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
         self
     }
 
@@ -223,6 +236,7 @@ impl JobSupervisor {
             timeout: self.timeout,
             output_cap: self.output_cap,
             term_grace: self.term_grace,
+            redactor: self.redactor.clone(),
             cancel: self.closing.child_token(),
         };
         tasks.handles.insert(id, runtime.spawn(watch.run(group)));
@@ -294,12 +308,13 @@ struct Watch {
     timeout: Option<Duration>,
     output_cap: usize,
     term_grace: Duration,
+    redactor: Redactor,
     cancel: CancellationToken,
 }
 
 impl Watch {
     async fn run(self, group: GroupChild) {
-        let mut output = CappedOutput::tail_only(self.output_cap);
+        let mut output = CappedOutput::tail_only(self.output_cap).redacting(self.redactor);
         let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
         let ending = group
             .run(

@@ -10,10 +10,15 @@
 //!    rules say `ask`; the decision is audited before it takes effect, and if it cannot be
 //!    audited the call is refused (`audit_failed`).
 //! 6. **handler**, raced against the context's cancellation token.
-//! 7. **PostToolUse hooks** observe the handler's result; they cannot change it.
+//! 7. **redact** the result: every secret of the dispatcher's [`Redactor`] (the API key) is
+//!    replaced, in results and in errors alike, before anyone sees it.
+//! 8. **PostToolUse hooks** observe the redacted result; they cannot change it.
 //!
 //! A deny at any step means the handler runs **zero** times. Nothing here panics or returns an
 //! error to the caller: every failure becomes a `ToolOutcome` with `Error [<code>]: <message>`.
+//!
+//! **Architecture Invariant:** every [`ToolOutcome`] leaves this module redacted, so whatever
+//! the runner does with it (history, transcript, observer, artifacts) holds no secret.
 
 use std::sync::Arc;
 
@@ -25,6 +30,7 @@ use crate::permissions::audit::{input_digest, AuditEntry};
 use crate::permissions::hooks::{HookDecision, Hooks, ToolResultView};
 use crate::permissions::policy::{PermissionDecision, PermissionPolicy};
 use crate::permissions::rules::{Decision, PermissionRequest};
+use crate::secrets::Redactor;
 
 /// The result of one tool call, as the model will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +49,11 @@ impl ToolOutcome {
             decision,
         }
     }
+
+    fn redacted(mut self, redactor: &Redactor) -> Self {
+        redactor.redact_in_place(&mut self.content);
+        self
+    }
 }
 
 /// Runs tool calls for one agent's tool set. Cheap to clone.
@@ -51,6 +62,8 @@ pub struct Dispatcher {
     registry: Arc<ToolRegistry>,
     policy: PermissionPolicy,
     hooks: Hooks,
+    /// What no result may hold; none unless the composition root gives one.
+    redactor: Redactor,
 }
 
 impl Dispatcher {
@@ -59,7 +72,14 @@ impl Dispatcher {
             registry,
             policy,
             hooks,
+            redactor: Redactor::default(),
         }
+    }
+
+    /// Redacts `redactor`'s secrets from every result (step 7), and hands it to the handlers.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     pub fn registry(&self) -> &ToolRegistry {
@@ -77,6 +97,11 @@ impl Dispatcher {
         tool: &str,
         raw_arguments: &str,
     ) -> ToolOutcome {
+        let ctx = &ctx.clone().with_redactor(self.redactor.clone());
+        // Every early way out is redacted too (step 7).
+        let fail = |error: &ToolError, decision: Option<PermissionDecision>| {
+            ToolOutcome::error(error, decision).redacted(&self.redactor)
+        };
         // 1. parse
         let arguments: Value = if raw_arguments.trim().is_empty() {
             Value::Object(serde_json::Map::new())
@@ -87,7 +112,7 @@ impl Dispatcher {
                     let error = ToolError::InvalidArguments(format!(
                         "the arguments of {tool} are not valid JSON: {e}"
                     ));
-                    return ToolOutcome::error(&error, None);
+                    return fail(&error, None);
                 }
             }
         };
@@ -97,13 +122,13 @@ impl Dispatcher {
                 "there is no tool named {tool:?}; available tools: {}",
                 self.registry.names().join(", ")
             ));
-            return ToolOutcome::error(&error, None);
+            return fail(&error, None);
         };
         let definition = &registered.definition;
         // 3. validate
         if let Err(e) = schema::validate(&definition.parameters, &arguments) {
             let error = ToolError::InvalidArguments(format!("{tool}: {e}"));
-            return ToolOutcome::error(&error, None);
+            return fail(&error, None);
         }
         let request = PermissionRequest {
             agent: &ctx.agent,
@@ -136,7 +161,7 @@ impl Dispatcher {
                     hook.name(),
                     decision.reason
                 ));
-                return ToolOutcome::error(&error, Some(decision));
+                return fail(&error, Some(decision));
             }
         }
         // 5. permission policy
@@ -146,7 +171,7 @@ impl Dispatcher {
                 let error = ToolError::AuditFailed(format!(
                     "{tool} was not run because its permission decision could not be recorded: {e}"
                 ));
-                return ToolOutcome::error(&error, None);
+                return fail(&error, None);
             }
         };
         if !decision.allowed {
@@ -154,12 +179,12 @@ impl Dispatcher {
                 "{tool} was denied ({}): {}",
                 decision.rule, decision.reason
             ));
-            return ToolOutcome::error(&error, Some(decision));
+            return fail(&error, Some(decision));
         }
         // 6. handler
         if ctx.cancel.is_cancelled() {
             let error = ToolError::Cancelled(format!("{tool} was not run: the agent is stopping"));
-            return ToolOutcome::error(&error, Some(decision));
+            return fail(&error, Some(decision));
         }
         let result = tokio::select! {
             result = registered.handler.call(ctx, arguments.clone()) => result,
@@ -173,9 +198,11 @@ impl Dispatcher {
                 is_error: false,
                 decision: Some(decision),
             },
-            Err(error) => ToolOutcome::error(&error, Some(decision)),
+            Err(e) => ToolOutcome::error(&e, Some(decision)),
         };
-        // 7. PostToolUse hooks
+        // 7. redact
+        let outcome = outcome.redacted(&self.redactor);
+        // 8. PostToolUse hooks
         for hook in &self.hooks.post {
             hook.after(
                 &request,

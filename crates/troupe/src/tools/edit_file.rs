@@ -3,12 +3,23 @@
 //! The old text must occur exactly once: with zero matches the model's picture of the file is
 //! wrong, with several the edit would be ambiguous; both are refused, naming the count, and the
 //! file is left untouched.
+//!
+//! The file is opened with `open_regular` (a FIFO, socket or device is refused at once rather
+//! than blocking the agent), and one larger than [`MAX_EDIT_BYTES`] is refused before it is
+//! read: the edit holds the whole file in memory, twice.
+
+use std::io::Read;
+use std::path::Path;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::confine::Workspace;
+use super::read_file::open_workspace_file;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+
+/// A file larger than this is not edited (use shell tools on it).
+pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditFileTool;
@@ -47,9 +58,10 @@ impl ToolHandler for EditFileTool {
         let new_text = str_arg(&args, "new_text")?;
         let workspace = Workspace::new(&ctx.workspace)?;
         let path = workspace.resolve_write(raw)?;
-        let bytes = tokio::fs::read(&path)
+        let (file_path, shown) = (path.clone(), raw.to_owned());
+        let bytes = tokio::task::spawn_blocking(move || read_whole(&file_path, &shown))
             .await
-            .map_err(|e| ToolError::io("cannot read", raw, &e))?;
+            .map_err(|e| ToolError::Failed(format!("edit_file stopped: {e}")))??;
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolError::Failed(format!("{raw} is not UTF-8 text")))?;
         let count = text.matches(old_text).count();
@@ -73,4 +85,31 @@ impl ToolHandler for EditFileTool {
             workspace.display(&path)
         ))
     }
+}
+
+/// The whole of a regular file of at most [`MAX_EDIT_BYTES`].
+fn read_whole(path: &Path, shown: &str) -> Result<Vec<u8>, ToolError> {
+    let file = open_workspace_file(path, shown)?;
+    let len = file
+        .metadata()
+        .map_err(|e| ToolError::io("cannot inspect", shown, &e))?
+        .len();
+    let too_large = |len: u64| {
+        ToolError::Failed(format!(
+            "{shown} is {len} bytes, more than the {MAX_EDIT_BYTES} bytes edit_file handles; \
+             use shell tools to change it"
+        ))
+    };
+    if len > MAX_EDIT_BYTES {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(MAX_EDIT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io("cannot read", shown, &e))?;
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        // It grew after the size check.
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }

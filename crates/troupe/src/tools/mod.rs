@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
 use crate::error::{tool_error_text, ErrorCode};
+use crate::secrets::Redactor;
 
 pub use dispatch::{Dispatcher, ToolOutcome};
 pub use registry::{RegistryError, ToolRegistry};
@@ -125,6 +126,10 @@ pub struct ToolContext {
     pub workspace: PathBuf,
     /// Cancelled when the runtime closes or the turn is abandoned; long tools stop on it.
     pub cancel: CancellationToken,
+    /// The secrets the result must not hold. The dispatcher sets its own and redacts every
+    /// result itself; a tool that cuts text (an output cap, a partial read) uses it to cut where
+    /// no secret straddles the cut, which redacting afterwards could not repair.
+    pub redactor: Redactor,
 }
 
 impl ToolContext {
@@ -133,11 +138,17 @@ impl ToolContext {
             agent,
             workspace: workspace.into(),
             cancel: CancellationToken::new(),
+            redactor: Redactor::default(),
         }
     }
 
     pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
         self.cancel = cancel;
+        self
+    }
+
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
         self
     }
 }

@@ -18,9 +18,12 @@ use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::secrets::Redactor;
+
 /// Variables removed from the command's environment: the model must not be able to print the
-/// credentials troupe itself runs with.
-pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY"];
+/// credentials troupe itself runs with. (The CLI also takes them out of troupe's own
+/// environment at start: `crate::secrets::environment`.)
+pub const SCRUBBED_ENV: &[&str] = &crate::secrets::environment::CREDENTIAL_VARS;
 /// After the command exits (or is killed), how long to wait for its pipes to drain. Only a
 /// process that escaped the group (`setsid`) can hold them open that long.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -235,12 +238,18 @@ pub fn describe_duration(d: Duration) -> String {
 
 /// Keeps at most the first `head_cap` and the last `tail_cap` bytes of a stream, and counts the
 /// rest.
+///
+/// With a [`Redactor`] ([`CappedOutput::redacting`]) the rendered output holds no secret: each
+/// kept part is redacted, and the cuts are moved so that none splits a secret (a piece of a
+/// key at the edge of a part would not match it any more). For that, each part keeps the
+/// redactor's margin beyond its cap, so a secret that crosses a cut is seen whole.
 pub struct CappedOutput {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     head_cap: usize,
     tail_cap: usize,
     total: usize,
+    redactor: Redactor,
 }
 
 impl CappedOutput {
@@ -262,48 +271,99 @@ impl CappedOutput {
             head_cap,
             tail_cap,
             total: 0,
+            redactor: Redactor::default(),
         }
+    }
+
+    /// Renders without `redactor`'s secrets, and never cuts through one.
+    pub fn redacting(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Bytes kept at the start: the cap and, past it, the margin that shows a secret crossing it.
+    fn head_keep(&self) -> usize {
+        match self.head_cap {
+            0 => 0,
+            cap => cap + self.redactor.margin(),
+        }
+    }
+
+    fn tail_keep(&self) -> usize {
+        self.tail_cap + self.redactor.margin()
     }
 
     pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
-        if self.head.len() < self.head_cap {
-            let take = (self.head_cap - self.head.len()).min(bytes.len());
+        let head_keep = self.head_keep();
+        if self.head.len() < head_keep {
+            let take = (head_keep - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
         }
         self.tail.extend(bytes);
-        if self.tail.len() > self.tail_cap {
-            let excess = self.tail.len() - self.tail_cap;
+        let tail_keep = self.tail_keep();
+        if self.tail.len() > tail_keep {
+            let excess = self.tail.len() - tail_keep;
             self.tail.drain(..excess);
         }
     }
 
     /// The output, ending with a newline when not empty, with a truncation notice if cut.
     pub fn render(&self) -> String {
-        let kept = self.head.len() + self.tail.len();
-        let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        if self.total > kept {
-            let omitted = self.total - kept;
+        let mut tail: Vec<u8> = Vec::with_capacity(self.tail.len());
+        let (a, b) = self.tail.as_slices();
+        tail.extend_from_slice(a);
+        tail.extend_from_slice(b);
+        let mut text = if self.total <= self.head_cap + self.tail_cap {
+            // Nothing is left out (each part keeps at least its cap): the whole output.
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            self.shown(&all)
+        } else {
+            let (head, tail) = self.kept_parts(&tail);
+            let omitted = self.total - head.len() - tail.len();
+            let mut text = self.shown(&head);
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
             text.push_str(&format!(
                 "[output truncated: {omitted} bytes omitted; the cap is {} bytes, showing the first {} and the last {} of {} bytes]\n",
                 self.head_cap + self.tail_cap,
-                self.head.len(),
-                self.tail.len(),
+                head.len(),
+                tail.len(),
                 self.total
             ));
-        }
-        let (a, b) = self.tail.as_slices();
-        let mut tail = a.to_vec();
-        tail.extend_from_slice(b);
-        text.push_str(&String::from_utf8_lossy(&tail));
+            text.push_str(&self.shown(&tail));
+            text
+        };
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         text
+    }
+
+    /// The head and the tail to show when the middle is left out, cut at their caps or just
+    /// short of them, so that no secret is cut.
+    fn kept_parts(&self, tail: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        if self.head.len() + tail.len() == self.total {
+            // The kept bytes are the whole output (the margins met): cut it in one piece.
+            let mut all = self.head.clone();
+            all.extend_from_slice(tail);
+            let head_end = self.redactor.cut_end(&all, self.head_cap);
+            let tail_start = self.redactor.cut_start(&all, self.total - self.tail_cap);
+            return (all[..head_end].to_vec(), all[tail_start..].to_vec());
+        }
+        let head_end = self.redactor.cut_end(&self.head, self.head_cap);
+        let tail_start = self
+            .redactor
+            .cut_start(tail, tail.len().saturating_sub(self.tail_cap));
+        (self.head[..head_end].to_vec(), tail[tail_start..].to_vec())
+    }
+
+    fn shown(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(bytes);
+        self.redactor.redact(&text).into_owned()
     }
 }
 
@@ -332,6 +392,31 @@ mod tests {
         let mut out = CappedOutput::tail_only(10);
         out.push(b"abc\n");
         assert_eq!(out.render(), "abc\n");
+    }
+
+    #[test]
+    fn a_secret_across_a_cut_is_left_out_whole() {
+        let key = "KEY-0123456789";
+        let redactor = Redactor::new([key]);
+        // Head and tail margins meet (25 bytes, caps 10 + 10): the cuts move off the key.
+        let mut out = CappedOutput::head_and_tail(20).redacting(redactor.clone());
+        out.push(format!("abcdefgh{key}xyz").as_bytes());
+        assert_eq!(
+            out.render(),
+            "abcdefgh\n[output truncated: 14 bytes omitted; the cap is 20 bytes, showing the first 8 and the last 3 of 25 bytes]\nxyz\n"
+        );
+        // A long stream: the key at the edge of the head and at the start of the tail.
+        let mut out = CappedOutput::head_and_tail(20).redacting(redactor.clone());
+        for piece in ["abcdefgh", key, &"-".repeat(100), key, "xyz"] {
+            out.push(piece.as_bytes());
+        }
+        let text = out.render();
+        assert!(text.starts_with("abcdefgh\n[output truncated"), "{text}");
+        assert!(text.ends_with("bytes]\nxyz\n"), "{text}");
+        // A whole key inside the kept part is redacted.
+        let mut out = CappedOutput::tail_only(40).redacting(redactor);
+        out.push(format!("{}{key}.", "-".repeat(100)).as_bytes());
+        assert!(out.render().ends_with("-[redacted].\n"));
     }
 
     #[test]

@@ -1,10 +1,24 @@
 //! `read_file`: the text of a workspace file, optionally only its first lines.
+//!
+//! The file is opened with [`open_regular`] (a FIFO, socket or device is refused at once rather
+//! than blocking the agent) and read *streaming*: at most [`MAX_READ_BYTES`] bytes are shown,
+//! and only a few more are read (to know whether the file goes on, and to see whole any secret
+//! that crosses the cut), whatever the file's size, so a sparse terabyte costs no more than a
+//! small file. Only what is shown must be UTF-8; a cut that falls inside a character keeps the
+//! whole characters before it, and a cut that falls inside a secret (the API key in a file)
+//! keeps nothing of it.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::confine::Workspace;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::secrets::Redactor;
+use crate::store::read::{open_regular, Links};
 
 /// Files larger than this are cut (the model's context is the limit, not the disk).
 pub const MAX_READ_BYTES: usize = 200_000;
@@ -39,56 +53,113 @@ impl ToolHandler for ReadFileTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let raw = str_arg(&args, "path")?;
-        let limit = args.get("limit").and_then(Value::as_u64);
+        let raw = str_arg(&args, "path")?.to_owned();
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
         let workspace = Workspace::new(&ctx.workspace)?;
-        let path = workspace.resolve_read(raw)?;
-        let bytes = tokio::fs::read(&path)
+        let path = workspace.resolve_read(&raw)?;
+        // Reading a file is blocking work, however small the part read.
+        let redactor = ctx.redactor.clone();
+        tokio::task::spawn_blocking(move || read(&path, &raw, limit, &redactor))
             .await
-            .map_err(|e| ToolError::io("cannot read", raw, &e))?;
-        let total_bytes = bytes.len();
-        let mut text = match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(_) => {
-                return Err(ToolError::Failed(format!(
-                    "{raw} is not UTF-8 text ({total_bytes} bytes); use shell tools to inspect binary files"
-                )))
-            }
-        };
-        let mut notes = Vec::new();
-        if let Some(limit) = limit {
-            let total_lines = text.lines().count();
-            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-            if total_lines > limit {
-                let end = text
-                    .match_indices('\n')
-                    .nth(limit.saturating_sub(1))
-                    .map_or(text.len(), |(i, _)| i + 1);
-                text.truncate(end);
-                notes.push(format!(
-                    "[showing the first {limit} of {total_lines} lines]"
-                ));
+            .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))?
+    }
+}
+
+/// Opens `path` (confinement already resolved it, so a link is followed) as a regular file.
+pub(crate) fn open_workspace_file(path: &Path, shown: &str) -> Result<File, ToolError> {
+    match open_regular(path, Links::Follow) {
+        Ok(Some(file)) => Ok(file),
+        Ok(None) => Err(ToolError::NotFound(format!("{shown}: no such file"))),
+        Err(e) => Err(ToolError::io("cannot read", shown, &e.source)),
+    }
+}
+
+fn read(
+    path: &Path,
+    raw: &str,
+    limit: Option<usize>,
+    redactor: &Redactor,
+) -> Result<String, ToolError> {
+    let file = open_workspace_file(path, raw)?;
+    let total_bytes = file
+        .metadata()
+        .map_err(|e| ToolError::io("cannot inspect", raw, &e))?
+        .len();
+    let mut bytes = Vec::new();
+    // Past the cap: one byte to know the file goes on, the margin to see a secret crossing it.
+    file.take((MAX_READ_BYTES + redactor.margin().max(1)) as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io("cannot read", raw, &e))?;
+    // Everything there is fits under the cap (the size on record may be stale: trust the read).
+    let complete = bytes.len() <= MAX_READ_BYTES;
+    let mut notes = Vec::new();
+    let mut end = redactor.cut_end(&bytes, MAX_READ_BYTES);
+    let mut cut_by_lines = false;
+    if let Some(limit) = limit {
+        if let Some(line_end) = end_of_line(&bytes[..end], limit) {
+            if line_end < bytes.len() {
+                end = line_end;
+                cut_by_lines = true;
+                notes.push(if complete {
+                    let total_lines = count_lines(&bytes);
+                    format!("[showing the first {limit} of {total_lines} lines]")
+                } else {
+                    format!("[showing the first {limit} lines of a file of {total_bytes} bytes]")
+                });
             }
         }
-        if text.len() > MAX_READ_BYTES {
-            let mut cut = MAX_READ_BYTES;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            notes.push(format!(
-                "[cut at {MAX_READ_BYTES} of {total_bytes} bytes; use `limit` or shell tools for the rest]"
-            ));
+    }
+    let text = shown_text(&bytes[..end], end < bytes.len()).ok_or_else(|| {
+        ToolError::Failed(format!(
+            "{raw} is not UTF-8 text ({total_bytes} bytes); use shell tools to inspect binary files"
+        ))
+    })?;
+    if !complete && !cut_by_lines {
+        notes.push(format!(
+            "[cut at {MAX_READ_BYTES} of {total_bytes} bytes; use `limit` or shell tools for the rest]"
+        ));
+    }
+    let mut text = text.to_owned();
+    if text.is_empty() && notes.is_empty() {
+        return Ok(format!("[{raw} is empty]"));
+    }
+    for note in notes {
+        if !text.ends_with('\n') {
+            text.push('\n');
         }
-        if text.is_empty() && notes.is_empty() {
-            return Ok(format!("[{raw} is empty]"));
+        text.push_str(&note);
+    }
+    Ok(text)
+}
+
+/// The end (just past its `\n`) of line number `limit`, if the bytes hold that many lines.
+fn end_of_line(bytes: &[u8], limit: usize) -> Option<usize> {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, byte)| **byte == b'\n')
+        .nth(limit.checked_sub(1)?)
+        .map(|(at, _)| at + 1)
+}
+
+/// Lines as `str::lines` counts them: a last line without `\n` counts too.
+fn count_lines(bytes: &[u8]) -> usize {
+    let newlines = bytes.iter().filter(|byte| **byte == b'\n').count();
+    newlines + usize::from(!bytes.is_empty() && !bytes.ends_with(b"\n"))
+}
+
+/// `bytes` as text. When they were `cut` from a longer read, a character the cut split is left
+/// out; any other invalid byte means the file is not text.
+fn shown_text(bytes: &[u8], cut: bool) -> Option<&str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        // `error_len() == None`: the bytes end inside a character.
+        Err(e) if cut && e.error_len().is_none() => {
+            std::str::from_utf8(&bytes[..e.valid_up_to()]).ok()
         }
-        for note in notes {
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&note);
-        }
-        Ok(text)
+        Err(_) => None,
     }
 }

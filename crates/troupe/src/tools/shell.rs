@@ -11,7 +11,9 @@
 //! option. Either way the call is an `execute` call, judged by the permission policy before the
 //! handler runs (a gated teammate cannot start a background job).
 //!
-//! The command does not see troupe's own credentials ([`SCRUBBED_ENV`]).
+//! The command does not see troupe's own credentials ([`SCRUBBED_ENV`]), and its output is cut
+//! so that no secret of the call's redactor is split by the cap (the dispatcher then redacts
+//! the whole result).
 //!
 //! Output is capped at [`OUTPUT_CAP`] bytes: the first and last half are kept and the result
 //! says how much was left out. The result always states the exit code.
@@ -170,7 +172,9 @@ impl ShellTool {
     ) -> Result<String, ToolError> {
         let group = GroupChild::spawn(command, &cwd)
             .map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
-        let mut output = CappedOutput::head_and_tail(self.output_cap);
+        // The dispatcher redacts the result; the output must also be cut around any secret.
+        let mut output =
+            CappedOutput::head_and_tail(self.output_cap).redacting(ctx.redactor.clone());
         let deadline = tokio::time::Instant::now() + self.timeout;
         let ending = group
             .run(&mut output, Some(deadline), &ctx.cancel, Stop::Kill)

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 
 use super::confine::Workspace;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::store::read::{read_regular, Links};
 
 /// The folder of skills, relative to the workspace.
 pub const SKILLS_DIR: &str = "skills";
@@ -162,18 +163,15 @@ fn skill_path(name: &str) -> String {
     format!("{SKILLS_DIR}/{name}/{SKILL_FILE}")
 }
 
+/// The text of a SKILL.md: a regular file (a FIFO or device is refused without blocking), at
+/// most [`MAX_SKILL_BYTES`], UTF-8. Confinement has already resolved the path, so a link is
+/// followed.
 fn read_limited(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a file".to_owned());
-    }
-    if meta.len() > MAX_SKILL_BYTES {
-        return Err(format!(
-            "{} bytes, more than the {MAX_SKILL_BYTES} a skill may hold",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = match read_regular(path, Links::Follow, MAX_SKILL_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Err("no such file".to_owned()),
+        Err(e) => return Err(e.source.to_string()),
+    };
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
 }
 

@@ -24,6 +24,7 @@ use super::retry::{jitter_sample, RetryPolicy};
 use super::types::{ModelRequest, ModelResponse};
 use super::{ModelClient, ModelError};
 use crate::config::{ApiKey, ModelConfig};
+use crate::secrets::Redactor;
 
 /// A [`ModelClient`] for the OpenAI Chat Completions API.
 #[derive(Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct OpenAiClient {
     /// `{base_url}/chat/completions`, built once with exactly one slash in between.
     endpoint: String,
     api_key: ApiKey,
+    /// Removes the key from every text the server sends back before it is cut or shown.
+    redactor: Redactor,
     model: String,
     fallback_model: Option<String>,
     /// Kept to name it in timeout errors; the HTTP client enforces it.
@@ -61,6 +64,7 @@ impl OpenAiClient {
             http,
             endpoint,
             api_key: config.api_key.clone(),
+            redactor: config.redactor(),
             model: config.model.clone(),
             fallback_model: config
                 .fallback_model
@@ -126,12 +130,12 @@ impl OpenAiClient {
             return wire::parse_response(&bytes, model).map_err(|reason| Failure {
                 error: ModelError::BadResponse {
                     model: model.to_owned(),
-                    reason: self.scrub(reason),
+                    reason: self.server_text(&reason),
                 },
                 retry_after: None,
             });
         }
-        let message = wire::server_message(&bytes).map(|message| self.scrub(message));
+        let message = wire::server_message(&bytes).map(|message| self.server_text(&message));
         Err(Failure {
             error: ModelError::from_status(status.as_u16(), model, &self.endpoint, message),
             retry_after,
@@ -149,7 +153,7 @@ impl OpenAiClient {
             ModelError::Transport {
                 endpoint: self.endpoint.clone(),
                 attempts: 1,
-                reason: self.scrub(error_chain(err)),
+                reason: self.server_text(&error_chain(err)),
             }
         };
         Failure {
@@ -158,14 +162,11 @@ impl OpenAiClient {
         }
     }
 
-    /// Servers sometimes echo what they were sent; the key must never reach a terminal or a log.
-    fn scrub(&self, text: String) -> String {
-        let key = self.api_key.expose();
-        if key.is_empty() || !text.contains(key) {
-            text
-        } else {
-            text.replace(key, "[redacted]")
-        }
+    /// Text from the server (or about the connection) as it may be shown: servers sometimes
+    /// echo what they were sent, so the key is redacted first, and only then is the text cut
+    /// to one short line.
+    fn server_text(&self, text: &str) -> String {
+        wire::cut(&self.redactor.redact(text))
     }
 }
 
@@ -225,5 +226,5 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         }
         source = cause.source();
     }
-    wire::one_line(&parts.join(": "))
+    wire::collapse(&parts.join(": "))
 }

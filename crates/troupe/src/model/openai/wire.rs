@@ -13,7 +13,9 @@ use crate::model::types::{
 };
 
 /// Server error messages are cut to this many characters: enough to say what is wrong, short
-/// enough for one terminal line.
+/// enough for one terminal line. The text from the server is returned here whole (whitespace
+/// collapsed): the transport redacts the key from it *before* cutting it ([`cut`]), so a key
+/// straddling the cut cannot leave a piece of itself behind.
 const MAX_SERVER_MESSAGE_CHARS: usize = 300;
 
 #[derive(Serialize)]
@@ -176,7 +178,7 @@ pub fn parse_response(body: &[u8], requested_model: &str) -> Result<ModelRespons
         Some(choice) => choice,
         None => {
             return Err(match wire.error.as_ref().and_then(error_text) {
-                Some(message) => format!("no `choices`, and an error: {}", one_line(&message)),
+                Some(message) => format!("no `choices`, and an error: {}", collapse(&message)),
                 None => "the body has no `choices`".to_owned(),
             })
         }
@@ -279,7 +281,7 @@ fn usage(usage: &Value) -> Option<Usage> {
     })
 }
 
-/// The server's explanation in an error body, as one line: OpenAI's `{"error":{"message"}}`,
+/// The server's explanation in an error body, as one line, not yet cut: OpenAI's `{"error":{"message"}}`,
 /// Ollama's `{"error":"…"}`, vLLM's `{"message"}`, FastAPI's `{"detail"}`, or plain text.
 pub fn server_message(body: &[u8]) -> Option<String> {
     let text = match serde_json::from_slice::<Value>(body) {
@@ -289,7 +291,7 @@ pub fn server_message(body: &[u8]) -> Option<String> {
             .or_else(|| error_text(&value)),
         Err(_) => Some(String::from_utf8_lossy(body).into_owned()),
     }?;
-    let line = one_line(&text);
+    let line = collapse(&text);
     (!line.is_empty()).then_some(line)
 }
 
@@ -304,17 +306,21 @@ fn error_text(error: &Value) -> Option<String> {
     }
 }
 
-/// Whitespace collapsed to single spaces and cut at a character boundary.
-pub fn one_line(text: &str) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match collapsed.char_indices().nth(MAX_SERVER_MESSAGE_CHARS) {
-        Some((cut, _)) => format!("{}…", &collapsed[..cut]),
-        None => collapsed,
+/// Whitespace collapsed to single spaces.
+pub fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Cut to [`MAX_SERVER_MESSAGE_CHARS`] characters, marked with `…` when cut.
+pub fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_SERVER_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
 fn snippet(body: &[u8]) -> String {
-    let line = one_line(&String::from_utf8_lossy(body));
+    let line = collapse(&String::from_utf8_lossy(body));
     if line.is_empty() {
         "(empty body)".to_owned()
     } else {

@@ -210,3 +210,35 @@ fn front_matter_parsing() {
         assert_eq!(front_matter(text), expected, "{text:?}");
     }
 }
+
+#[tokio::test]
+async fn a_skill_file_that_is_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    skill(dir.path(), "ok", RELEASE);
+    fs::create_dir_all(dir.path().join("skills/pipe")).unwrap();
+    crate::jobs::make_fifo(&dir.path().join("skills/pipe/SKILL.md"));
+    // The catalog leaves it out rather than waiting for a writer.
+    assert_eq!(
+        catalog(dir.path())
+            .into_iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>(),
+        ["ok"]
+    );
+    let h = Harness::auto(vec![Arc::new(LoadSkillTool)]);
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        h.call(
+            &ctx("lead", dir.path()),
+            "load_skill",
+            json!({"name": "pipe"}),
+        ),
+    )
+    .await
+    .expect("load_skill blocked on a FIFO");
+    assert_code(&outcome, "tool_failed");
+    assert_eq!(
+        outcome.content,
+        "Error [tool_failed]: cannot load skills/pipe/SKILL.md: not a regular file (a FIFO)"
+    );
+}

@@ -224,3 +224,37 @@ fn debug_of_a_config_hides_the_key() {
     assert!(!debug.contains("sk-very-secret"), "{debug}");
     assert!(debug.contains("ApiKey([redacted])"), "{debug}");
 }
+
+#[test]
+fn a_dotenv_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::jobs::make_fifo(&dir.path().join(".env"));
+    let workspace = dir.path().to_owned();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let loaded = ModelConfig::load_with_env(
+            &env(&[("OPENAI_API_KEY", "sk-0123456789"), ("OPENAI_MODEL", "m")]),
+            &workspace,
+            &ModelOverrides::default(),
+        );
+        let _ = tx.send(loaded);
+    });
+    let error = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("reading a FIFO .env blocked")
+        .unwrap_err();
+    assert_eq!(error.code(), "config_env_file");
+    assert!(error.to_string().contains(".env"), "{error}");
+    assert!(error.to_string().contains("a FIFO"), "{error}");
+}
+
+#[test]
+fn the_redactor_of_a_config_removes_its_key() {
+    let config = ModelConfig::new("sk-very-secret", "m");
+    assert_eq!(
+        config.redactor().redact("key=sk-very-secret."),
+        "key=[redacted]."
+    );
+    // A placeholder key (local servers ignore it) is not worth blotting out of every result.
+    assert!(ModelConfig::new("ollama", "m").redactor().is_empty());
+}

@@ -550,6 +550,51 @@ async fn unauthorized_is_a_one_line_model_auth_error_without_the_key() {
     assert_one_line_without_key(&error);
 }
 
+/// No part of the key longer than its `sk-test-` prefix.
+fn assert_no_part_of_the_key(text: &str) {
+    for len in 9..=KEY.len() {
+        for start in 0..=KEY.len() - len {
+            let part = &KEY[start..start + len];
+            assert!(!text.contains(part), "leaks {part:?} of the key: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_key_straddling_the_message_cut_is_redacted_whole() {
+    // Wherever the key falls around the 300-character cut, not a piece of it is shown: the
+    // server's text is redacted before it is cut.
+    for before in [285, 290, 295, 299, 300] {
+        for (status, body) in [
+            (
+                401,
+                json!({"error": {"message": format!("{} {KEY} tail", "x".repeat(before))}}),
+            ),
+            (
+                200,
+                json!({"choices": [], "error": format!("{} {KEY} tail", "y".repeat(before))}),
+            ),
+        ] {
+            let server = MockServer::start().await;
+            mount(&server, ResponseTemplate::new(status).set_body_json(body)).await;
+            let error = fails(&client(&config(&server))).await;
+            let text = error.to_string();
+            assert_one_line_without_key(&error);
+            assert_no_part_of_the_key(&text);
+            assert!(text.contains('…'), "{text}");
+        }
+        // A body that is not JSON at all is shown as a snippet, redacted the same way.
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            ResponseTemplate::new(200).set_body_string(format!("<{}{KEY}>", "z".repeat(before))),
+        )
+        .await;
+        let text = fails(&client(&config(&server))).await.to_string();
+        assert_no_part_of_the_key(&text);
+    }
+}
+
 #[tokio::test]
 async fn forbidden_is_model_auth_too() {
     let server = MockServer::start().await;

@@ -349,6 +349,7 @@ impl Fixture {
             shell_timeout: Duration::from_secs(10),
             watch: false,
             require_plans: false,
+            redactor: troupe::secrets::Redactor::default(),
         }
     }
 

@@ -268,3 +268,113 @@ async fn binary_files_are_refused_by_read_file() {
         "{content}"
     );
 }
+
+/// Guards a call that must not block: a hang fails the test instead of stalling the suite.
+async fn promptly<F: std::future::Future>(call: F) -> F::Output {
+    tokio::time::timeout(std::time::Duration::from_secs(20), call)
+        .await
+        .expect("the tool blocked instead of refusing the file")
+}
+
+#[tokio::test]
+async fn read_file_and_edit_file_refuse_a_fifo_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::jobs::make_fifo(&dir.path().join("pipe.txt"));
+    let (content, is_error) =
+        promptly(call(dir.path(), "read_file", json!({"path": "pipe.txt"}))).await;
+    assert!(is_error, "{content}");
+    assert!(content.starts_with("Error ["), "{content}");
+    assert!(content.contains("pipe.txt"), "{content}");
+    assert!(content.contains("not a regular file (a FIFO)"), "{content}");
+    let (content, is_error) = promptly(call(
+        dir.path(),
+        "edit_file",
+        json!({"path": "pipe.txt", "old_text": "a", "new_text": "b"}),
+    ))
+    .await;
+    assert!(is_error, "{content}");
+    assert!(content.contains("pipe.txt"), "{content}");
+    assert!(content.contains("not a regular file (a FIFO)"), "{content}");
+    // A symlink inside the workspace to the FIFO is refused the same way.
+    symlink(dir.path().join("pipe.txt"), dir.path().join("link.txt")).unwrap();
+    let (content, is_error) =
+        promptly(call(dir.path(), "read_file", json!({"path": "link.txt"}))).await;
+    assert!(is_error, "{content}");
+    assert!(content.contains("not a regular file (a FIFO)"), "{content}");
+}
+
+#[tokio::test]
+async fn read_file_of_a_huge_file_reads_only_what_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sparse terabyte: reading it whole is impossible; the tool must stop at its cap.
+    let size: u64 = 1 << 40;
+    fs::File::create(dir.path().join("huge.txt"))
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let max = troupe::tools::read_file::MAX_READ_BYTES;
+    let (content, is_error) =
+        promptly(call(dir.path(), "read_file", json!({"path": "huge.txt"}))).await;
+    assert!(
+        !is_error,
+        "{}",
+        &content[content.len().saturating_sub(300)..]
+    );
+    let note = format!("\n[cut at {max} of {size} bytes; use `limit` or shell tools for the rest]");
+    assert!(content.ends_with(&note), "{}", &content[max..]);
+    assert_eq!(content.len(), max + note.len());
+    assert!(content[..max].bytes().all(|b| b == 0));
+    // edit_file holds the whole file in memory: it refuses one this large before reading it.
+    let (content, is_error) = promptly(call(
+        dir.path(),
+        "edit_file",
+        json!({"path": "huge.txt", "old_text": "a", "new_text": "b"}),
+    ))
+    .await;
+    assert!(is_error);
+    assert_eq!(
+        content,
+        format!(
+            "Error [tool_failed]: huge.txt is {size} bytes, more than the {} bytes edit_file \
+             handles; use shell tools to change it",
+            troupe::tools::edit_file::MAX_EDIT_BYTES
+        )
+    );
+
+    // With `limit`, the first lines of a file too large to count them all.
+    let mut file = fs::File::create(dir.path().join("lines.txt")).unwrap();
+    std::io::Write::write_all(&mut file, b"one\ntwo\nthree\n").unwrap();
+    file.set_len(size).unwrap();
+    let (content, is_error) = promptly(call(
+        dir.path(),
+        "read_file",
+        json!({"path": "lines.txt", "limit": 2}),
+    ))
+    .await;
+    assert_eq!(
+        (content.as_str(), is_error),
+        (
+            format!("one\ntwo\n[showing the first 2 lines of a file of {size} bytes]").as_str(),
+            false
+        )
+    );
+}
+
+#[tokio::test]
+async fn read_file_cut_keeps_whole_characters_and_reads_past_binary_tails() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = troupe::tools::read_file::MAX_READ_BYTES;
+    // A two-byte character straddles the cut; binary bytes follow far after it.
+    let mut bytes = vec![b'a'; max - 1];
+    bytes.extend_from_slice("é".as_bytes());
+    bytes.extend_from_slice(&[b'b'; 10]);
+    bytes.extend_from_slice(&[0xff; 10]);
+    fs::write(dir.path().join("f.txt"), &bytes).unwrap();
+    let (content, is_error) = call(dir.path(), "read_file", json!({"path": "f.txt"})).await;
+    assert!(!is_error, "{}", &content[..100]);
+    let total = bytes.len();
+    assert_eq!(
+        &content[max - 3..],
+        format!("aa\n[cut at {max} of {total} bytes; use `limit` or shell tools for the rest]")
+    );
+}

@@ -91,3 +91,83 @@ async fn glob_is_confined_to_the_workspace() {
         );
     }
 }
+
+/// Writes `text` into `root/rel`, creating its folders.
+fn write(root: &std::path::Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn glob_skips_what_the_ignore_files_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    // No `.git` folder: the rules apply to any workspace, as they do for ripgrep's users.
+    write(
+        ws,
+        ".gitignore",
+        "target/\nnode_modules\n*.log\n!keep.log\n/only-root.txt\n",
+    );
+    for rel in [
+        "src/main.rs",
+        "target/debug/build.rs",
+        "node_modules/pkg/index.js",
+        "web/node_modules/pkg/index.js",
+        "web/app.js",
+        "a.log",
+        "keep.log",
+        "only-root.txt",
+        "sub/only-root.txt",
+        "sub/generated/out.rs",
+        "sub/kept.rs",
+        "notes/draft.md",
+        "notes/final.md",
+        "private/plan.md",
+    ] {
+        touch(ws, rel);
+    }
+    // A nested file's rules apply below its folder, and re-include what a parent ignored.
+    write(ws, "sub/.gitignore", "generated/\n!*.log\n");
+    touch(ws, "sub/x.log");
+    // `.ignore` (ripgrep's convention) and `.git/info/exclude` count too.
+    write(ws, "notes/.ignore", "draft.md\n");
+    write(ws, ".git/info/exclude", "private/\n");
+
+    let (content, is_error) = call(ws, "glob", json!({"pattern": "**/*.rs"})).await;
+    assert_eq!(
+        (content.as_str(), is_error),
+        ("src/main.rs\nsub/kept.rs", false)
+    );
+    let (content, _) = call(ws, "glob", json!({"pattern": "**/*.js"})).await;
+    assert_eq!(content, "web/app.js");
+    let (content, _) = call(ws, "glob", json!({"pattern": "**/*.log"})).await;
+    assert_eq!(content, "keep.log\nsub/x.log");
+    let (content, _) = call(ws, "glob", json!({"pattern": "**/only-root.txt"})).await;
+    assert_eq!(content, "sub/only-root.txt");
+    let (content, _) = call(ws, "glob", json!({"pattern": "**/*.md"})).await;
+    assert_eq!(content, "notes/final.md");
+    let (content, _) = call(ws, "glob", json!({"pattern": "*"})).await;
+    assert_eq!(content, "keep.log\nnotes\nsrc\nsub\nweb");
+
+    // A folder the pattern spells out is walked even when it is ignored.
+    let (content, _) = call(ws, "glob", json!({"pattern": "target/**/*.rs"})).await;
+    assert_eq!(content, "target/debug/build.rs");
+    let (content, _) = call(ws, "glob", json!({"pattern": "sub/generated/*"})).await;
+    assert_eq!(content, "sub/generated/out.rs");
+}
+
+#[tokio::test]
+async fn glob_does_not_block_on_an_ignore_file_that_is_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    touch(dir.path(), "a/b.rs");
+    crate::jobs::make_fifo(&dir.path().join(".gitignore"));
+    crate::jobs::make_fifo(&dir.path().join("a/.ignore"));
+    let (content, is_error) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        call(dir.path(), "glob", json!({"pattern": "**/*.rs"})),
+    )
+    .await
+    .expect("glob blocked on a FIFO");
+    assert_eq!((content.as_str(), is_error), ("a/b.rs", false));
+}
