@@ -106,7 +106,9 @@ impl Dispatcher {
         let arguments: Value = if raw_arguments.trim().is_empty() {
             Value::Object(serde_json::Map::new())
         } else {
-            match serde_json::from_str(raw_arguments) {
+            // Duplicate keys are refused: an approver must never be shown one value while the
+            // handler gets another.
+            match troupe_wire::strict::parse_json_str(raw_arguments, "") {
                 Ok(v) => v,
                 Err(e) => {
                     let error = ToolError::InvalidArguments(format!(

@@ -48,6 +48,30 @@ async fn invalid_json_arguments_are_invalid_arguments_and_never_run() {
 }
 
 #[tokio::test]
+async fn arguments_with_a_duplicate_key_are_refused_and_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dispatcher, tool, audit) = counting_dispatcher(Hooks::new());
+    let outcome = dispatcher
+        .dispatch(
+            &lead_ctx(dir.path()),
+            "count",
+            r#"{"text": "shown to the approver", "text": "run by the handler"}"#,
+        )
+        .await;
+    assert!(outcome.is_error);
+    assert!(
+        outcome
+            .content
+            .starts_with("Error [invalid_arguments]: the arguments of count are not valid JSON")
+            && outcome.content.contains("duplicate key \"text\""),
+        "{}",
+        outcome.content
+    );
+    assert_eq!(tool.calls(), 0);
+    assert!(audit.records().is_empty());
+}
+
+#[tokio::test]
 async fn schema_violations_name_the_path_and_never_run() {
     let dir = tempfile::tempdir().unwrap();
     let (dispatcher, tool, _) = counting_dispatcher(Hooks::new());
