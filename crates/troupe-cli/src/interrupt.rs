@@ -9,10 +9,7 @@
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::CliError;
-
-/// The exit code of an interrupted command (128 + SIGINT, as shells report it).
-pub const INTERRUPTED_EXIT: u8 = 130;
+use crate::error::{CliError, INTERRUPTED_EXIT};
 
 /// What the first interrupt fires, in this order.
 #[derive(Debug, Clone, Default)]

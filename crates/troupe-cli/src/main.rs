@@ -8,6 +8,7 @@
 
 mod args;
 mod commands;
+mod error;
 mod interrupt;
 mod observe;
 mod render;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::args::Cli;
-use crate::commands::CliError;
+use crate::error::CliError;
 
 fn main() -> ExitCode {
     // SAFETY: first thing in `main`, while the process has its one thread and nothing holds a

@@ -9,7 +9,7 @@ use troupe::jobs::{JobRecord, JobState};
 use troupe::store::tasks::TaskView;
 use troupe::wire::RequestStatus;
 
-use crate::commands::CliError;
+use crate::error::CliError;
 
 pub fn print_json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::failed)?;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use troupe_wire::{AgentName, TeammateRecord};
 
 use crate::agent::transcript::FileTranscript;
-use crate::agent::{RunObserver, Runner};
+use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::Clock;
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
@@ -46,7 +46,6 @@ use crate::tools::glob::GlobTool;
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
 use crate::tools::skills::{self, LoadSkillTool};
-use crate::tools::subagent::SubagentTool;
 use crate::tools::tasks::task_tools;
 use crate::tools::todo::TodoTool;
 use crate::tools::write_file::WriteFileTool;
@@ -397,7 +396,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     // An answer a dead process recorded but did not deliver is delivered now (before any worker).
     protocol_runtime.deliver_recorded_answers()?;
     // Jobs a dead run left `running` are over as far as troupe can tell: record them so.
-    let orphans = crate::jobs::record::settle_orphans(&layout, settings.clock.clone().now())
+    let orphans = crate::jobs::orphans::settle_orphans(&layout, settings.clock.clone().now())
         .map_err(|e| {
             IoError::new(
                 "settle",

@@ -11,12 +11,14 @@
 //! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client and a scripted model.
 //! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
 //! - [`permissions`]: pure rules, the policy, approval providers, the audit sink, hooks.
+//! - [`process`]: commands as child processes in their own process group: spawning, output
+//!   capping, killing the group — shared by the `shell` tool and background jobs.
+//! - [`sync`]: poison-tolerant locking of std mutexes, written once.
 //! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
 //! - [`cron`]: `schedule_cron` and the cron runtime that wakes the lead (`.troupe/cron.json`).
-//! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
 //! - [`secrets`]: the redactor that keeps the API key out of tool results, jobs and errors, and
 //!   taking the credential variables out of troupe's own environment at start.
 //! - [`demo`]: the scripted scenario of `troupe demo`.
@@ -26,7 +28,6 @@
 pub mod agent;
 pub mod bootstrap;
 pub mod clock;
-pub mod config;
 pub mod cron;
 pub mod demo;
 pub mod error;
@@ -36,8 +37,10 @@ pub mod jobs;
 pub mod layout;
 pub mod model;
 pub mod permissions;
+pub mod process;
 pub mod secrets;
 pub mod store;
+pub mod sync;
 pub mod team;
 pub mod tools;
 

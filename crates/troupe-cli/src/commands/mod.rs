@@ -8,97 +8,9 @@ mod review;
 mod run;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use crate::args::{Cli, Command};
-use crate::interrupt::INTERRUPTED_EXIT;
-
-/// How a command failed, which decides the exit code.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad input or missing configuration: exit 2.
-    Usage(String),
-    /// Anything else: exit 1.
-    Failed(String),
-    /// The team stopped without a final answer (turn limit): exit 3.
-    Incomplete(String),
-    /// Ctrl-C: exit 130.
-    Interrupted(String),
-}
-
-impl CliError {
-    pub fn failed(error: impl std::fmt::Display) -> Self {
-        Self::Failed(one_line(&error.to_string()))
-    }
-
-    /// A usage error found by clap (unknown flag, missing value, …), already rendered by it.
-    pub fn from_clap(error: &clap::Error) -> Self {
-        let rendered = error.render().to_string();
-        let first = rendered.lines().next().unwrap_or("invalid arguments");
-        Self::Usage(first.strip_prefix("error: ").unwrap_or(first).to_owned())
-    }
-
-    fn exit_code(&self) -> u8 {
-        match self {
-            Self::Usage(_) => 2,
-            Self::Failed(_) => 1,
-            Self::Incomplete(_) => 3,
-            Self::Interrupted(_) => INTERRUPTED_EXIT,
-        }
-    }
-
-    fn message(&self) -> &str {
-        match self {
-            Self::Usage(m) | Self::Failed(m) | Self::Incomplete(m) | Self::Interrupted(m) => m,
-        }
-    }
-
-    /// The stable code and the message without it. Every command ends a message with
-    /// ` [code]` when the error has one; the others get the code of their kind.
-    fn code_and_cause(&self) -> (&str, &str) {
-        let message = self.message();
-        let coded = message
-            .strip_suffix(']')
-            .and_then(|rest| rest.rsplit_once(" ["))
-            .filter(|(_, code)| {
-                !code.is_empty()
-                    && code
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            });
-        match coded {
-            Some((cause, code)) => (code, cause),
-            None => (
-                match self {
-                    Self::Usage(_) => "usage",
-                    Self::Failed(_) => "failed",
-                    Self::Incomplete(_) => "incomplete",
-                    Self::Interrupted(_) => "interrupted",
-                },
-                message,
-            ),
-        }
-    }
-
-    /// Tells the user and gives the exit code: one line `troupe: <cause> [<code>]` on stderr,
-    /// or, when JSON was asked for, one object `{"error":{"code","message"}}` on stdout and
-    /// nothing on stderr (the exit code is the same).
-    pub fn report(&self, json: bool) -> ExitCode {
-        if json {
-            let (code, cause) = self.code_and_cause();
-            let object = serde_json::json!({"error": {"code": code, "message": cause}});
-            let _ = crate::render::print_text(&format!("{object}\n"));
-        } else {
-            eprintln!("troupe: {}", self.message());
-        }
-        ExitCode::from(self.exit_code())
-    }
-}
-
-/// Errors are printed as one line, whatever they carry.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+pub use crate::error::CliError;
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -184,21 +96,5 @@ mod tests {
         for bad in ["", "m", "5x", "-5s", "0s", "0", "5m garbage", "1h30"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn errors_carry_a_stable_code() {
-        let coded = CliError::Failed("no mailbox for agent ghost [unknown_agent]".into());
-        assert_eq!(
-            coded.code_and_cause(),
-            ("unknown_agent", "no mailbox for agent ghost")
-        );
-        let plain = CliError::Usage("invalid agent name \"Lead\"".into());
-        assert_eq!(
-            plain.code_and_cause(),
-            ("usage", "invalid agent name \"Lead\"")
-        );
-        let odd = CliError::Failed("a message that ends [With Brackets]".into());
-        assert_eq!(odd.code_and_cause().0, "failed");
     }
 }

@@ -3,13 +3,16 @@
 //! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
+//! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
 
 pub mod history;
 pub mod observer;
 pub mod runner;
+pub mod subagent_tool;
 pub mod transcript;
 
 pub use history::History;
 pub use observer::{NullObserver, RunObserver};
 pub use runner::{Runner, RunnerError, TurnEnd, TurnOutcome};
+pub use subagent_tool::SubagentTool;

@@ -325,7 +325,5 @@ impl Shared {
 /// A poisoned lock only means another thread panicked mid-update; the job list is still a
 /// valid list, so carry on rather than take the lead down with it.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::sync::lock(mutex)
 }

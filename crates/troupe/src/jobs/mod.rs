@@ -6,6 +6,10 @@
 //!   end once as a [`JobCompletion`] on a channel, and stops every running job on `close`.
 //! - [`record`]: [`JobId`], the job statuses and the record file `.troupe/jobs/<job-id>.json`
 //!   (written at start as `running`, replaced once at the end), read back by `troupe jobs`.
+//! - [`orphans`]: jobs a killed run left behind: the `<job-id>.process` note naming a running
+//!   job's process group, and `settle_orphans`, which at start stops such a group (only when it
+//!   is provably the job's) and records the job `cancelled`. It builds on `record`, never the
+//!   reverse.
 //!
 //! **Architecture Invariant:** every job that was submitted successfully ends exactly once: one
 //! final record and one [`JobCompletion`] sent — whether it exited, timed out or was cancelled

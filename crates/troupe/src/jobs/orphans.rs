@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use troupe_wire::strict;
+use troupe_wire::{strict, UtcTime};
 
-use super::record::JobId;
+use super::record::{self, JobEnd, JobId, JobRecord, JobState};
 use super::JobError;
 use crate::layout::Layout;
+use crate::process::signal_group;
 use crate::store::durable;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
-use crate::tools::process::signal_group;
 
 /// How long an orphaned group gets between SIGTERM and SIGKILL.
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
@@ -140,6 +140,35 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
     };
     forget(layout, id);
     note
+}
+
+/// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
+/// such record was left by a run that is gone. What is left of its process group is stopped when
+/// it is provably the job's (see [`stop_orphan`]). Returns the ids.
+pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobError> {
+    let mut settled = Vec::new();
+    for record in record::read_all(layout)? {
+        if record.state != JobState::Running {
+            continue;
+        }
+        let id = record.id;
+        let what = stop_orphan(layout, id);
+        let finished = JobRecord {
+            state: JobState::Finished {
+                end: JobEnd::Cancelled,
+                exit_code: None,
+                finished_at_utc: now.max(record.started_at_utc),
+                output_tail: format!(
+                    "(the troupe run that started this job ended while it ran; {what}; its \
+                     output was not kept)"
+                ),
+            },
+            ..record
+        };
+        record::write(layout, &finished)?;
+        settled.push(id);
+    }
+    Ok(settled)
 }
 
 #[cfg(test)]

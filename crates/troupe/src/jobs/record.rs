@@ -313,35 +313,6 @@ fn read_one(path: &Path, name: &str) -> Result<JobRecord, JobError> {
     Ok(record)
 }
 
-/// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
-/// such record was left by a run that is gone. What is left of its process group is stopped when
-/// it is provably the job's (see `orphans`). Returns the ids.
-pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobError> {
-    let mut settled = Vec::new();
-    for record in read_all(layout)? {
-        if record.state != JobState::Running {
-            continue;
-        }
-        let id = record.id;
-        let what = super::orphans::stop_orphan(layout, id);
-        let finished = JobRecord {
-            state: JobState::Finished {
-                end: JobEnd::Cancelled,
-                exit_code: None,
-                finished_at_utc: now.max(record.started_at_utc),
-                output_tail: format!(
-                    "(the troupe run that started this job ended while it ran; {what}; its \
-                     output was not kept)"
-                ),
-            },
-            ..record
-        };
-        write(layout, &finished)?;
-        settled.push(id);
-    }
-    Ok(settled)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

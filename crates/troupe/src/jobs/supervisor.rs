@@ -31,9 +31,8 @@ use super::JobError;
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
+use crate::process::{CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP};
 use crate::secrets::Redactor;
-use crate::tools::process::{CappedOutput, Ending, GroupChild, Stop};
-use crate::tools::shell::OUTPUT_CAP;
 
 /// A job's default time limit. The run is not quiescent while a job runs, so a job that never
 /// ends (a dev server) would otherwise hold `troupe run` open for ever; half an hour leaves room
@@ -112,7 +111,7 @@ struct Tasks {
 impl Shared {
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
         // The lock guards plain bookkeeping that no panic can leave half-done.
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.tasks)
     }
 }
 

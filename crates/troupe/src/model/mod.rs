@@ -1,5 +1,6 @@
 //! The model layer: the [`ModelClient`] port and its two implementations.
 //!
+//! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
 //! - [`types`]: the conversation types (history, requests, responses), troupe's own shapes.
 //! - [`openai`]: the OpenAI Chat Completions client (any compatible server), with timeouts,
 //!   retries and a fallback model. HTTP transport in `openai/mod.rs`, JSON shape in `openai/wire.rs`.
@@ -9,6 +10,7 @@
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
 //! the composition root.
 
+pub mod config;
 pub mod openai;
 pub mod retry;
 pub mod scripted;

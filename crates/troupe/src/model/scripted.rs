@@ -44,7 +44,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -375,7 +375,7 @@ impl std::fmt::Debug for ScriptedModel {
 
 /// A panic in a test's responder must not hide every later assertion behind a poisoned lock.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    crate::sync::lock(mutex)
 }
 
 #[derive(Deserialize)]

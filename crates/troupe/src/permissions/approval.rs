@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
-use crate::tools::Effect;
+use super::effect::Effect;
 
 /// What a provider is asked about.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +196,7 @@ impl ApprovalProvider for TerminalApproval {
             .name("troupe-approval".to_owned())
             .spawn(move || {
                 let read = (|| -> std::io::Result<String> {
-                    let mut io = io.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let mut io = crate::sync::lock(&io);
                     io.output.write_all(prompt.as_bytes())?;
                     io.output.flush()?;
                     let mut line = String::new();

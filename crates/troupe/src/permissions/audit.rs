@@ -192,20 +192,14 @@ impl MemoryAuditSink {
     }
 
     pub fn records(&self) -> Vec<AuditRecord> {
-        self.records
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+        crate::sync::lock(&self.records).clone()
     }
 }
 
 impl AuditSink for MemoryAuditSink {
     fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
         let record = AuditRecord::stamp(entry, self.clock.now());
-        match self.records.lock() {
-            Ok(mut r) => r.push(record),
-            Err(poisoned) => poisoned.into_inner().push(record),
-        }
+        crate::sync::lock(&self.records).push(record);
         Ok(())
     }
 }

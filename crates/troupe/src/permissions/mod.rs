@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! - [`effect`]: what a tool declares — its effect and scope — and the rules judge.
 //! - [`rules`]: pure rules and how their verdicts combine (deny > ask > allow).
 //! - [`policy`]: rules + approval provider + audit sink; the default policy of SPEC §7.
 //! - [`approval`]: the `ApprovalProvider` port — automatic, deny-all, and the terminal prompt.
@@ -13,6 +14,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod effect;
 pub mod hooks;
 pub mod policy;
 pub mod rules;
@@ -21,6 +23,7 @@ pub use approval::{
     ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, TerminalApproval,
 };
 pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
+pub use effect::{Effect, Scope};
 pub use hooks::{HookDecision, Hooks, PostToolUse, PreToolUse};
 pub use policy::{PermissionDecision, PermissionPolicy};
 pub use rules::{Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict};

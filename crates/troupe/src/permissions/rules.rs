@@ -8,7 +8,7 @@
 use serde_json::Value;
 use troupe_wire::AgentName;
 
-use crate::tools::{Effect, Scope};
+use super::effect::{Effect, Scope};
 
 /// What the rules say about a call. Ordered by strength: `Allow < Ask < Deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

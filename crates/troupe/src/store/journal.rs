@@ -82,10 +82,7 @@ impl Journal {
 
     /// Appends `bytes` (whole lines, each ending with `\n`) after cutting any torn tail.
     pub fn append(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
-        let _thread = self
-            .appending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _thread = crate::sync::lock(&self.appending);
         self.file
             .lock()
             .map_err(|e| IoError::new("lock", &self.path, e))?;

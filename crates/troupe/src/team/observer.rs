@@ -50,14 +50,12 @@ pub struct RecordingObserver {
 
 impl RecordingObserver {
     pub fn updates(&self) -> Vec<TeamUpdate> {
-        self.updates.lock().map(|u| u.clone()).unwrap_or_default()
+        crate::sync::lock(&self.updates).clone()
     }
 }
 
 impl TeamObserver for RecordingObserver {
     fn update(&self, update: &TeamUpdate) {
-        if let Ok(mut updates) = self.updates.lock() {
-            updates.push(update.clone());
-        }
+        crate::sync::lock(&self.updates).push(update.clone());
     }
 }

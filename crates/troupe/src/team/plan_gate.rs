@@ -21,9 +21,9 @@ use std::sync::Arc;
 use troupe_wire::{RequestId, RequestStatus};
 
 use crate::clock::Clock;
+use crate::permissions::Effect;
 use crate::permissions::{Decision, PermissionRequest, PermissionRule, RuleVerdict};
 use crate::store::protocol::ProtocolStore;
-use crate::tools::Effect;
 
 /// Tools a gated teammate keeps: it must be able to talk and to submit a new plan.
 pub const UNGATED_TOOLS: [&str; 2] = ["send_message", "submit_plan"];

@@ -55,9 +55,7 @@ impl Roster {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<AgentName, TeammateRecord>> {
-        self.records
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.records)
     }
 
     pub fn get(&self, name: &AgentName) -> Option<TeammateRecord> {

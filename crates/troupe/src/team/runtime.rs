@@ -106,7 +106,7 @@ pub struct TeamRuntime {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(m)
 }
 
 impl TeamRuntime {

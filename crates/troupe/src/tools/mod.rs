@@ -27,13 +27,11 @@ pub mod confine;
 pub mod dispatch;
 pub mod edit_file;
 pub mod glob;
-pub mod process;
 pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
 pub mod skills;
-pub mod subagent;
 pub mod tasks;
 pub mod testing;
 pub mod todo;
@@ -42,7 +40,7 @@ pub mod write_file;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
@@ -50,6 +48,8 @@ use troupe_wire::AgentName;
 use crate::error::{tool_error_text, ErrorCode};
 use crate::secrets::Redactor;
 
+/// A tool declares its effect and scope; the permission rules judge them, so they live there.
+pub use crate::permissions::{Effect, Scope};
 pub use dispatch::{Dispatcher, ToolOutcome};
 pub use registry::{RegistryError, ToolRegistry};
 
@@ -63,46 +63,6 @@ pub fn base_tools(shell: shell::ShellTool) -> Vec<std::sync::Arc<dyn ToolHandler
         std::sync::Arc::new(edit_file::EditFileTool),
         std::sync::Arc::new(glob::GlobTool),
     ]
-}
-
-/// What a tool can do to the world. The default permission policy is keyed on it, together
-/// with the tool's [`Scope`] (SPEC §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Effect {
-    /// Looks, changes nothing.
-    Read,
-    /// Changes state: files in the workspace, or — for a tool whose [`Scope`] is
-    /// [`Scope::TroupeState`] — only troupe's own records.
-    Write,
-    /// Runs arbitrary programs.
-    Execute,
-    /// Acts on the team or the protocols (messages, spawning, plans).
-    External,
-}
-
-impl Effect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effect::Read => "read",
-            Effect::Write => "write",
-            Effect::Execute => "execute",
-            Effect::External => "external",
-        }
-    }
-}
-
-/// Where a tool's changes land. It does not soften the [`Effect`] (a bookkeeping tool still
-/// *writes*); it tells the default policy whose state is written (SPEC §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// The workspace, processes, the outside world: what a person may want to approve.
-    #[default]
-    World,
-    /// Only troupe's own bookkeeping — the todo list, the task board, cron jobs — never a
-    /// workspace file or a process. The default policy allows such writes without asking.
-    TroupeState,
 }
 
 /// How a tool is described to the model, and the effect the permission policy judges it by.

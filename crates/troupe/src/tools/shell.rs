@@ -26,17 +26,17 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::confine::Workspace;
-use super::process::{describe_duration, describe_status, CappedOutput, Ending, GroupChild, Stop};
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 use crate::error::ErrorCode;
 use crate::jobs::JobSupervisor;
+use crate::process::{
+    describe_duration, describe_status, CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP,
+};
 
-pub use super::process::SCRUBBED_ENV;
+pub use crate::process::SCRUBBED_ENV;
 
 /// The default time a command may run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// At most this many bytes of output reach the model: the first and last `OUTPUT_CAP / 2`.
-pub const OUTPUT_CAP: usize = 30_000;
 
 #[derive(Debug, Clone)]
 pub struct ShellTool {

@@ -59,9 +59,7 @@ impl TodoTool {
 
     /// The current list of `agent` (empty if it never wrote one).
     pub fn list(&self, agent: &AgentName) -> Vec<TodoItem> {
-        self.lists
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.lists)
             .get(agent)
             .cloned()
             .unwrap_or_default()
@@ -179,10 +177,7 @@ impl ToolHandler for TodoTool {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let todos = parse_todos(&args)?;
         let rendered = render_todos(&todos);
-        self.lists
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(ctx.agent.clone(), todos);
+        crate::sync::lock(&self.lists).insert(ctx.agent.clone(), todos);
         Ok(rendered)
     }
 }

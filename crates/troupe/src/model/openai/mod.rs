@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::retry::{jitter_sample, RetryPolicy};
 use super::types::{ModelRequest, ModelResponse};
 use super::{ModelClient, ModelError};
-use crate::config::{ApiKey, ModelConfig};
+use crate::model::config::{ApiKey, ModelConfig};
 use crate::secrets::Redactor;
 
 /// A [`ModelClient`] for the OpenAI Chat Completions API.

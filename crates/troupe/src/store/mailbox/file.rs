@@ -39,7 +39,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use troupe_wire::{AgentName, MailboxMessage, MessageId};
@@ -95,7 +95,7 @@ impl Folders {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The guarded data is a cache of the folders; a panic elsewhere cannot make it unsafe to use.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    crate::sync::lock(mutex)
 }
 
 fn io_error(action: &'static str, path: &Path, e: io::Error) -> MailboxError {

@@ -28,9 +28,7 @@ impl MemoryTaskBoard {
 
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
         // A panic elsewhere cannot leave a half-applied change: changes are one insert.
-        self.tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.tasks)
     }
 
     fn apply(&self, task: Result<Task, TaskError>, tasks: &mut Tasks) -> Result<Task, TaskError> {

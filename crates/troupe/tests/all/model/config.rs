@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use troupe::config::{ApiKey, ConfigError, ModelConfig, ModelOverrides, DEFAULT_BASE_URL};
 use troupe::error::ErrorCode;
+use troupe::model::config::{ApiKey, ConfigError, ModelConfig, ModelOverrides, DEFAULT_BASE_URL};
 use troupe::model::RetryPolicy;
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
-use troupe::config::ModelConfig;
 use troupe::error::ErrorCode;
+use troupe::model::config::ModelConfig;
 use troupe::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
     OpenAiClient, RetryPolicy, ToolCall, ToolSpec, Usage,

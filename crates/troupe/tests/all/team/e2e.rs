@@ -12,7 +12,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use troupe::bootstrap::{SameModel, LEAD_TOOLS, TEAMMATE_TOOLS};
-use troupe::config::ModelConfig;
+use troupe::model::config::ModelConfig;
 use troupe::model::{OpenAiClient, RetryPolicy};
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{RequestKind, RequestStatus, TeammateStatus};

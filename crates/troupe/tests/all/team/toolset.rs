@@ -9,7 +9,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use troupe::bootstrap::{SameModel, LEAD_TOOLS};
-use troupe::config::ModelConfig;
+use troupe::model::config::ModelConfig;
 use troupe::model::{OpenAiClient, RetryPolicy};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

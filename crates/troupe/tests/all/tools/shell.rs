@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use troupe::tools::shell::{ShellTool, OUTPUT_CAP};
+use troupe::process::OUTPUT_CAP;
+use troupe::tools::shell::ShellTool;
 
 use super::{base_dispatcher, call, lead_ctx};
 

@@ -20,6 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::secrets::Redactor;
 
+/// At most this many bytes of a command's output are kept — by the `shell` tool for the model
+/// and by a background job for its record: the first and last `OUTPUT_CAP / 2`.
+pub const OUTPUT_CAP: usize = 30_000;
+
 /// Variables removed from the command's environment: the model must not be able to print the
 /// credentials troupe itself runs with. (The CLI also takes them out of troupe's own
 /// environment at start: `crate::secrets::environment`.)

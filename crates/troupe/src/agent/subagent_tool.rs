@@ -12,10 +12,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{Dispatcher, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
-use crate::agent::{RunObserver, Runner, TurnEnd};
+use super::{RunObserver, Runner, TurnEnd};
 use crate::error::ErrorCode;
 use crate::model::ModelClient;
+use crate::tools::{Dispatcher, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 pub struct SubagentTool {
     model: Arc<dyn ModelClient>,
