@@ -1,12 +1,18 @@
 //! The composition root: the only place where concrete adapters are chosen and wired.
 //!
-//! It builds, in dependency order: the run lock and recovery; one mailbox store (shared by the
-//! teammate runtime and the protocol runtime — [`TeamRuntime::new`] refuses anything else); the
-//! protocol store; the audit sink and the base permission policy; the lead's tools and runner;
+//! [`build_team`] builds, in dependency order: the run lock ([`take_run_lock`]); the stores —
+//! one mailbox store after recovery, the protocol store, the audit sink, the task board
+//! ([`open_stores`]); what a dead run left half done — recorded answers delivered, orphan jobs
+//! settled ([`finish_earlier_run`]); the base permission policy; background jobs and cron; the
+//! team runtime, which builds its own postman and protocol runtime on the one mailbox store;
 //! the teammate factory, whose policy for each teammate is the base policy `with_rules([its plan
-//! gate])` (gated from its first call when its record says `plan_required` or the run requires
-//! plans); the mailbox watch. Closing runs in reverse: teammates first (workers cancelled at
-//! safe points, in-flight messages released), then the watch, then the run lock.
+//! gate])` ([`teammate_factory`]); the lead's tools in [`LEAD_TOOLS`] order ([`lead_tools`]) and
+//! runner; the mailbox watch. [`Team::close`] runs in reverse: teammates (workers cancelled at
+//! safe points, in-flight messages released), then cron, then background jobs (whole process
+//! groups stopped), then the watch and the run lock.
+//!
+//! The commands that work on a workspace without running a team get their adapters here too:
+//! [`inspector`] for the read-only views, [`PlanReview`] for `troupe review`.
 //!
 //! Every dispatcher (lead, subagent, teammates) and the job supervisor get the one [`Redactor`]
 //! of the settings, so no tool result or job output holds the API key.
@@ -15,14 +21,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_wire::{AgentName, TeammateRecord};
+use troupe_wire::{AgentName, TeamRoster, TeammateRecord};
 
 use crate::agent::transcript::FileTranscript;
 use crate::agent::{RunObserver, Runner, SubagentTool};
-use crate::clock::Clock;
+use crate::clock::{Clock, SystemClock};
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
-use crate::ids::IdGenerator;
+use crate::ids::{IdGenerator, RandomIds};
+use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
 use crate::model::ModelClient;
@@ -38,11 +45,9 @@ use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate
 use crate::team::watch::{self, MailboxWatch, WatchError};
 use crate::team::{Driver, ExternalEvents};
 use crate::team::{
-    GateStart, PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle, TeamObserver,
-    TeamRuntime, TeammateFactory,
+    GateStart, NoTeamObserver, PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle,
+    TeamObserver, TeamPorts, TeamRuntime, TeammateFactory,
 };
-use crate::tools::edit_file::EditFileTool;
-use crate::tools::glob::GlobTool;
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
 use crate::tools::skills::{self, LoadSkillTool};
@@ -153,6 +158,8 @@ pub enum BootstrapError {
     Watch(#[from] WatchError),
     #[error(transparent)]
     Cron(#[from] CronError),
+    #[error(transparent)]
+    Inspect(#[from] InspectError),
 }
 
 impl ErrorCode for BootstrapError {
@@ -167,6 +174,7 @@ impl ErrorCode for BootstrapError {
             Self::Team(e) => e.code(),
             Self::Watch(_) => "watch_failed",
             Self::Cron(e) => e.code(),
+            Self::Inspect(e) => e.code(),
         }
     }
 }
@@ -282,12 +290,105 @@ pub fn teammate_system_prompt(
     )
 }
 
-fn registry(tools: Vec<Arc<dyn ToolHandler>>) -> Result<ToolRegistry, RegistryError> {
-    let mut registry = ToolRegistry::new();
+/// A registry of `tools` offered in the order of `names` (which must name each exactly once):
+/// the order is written once, in [`LEAD_TOOLS`] / [`TEAMMATE_TOOLS`], not again where the
+/// tools are built.
+fn registry_in_order(
+    tools: Vec<Arc<dyn ToolHandler>>,
+    names: &[&str],
+) -> Result<ToolRegistry, RegistryError> {
+    let mut all = ToolRegistry::new();
     for tool in tools {
-        registry.register(tool)?;
+        all.register(tool)?;
     }
-    Ok(registry)
+    if let Some(extra) = all.names().into_iter().find(|name| !names.contains(name)) {
+        return Err(RegistryError::Unknown(extra.to_owned()));
+    }
+    all.select(names)
+}
+
+/// The stores of a run, opened once; recovery has put claimed messages back to `ready/`.
+struct Stores {
+    mailbox: Arc<dyn MailboxStore>,
+    protocol: Arc<dyn ProtocolStore>,
+    audit: Arc<JsonlAuditSink>,
+    board: Arc<dyn TaskBoard>,
+    /// How many messages recovery moved back to ready.
+    recovered: usize,
+}
+
+/// Opens the stores; messages a dead run left in `processing/` go back to `ready/`.
+fn open_stores(layout: &Layout, settings: &TeamSettings) -> Result<Stores, BootstrapError> {
+    let file_mailbox = FileMailboxStore::new(layout, settings.clock.clone());
+    let mut recovered = 0;
+    for agent in file_mailbox.agents()? {
+        recovered += file_mailbox.recover(&agent)?.released.len();
+    }
+    Ok(Stores {
+        mailbox: Arc::new(file_mailbox),
+        protocol: Arc::new(JsonProtocolStore::open(
+            layout,
+            settings.clock.clone(),
+            settings.ids.clone(),
+        )?),
+        audit: Arc::new(JsonlAuditSink::open(layout, settings.clock.clone())?),
+        board: Arc::new(FileTaskBoard::new(
+            layout,
+            settings.clock.clone(),
+            settings.ids.clone(),
+        )),
+        recovered,
+    })
+}
+
+/// Takes the workspace's run lock and writes who holds it; `Busy` when another run has it.
+fn take_run_lock(layout: &Layout, clock: &dyn Clock) -> Result<LockGuard, BootstrapError> {
+    durable::ensure_real_dir(&layout.state_dir())?;
+    let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
+        Ok(guard) => guard,
+        Err(holder) => {
+            let holder = if holder.is_empty() {
+                "unknown holder".to_owned()
+            } else {
+                holder
+            };
+            return Err(BootstrapError::Busy { holder });
+        }
+    };
+    run_lock.write_holder(&format!("pid {} since {}", std::process::id(), clock.now()))?;
+    Ok(run_lock)
+}
+
+/// What a dead run left half done: answers recorded but not delivered are delivered (before any
+/// worker runs: this postman wakes nobody), jobs still marked running are settled.
+fn finish_earlier_run(
+    layout: &Layout,
+    settings: &TeamSettings,
+    stores: &Stores,
+) -> Result<(), BootstrapError> {
+    let postman = Arc::new(Postman::new(
+        stores.mailbox.clone(),
+        settings.clock.clone(),
+        settings.ids.clone(),
+        settings.team_observer.clone(),
+    ));
+    ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
+        .deliver_recorded_answers()?;
+    let orphans =
+        crate::jobs::orphans::settle_orphans(layout, settings.clock.now()).map_err(|e| {
+            IoError::new(
+                "settle",
+                &layout.jobs_dir(),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+    if !orphans.is_empty() {
+        tracing::warn!(
+            "{} background job(s) of an earlier run were still marked running",
+            orphans.len()
+        );
+    }
+    Ok(())
 }
 
 struct Factory {
@@ -320,17 +421,20 @@ impl TeammateFactory for Factory {
         let policy = self
             .policy
             .with_rules([Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>]);
-        let tools = registry(vec![
-            Arc::new(
-                ShellTool::new()
-                    .with_timeout(self.shell_timeout)
-                    .with_jobs(self.jobs.clone()),
-            ),
-            Arc::new(ReadFileTool),
-            Arc::new(WriteFileTool),
-            Arc::new(SendMessage(team.clone())),
-            Arc::new(SubmitPlan(team)),
-        ])
+        let tools = registry_in_order(
+            vec![
+                Arc::new(
+                    ShellTool::new()
+                        .with_timeout(self.shell_timeout)
+                        .with_jobs(self.jobs.clone()),
+                ),
+                Arc::new(ReadFileTool),
+                Arc::new(WriteFileTool),
+                Arc::new(SendMessage(team.clone())),
+                Arc::new(SubmitPlan(team)),
+            ],
+            &TEAMMATE_TOOLS,
+        )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
         let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
             .with_redactor(self.redactor.clone());
@@ -347,69 +451,83 @@ impl TeammateFactory for Factory {
     }
 }
 
+/// The factory of teammates' runners: the base policy plus each teammate's plan gate, the
+/// teammate tools, the same redactor and jobs as the lead.
+fn teammate_factory(
+    layout: &Layout,
+    settings: &TeamSettings,
+    stores: &Stores,
+    policy: &PermissionPolicy,
+    jobs: &Arc<JobSupervisor>,
+) -> Arc<Factory> {
+    Arc::new(Factory {
+        layout: layout.clone(),
+        workspace: settings.workspace.clone(),
+        jobs: jobs.clone(),
+        models: settings.models.clone(),
+        policy: policy.clone(),
+        protocol: stores.protocol.clone(),
+        clock: settings.clock.clone(),
+        require_plans: settings.require_plans,
+        run_observer: settings.run_observer.clone(),
+        max_turns: settings.max_turns,
+        shell_timeout: settings.shell_timeout,
+        redactor: settings.redactor.clone(),
+    })
+}
+
+/// The lead's tools, in [`LEAD_TOOLS`] order: the base agent's, the subagent (`task`, with the
+/// base tools under the lead's policy, no background jobs: a one-shot helper must not leave work
+/// running), the task board, cron, and the team and protocol tools.
+fn lead_tools(
+    settings: &TeamSettings,
+    stores: &Stores,
+    policy: &PermissionPolicy,
+    jobs: &Arc<JobSupervisor>,
+    cron: &CronRuntime,
+    team: &TeamHandle,
+) -> Result<ToolRegistry, RegistryError> {
+    let subagent_tools = registry_in_order(
+        base_tools(ShellTool::new().with_timeout(settings.shell_timeout)),
+        &LEAD_TOOLS[..5],
+    )?;
+    let subagent = SubagentTool::new(
+        settings.models.model_for(&AgentName::lead()),
+        Arc::new(
+            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), Hooks::new())
+                .with_redactor(settings.redactor.clone()),
+        ),
+        settings.run_observer.clone(),
+        settings.max_turns,
+    );
+    let mut tools: Vec<Arc<dyn ToolHandler>> = base_tools(
+        ShellTool::new()
+            .with_timeout(settings.shell_timeout)
+            .with_jobs(jobs.clone()),
+    );
+    tools.extend([
+        Arc::new(TodoTool::new()) as Arc<dyn ToolHandler>,
+        Arc::new(subagent),
+        Arc::new(LoadSkillTool),
+        Arc::new(ScheduleCronTool::new(cron.clone())),
+        Arc::new(SpawnTeammate(team.clone())),
+        Arc::new(SendMessage(team.clone())),
+        Arc::new(RequestShutdown(team.clone())),
+        Arc::new(ReviewPlan(team.clone())),
+    ]);
+    tools.extend(task_tools(stores.board.clone()));
+    registry_in_order(tools, &LEAD_TOOLS)
+}
+
 /// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
 pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     let layout = Layout::new(&settings.workspace);
-    durable::ensure_real_dir(&layout.state_dir())?;
-    let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
-        Ok(guard) => guard,
-        Err(holder) => {
-            let holder = if holder.is_empty() {
-                "unknown holder".to_owned()
-            } else {
-                holder
-            };
-            return Err(BootstrapError::Busy { holder });
-        }
-    };
-    run_lock.write_holder(&format!(
-        "pid {} since {}",
-        std::process::id(),
-        settings.clock.now()
-    ))?;
+    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    let stores = open_stores(&layout, &settings)?;
+    finish_earlier_run(&layout, &settings, &stores)?;
+    let base_policy =
+        PermissionPolicy::default_policy(settings.approval.clone(), stores.audit.clone());
 
-    let file_mailbox = FileMailboxStore::new(&layout, settings.clock.clone());
-    let mut recovered = 0;
-    for agent in file_mailbox.agents()? {
-        recovered += file_mailbox.recover(&agent)?.released.len();
-    }
-    let mailbox: Arc<dyn MailboxStore> = Arc::new(file_mailbox);
-    let protocol: Arc<dyn ProtocolStore> = Arc::new(JsonProtocolStore::open(
-        &layout,
-        settings.clock.clone(),
-        settings.ids.clone(),
-    )?);
-    let audit = Arc::new(JsonlAuditSink::open(&layout, settings.clock.clone())?);
-    let base_policy = PermissionPolicy::default_policy(settings.approval.clone(), audit);
-
-    let postman = Arc::new(Postman::new(
-        mailbox.clone(),
-        settings.clock.clone(),
-        settings.ids.clone(),
-        settings.team_observer.clone(),
-    ));
-    let protocol_runtime = Arc::new(ProtocolRuntime::new(
-        protocol.clone(),
-        postman.clone(),
-        settings.request_ttl,
-    ));
-    // An answer a dead process recorded but did not deliver is delivered now (before any worker).
-    protocol_runtime.deliver_recorded_answers()?;
-    // Jobs a dead run left `running` are over as far as troupe can tell: record them so.
-    let orphans = crate::jobs::orphans::settle_orphans(&layout, settings.clock.clone().now())
-        .map_err(|e| {
-            IoError::new(
-                "settle",
-                &layout.jobs_dir(),
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
-    if !orphans.is_empty() {
-        tracing::warn!(
-            "{} background job(s) of an earlier run were still marked running",
-            orphans.len()
-        );
-    }
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
     let jobs = Arc::new(
         JobSupervisor::new(
@@ -429,74 +547,33 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     )?;
     cron.start()?;
 
-    let factory = Arc::new(Factory {
-        layout: layout.clone(),
-        workspace: settings.workspace.clone(),
-        jobs: jobs.clone(),
-        models: settings.models.clone(),
-        policy: base_policy.clone(),
-        protocol: protocol.clone(),
-        clock: settings.clock.clone(),
-        require_plans: settings.require_plans,
-        run_observer: settings.run_observer.clone(),
-        max_turns: settings.max_turns,
-        shell_timeout: settings.shell_timeout,
-        redactor: settings.redactor.clone(),
-    });
-    let runtime = TeamRuntime::new(layout.clone(), postman.clone(), protocol_runtime, factory)?;
-
-    let handle = runtime.handle();
+    let runtime = TeamRuntime::new(
+        layout.clone(),
+        TeamPorts {
+            mailbox: stores.mailbox.clone(),
+            protocol: stores.protocol.clone(),
+            clock: settings.clock.clone(),
+            ids: settings.ids.clone(),
+            observer: settings.team_observer.clone(),
+            request_ttl: settings.request_ttl,
+        },
+        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs),
+    )?;
+    let tools = lead_tools(
+        &settings,
+        &stores,
+        &base_policy,
+        &jobs,
+        &cron,
+        &runtime.handle(),
+    )?;
     let lead_name = AgentName::lead();
-    let lead_model = settings.models.model_for(&lead_name);
-    // The subagent: the base tools (no team, protocol or task tool; no background jobs: a
-    // one-shot helper must not leave work running) under the lead's own policy.
-    let subagent_tools = registry(base_tools(
-        ShellTool::new().with_timeout(settings.shell_timeout),
-    ))?;
-    let subagent = SubagentTool::new(
-        lead_model.clone(),
-        Arc::new(
-            Dispatcher::new(Arc::new(subagent_tools), base_policy.clone(), Hooks::new())
-                .with_redactor(settings.redactor.clone()),
-        ),
-        settings.run_observer.clone(),
-        settings.max_turns,
-    );
-    let board: Arc<dyn TaskBoard> = Arc::new(FileTaskBoard::new(
-        &layout,
-        settings.clock.clone(),
-        settings.ids.clone(),
-    ));
-    // SPEC §4.1 order: the base agent's sixteen tools, then the two protocol tools.
-    let mut lead_tools: Vec<Arc<dyn ToolHandler>> = vec![
-        Arc::new(
-            ShellTool::new()
-                .with_timeout(settings.shell_timeout)
-                .with_jobs(jobs.clone()),
-        ),
-        Arc::new(ReadFileTool),
-        Arc::new(WriteFileTool),
-        Arc::new(EditFileTool),
-        Arc::new(GlobTool),
-        Arc::new(TodoTool::new()),
-        Arc::new(subagent),
-        Arc::new(LoadSkillTool),
-    ];
-    lead_tools.extend(task_tools(board));
-    lead_tools.extend([
-        Arc::new(ScheduleCronTool::new(cron.clone())) as Arc<dyn ToolHandler>,
-        Arc::new(SpawnTeammate(handle.clone())),
-        Arc::new(SendMessage(handle.clone())),
-        Arc::new(RequestShutdown(handle.clone())),
-        Arc::new(ReviewPlan(handle)),
-    ]);
-    let lead_tools = registry(lead_tools)?;
     let lead = Runner::new(
         lead_name.clone(),
         lead_system_prompt(&settings.workspace, settings.require_plans),
-        lead_model,
+        settings.models.model_for(&lead_name),
         Arc::new(
-            Dispatcher::new(Arc::new(lead_tools), base_policy, Hooks::new())
+            Dispatcher::new(Arc::new(tools), base_policy, Hooks::new())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.workspace.clone(),
@@ -506,7 +583,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
 
     let watch = if settings.watch {
-        Some(watch::start(&layout, postman)?)
+        Some(watch::start(&layout, runtime.postman().clone())?)
     } else {
         None
     };
@@ -514,9 +591,9 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     Ok(Team {
         runtime,
         lead,
-        mailbox,
-        protocol,
-        recovered,
+        mailbox: stores.mailbox,
+        protocol: stores.protocol,
+        recovered: stores.recovered,
         cron,
         jobs,
         job_completions: Some(job_completions),
@@ -524,4 +601,54 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         watch,
         _run_lock: run_lock,
     })
+}
+
+/// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,
+/// `cron`), on the system clock.
+pub fn inspector(workspace: &std::path::Path) -> Inspector {
+    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+}
+
+/// `troupe review`: answering a plan request as the lead from outside a run — the protocol
+/// store, a postman on the file mailboxes (it wakes nobody: the running team's watch sees the
+/// answer arrive), and the roster from `team.json` for the "is its sender still there" rule.
+pub struct PlanReview {
+    pub store: Arc<dyn ProtocolStore>,
+    pub protocol: ProtocolRuntime,
+    layout: Layout,
+}
+
+impl PlanReview {
+    /// Opens the workspace's protocol store; `None` when it has no protocol requests.
+    pub fn open(workspace: &std::path::Path) -> Result<Option<Self>, BootstrapError> {
+        let layout = Layout::new(workspace);
+        if !layout.protocol_dir().is_dir() {
+            return Ok(None);
+        }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let ids: Arc<dyn IdGenerator> = Arc::new(RandomIds);
+        let store: Arc<dyn ProtocolStore> = Arc::new(JsonProtocolStore::open(
+            &layout,
+            clock.clone(),
+            ids.clone(),
+        )?);
+        let postman = Arc::new(Postman::new(
+            Arc::new(FileMailboxStore::new(&layout, clock.clone())),
+            clock,
+            ids,
+            Arc::new(NoTeamObserver),
+        ));
+        // The TTL is unused: a review only answers existing requests.
+        let protocol = ProtocolRuntime::new(store.clone(), postman, Duration::from_secs(300));
+        Ok(Some(Self {
+            store,
+            protocol,
+            layout,
+        }))
+    }
+
+    /// The roster as `team.json` has it now (read when asked: the run may change it).
+    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+        read_roster(&self.layout.team_file())
+    }
 }

@@ -85,7 +85,6 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         .collect::<Result<_, _>>()?;
     for name in &names {
         team.runtime
-            .inner()
             .spawn_teammate(name, "benchmark", "say ok")
             .map_err(|e| e.to_string())?;
         wait_for(&rx, "a teammate to go idle", |u| {

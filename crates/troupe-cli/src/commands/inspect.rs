@@ -2,12 +2,9 @@
 //! whether or not a run is going.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use troupe::clock::SystemClock;
 use troupe::error::ErrorCode;
 use troupe::inspect::{InspectError, Inspector};
-use troupe::layout::Layout;
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, RequestStatus};
 
@@ -15,7 +12,7 @@ use super::CliError;
 use crate::render;
 
 fn inspector(workspace: &Path) -> Inspector {
-    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+    troupe::bootstrap::inspector(workspace)
 }
 
 fn inspect_failed(error: InspectError) -> CliError {

@@ -5,17 +5,10 @@
 //! unique prefix of at least 8 characters for the request id (people type these).
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
-use troupe::clock::{Clock, SystemClock};
+use troupe::bootstrap::PlanReview;
 use troupe::error::ErrorCode;
-use troupe::ids::RandomIds;
-use troupe::inspect::{read_roster, RequestIdError, RequestIdInput};
-use troupe::layout::Layout;
-use troupe::store::mailbox::FileMailboxStore;
-use troupe::store::protocol::JsonProtocolStore;
-use troupe::team::{NoTeamObserver, Postman, ProtocolRuntime};
+use troupe::inspect::{RequestIdError, RequestIdInput};
 use troupe::wire::AgentName;
 
 use super::CliError;
@@ -28,32 +21,23 @@ pub fn review(
     feedback: Option<String>,
 ) -> Result<(), CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::Usage(e.to_string()))?;
-    let layout = Layout::new(workspace);
-    if !layout.protocol_dir().is_dir() {
-        return Err(CliError::Failed(format!(
-            "no protocol requests in {} [protocol_not_found]",
-            workspace.display()
-        )));
-    }
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = JsonProtocolStore::open(&layout, clock.clone(), Arc::new(RandomIds))
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-    let request_id = given.resolve(&store).map_err(|e| match e {
+    let review = PlanReview::open(workspace)
+        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?
+        .ok_or_else(|| {
+            CliError::Failed(format!(
+                "no protocol requests in {} [protocol_not_found]",
+                workspace.display()
+            ))
+        })?;
+    let request_id = given.resolve(review.store.as_ref()).map_err(|e| match e {
         RequestIdError::Ambiguous { .. } => CliError::Usage(e.to_string()),
         e => CliError::failed(format_args!("{e} [{}]", e.code())),
     })?;
-    let roster = read_roster(&layout.team_file())
+    let roster = review
+        .roster()
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-    let mailbox = FileMailboxStore::new(&layout, clock.clone());
-    let postman = Arc::new(Postman::new(
-        Arc::new(mailbox),
-        clock,
-        Arc::new(RandomIds),
-        Arc::new(NoTeamObserver),
-    ));
-    // The TTL is unused: review only answers existing requests.
-    let protocol = ProtocolRuntime::new(Arc::new(store), postman, Duration::from_secs(300));
-    let response = protocol
+    let response = review
+        .protocol
         .review_plan(
             &AgentName::lead(),
             request_id,

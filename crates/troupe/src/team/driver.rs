@@ -7,7 +7,7 @@
 //! retried later without another model call: the event's key is already in the history, so it is
 //! not appended again and no turn runs for it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,13 +19,14 @@ use troupe_wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestStatus}
 use super::error::TeamError;
 use super::events::{EventSource, LeadEvent};
 use super::observer::TeamUpdate;
+use super::protocol::{classify, quarantine_and_report, Triage};
 use super::runtime::TeamRuntime;
 use crate::agent::{Runner, RunnerError, TurnEnd};
 use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
 
-/// How long the driver waits before retrying a failed ack, and the most retries.
+/// How long the driver waits before retrying a failed ack, and the most retries of one event.
 const ACK_RETRY_DELAY: Duration = Duration::from_millis(200);
 const ACK_RETRIES: u32 = 25;
 
@@ -78,7 +79,8 @@ pub struct Driver {
     unfinished: Vec<LeadEvent>,
     /// Requests whose expiry was already reported.
     expired_noticed: HashSet<troupe_wire::RequestId>,
-    ack_failures: u32,
+    /// Failed finishing attempts per unfinished event (by key): each event has its own budget.
+    retries: HashMap<String, u32>,
     /// Teammate failures reported so far (keys their events).
     failures_seen: usize,
 }
@@ -95,7 +97,7 @@ impl Driver {
             buffered: Vec::new(),
             unfinished: Vec::new(),
             expired_noticed: HashSet::new(),
-            ack_failures: 0,
+            retries: HashMap::new(),
             failures_seen: 0,
         }
     }
@@ -108,7 +110,7 @@ impl Driver {
                 events.push(LeadEvent::job(completion));
             }
         }
-        let now = self.team.postman().clock().now();
+        let now = self.team.clock().now();
         for (name, reason) in self.team.take_failures() {
             self.failures_seen += 1;
             events.push(LeadEvent::teammate_failed(
@@ -175,7 +177,9 @@ impl Driver {
                 continue;
             }
             let next_expiry = self.next_expiry()?;
-            if self.quiescent(next_expiry.is_some())? {
+            // Quiet by every measure, then the channels: an event that arrived meanwhile is
+            // buffered and runs next round instead of being lost.
+            if self.is_quiescent(next_expiry.is_some())? && !self.drain_late_events() {
                 return Ok(outcome);
             }
             let wait = next_expiry.unwrap_or(Duration::from_secs(3600));
@@ -200,7 +204,7 @@ impl Driver {
         let store = self.team.protocol().store().clone();
         let mut events = Vec::new();
         while let Some(message) = mailbox.claim(&lead).map_err(TeamError::from)? {
-            let verdict = match &message {
+            let verdict: Result<(), _> = match &message {
                 MailboxMessage::Ordinary(_) => Ok(()),
                 MailboxMessage::Protocol(p) => match p.kind() {
                     ProtocolMessageKind::ShutdownResponse => store.validate_response(p).map(|_| ()),
@@ -213,12 +217,10 @@ impl Driver {
                     }),
                 },
             };
-            match verdict {
-                Ok(()) => events.push(LeadEvent::from_message(message)),
-                Err(e) if TeamError::is_invalid_message(&e) => {
-                    self.quarantine(&message, &e.to_string())?;
-                }
-                Err(e) => {
+            match classify(verdict) {
+                Triage::Ok(()) => events.push(LeadEvent::from_message(message)),
+                Triage::Quarantine(e) => self.quarantine(&message, &e.to_string())?,
+                Triage::Storage(e) => {
                     let _ = mailbox.release(&lead, message.id());
                     return Err(TeamError::from(e).into());
                 }
@@ -228,18 +230,14 @@ impl Driver {
     }
 
     fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), DriveError> {
-        self.team
-            .mailbox()
-            .quarantine(&AgentName::lead(), message.id(), reason)
-            .map_err(TeamError::from)?;
-        self.team
-            .postman()
-            .observer()
-            .update(&TeamUpdate::Quarantined {
-                agent: AgentName::lead(),
-                message: message.id().to_string(),
-                reason: reason.to_owned(),
-            });
+        quarantine_and_report(
+            self.team.mailbox().as_ref(),
+            self.team.postman().observer().as_ref(),
+            &AgentName::lead(),
+            message,
+            reason,
+        )
+        .map_err(TeamError::from)?;
         Ok(())
     }
 
@@ -250,8 +248,8 @@ impl Driver {
         };
         if let MailboxMessage::Protocol(p) = message {
             if p.kind() == ProtocolMessageKind::ShutdownResponse {
-                match self.team.protocol().store().consume_response(p) {
-                    Ok(consumed) => {
+                match classify(self.team.protocol().store().consume_response(p)) {
+                    Triage::Ok(consumed) => {
                         if !consumed.replayed {
                             self.team
                                 .postman()
@@ -259,16 +257,17 @@ impl Driver {
                                 .update(&TeamUpdate::Resolved(consumed.request));
                         }
                     }
-                    Err(e) if TeamError::is_invalid_message(&e) => {
+                    Triage::Quarantine(e) => {
+                        self.retries.remove(&event.key);
                         return self.quarantine(message, &e.to_string());
                     }
-                    Err(e) => return self.retry_later(event, e.to_string()),
+                    Triage::Storage(e) => return self.retry_later(event, e.to_string()),
                 }
             }
         }
         match self.team.mailbox().ack(&AgentName::lead(), message) {
             Ok(_) => {
-                self.ack_failures = 0;
+                self.retries.remove(&event.key);
                 Ok(())
             }
             Err(e) => self.retry_later(event, e.to_string()),
@@ -276,8 +275,9 @@ impl Driver {
     }
 
     fn retry_later(&mut self, event: LeadEvent, cause: String) -> Result<(), DriveError> {
-        self.ack_failures += 1;
-        if self.ack_failures > ACK_RETRIES {
+        let tries = self.retries.entry(event.key.clone()).or_insert(0);
+        *tries += 1;
+        if *tries > ACK_RETRIES {
             return Err(DriveError::AckGaveUp {
                 key: event.key,
                 cause,
@@ -292,7 +292,7 @@ impl Driver {
     /// expiry is told to the teammate by a message.
     fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
         let store = self.team.protocol().store().clone();
-        let now = self.team.postman().clock().now();
+        let now = self.team.clock().now();
         let mut events = Vec::new();
         for request in store.pending().map_err(TeamError::from)? {
             if request.status_at(now) != RequestStatus::Expired
@@ -306,7 +306,7 @@ impl Driver {
                 .update(&TeamUpdate::Expired(request.clone()));
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
-            } else if self.team.inner().check_reachable(request.sender()).is_ok() {
+            } else if self.team.check_reachable(request.sender()).is_ok() {
                 let text = format!(
                     "Your {} request {} expired at {} without an answer. The plan gate stays \
                      closed; submit a revised plan with submit_plan if you still need to act.",
@@ -327,7 +327,7 @@ impl Driver {
 
     /// Time until the earliest pending request expires, if any is still open.
     fn next_expiry(&self) -> Result<Option<Duration>, DriveError> {
-        let now = self.team.postman().clock().now();
+        let now = self.team.clock().now();
         let pending = self
             .team
             .protocol()
@@ -342,12 +342,15 @@ impl Driver {
             .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1))))
     }
 
-    fn quiescent(&mut self, open_requests: bool) -> Result<bool, DriveError> {
+    /// Whether the run is over, by every measure that needs no waiting: no open request, no
+    /// unfinished event, no teammate worker running, no background job running, nothing ready
+    /// in the lead's mailbox. Changes nothing.
+    fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
         if open_requests || !self.unfinished.is_empty() || self.team.any_worker_running() {
             return Ok(false);
         }
-        // Idle first, then the channel: a job's completion is sent before it stops counting as
-        // running, so this order never misses one.
+        // Idle here, the channels after (`drain_late_events`): a job's completion is sent
+        // before it stops counting as running, so this order never misses one.
         if self
             .external
             .jobs
@@ -356,17 +359,23 @@ impl Driver {
         {
             return Ok(false);
         }
-        let late = self.take_external();
-        if !late.is_empty() {
-            self.buffered = late;
-            return Ok(false);
-        }
         let counts = self
             .team
             .mailbox()
             .counts(&AgentName::lead())
             .map_err(TeamError::from)?;
         Ok(counts.ready == 0)
+    }
+
+    /// Moves events that arrived on the external channels since the last look into the buffer;
+    /// whether there were any.
+    fn drain_late_events(&mut self) -> bool {
+        let late = self.take_external();
+        if late.is_empty() {
+            return false;
+        }
+        self.buffered = late;
+        true
     }
 }
 

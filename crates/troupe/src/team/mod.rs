@@ -3,8 +3,10 @@
 //!
 //! - [`postman`]: builds and sends messages through the one shared mailbox store; wakes recipients.
 //! - [`protocol`]: register-before-send requests and their responses (SPEC §6).
-//! - [`runtime`]: spawning, one worker per teammate, statuses, closing.
-//! - [`worker`]: what a teammate's worker does with each message.
+//! - [`runtime`]: the public `TeamRuntime` — spawning, statuses, closing — which builds its own
+//!   postman and protocol runtime.
+//! - `workers`: the worker lifecycle (slots, tasks, completed messages), one private type.
+//! - `worker`: what a teammate's worker does with each message, through a small context.
 //! - [`driver`]: the lead's user turn, then event turns until quiescent.
 //! - [`events`]: the JSON events the lead's history receives.
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
@@ -25,6 +27,7 @@ pub mod runtime;
 pub mod tools;
 pub mod watch;
 mod worker;
+mod workers;
 
 pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
 pub use error::TeamError;
@@ -32,4 +35,4 @@ pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
 pub use plan_gate::{GateStart, PlanGateRule};
 pub use postman::{Postman, Waker};
 pub use protocol::ProtocolRuntime;
-pub use runtime::{Spawned, TeamHandle, TeamRuntime, TeammateFactory};
+pub use runtime::{Spawned, TeamHandle, TeamPorts, TeamRuntime, TeammateFactory};

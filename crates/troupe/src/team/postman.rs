@@ -2,9 +2,10 @@
 //! mailbox store, and wakes the recipient.
 //!
 //! **Architecture Invariant:** the teammate runtime and the protocol runtime send through the same
-//! `Postman`, hence the same `MailboxStore`; the composition root refuses to build otherwise.
+//! `Postman`, hence the same `MailboxStore`: `TeamRuntime::new` builds both on one postman, whose
+//! waker points back at it. A postman built alone (`troupe review`, tests) wakes nobody.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use troupe_wire::message::Envelope;
 use troupe_wire::{AgentName, Content, MailboxMessage, OrdinaryKind, OrdinaryMessage};
@@ -25,9 +26,9 @@ pub struct Postman {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     observer: Arc<dyn TeamObserver>,
-    /// Set once by the team runtime (its waker holds the runtime weakly: the runtime owns the
-    /// postman).
-    waker: OnceLock<Arc<dyn Waker>>,
+    /// Given by the team runtime at construction (its waker holds the runtime weakly: the
+    /// runtime owns the postman); `None` for a postman outside a running team.
+    waker: Option<Arc<dyn Waker>>,
 }
 
 impl Postman {
@@ -42,16 +43,18 @@ impl Postman {
             clock,
             ids,
             observer,
-            waker: OnceLock::new(),
+            waker: None,
         }
+    }
+
+    /// The same postman, waking `waker`'s agents when their mailbox gets something.
+    pub fn with_waker(mut self, waker: Arc<dyn Waker>) -> Self {
+        self.waker = Some(waker);
+        self
     }
 
     pub fn observer(&self) -> &Arc<dyn TeamObserver> {
         &self.observer
-    }
-
-    pub fn set_waker(&self, waker: Arc<dyn Waker>) {
-        let _ = self.waker.set(waker);
     }
 
     pub fn mailbox(&self) -> &Arc<dyn MailboxStore> {
@@ -119,7 +122,7 @@ impl Postman {
     }
 
     pub fn wake(&self, agent: &AgentName) {
-        if let Some(waker) = self.waker.get() {
+        if let Some(waker) = &self.waker {
             waker.wake(agent);
         }
     }

@@ -16,8 +16,9 @@ use troupe_wire::{
 };
 
 use super::error::TeamError;
+use super::observer::{TeamObserver, TeamUpdate};
 use super::postman::Postman;
-use super::runtime::{TeamInner, TeamRuntime};
+use super::runtime::TeamRuntime;
 use crate::store::mailbox::{MailboxError, MailboxStore};
 use crate::store::protocol::{Delivery, NewRequest, ProtocolError, ProtocolStore};
 
@@ -35,16 +36,50 @@ impl TeammateStatuses for TeamRoster {
     }
 }
 
-impl TeammateStatuses for TeamInner {
+impl TeammateStatuses for TeamRuntime {
     fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
-        self.roster.get(name)
+        TeamRuntime::record_of(self, name)
     }
 }
 
-impl TeammateStatuses for TeamRuntime {
-    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
-        self.inner().roster.get(name)
+/// How a protocol message checked against the store fares — the one triage of every protocol
+/// message a worker or the driver takes (requests and responses alike).
+pub(crate) enum Triage<T> {
+    /// Valid: go on with it.
+    Ok(T),
+    /// The message itself is wrong (unknown id, wrong kind or parties, expired, answered): it is
+    /// quarantined with this error as the reason and the consumer goes on.
+    Quarantine(ProtocolError),
+    /// The store could not answer (I/O): the message goes back to `ready/` and the failure is
+    /// the consumer's.
+    Storage(ProtocolError),
+}
+
+/// Sorts the store's verdict on a protocol message into [`Triage`].
+pub(crate) fn classify<T>(verdict: Result<T, ProtocolError>) -> Triage<T> {
+    match verdict {
+        Ok(value) => Triage::Ok(value),
+        Err(e) if TeamError::is_invalid_message(&e) => Triage::Quarantine(e),
+        Err(e) => Triage::Storage(e),
     }
+}
+
+/// Moves a claimed `message` of `agent` to quarantine with `reason` and tells the observer: the
+/// one way the team quarantines (workers, the driver, a respawn's leftovers).
+pub(crate) fn quarantine_and_report(
+    mailbox: &dyn MailboxStore,
+    observer: &dyn TeamObserver,
+    agent: &AgentName,
+    message: &MailboxMessage,
+    reason: &str,
+) -> Result<(), MailboxError> {
+    mailbox.quarantine(agent, message.id(), reason)?;
+    observer.update(&TeamUpdate::Quarantined {
+        agent: agent.clone(),
+        message: message.id().to_string(),
+        reason: reason.to_owned(),
+    });
+    Ok(())
 }
 
 /// Writes an answer into its recipient's mailbox; a message already there (same id) is a

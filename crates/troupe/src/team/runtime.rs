@@ -1,35 +1,39 @@
-//! The teammate runtime: spawning, one worker per teammate, statuses, the lead's event pump,
-//! quiescence, and closing.
+//! The teammate runtime: the public [`TeamRuntime`] — spawning, statuses, the lead's event pump,
+//! closing — over one private state: the roster, the worker lifecycle ([`super::workers`]), and
+//! the postman and protocol runtime it builds itself.
 //!
-//! **Workers are tasks that end.** A teammate's worker claims one message at a time; when there is
-//! nothing to claim it marks the teammate idle and its task ends — no polling, no sleep. A new
-//! message wakes it (the postman calls [`Waker::wake`]; messages written by another process are
-//! seen through the filesystem watch in [`super::watch`]). The runner and its history outlive the
-//! worker, so the next message continues the same conversation.
+//! **One postman by construction.** [`TeamRuntime::new`] builds the [`Postman`] (with a waker
+//! that points back at the runtime, through `Arc::new_cyclic`) and the [`ProtocolRuntime`] on
+//! it, so ordinary and protocol messages always go through one mailbox store and wake the same
+//! runtime; nothing outside can hand in a mismatched pair.
 //!
-//! The wake/idle race is closed by `wake_pending`: a wake that arrives while a worker runs is
-//! remembered, and a worker that found its mailbox empty re-checks it before going idle.
+//! A new message wakes its recipient (the postman calls the waker; messages written by another
+//! process are seen through the filesystem watch in [`super::watch`]); the runner and its
+//! history outlive the worker, so the next message continues the same conversation.
 
-use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
+use troupe_wire::{AgentName, MailboxMessage, MessageId, TeammateRecord, TeammateStatus};
 
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::plan_gate::GateStart;
 use super::postman::{Postman, Waker};
-use super::protocol::ProtocolRuntime;
+use super::protocol::{self as triage, ProtocolRuntime};
 use super::roster::Roster;
 use super::worker;
+use super::workers::{Start, Workers};
 use crate::agent::{transcript, Runner};
 use crate::clock::Clock;
+use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
+use crate::store::protocol::ProtocolStore;
+use crate::sync::lock;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
@@ -57,36 +61,38 @@ pub struct Spawned {
     pub quarantined: usize,
 }
 
-/// A teammate's runner and worker state.
-struct Slot {
-    runner: Arc<tokio::sync::Mutex<Runner>>,
-    /// A worker task is running for this teammate.
-    running: bool,
-    /// A wake arrived while the worker ran: it must look at the mailbox again before idling.
-    wake_pending: bool,
+/// What the team runtime is built on: the ports it sends and records through.
+pub struct TeamPorts {
+    /// The one mailbox store of the team: ordinary and protocol messages alike.
+    pub mailbox: Arc<dyn MailboxStore>,
+    pub protocol: Arc<dyn ProtocolStore>,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+    pub observer: Arc<dyn TeamObserver>,
+    /// The response window of new protocol requests.
+    pub request_ttl: Duration,
 }
 
-pub struct TeamInner {
+/// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
+/// its [`WorkerContext`].
+struct TeamInner {
     layout: Layout,
-    pub(crate) postman: Arc<Postman>,
-    pub(crate) protocol: Arc<ProtocolRuntime>,
-    pub(crate) roster: Roster,
+    postman: Arc<Postman>,
+    protocol: Arc<ProtocolRuntime>,
+    roster: Roster,
     factory: Arc<dyn TeammateFactory>,
-    slots: Mutex<HashMap<AgentName, Slot>>,
-    /// Messages a teammate finished (result sent) whose ack failed: on redelivery they are only
-    /// acked, never run through the model again.
-    pub(crate) completed: Mutex<HashSet<MessageId>>,
+    /// Slots, worker tasks and completed messages: the worker lifecycle.
+    workers: Workers,
+    /// Serialises spawns (two spawns of one name, a spawn and a respawn). Lock order: spawning,
+    /// then the workers' slots, then the roster.
+    spawning: Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
-    pub(crate) failures: Mutex<Vec<(AgentName, String)>>,
+    failures: Mutex<Vec<(AgentName, String)>>,
     /// Signalled on every change the driver may be waiting for.
-    pub(crate) changed: Notify,
-    /// Signalled (to every waiter) whenever a worker ends: a respawn waits for the worker of a
-    /// teammate that just shut down or failed to finish its last steps.
-    worker_ended: Notify,
+    changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
-    pub(crate) closing: CancellationToken,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
-    pub(crate) observer: Arc<dyn TeamObserver>,
+    closing: CancellationToken,
+    observer: Arc<dyn TeamObserver>,
 }
 
 /// A weak reference to the team, held by tools (which the team's runners own).
@@ -94,8 +100,12 @@ pub struct TeamInner {
 pub struct TeamHandle(Weak<TeamInner>);
 
 impl TeamHandle {
-    pub fn upgrade(&self) -> Result<Arc<TeamInner>, TeamError> {
-        self.0.upgrade().ok_or(TeamError::Closed)
+    /// The runtime, unless it was dropped (`team_closed`).
+    pub fn upgrade(&self) -> Result<TeamRuntime, TeamError> {
+        self.0
+            .upgrade()
+            .map(|inner| TeamRuntime { inner })
+            .ok_or(TeamError::Closed)
     }
 }
 
@@ -105,52 +115,49 @@ pub struct TeamRuntime {
     inner: Arc<TeamInner>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    crate::sync::lock(m)
-}
-
 impl TeamRuntime {
+    /// Builds the runtime, its postman (waking this runtime) and its protocol runtime (sending
+    /// through that postman), and loads the roster from `team.json`.
     pub fn new(
         layout: Layout,
-        postman: Arc<Postman>,
-        protocol: Arc<ProtocolRuntime>,
+        ports: TeamPorts,
         factory: Arc<dyn TeammateFactory>,
     ) -> Result<Self, TeamError> {
-        if !Arc::ptr_eq(protocol.postman(), &postman) {
-            return Err(TeamError::Invalid(
-                "the protocol runtime must share the team runtime's postman and mailbox store"
-                    .into(),
+        let roster = Roster::load(&layout, ports.clock.clone())?;
+        let inner = Arc::new_cyclic(|weak: &Weak<TeamInner>| {
+            let postman = Arc::new(
+                Postman::new(
+                    ports.mailbox,
+                    ports.clock,
+                    ports.ids,
+                    ports.observer.clone(),
+                )
+                .with_waker(Arc::new(TeamWaker(weak.clone()))),
+            );
+            let protocol = Arc::new(ProtocolRuntime::new(
+                ports.protocol,
+                postman.clone(),
+                ports.request_ttl,
             ));
-        }
-        let roster = Roster::load(&layout, postman.clock().clone())?;
-        let observer = postman.observer().clone();
-        let inner = Arc::new(TeamInner {
-            layout,
-            postman,
-            protocol,
-            roster,
-            factory,
-            slots: Mutex::new(HashMap::new()),
-            completed: Mutex::new(HashSet::new()),
-            failures: Mutex::new(Vec::new()),
-            changed: Notify::new(),
-            worker_ended: Notify::new(),
-            closing: CancellationToken::new(),
-            tasks: Mutex::new(Vec::new()),
-            observer,
+            TeamInner {
+                layout,
+                postman,
+                protocol,
+                roster,
+                factory,
+                workers: Workers::default(),
+                spawning: Mutex::new(()),
+                failures: Mutex::new(Vec::new()),
+                changed: Notify::new(),
+                closing: CancellationToken::new(),
+                observer: ports.observer,
+            }
         });
-        inner
-            .postman
-            .set_waker(Arc::new(TeamWaker(Arc::downgrade(&inner))));
         Ok(Self { inner })
     }
 
     pub fn handle(&self) -> TeamHandle {
         TeamHandle(Arc::downgrade(&self.inner))
-    }
-
-    pub fn inner(&self) -> &Arc<TeamInner> {
-        &self.inner
     }
 
     pub fn postman(&self) -> &Arc<Postman> {
@@ -165,12 +172,21 @@ impl TeamRuntime {
         self.inner.postman.mailbox()
     }
 
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        self.inner.postman.clock()
+    }
+
     pub fn roster(&self) -> Vec<TeammateRecord> {
         self.inner.roster.all()
     }
 
     pub fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
         self.inner.roster.get(name).map(|r| r.status)
+    }
+
+    /// The roster record of `name`, if it is a teammate.
+    pub fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.inner.roster.get(name)
     }
 
     /// Wakes every teammate whose mailbox may hold work (on start, after recovery).
@@ -183,7 +199,7 @@ impl TeamRuntime {
 
     /// Whether any teammate worker is running.
     pub fn any_worker_running(&self) -> bool {
-        lock(&self.inner.slots).values().any(|s| s.running)
+        self.inner.workers.any_running()
     }
 
     /// Tells the driver to look again (e.g. after a test moved the clock).
@@ -200,7 +216,7 @@ impl TeamRuntime {
     pub async fn close(&self) {
         self.start_closing();
         loop {
-            let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.tasks));
+            let handles = self.inner.workers.take_tasks();
             if handles.is_empty() {
                 break;
             }
@@ -224,16 +240,6 @@ impl TeamRuntime {
     pub fn take_failures(&self) -> Vec<(AgentName, String)> {
         std::mem::take(&mut *lock(&self.inner.failures))
     }
-}
-
-impl TeamInner {
-    pub fn handle(self: &Arc<Self>) -> TeamHandle {
-        TeamHandle(Arc::downgrade(self))
-    }
-
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        self.postman.clock()
-    }
 
     /// Registers a teammate and delivers its first task. The name must be a slug and not
     /// `lead`. A name whose teammate is running or idle is refused (`teammate_exists`); a name
@@ -245,56 +251,89 @@ impl TeamInner {
     /// moment ago, its worker may still be finishing (acking its last message): this waits for
     /// it rather than refuse.
     pub async fn spawn(
-        self: &Arc<Self>,
+        &self,
         name: &AgentName,
         role: &str,
         prompt: &str,
         plan_required: bool,
     ) -> Result<Spawned, TeamError> {
         check_spawn_arguments(name, role, prompt)?;
+        let inner = &self.inner;
         let spawned = loop {
-            if self.closing.is_cancelled() {
+            if inner.closing.is_cancelled() {
                 return Err(TeamError::Closed);
             }
             // Registered before looking, so a worker that ends in between still wakes us.
-            let ended = self.worker_ended.notified();
+            let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match self.try_spawn(name, role, plan_required)? {
+            match inner.try_spawn(name, role, plan_required)? {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
                         () = ended => {}
-                        () = self.closing.cancelled() => {}
+                        () = inner.closing.cancelled() => {}
                     }
                 }
             }
         };
-        self.deliver_first_task(name, role, prompt)?;
+        inner.deliver_first_task(name, role, prompt)?;
         Ok(spawned)
     }
 
     /// [`Self::spawn`] without waiting and without `plan_required`: refuses with
     /// `teammate_state` while an earlier teammate's worker is still finishing.
     pub fn spawn_teammate(
-        self: &Arc<Self>,
+        &self,
         name: &AgentName,
         role: &str,
         prompt: &str,
     ) -> Result<Spawned, TeamError> {
         check_spawn_arguments(name, role, prompt)?;
-        if self.closing.is_cancelled() {
+        let inner = &self.inner;
+        if inner.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        let Some(spawned) = self.try_spawn(name, role, false)? else {
+        let Some(spawned) = inner.try_spawn(name, role, false)? else {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
                 why: "its worker is still finishing; try again".into(),
             });
         };
-        self.deliver_first_task(name, role, prompt)?;
+        inner.deliver_first_task(name, role, prompt)?;
         Ok(spawned)
+    }
+
+    /// Whether `name` may receive a new ordinary message or request.
+    pub fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
+        let record = self
+            .inner
+            .roster
+            .get(name)
+            .ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
+        match record.status {
+            TeammateStatus::Shutdown => Err(TeamError::TeammateState {
+                name: name.clone(),
+                status: "shutdown",
+                why: "it takes no more messages".into(),
+            }),
+            TeammateStatus::Failed => Err(TeamError::TeammateState {
+                name: name.clone(),
+                status: "failed",
+                why: record
+                    .detail
+                    .clone()
+                    .unwrap_or_else(|| "see troupe status".into()),
+            }),
+            _ => Ok(record),
+        }
+    }
+}
+
+impl TeamInner {
+    fn handle(self: &Arc<Self>) -> TeamHandle {
+        TeamHandle(Arc::downgrade(self))
     }
 
     fn deliver_first_task(
@@ -316,18 +355,20 @@ impl TeamInner {
         Ok(())
     }
 
-    /// One attempt at [`Self::spawn`]; `None` when the old teammate's worker is still
+    /// One attempt at [`TeamRuntime::spawn`]; `None` when the old teammate's worker is still
     /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
     ///
-    /// Runs under the slots lock, so no worker can start for the name meanwhile and two spawns
-    /// of one name are serialised. Lock order: slots, then the roster's lock (never the reverse).
+    /// Spawns are serialised by the `spawning` lock. The runner is built before the slots lock
+    /// is taken; the roster change and the new slot are made together under it, so no wake can
+    /// start a worker for the name in between, and an old worker can never touch the new
+    /// teammate's status or runner.
     fn try_spawn(
         self: &Arc<Self>,
         name: &AgentName,
         role: &str,
         plan_required: bool,
     ) -> Result<Option<Spawned>, TeamError> {
-        let mut slots = lock(&self.slots);
+        let _spawning = lock(&self.spawning);
         let earlier = self.roster.get(name);
         if let Some(earlier) = &earlier {
             match earlier.status {
@@ -335,7 +376,7 @@ impl TeamInner {
                     return Err(TeamError::TeammateExists(name.clone()))
                 }
                 TeammateStatus::Shutdown | TeammateStatus::Failed => {
-                    if slots.get(name).is_some_and(|slot| slot.running) {
+                    if self.workers.is_running(name) {
                         return Ok(None);
                     }
                 }
@@ -346,7 +387,7 @@ impl TeamInner {
             role: role.to_owned(),
             status: TeammateStatus::Idle,
             detail: None,
-            updated_at_utc: self.clock().now(),
+            updated_at_utc: self.postman.clock().now(),
             plan_required,
             earlier_plan: self
                 .protocol
@@ -360,21 +401,15 @@ impl TeamInner {
         };
         let earlier_transcript = transcript::set_aside(&self.layout.transcript(name))?;
         let runner = self.factory.build(self.handle(), &record)?;
-        let registered = match &earlier {
-            Some(_) => self.roster.replace_stopped(record.clone())?,
-            None => self.roster.add(record.clone())?,
-        };
-        if !registered {
-            return Err(TeamError::TeammateExists(name.clone()));
+        let registered = self.workers.install(name, runner, || match &earlier {
+            Some(_) => self.roster.replace_stopped(record.clone()),
+            None => self.roster.add(record.clone()),
+        })?;
+        match registered {
+            None => return Ok(None),
+            Some(false) => return Err(TeamError::TeammateExists(name.clone())),
+            Some(true) => {}
         }
-        slots.insert(
-            name.clone(),
-            Slot {
-                runner: Arc::new(tokio::sync::Mutex::new(runner)),
-                running: false,
-                wake_pending: false,
-            },
-        );
         Ok(Some(Spawned {
             gate: self.factory.gate_start(&record),
             replaced: earlier.map(|e| e.status),
@@ -397,57 +432,29 @@ impl TeamInner {
         );
         let mut moved = 0;
         while let Some(message) = mailbox.claim(&earlier.name)? {
-            if let Err(e) = mailbox.quarantine(&earlier.name, message.id(), &reason) {
+            if let Err(e) = triage::quarantine_and_report(
+                mailbox.as_ref(),
+                self.observer.as_ref(),
+                &earlier.name,
+                &message,
+                &reason,
+            ) {
                 // Back to ready/, where it was: the spawn fails and nothing is lost.
                 let _ = mailbox.release(&earlier.name, message.id());
                 return Err(e.into());
             }
-            self.observer.update(&TeamUpdate::Quarantined {
-                agent: earlier.name.clone(),
-                message: message.id().to_string(),
-                reason: reason.clone(),
-            });
             moved += 1;
         }
         Ok(moved)
     }
 
-    /// Whether `name` may receive a new ordinary message or request.
-    pub fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
-        let record = self
-            .roster
-            .get(name)
-            .ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
-        match record.status {
-            TeammateStatus::Shutdown => Err(TeamError::TeammateState {
-                name: name.clone(),
-                status: "shutdown",
-                why: "it takes no more messages".into(),
-            }),
-            TeammateStatus::Failed => Err(TeamError::TeammateState {
-                name: name.clone(),
-                status: "failed",
-                why: record
-                    .detail
-                    .clone()
-                    .unwrap_or_else(|| "see troupe status".into()),
-            }),
-            _ => Ok(record),
-        }
-    }
-
     /// Marks a teammate failed and queues the reason for the lead.
-    pub(crate) fn fail(&self, name: &AgentName, reason: String) {
+    fn fail(&self, name: &AgentName, reason: String) {
         lock(&self.failures).push((name.clone(), reason.clone()));
         self.set_status(name, TeammateStatus::Failed, Some(reason));
     }
 
-    pub(crate) fn set_status(
-        &self,
-        name: &AgentName,
-        status: TeammateStatus,
-        detail: Option<String>,
-    ) {
+    fn set_status(&self, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
         match self.roster.set_status(name, status, detail.clone()) {
             Ok(Some(previous)) if previous != status => {
                 self.observer.update(&TeamUpdate::Status {
@@ -463,7 +470,7 @@ impl TeamInner {
     }
 
     /// Starts a worker for `name` unless one runs (then it will look again before idling).
-    pub(crate) fn wake_teammate(self: &Arc<Self>, name: &AgentName) {
+    fn wake_teammate(self: &Arc<Self>, name: &AgentName) {
         if self.closing.is_cancelled() {
             return;
         }
@@ -476,73 +483,111 @@ impl TeamInner {
         ) {
             return;
         }
-        let runner = {
-            let mut slots = lock(&self.slots);
-            if !slots.contains_key(name) {
+        let runner = match self.workers.start(name) {
+            Start::Started(runner) => runner,
+            Start::AlreadyRunning => return,
+            Start::NoRunner => {
                 // A teammate from an earlier run: a fresh runner for the same name, role and
-                // plan rule, continuing its transcript.
+                // plan rule, continuing its transcript — built outside the slots lock.
                 match self.factory.build(self.handle(), &record) {
-                    Ok(runner) => {
-                        slots.insert(
-                            name.clone(),
-                            Slot {
-                                runner: Arc::new(tokio::sync::Mutex::new(runner)),
-                                running: false,
-                                wake_pending: false,
-                            },
-                        );
-                    }
+                    Ok(runner) => self.workers.adopt(name, runner),
                     Err(e) => {
-                        drop(slots);
                         self.fail(name, e.to_string());
                         return;
                     }
                 }
+                match self.workers.start(name) {
+                    Start::Started(runner) => runner,
+                    Start::AlreadyRunning | Start::NoRunner => return,
+                }
             }
-            let Some(slot) = slots.get_mut(name) else {
-                return;
-            };
-            if slot.running {
-                slot.wake_pending = true;
-                return;
-            }
-            slot.running = true;
-            slot.wake_pending = false;
-            slot.runner.clone()
         };
         self.set_status(name, TeammateStatus::Running, None);
-        let inner = self.clone();
-        let name = name.clone();
-        let handle = tokio::spawn(async move {
-            worker::run(inner.clone(), name.clone(), runner).await;
-        });
-        let mut tasks = lock(&self.tasks);
-        tasks.retain(|h| !h.is_finished());
-        tasks.push(handle);
-    }
-
-    /// Called by a worker that found nothing to claim: goes idle unless a wake came in.
-    pub(crate) fn try_finish_worker(&self, name: &AgentName) -> bool {
-        let mut slots = lock(&self.slots);
-        let Some(slot) = slots.get_mut(name) else {
-            return true;
+        let context = WorkerContext {
+            team: self.clone(),
+            name: name.clone(),
         };
-        if slot.wake_pending && !self.closing.is_cancelled() {
-            slot.wake_pending = false;
-            return false;
-        }
-        slot.running = false;
-        true
+        let handle = tokio::spawn(worker::run(context, runner));
+        self.workers.push_task(handle);
+    }
+}
+
+/// What a worker may do to the team: read its ports, report statuses, end. Nothing else of the
+/// runtime's state is reachable from a worker.
+pub(super) struct WorkerContext {
+    team: Arc<TeamInner>,
+    name: AgentName,
+}
+
+impl WorkerContext {
+    /// The teammate this worker serves.
+    pub(super) fn name(&self) -> &AgentName {
+        &self.name
     }
 
-    /// Called when a worker ends for any other reason (shutdown, failure, close).
-    pub(crate) fn worker_ended(&self, name: &AgentName) {
-        if let Some(slot) = lock(&self.slots).get_mut(name) {
-            slot.running = false;
-            slot.wake_pending = false;
+    pub(super) fn postman(&self) -> &Postman {
+        &self.team.postman
+    }
+
+    pub(super) fn mailbox(&self) -> &dyn MailboxStore {
+        self.team.postman.mailbox().as_ref()
+    }
+
+    pub(super) fn protocol(&self) -> &ProtocolRuntime {
+        &self.team.protocol
+    }
+
+    pub(super) fn observer(&self) -> &dyn TeamObserver {
+        self.team.observer.as_ref()
+    }
+
+    pub(super) fn closing(&self) -> &CancellationToken {
+        &self.team.closing
+    }
+
+    pub(super) fn set_status(&self, status: TeammateStatus) {
+        self.team.set_status(&self.name, status, None);
+    }
+
+    /// The status is set before the worker counts as ended, so a wake in between cannot restart
+    /// a teammate that just failed or shut down.
+    pub(super) fn end(&self, status: TeammateStatus, detail: Option<String>) {
+        match (status, detail) {
+            (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason),
+            (status, detail) => self.team.set_status(&self.name, status, detail),
         }
-        self.worker_ended.notify_waiters();
-        self.changed.notify_one();
+        self.team.workers.ended(&self.name);
+        self.team.changed.notify_one();
+    }
+
+    /// Found nothing to claim: goes idle and returns true, unless a wake came in meanwhile.
+    pub(super) fn try_idle(&self) -> bool {
+        if self
+            .team
+            .workers
+            .try_idle(&self.name, self.team.closing.is_cancelled())
+        {
+            self.team.set_status(&self.name, TeammateStatus::Idle, None);
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn is_completed(&self, message: MessageId) -> bool {
+        self.team.workers.is_completed(message)
+    }
+
+    pub(super) fn mark_completed(&self, message: MessageId) {
+        self.team.workers.mark_completed(message);
+    }
+
+    /// Quarantines `message` and reports it.
+    pub(super) fn quarantine(
+        &self,
+        message: &MailboxMessage,
+        reason: &str,
+    ) -> Result<(), crate::store::mailbox::MailboxError> {
+        triage::quarantine_and_report(self.mailbox(), self.observer(), &self.name, message, reason)
     }
 }
 

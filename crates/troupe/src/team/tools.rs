@@ -137,7 +137,7 @@ impl ToolHandler for SendMessage {
             team.check_reachable(&to).map_err(team_error)?;
         }
         let message = team
-            .postman
+            .postman()
             .send_ordinary(
                 &ctx.agent,
                 &to,
@@ -177,7 +177,7 @@ impl ToolHandler for RequestShutdown {
         let team = self.0.upgrade().map_err(team_error)?;
         team.check_reachable(&teammate).map_err(team_error)?;
         let request = team
-            .protocol
+            .protocol()
             .open(
                 RequestKind::Shutdown,
                 &ctx.agent,
@@ -229,8 +229,8 @@ impl ToolHandler for ReviewPlan {
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
         let response = team
-            .protocol
-            .review_plan(&ctx.agent, request_id, approve, feedback, team.as_ref())
+            .protocol()
+            .review_plan(&ctx.agent, request_id, approve, feedback, &team)
             .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request_id,
@@ -271,7 +271,7 @@ impl ToolHandler for SubmitPlan {
         }
         let team = self.0.upgrade().map_err(team_error)?;
         let request = team
-            .protocol
+            .protocol()
             .open(
                 RequestKind::PlanApproval,
                 &ctx.agent,

@@ -9,8 +9,6 @@
 //!   the worker continues; any other failure (storage, delivery, model, cancellation) releases
 //!   the message back to `ready/` and — except for cancellation — marks the teammate `failed`.
 
-use std::sync::Arc;
-
 use troupe_wire::{
     AgentName, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind, RequestKind,
     TeammateStatus,
@@ -18,9 +16,10 @@ use troupe_wire::{
 
 use super::error::TeamError;
 use super::observer::TeamUpdate;
-use super::runtime::TeamInner;
+use super::protocol::{classify, Triage};
+use super::runtime::WorkerContext;
+use super::workers::SharedRunner;
 use crate::agent::{Runner, TurnEnd};
-use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolError;
 
 /// How handling one message ended.
@@ -35,108 +34,70 @@ enum Handled {
     Failed(String),
 }
 
-pub(crate) async fn run(
-    team: Arc<TeamInner>,
-    name: AgentName,
-    runner: Arc<tokio::sync::Mutex<Runner>>,
-) {
-    let mailbox = team.postman.mailbox().clone();
+pub(super) async fn run(team: WorkerContext, runner: SharedRunner) {
     let mut runner = runner.lock().await;
     loop {
-        if team.closing.is_cancelled() {
-            finish(&team, &name, TeammateStatus::Idle, None);
+        if team.closing().is_cancelled() {
+            team.end(TeammateStatus::Idle, None);
             return;
         }
-        let message = match mailbox.claim(&name) {
+        let message = match team.mailbox().claim(team.name()) {
             Ok(Some(message)) => message,
             Ok(None) => {
-                if team.try_finish_worker(&name) {
-                    team.set_status(&name, TeammateStatus::Idle, None);
+                if team.try_idle() {
                     return;
                 }
                 continue;
             }
             Err(e) => {
-                finish(
-                    &team,
-                    &name,
-                    TeammateStatus::Failed,
-                    Some(format!("claim failed: {e}")),
-                );
+                team.end(TeammateStatus::Failed, Some(format!("claim failed: {e}")));
                 return;
             }
         };
-        let handled = if team.closing.is_cancelled() {
+        let handled = if team.closing().is_cancelled() {
             Handled::Cancelled
         } else {
-            handle(&team, &name, &mut runner, &message).await
+            handle(&team, &mut runner, &message).await
         };
         match handled {
             Handled::Next => {}
             Handled::Shutdown => {
-                finish(&team, &name, TeammateStatus::Shutdown, None);
+                team.end(TeammateStatus::Shutdown, None);
                 return;
             }
             Handled::Cancelled => {
-                release(mailbox.as_ref(), &name, &message);
-                finish(&team, &name, TeammateStatus::Idle, None);
+                release(&team, &message);
+                team.end(TeammateStatus::Idle, None);
                 return;
             }
             Handled::Failed(reason) => {
-                release(mailbox.as_ref(), &name, &message);
-                finish(&team, &name, TeammateStatus::Failed, Some(reason));
+                release(&team, &message);
+                team.end(TeammateStatus::Failed, Some(reason));
                 return;
             }
         }
     }
 }
 
-/// The status is set before the worker counts as ended, so a wake in between cannot restart a
-/// teammate that just failed or shut down.
-fn finish(team: &TeamInner, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
-    match (status, detail) {
-        (TeammateStatus::Failed, Some(reason)) => team.fail(name, reason),
-        (status, detail) => team.set_status(name, status, detail),
-    }
-    team.worker_ended(name);
-}
-
-fn release(mailbox: &dyn MailboxStore, name: &AgentName, message: &MailboxMessage) {
-    if let Err(e) = mailbox.release(name, message.id()) {
+fn release(team: &WorkerContext, message: &MailboxMessage) {
+    if let Err(e) = team.mailbox().release(team.name(), message.id()) {
         // Still in processing/: recovery at the next start puts it back. Nothing is lost.
-        tracing::warn!("could not release {} for {name}: {e}", message.id());
+        tracing::warn!(
+            "could not release {} for {}: {e}",
+            message.id(),
+            team.name()
+        );
     }
 }
 
-fn quarantine(
-    team: &TeamInner,
-    name: &AgentName,
-    message: &MailboxMessage,
-    reason: &str,
-) -> Handled {
-    match team
-        .postman
-        .mailbox()
-        .quarantine(name, message.id(), reason)
-    {
-        Ok(_) => {
-            team.observer.update(&TeamUpdate::Quarantined {
-                agent: name.clone(),
-                message: message.id().to_string(),
-                reason: reason.to_owned(),
-            });
-            Handled::Next
-        }
+fn quarantine(team: &WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
+    match team.quarantine(message, reason) {
+        Ok(()) => Handled::Next,
         Err(e) => Handled::Failed(format!("could not quarantine {}: {e}", message.id())),
     }
 }
 
-async fn handle(
-    team: &Arc<TeamInner>,
-    name: &AgentName,
-    runner: &mut Runner,
-    message: &MailboxMessage,
-) -> Handled {
+async fn handle(team: &WorkerContext, runner: &mut Runner, message: &MailboxMessage) -> Handled {
     match message {
         MailboxMessage::Ordinary(m) => {
             let prompt = match m.kind {
@@ -144,16 +105,15 @@ async fn handle(
                 OrdinaryKind::Message => format!("Message from {}:\n{}", m.sender, m.content),
                 OrdinaryKind::Result => format!("Result from {}:\n{}", m.sender, m.content),
             };
-            run_and_report(team, name, runner, message, &prompt).await
+            run_and_report(team, runner, message, &prompt).await
         }
         MailboxMessage::Protocol(p) => match p.kind() {
-            ProtocolMessageKind::ShutdownRequest => shutdown(team, name, message, p),
+            ProtocolMessageKind::ShutdownRequest => shutdown(team, message, p),
             ProtocolMessageKind::PlanApprovalResponse => {
-                plan_response(team, name, runner, message, p).await
+                plan_response(team, runner, message, p).await
             }
             other => quarantine(
                 team,
-                name,
                 message,
                 &format!("a teammate does not accept {} messages", other.as_str()),
             ),
@@ -163,20 +123,15 @@ async fn handle(
 
 /// Runs the model on `prompt` (once per message id), sends the answer to the lead, acks.
 async fn run_and_report(
-    team: &Arc<TeamInner>,
-    name: &AgentName,
+    team: &WorkerContext,
     runner: &mut Runner,
     message: &MailboxMessage,
     prompt: &str,
 ) -> Handled {
-    let already_done = team
-        .completed
-        .lock()
-        .map(|c| c.contains(&message.id()))
-        .unwrap_or(false);
-    if !already_done {
+    let name = team.name();
+    if !team.is_completed(message.id()) {
         runner.push_user_once(&message.id().to_string(), prompt);
-        let answer = match runner.run_turn(&team.closing).await {
+        let answer = match runner.run_turn(team.closing()).await {
             Ok(outcome) => match outcome.end {
                 TurnEnd::Answered(text) if !text.trim().is_empty() => text,
                 TurnEnd::Answered(_) => "(finished without a written answer)".to_owned(),
@@ -188,45 +143,40 @@ async fn run_and_report(
             Err(e) => return Handled::Failed(format!("model call failed: {e}")),
         };
         if let Err(e) =
-            team.postman
+            team.postman()
                 .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
         {
             return Handled::Failed(format!("could not send the result to the lead: {e}"));
         }
-        if let Ok(mut completed) = team.completed.lock() {
-            completed.insert(message.id());
-        }
+        team.mark_completed(message.id());
     }
-    match team.postman.mailbox().ack(name, message) {
-        Ok(_) => Handled::Next,
-        Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
-    }
+    ack_and(team, message, Handled::Next)
 }
 
 /// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever
 /// reads the answer — the lead, `troupe status` — finds a teammate that takes no more messages),
 /// acks, and its worker ends. No model call.
 fn shutdown(
-    team: &Arc<TeamInner>,
-    name: &AgentName,
+    team: &WorkerContext,
     message: &MailboxMessage,
     request_message: &ProtocolMessage,
 ) -> Handled {
-    let request = match team.protocol.store().validate_request(request_message) {
-        Ok(request) => request,
-        Err(e) if TeamError::is_invalid_message(&e) => {
+    let name = team.name();
+    let request = match classify(team.protocol().store().validate_request(request_message)) {
+        Triage::Ok(request) => request,
+        Triage::Quarantine(e) => {
             let not_pending = matches!(e, ProtocolError::State { .. });
-            if not_pending && answer_was_consumed(team, name, request_message) {
+            if not_pending && answer_was_consumed(team, request_message) {
                 // A redelivered request whose answer the lead already has: stop as answered.
-                team.set_status(name, TeammateStatus::Shutdown, None);
-                return ack_and(team, name, message, Handled::Shutdown);
+                team.set_status(TeammateStatus::Shutdown);
+                return ack_and(team, message, Handled::Shutdown);
             }
-            return quarantine(team, name, message, &e.to_string());
+            return quarantine(team, message, &e.to_string());
         }
-        Err(e) => return Handled::Failed(format!("protocol store: {e}")),
+        Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
-    team.set_status(name, TeammateStatus::Shutdown, None);
-    match team.protocol.respond(&request, true, "Shutting down.") {
+    team.set_status(TeammateStatus::Shutdown);
+    match team.protocol().respond(&request, true, "Shutting down.") {
         Ok(_) => {}
         // An earlier attempt (before a crash or a failed delivery) answered already, and the
         // refusal made sure that answer is delivered.
@@ -238,18 +188,15 @@ fn shutdown(
             ))
         }
     }
-    ack_and(team, name, message, Handled::Shutdown)
+    ack_and(team, message, Handled::Shutdown)
 }
 
 /// Whether the shutdown request `request_message` announces (a message that matched it in
 /// everything but its pending state) was resolved by this teammate's answer: the lead consumed
 /// the answer, and only the ack of the request was lost.
-fn answer_was_consumed(
-    team: &TeamInner,
-    name: &AgentName,
-    request_message: &ProtocolMessage,
-) -> bool {
-    let Ok(Some(request)) = team.protocol.store().get(request_message.request_id()) else {
+fn answer_was_consumed(team: &WorkerContext, request_message: &ProtocolMessage) -> bool {
+    let name = team.name();
+    let Ok(Some(request)) = team.protocol().store().get(request_message.request_id()) else {
         return false;
     };
     request.kind() == RequestKind::Shutdown
@@ -257,30 +204,27 @@ fn answer_was_consumed(
         && request.resolution().is_some_and(|r| r.approved)
 }
 
-fn ack_and(team: &TeamInner, name: &AgentName, message: &MailboxMessage, then: Handled) -> Handled {
-    match team.postman.mailbox().ack(name, message) {
+fn ack_and(team: &WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
+    match team.mailbox().ack(team.name(), message) {
         Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
     }
 }
 
 async fn plan_response(
-    team: &Arc<TeamInner>,
-    name: &AgentName,
+    team: &WorkerContext,
     runner: &mut Runner,
     message: &MailboxMessage,
     response: &ProtocolMessage,
 ) -> Handled {
     // Consume first: by the time the runner continues, the plan gate sees the new state.
-    let consumed = match team.protocol.store().consume_response(response) {
-        Ok(consumed) => consumed,
-        Err(e) if TeamError::is_invalid_message(&e) => {
-            return quarantine(team, name, message, &e.to_string())
-        }
-        Err(e) => return Handled::Failed(format!("protocol store: {e}")),
+    let consumed = match classify(team.protocol().store().consume_response(response)) {
+        Triage::Ok(consumed) => consumed,
+        Triage::Quarantine(e) => return quarantine(team, message, &e.to_string()),
+        Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
     if !consumed.replayed {
-        team.observer
+        team.observer()
             .update(&TeamUpdate::Resolved(consumed.request.clone()));
     }
     let id = response.request_id();
@@ -295,5 +239,5 @@ async fn plan_response(
             response.content()
         )
     };
-    run_and_report(team, name, runner, message, &prompt).await
+    run_and_report(team, runner, message, &prompt).await
 }

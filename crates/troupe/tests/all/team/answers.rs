@@ -75,7 +75,6 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
     let release = writer.gate(3);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal
@@ -176,7 +175,6 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
     let writer = planner(&f);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal
@@ -220,7 +218,6 @@ async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answer
     let writer = planner(&f);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal
@@ -242,7 +239,6 @@ async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answer
     // The name is spawned again (waiting for the old worker to end); the new writer submits a
     // plan of its own.
     team.runtime
-        .inner()
         .spawn(&name("writer"), "editor", "Plan first.", false)
         .await
         .unwrap();
@@ -306,7 +302,6 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
     }
     let team = f.build(Arc::new(Chooser(writer.clone())));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal
@@ -378,7 +373,6 @@ async fn a_teammate_is_shutdown_before_its_shutdown_answer_exists() {
     settings.team_observer = observer.clone();
     let team = build_team(settings).unwrap();
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Say done.")
         .unwrap();
     f.signal
@@ -431,7 +425,6 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
     let models = Models::new(&f.signal, &[("writer", &writer)]);
     let team = f.build(models.clone());
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal

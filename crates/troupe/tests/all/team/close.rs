@@ -23,7 +23,6 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     let _held = writer.gate(3);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan, then write.")
         .unwrap();
     f.signal

@@ -34,7 +34,6 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
     });
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();
     f.signal

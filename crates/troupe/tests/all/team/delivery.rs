@@ -21,7 +21,7 @@ use troupe::store::mailbox::{
 use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
 use troupe::store::IoError;
 use troupe::team::tools::{RequestShutdown, SendMessage, SubmitPlan};
-use troupe::team::{Postman, ProtocolRuntime, TeamError, TeamHandle, TeamRuntime, TeammateFactory};
+use troupe::team::{TeamError, TeamHandle, TeamPorts, TeamRuntime, TeammateFactory};
 use troupe::tools::{Dispatcher, ToolContext, ToolHandler, ToolRegistry};
 use troupe::wire::{
     AgentName, MailboxMessage, MessageId, RequestKind, RequestStatus, TeammateRecord,
@@ -146,23 +146,24 @@ fn parts(f: &Fixture) -> Parts {
     });
     let store: Arc<dyn ProtocolStore> =
         Arc::new(JsonProtocolStore::open(&f.layout, clock.clone(), f.ids.clone()).unwrap());
-    let postman = Arc::new(Postman::new(
-        mailbox.clone(),
-        clock.clone(),
-        f.ids.clone(),
-        f.recorder.clone(),
-    ));
-    let protocol = Arc::new(ProtocolRuntime::new(
-        store.clone(),
-        postman.clone(),
-        Duration::from_secs(300),
-    ));
     let factory = Arc::new(Factory {
         workspace: f.workspace.clone(),
         signal: f.signal.clone(),
-        audit: Arc::new(MemoryAuditSink::new(clock)),
+        audit: Arc::new(MemoryAuditSink::new(clock.clone())),
     });
-    let runtime = TeamRuntime::new(f.layout.clone(), postman, protocol, factory).unwrap();
+    let runtime = TeamRuntime::new(
+        f.layout.clone(),
+        TeamPorts {
+            mailbox: mailbox.clone(),
+            protocol: store.clone(),
+            clock,
+            ids: f.ids.clone(),
+            observer: f.recorder.clone(),
+            request_ttl: Duration::from_secs(300),
+        },
+        factory,
+    )
+    .unwrap();
     Parts {
         mailbox,
         store,
@@ -173,7 +174,6 @@ fn parts(f: &Fixture) -> Parts {
 /// Spawns `writer` and waits until its first task is done and it is idle.
 async fn spawn_writer(f: &Fixture, p: &Parts) {
     p.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Say done.")
         .unwrap();
     f.signal

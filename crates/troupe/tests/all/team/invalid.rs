@@ -233,7 +233,6 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     }
     // The next valid message: spawning delivers the first task and starts the worker.
     team.runtime
-        .inner()
         .spawn_teammate(&name("writer"), "writer", "Do the task.")
         .unwrap();
     f.signal

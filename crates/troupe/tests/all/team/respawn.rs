@@ -205,7 +205,6 @@ async fn a_running_or_idle_name_is_still_refused() {
         Some(TeammateStatus::Running)
     );
     let refused = runtime
-        .inner()
         .spawn(&name("writer"), "reviewer", "Review.", false)
         .await
         .unwrap_err();
