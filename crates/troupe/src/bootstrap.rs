@@ -45,8 +45,8 @@ use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate
 use crate::team::watch::{self, MailboxWatch, WatchError};
 use crate::team::{Driver, ExternalEvents};
 use crate::team::{
-    GateStart, NoTeamObserver, PlanGateRule, Postman, ProtocolRuntime, TeamError, TeamHandle,
-    TeamObserver, TeamPorts, TeamRuntime, TeammateFactory,
+    GateStart, LeadOnlyRule, NoTeamObserver, PlanGateRule, Postman, ProtocolRuntime, TeamError,
+    TeamHandle, TeamObserver, TeamPorts, TeamRuntime, TeammateFactory,
 };
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
@@ -418,9 +418,10 @@ impl TeammateFactory for Factory {
         let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
             .starting(gate_start)
             .ignoring(teammate.earlier_plan);
-        let policy = self
-            .policy
-            .with_rules([Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>]);
+        let policy = self.policy.with_rules([
+            Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>,
+            Arc::new(LeadOnlyRule),
+        ]);
         let tools = registry_in_order(
             vec![
                 Arc::new(

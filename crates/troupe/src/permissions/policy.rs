@@ -1,5 +1,11 @@
 //! The permission policy: rules, then the approval provider when the rules say `ask`; every
-//! final decision is written to the audit sink before it takes effect.
+//! final decision is written to the audit sink before it takes effect — a PreToolUse hook's
+//! deny too ([`PermissionPolicy::deny_by_hook`]): one audit path, one place that builds the
+//! audit entry ([`PermissionPolicy::record`]).
+//!
+//! Rules that read a port ([`PermissionRule::reads_ports`], e.g. the plan gate reading the
+//! protocol store under its lock) are evaluated on the blocking pool, never on an async worker
+//! thread; a policy of pure rules only is evaluated in place (no thread hop per tool call).
 
 use std::sync::Arc;
 
@@ -7,6 +13,7 @@ use super::approval::{ApprovalProvider, ApprovalRequest};
 use super::audit::{input_digest, AuditEntry, AuditError, AuditSink};
 use super::rules::{
     combine, Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict,
+    FALLBACK_RULE,
 };
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
@@ -68,9 +75,65 @@ impl PermissionPolicy {
         &self.audit
     }
 
-    /// What the rules alone say (pure; no approval, no audit).
+    /// What the rules alone say (no approval, no audit). Runs on the calling thread, whatever
+    /// the rules read: async callers use [`Self::decide`].
     pub fn evaluate(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
         combine(self.rules.iter().map(|r| r.as_ref()), request)
+    }
+
+    /// [`Self::evaluate`], on the blocking pool when a rule reads a port (a store call may wait
+    /// on a lock or the disk). A rule evaluation that cannot finish there denies (fail closed).
+    async fn evaluate_off_async_threads(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
+        if !self.rules.iter().any(|rule| rule.reads_ports()) {
+            return self.evaluate(request);
+        }
+        let rules = self.rules.clone();
+        let owned = OwnedRequest::of(request);
+        tokio::task::spawn_blocking(move || {
+            combine(rules.iter().map(|r| r.as_ref()), &owned.as_request())
+        })
+        .await
+        .unwrap_or_else(|e| {
+            RuleVerdict::new(
+                Decision::Deny,
+                FALLBACK_RULE,
+                format!("the permission rules could not be evaluated ({e}), so the call is denied"),
+            )
+        })
+    }
+
+    /// Audits a PreToolUse hook's deny as the policy's own decision (`hook:<name>`), and returns
+    /// it. The deny stands even if it cannot be recorded (the error says so).
+    pub fn deny_by_hook(
+        &self,
+        request: &PermissionRequest<'_>,
+        hook: &str,
+        reason: String,
+    ) -> (PermissionDecision, Result<(), AuditError>) {
+        let decision = PermissionDecision {
+            allowed: false,
+            rules_said: Decision::Deny,
+            rule: format!("hook:{hook}"),
+            reason,
+        };
+        let recorded = self.record(request, &decision);
+        (decision, recorded)
+    }
+
+    /// Writes `decision` about `request` to the audit sink: the one place an audit entry is built.
+    fn record(
+        &self,
+        request: &PermissionRequest<'_>,
+        decision: &PermissionDecision,
+    ) -> Result<(), AuditError> {
+        self.audit.record(AuditEntry {
+            agent: request.agent.clone(),
+            tool: request.tool.to_owned(),
+            allowed: decision.allowed,
+            rule: decision.rule.clone(),
+            reason: decision.reason.clone(),
+            input_digest: input_digest(request.arguments),
+        })
     }
 
     /// Rules, then the approval provider for `ask`; the final decision is audited. An audit
@@ -79,7 +142,7 @@ impl PermissionPolicy {
         &self,
         request: &PermissionRequest<'_>,
     ) -> Result<PermissionDecision, AuditError> {
-        let verdict = self.evaluate(request);
+        let verdict = self.evaluate_off_async_threads(request).await;
         let decision = match verdict.decision {
             Decision::Allow | Decision::Deny => PermissionDecision {
                 allowed: verdict.decision == Decision::Allow,
@@ -106,14 +169,38 @@ impl PermissionPolicy {
                 }
             }
         };
-        self.audit.record(AuditEntry {
+        self.record(request, &decision)?;
+        Ok(decision)
+    }
+}
+
+/// A [`PermissionRequest`] that owns its parts, to cross onto the blocking pool.
+struct OwnedRequest {
+    agent: troupe_wire::AgentName,
+    tool: String,
+    effect: super::effect::Effect,
+    scope: super::effect::Scope,
+    arguments: serde_json::Value,
+}
+
+impl OwnedRequest {
+    fn of(request: &PermissionRequest<'_>) -> Self {
+        Self {
             agent: request.agent.clone(),
             tool: request.tool.to_owned(),
-            allowed: decision.allowed,
-            rule: decision.rule.clone(),
-            reason: decision.reason.clone(),
-            input_digest: input_digest(request.arguments),
-        })?;
-        Ok(decision)
+            effect: request.effect,
+            scope: request.scope,
+            arguments: request.arguments.clone(),
+        }
+    }
+
+    fn as_request(&self) -> PermissionRequest<'_> {
+        PermissionRequest {
+            agent: &self.agent,
+            tool: &self.tool,
+            effect: self.effect,
+            scope: self.scope,
+            arguments: &self.arguments,
+        }
     }
 }

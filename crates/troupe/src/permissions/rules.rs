@@ -1,4 +1,5 @@
-//! Pure permission rules and their combination.
+//! Permission rules and their combination. Rules are pure except the ones that declare they read
+//! a port ([`PermissionRule::reads_ports`]); those are evaluated off the async threads.
 //!
 //! Every rule is evaluated; each may say nothing or give a verdict. The strongest verdict wins:
 //! **deny > ask > allow** (among equals, the first rule in order is the one reported). When no
@@ -58,9 +59,20 @@ impl RuleVerdict {
     }
 }
 
-/// A pure rule: no I/O, no state changes. `None` means "no opinion".
+/// A rule: no state changes, and no I/O unless it says so. `None` means "no opinion".
+///
+/// **Contract:** a rule is a function of the request and, when [`Self::reads_ports`] is true,
+/// of what it reads through a port (the plan gate reads the latest plan from the protocol
+/// store, which may wait on the store's lock or the disk). The policy evaluates such rules on
+/// the blocking pool, never on an async worker thread; a rule that reads nothing is evaluated
+/// in place.
 pub trait PermissionRule: Send + Sync {
     fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;
+
+    /// Whether [`Self::evaluate`] reads a port (and may block). False for pure rules.
+    fn reads_ports(&self) -> bool {
+        false
+    }
 }
 
 /// The name of the verdict used when no rule gives one.

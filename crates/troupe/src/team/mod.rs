@@ -10,6 +10,8 @@
 //! - [`driver`]: the lead's user turn, then event turns until quiescent.
 //! - [`events`]: the JSON events the lead's history receives.
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
+//! - [`lead_only`]: the rule, also on teammates' policies, that keeps the lead's team tools the
+//!   lead's.
 //! - [`roster`]: the roster in `team.json`.
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
@@ -18,6 +20,7 @@
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod lead_only;
 pub mod observer;
 pub mod plan_gate;
 pub mod postman;
@@ -31,6 +34,7 @@ mod workers;
 
 pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
 pub use error::TeamError;
+pub use lead_only::LeadOnlyRule;
 pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
 pub use plan_gate::{GateStart, PlanGateRule};
 pub use postman::{Postman, Waker};

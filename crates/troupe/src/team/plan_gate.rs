@@ -114,6 +114,11 @@ impl PlanGateRule {
 }
 
 impl PermissionRule for PlanGateRule {
+    /// It reads the latest plan from the protocol store on every call (under the store's lock).
+    fn reads_ports(&self) -> bool {
+        true
+    }
+
     fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         if request.effect == Effect::Read || UNGATED_TOOLS.contains(&request.tool) {
             return None;

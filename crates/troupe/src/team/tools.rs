@@ -2,7 +2,8 @@
 //! `request_shutdown`, `review_plan`; the teammate's `send_message`, `submit_plan`.
 //!
 //! The sender of everything is the calling agent (`ToolContext::agent`), never an argument.
-//! These tools hold the team weakly: the team owns the runners that own them.
+//! These tools hold the team weakly: the team owns the runners that own them. Who may call the
+//! lead's tools is the permission policy's business ([`super::lead_only`]), not theirs.
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -57,11 +58,6 @@ impl ToolHandler for SpawnTeammate {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        if !ctx.agent.is_lead() {
-            return Err(ToolError::PermissionDenied(
-                "only the lead spawns teammates".into(),
-            ));
-        }
         let name = name_arg(&args, "name")?;
         let plan_required = args
             .get("plan_required")
@@ -168,11 +164,6 @@ impl ToolHandler for RequestShutdown {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        if !ctx.agent.is_lead() {
-            return Err(ToolError::PermissionDenied(
-                "only the lead requests shutdowns".into(),
-            ));
-        }
         let teammate = name_arg(&args, "teammate")?;
         let team = self.0.upgrade().map_err(team_error)?;
         team.check_reachable(&teammate).map_err(team_error)?;

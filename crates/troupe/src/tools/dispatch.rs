@@ -5,7 +5,8 @@
 //! 1. **parse** the raw argument string as JSON (blank means `{}`); bad JSON → `invalid_arguments`.
 //! 2. **look up** the tool by name; unknown → `unknown_tool`.
 //! 3. **validate** the arguments against the tool's schema → `invalid_arguments` naming the path.
-//! 4. **PreToolUse hooks**, in order; the first deny stops the call (audited as `hook:<name>`).
+//! 4. **PreToolUse hooks**, in order; the first deny stops the call (audited by the policy as
+//!    `hook:<name>`).
 //! 5. **permission policy**: rules (deny > ask > allow), then the approval provider when the
 //!    rules say `ask`; the decision is audited before it takes effect, and if it cannot be
 //!    audited the call is refused (`audit_failed`).
@@ -26,10 +27,9 @@ use serde_json::Value;
 
 use super::registry::ToolRegistry;
 use super::{schema, ToolContext, ToolError};
-use crate::permissions::audit::{input_digest, AuditEntry};
 use crate::permissions::hooks::{HookDecision, Hooks, ToolResultView};
 use crate::permissions::policy::{PermissionDecision, PermissionPolicy};
-use crate::permissions::rules::{Decision, PermissionRequest};
+use crate::permissions::rules::PermissionRequest;
 use crate::secrets::Redactor;
 
 /// The result of one tool call, as the model will see it.
@@ -142,20 +142,8 @@ impl Dispatcher {
         // 4. PreToolUse hooks
         for hook in &self.hooks.pre {
             if let HookDecision::Deny { reason } = hook.before(&request).await {
-                let decision = PermissionDecision {
-                    allowed: false,
-                    rules_said: Decision::Deny,
-                    rule: format!("hook:{}", hook.name()),
-                    reason,
-                };
-                if let Err(e) = self.policy.audit().record(AuditEntry {
-                    agent: ctx.agent.clone(),
-                    tool: tool.to_owned(),
-                    allowed: false,
-                    rule: decision.rule.clone(),
-                    reason: decision.reason.clone(),
-                    input_digest: input_digest(&arguments),
-                }) {
+                let (decision, recorded) = self.policy.deny_by_hook(&request, hook.name(), reason);
+                if let Err(e) = recorded {
                     tracing::warn!(error = %e, "audit of a hook deny failed");
                 }
                 let error = ToolError::PermissionDenied(format!(

@@ -328,3 +328,34 @@ async fn auto_approval_allows_what_rules_do_not_deny() {
     assert_eq!(s.writer.calls(), 1);
     assert_eq!(s.audit.records().len(), 2);
 }
+
+#[tokio::test]
+async fn a_teammate_calling_a_lead_only_tool_is_denied_by_the_policy_and_audited() {
+    use troupe::team::LeadOnlyRule;
+    let audit = Arc::new(MemoryAuditSink::new(Arc::new(ManualClock::at_spec_epoch())));
+    let spawn = CountingTool::new("spawn_teammate", Effect::External);
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(spawn.clone())).unwrap();
+    let policy = PermissionPolicy::default_policy(CountingApproval::new(true), audit.clone())
+        .with_rules([Arc::new(LeadOnlyRule) as Arc<dyn PermissionRule>]);
+    let dispatcher = Dispatcher::new(Arc::new(registry), policy, Hooks::new());
+
+    let outcome = dispatcher.dispatch(&ctx(), "spawn_teammate", "{}").await;
+    assert_eq!(
+        outcome.content,
+        "Error [permission_denied]: spawn_teammate was denied (lead_only): only the lead may \
+         call spawn_teammate"
+    );
+    assert_eq!(spawn.calls(), 0, "a denied handler ran");
+    let records = audit.records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].decision, records[0].rule.as_str()),
+        ("deny", "lead_only")
+    );
+
+    let lead = ToolContext::new(AgentName::lead(), std::env::temp_dir());
+    let outcome = dispatcher.dispatch(&lead, "spawn_teammate", "{}").await;
+    assert!(!outcome.is_error, "{}", outcome.content);
+    assert_eq!(spawn.calls(), 1);
+}
