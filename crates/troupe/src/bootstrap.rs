@@ -1,12 +1,12 @@
 //! The composition root: the only place where concrete adapters are chosen and wired.
 //!
-//! [`build_team`] builds, in dependency order: the run lock ([`take_run_lock`]); the stores —
+//! [`build_team`] builds, in dependency order: the run lock (`take_run_lock`); the stores —
 //! one mailbox store after recovery, the protocol store, the audit sink, the task board
-//! ([`open_stores`]); what a dead run left half done — recorded answers delivered, orphan jobs
-//! settled ([`finish_earlier_run`]); the base permission policy; background jobs and cron; the
+//! (`open_stores`); what a dead run left half done — recorded answers delivered, orphan jobs
+//! settled (`finish_earlier_run`); the base permission policy; background jobs and cron; the
 //! team runtime, which builds its own postman and protocol runtime on the one mailbox store;
 //! the teammate factory, whose policy for each teammate is the base policy `with_rules([its plan
-//! gate])` ([`teammate_factory`]); the lead's tools in [`LEAD_TOOLS`] order ([`lead_tools`]) and
+//! gate])` (`teammate_factory`); the lead's tools in [`LEAD_TOOLS`] order (`lead_tools`) and
 //! runner; the mailbox watch. [`Team::close`] runs in reverse: teammates (workers cancelled at
 //! safe points, in-flight messages released), then cron, then background jobs (whole process
 //! groups stopped), then the watch and the run lock.

@@ -26,8 +26,8 @@ use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
-use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
+use crate::team::roster::{self, RosterFileError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -359,20 +359,10 @@ fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
 /// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
 /// error (without blocking on a FIFO).
 pub fn read_roster(path: &Path) -> Result<TeamRoster, InspectError> {
-    let read =
-        read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| InspectError::Io {
-            path: e.path,
-            source: e.source,
-        })?;
-    match read {
-        Some(bytes) => {
-            TeamRoster::from_json_bytes(&bytes).map_err(|source| InspectError::CorruptTeam {
-                path: path.display().to_string(),
-                source,
-            })
-        }
-        None => Ok(TeamRoster::empty()),
-    }
+    roster::read_file(path).map_err(|e| match e {
+        RosterFileError::Io { path, source } => InspectError::Io { path, source },
+        RosterFileError::Corrupt { path, source } => InspectError::CorruptTeam { path, source },
+    })
 }
 
 /// Whether the process named by a holder line (`pid <n> …`) lives: the fallback where the kernel's

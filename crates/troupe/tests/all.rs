@@ -3,6 +3,8 @@
 
 #[path = "all/agent/mod.rs"]
 mod agent;
+#[path = "all/architecture.rs"]
+mod architecture;
 #[path = "all/board/mod.rs"]
 mod board;
 #[path = "all/cron/mod.rs"]

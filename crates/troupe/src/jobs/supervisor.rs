@@ -2,7 +2,7 @@
 //! all when the runtime closes.
 //!
 //! A job is `sh -c <command>` in the given workspace, a real child in its own process group
-//! (the same spawning and killing as the `shell` tool, `tools::process`). `submit` writes the
+//! (the same spawning and killing as the `shell` tool, `crate::process`). `submit` writes the
 //! `running` record, starts the process and returns at once; a task per job collects the
 //! combined output (the last [`OUTPUT_CAP`] bytes), and when the job ends it replaces the record
 //! with the final one, then sends the [`JobCompletion`], then stops counting the job as running

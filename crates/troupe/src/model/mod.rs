@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub use openai::OpenAiClient;
 pub use retry::RetryPolicy;
-pub use scripted::{ScriptError, ScriptedModel};
+pub use scripted::{ScriptError, ScriptExhausted, ScriptedModel};
 pub use types::{
     AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, ToolSpec,
     Usage,
@@ -98,12 +98,27 @@ pub enum ModelError {
         primary: Box<ModelError>,
         fallback: Box<ModelError>,
     },
-    /// A [`ScriptedModel`] was asked for more responses than its script holds.
-    #[error("the scripted model has no response left (it served {served})")]
-    ScriptExhausted { served: usize },
-    /// An agent's own queue in a [`ScriptedModel`] ran out (it never falls back to the shared one).
-    #[error("the scripted model has no response left for agent {agent} (it served {served})")]
-    AgentScriptExhausted { agent: String, served: usize },
+    /// A failure that belongs to one implementation of the port (e.g. the scripted model's
+    /// [`scripted::ScriptExhausted`]): its own type, its own code, carried as is.
+    #[error("{0}")]
+    Implementation(Box<dyn ImplementationError>),
+}
+
+/// An error of one [`ModelClient`] implementation that the shared [`ModelError`] does not name.
+pub trait ImplementationError: std::error::Error + ErrorCode + Send + Sync + 'static {
+    /// The error as `Any`, so that its owner can recognise it
+    /// ([`ModelError::implementation_error`]).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl ModelError {
+    /// The implementation's own error, if this is one of type `T`.
+    pub fn implementation_error<T: ImplementationError>(&self) -> Option<&T> {
+        match self {
+            Self::Implementation(e) => e.as_any().downcast_ref::<T>(),
+            _ => None,
+        }
+    }
 }
 
 impl ErrorCode for ModelError {
@@ -118,9 +133,7 @@ impl ErrorCode for ModelError {
             Self::Transport { .. } => "model_transport",
             Self::RequestRefused { .. } => "model_request_refused",
             Self::FallbackFailed { fallback, .. } => fallback.code(),
-            Self::ScriptExhausted { .. } | Self::AgentScriptExhausted { .. } => {
-                "model_script_exhausted"
-            }
+            Self::Implementation(e) => e.code(),
         }
     }
 }

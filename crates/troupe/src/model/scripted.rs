@@ -96,6 +96,37 @@ pub enum ScriptError {
     AgentName { reason: String },
 }
 
+/// The scripted model was asked for more responses than its script holds: a test or demo
+/// concern, so it is the scripted model's own error, carried by
+/// [`ModelError::Implementation`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptExhausted {
+    /// The shared queue ran out (and there is no responder function).
+    #[error("the scripted model has no response left (it served {served})")]
+    Shared { served: usize },
+    /// An agent's own queue ran out (it never falls back to the shared one).
+    #[error("the scripted model has no response left for agent {agent} (it served {served})")]
+    Agent { agent: String, served: usize },
+}
+
+impl ErrorCode for ScriptExhausted {
+    fn code(&self) -> &'static str {
+        "model_script_exhausted"
+    }
+}
+
+impl super::ImplementationError for ScriptExhausted {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl From<ScriptExhausted> for ModelError {
+    fn from(e: ScriptExhausted) -> Self {
+        ModelError::Implementation(Box::new(e))
+    }
+}
+
 impl ErrorCode for ScriptError {
     fn code(&self) -> &'static str {
         "model_script_invalid"
@@ -322,10 +353,11 @@ impl ScriptedModel {
                         queue.served += 1;
                         next
                     }
-                    None => Err(ModelError::AgentScriptExhausted {
+                    None => Err(ScriptExhausted::Agent {
                         agent: agent.to_string(),
                         served: queue.served,
-                    }),
+                    }
+                    .into()),
                 };
             }
         }
@@ -339,7 +371,7 @@ impl ScriptedModel {
         };
         match lock(&self.responder).as_mut() {
             Some(respond) => respond(request),
-            None => Err(ModelError::ScriptExhausted { served }),
+            None => Err(ScriptExhausted::Shared { served }.into()),
         }
     }
 }

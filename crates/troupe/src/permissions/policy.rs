@@ -1,7 +1,7 @@
 //! The permission policy: rules, then the approval provider when the rules say `ask`; every
 //! final decision is written to the audit sink before it takes effect — a PreToolUse hook's
 //! deny too ([`PermissionPolicy::deny_by_hook`]): one audit path, one place that builds the
-//! audit entry ([`PermissionPolicy::record`]).
+//! audit entry (`PermissionPolicy::record`).
 //!
 //! Rules that read a port ([`PermissionRule::reads_ports`], e.g. the plan gate reading the
 //! protocol store under its lock) are evaluated on the blocking pool, never on an async worker

@@ -113,13 +113,6 @@ pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     fsync_dir(parent_of(dest))
 }
 
-/// Appends whole lines to the append-only log `dest` (creating it if missing) and fsyncs them,
-/// so they survive a crash once this returns. A torn last line left by an earlier crash is cut
-/// first; see [`super::journal`], where appending has its one home.
-pub fn append(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    super::journal::append(dest, bytes)
-}
-
 /// Cuts `dest` back to `len` bytes and fsyncs it (removing the torn tail of an append-only log).
 pub fn truncate(dest: &Path, len: u64) -> Result<(), IoError> {
     OpenOptions::new()

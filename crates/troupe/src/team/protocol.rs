@@ -18,7 +18,6 @@ use troupe_wire::{
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::postman::Postman;
-use super::runtime::TeamRuntime;
 use crate::store::mailbox::{MailboxError, MailboxStore};
 use crate::store::protocol::{Delivery, NewRequest, ProtocolError, ProtocolStore};
 
@@ -33,12 +32,6 @@ pub trait TeammateStatuses {
 impl TeammateStatuses for TeamRoster {
     fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
         self.teammates.iter().find(|r| &r.name == name).cloned()
-    }
-}
-
-impl TeammateStatuses for TeamRuntime {
-    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
-        TeamRuntime::record_of(self, name)
     }
 }
 

@@ -7,14 +7,47 @@
 //! (`running` comes back `idle`).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus};
+use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus, WireError};
 
 use crate::clock::Clock;
-use crate::inspect::read_roster;
 use crate::layout::Layout;
+use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::{durable, IoError};
+
+/// Why `team.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RosterFileError {
+    #[error("read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Corrupt { path: String, source: WireError },
+}
+
+/// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
+/// error (without blocking on a FIFO). What the runtime loads and `troupe status` shows.
+pub fn read_file(path: &Path) -> Result<TeamRoster, RosterFileError> {
+    let read = read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| {
+        RosterFileError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    })?;
+    match read {
+        Some(bytes) => {
+            TeamRoster::from_json_bytes(&bytes).map_err(|source| RosterFileError::Corrupt {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+        None => Ok(TeamRoster::empty()),
+    }
+}
 
 pub struct Roster {
     layout: Layout,
@@ -26,7 +59,7 @@ impl Roster {
     /// Loads `team.json` if there is one. Teammates that were `running` or `failed` in a run that
     /// is gone come back `idle`; `shutdown` stays.
     pub fn load(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {
-        let loaded = read_roster(&layout.team_file()).map_err(|e| {
+        let loaded = read_file(&layout.team_file()).map_err(|e| {
             IoError::new(
                 "load",
                 &layout.team_file(),

@@ -1,5 +1,5 @@
 //! The teammate runtime: the public [`TeamRuntime`] — spawning, statuses, the lead's event pump,
-//! closing — over one private state: the roster, the worker lifecycle ([`super::workers`]), and
+//! closing — over one private state: the roster, the worker lifecycle (`super::workers`), and
 //! the postman and protocol runtime it builds itself.
 //!
 //! **One postman by construction.** [`TeamRuntime::new`] builds the [`Postman`] (with a waker
@@ -17,15 +17,15 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{AgentName, MailboxMessage, MessageId, TeammateRecord, TeammateStatus};
+use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
 
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::plan_gate::GateStart;
 use super::postman::{Postman, Waker};
-use super::protocol::{self as triage, ProtocolRuntime};
+use super::protocol::{self as triage, ProtocolRuntime, TeammateStatuses};
 use super::roster::Roster;
-use super::worker;
+use super::worker::{self, WorkerContext};
 use super::workers::{Start, Workers};
 use crate::agent::{transcript, Runner};
 use crate::clock::Clock;
@@ -503,7 +503,7 @@ impl TeamInner {
             }
         };
         self.set_status(name, TeammateStatus::Running, None);
-        let context = WorkerContext {
+        let context = TeamWorker {
             team: self.clone(),
             name: name.clone(),
         };
@@ -512,46 +512,40 @@ impl TeamInner {
     }
 }
 
-/// What a worker may do to the team: read its ports, report statuses, end. Nothing else of the
-/// runtime's state is reachable from a worker.
-pub(super) struct WorkerContext {
+/// A worker's view of the team: the one implementation of [`WorkerContext`].
+struct TeamWorker {
     team: Arc<TeamInner>,
     name: AgentName,
 }
 
-impl WorkerContext {
-    /// The teammate this worker serves.
-    pub(super) fn name(&self) -> &AgentName {
+impl WorkerContext for TeamWorker {
+    fn name(&self) -> &AgentName {
         &self.name
     }
 
-    pub(super) fn postman(&self) -> &Postman {
+    fn postman(&self) -> &Postman {
         &self.team.postman
     }
 
-    pub(super) fn mailbox(&self) -> &dyn MailboxStore {
-        self.team.postman.mailbox().as_ref()
-    }
-
-    pub(super) fn protocol(&self) -> &ProtocolRuntime {
+    fn protocol(&self) -> &ProtocolRuntime {
         &self.team.protocol
     }
 
-    pub(super) fn observer(&self) -> &dyn TeamObserver {
+    fn observer(&self) -> &dyn TeamObserver {
         self.team.observer.as_ref()
     }
 
-    pub(super) fn closing(&self) -> &CancellationToken {
+    fn closing(&self) -> &CancellationToken {
         &self.team.closing
     }
 
-    pub(super) fn set_status(&self, status: TeammateStatus) {
+    fn set_status(&self, status: TeammateStatus) {
         self.team.set_status(&self.name, status, None);
     }
 
-    /// The status is set before the worker counts as ended, so a wake in between cannot restart
-    /// a teammate that just failed or shut down.
-    pub(super) fn end(&self, status: TeammateStatus, detail: Option<String>) {
+    fn end(&self, status: TeammateStatus, detail: Option<String>) {
+        // The status is set before the worker counts as ended, so a wake in between cannot
+        // restart a teammate that just failed or shut down.
         match (status, detail) {
             (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason),
             (status, detail) => self.team.set_status(&self.name, status, detail),
@@ -560,8 +554,7 @@ impl WorkerContext {
         self.team.changed.notify_one();
     }
 
-    /// Found nothing to claim: goes idle and returns true, unless a wake came in meanwhile.
-    pub(super) fn try_idle(&self) -> bool {
+    fn try_idle(&self) -> bool {
         if self
             .team
             .workers
@@ -573,21 +566,12 @@ impl WorkerContext {
         false
     }
 
-    pub(super) fn is_completed(&self, message: MessageId) -> bool {
+    fn is_completed(&self, message: MessageId) -> bool {
         self.team.workers.is_completed(message)
     }
 
-    pub(super) fn mark_completed(&self, message: MessageId) {
+    fn mark_completed(&self, message: MessageId) {
         self.team.workers.mark_completed(message);
-    }
-
-    /// Quarantines `message` and reports it.
-    pub(super) fn quarantine(
-        &self,
-        message: &MailboxMessage,
-        reason: &str,
-    ) -> Result<(), crate::store::mailbox::MailboxError> {
-        triage::quarantine_and_report(self.mailbox(), self.observer(), &self.name, message, reason)
     }
 }
 
@@ -603,6 +587,14 @@ fn check_spawn_arguments(name: &AgentName, role: &str, prompt: &str) -> Result<(
         return Err(TeamError::Invalid("prompt must not be blank".into()));
     }
     Ok(())
+}
+
+/// The running team answers `review_plan`'s "can the sender still read the answer" from its
+/// roster.
+impl TeammateStatuses for TeamRuntime {
+    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        TeamRuntime::record_of(self, name)
+    }
 }
 
 /// The postman's waker: weak, because the team owns the postman.

@@ -8,19 +8,63 @@
 //! - a message that is invalid (wrong id, kind, parties, expired, duplicate) is quarantined and
 //!   the worker continues; any other failure (storage, delivery, model, cancellation) releases
 //!   the message back to `ready/` and — except for cancellation — marks the teammate `failed`.
+//!
+//! A worker sees the team only through [`WorkerContext`] (its ports, its teammate's status, the
+//! lifecycle calls `try_idle` and `end`), which the runtime implements: the worker never
+//! reaches the runtime's state, and this file does not import the runtime.
 
 use troupe_wire::{
     AgentName, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind, RequestKind,
     TeammateStatus,
 };
 
+use tokio_util::sync::CancellationToken;
+use troupe_wire::MessageId;
+
 use super::error::TeamError;
-use super::observer::TeamUpdate;
-use super::protocol::{classify, Triage};
-use super::runtime::WorkerContext;
+use super::observer::{TeamObserver, TeamUpdate};
+use super::postman::Postman;
+use super::protocol::{classify, quarantine_and_report, ProtocolRuntime, Triage};
 use super::workers::SharedRunner;
 use crate::agent::{Runner, TurnEnd};
+use crate::store::mailbox::{MailboxError, MailboxStore};
 use crate::store::protocol::ProtocolError;
+
+/// What a worker may do to the team: use its ports, report its teammate's status, end. The
+/// runtime implements it; nothing else of the runtime's state is reachable from a worker.
+pub(super) trait WorkerContext: Send + Sync + 'static {
+    /// The teammate this worker serves.
+    fn name(&self) -> &AgentName;
+    fn postman(&self) -> &Postman;
+    fn protocol(&self) -> &ProtocolRuntime;
+    fn observer(&self) -> &dyn TeamObserver;
+    /// Cancelled when the team closes: the worker stops at its next safe point.
+    fn closing(&self) -> &CancellationToken;
+    fn set_status(&self, status: TeammateStatus);
+    /// Sets the final status (a failure with its reason for the lead), then the worker no
+    /// longer counts as running.
+    fn end(&self, status: TeammateStatus, detail: Option<String>);
+    /// Found nothing to claim: goes idle and returns true, unless a wake came in meanwhile.
+    fn try_idle(&self) -> bool;
+    /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
+    fn is_completed(&self, message: MessageId) -> bool;
+    fn mark_completed(&self, message: MessageId);
+
+    fn mailbox(&self) -> &dyn MailboxStore {
+        self.postman().mailbox().as_ref()
+    }
+
+    /// Quarantines `message` and reports it.
+    fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), MailboxError> {
+        quarantine_and_report(
+            self.mailbox(),
+            self.observer(),
+            self.name(),
+            message,
+            reason,
+        )
+    }
+}
 
 /// How handling one message ended.
 enum Handled {
@@ -34,7 +78,8 @@ enum Handled {
     Failed(String),
 }
 
-pub(super) async fn run(team: WorkerContext, runner: SharedRunner) {
+pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
+    let team: &dyn WorkerContext = &team;
     let mut runner = runner.lock().await;
     loop {
         if team.closing().is_cancelled() {
@@ -57,7 +102,7 @@ pub(super) async fn run(team: WorkerContext, runner: SharedRunner) {
         let handled = if team.closing().is_cancelled() {
             Handled::Cancelled
         } else {
-            handle(&team, &mut runner, &message).await
+            handle(team, &mut runner, &message).await
         };
         match handled {
             Handled::Next => {}
@@ -66,12 +111,12 @@ pub(super) async fn run(team: WorkerContext, runner: SharedRunner) {
                 return;
             }
             Handled::Cancelled => {
-                release(&team, &message);
+                release(team, &message);
                 team.end(TeammateStatus::Idle, None);
                 return;
             }
             Handled::Failed(reason) => {
-                release(&team, &message);
+                release(team, &message);
                 team.end(TeammateStatus::Failed, Some(reason));
                 return;
             }
@@ -79,7 +124,7 @@ pub(super) async fn run(team: WorkerContext, runner: SharedRunner) {
     }
 }
 
-fn release(team: &WorkerContext, message: &MailboxMessage) {
+fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
     if let Err(e) = team.mailbox().release(team.name(), message.id()) {
         // Still in processing/: recovery at the next start puts it back. Nothing is lost.
         tracing::warn!(
@@ -90,14 +135,18 @@ fn release(team: &WorkerContext, message: &MailboxMessage) {
     }
 }
 
-fn quarantine(team: &WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
+fn quarantine(team: &dyn WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
     match team.quarantine(message, reason) {
         Ok(()) => Handled::Next,
         Err(e) => Handled::Failed(format!("could not quarantine {}: {e}", message.id())),
     }
 }
 
-async fn handle(team: &WorkerContext, runner: &mut Runner, message: &MailboxMessage) -> Handled {
+async fn handle(
+    team: &dyn WorkerContext,
+    runner: &mut Runner,
+    message: &MailboxMessage,
+) -> Handled {
     match message {
         MailboxMessage::Ordinary(m) => {
             let prompt = match m.kind {
@@ -123,7 +172,7 @@ async fn handle(team: &WorkerContext, runner: &mut Runner, message: &MailboxMess
 
 /// Runs the model on `prompt` (once per message id), sends the answer to the lead, acks.
 async fn run_and_report(
-    team: &WorkerContext,
+    team: &dyn WorkerContext,
     runner: &mut Runner,
     message: &MailboxMessage,
     prompt: &str,
@@ -157,7 +206,7 @@ async fn run_and_report(
 /// reads the answer — the lead, `troupe status` — finds a teammate that takes no more messages),
 /// acks, and its worker ends. No model call.
 fn shutdown(
-    team: &WorkerContext,
+    team: &dyn WorkerContext,
     message: &MailboxMessage,
     request_message: &ProtocolMessage,
 ) -> Handled {
@@ -194,7 +243,7 @@ fn shutdown(
 /// Whether the shutdown request `request_message` announces (a message that matched it in
 /// everything but its pending state) was resolved by this teammate's answer: the lead consumed
 /// the answer, and only the ack of the request was lost.
-fn answer_was_consumed(team: &WorkerContext, request_message: &ProtocolMessage) -> bool {
+fn answer_was_consumed(team: &dyn WorkerContext, request_message: &ProtocolMessage) -> bool {
     let name = team.name();
     let Ok(Some(request)) = team.protocol().store().get(request_message.request_id()) else {
         return false;
@@ -204,7 +253,7 @@ fn answer_was_consumed(team: &WorkerContext, request_message: &ProtocolMessage) 
         && request.resolution().is_some_and(|r| r.approved)
 }
 
-fn ack_and(team: &WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
+fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
     match team.mailbox().ack(team.name(), message) {
         Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
@@ -212,7 +261,7 @@ fn ack_and(team: &WorkerContext, message: &MailboxMessage, then: Handled) -> Han
 }
 
 async fn plan_response(
-    team: &WorkerContext,
+    team: &dyn WorkerContext,
     runner: &mut Runner,
     message: &MailboxMessage,
     response: &ProtocolMessage,

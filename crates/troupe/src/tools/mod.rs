@@ -2,14 +2,15 @@
 //!
 //! # Layout
 //!
-//! - this file: the shared vocabulary — [`Effect`], [`ToolDefinition`], [`ToolHandler`],
-//!   [`ToolContext`], [`ToolError`].
+//! - this file: the shared vocabulary — [`ToolDefinition`], [`ToolHandler`], [`ToolContext`],
+//!   [`ToolError`]; a tool's [`Effect`] and [`Scope`] are the permission layer's, re-exported.
 //! - [`registry`]: the tools an agent is offered, in the order it is offered them.
 //! - [`schema`]: the small JSON Schema validator for the subset our tool schemas use.
 //! - [`dispatch`]: **the** call path of every tool (SPEC §4.2). No other code runs a handler.
 //! - [`confine`]: workspace confinement shared by every file tool.
-//! - [`process`]: `sh -c` in its own process group, run to its end and killed as a group;
-//!   shared by [`shell`] and the background jobs (`crate::jobs`).
+//! - `sh -c` in its own process group is [`crate::process`], shared by [`shell`] and the
+//!   background jobs; the `task` tool lives beside the runner it runs
+//!   ([`crate::agent::subagent_tool`]).
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
 //! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
 //!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).

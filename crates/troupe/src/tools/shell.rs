@@ -3,7 +3,7 @@
 //! The command runs as a real child process in its own process group, with stdin closed and
 //! stdout and stderr combined (in arrival order). The whole group is killed (SIGKILL) when the
 //! timeout passes, when the call is cancelled, when the tool's future is dropped, and when the
-//! command exits — so nothing it started outlives the call (see [`super::process`]).
+//! command exits — so nothing it started outlives the call (see [`crate::process`]).
 //!
 //! With `run_in_background: true` the command is handed to the [`JobSupervisor`] the tool was
 //! built with ([`ShellTool::with_jobs`]) and the call returns at once, naming the job; the

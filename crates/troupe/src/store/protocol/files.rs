@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use crate::store::durable;
 use crate::store::IoError;
+use crate::store::{durable, journal};
 
 /// How the protocol store writes. Implementations must be all-or-nothing for `replace_state`
 /// (the old bytes stay on failure); `append_archive` may leave a torn tail on failure, which the
@@ -36,6 +36,6 @@ impl ProtocolFiles for DurableFiles {
     }
 
     fn append_archive(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-        durable::append(path, bytes)
+        journal::append(path, bytes)
     }
 }

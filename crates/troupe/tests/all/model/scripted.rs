@@ -6,8 +6,8 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::error::ErrorCode;
 use troupe::model::{
-    AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
-    ModelResponse, ScriptedModel, ToolCall, Usage,
+    AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelRequest, ModelResponse,
+    ScriptExhausted, ScriptedModel, ToolCall, Usage,
 };
 
 fn ask(text: &str) -> ModelRequest {
@@ -75,13 +75,14 @@ async fn queue_is_served_in_order_then_exhausted() {
 #[tokio::test]
 async fn scripted_errors_are_returned_in_turn() {
     let model = ScriptedModel::new()
-        .error(ModelError::ScriptExhausted { served: 99 })
+        .error(ScriptExhausted::Shared { served: 99 }.into())
         .text("recovered");
 
-    assert!(matches!(
-        model.complete(&ask("a")).await,
-        Err(ModelError::ScriptExhausted { served: 99 })
-    ));
+    let scripted_error = model.complete(&ask("a")).await.unwrap_err();
+    assert_eq!(
+        scripted_error.implementation_error::<ScriptExhausted>(),
+        Some(&ScriptExhausted::Shared { served: 99 })
+    );
     assert_eq!(
         model.complete(&ask("b")).await.unwrap().message,
         AssistantMessage::text("recovered")

@@ -9,11 +9,11 @@ use troupe::clock::ManualClock;
 use troupe::error::ErrorCode;
 use troupe::ids::{IdGenerator, SequentialIds};
 use troupe::layout::Layout;
-use troupe::store::durable;
 use troupe::store::protocol::{
     JsonProtocolStore, NewRequest, ProtocolError, ProtocolFiles, ProtocolStore, DEFAULT_TTL,
 };
 use troupe::store::IoError;
+use troupe::store::{durable, journal};
 use troupe::wire::message::Envelope;
 use troupe::wire::{
     AgentName, Content, MessageId, ProtocolMessage, ProtocolRequest, RequestKind, UtcTime,
@@ -240,11 +240,11 @@ impl ProtocolFiles for FailingFiles {
     fn append_archive(&self, path: &std::path::Path, bytes: &[u8]) -> Result<(), IoError> {
         if self.fail_append.load(Ordering::SeqCst) {
             // Leave half a batch behind, as a crash or a full disk would.
-            let _ = durable::append(path, &bytes[..bytes.len() / 2]);
+            let _ = journal::append(path, &bytes[..bytes.len() / 2]);
             return Err(Self::refused(path));
         }
         self.appends.fetch_add(1, Ordering::SeqCst);
-        durable::append(path, bytes)
+        journal::append(path, bytes)
     }
 
     fn create_answer(&self, path: &std::path::Path, bytes: &[u8]) -> Result<(), IoError> {

@@ -1,0 +1,245 @@
+//! The runtime crate's import structure: no cycle between its files, and no module that imports
+//! from a layer above it (a lower layer reaches up only through a trait the upper one
+//! implements). Read from the sources: every `crate::…` and `super::…` path outside
+//! `#[cfg(test)]` code, resolved to the file of the longest module prefix it names. A `mod.rs`
+//! (or `lib.rs`) re-exporting its own children is their facade, not a dependency of theirs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The layers, lowest first. A module may import only from layers below its own.
+const LAYERS: &[&[&str]] = &[
+    &["error", "clock", "ids", "layout", "sync", "secrets"],
+    &["store"],
+    &["process", "model", "permissions"],
+    &["jobs"],
+    &["tools"],
+    &["agent", "cron"],
+    &["team"],
+    &["inspect"],
+    &["bootstrap"],
+    &["demo"],
+];
+
+type Module = Vec<String>;
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&top))
+}
+
+/// Every source file of the crate, by module path, with whether it is a `mod.rs`/`lib.rs`.
+fn modules(src: &Path) -> BTreeMap<Module, (String, bool)> {
+    let mut found = BTreeMap::new();
+    let mut folders = vec![src.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).unwrap().with_extension("");
+            let mut module: Module = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let facade = matches!(module.last().map(String::as_str), Some("mod" | "lib"));
+            if facade {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            found.insert(module, (text, facade));
+        }
+    }
+    found
+}
+
+/// The code a file compiles into the library: no tests, no comments.
+fn library_code(text: &str) -> String {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    code.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The segments of a path starting at `rest` (`a::b::c`), and what follows it.
+fn path_at(rest: &str) -> (Vec<String>, &str) {
+    let mut segments = Vec::new();
+    let mut rest = rest;
+    loop {
+        let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        segments.push(rest[..end].to_owned());
+        rest = &rest[end..];
+        match rest.strip_prefix("::") {
+            Some(after) if after.starts_with(is_ident) => rest = after,
+            _ => break,
+        }
+    }
+    (segments, rest)
+}
+
+/// Every module path a file names through `crate::` or `super::`, `use` groups expanded one
+/// level (`crate::a::{b, c::d}` names `a::b` and `a::c::d`).
+fn named_paths(module: &Module, code: &str) -> Vec<Module> {
+    let mut named = Vec::new();
+    for (at, _) in code.match_indices("::") {
+        let before = &code[..at];
+        let start = before.rfind(|c: char| !is_ident(c)).map_or(0, |i| i + 1);
+        let root = &before[start..];
+        if root != "crate" && root != "super" {
+            continue;
+        }
+        // `super::super::x` is read once, from its first `super`.
+        if code[..start].ends_with("::") {
+            continue;
+        }
+        let (mut segments, rest) = path_at(&code[at + 2..]);
+        let mut base: Module = if root == "crate" {
+            Vec::new()
+        } else {
+            // `super` of `a/b.rs` is `a`; of `a/b/mod.rs` (module `a::b`) it is `a` too.
+            let mut parent = module.clone();
+            parent.pop();
+            parent
+        };
+        while segments.first().is_some_and(|s| s == "super") {
+            segments.remove(0);
+            base.pop();
+        }
+        base.extend(segments);
+        if let Some(group) = rest.strip_prefix("::{") {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            for item in group.split(',') {
+                let item = item.trim().split(" as ").next().unwrap_or("").trim();
+                if item.is_empty() || item == "self" {
+                    continue;
+                }
+                let mut path = base.clone();
+                path.extend(item.split("::").map(|s| s.trim().to_owned()));
+                named.push(path);
+            }
+        }
+        named.push(base);
+    }
+    named
+}
+
+fn resolve(modules: &BTreeMap<Module, (String, bool)>, path: &[String]) -> Option<Module> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|prefix| modules.contains_key(prefix))
+}
+
+fn dependencies() -> BTreeMap<Module, BTreeSet<Module>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = modules(&src);
+    let mut edges = BTreeMap::new();
+    for (module, (text, facade)) in &modules {
+        let code = library_code(text);
+        let targets: BTreeSet<Module> = named_paths(module, &code)
+            .iter()
+            .filter_map(|path| resolve(&modules, path))
+            .filter(|target| target != module)
+            .filter(|target| !(*facade && target.starts_with(module)))
+            .collect();
+        edges.insert(module.clone(), targets);
+    }
+    edges
+}
+
+fn name(module: &Module) -> String {
+    if module.is_empty() {
+        "lib".to_owned()
+    } else {
+        module.join("::")
+    }
+}
+
+/// A cycle through `from`, if the graph has one reachable from it.
+fn cycle_from(
+    edges: &BTreeMap<Module, BTreeSet<Module>>,
+    from: &Module,
+    path: &mut Vec<Module>,
+    done: &mut BTreeSet<Module>,
+) -> Option<Vec<Module>> {
+    if let Some(at) = path.iter().position(|m| m == from) {
+        let mut cycle = path[at..].to_vec();
+        cycle.push(from.clone());
+        return Some(cycle);
+    }
+    if done.contains(from) {
+        return None;
+    }
+    path.push(from.clone());
+    for next in edges.get(from).into_iter().flatten() {
+        if let Some(cycle) = cycle_from(edges, next, path, done) {
+            return Some(cycle);
+        }
+    }
+    path.pop();
+    done.insert(from.clone());
+    None
+}
+
+#[test]
+fn no_file_of_the_runtime_crate_imports_another_in_a_cycle() {
+    let edges = dependencies();
+    let mut done = BTreeSet::new();
+    for module in edges.keys() {
+        if let Some(cycle) = cycle_from(&edges, module, &mut Vec::new(), &mut done) {
+            let cycle: Vec<String> = cycle.iter().map(name).collect();
+            panic!("import cycle: {}", cycle.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn no_module_imports_from_a_layer_above_its_own() {
+    let edges = dependencies();
+    let mut upward = Vec::new();
+    for (module, targets) in &edges {
+        let Some(top) = module.first() else {
+            continue; // lib.rs declares every module
+        };
+        let layer = layer_of(top).unwrap_or_else(|| panic!("module {top} has no layer in LAYERS"));
+        for target in targets {
+            let Some(target_top) = target.first() else {
+                continue;
+            };
+            if target_top == top {
+                continue;
+            }
+            let target_layer = layer_of(target_top)
+                .unwrap_or_else(|| panic!("module {target_top} has no layer in LAYERS"));
+            if target_layer >= layer {
+                upward.push(format!("{} → {}", name(module), name(target)));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports that do not go down a layer:\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_imports() {
+    // The reader itself: a known downward import is found, so an empty result means something.
+    let edges = dependencies();
+    let worker: Module = vec!["team".into(), "worker".into()];
+    let protocol: Module = vec!["team".into(), "protocol".into()];
+    assert!(edges[&worker].contains(&protocol), "{:?}", edges[&worker]);
+}
