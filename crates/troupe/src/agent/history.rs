@@ -102,7 +102,8 @@ impl History {
 }
 
 fn record(sink: &Arc<dyn TranscriptSink>, key: Option<&str>, message: &ChatMessage) {
-    if let Err(e) = sink.append(key, message) {
+    // An append under the transcript's lock, with an fsync: off the async threads.
+    if let Err(e) = crate::sync::blocking(|| sink.append(key, message)) {
         // The conversation goes on in memory; only its memory across runs is at risk.
         tracing::warn!("transcript not written: {e}");
     }

@@ -4,8 +4,9 @@
 //! audit entry (`PermissionPolicy::record`).
 //!
 //! Rules that read a port ([`PermissionRule::reads_ports`], e.g. the plan gate reading the
-//! protocol store under its lock) are evaluated on the blocking pool, never on an async worker
-//! thread; a policy of pure rules only is evaluated in place (no thread hop per tool call).
+//! protocol store under its lock) are evaluated off the async worker threads
+//! ([`crate::sync::blocking`]), and so is the audit append; a policy of pure rules only is
+//! evaluated in place.
 
 use std::sync::Arc;
 
@@ -13,8 +14,8 @@ use super::approval::{ApprovalProvider, ApprovalRequest};
 use super::audit::{input_digest, AuditEntry, AuditError, AuditSink};
 use super::rules::{
     combine, Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict,
-    FALLBACK_RULE,
 };
+use crate::sync::blocking;
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,25 +82,14 @@ impl PermissionPolicy {
         combine(self.rules.iter().map(|r| r.as_ref()), request)
     }
 
-    /// [`Self::evaluate`], on the blocking pool when a rule reads a port (a store call may wait
-    /// on a lock or the disk). A rule evaluation that cannot finish there denies (fail closed).
-    async fn evaluate_off_async_threads(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
-        if !self.rules.iter().any(|rule| rule.reads_ports()) {
-            return self.evaluate(request);
+    /// [`Self::evaluate`], off the async threads when a rule reads a port (a store call may
+    /// wait on a lock or the disk); in place when every rule is pure (no hand-off per call).
+    fn evaluate_off_async_threads(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
+        if self.rules.iter().any(|rule| rule.reads_ports()) {
+            blocking(|| self.evaluate(request))
+        } else {
+            self.evaluate(request)
         }
-        let rules = self.rules.clone();
-        let owned = OwnedRequest::of(request);
-        tokio::task::spawn_blocking(move || {
-            combine(rules.iter().map(|r| r.as_ref()), &owned.as_request())
-        })
-        .await
-        .unwrap_or_else(|e| {
-            RuleVerdict::new(
-                Decision::Deny,
-                FALLBACK_RULE,
-                format!("the permission rules could not be evaluated ({e}), so the call is denied"),
-            )
-        })
     }
 
     /// Audits a PreToolUse hook's deny as the policy's own decision (`hook:<name>`), and returns
@@ -116,7 +106,7 @@ impl PermissionPolicy {
             rule: format!("hook:{hook}"),
             reason,
         };
-        let recorded = self.record(request, &decision);
+        let recorded = blocking(|| self.record(request, &decision));
         (decision, recorded)
     }
 
@@ -142,7 +132,7 @@ impl PermissionPolicy {
         &self,
         request: &PermissionRequest<'_>,
     ) -> Result<PermissionDecision, AuditError> {
-        let verdict = self.evaluate_off_async_threads(request).await;
+        let verdict = self.evaluate_off_async_threads(request);
         let decision = match verdict.decision {
             Decision::Allow | Decision::Deny => PermissionDecision {
                 allowed: verdict.decision == Decision::Allow,
@@ -169,38 +159,8 @@ impl PermissionPolicy {
                 }
             }
         };
-        self.record(request, &decision)?;
+        // An append under the log's lock: off the async threads too.
+        blocking(|| self.record(request, &decision))?;
         Ok(decision)
-    }
-}
-
-/// A [`PermissionRequest`] that owns its parts, to cross onto the blocking pool.
-struct OwnedRequest {
-    agent: troupe_wire::AgentName,
-    tool: String,
-    effect: super::effect::Effect,
-    scope: super::effect::Scope,
-    arguments: serde_json::Value,
-}
-
-impl OwnedRequest {
-    fn of(request: &PermissionRequest<'_>) -> Self {
-        Self {
-            agent: request.agent.clone(),
-            tool: request.tool.to_owned(),
-            effect: request.effect,
-            scope: request.scope,
-            arguments: request.arguments.clone(),
-        }
-    }
-
-    fn as_request(&self) -> PermissionRequest<'_> {
-        PermissionRequest {
-            agent: &self.agent,
-            tool: &self.tool,
-            effect: self.effect,
-            scope: self.scope,
-            arguments: &self.arguments,
-        }
     }
 }

@@ -63,8 +63,8 @@ impl RuleVerdict {
 ///
 /// **Contract:** a rule is a function of the request and, when [`Self::reads_ports`] is true,
 /// of what it reads through a port (the plan gate reads the latest plan from the protocol
-/// store, which may wait on the store's lock or the disk). The policy evaluates such rules on
-/// the blocking pool, never on an async worker thread; a rule that reads nothing is evaluated
+/// store, which may wait on the store's lock or the disk). The policy evaluates such rules off
+/// the async worker threads (`crate::sync::blocking`); a rule that reads nothing is evaluated
 /// in place.
 pub trait PermissionRule: Send + Sync {
     fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;

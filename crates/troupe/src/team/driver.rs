@@ -25,6 +25,7 @@ use crate::agent::{Runner, RunnerError, TurnEnd};
 use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
+use crate::sync::blocking;
 
 /// How long the driver waits before retrying a failed ack, and the most retries of one event.
 const ACK_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -149,18 +150,22 @@ impl Driver {
             }
             let mut events = std::mem::take(&mut self.unfinished);
             events.extend(self.take_external());
-            events.extend(self.claim_lead_events()?);
-            events.extend(self.expiry_events()?);
+            // Store calls (locks, disk) run off the async threads.
+            events.extend(blocking(|| self.claim_lead_events())?);
+            events.extend(blocking(|| self.expiry_events())?);
             if !events.is_empty() {
                 let mut appended = 0;
-                for event in &events {
-                    if lead.push_user_once(&event.key, event.history_text()) {
-                        appended += 1;
+                blocking(|| -> Result<(), DriveError> {
+                    for event in &events {
+                        if lead.push_user_once(&event.key, event.history_text()) {
+                            appended += 1;
+                        }
                     }
-                }
-                for event in events {
-                    self.finish_event(event)?;
-                }
+                    for event in events {
+                        self.finish_event(event)?;
+                    }
+                    Ok(())
+                })?;
                 if appended > 0 {
                     let turn = lead.run_turn(cancel).await?;
                     outcome.event_turns += 1;
@@ -176,10 +181,10 @@ impl Driver {
                 }
                 continue;
             }
-            let next_expiry = self.next_expiry()?;
+            let next_expiry = blocking(|| self.next_expiry())?;
             // Quiet by every measure, then the channels: an event that arrived meanwhile is
             // buffered and runs next round instead of being lost.
-            if self.is_quiescent(next_expiry.is_some())? && !self.drain_late_events() {
+            if blocking(|| self.is_quiescent(next_expiry.is_some()))? && !self.drain_late_events() {
                 return Ok(outcome);
             }
             let wait = next_expiry.unwrap_or(Duration::from_secs(3600));

@@ -33,7 +33,7 @@ use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
-use crate::sync::lock;
+use crate::sync::{blocking, lock};
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
@@ -267,7 +267,7 @@ impl TeamRuntime {
             let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match inner.try_spawn(name, role, plan_required)? {
+            match blocking(|| inner.try_spawn(name, role, plan_required))? {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
@@ -277,7 +277,7 @@ impl TeamRuntime {
                 }
             }
         };
-        inner.deliver_first_task(name, role, prompt)?;
+        blocking(|| inner.deliver_first_task(name, role, prompt))?;
         Ok(spawned)
     }
 

@@ -29,6 +29,7 @@ use super::workers::SharedRunner;
 use crate::agent::{Runner, TurnEnd};
 use crate::store::mailbox::{MailboxError, MailboxStore};
 use crate::store::protocol::ProtocolError;
+use crate::sync::blocking;
 
 /// What a worker may do to the team: use its ports, report its teammate's status, end. The
 /// runtime implements it; nothing else of the runtime's state is reachable from a worker.
@@ -83,19 +84,20 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     let mut runner = runner.lock().await;
     loop {
         if team.closing().is_cancelled() {
-            team.end(TeammateStatus::Idle, None);
+            blocking(|| team.end(TeammateStatus::Idle, None));
             return;
         }
-        let message = match team.mailbox().claim(team.name()) {
+        let message = match blocking(|| team.mailbox().claim(team.name())) {
             Ok(Some(message)) => message,
             Ok(None) => {
-                if team.try_idle() {
+                if blocking(|| team.try_idle()) {
                     return;
                 }
                 continue;
             }
             Err(e) => {
-                team.end(TeammateStatus::Failed, Some(format!("claim failed: {e}")));
+                let reason = format!("claim failed: {e}");
+                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
                 return;
             }
         };
@@ -107,17 +109,17 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
         match handled {
             Handled::Next => {}
             Handled::Shutdown => {
-                team.end(TeammateStatus::Shutdown, None);
+                blocking(|| team.end(TeammateStatus::Shutdown, None));
                 return;
             }
             Handled::Cancelled => {
-                release(team, &message);
-                team.end(TeammateStatus::Idle, None);
+                blocking(|| release(team, &message));
+                blocking(|| team.end(TeammateStatus::Idle, None));
                 return;
             }
             Handled::Failed(reason) => {
-                release(team, &message);
-                team.end(TeammateStatus::Failed, Some(reason));
+                blocking(|| release(team, &message));
+                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
                 return;
             }
         }
@@ -157,15 +159,17 @@ async fn handle(
             run_and_report(team, runner, message, &prompt).await
         }
         MailboxMessage::Protocol(p) => match p.kind() {
-            ProtocolMessageKind::ShutdownRequest => shutdown(team, message, p),
+            ProtocolMessageKind::ShutdownRequest => blocking(|| shutdown(team, message, p)),
             ProtocolMessageKind::PlanApprovalResponse => {
                 plan_response(team, runner, message, p).await
             }
-            other => quarantine(
-                team,
-                message,
-                &format!("a teammate does not accept {} messages", other.as_str()),
-            ),
+            other => blocking(|| {
+                quarantine(
+                    team,
+                    message,
+                    &format!("a teammate does not accept {} messages", other.as_str()),
+                )
+            }),
         },
     }
 }
@@ -191,15 +195,16 @@ async fn run_and_report(
             },
             Err(e) => return Handled::Failed(format!("model call failed: {e}")),
         };
-        if let Err(e) =
+        let sent = blocking(|| {
             team.postman()
                 .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
-        {
+        });
+        if let Err(e) = sent {
             return Handled::Failed(format!("could not send the result to the lead: {e}"));
         }
         team.mark_completed(message.id());
     }
-    ack_and(team, message, Handled::Next)
+    blocking(|| ack_and(team, message, Handled::Next))
 }
 
 /// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever
@@ -267,9 +272,11 @@ async fn plan_response(
     response: &ProtocolMessage,
 ) -> Handled {
     // Consume first: by the time the runner continues, the plan gate sees the new state.
-    let consumed = match classify(team.protocol().store().consume_response(response)) {
+    let consumed = match classify(blocking(|| {
+        team.protocol().store().consume_response(response)
+    })) {
         Triage::Ok(consumed) => consumed,
-        Triage::Quarantine(e) => return quarantine(team, message, &e.to_string()),
+        Triage::Quarantine(e) => return blocking(|| quarantine(team, message, &e.to_string())),
         Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
     if !consumed.replayed {
