@@ -8,7 +8,8 @@
 //! - [`error`]: the stable error codes shared by every module's error enum.
 //! - [`store`]: durable file primitives (atomic replace, folder fsync, cross-process locks), the
 //!   mailbox store and the protocol store.
-//! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client and a scripted model.
+//! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client, a scripted model, and
+//!   the model configuration (environment, `<workspace>/.env`, flags).
 //! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
 //! - [`permissions`]: pure rules, the policy, approval providers, the audit sink, hooks.
 //! - [`process`]: commands as child processes in their own process group: spawning, output
@@ -17,7 +18,11 @@
 //! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
-//! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen.
+//! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
+//!   (`build_team`) and for the commands that run no team (`inspector`, `PlanReview`).
+//!
+//! The modules form layers (ARCHITECTURE.md, "Layers"); `tests/all/architecture.rs` fails on an
+//! import cycle between files or an import that goes up a layer.
 //! - [`cron`]: `schedule_cron` and the cron runtime that wakes the lead (`.troupe/cron.json`).
 //! - [`secrets`]: the redactor that keeps the API key out of tool results, jobs and errors, and
 //!   taking the credential variables out of troupe's own environment at start.
