@@ -488,6 +488,7 @@ fn lead_tools(
     cron: &CronRuntime,
     team: &TeamHandle,
 ) -> Result<ToolRegistry, RegistryError> {
+    // The base agent's five tools, which open LEAD_TOOLS.
     let subagent_tools = registry_in_order(
         base_tools(ShellTool::new().with_timeout(settings.shell_timeout)),
         &LEAD_TOOLS[..5],

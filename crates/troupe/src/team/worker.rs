@@ -113,13 +113,17 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
                 return;
             }
             Handled::Cancelled => {
-                blocking(|| release(team, &message));
-                blocking(|| team.end(TeammateStatus::Idle, None));
+                blocking(|| {
+                    release(team, &message);
+                    team.end(TeammateStatus::Idle, None);
+                });
                 return;
             }
             Handled::Failed(reason) => {
-                blocking(|| release(team, &message));
-                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
+                blocking(|| {
+                    release(team, &message);
+                    team.end(TeammateStatus::Failed, Some(reason));
+                });
                 return;
             }
         }
