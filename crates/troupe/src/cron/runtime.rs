@@ -315,7 +315,8 @@ impl Shared {
                 () = self.closed.cancelled() => break,
                 () = self.replan.notified() => {}
                 () = sleep => {
-                    self.fire_due(self.clock.now());
+                    // Firing writes cron.json under its lock: off the async threads.
+                    crate::sync::blocking(|| self.fire_due(self.clock.now()));
                 }
             }
         }

@@ -344,13 +344,15 @@ impl Watch {
             started_at_utc: job.started_at_utc,
             finished_at_utc: self.shared.finished_at(job.started_at_utc),
         };
-        if let Err(e) = record::write(&self.shared.layout, &completion.record()) {
-            // The completion still goes out: the lead learning how the job ended matters more
-            // than the inspection record.
-            tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
-        } else {
-            super::orphans::forget(&self.shared.layout, job.id);
-        }
+        crate::sync::blocking(|| {
+            if let Err(e) = record::write(&self.shared.layout, &completion.record()) {
+                // The completion still goes out: the lead learning how the job ended matters
+                // more than the inspection record.
+                tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
+            } else {
+                super::orphans::forget(&self.shared.layout, job.id);
+            }
+        });
         // The receiver is gone only when the runtime is closing; nobody is left to tell.
         let _ = self.shared.completions.send(completion);
         self.shared.running.fetch_sub(1, Ordering::SeqCst);
