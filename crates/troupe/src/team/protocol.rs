@@ -105,10 +105,6 @@ impl ProtocolRuntime {
         &self.store
     }
 
-    pub fn postman(&self) -> &Arc<Postman> {
-        &self.postman
-    }
-
     /// Registers a request, then sends its message. If sending fails the request stays pending
     /// and the error says so (`protocol_delivery_error`); nothing is retried behind the caller.
     pub fn open(
