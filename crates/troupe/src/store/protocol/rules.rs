@@ -157,6 +157,13 @@ pub(super) fn check_answer(
             resolution.message_id,
         ));
     }
+    check_window(request, now)?;
+    Ok(AnswerCheck::New)
+}
+
+/// Steps 4 and 5: the clock has not moved back past the request's creation, and `now` is inside
+/// its response window `[created, expires)`.
+fn check_window(request: &ProtocolRequest, now: UtcTime) -> Result<(), ProtocolError> {
     if now < request.created_at_utc() {
         return Err(ProtocolError::ClockBackwards {
             now,
@@ -169,7 +176,7 @@ pub(super) fn check_answer(
             expires_at: request.expires_at_utc(),
         });
     }
-    Ok(AnswerCheck::New)
+    Ok(())
 }
 
 /// Checks that an answer record read from `answers/` answers `request` (kind, parties, id).
@@ -220,18 +227,7 @@ pub(super) fn decide_response(
         }
         return Ok(Decision::Replay);
     }
-    if now < request.created_at_utc() {
-        return Err(ProtocolError::ClockBackwards {
-            now,
-            latest: request.created_at_utc(),
-        });
-    }
-    if !request.is_open_at(now) {
-        return Err(ProtocolError::Expired {
-            id: request.id(),
-            expires_at: request.expires_at_utc(),
-        });
-    }
+    check_window(request, now)?;
     let resolved = request.resolved(Resolution {
         message_id: message.id(),
         approved,

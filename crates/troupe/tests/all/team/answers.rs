@@ -53,6 +53,33 @@ fn planner(f: &Fixture) -> Arc<TestModel> {
     })
 }
 
+/// Spawns `writer`, waits for its plan (left pending), then shuts it down; returns the plan.
+async fn plan_then_shut_down(
+    f: &Fixture,
+    team: &troupe::bootstrap::Team,
+    writer: &TestModel,
+) -> troupe::wire::ProtocolRequest {
+    team.runtime
+        .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .unwrap();
+    f.signal
+        .until("the plan submitted and the writer idle", || {
+            writer.calls() == 2 && !team.runtime.any_worker_running()
+        })
+        .await;
+    let plan = f.requests()[0].clone();
+    RequestShutdown(team.runtime.handle())
+        .call(&lead_ctx(f), json!({"teammate": "writer"}))
+        .await
+        .unwrap();
+    f.signal
+        .until("the writer shut down", || {
+            f.status_of(team, "writer") == Some(TeammateStatus::Shutdown)
+        })
+        .await;
+    plan
+}
+
 fn plan_responses(f: &Fixture, state: MailboxState) -> Vec<troupe::wire::ProtocolMessage> {
     f.messages("writer", state)
         .into_iter()
@@ -174,24 +201,7 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
     let f = Fixture::new();
     let writer = planner(&f);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
-    team.runtime
-        .spawn_teammate(&name("writer"), "writer", "Plan first.")
-        .unwrap();
-    f.signal
-        .until("the plan submitted and the writer idle", || {
-            writer.calls() == 2 && !team.runtime.any_worker_running()
-        })
-        .await;
-    let plan = f.requests()[0].clone();
-    RequestShutdown(team.runtime.handle())
-        .call(&lead_ctx(&f), json!({"teammate": "writer"}))
-        .await
-        .unwrap();
-    f.signal
-        .until("the writer shut down", || {
-            f.status_of(&team, "writer") == Some(TeammateStatus::Shutdown)
-        })
-        .await;
+    let plan = plan_then_shut_down(&f, &team, &writer).await;
     let before = f.count("writer", MailboxState::Ready);
     let state_before = f.state_bytes();
 
@@ -217,24 +227,7 @@ async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answer
     let f = Fixture::new();
     let writer = planner(&f);
     let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
-    team.runtime
-        .spawn_teammate(&name("writer"), "writer", "Plan first.")
-        .unwrap();
-    f.signal
-        .until("the plan submitted and the writer idle", || {
-            writer.calls() == 2 && !team.runtime.any_worker_running()
-        })
-        .await;
-    let old_plan = f.requests()[0].clone();
-    RequestShutdown(team.runtime.handle())
-        .call(&lead_ctx(&f), json!({"teammate": "writer"}))
-        .await
-        .unwrap();
-    f.signal
-        .until("the writer shut down", || {
-            f.status_of(&team, "writer") == Some(TeammateStatus::Shutdown)
-        })
-        .await;
+    let old_plan = plan_then_shut_down(&f, &team, &writer).await;
 
     // The name is spawned again (waiting for the old worker to end); the new writer submits a
     // plan of its own.
