@@ -202,6 +202,15 @@ impl Inspector {
         if !self.layout.protocol_dir().is_dir() {
             return Ok(None);
         }
+        // Opening the store creates its lock file; with no lock and no state file there is
+        // nothing to read, and inspection never creates state.
+        let present = |path: std::path::PathBuf| path.symlink_metadata().is_ok();
+        if !present(self.layout.protocol_lock())
+            && !present(self.layout.protocol_state())
+            && !present(self.layout.protocol_archive())
+        {
+            return Ok(None);
+        }
         let store = JsonProtocolStore::open(&self.layout, self.clock.clone(), Arc::new(RandomIds))?;
         Ok(Some(store))
     }

@@ -99,3 +99,22 @@ fn a_corrupt_team_json_is_reported() {
         );
     }
 }
+
+/// Inspection never creates state: a protocol folder holding nothing is read as no requests,
+/// and its lock file is not created.
+#[test]
+fn inspection_creates_no_lock_file_in_an_empty_protocol_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let layout = Layout::new(ws);
+    std::fs::create_dir_all(layout.protocol_dir()).unwrap();
+    for args in [&["status"][..], &["requests", "--json"]] {
+        let ran = troupe_in(ws, args);
+        assert_eq!(ran.code, 0, "{ran:#?}");
+    }
+    let requests: serde_json::Value =
+        serde_json::from_str(&troupe_in(ws, &["requests", "--json"]).stdout).unwrap();
+    assert_eq!(requests["requests"], serde_json::json!([]));
+    assert!(!layout.protocol_lock().exists());
+    assert_eq!(std::fs::read_dir(layout.protocol_dir()).unwrap().count(), 0);
+}
