@@ -140,18 +140,10 @@ impl GroupChild {
         cancel: &CancellationToken,
         stop: Stop,
     ) -> std::io::Result<Ending> {
-        let mut out_buf = vec![0u8; 8192];
-        let mut err_buf = vec![0u8; 8192];
+        let mut pipes = Pipes::new(self.stdout.take(), self.stderr.take());
         let ending = loop {
             tokio::select! {
-                n = read_some(&mut self.stdout, &mut out_buf) => match n {
-                    Some(n) => output.push(&out_buf[..n]),
-                    None => self.stdout = None,
-                },
-                n = read_some(&mut self.stderr, &mut err_buf) => match n {
-                    Some(n) => output.push(&err_buf[..n]),
-                    None => self.stderr = None,
-                },
+                () = pipes.pump(output) => {}
                 status = self.child.wait() => break Ending::Exited(status?),
                 () = sleep_until(deadline) => break Ending::TimedOut,
                 () = cancel.cancelled() => break Ending::Cancelled,
@@ -163,14 +155,7 @@ impl GroupChild {
             // Keep reading while the command shuts down, so a full pipe cannot block it.
             loop {
                 tokio::select! {
-                    n = read_some(&mut self.stdout, &mut out_buf) => match n {
-                        Some(n) => output.push(&out_buf[..n]),
-                        None => self.stdout = None,
-                    },
-                    n = read_some(&mut self.stderr, &mut err_buf) => match n {
-                        Some(n) => output.push(&err_buf[..n]),
-                        None => self.stderr = None,
-                    },
+                    () = pipes.pump(output) => {}
                     _ = self.child.wait() => break,
                     () = tokio::time::sleep_until(until) => break,
                 }
@@ -182,23 +167,51 @@ impl GroupChild {
             let _ = self.child.wait().await;
         }
         // Drain what is left in the pipes; the group is dead, so they close promptly.
-        let (stdout, stderr) = (&mut self.stdout, &mut self.stderr);
         let drain = async {
-            while stdout.is_some() || stderr.is_some() {
-                tokio::select! {
-                    n = read_some(stdout, &mut out_buf) => match n {
-                        Some(n) => output.push(&out_buf[..n]),
-                        None => *stdout = None,
-                    },
-                    n = read_some(stderr, &mut err_buf) => match n {
-                        Some(n) => output.push(&err_buf[..n]),
-                        None => *stderr = None,
-                    },
-                }
+            while pipes.is_open() {
+                pipes.pump(output).await;
             }
         };
         let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
         Ok(ending)
+    }
+}
+
+/// The command's stdout and stderr, read in arrival order into one output.
+struct Pipes {
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+}
+
+impl Pipes {
+    fn new(stdout: Option<ChildStdout>, stderr: Option<ChildStderr>) -> Self {
+        Self {
+            stdout,
+            stderr,
+            out_buf: vec![0u8; 8192],
+            err_buf: vec![0u8; 8192],
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.stdout.is_some() || self.stderr.is_some()
+    }
+
+    /// Reads one chunk from whichever pipe has one and pushes it, or notes a pipe's end. Never
+    /// resolves once both are closed. Cancel-safe: a dropped read loses no data.
+    async fn pump(&mut self, output: &mut CappedOutput) {
+        tokio::select! {
+            n = read_some(&mut self.stdout, &mut self.out_buf) => match n {
+                Some(n) => output.push(&self.out_buf[..n]),
+                None => self.stdout = None,
+            },
+            n = read_some(&mut self.stderr, &mut self.err_buf) => match n {
+                Some(n) => output.push(&self.err_buf[..n]),
+                None => self.stderr = None,
+            },
+        }
     }
 }
 
