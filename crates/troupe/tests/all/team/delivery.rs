@@ -256,11 +256,10 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
     p.runtime.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fails() {
-    let f = Fixture::new();
-    let p = parts(&f);
-    spawn_writer(&f, &p).await;
+/// Spawns the writer, makes its shutdown answer undeliverable, asks it to shut down, and waits
+/// until it failed (the worker releases the message before it reports `failed`).
+async fn shutdown_whose_answer_fails(f: &Fixture, p: &Parts) -> troupe::wire::ProtocolRequest {
+    spawn_writer(f, p).await;
     p.mailbox.fail(&["shutdown_response"]);
     let request = p
         .runtime
@@ -273,11 +272,18 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
         )
         .unwrap();
     f.signal
-        // The worker releases the message before it reports `failed`.
         .until("the writer failed", || {
             p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Failed)
         })
         .await;
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fails() {
+    let f = Fixture::new();
+    let p = parts(&f);
+    let request = shutdown_whose_answer_fails(&f, &p).await;
 
     // The request message is back in ready/, nothing in processing/, the request pending.
     let ready = f.messages("writer", MailboxState::Ready);
@@ -333,23 +339,7 @@ async fn a_teammate_whose_recorded_answer_was_consumed_stops_on_the_redelivered_
 async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     let f = Fixture::new();
     let p = parts(&f);
-    spawn_writer(&f, &p).await;
-    p.mailbox.fail(&["shutdown_response"]);
-    let request = p
-        .runtime
-        .protocol()
-        .open(
-            RequestKind::Shutdown,
-            &AgentName::lead(),
-            &name("writer"),
-            "stop",
-        )
-        .unwrap();
-    f.signal
-        .until("the writer failed", || {
-            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Failed)
-        })
-        .await;
+    let request = shutdown_whose_answer_fails(&f, &p).await;
     p.runtime.close().await;
     let responses = |f: &Fixture| -> Vec<MessageId> {
         MailboxState::ALL
