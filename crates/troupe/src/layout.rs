@@ -105,6 +105,26 @@ impl Layout {
         self.tasks_dir().join(".tasks.lock")
     }
 
+    /// `.troupe/artifacts/<agent>`: tool results too large for the history, kept whole.
+    pub fn artifacts_dir(&self, agent: &AgentName) -> PathBuf {
+        self.state_dir().join("artifacts").join(agent.as_str())
+    }
+
+    /// `.troupe/memory`: one `<name>.md` record per memory.
+    pub fn memory_dir(&self) -> PathBuf {
+        self.state_dir().join("memory")
+    }
+
+    /// `.troupe/memory/.memory.lock`: held for every change of the memory records.
+    pub fn memory_lock(&self) -> PathBuf {
+        self.memory_dir().join(".memory.lock")
+    }
+
+    /// `.troupe/usage.jsonl`: the token usage of every model response.
+    pub fn usage_log(&self) -> PathBuf {
+        self.state_dir().join("usage.jsonl")
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

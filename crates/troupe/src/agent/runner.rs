@@ -171,10 +171,7 @@ impl Runner {
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
-            let request = ModelRequest {
-                messages: self.history.messages().to_vec(),
-                tools: self.tools.clone(),
-            };
+            let request = ModelRequest::turn(self.history.messages().to_vec(), self.tools.clone());
             let response = tokio::select! {
                 biased;
                 () = cancel.cancelled() => {

@@ -22,8 +22,8 @@ pub use openai::OpenAiClient;
 pub use retry::RetryPolicy;
 pub use scripted::{ScriptError, ScriptExhausted, ScriptedModel};
 pub use types::{
-    AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, ToolSpec,
-    Usage,
+    AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, Purpose, ToolCall,
+    ToolSpec, Usage,
 };
 
 use crate::error::ErrorCode;

@@ -41,6 +41,20 @@
 //! agents is added to the request. An agent with a queue of its own is answered from it only;
 //! when it runs out the call fails with `model_script_exhausted` naming the agent. Any other
 //! agent, and calls on the model itself, use the shared queue. Agent names must be valid.
+//!
+//! # The runtime's own calls
+//!
+//! Summaries and memory queries are tool-less calls with a [`Purpose`] other than `turn`. They
+//! never take from the queues above (a script written for an agent's turns stays valid when the
+//! runtime compacts or remembers): each purpose has a queue of its own, `side`, and when that is
+//! empty the call gets a built-in answer — a valid summary object for `summary`, `[]` (nothing
+//! new, nothing relevant, nothing to merge) for the memory queries. They are recorded apart, in
+//! [`ScriptedModel::side_requests`].
+//!
+//! ```json
+//! {"responses": [{"text": "done"}],
+//!  "side": {"summary": [{"text": "not json"}], "memory_extract": [{"text": "[]"}]}}
+//! ```
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
@@ -50,7 +64,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use troupe_wire::AgentName;
 
-use super::types::{AssistantMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, Usage};
+use super::types::{
+    AssistantMessage, FinishReason, ModelRequest, ModelResponse, Purpose, ToolCall, Usage,
+};
 use super::{ModelClient, ModelError};
 use crate::error::ErrorCode;
 
@@ -67,6 +83,9 @@ pub struct ScriptedModel {
     /// Called when the queue is empty. Its own lock, so a responder may inspect the model.
     responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<ModelRequest>>,
+    /// Answers to the runtime's own calls, by purpose (see the module docs).
+    side_queues: Mutex<HashMap<Purpose, Queue>>,
+    side_requests: Mutex<Vec<ModelRequest>>,
     /// Numbers the tool-call ids the builders make up.
     next_call_number: usize,
 }
@@ -147,6 +166,8 @@ impl ScriptedModel {
             agent_queues: Mutex::new(HashMap::new()),
             responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
+            side_queues: Mutex::new(HashMap::new()),
+            side_requests: Mutex::new(Vec::new()),
             next_call_number: 1,
         }
     }
@@ -200,6 +221,21 @@ impl ScriptedModel {
     pub fn error(self, error: ModelError) -> Self {
         lock(&self.queue).responses.push_back(Err(error));
         self
+    }
+
+    /// Queues the answer to the next runtime call made for `purpose` (not an agent's turn).
+    pub fn side(self, purpose: Purpose, answer: Result<ModelResponse, ModelError>) -> Self {
+        lock(&self.side_queues)
+            .entry(purpose)
+            .or_default()
+            .responses
+            .push_back(answer);
+        self
+    }
+
+    /// Queues a text answer to the next runtime call made for `purpose`.
+    pub fn side_text(self, purpose: Purpose, text: impl Into<String>) -> Self {
+        self.side(purpose, Ok(ModelResponse::text(text, SCRIPTED_MODEL_NAME)))
     }
 
     /// Loads a script file (format in the module docs).
@@ -256,6 +292,23 @@ impl ScriptedModel {
             }
             lock(&model.agent_queues).insert(agent, queue);
         }
+        for (purpose, entries) in file.side.unwrap_or_default() {
+            if purpose.is_turn() {
+                return Err(ScriptError::Parse {
+                    reason: "`side` answers the runtime's own calls; turns go in `responses` or `agents`"
+                        .to_owned(),
+                });
+            }
+            let mut queue = Queue::default();
+            for (index, entry) in entries.into_iter().enumerate() {
+                let scripted = model.entry(entry).map_err(|reason| ScriptError::Entry {
+                    index,
+                    reason: format!("(side `{}`) {reason}", purpose.as_str()),
+                })?;
+                queue.responses.push_back(scripted);
+            }
+            lock(&model.side_queues).insert(purpose, queue);
+        }
         Ok(model)
     }
 
@@ -271,6 +324,11 @@ impl ScriptedModel {
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ModelRequest> {
         lock(&self.requests).clone()
+    }
+
+    /// Every runtime call (summaries, memory queries) received so far, in order.
+    pub fn side_requests(&self) -> Vec<ModelRequest> {
+        lock(&self.side_requests).clone()
     }
 
     /// Queued responses not served yet, in the shared queue and the agents' own (the function,
@@ -345,6 +403,9 @@ impl ScriptedModel {
         agent: Option<&AgentName>,
         request: &ModelRequest,
     ) -> Result<ModelResponse, ModelError> {
+        if !request.purpose.is_turn() {
+            return self.answer_side(request);
+        }
         lock(&self.requests).push(request.clone());
         if let Some(agent) = agent {
             if let Some(queue) = lock(&self.agent_queues).get_mut(agent) {
@@ -374,6 +435,45 @@ impl ScriptedModel {
             None => Err(ScriptExhausted::Shared { served }.into()),
         }
     }
+}
+
+impl ScriptedModel {
+    /// A runtime call: its purpose's queue, else the built-in answer.
+    fn answer_side(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        lock(&self.side_requests).push(request.clone());
+        if let Some(queue) = lock(&self.side_queues).get_mut(&request.purpose) {
+            if let Some(next) = queue.responses.pop_front() {
+                queue.served += 1;
+                return next;
+            }
+        }
+        let text = match request.purpose {
+            Purpose::Summary => default_summary(request),
+            _ => "[]".to_owned(),
+        };
+        Ok(ModelResponse::text(text, SCRIPTED_MODEL_NAME))
+    }
+}
+
+/// The built-in summary: a valid object that names the last person's request it was shown.
+fn default_summary(request: &ModelRequest) -> String {
+    let goal = request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            super::ChatMessage::User { content } => Some(content.chars().take(200).collect()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "Continue the work so far.".to_owned());
+    serde_json::json!({
+        "current_goal": goal,
+        "key_findings": [format!("{} earlier messages were summarised", request.messages.len())],
+        "files_read_or_changed": [],
+        "remaining_work": [],
+        "user_constraints": [],
+    })
+    .to_string()
 }
 
 #[async_trait::async_trait]
@@ -416,6 +516,8 @@ struct ScriptFile {
     responses: Option<Vec<ScriptEntry>>,
     /// By agent name; sorted, so that made-up call ids are numbered the same on every load.
     agents: Option<BTreeMap<String, Vec<ScriptEntry>>>,
+    /// Answers to the runtime's own calls, by purpose.
+    side: Option<BTreeMap<Purpose, Vec<ScriptEntry>>>,
 }
 
 #[derive(Deserialize)]

@@ -119,6 +119,66 @@ pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// Why the call is made. Servers never see it; the scripted model answers the runtime's own
+    /// tool-less calls (summaries, memory) apart from an agent's turns.
+    #[serde(default, skip_serializing_if = "Purpose::is_turn")]
+    pub purpose: Purpose,
+}
+
+impl ModelRequest {
+    /// A call of an agent's turn: its conversation and its tools.
+    pub fn turn(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> Self {
+        Self {
+            messages,
+            tools,
+            purpose: Purpose::Turn,
+        }
+    }
+
+    /// One of the runtime's own tool-less calls (a summary, a memory query).
+    pub fn side(purpose: Purpose, messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            tools: Vec::new(),
+            purpose,
+        }
+    }
+}
+
+/// Why a model call is made: an agent's turn, or one of the runtime's own tool-less calls whose
+/// answer must be strict JSON.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// An agent's turn (the default).
+    #[default]
+    Turn,
+    /// Summary compaction: older history into the summary JSON object.
+    Summary,
+    /// Memory: new records from a conversation (a JSON array).
+    MemoryExtract,
+    /// Memory: the names of the records relevant to a prompt (a JSON array).
+    MemorySelect,
+    /// Memory: duplicates merged when the catalog passes its budget (a JSON array).
+    MemoryConsolidate,
+}
+
+impl Purpose {
+    pub fn is_turn(&self) -> bool {
+        matches!(self, Self::Turn)
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Summary => "summary",
+            Self::MemoryExtract => "memory_extract",
+            Self::MemorySelect => "memory_select",
+            Self::MemoryConsolidate => "memory_consolidate",
+        }
+    }
 }
 
 /// The model's answer to one request.

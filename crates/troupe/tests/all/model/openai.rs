@@ -33,7 +33,7 @@ fn client(config: &ModelConfig) -> OpenAiClient {
 fn hello() -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::user("hello")],
-        tools: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -155,6 +155,7 @@ async fn request_is_posted_in_the_exact_openai_wire_shape() {
                 parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
             },
         ],
+        ..Default::default()
     };
 
     client(&config(&server)).complete(&request).await.unwrap();

@@ -13,7 +13,7 @@ use troupe::model::{
 fn ask(text: &str) -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::user(text)],
-        tools: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -343,4 +343,43 @@ fn a_script_that_is_a_fifo_is_refused_without_blocking() {
         .to_string();
     assert!(err.contains("script.json"), "{err}");
     assert!(err.contains("not a regular file"), "{err}");
+}
+
+#[tokio::test]
+async fn runtime_calls_never_take_an_agents_turn_answers() {
+    use troupe::model::Purpose;
+    let model = ScriptedModel::from_json_str(
+        r#"{"responses": [{"text": "turn answer"}],
+            "side": {"summary": [{"text": "not json"}]}}"#,
+    )
+    .unwrap();
+    let side = |purpose| ModelRequest::side(purpose, vec![ChatMessage::user("the goal")]);
+    // The scripted summary first, then the built-in one (a valid object naming the goal).
+    let scripted = model.complete(&side(Purpose::Summary)).await.unwrap();
+    assert_eq!(scripted.message.content.as_deref(), Some("not json"));
+    let built_in = model.complete(&side(Purpose::Summary)).await.unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(built_in.message.content.as_deref().unwrap()).unwrap();
+    assert_eq!(summary["current_goal"], "the goal");
+    for purpose in [
+        Purpose::MemoryExtract,
+        Purpose::MemorySelect,
+        Purpose::MemoryConsolidate,
+    ] {
+        let answer = model.complete(&side(purpose)).await.unwrap();
+        assert_eq!(answer.message.content.as_deref(), Some("[]"));
+    }
+    // The turn queue is untouched, and the two kinds of call are recorded apart.
+    assert_eq!(model.remaining(), 1);
+    let turn = model.complete(&ask("go")).await.unwrap();
+    assert_eq!(turn.message.content.as_deref(), Some("turn answer"));
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(model.side_requests().len(), 5);
+}
+
+#[test]
+fn a_side_queue_for_turns_is_refused() {
+    let err =
+        ScriptedModel::from_json_str(r#"{"responses": [], "side": {"turn": []}}"#).unwrap_err();
+    assert!(err.to_string().contains("side"), "{err}");
 }
