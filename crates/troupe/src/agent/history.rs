@@ -8,12 +8,16 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::transcript::{Loaded, TranscriptSink};
+use super::transcript::{Boundary, Loaded, Origin, TranscriptSink};
 use crate::model::ChatMessage;
 
 #[derive(Clone, Default)]
 pub struct History {
+    /// The system prompt first (never written to the transcript: it is rebuilt, not recorded),
+    /// then the conversation.
     messages: Vec<ChatMessage>,
+    /// Who put each message there, in step with `messages`.
+    origins: Vec<Origin>,
     /// Keys of inputs already appended.
     applied: HashSet<String>,
     /// Where each appended entry is also written (a transcript), if anywhere.
@@ -24,6 +28,7 @@ impl std::fmt::Debug for History {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("History")
             .field("messages", &self.messages)
+            .field("origins", &self.origins)
             .field("applied", &self.applied)
             .field("transcript", &self.sink.is_some())
             .finish()
@@ -34,6 +39,7 @@ impl History {
     pub fn new(system_prompt: impl Into<String>) -> Self {
         Self {
             messages: vec![ChatMessage::system(system_prompt)],
+            origins: vec![Origin::Runtime],
             applied: HashSet::new(),
             sink: None,
         }
@@ -41,31 +47,50 @@ impl History {
 
     /// A history that continues `loaded` (an empty transcript starts a new conversation) and
     /// writes every new entry to `sink`. The system prompt is always today's: it may name new
-    /// skills or a moved workspace.
+    /// skills or a moved workspace (a system message a transcript holds is replaced). A new
+    /// transcript records the first system prompt, for people who read it; later ones are
+    /// rebuilt by each run, not recorded.
     pub fn restore(
         system_prompt: impl Into<String>,
         loaded: Loaded,
         sink: Arc<dyn TranscriptSink>,
     ) -> Self {
-        let system = ChatMessage::system(system_prompt);
+        if loaded.messages.is_empty() && loaded.boundaries == 0 {
+            let system = ChatMessage::system(system_prompt);
+            record(&sink, None, &system, Origin::Runtime);
+            let mut history = Self::new(String::new());
+            history.messages = vec![system];
+            history.applied = loaded.keys;
+            history.sink = Some(sink);
+            return history;
+        }
         let mut history = Self {
             messages: loaded.messages,
+            origins: loaded.origins,
             applied: loaded.keys,
-            sink: None,
+            sink: Some(sink),
         };
+        history
+            .origins
+            .resize(history.messages.len(), Origin::Runtime);
+        let system = ChatMessage::system(system_prompt);
         match history.messages.first_mut() {
             Some(first @ ChatMessage::System { .. }) => *first = system,
             _ => {
-                record(&sink, None, &system);
                 history.messages.insert(0, system);
+                history.origins.insert(0, Origin::Runtime);
             }
         }
-        history.sink = Some(sink);
         history
     }
 
     pub fn messages(&self) -> &[ChatMessage] {
         &self.messages
+    }
+
+    /// Who put each message there, in step with [`History::messages`].
+    pub fn origins(&self) -> &[Origin] {
+        &self.origins
     }
 
     pub fn len(&self) -> usize {
@@ -76,34 +101,98 @@ impl History {
         self.messages.is_empty()
     }
 
-    /// Appends without a key (the runner's own messages, a user's prompt).
-    pub fn push(&mut self, message: ChatMessage) {
-        if let Some(sink) = &self.sink {
-            record(sink, None, &message);
+    /// The system prompt in use.
+    pub fn system_prompt(&self) -> &str {
+        match self.messages.first() {
+            Some(ChatMessage::System { content }) => content,
+            _ => "",
         }
-        self.messages.push(message);
     }
 
-    /// Appends once per key; returns false (and appends nothing) if the key was seen before.
+    /// Replaces the system prompt (in memory only: it is rebuilt by every run, never recorded).
+    pub fn set_system_prompt(&mut self, prompt: String) {
+        match self.messages.first_mut() {
+            Some(ChatMessage::System { content }) => *content = prompt,
+            _ => {
+                self.messages.insert(0, ChatMessage::system(prompt));
+                self.origins.insert(0, Origin::Runtime);
+            }
+        }
+    }
+
+    /// Appends the runtime's own message (an answer, a tool result) without a key.
+    pub fn push(&mut self, message: ChatMessage) {
+        self.push_as(Origin::Runtime, message);
+    }
+
+    /// Appends a message without a key, recording who it came from.
+    pub fn push_as(&mut self, origin: Origin, message: ChatMessage) {
+        if let Some(sink) = &self.sink {
+            record(sink, None, &message, origin);
+        }
+        self.messages.push(message);
+        self.origins.push(origin);
+    }
+
+    /// Appends an input once per key; returns false (and appends nothing) if the key was seen
+    /// before.
     pub fn push_once(&mut self, key: &str, message: ChatMessage) -> bool {
         if !self.applied.insert(key.to_owned()) {
             return false;
         }
         if let Some(sink) = &self.sink {
-            record(sink, Some(key), &message);
+            record(sink, Some(key), &message, Origin::Input);
         }
         self.messages.push(message);
+        self.origins.push(Origin::Input);
         true
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
         self.applied.contains(key)
     }
+
+    /// Replaces the whole history (a compaction): `messages` must start with the system
+    /// message. The transcript gets a boundary and the new history after it, so the next run
+    /// loads the compacted conversation; the keys seen so far stay known.
+    pub fn replace(
+        &mut self,
+        messages: Vec<ChatMessage>,
+        origins: Vec<Origin>,
+        boundary: Boundary,
+    ) {
+        debug_assert_eq!(messages.len(), origins.len());
+        if let Some(sink) = &self.sink {
+            let sink = sink.clone();
+            let written = crate::sync::blocking(|| -> Result<(), crate::store::IoError> {
+                sink.boundary(&boundary)?;
+                for (message, origin) in messages.iter().zip(&origins) {
+                    if !matches!(message, ChatMessage::System { .. }) {
+                        sink.append(None, message, *origin)?;
+                    }
+                }
+                Ok(())
+            });
+            if let Err(e) = written {
+                // The next run would load a boundary with part of the history after it: the
+                // history it continues is shorter, never wrong (calls without results are
+                // answered as cancelled on load).
+                tracing::warn!("compaction not fully written to the transcript: {e}");
+            }
+        }
+        self.messages = messages;
+        self.origins = origins;
+    }
 }
 
-fn record(sink: &Arc<dyn TranscriptSink>, key: Option<&str>, message: &ChatMessage) {
+fn record(
+    sink: &Arc<dyn TranscriptSink>,
+    key: Option<&str>,
+    message: &ChatMessage,
+    origin: Origin,
+) {
     // An append under the transcript's lock, with an fsync: off the async threads.
-    if let Err(e) = crate::sync::blocking(|| sink.append(key, message)) {
+    if let Err(e) = crate::sync::blocking(|| sink.append(key, message, origin)) {
         // The conversation goes on in memory; only its memory across runs is at risk.
         tracing::warn!("transcript not written: {e}");
     }

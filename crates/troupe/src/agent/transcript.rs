@@ -1,9 +1,19 @@
 //! Transcripts: each agent's conversation, appended to `.troupe/transcripts/<agent>.jsonl` as it
 //! grows, so that a later run continues the same conversation instead of forgetting it.
 //!
-//! One line per history entry: `{"key": null | "<idempotency key>", "message": <ChatMessage>}`.
-//! The keys come back with the messages, so an input redelivered after a restart (a message a
-//! dead run left in `processing/`) is recognised and not appended twice.
+//! One line per history entry: `{"key": null | "<idempotency key>", "message": <ChatMessage>,
+//! "origin": "runtime" | "person" | "input" | "summary"}` (`origin` is absent in lines written
+//! before it existed; it is then derived: a keyed user message is an input, an unkeyed one a
+//! person's words, anything else the runtime's). The keys come back with the messages, so an
+//! input redelivered after a restart (a message a dead run left in `processing/`) is recognised
+//! and not appended twice.
+//!
+//! **Compaction boundaries.** When a summary compaction replaces the history, a boundary line
+//! `{"compaction": {"kind": "summary" | "dropped" | "new_session", "replaced": N}}` is appended,
+//! followed by the whole new history (the summary and the kept recent exchanges, copied). A load
+//! keeps the messages after the last boundary only — so the next run continues from the
+//! compacted conversation — while the text before it stays in the file for people, and the keys
+//! of every line, before or after, are still known.
 //!
 //! Loading is forgiving where a crash can leave a trace and strict elsewhere: a last line without
 //! its `\n` (an interrupted append) is ignored, and cut off before the next append (see
@@ -24,13 +34,82 @@ use crate::store::{durable, journal, IoError};
 
 /// Where a history's entries go as they are appended.
 pub trait TranscriptSink: Send + Sync {
-    fn append(&self, key: Option<&str>, message: &ChatMessage) -> Result<(), IoError>;
+    fn append(
+        &self,
+        key: Option<&str>,
+        message: &ChatMessage,
+        origin: Origin,
+    ) -> Result<(), IoError>;
+
+    /// Records that the history was replaced (a compaction): what follows is the whole history.
+    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError>;
+}
+
+/// Who put a message in the history. Compaction keeps a person's words verbatim (SPEC §9), so
+/// it must know which messages they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The runtime: the system prompt, the model's answers, tool results, continuation prompts.
+    Runtime,
+    /// A person: the prompt of a run, a message a person sent.
+    Person,
+    /// An input from elsewhere: an event, another agent's message.
+    Input,
+    /// A compaction's summary (or its note that older messages were dropped).
+    Summary,
+}
+
+impl Origin {
+    /// The origin of a line written before origins were recorded.
+    pub fn derived(key: Option<&str>, message: &ChatMessage) -> Self {
+        match (message, key) {
+            (ChatMessage::User { .. }, Some(_)) => Self::Input,
+            (ChatMessage::User { .. }, None) => Self::Person,
+            _ => Self::Runtime,
+        }
+    }
+}
+
+/// A compaction boundary (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Boundary {
+    pub kind: BoundaryKind,
+    /// How many messages the history had before it was replaced.
+    pub replaced: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundaryKind {
+    /// Older history replaced by a model's summary.
+    Summary,
+    /// Older history dropped with a note (the summary failed).
+    Dropped,
 }
 
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Line {
     key: Option<String>,
     message: ChatMessage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    origin: Option<Origin>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoundaryLine {
+    compaction: Boundary,
+}
+
+/// One line of the file: an entry, or a boundary.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnyLine {
+    Entry(Line),
+    Boundary(BoundaryLine),
 }
 
 /// A transcript file (appends are fsynced: a message the model saw is not forgotten).
@@ -38,11 +117,17 @@ pub struct FileTranscript {
     path: PathBuf,
 }
 
-/// What a transcript held.
+/// What a transcript held: the messages after its last compaction boundary (with their origins),
+/// and the keys of every line.
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub messages: Vec<ChatMessage>,
+    pub origins: Vec<Origin>,
     pub keys: HashSet<String>,
+    /// How many compaction boundaries the file holds.
+    pub boundaries: usize,
+    /// The last of them, if any.
+    pub last_boundary: Option<Boundary>,
 }
 
 impl FileTranscript {
@@ -64,36 +149,70 @@ impl FileTranscript {
             if line.is_empty() {
                 continue;
             }
-            let parsed: Line = strict::from_json_bytes(line, "").map_err(|e| {
+            let parsed: AnyLine = strict::from_json_bytes(line, "").map_err(|e| {
                 IoError::new(
                     "read",
                     &self.path,
-                    std::io::Error::other(format!("line {}: {e}", n + 1)),
+                    std::io::Error::other(format!(
+                        "line {}: not a transcript entry or compaction boundary ({e})",
+                        n + 1
+                    )),
                 )
             })?;
-            if let Some(key) = parsed.key {
-                loaded.keys.insert(key);
+            match parsed {
+                AnyLine::Entry(entry) => {
+                    let origin = entry
+                        .origin
+                        .unwrap_or_else(|| Origin::derived(entry.key.as_deref(), &entry.message));
+                    if let Some(key) = entry.key {
+                        loaded.keys.insert(key);
+                    }
+                    loaded.messages.push(entry.message);
+                    loaded.origins.push(origin);
+                }
+                AnyLine::Boundary(line) => {
+                    loaded.messages.clear();
+                    loaded.origins.clear();
+                    loaded.boundaries += 1;
+                    loaded.last_boundary = Some(line.compaction);
+                }
             }
-            loaded.messages.push(parsed.message);
         }
-        answer_dangling_calls(&mut loaded.messages);
+        answer_dangling_calls(&mut loaded.messages, &mut loaded.origins);
         Ok(loaded)
     }
 }
 
-impl TranscriptSink for FileTranscript {
-    fn append(&self, key: Option<&str>, message: &ChatMessage) -> Result<(), IoError> {
-        let line = Line {
-            key: key.map(str::to_owned),
-            message: message.clone(),
-        };
-        let mut bytes = serde_json::to_vec(&line)
+impl FileTranscript {
+    fn append_line(&self, line: &impl Serialize) -> Result<(), IoError> {
+        let mut bytes = serde_json::to_vec(line)
             .map_err(|e| IoError::new("encode", &self.path, std::io::Error::other(e)))?;
         bytes.push(b'\n');
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
         journal::append(&self.path, &bytes)
+    }
+}
+
+impl TranscriptSink for FileTranscript {
+    fn append(
+        &self,
+        key: Option<&str>,
+        message: &ChatMessage,
+        origin: Origin,
+    ) -> Result<(), IoError> {
+        self.append_line(&Line {
+            key: key.map(str::to_owned),
+            message: message.clone(),
+            origin: Some(origin),
+        })
+    }
+
+    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
+        self.append_line(&BoundaryLine {
+            compaction: boundary.clone(),
+        })
     }
 }
 
@@ -137,34 +256,39 @@ pub fn set_aside(path: &Path) -> Result<Option<PathBuf>, IoError> {
 
 /// Every tool call of an assistant message must be followed by its result before the next
 /// non-tool message; a crash between the two leaves calls unanswered. Answer them as cancelled.
-fn answer_dangling_calls(messages: &mut Vec<ChatMessage>) {
+fn answer_dangling_calls(messages: &mut Vec<ChatMessage>, origins: &mut Vec<Origin>) {
     let mut repaired = Vec::with_capacity(messages.len());
+    let mut repaired_origins = Vec::with_capacity(origins.len());
     let mut open: Vec<String> = Vec::new();
-    let close = |open: &mut Vec<String>, out: &mut Vec<ChatMessage>| {
-        for id in open.drain(..) {
-            let text = tool_error_text(
-                "cancelled",
-                "troupe stopped before this tool call's result was recorded",
-            );
-            out.push(ChatMessage::tool_result(id, text));
-        }
-    };
-    for message in messages.drain(..) {
+    let close =
+        |open: &mut Vec<String>, out: &mut Vec<ChatMessage>, out_origins: &mut Vec<Origin>| {
+            for id in open.drain(..) {
+                let text = tool_error_text(
+                    "cancelled",
+                    "troupe stopped before this tool call's result was recorded",
+                );
+                out.push(ChatMessage::tool_result(id, text));
+                out_origins.push(Origin::Runtime);
+            }
+        };
+    for (message, origin) in messages.drain(..).zip(origins.drain(..)) {
         match &message {
             ChatMessage::Tool { tool_call_id, .. } => {
                 open.retain(|id| id != tool_call_id);
             }
             other => {
-                close(&mut open, &mut repaired);
+                close(&mut open, &mut repaired, &mut repaired_origins);
                 if let ChatMessage::Assistant(a) = other {
                     open.extend(a.tool_calls.iter().map(|c| c.id.clone()));
                 }
             }
         }
         repaired.push(message);
+        repaired_origins.push(origin);
     }
-    close(&mut open, &mut repaired);
+    close(&mut open, &mut repaired, &mut repaired_origins);
     *messages = repaired;
+    *origins = repaired_origins;
 }
 
 #[cfg(test)]
@@ -176,8 +300,10 @@ mod tests {
     fn round_trips_keys_and_messages_and_ignores_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let t = FileTranscript::new(dir.path().join("t/lead.jsonl"));
-        t.append(None, &ChatMessage::system("sys")).unwrap();
-        t.append(Some("m-1"), &ChatMessage::user("event")).unwrap();
+        t.append(None, &ChatMessage::system("sys"), Origin::Runtime)
+            .unwrap();
+        t.append(Some("m-1"), &ChatMessage::user("event"), Origin::Input)
+            .unwrap();
         let mut bytes = std::fs::read(t.path()).unwrap();
         bytes.extend_from_slice(b"{\"key\":null,\"mess");
         std::fs::write(t.path(), bytes).unwrap();
@@ -197,13 +323,15 @@ mod tests {
             ToolCall::new("a", "glob", "{}"),
             ToolCall::new("b", "glob", "{}"),
         ];
-        t.append(None, &ChatMessage::user("go")).unwrap();
+        t.append(None, &ChatMessage::user("go"), Origin::Person)
+            .unwrap();
         t.append(
             None,
             &ChatMessage::Assistant(AssistantMessage::tool_calls(calls)),
+            Origin::Runtime,
         )
         .unwrap();
-        t.append(None, &ChatMessage::tool_result("a", "ok"))
+        t.append(None, &ChatMessage::tool_result("a", "ok"), Origin::Runtime)
             .unwrap();
         let loaded = t.load().unwrap();
         assert_eq!(loaded.messages.len(), 4);
@@ -237,6 +365,80 @@ mod tests {
             std::fs::read(dir.path().join("writer.1.jsonl")).unwrap(),
             b"squatter"
         );
+    }
+
+    #[test]
+    fn a_load_continues_from_the_last_boundary_and_keeps_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = FileTranscript::new(dir.path().join("lead.jsonl"));
+        t.append(None, &ChatMessage::system("sys"), Origin::Runtime)
+            .unwrap();
+        t.append(None, &ChatMessage::user("old prompt"), Origin::Person)
+            .unwrap();
+        t.append(Some("m-1"), &ChatMessage::user("old event"), Origin::Input)
+            .unwrap();
+        for n in 1..=2 {
+            t.boundary(&Boundary {
+                kind: BoundaryKind::Summary,
+                replaced: n,
+            })
+            .unwrap();
+            t.append(
+                None,
+                &ChatMessage::user(format!("summary {n}")),
+                Origin::Summary,
+            )
+            .unwrap();
+        }
+        t.append(Some("m-2"), &ChatMessage::user("new event"), Origin::Input)
+            .unwrap();
+        let loaded = t.load().unwrap();
+        assert_eq!(
+            loaded.messages,
+            vec![
+                ChatMessage::user("summary 2"),
+                ChatMessage::user("new event")
+            ]
+        );
+        assert_eq!(loaded.origins, vec![Origin::Summary, Origin::Input]);
+        assert!(loaded.keys.contains("m-1") && loaded.keys.contains("m-2"));
+        assert_eq!(loaded.boundaries, 2);
+        // The text before the boundaries stays in the file for people.
+        let text = std::fs::read_to_string(t.path()).unwrap();
+        assert!(text.contains("old prompt"));
+    }
+
+    #[test]
+    fn lines_without_an_origin_get_a_derived_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lead.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                "{\"key\":null,\"message\":{\"role\":\"user\",\"content\":\"prompt\"}}\n",
+                "{\"key\":\"m\",\"message\":{\"role\":\"user\",\"content\":\"event\"}}\n",
+                "{\"key\":null,\"message\":{\"role\":\"assistant\",\"content\":\"ok\"}}\n",
+            ),
+        )
+        .unwrap();
+        let loaded = FileTranscript::new(&path).load().unwrap();
+        assert_eq!(
+            loaded.origins,
+            vec![Origin::Person, Origin::Input, Origin::Runtime]
+        );
+    }
+
+    #[test]
+    fn a_line_mixing_an_entry_and_a_boundary_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lead.jsonl");
+        std::fs::write(
+            &path,
+            b"{\"key\":null,\"message\":{\"role\":\"user\",\"content\":\"x\"},\"compaction\":{\"kind\":\"summary\",\"replaced\":1}}\n",
+        )
+        .unwrap();
+        let err = FileTranscript::new(&path).load().unwrap_err();
+        assert!(err.to_string().contains("line 1"), "{err}");
     }
 
     #[test]

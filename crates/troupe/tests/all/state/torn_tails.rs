@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
-use troupe::agent::transcript::{FileTranscript, TranscriptSink};
+use troupe::agent::transcript::{FileTranscript, Origin, TranscriptSink};
 use troupe::clock::ManualClock;
 use troupe::layout::Layout;
 use troupe::model::ChatMessage;
@@ -32,7 +32,9 @@ fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("transcripts/lead.jsonl");
     let first_run = FileTranscript::new(&path);
-    first_run.append(None, &ChatMessage::user("one")).unwrap();
+    first_run
+        .append(None, &ChatMessage::user("one"), Origin::Person)
+        .unwrap();
     append_raw(&path, b"{\"key\":null,\"message\":{\"role\":\"assi");
 
     // The next run loads (ignoring the torn tail) and goes on appending.
@@ -42,7 +44,7 @@ fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
         vec![ChatMessage::user("one")]
     );
     second_run
-        .append(Some("k"), &ChatMessage::user("two"))
+        .append(Some("k"), &ChatMessage::user("two"), Origin::Input)
         .unwrap();
 
     // And the run after that still reads every line.

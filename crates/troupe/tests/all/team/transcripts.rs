@@ -4,7 +4,7 @@
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use troupe::agent::transcript::{FileTranscript, TranscriptSink};
+use troupe::agent::transcript::{FileTranscript, Origin, TranscriptSink};
 use troupe::ids::IdGenerator;
 use troupe::model::ChatMessage;
 use troupe::store::mailbox::{MailboxState, MailboxStore};
@@ -78,14 +78,18 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
     mailbox.claim(&AgentName::lead()).unwrap().unwrap();
     let transcript = FileTranscript::new(f.layout.transcript(&AgentName::lead()));
     transcript
-        .append(None, &ChatMessage::system("You are lead"))
+        .append(None, &ChatMessage::system("You are lead"), Origin::Runtime)
         .unwrap();
     let event = format!(
         "[event] {}",
         json!({"kind": "result", "sender": "mate", "message_id": message.id(), "content": "the report"})
     );
     transcript
-        .append(Some(&message.id().to_string()), &ChatMessage::user(event))
+        .append(
+            Some(&message.id().to_string()),
+            &ChatMessage::user(event),
+            Origin::Input,
+        )
         .unwrap();
 
     let lead = TestModel::new(&f.signal, |_| say("Done."));
