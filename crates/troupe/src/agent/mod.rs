@@ -5,14 +5,19 @@
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
+//! - [`prompt`]: the living system prompt's port.
+//! - [`usage`]: where each response's token usage goes (the run's totals and budget).
 
 pub mod history;
 pub mod observer;
+pub mod prompt;
 pub mod runner;
 pub mod subagent_tool;
 pub mod transcript;
+pub mod usage;
 
 pub use history::History;
 pub use observer::{NullObserver, RunObserver};
 pub use runner::{Runner, RunnerError, TurnEnd, TurnOutcome};
 pub use subagent_tool::SubagentTool;
+pub use usage::{NoUsage, UsageSink};

@@ -18,10 +18,22 @@ use troupe_wire::AgentName;
 
 use super::history::History;
 use super::observer::RunObserver;
-use super::transcript::FileTranscript;
+use super::prompt::SystemPromptSource;
+use super::transcript::{FileTranscript, Origin};
+use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
-use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ToolSpec};
+use crate::model::{
+    AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
+    ModelResponse, Purpose, ToolSpec, Usage,
+};
 use crate::tools::{Dispatcher, ToolContext};
+
+/// What the model is told when its answer was cut off by the output limit.
+pub const CONTINUE_PROMPT: &str = "Continue exactly where you left off. Do not repeat any text, \
+     no apology, no recap. Pick up mid-thought.";
+
+/// How many times one cut-off answer is continued.
+pub const MAX_CONTINUATIONS: usize = 3;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +44,24 @@ pub enum TurnEnd {
     MaxTurns { limit: usize },
     /// The turn was cancelled at a safe point.
     Cancelled,
+    /// The run's token budget was spent (checked before each model call).
+    TokenBudget { limit: u64, used: u64 },
+}
+
+impl TurnEnd {
+    /// Why the turn ended without an answer, in words; `None` for an answer.
+    pub fn stop_reason(&self) -> Option<String> {
+        match self {
+            Self::Answered(_) => None,
+            Self::MaxTurns { limit } => Some(format!(
+                "stopped after {limit} model calls without a final answer"
+            )),
+            Self::Cancelled => Some("cancelled".to_owned()),
+            Self::TokenBudget { limit, used } => Some(format!(
+                "stopped: the run's token budget of {limit} is spent ({used} used)"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +97,11 @@ pub struct Runner {
     /// The most model calls one turn may make.
     max_turns: usize,
     observer: Arc<dyn RunObserver>,
+    /// Renders the living system prompt, if it lives.
+    system_source: Option<Arc<dyn SystemPromptSource>>,
+    usage: Arc<dyn UsageSink>,
+    /// The run's token budget (all agents together), if any.
+    max_run_tokens: Option<u64>,
 }
 
 impl Runner {
@@ -98,7 +133,25 @@ impl Runner {
             history: History::new(system_prompt),
             max_turns: Self::DEFAULT_MAX_TURNS,
             observer,
+            system_source: None,
+            usage: Arc::new(NoUsage),
+            max_run_tokens: None,
         }
+    }
+
+    /// Refreshes the system prompt from `source` before every model call.
+    pub fn with_system_prompt(mut self, source: Arc<dyn SystemPromptSource>) -> Self {
+        self.history.set_system_prompt(source.render());
+        self.system_source = Some(source);
+        self
+    }
+
+    /// Records every response's token usage in `usage`; with `max_run_tokens`, a turn ends
+    /// before a model call once the run's total has reached it.
+    pub fn with_usage(mut self, usage: Arc<dyn UsageSink>, max_run_tokens: Option<u64>) -> Self {
+        self.usage = usage;
+        self.max_run_tokens = max_run_tokens;
+        self
     }
 
     /// Continues the conversation kept in `transcript` (if any) and keeps writing to it.
@@ -137,13 +190,14 @@ impl Runner {
         self.history.push_once(key, ChatMessage::user(content))
     }
 
-    /// Appends `prompt` and runs a turn.
+    /// Appends a person's `prompt` and runs a turn.
     pub async fn run_user_turn(
         &mut self,
         prompt: impl Into<String>,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
-        self.history.push(ChatMessage::user(prompt));
+        self.history
+            .push_as(Origin::Person, ChatMessage::user(prompt));
         self.run_turn(cancel).await
     }
 
@@ -168,17 +222,21 @@ impl Runner {
                 };
                 return Ok(outcome);
             }
+            if let Some(limit) = self.max_run_tokens {
+                let used = self.usage.run_total();
+                if used >= limit {
+                    outcome.end = TurnEnd::TokenBudget { limit, used };
+                    return Ok(outcome);
+                }
+            }
+            self.refresh_system_prompt();
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
             let request = ModelRequest::turn(self.history.messages().to_vec(), self.tools.clone());
-            let response = tokio::select! {
-                biased;
-                () = cancel.cancelled() => {
-                    outcome.end = TurnEnd::Cancelled;
-                    return Ok(outcome);
-                }
-                response = self.model.complete(&request) => response?,
+            let Some(response) = self.complete_joined(request, cancel).await? else {
+                outcome.end = TurnEnd::Cancelled;
+                return Ok(outcome);
             };
             self.observer.model_call_finished(&self.agent, &response);
             let message = response.message;
@@ -213,5 +271,84 @@ impl Runner {
                     .push(ChatMessage::tool_result(call.id.clone(), result.content));
             }
         }
+    }
+
+    fn refresh_system_prompt(&mut self) {
+        if let Some(source) = &self.system_source {
+            let prompt = source.render();
+            if prompt != self.history.system_prompt() {
+                self.history.set_system_prompt(prompt);
+            }
+        }
+    }
+
+    /// One model call, its usage recorded; `None` when cancelled first.
+    async fn complete_once(
+        &self,
+        request: &ModelRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Option<ModelResponse>, ModelError> {
+        let response = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(None),
+            response = self.model.complete(request) => response?,
+        };
+        self.usage.record(&self.agent, request.purpose, &response);
+        Ok(Some(response))
+    }
+
+    /// A model call whose answer, when cut off by the output limit, is continued and joined.
+    async fn complete_joined(
+        &self,
+        request: ModelRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Option<ModelResponse>, ModelError> {
+        let Some(mut response) = self.complete_once(&request, cancel).await? else {
+            return Ok(None);
+        };
+        let mut continued = 0;
+        while response.finish_reason == FinishReason::Length
+            && response.message.tool_calls.is_empty()
+            && continued < MAX_CONTINUATIONS
+        {
+            continued += 1;
+            let so_far = response.message.content.clone().unwrap_or_default();
+            let mut messages = request.messages.clone();
+            messages.push(ChatMessage::Assistant(AssistantMessage::text(
+                so_far.clone(),
+            )));
+            messages.push(ChatMessage::user(CONTINUE_PROMPT));
+            let next_request = ModelRequest {
+                messages,
+                tools: request.tools.clone(),
+                purpose: Purpose::Turn,
+            };
+            let Some(next) = self.complete_once(&next_request, cancel).await? else {
+                return Ok(None);
+            };
+            let mut joined = so_far;
+            joined.push_str(next.message.content.as_deref().unwrap_or_default());
+            response = ModelResponse {
+                message: AssistantMessage {
+                    content: Some(joined),
+                    tool_calls: next.message.tool_calls,
+                },
+                finish_reason: next.finish_reason,
+                usage: add_usage(response.usage, next.usage),
+                model: next.model,
+            };
+        }
+        Ok(Some(response))
+    }
+}
+
+fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Usage {
+            prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+            completion_tokens: a.completion_tokens + b.completion_tokens,
+            total_tokens: a.total_tokens + b.total_tokens,
+        }),
+        (a, b) => a.or(b),
     }
 }

@@ -148,6 +148,10 @@ impl Driver {
                 outcome.cancelled = true;
                 return Ok(outcome);
             }
+            // A spent token budget stops the run: the team closes without more model calls.
+            if let TurnEnd::TokenBudget { .. } = outcome.last_end {
+                return Ok(outcome);
+            }
             let mut events = std::mem::take(&mut self.unfinished);
             events.extend(self.take_external());
             // Store calls (locks, disk) run off the async threads.
@@ -396,12 +400,9 @@ async fn recv_or_pend<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
 }
 
 fn answer_text(end: &TurnEnd) -> String {
-    match end {
-        TurnEnd::Answered(text) => text.clone(),
-        TurnEnd::MaxTurns { limit } => {
-            format!("(stopped after {limit} model calls without a final answer)")
-        }
-        TurnEnd::Cancelled => "(cancelled)".to_owned(),
+    match (end, end.stop_reason()) {
+        (TurnEnd::Answered(text), _) => text.clone(),
+        (_, reason) => format!("({})", reason.unwrap_or_default()),
     }
 }
 

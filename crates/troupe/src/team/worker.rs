@@ -192,10 +192,10 @@ async fn run_and_report(
             Ok(outcome) => match outcome.end {
                 TurnEnd::Answered(text) if !text.trim().is_empty() => text,
                 TurnEnd::Answered(_) => "(finished without a written answer)".to_owned(),
-                TurnEnd::MaxTurns { limit } => {
-                    format!("(stopped after {limit} model calls without a final answer)")
-                }
                 TurnEnd::Cancelled => return Handled::Cancelled,
+                end @ (TurnEnd::MaxTurns { .. } | TurnEnd::TokenBudget { .. }) => {
+                    format!("({})", end.stop_reason().unwrap_or_default())
+                }
             },
             Err(e) => return Handled::Failed(format!("model call failed: {e}")),
         };

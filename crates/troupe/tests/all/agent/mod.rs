@@ -2,6 +2,7 @@
 //! records every request, with the real OpenAI client, the real dispatcher and the base tools.
 
 mod loop_;
+mod recovery;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,20 @@
+//! The living system prompt (SPEC §9): an agent's system prompt is not a constant but a view of
+//! things that change while it works — the roster, pending requests, selected memory. A
+//! [`SystemPromptSource`] renders it; the runner asks before every model call and replaces the
+//! history's system message only when the text changed, so an unchanged prompt keeps the
+//! request prefix (and the provider's prompt cache) stable.
+
+/// Renders an agent's current system prompt. Implementations re-render only when one of their
+/// inputs changed, and return the same text otherwise.
+pub trait SystemPromptSource: Send + Sync {
+    fn render(&self) -> String;
+}
+
+/// A prompt that never changes (subagents, tests).
+pub struct FixedPrompt(pub String);
+
+impl SystemPromptSource for FixedPrompt {
+    fn render(&self) -> String {
+        self.0.clone()
+    }
+}
