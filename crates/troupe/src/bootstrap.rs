@@ -41,6 +41,7 @@ use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
 use crate::store::{durable, IoError};
+use crate::team::living_prompt::{FixedParts, LivingPrompt};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
 use crate::team::watch::{self, MailboxWatch, WatchError};
 use crate::team::{Driver, ExternalEvents};
@@ -233,10 +234,10 @@ fn lead_plan_gate_text(require_plans: bool) -> &'static str {
     }
 }
 
-/// The lead's system prompt: who it is, how events reach it, what the plan gate does to its
-/// teammates in this run, and the skills it can load.
+/// Who the lead is, how events reach it and what the plan gate does to its teammates in this
+/// run: the identity part of its living system prompt.
 pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> String {
-    let mut prompt = format!(
+    format!(
         "You are lead, the lead agent of a troupe team working in the workspace {}.\n\
          Do work yourself with your tools, or spawn teammates for parallel work. Teammates' \
          results, their plan requests, their shutdown answers, background job completions and \
@@ -246,13 +247,30 @@ pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> S
          fresh conversation. Keep answers short.\n{}",
         workspace.display(),
         lead_plan_gate_text(require_plans)
-    );
-    let skills = skills::render_catalog(&skills::catalog(workspace));
-    if !skills.is_empty() {
-        prompt.push_str("\n\nSkills you can load with load_skill:\n");
-        prompt.push_str(&skills);
-    }
-    prompt
+    )
+}
+
+/// The living system prompt of `agent`: `identity`, then its tools, the workspace, the skills
+/// catalog, selected memory, the roster and pending requests.
+fn living_prompt(
+    agent: &AgentName,
+    identity: String,
+    registry: &ToolRegistry,
+    workspace: &std::path::Path,
+    team: TeamHandle,
+    clock: Arc<dyn Clock>,
+) -> Arc<LivingPrompt> {
+    Arc::new(LivingPrompt::new(
+        agent.clone(),
+        FixedParts {
+            identity,
+            tools: registry.names().into_iter().map(str::to_owned).collect(),
+            workspace: workspace.display().to_string(),
+            skills: skills::render_catalog(&skills::catalog(workspace)),
+        },
+        team,
+        clock,
+    ))
 }
 
 /// What a teammate is told about its own plan gate (SPEC §6): exactly the rule that applies.
@@ -274,18 +292,13 @@ fn teammate_plan_gate_text(gate: GateStart) -> String {
     }
 }
 
-pub fn teammate_system_prompt(
-    name: &AgentName,
-    role: &str,
-    workspace: &std::path::Path,
-    gate: GateStart,
-) -> String {
+/// Who a teammate is, its role and its plan gate: the identity part of its living prompt.
+pub fn teammate_system_prompt(name: &AgentName, role: &str, gate: GateStart) -> String {
     format!(
-        "You are {name}, a teammate on a troupe team led by `lead`, working in the workspace {}.\n\
+        "You are {name}, a teammate on a troupe team led by `lead`.\n\
          Your role: {role}\n\
          {} The decision on a plan arrives as a message starting with `Plan approved` or `Plan \
          rejected`. Your final answer to each message is sent to the lead automatically.",
-        workspace.display(),
         teammate_plan_gate_text(gate)
     )
 }
@@ -432,22 +445,31 @@ impl TeammateFactory for Factory {
                 Arc::new(ReadFileTool),
                 Arc::new(WriteFileTool),
                 Arc::new(SendMessage(team.clone())),
-                Arc::new(SubmitPlan(team)),
+                Arc::new(SubmitPlan(team.clone())),
             ],
             &TEAMMATE_TOOLS,
         )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
+        let prompt = living_prompt(
+            name,
+            teammate_system_prompt(name, &teammate.role, gate_start),
+            &tools,
+            &self.workspace,
+            team,
+            self.clock.clone(),
+        );
         let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
             .with_redactor(self.redactor.clone());
         Ok(Runner::new(
             name.clone(),
-            teammate_system_prompt(name, &teammate.role, &self.workspace, gate_start),
+            String::new(),
             self.models.model_for(name),
             Arc::new(dispatcher),
             self.workspace.clone(),
             self.run_observer.clone(),
         )
         .with_max_turns(self.max_turns)
+        .with_system_prompt(prompt)
         .with_transcript(Arc::new(FileTranscript::new(self.layout.transcript(name))))?)
     }
 }
@@ -570,9 +592,17 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         &runtime.handle(),
     )?;
     let lead_name = AgentName::lead();
+    let prompt = living_prompt(
+        &lead_name,
+        lead_system_prompt(&settings.workspace, settings.require_plans),
+        &tools,
+        &settings.workspace,
+        runtime.handle(),
+        settings.clock.clone(),
+    );
     let lead = Runner::new(
         lead_name.clone(),
-        lead_system_prompt(&settings.workspace, settings.require_plans),
+        String::new(),
         settings.models.model_for(&lead_name),
         Arc::new(
             Dispatcher::new(Arc::new(tools), base_policy, Hooks::new())
@@ -582,6 +612,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.run_observer.clone(),
     )
     .with_max_turns(settings.max_turns)
+    .with_system_prompt(prompt)
     .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
 
     let watch = if settings.watch {

@@ -8,6 +8,10 @@
 /// inputs changed, and return the same text otherwise.
 pub trait SystemPromptSource: Send + Sync {
     fn render(&self) -> String;
+
+    /// The memory section selected for the coming turn (empty: none). Sources without a memory
+    /// section ignore it.
+    fn set_memory(&self, _section: String) {}
 }
 
 /// A prompt that never changes (subagents, tests).

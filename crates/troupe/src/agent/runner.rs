@@ -160,10 +160,7 @@ impl Runner {
         transcript: Arc<FileTranscript>,
     ) -> Result<Self, crate::store::IoError> {
         let loaded = transcript.load()?;
-        let system_prompt = match self.history.messages().first() {
-            Some(ChatMessage::System { content }) => content.clone(),
-            _ => String::new(),
-        };
+        let system_prompt = self.history.system_prompt().to_owned();
         self.history = History::restore(system_prompt, loaded, transcript);
         Ok(self)
     }

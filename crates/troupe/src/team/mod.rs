@@ -12,6 +12,8 @@
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
 //! - [`lead_only`]: the rule, also on teammates' policies, that keeps the lead's team tools the
 //!   lead's.
+//! - [`living_prompt`]: the lead's and teammates' system prompts, rebuilt when the roster,
+//!   pending requests or selected memory change.
 //! - [`roster`]: the roster in `team.json`.
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
@@ -21,6 +23,7 @@ pub mod driver;
 pub mod error;
 pub mod events;
 pub mod lead_only;
+pub mod living_prompt;
 pub mod observer;
 pub mod plan_gate;
 pub mod postman;

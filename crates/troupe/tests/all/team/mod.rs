@@ -33,6 +33,7 @@ mod e2e;
 mod events;
 mod failure;
 mod invalid;
+mod living_prompt;
 mod plan;
 mod plan_required;
 mod recovery;

@@ -1,0 +1,190 @@
+//! The living system prompt of the lead and of each teammate (SPEC §9): identity and role, the
+//! tools, the workspace, the skills catalog, selected memory, the current roster and the pending
+//! protocol requests — always in that order.
+//!
+//! The first four are fixed when the agent is built; memory is set by the runner before each
+//! turn; roster and requests are read from the team when the prompt is asked for. The text is
+//! re-rendered only when one of those inputs changed: the same inputs give the very same
+//! string, so the request prefix (and a provider's prompt cache) stays stable while nothing
+//! changes. A request is shown as `expired` once its window has closed, so expiry changes the
+//! prompt too.
+
+use std::sync::{Arc, Mutex};
+
+use troupe_wire::{AgentName, ProtocolRequest};
+
+use super::runtime::TeamHandle;
+use crate::agent::prompt::SystemPromptSource;
+use crate::clock::Clock;
+use crate::sync::lock;
+
+/// The parts fixed when the agent is built.
+pub struct FixedParts {
+    /// Who the agent is, its role, how the team works for it.
+    pub identity: String,
+    /// The tools it is offered, in order.
+    pub tools: Vec<String>,
+    pub workspace: String,
+    /// The skills catalog as rendered for the prompt (empty: no skills).
+    pub skills: String,
+}
+
+pub struct LivingPrompt {
+    agent: AgentName,
+    fixed: FixedParts,
+    team: TeamHandle,
+    clock: Arc<dyn Clock>,
+    memory: Mutex<String>,
+    cache: Mutex<Option<(Inputs, String)>>,
+}
+
+/// What can change, as compared between renders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Inputs {
+    memory: String,
+    roster: Vec<String>,
+    pending: Vec<String>,
+}
+
+impl LivingPrompt {
+    pub fn new(
+        agent: AgentName,
+        fixed: FixedParts,
+        team: TeamHandle,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            agent,
+            fixed,
+            team,
+            clock,
+            memory: Mutex::new(String::new()),
+            cache: Mutex::new(None),
+        }
+    }
+
+    fn inputs(&self) -> Inputs {
+        let memory = lock(&self.memory).clone();
+        let Ok(team) = self.team.upgrade() else {
+            return Inputs {
+                memory,
+                roster: Vec::new(),
+                pending: Vec::new(),
+            };
+        };
+        let roster = team
+            .roster()
+            .into_iter()
+            .filter(|t| t.name != self.agent)
+            .map(|t| {
+                format!(
+                    "- {} ({}): {}",
+                    t.name,
+                    t.status.as_str(),
+                    one_line(&t.role)
+                )
+            })
+            .collect();
+        let now = self.clock.now();
+        // A store that cannot be read leaves the section out this time; the gate and the
+        // tools report the failure where it matters.
+        let pending = team
+            .protocol()
+            .store()
+            .pending()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| {
+                self.agent.is_lead() || *r.sender() == self.agent || *r.target() == self.agent
+            })
+            .map(|r| describe_request(&r, now))
+            .collect();
+        Inputs {
+            memory,
+            roster,
+            pending,
+        }
+    }
+
+    fn render_with(&self, inputs: &Inputs) -> String {
+        let mut out = self.fixed.identity.trim_end().to_owned();
+        section(&mut out, "Tools", &self.fixed.tools.join(", "));
+        section(&mut out, "Workspace", &self.fixed.workspace);
+        section(
+            &mut out,
+            "Skills you can load with load_skill",
+            &self.fixed.skills,
+        );
+        section(&mut out, "Memory", &inputs.memory);
+        let roster = if inputs.roster.is_empty() {
+            "(no teammates)".to_owned()
+        } else {
+            inputs.roster.join("\n")
+        };
+        let title = if self.agent.is_lead() {
+            "Team"
+        } else {
+            "Team (led by lead)"
+        };
+        section(&mut out, title, &roster);
+        section(&mut out, "Pending requests", &inputs.pending.join("\n"));
+        out
+    }
+}
+
+impl SystemPromptSource for LivingPrompt {
+    fn render(&self) -> String {
+        let inputs = self.inputs();
+        let mut cache = lock(&self.cache);
+        if let Some((seen, text)) = cache.as_ref() {
+            if *seen == inputs {
+                return text.clone();
+            }
+        }
+        let text = self.render_with(&inputs);
+        *cache = Some((inputs, text.clone()));
+        text
+    }
+
+    fn set_memory(&self, section: String) {
+        *lock(&self.memory) = section;
+    }
+}
+
+fn section(out: &mut String, title: &str, body: &str) {
+    let body = body.trim();
+    if body.is_empty() {
+        return;
+    }
+    out.push_str("\n\n## ");
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(body);
+}
+
+fn one_line(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 160 {
+        let mut cut: String = line.chars().take(160).collect();
+        cut.push('…');
+        cut
+    } else {
+        line
+    }
+}
+
+fn describe_request(request: &ProtocolRequest, now: troupe_wire::UtcTime) -> String {
+    let state = if request.is_open_at(now) {
+        format!("pending until {}", request.expires_at_utc())
+    } else {
+        "expired".to_owned()
+    };
+    format!(
+        "- {} {} from {} to {}: {}",
+        request.kind().as_str(),
+        request.id(),
+        request.sender(),
+        request.target(),
+        state
+    )
+}

@@ -1,0 +1,92 @@
+//! The living system prompt (SPEC §9): the lead's prompt shows the roster and the pending
+//! requests as they change, in a fixed order, and stays byte-identical while nothing changes.
+
+use serde_json::json;
+use troupe::model::ChatMessage;
+
+use super::support::{
+    call, drive_in_background, finish, plan_request_events, say, Fixture, Models, TestModel,
+};
+
+fn system_of(model: &TestModel, n: usize) -> String {
+    match &model.requests()[n - 1].messages[0] {
+        ChatMessage::System { content } => content.clone(),
+        other => panic!("not a system message: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leads_prompt_follows_the_roster_and_the_pending_requests() {
+    let f = Fixture::new();
+    let lead = TestModel::new(&f.signal, |c| {
+        if c.calls_named("spawn_teammate").is_empty() {
+            return call(
+                "spawn_teammate",
+                json!({"name": "writer", "role": "writes the notes", "prompt": "Plan first."}),
+            );
+        }
+        let plans = plan_request_events(c);
+        if plans.len() > c.calls_named("review_plan").len() {
+            return call(
+                "review_plan",
+                json!({"request_id": plans[0]["request_id"], "approve": true}),
+            );
+        }
+        say("Noted.")
+    });
+    let writer = TestModel::new(&f.signal, |c| {
+        if c.last_is_tool_result() {
+            say("Submitted.")
+        } else if c.last_user().starts_with("Plan approved") {
+            say("Thanks.")
+        } else {
+            call("submit_plan", json!({"plan": "Write NOTES.md."}))
+        }
+    });
+    let team = f.build(Models::new(
+        &f.signal,
+        &[("lead", &lead), ("writer", &writer)],
+    ));
+    finish(drive_in_background(team, "go")).await;
+
+    let prompts: Vec<String> = (1..=lead.calls()).map(|n| system_of(&lead, n)).collect();
+    // Before the spawn: nobody on the team, no requests.
+    assert!(
+        prompts[0].contains("## Team\n(no teammates)"),
+        "{}",
+        prompts[0]
+    );
+    assert!(!prompts[0].contains("## Pending requests"));
+    // The fixed order of the sections.
+    let order = ["You are lead", "## Tools", "## Workspace", "## Team"];
+    let at: Vec<usize> = order.iter().map(|s| prompts[0].find(s).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", prompts[0]);
+    // While the plan is pending the lead sees it, with the teammate on the roster.
+    let reviewing = lead
+        .requests()
+        .iter()
+        .position(|r| {
+            r.messages.iter().any(|m| matches!(m, ChatMessage::User { content } if content.contains("plan_approval_request")))
+        })
+        .expect("the lead saw the plan request");
+    let seen = &prompts[reviewing];
+    assert!(seen.contains("- writer ("), "{seen}");
+    assert!(seen.contains("writes the notes"), "{seen}");
+    assert!(seen.contains("plan_approval"), "{seen}");
+    assert!(
+        seen.contains("from writer to lead: pending until"),
+        "{seen}"
+    );
+    // After the review, the request is gone from the prompt.
+    let last = prompts.last().unwrap();
+    assert!(!last.contains("## Pending requests"), "{last}");
+    // The writer's prompt names it, its role and the lead's team.
+    let writer_prompt = system_of(&writer, 1);
+    assert!(
+        writer_prompt.starts_with("You are writer"),
+        "{writer_prompt}"
+    );
+    assert!(
+        writer_prompt.contains("## Tools\nshell, read_file, write_file, send_message, submit_plan")
+    );
+}
