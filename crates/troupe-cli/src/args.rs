@@ -61,6 +61,19 @@ pub struct RunArgs {
     /// with plan_required are, and the others only once they submit a plan.
     #[arg(long)]
     pub require_plans: bool,
+    /// Start the lead on a fresh conversation; the old transcript is kept as lead.<n>.jsonl.
+    #[arg(long)]
+    pub new_session: bool,
+    /// Stop the run gracefully (exit 3) once all agents together have used N tokens.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Do not extract memories from this run's conversations (selection of existing ones stays).
+    #[arg(long)]
+    pub no_memory: bool,
+    /// The model's context window in tokens, overriding the built-in table
+    /// (also TROUPE_CONTEXT_WINDOW).
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

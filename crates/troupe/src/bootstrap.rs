@@ -137,6 +137,24 @@ pub struct TeamSettings {
     /// The secrets (the model's API key) that no tool result, job output or file under
     /// `.troupe/` may hold; built from the model configuration (`ModelConfig::redactor`).
     pub redactor: Redactor,
+    /// Compaction, memory, budgets and sessions (SPEC §9).
+    pub long_lived: LongLived,
+}
+
+/// What keeps agents working across long runs and many runs (SPEC §9).
+#[derive(Debug, Clone, Default)]
+pub struct LongLived {
+    /// The model name the built-in context-window table is looked up with.
+    pub model_name: String,
+    /// The model's context window in tokens, overriding the table.
+    pub context_window: Option<u32>,
+    /// New memories are extracted from the conversation (at the end of the run and before each
+    /// summary compaction). Off with `--no-memory`; selecting existing memories stays on.
+    pub remember: bool,
+    /// The run stops gracefully once all agents together have used this many tokens.
+    pub max_run_tokens: Option<u64>,
+    /// The lead starts a fresh conversation; its old transcript is kept as `lead.<n>.jsonl`.
+    pub new_session: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,6 +206,8 @@ pub struct Team {
     pub protocol: Arc<dyn ProtocolStore>,
     /// How many messages recovery moved back to ready at start.
     pub recovered: usize,
+    /// Where the lead's earlier conversation was kept, when this run started a new session.
+    pub earlier_session: Option<PathBuf>,
     pub cron: CronRuntime,
     pub jobs: Arc<JobSupervisor>,
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
@@ -592,6 +612,11 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         &runtime.handle(),
     )?;
     let lead_name = AgentName::lead();
+    let earlier_session = if settings.long_lived.new_session {
+        crate::agent::transcript::set_aside(&layout.transcript(&lead_name))?
+    } else {
+        None
+    };
     let prompt = living_prompt(
         &lead_name,
         lead_system_prompt(&settings.workspace, settings.require_plans),
@@ -627,6 +652,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         mailbox: stores.mailbox,
         protocol: stores.protocol,
         recovered: stores.recovered,
+        earlier_session,
         cron,
         jobs,
         job_completions: Some(job_completions),

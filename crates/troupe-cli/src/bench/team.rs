@@ -75,6 +75,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         watch: false,
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
+        long_lived: Default::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -56,6 +56,7 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         watch: true,
         require_plans: false,
         redactor: troupe::secrets::process_redactor(),
+        long_lived: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use troupe::agent::TurnEnd;
-use troupe::bootstrap::{build_team, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings};
+use troupe::bootstrap::{
+    build_team, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,
+};
 use troupe::clock::SystemClock;
 use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
@@ -41,14 +43,15 @@ pub fn approval_provider(
 /// Chooses the model before anything touches the workspace: missing configuration exits 2
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
 /// the credentials `main` took out of the environment).
-fn models(workspace: &Path, args: &RunArgs) -> Result<(Arc<dyn ModelChooser>, Redactor), CliError> {
+fn models(workspace: &Path, args: &RunArgs) -> Result<Models, CliError> {
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-        return Ok((
-            Arc::new(ScriptedPerAgent(Arc::new(model))),
-            troupe::secrets::process_redactor(),
-        ));
+        return Ok(Models {
+            chooser: Arc::new(ScriptedPerAgent(Arc::new(model))),
+            redactor: troupe::secrets::process_redactor(),
+            name: troupe::model::scripted::SCRIPTED_MODEL_NAME.to_owned(),
+        });
     }
     let overrides = ModelOverrides {
         model: args.model.clone(),
@@ -62,7 +65,46 @@ fn models(workspace: &Path, args: &RunArgs) -> Result<(Arc<dyn ModelChooser>, Re
     })?;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
-    Ok((Arc::new(SameModel(client)), config.redactor()))
+    Ok(Models {
+        chooser: Arc::new(SameModel(client)),
+        redactor: config.redactor(),
+        name: config.model.clone(),
+    })
+}
+
+/// The model every agent uses, the redactor of its secrets, and its name (for the built-in
+/// context-window table).
+pub struct Models {
+    pub chooser: Arc<dyn ModelChooser>,
+    pub redactor: Redactor,
+    pub name: String,
+}
+
+/// The variable that sets the context window when `--context-window` does not.
+pub const CONTEXT_WINDOW_VAR: &str = "TROUPE_CONTEXT_WINDOW";
+
+/// `--context-window`, else `TROUPE_CONTEXT_WINDOW`; zero or not a number is a usage error.
+fn context_window(args: &RunArgs) -> Result<Option<u32>, CliError> {
+    let raw = match (args.context_window, std::env::var(CONTEXT_WINDOW_VAR)) {
+        (Some(tokens), _) => return positive_window(tokens).map(Some),
+        (None, Ok(raw)) if !raw.trim().is_empty() => raw,
+        _ => return Ok(None),
+    };
+    let tokens = raw.trim().parse::<u32>().map_err(|_| {
+        CliError::Usage(format!(
+            "{CONTEXT_WINDOW_VAR} must be a number of tokens, not {raw:?}"
+        ))
+    })?;
+    positive_window(tokens).map(Some)
+}
+
+fn positive_window(tokens: u32) -> Result<u32, CliError> {
+    if tokens < 1024 {
+        return Err(CliError::Usage(format!(
+            "the context window must be at least 1024 tokens (got {tokens})"
+        )));
+    }
+    Ok(tokens)
 }
 
 pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
@@ -72,8 +114,23 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
     if args.max_turns == 0 {
         return Err(CliError::Usage("--max-turns must be at least 1".into()));
     }
+    if args.max_tokens == Some(0) {
+        return Err(CliError::Usage("--max-tokens must be at least 1".into()));
+    }
     let ttl = parse_duration(&args.request_ttl)?;
-    let (models, redactor) = models(workspace, &args)?;
+    let context_window = context_window(&args)?;
+    let Models {
+        chooser: models,
+        redactor,
+        name: model_name,
+    } = models(workspace, &args)?;
+    let long_lived = LongLived {
+        model_name,
+        context_window,
+        remember: !args.no_memory,
+        max_run_tokens: args.max_tokens,
+        new_session: args.new_session,
+    };
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then_some(NO_TERMINAL_NOTICE);
@@ -92,13 +149,23 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         watch: true,
         require_plans: args.require_plans,
         redactor,
+        long_lived,
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
-    if let TurnEnd::MaxTurns { limit } = outcome.last_end {
-        return Err(CliError::Incomplete(format!(
-            "the lead stopped after {limit} model calls without a final answer \
-             (--max-turns {limit}) [turn_limit]"
-        )));
+    match outcome.last_end {
+        TurnEnd::MaxTurns { limit } => {
+            return Err(CliError::Incomplete(format!(
+                "the lead stopped after {limit} model calls without a final answer \
+                 (--max-turns {limit}) [turn_limit]"
+            )))
+        }
+        TurnEnd::TokenBudget { limit, used } => {
+            return Err(CliError::Incomplete(format!(
+                "the run stopped after using {used} tokens, past its budget of {limit} \
+                 (--max-tokens {limit}) [token_budget]"
+            )))
+        }
+        _ => {}
     }
     render::print_text(&format!("{}\n", outcome.answer))
 }
@@ -124,6 +191,12 @@ pub fn drive(
             eprintln!(
                 "troupe: recovered {} message(s) left in processing by an earlier run",
                 team.recovered
+            );
+        }
+        if let Some(kept) = &team.earlier_session {
+            eprintln!(
+                "troupe: new session; the lead's earlier conversation is kept in {}",
+                kept.display()
             );
         }
         if let Some(notice) = notice {

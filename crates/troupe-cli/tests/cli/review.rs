@@ -131,6 +131,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         watch: true,
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
+        long_lived: Default::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -63,6 +63,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         watch: false,
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
+        long_lived: Default::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

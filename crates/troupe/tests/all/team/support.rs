@@ -350,6 +350,7 @@ impl Fixture {
             watch: false,
             require_plans: false,
             redactor: troupe::secrets::Redactor::default(),
+            long_lived: Default::default(),
         }
     }
 
