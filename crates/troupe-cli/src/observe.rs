@@ -5,6 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use troupe::agent::observer::CompactionReport;
+use troupe::agent::transcript::BoundaryKind;
 use troupe::agent::RunObserver;
 use troupe::model::{ModelResponse, ToolCall};
 use troupe::team::{TeamObserver, TeamUpdate};
@@ -78,6 +80,21 @@ impl RunObserver for Console {
             "{agent:<8} tool {} {}  → {verdict}",
             call.name,
             short(&call.arguments, 70)
+        ));
+    }
+
+    fn compacted(&self, agent: &AgentName, report: &CompactionReport) {
+        let how = match report.kind {
+            BoundaryKind::Summary => "summarised",
+            BoundaryKind::Dropped => "dropped (no valid summary)",
+        };
+        self.line(&format!(
+            "{agent:<8} context compacted ({}): {} messages → {}, {} KB → {} KB, older history {how}",
+            report.trigger.as_str(),
+            report.messages_before,
+            report.messages_after,
+            report.bytes_before / 1024,
+            report.bytes_after / 1024,
         ));
     }
 }
