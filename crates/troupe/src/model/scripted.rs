@@ -42,6 +42,14 @@
 //! when it runs out the call fails with `model_script_exhausted` naming the agent. Any other
 //! agent, and calls on the model itself, use the shared queue. Agent names must be valid.
 //!
+//! # A context window
+//!
+//! `"max_request_bytes": N` (or [`ScriptedModel::with_max_request_bytes`]) makes the model refuse
+//! any request — a turn or a runtime call — whose messages and tools serialise to more than N
+//! bytes, the way a server refuses a prompt longer than its context window: HTTP 400 with
+//! `context_length_exceeded`. The refusal is recorded like any request and takes no response
+//! from the queues.
+//!
 //! # The runtime's own calls
 //!
 //! Summaries and memory queries are tool-less calls with a [`Purpose`] other than `turn`. They
@@ -88,6 +96,8 @@ pub struct ScriptedModel {
     side_requests: Mutex<Vec<ModelRequest>>,
     /// Numbers the tool-call ids the builders make up.
     next_call_number: usize,
+    /// Requests larger than this are refused as too long for the context window.
+    max_request_bytes: Option<usize>,
 }
 
 #[derive(Default)]
@@ -169,6 +179,7 @@ impl ScriptedModel {
             side_queues: Mutex::new(HashMap::new()),
             side_requests: Mutex::new(Vec::new()),
             next_call_number: 1,
+            max_request_bytes: None,
         }
     }
 
@@ -223,6 +234,12 @@ impl ScriptedModel {
         self
     }
 
+    /// Refuses requests over `bytes` (serialised messages and tools) as too long.
+    pub fn with_max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_bytes = Some(bytes);
+        self
+    }
+
     /// Queues the answer to the next runtime call made for `purpose` (not an agent's turn).
     pub fn side(self, purpose: Purpose, answer: Result<ModelResponse, ModelError>) -> Self {
         lock(&self.side_queues)
@@ -269,6 +286,7 @@ impl ScriptedModel {
             });
         }
         let mut model = Self::new();
+        model.max_request_bytes = file.max_request_bytes;
         for (index, entry) in file.responses.unwrap_or_default().into_iter().enumerate() {
             let scripted = model
                 .entry(entry)
@@ -403,6 +421,14 @@ impl ScriptedModel {
         agent: Option<&AgentName>,
         request: &ModelRequest,
     ) -> Result<ModelResponse, ModelError> {
+        if let Some(refused) = self.too_long(request) {
+            if request.purpose.is_turn() {
+                lock(&self.requests).push(request.clone());
+            } else {
+                lock(&self.side_requests).push(request.clone());
+            }
+            return Err(refused);
+        }
         if !request.purpose.is_turn() {
             return self.answer_side(request);
         }
@@ -438,6 +464,24 @@ impl ScriptedModel {
 }
 
 impl ScriptedModel {
+    /// The refusal of a request over `max_request_bytes`, if it is one.
+    fn too_long(&self, request: &ModelRequest) -> Option<ModelError> {
+        let limit = self.max_request_bytes?;
+        let size = serde_json::to_vec(&request.messages).map_or(0, |b| b.len())
+            + serde_json::to_vec(&request.tools).map_or(0, |b| b.len());
+        (size > limit).then(|| {
+            ModelError::from_status(
+                400,
+                SCRIPTED_MODEL_NAME,
+                SCRIPTED_MODEL_NAME,
+                Some(format!(
+                    "context_length_exceeded: this request is {size} bytes, the scripted \
+                     model's context window is {limit} bytes"
+                )),
+            )
+        })
+    }
+
     /// A runtime call: its purpose's queue, else the built-in answer.
     fn answer_side(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         lock(&self.side_requests).push(request.clone());
@@ -518,6 +562,8 @@ struct ScriptFile {
     agents: Option<BTreeMap<String, Vec<ScriptEntry>>>,
     /// Answers to the runtime's own calls, by purpose.
     side: Option<BTreeMap<Purpose, Vec<ScriptEntry>>>,
+    /// Requests larger than this many bytes are refused as too long.
+    max_request_bytes: Option<usize>,
 }
 
 #[derive(Deserialize)]
