@@ -5,12 +5,14 @@
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
+//! - [`usage`]: the tokens each agent spends, summed for the run and logged to `usage.jsonl`.
 
 pub mod history;
 pub mod observer;
 pub mod runner;
 pub mod subagent_tool;
 pub mod transcript;
+pub mod usage;
 
 pub use history::History;
 pub use observer::{NullObserver, RunObserver};
