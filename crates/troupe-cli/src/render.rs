@@ -88,6 +88,50 @@ pub fn status(report: &StatusReport) -> String {
         "\ntasks      {} ({} pending, {} in progress, {} completed)\n",
         t.total, t.pending, t.in_progress, t.completed
     ));
+    out.push_str(&usage(&report.usage));
+    out
+}
+
+/// The `usage` part of `troupe status`: totals, one line per agent, the latest run.
+fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
+    use troupe::agent::usage::thousands;
+    let counts = |c: &troupe::store::usage::TokenCounts| {
+        format!(
+            "{} tokens ({} in / {} out)",
+            thousands(c.total_tokens),
+            thousands(c.prompt_tokens),
+            thousands(c.completion_tokens)
+        )
+    };
+    if totals.runs == 0 {
+        return "usage      none recorded\n".to_owned();
+    }
+    let runs = if totals.runs == 1 { "run" } else { "runs" };
+    let mut out = format!(
+        "usage      {} over {} {runs}\n",
+        counts(&totals.total),
+        totals.runs
+    );
+    out.push_str(&format!(
+        "  {:<20} {:>12} {:>12} {:>12}\n",
+        "agent", "prompt", "completion", "total"
+    ));
+    for (agent, c) in &totals.agents {
+        out.push_str(&format!(
+            "  {:<20} {:>12} {:>12} {:>12}\n",
+            agent,
+            thousands(c.prompt_tokens),
+            thousands(c.completion_tokens),
+            thousands(c.total_tokens)
+        ));
+    }
+    if let Some(latest) = &totals.latest_run {
+        out.push_str(&format!(
+            "  latest run {}: {}\n",
+            latest.run_id,
+            counts(&latest.counts)
+        ));
+    }
     out
 }
 

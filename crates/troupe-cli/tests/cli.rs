@@ -20,6 +20,7 @@
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
 //! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
+//! - `token_usage`: the token usage of `.troupe/usage.jsonl` in `troupe status`.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -58,5 +59,7 @@ mod state_files;
 mod support;
 #[path = "cli/tasks.rs"]
 mod tasks;
+#[path = "cli/token_usage.rs"]
+mod token_usage;
 #[path = "cli/usage.rs"]
 mod usage;

@@ -27,6 +27,8 @@ use crate::store::mailbox::{
 };
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
+use crate::store::usage::{self, UsageTotals};
+use crate::store::IoError;
 use crate::team::roster::{self, RosterFileError};
 
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +142,9 @@ pub struct StatusReport {
     /// Every background job's record (`.troupe/jobs/`), by start time.
     pub jobs: Vec<JobRecord>,
     pub tasks: TaskSummary,
+    /// Token usage from `.troupe/usage.jsonl`: overall, per agent, the number of runs and the
+    /// latest run's totals.
+    pub usage: UsageTotals,
 }
 
 /// How many tasks of the task board are in each status.
@@ -246,6 +251,16 @@ impl Inspector {
             pending_requests,
             jobs: self.jobs()?,
             tasks: TaskSummary::of(&self.tasks()?),
+            usage: self.usage()?,
+        })
+    }
+
+    /// The token usage recorded in `.troupe/usage.jsonl`; zeros when there is none. Reading
+    /// creates nothing.
+    pub fn usage(&self) -> Result<UsageTotals, InspectError> {
+        usage::read_totals(&self.layout.usage_log()).map_err(|e: IoError| InspectError::Io {
+            path: e.path,
+            source: e.source,
         })
     }
 

@@ -83,6 +83,7 @@ fn status_json_after_the_demo() {
             "run",
             "tasks",
             "teammates",
+            "usage",
             "workspace"
         ]
     );

@@ -5,13 +5,15 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// Every variable the model configuration reads.
-pub const MODEL_VARIABLES: [&str; 6] = [
+pub const MODEL_VARIABLES: [&str; 8] = [
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_MODEL",
     "OPENAI_FALLBACK_MODEL",
     "TROUPE_MODEL_TIMEOUT_SECS",
     "TROUPE_MODEL_MAX_ATTEMPTS",
+    "TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER",
+    "TROUPE_MODEL_DEADLINE_SECS",
 ];
 
 /// What a finished command left.

@@ -6,7 +6,7 @@
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
 //! - [`prompt`]: the living system prompt's port.
-//! - [`usage`]: where each response's token usage goes (the run's totals and budget).
+//! - [`usage`]: the tokens each agent spends, summed for the run and logged to `usage.jsonl`.
 
 pub mod history;
 pub mod observer;

@@ -1,26 +1,149 @@
-//! Token usage of a run (stub until the usage store lands).
+//! Counting the tokens a run spends: every model response's usage, per agent, for this run and
+//! in `.troupe/usage.jsonl` for later.
+//!
+//! The runner is handed a [`UsageSink`] and reports each response to it; what a sink does with
+//! it is not the runner's concern. [`RunUsage`] appends a record to the workspace's log and keeps
+//! this run's sums in memory (the run's closing line, a `--max-tokens` budget); [`NoUsage`] is
+//! for callers that count nothing. Recording never fails a turn: a log that cannot be written is
+//! a warning, and the in-memory sums still count, so a budget still holds.
+
+use std::sync::Mutex;
 
 use troupe_wire::AgentName;
 
 use crate::model::{ModelResponse, Purpose, Usage};
+use crate::store::usage::{UsageLog, UsageRecord};
 
-/// Where every model response's token usage goes.
+/// Where a runner reports the usage of each model response.
 pub trait UsageSink: Send + Sync {
+    /// Records `response`'s usage for `agent`. A response without usage records nothing.
     fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse);
+    /// Total tokens (prompt and completion) recorded so far in this run.
     fn run_total(&self) -> u64;
+    /// This run's sums per agent, in the order the agents first used the model.
     fn per_agent(&self) -> Vec<(AgentName, Usage)>;
 }
 
-/// Records nothing.
+/// A run's usage: logged to `.troupe/usage.jsonl` and summed per agent in memory. Shared by all
+/// the run's agents (it is `Sync`).
+pub struct RunUsage {
+    run_id: String,
+    log: UsageLog,
+    /// Per agent in first-use order (the lead first, normally); a handful of entries.
+    sums: Mutex<Vec<(AgentName, Usage)>>,
+}
+
+impl RunUsage {
+    pub fn new(run_id: impl Into<String>, log: UsageLog) -> Self {
+        Self {
+            run_id: run_id.into(),
+            log,
+            sums: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+}
+
+impl UsageSink for RunUsage {
+    fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse) {
+        let Some(usage) = response.usage else {
+            return;
+        };
+        {
+            let mut sums = crate::sync::lock(&self.sums);
+            match sums.iter_mut().find(|(name, _)| name == agent) {
+                Some((_, sum)) => add(sum, usage),
+                None => sums.push((agent.clone(), usage)),
+            }
+        }
+        let record = UsageRecord {
+            at: self.log.now(),
+            run_id: self.run_id.clone(),
+            agent: agent.to_string(),
+            model: response.model.clone(),
+            purpose: purpose.as_str().to_owned(),
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+        };
+        if let Err(error) = self.log.append(&record) {
+            tracing::warn!(%agent, %error, "could not record token usage; this run still counts it");
+        }
+    }
+
+    fn run_total(&self) -> u64 {
+        crate::sync::lock(&self.sums)
+            .iter()
+            .fold(0u64, |total, (_, usage)| {
+                total.saturating_add(usage.total_tokens)
+            })
+    }
+
+    fn per_agent(&self) -> Vec<(AgentName, Usage)> {
+        crate::sync::lock(&self.sums).clone()
+    }
+}
+
+/// A sink that records nothing: every total is zero.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoUsage;
 
 impl UsageSink for NoUsage {
     fn record(&self, _agent: &AgentName, _purpose: Purpose, _response: &ModelResponse) {}
+
     fn run_total(&self) -> u64 {
         0
     }
+
     fn per_agent(&self) -> Vec<(AgentName, Usage)> {
         Vec::new()
     }
+}
+
+fn add(sum: &mut Usage, usage: Usage) {
+    sum.prompt_tokens = sum.prompt_tokens.saturating_add(usage.prompt_tokens);
+    sum.completion_tokens = sum
+        .completion_tokens
+        .saturating_add(usage.completion_tokens);
+    sum.total_tokens = sum.total_tokens.saturating_add(usage.total_tokens);
+}
+
+/// The line a run ends with:
+/// `tokens: lead 1,234 in / 56 out · writer 300 in / 20 out · total 1,610`
+/// (`tokens: none reported` when the server reported no usage).
+pub fn render_closing_line(per_agent: &[(AgentName, Usage)]) -> String {
+    if per_agent.is_empty() {
+        return "tokens: none reported".to_owned();
+    }
+    let mut parts: Vec<String> = per_agent
+        .iter()
+        .map(|(agent, usage)| {
+            format!(
+                "{agent} {} in / {} out",
+                thousands(usage.prompt_tokens),
+                thousands(usage.completion_tokens)
+            )
+        })
+        .collect();
+    let total = per_agent.iter().fold(0u64, |total, (_, usage)| {
+        total.saturating_add(usage.total_tokens)
+    });
+    parts.push(format!("total {}", thousands(total)));
+    format!("tokens: {}", parts.join(" · "))
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }

@@ -15,6 +15,8 @@
 //! | `OPENAI_FALLBACK_MODEL` | model tried when the primary fails (see `model::openai`) | none |
 //! | `TROUPE_MODEL_TIMEOUT_SECS` | per-request timeout, seconds | 120 |
 //! | `TROUPE_MODEL_MAX_ATTEMPTS` | attempts per model, first included | 3 |
+//! | `TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER` | overloads (429/503/529) in a row before the fallback takes over | 2 |
+//! | `TROUPE_MODEL_DEADLINE_SECS` | total time of one model call: attempts, backoffs and fallback | 600 |
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,19 +34,25 @@ pub const MODEL_VAR: &str = "OPENAI_MODEL";
 pub const FALLBACK_MODEL_VAR: &str = "OPENAI_FALLBACK_MODEL";
 pub const TIMEOUT_VAR: &str = "TROUPE_MODEL_TIMEOUT_SECS";
 pub const MAX_ATTEMPTS_VAR: &str = "TROUPE_MODEL_MAX_ATTEMPTS";
+pub const OVERLOAD_FALLBACK_AFTER_VAR: &str = "TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER";
+pub const DEADLINE_VAR: &str = "TROUPE_MODEL_DEADLINE_SECS";
 
 /// Every variable this module reads, in the order they are documented.
-pub const VARIABLES: [&str; 6] = [
+pub const VARIABLES: [&str; 8] = [
     API_KEY_VAR,
     BASE_URL_VAR,
     MODEL_VAR,
     FALLBACK_MODEL_VAR,
     TIMEOUT_VAR,
     MAX_ATTEMPTS_VAR,
+    OVERLOAD_FALLBACK_AFTER_VAR,
+    DEADLINE_VAR,
 ];
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const DEFAULT_OVERLOAD_FALLBACK_AFTER: u32 = 2;
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The workspace file read after the process environment.
 pub const ENV_FILE_NAME: &str = ".env";
@@ -80,6 +88,13 @@ pub struct ModelConfig {
     /// Per attempt, connecting to the last byte of the body.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// After this many overloads (HTTP 429, 503, 529) of the primary in a row, its remaining
+    /// attempts are skipped and the fallback is asked at once: an overloaded server tends to stay
+    /// overloaded for longer than a backoff. Without a fallback the attempts go on. `0` acts as `1`.
+    pub overload_fallback_after: u32,
+    /// The whole call — every attempt, the backoffs between them and the fallback — ends within
+    /// this, so one turn cannot hang on a struggling server for `attempts × timeout × 2`.
+    pub deadline: Duration,
 }
 
 /// Values given explicitly (CLI flags); each one that is set beats the environment and `.env`.
@@ -125,6 +140,8 @@ impl ModelConfig {
             fallback_model: None,
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            overload_fallback_after: DEFAULT_OVERLOAD_FALLBACK_AFTER,
+            deadline: DEFAULT_DEADLINE,
         }
     }
 
@@ -215,6 +232,21 @@ impl ModelConfig {
                 None => RetryPolicy::default().max_attempts,
             },
         };
+        let overload_fallback_after = match pick(&None, OVERLOAD_FALLBACK_AFTER_VAR) {
+            Some(raw) => {
+                u32::try_from(positive(OVERLOAD_FALLBACK_AFTER_VAR, &raw)?).map_err(|_| {
+                    ConfigError::Invalid {
+                        name: OVERLOAD_FALLBACK_AFTER_VAR,
+                        reason: format!("`{raw}` is too large"),
+                    }
+                })?
+            }
+            None => DEFAULT_OVERLOAD_FALLBACK_AFTER,
+        };
+        let deadline = match pick(&None, DEADLINE_VAR) {
+            Some(raw) => Duration::from_secs(positive(DEADLINE_VAR, &raw)?),
+            None => DEFAULT_DEADLINE,
+        };
         Ok(Self {
             api_key: ApiKey::new(api_key),
             base_url,
@@ -225,6 +257,8 @@ impl ModelConfig {
                 max_attempts: max_attempts.max(1),
                 ..RetryPolicy::default()
             },
+            overload_fallback_after,
+            deadline,
         })
     }
 }

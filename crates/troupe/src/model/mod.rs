@@ -5,6 +5,7 @@
 //! - [`openai`]: the OpenAI Chat Completions client (any compatible server), with timeouts,
 //!   retries and a fallback model. HTTP transport in `openai/mod.rs`, JSON shape in `openai/wire.rs`.
 //! - [`retry`]: the backoff policy the client retries with.
+//! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
 //!
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
@@ -12,6 +13,7 @@
 
 pub mod config;
 pub mod openai;
+pub mod overflow;
 pub mod retry;
 pub mod scripted;
 pub mod types;
@@ -84,7 +86,24 @@ pub enum ModelError {
         attempts: u32,
         reason: String,
     },
-    /// Any other 4xx (bad request, context too long, …): never retried.
+    /// HTTP 400 or 413 whose error says the request does not fit the model's context window
+    /// ([`overflow`]). Never retried and never handed to the fallback: the caller compacts the
+    /// conversation and asks again.
+    #[error("the request exceeded the context window of model `{model}` (HTTP {status}){}", detail(.message))]
+    ContextTooLong {
+        model: String,
+        status: u16,
+        message: Option<String>,
+    },
+    /// The whole call (every attempt, the backoffs between them and the fallback) ran past its
+    /// total deadline, or a retry was not started because its backoff would have.
+    #[error("model `{model}` gave no answer within the call's deadline of {}{}", human_duration(*.deadline), after_attempts(*.attempts))]
+    DeadlineExceeded {
+        model: String,
+        deadline: Duration,
+        attempts: u32,
+    },
+    /// Any other 4xx (bad request, invalid tools, …): never retried.
     #[error("model server refused the request for model `{model}` (HTTP {status}){}", detail(.message))]
     RequestRefused {
         model: String,
@@ -131,6 +150,8 @@ impl ErrorCode for ModelError {
             Self::BadResponse { .. } => "model_bad_response",
             Self::Timeout { .. } => "model_timeout",
             Self::Transport { .. } => "model_transport",
+            Self::ContextTooLong { .. } => "model_context_too_long",
+            Self::DeadlineExceeded { .. } => "model_deadline_exceeded",
             Self::RequestRefused { .. } => "model_request_refused",
             Self::FallbackFailed { fallback, .. } => fallback.code(),
             Self::Implementation(e) => e.code(),
@@ -151,6 +172,26 @@ impl ModelError {
         )
     }
 
+    /// Whether the request did not fit the model's context window: what a caller answers by
+    /// compacting the conversation. Also when the fallback model is the one that said so.
+    pub fn is_context_too_long(&self) -> bool {
+        match self {
+            Self::ContextTooLong { .. } => true,
+            Self::FallbackFailed { fallback, .. } => fallback.is_context_too_long(),
+            _ => false,
+        }
+    }
+
+    /// Whether the server said it is overloaded (HTTP 429, 503 or 529): after a few of these in a
+    /// row the client stops waiting for the primary and asks the fallback.
+    pub fn is_overload(&self) -> bool {
+        match self {
+            Self::RateLimited { .. } => true,
+            Self::ServerError { status, .. } => matches!(status, 503 | 529),
+            _ => false,
+        }
+    }
+
     /// Whether the fallback model is tried after the primary failed with this error: every
     /// retryable error (the primary's retries are spent by then) and an unknown model. Not auth
     /// (the same key would be refused), not other 4xx (the request itself is at fault), not a
@@ -160,15 +201,38 @@ impl ModelError {
     }
 
     /// The error for an HTTP failure status: 401/403 auth, 404 not found, 429 rate limited,
-    /// 5xx server error, anything else refused. `message` is the server's, already one line.
+    /// 5xx server error, 400/413 whose message says so context too long, anything else refused.
+    /// `message` is the server's, already one line.
     pub(crate) fn from_status(
         status: u16,
         model: &str,
         endpoint: &str,
         message: Option<String>,
     ) -> Self {
+        let says_too_long = message
+            .as_deref()
+            .is_some_and(overflow::says_context_too_long);
+        Self::from_reply(status, model, endpoint, message, says_too_long)
+    }
+
+    /// [`from_status`](Self::from_status), with whether the server's error (its code, type or
+    /// whole message, before any cut) said the request exceeded the context window.
+    pub(crate) fn from_reply(
+        status: u16,
+        model: &str,
+        endpoint: &str,
+        message: Option<String>,
+        says_too_long: bool,
+    ) -> Self {
         let model = model.to_owned();
         match status {
+            status if says_too_long && overflow::is_overflow_status(status) => {
+                Self::ContextTooLong {
+                    model,
+                    status,
+                    message,
+                }
+            }
             401 | 403 => Self::Auth {
                 model,
                 status,
@@ -204,7 +268,8 @@ impl ModelError {
             Self::RateLimited { attempts, .. }
             | Self::ServerError { attempts, .. }
             | Self::Timeout { attempts, .. }
-            | Self::Transport { attempts, .. } => *attempts = made,
+            | Self::Transport { attempts, .. }
+            | Self::DeadlineExceeded { attempts, .. } => *attempts = made,
             _ => {}
         }
         self

@@ -11,6 +11,7 @@
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
+//! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
 
 pub mod durable;
 pub mod journal;
@@ -21,6 +22,7 @@ pub(crate) mod moves;
 pub mod protocol;
 pub mod read;
 pub mod tasks;
+pub mod usage;
 
 use crate::error::ErrorCode;
 

@@ -10,6 +10,14 @@
 //! 2. If the primary's final error is retryable or an unknown model (404) and a fallback model is
 //!    configured, the fallback gets the same treatment. Auth failures, other 4xx and malformed
 //!    responses never trigger the fallback: they would fail the same way, or point at a bug.
+//!    A request too long for the context window (a 400 that says so) is neither retried nor
+//!    handed on: the caller compacts the conversation instead.
+//! 3. Overloads (429, 503, 529) of the primary are not waited out forever: after
+//!    `overload_fallback_after` of them in a row, the primary's remaining attempts are skipped
+//!    and the fallback is asked at once (without a fallback, the attempts go on).
+//! 4. The whole call has one deadline (`ModelConfig::deadline`): an attempt still running when it
+//!    passes is abandoned, and a retry whose backoff would end past it is not started; either
+//!    way the call fails with `model_deadline_exceeded`.
 //!
 //! The JSON shape lives in [`wire`]; this module is transport, status mapping and retries.
 
@@ -19,6 +27,7 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::retry::{jitter_sample, RetryPolicy};
 use super::types::{ModelRequest, ModelResponse};
@@ -40,6 +49,10 @@ pub struct OpenAiClient {
     /// Kept to name it in timeout errors; the HTTP client enforces it.
     timeout: Duration,
     retry: RetryPolicy,
+    /// Overloads of the primary in a row before the fallback is asked (at least 1).
+    overload_fallback_after: u32,
+    /// The total time of one `complete` call.
+    deadline: Duration,
 }
 
 /// One failed attempt, with what the server asked about retrying.
@@ -72,6 +85,8 @@ impl OpenAiClient {
                 .filter(|fallback| *fallback != config.model),
             timeout: config.timeout,
             retry: config.retry.clone(),
+            overload_fallback_after: config.overload_fallback_after.max(1),
+            deadline: config.deadline,
         })
     }
 
@@ -80,25 +95,59 @@ impl OpenAiClient {
         &self.endpoint
     }
 
+    /// Tries `model` until it answers, its attempts are spent, the failure is not worth retrying,
+    /// the time is `until`, or (given `overload_limit`) the server said it is overloaded that many
+    /// times in a row.
     async fn complete_with(
         &self,
         model: &str,
         request: &ModelRequest,
+        until: Instant,
+        overload_limit: Option<u32>,
     ) -> Result<ModelResponse, ModelError> {
         let body = wire::request_body(model, request);
         let attempts = self.retry.attempts();
         let mut attempt = 1;
+        let mut overloads = 0;
         loop {
-            let failure = match self.attempt(model, &body).await {
-                Ok(response) => return Ok(response),
-                Err(failure) => failure,
+            let failure = match tokio::time::timeout_at(until, self.attempt(model, &body)).await {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(failure)) => failure,
+                Err(_) => return Err(self.deadline_exceeded(model, attempt)),
+            };
+            overloads = if failure.error.is_overload() {
+                overloads + 1
+            } else {
+                0
             };
             if attempt >= attempts || !failure.error.is_retryable() {
+                return Err(failure.error.with_attempts(attempt));
+            }
+            if overload_limit.is_some_and(|limit| overloads >= limit) {
+                tracing::warn!(
+                    model,
+                    attempt,
+                    error = %failure.error,
+                    "model overloaded; skipping its remaining attempts for the fallback model"
+                );
                 return Err(failure.error.with_attempts(attempt));
             }
             let delay = self
                 .retry
                 .delay_after(attempt, failure.retry_after, jitter_sample());
+            if Instant::now()
+                .checked_add(delay)
+                .is_none_or(|at| at >= until)
+            {
+                tracing::warn!(
+                    model,
+                    attempt,
+                    delay_ms = delay.as_millis() as u64,
+                    error = %failure.error,
+                    "model call failed; no retry, its backoff would pass the call's deadline"
+                );
+                return Err(self.deadline_exceeded(model, attempt));
+            }
             tracing::warn!(
                 model,
                 attempt,
@@ -108,6 +157,14 @@ impl OpenAiClient {
             );
             tokio::time::sleep(delay).await;
             attempt += 1;
+        }
+    }
+
+    fn deadline_exceeded(&self, model: &str, attempts: u32) -> ModelError {
+        ModelError::DeadlineExceeded {
+            model: model.to_owned(),
+            deadline: self.deadline,
+            attempts,
         }
     }
 
@@ -135,9 +192,18 @@ impl OpenAiClient {
                 retry_after: None,
             });
         }
-        let message = wire::server_message(&bytes).map(|message| self.server_text(&message));
+        // The whole text and the codes are read for "context too long"; only the cut text is kept.
+        let reply = wire::server_error(&bytes);
+        let says_too_long = reply.says_context_too_long();
+        let message = reply.message.map(|message| self.server_text(&message));
         Err(Failure {
-            error: ModelError::from_status(status.as_u16(), model, &self.endpoint, message),
+            error: ModelError::from_reply(
+                status.as_u16(),
+                model,
+                &self.endpoint,
+                message,
+                says_too_long,
+            ),
             retry_after,
         })
     }
@@ -173,12 +239,24 @@ impl OpenAiClient {
 #[async_trait::async_trait]
 impl ModelClient for OpenAiClient {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let primary = match self.complete_with(&self.model, request).await {
+        let until = Instant::now()
+            .checked_add(self.deadline)
+            .unwrap_or_else(far_future);
+        let overload_limit = self
+            .fallback_model
+            .as_ref()
+            .map(|_| self.overload_fallback_after);
+        let primary = match self
+            .complete_with(&self.model, request, until, overload_limit)
+            .await
+        {
             Ok(response) => return Ok(response),
             Err(error) => error,
         };
         let fallback_model = match &self.fallback_model {
-            Some(fallback) if primary.triggers_fallback() => fallback,
+            // With no time left the fallback is not started: the primary's failure is the one
+            // that happened.
+            Some(fallback) if primary.triggers_fallback() && Instant::now() < until => fallback,
             _ => return Err(primary),
         };
         tracing::warn!(
@@ -187,13 +265,18 @@ impl ModelClient for OpenAiClient {
             error = %primary,
             "primary model failed; trying the fallback model"
         );
-        self.complete_with(fallback_model, request)
+        self.complete_with(fallback_model, request, until, None)
             .await
             .map_err(|fallback| ModelError::FallbackFailed {
                 primary: Box::new(primary),
                 fallback: Box::new(fallback),
             })
     }
+}
+
+/// About thirty years from now: a deadline too large to add to the clock is no deadline.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 /// `retry-after-ms` (OpenAI's, more precise) or `Retry-After` in seconds. The HTTP-date form is

@@ -295,6 +295,48 @@ pub fn server_message(body: &[u8]) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
+/// What a server's error body says: its explanation ([`server_message`]) and the machine-readable
+/// `code` and `type` beside it (`{"error": {"code": "context_length_exceeded", "type": …}}`, or
+/// at the top level as vLLM sends them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerError {
+    pub message: Option<String>,
+    pub codes: Vec<String>,
+}
+
+impl ServerError {
+    /// Whether the code, type or message says the request exceeded the model's context window.
+    pub fn says_context_too_long(&self) -> bool {
+        self.codes
+            .iter()
+            .chain(self.message.as_ref())
+            .any(|text| crate::model::overflow::says_context_too_long(text))
+    }
+}
+
+/// Reads an error body: [`server_message`] and every string `code` / `type` of its error.
+pub fn server_error(body: &[u8]) -> ServerError {
+    let codes = match serde_json::from_slice::<Value>(body) {
+        Ok(value) => {
+            let nested = value.get("error").filter(|error| error.is_object());
+            [nested, Some(&value)]
+                .into_iter()
+                .flatten()
+                .flat_map(|object| ["code", "type"].map(|key| object.get(key)))
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(collapse)
+                .filter(|code| !code.is_empty())
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    ServerError {
+        message: server_message(body),
+        codes,
+    }
+}
+
 fn error_text(error: &Value) -> Option<String> {
     match error {
         Value::String(text) => Some(text.clone()),

@@ -49,6 +49,8 @@ fn defaults_apply_to_everything_but_key_and_model() {
             fallback_model: None,
             timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
+            overload_fallback_after: 2,
+            deadline: Duration::from_secs(600),
         }
     );
     assert_eq!(DEFAULT_BASE_URL, "https://api.openai.com/v1");
@@ -257,4 +259,43 @@ fn the_redactor_of_a_config_removes_its_key() {
     );
     // A placeholder key (local servers ignore it) is not worth blotting out of every result.
     assert!(ModelConfig::new("ollama", "m").redactor().is_empty());
+}
+
+#[test]
+fn overload_threshold_and_deadline_come_from_env_or_dotenv() {
+    let config = load(
+        &[("TROUPE_MODEL_DEADLINE_SECS", "90")],
+        "OPENAI_API_KEY=sk\nOPENAI_MODEL=m\nTROUPE_MODEL_OVERLOAD_FALLBACK_AFTER=4\n\
+         TROUPE_MODEL_DEADLINE_SECS=30\n",
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+
+    assert_eq!(config.overload_fallback_after, 4);
+    assert_eq!(config.deadline, Duration::from_secs(90));
+    assert!(troupe::model::config::VARIABLES.contains(&"TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER"));
+    assert!(troupe::model::config::VARIABLES.contains(&"TROUPE_MODEL_DEADLINE_SECS"));
+}
+
+#[test]
+fn zero_or_garbage_overload_threshold_and_deadline_are_refused() {
+    for (name, value) in [
+        ("TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER", "0"),
+        ("TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER", "two"),
+        ("TROUPE_MODEL_DEADLINE_SECS", "0"),
+        ("TROUPE_MODEL_DEADLINE_SECS", "-5"),
+    ] {
+        let error = load(
+            &[
+                ("OPENAI_API_KEY", "sk"),
+                ("OPENAI_MODEL", "m"),
+                (name, value),
+            ],
+            "",
+            &ModelOverrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), "config_invalid", "{name}={value}");
+        assert!(error.to_string().contains(name), "{error}");
+    }
 }

@@ -3,6 +3,7 @@
 
 mod config;
 mod openai;
+mod recovery;
 mod retry;
 mod scripted;
 mod types;

@@ -14,10 +14,10 @@ use troupe::model::{
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-const KEY: &str = "sk-test-0123456789abcdef";
-const ENDPOINT: &str = "/v1/chat/completions";
+pub(super) const KEY: &str = "sk-test-0123456789abcdef";
+pub(super) const ENDPOINT: &str = "/v1/chat/completions";
 
-fn config(server: &MockServer) -> ModelConfig {
+pub(super) fn config(server: &MockServer) -> ModelConfig {
     ModelConfig {
         base_url: format!("{}/v1", server.uri()),
         timeout: Duration::from_secs(10),
@@ -26,11 +26,11 @@ fn config(server: &MockServer) -> ModelConfig {
     }
 }
 
-fn client(config: &ModelConfig) -> OpenAiClient {
+pub(super) fn client(config: &ModelConfig) -> OpenAiClient {
     OpenAiClient::new(config).unwrap()
 }
 
-fn hello() -> ModelRequest {
+pub(super) fn hello() -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::user("hello")],
         ..Default::default()
@@ -38,7 +38,7 @@ fn hello() -> ModelRequest {
 }
 
 /// A complete OpenAI success body around one assistant message.
-fn completion(message: Value, finish_reason: &str) -> Value {
+pub(super) fn completion(message: Value, finish_reason: &str) -> Value {
     json!({
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -51,20 +51,20 @@ fn completion(message: Value, finish_reason: &str) -> Value {
     })
 }
 
-fn ok_text(text: &str) -> ResponseTemplate {
+pub(super) fn ok_text(text: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(completion(
         json!({"role": "assistant", "content": text}),
         "stop",
     ))
 }
 
-fn openai_error(status: u16, message: &str) -> ResponseTemplate {
+pub(super) fn openai_error(status: u16, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_json(json!({
         "error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}
     }))
 }
 
-async fn mount(server: &MockServer, response: ResponseTemplate) {
+pub(super) async fn mount(server: &MockServer, response: ResponseTemplate) {
     Mock::given(method("POST"))
         .and(path(ENDPOINT))
         .respond_with(response)
@@ -82,26 +82,26 @@ async fn mount_first(server: &MockServer, times: u64, response: ResponseTemplate
         .await;
 }
 
-async fn requests(server: &MockServer) -> Vec<Request> {
+pub(super) async fn requests(server: &MockServer) -> Vec<Request> {
     server.received_requests().await.unwrap()
 }
 
-fn body(request: &Request) -> Value {
+pub(super) fn body(request: &Request) -> Value {
     serde_json::from_slice(&request.body).unwrap()
 }
 
-fn models_requested(requests: &[Request]) -> Vec<String> {
+pub(super) fn models_requested(requests: &[Request]) -> Vec<String> {
     requests
         .iter()
         .map(|r| body(r)["model"].as_str().unwrap().to_owned())
         .collect()
 }
 
-async fn fails(client: &OpenAiClient) -> ModelError {
+pub(super) async fn fails(client: &OpenAiClient) -> ModelError {
     client.complete(&hello()).await.unwrap_err()
 }
 
-fn assert_one_line_without_key(error: &ModelError) {
+pub(super) fn assert_one_line_without_key(error: &ModelError) {
     let text = error.to_string();
     assert!(!text.contains('\n'), "not one line: {text}");
     assert!(!text.contains(KEY), "leaks the key: {text}");
@@ -508,7 +508,7 @@ async fn bad_request_is_not_retried() {
     let server = MockServer::start().await;
     mount(
         &server,
-        openai_error(400, "This model's maximum context length is 8192 tokens."),
+        openai_error(400, "Invalid value for 'temperature': must be at most 2."),
     )
     .await;
 
@@ -518,7 +518,7 @@ async fn bad_request_is_not_retried() {
     assert_eq!(requests(&server).await.len(), 1);
     assert_eq!(
         error.to_string(),
-        "model server refused the request for model `gpt-test` (HTTP 400): This model's maximum context length is 8192 tokens."
+        "model server refused the request for model `gpt-test` (HTTP 400): Invalid value for 'temperature': must be at most 2."
     );
 }
 
@@ -651,8 +651,9 @@ async fn unknown_model_falls_back_to_the_fallback_model() {
 #[tokio::test]
 async fn fallback_is_tried_after_the_primary_spends_its_retries() {
     let server = MockServer::start().await;
+    // 500, not an overload: overloads hand over to the fallback sooner (see `recovery`).
     Mock::given(body_partial_json(json!({"model": "gpt-test"})))
-        .respond_with(ResponseTemplate::new(503))
+        .respond_with(ResponseTemplate::new(500))
         .mount(&server)
         .await;
     Mock::given(body_partial_json(json!({"model": "gpt-fallback"})))

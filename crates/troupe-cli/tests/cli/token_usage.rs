@@ -1,0 +1,131 @@
+//! `troupe status` shows the token usage of `.troupe/usage.jsonl` (written here by hand), in
+//! text and under `usage` in `--json`; it reads only, and a corrupt line is a one-line failure.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::support::{assert_fails, json, keys, troupe_in};
+
+fn line(run: &str, agent: &str, prompt: u64, completion: u64) -> String {
+    format!(
+        "{{\"at\":\"2026-07-30T08:00:00.000Z\",\"run_id\":\"{run}\",\"agent\":\"{agent}\",\
+         \"model\":\"gpt-test\",\"purpose\":\"turn\",\"prompt_tokens\":{prompt},\
+         \"completion_tokens\":{completion},\"total_tokens\":{}}}\n",
+        prompt + completion
+    )
+}
+
+fn workspace_with_usage(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".troupe")).unwrap();
+    std::fs::write(dir.path().join(".troupe/usage.jsonl"), text).unwrap();
+    dir
+}
+
+fn sample() -> String {
+    [
+        line("run-1", "lead", 1000, 40),
+        line("run-1", "writer", 300, 20),
+        line("run-2", "lead", 234, 16),
+    ]
+    .concat()
+        // A torn tail of an interrupted append: ignored.
+        + "{\"at\":\"2026-07-30T08:00:01.000Z\",\"run_"
+}
+
+#[test]
+fn status_json_has_usage_totals_per_agent_and_runs() {
+    let dir = workspace_with_usage(&sample());
+    let before = std::fs::read(dir.path().join(".troupe/usage.jsonl")).unwrap();
+
+    let status = json(&troupe_in(dir.path(), &["status", "--json"]));
+
+    assert_eq!(
+        status["usage"],
+        json!({
+            "total": {"prompt_tokens": 1534, "completion_tokens": 76, "total_tokens": 1610},
+            "agents": {
+                "lead": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290},
+                "writer": {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320}
+            },
+            "runs": 2,
+            "latest_run": {"run_id": "run-2", "prompt_tokens": 234, "completion_tokens": 16,
+                           "total_tokens": 250}
+        })
+    );
+    // The keys that were there before are all still there.
+    assert_eq!(
+        keys(&status),
+        [
+            "jobs",
+            "mailboxes",
+            "pending_requests",
+            "run",
+            "tasks",
+            "teammates",
+            "usage",
+            "workspace"
+        ]
+    );
+    // Read only: the torn tail is left where it is.
+    assert_eq!(
+        std::fs::read(dir.path().join(".troupe/usage.jsonl")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn status_text_shows_usage_per_agent_and_the_latest_run() {
+    let dir = workspace_with_usage(&sample());
+
+    let ran = troupe_in(dir.path(), &["status"]);
+
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    let usage = &ran.stdout[ran.stdout.find("\nusage ").expect("a usage section") + 1..];
+    assert_eq!(
+        usage,
+        "usage      1,610 tokens (1,534 in / 76 out) over 2 runs\n\
+         \x20 agent                      prompt   completion        total\n\
+         \x20 lead                        1,234           56        1,290\n\
+         \x20 writer                        300           20          320\n\
+         \x20 latest run run-2: 250 tokens (234 in / 16 out)\n"
+    );
+}
+
+#[test]
+fn status_without_a_usage_log_shows_none_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let status = json(&troupe_in(dir.path(), &["status", "--json"]));
+    let text = troupe_in(dir.path(), &["status"]);
+
+    assert_eq!(
+        status["usage"],
+        json!({
+            "total": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "agents": {},
+            "runs": 0,
+            "latest_run": null
+        })
+    );
+    assert!(
+        text.stdout.ends_with("\nusage      none recorded\n"),
+        "{text:#?}"
+    );
+    assert!(!dir.path().join(".troupe").exists());
+}
+
+#[test]
+fn a_corrupt_usage_line_fails_status_naming_the_line() {
+    let dir = workspace_with_usage(&format!(
+        "{}not json\n{}",
+        line("run-1", "lead", 1, 1),
+        line("run-1", "lead", 1, 1)
+    ));
+
+    let ran = troupe_in(dir.path(), &["status"]);
+
+    assert_fails(&ran, 1, "usage.jsonl");
+    assert!(ran.stderr.contains("line 2"), "{ran:#?}");
+    assert!(ran.stderr.contains("[storage_error]"), "{ran:#?}");
+}

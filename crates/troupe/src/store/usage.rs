@@ -1,0 +1,171 @@
+//! `.troupe/usage.jsonl`: the token usage of every model response, one JSON line each.
+//!
+//! The log is how a person learns what a workspace has cost, per agent and per run, long after
+//! the runs ended (`troupe status`). It is append-only ([`journal`]), so a crash mid-append
+//! loses at most the line being written, and readers ignore that torn tail. Any other line that
+//! does not parse is an error naming its line: totals silently short of a line would mislead.
+//!
+//! ```text
+//! {"at":"2026-07-30T08:00:00.000Z","run_id":"…","agent":"lead","model":"gpt-4.1","purpose":"turn","prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}
+//! ```
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{durable, journal, IoError};
+use crate::clock::Clock;
+use crate::layout::Layout;
+
+/// One model response's token usage: one line of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageRecord {
+    /// When the response was recorded (RFC 3339, UTC, milliseconds, `…Z`).
+    pub at: String,
+    /// The run the call belonged to: one `troupe run` (or other command that calls a model).
+    pub run_id: String,
+    pub agent: String,
+    /// The model that answered, as the server named it.
+    pub model: String,
+    /// Why the call was made (`turn`, `summary`, `memory_extract`, …).
+    pub purpose: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl UsageRecord {
+    pub fn counts(&self) -> TokenCounts {
+        TokenCounts {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            total_tokens: self.total_tokens,
+        }
+    }
+}
+
+/// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first
+/// append creates the file.
+pub struct UsageLog {
+    path: PathBuf,
+    /// Stamps each record's `at`, so tests control it.
+    clock: Arc<dyn Clock>,
+}
+
+impl UsageLog {
+    pub fn open(layout: &Layout, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            path: layout.usage_log(),
+            clock,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The time to stamp a record made now with, as the log writes it.
+    pub fn now(&self) -> String {
+        self.clock.now().to_string()
+    }
+
+    /// Appends one record as one line, synced (creating the log, and `.troupe/` if need be).
+    pub fn append(&self, record: &UsageRecord) -> Result<(), IoError> {
+        let mut line = serde_json::to_vec(record)
+            .map_err(|e| IoError::new("encode a record for", &self.path, io::Error::other(e)))?;
+        line.push(b'\n');
+        if let Some(dir) = self.path.parent() {
+            durable::ensure_real_dir(dir)?;
+        }
+        journal::append(&self.path, &line)
+    }
+}
+
+/// Prompt, completion and total tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenCounts {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl TokenCounts {
+    /// Adds `other`, saturating: a hand-edited log with absurd numbers must not panic a reader.
+    pub fn add(&mut self, other: TokenCounts) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+    }
+}
+
+/// One run's totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RunTotals {
+    pub run_id: String,
+    #[serde(flatten)]
+    pub counts: TokenCounts,
+}
+
+/// What the whole log adds up to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UsageTotals {
+    pub total: TokenCounts,
+    /// Per agent, by name.
+    pub agents: BTreeMap<String, TokenCounts>,
+    /// How many distinct runs recorded usage.
+    pub runs: usize,
+    /// The run of the last line, with everything it recorded; `None` for an empty log.
+    pub latest_run: Option<RunTotals>,
+}
+
+/// Adds up the log at `path`. A missing log is all zeros (and is not created); the torn last
+/// line of an interrupted append is ignored; any other line that is not a record is an error
+/// naming the line. Only a regular file is read, never through a symlink.
+pub fn read_totals(path: &Path) -> Result<UsageTotals, IoError> {
+    let Some(bytes) = journal::read_complete(path)? else {
+        return Ok(UsageTotals::default());
+    };
+    let text = String::from_utf8(bytes).map_err(|_| corrupt(path, "it is not UTF-8".to_owned()))?;
+    let mut totals = UsageTotals::default();
+    let mut per_run: BTreeMap<String, TokenCounts> = BTreeMap::new();
+    let mut latest = None;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: UsageRecord = troupe_wire::strict::from_json_str(line, "a usage record")
+            .map_err(|e| corrupt(path, format!("line {}: {e}", index + 1)))?;
+        let counts = record.counts();
+        totals.total.add(counts);
+        totals
+            .agents
+            .entry(record.agent.clone())
+            .or_default()
+            .add(counts);
+        per_run
+            .entry(record.run_id.clone())
+            .or_default()
+            .add(counts);
+        latest = Some(record.run_id);
+    }
+    totals.runs = per_run.len();
+    totals.latest_run = latest.map(|run_id| RunTotals {
+        counts: per_run.get(&run_id).copied().unwrap_or_default(),
+        run_id,
+    });
+    Ok(totals)
+}
+
+fn corrupt(path: &Path, reason: String) -> IoError {
+    IoError::new(
+        "read the usage log",
+        path,
+        io::Error::new(io::ErrorKind::InvalidData, reason),
+    )
+}
