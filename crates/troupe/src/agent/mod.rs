@@ -1,11 +1,14 @@
 //! The agent: one conversation history and the runner that loops model → tools → model.
 //!
+//! - [`context`]: keeping a conversation inside the model's window (SPEC §9): the tool-result
+//!   budget, micro-compaction, summary compaction and what it never loses.
 //! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
 
+pub mod context;
 pub mod history;
 pub mod observer;
 pub mod runner;

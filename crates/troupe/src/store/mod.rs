@@ -2,6 +2,7 @@
 //!
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
+//! - [`artifacts`]: tool results too large for a history, kept whole under `.troupe/artifacts/`.
 //! - [`journal`]: append-only logs (transcripts, audit, quarantine journals, the protocol
 //!   archive): a torn last line is cut before the next append, under a lock on the log.
 //! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
@@ -12,6 +13,7 @@
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 
+pub mod artifacts;
 pub mod durable;
 pub mod journal;
 pub mod lock;
