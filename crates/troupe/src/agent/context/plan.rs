@@ -168,8 +168,8 @@ pub fn compacted(
         history.push(ChatMessage::user(request.clone()));
         history_origins.push(plan.latest_request_origin);
     }
-    for index in plan.keep_from.min(messages.len())..messages.len() {
-        history.push(messages[index].clone());
+    for (index, message) in messages.iter().enumerate().skip(plan.keep_from) {
+        history.push(message.clone());
         history_origins.push(origin_at(origins, index));
     }
     (history, history_origins)
