@@ -73,12 +73,17 @@ impl ResultBudget {
             self.batch_bytes += size;
             return content;
         }
+        let why = if size > PERSIST_THRESHOLD_BYTES {
+            "too large for the conversation".to_owned()
+        } else {
+            format!("past this turn's {TURN_BUDGET_BYTES}-byte budget for tool results")
+        };
         let note = match self.store.write(&content) {
             Ok(artifact) => {
                 self.artifact_bytes += artifact.bytes as u64;
-                kept_note(&artifact.relative_path, size)
+                kept_note(&why, &artifact.relative_path, size)
             }
-            Err(err) => lost_note(size, &err.to_string()),
+            Err(err) => lost_note(&why, size, &err.to_string()),
         };
         let shown = format!(
             "{note}\n{}",
@@ -90,7 +95,7 @@ impl ResultBudget {
 }
 
 /// The line naming a kept result's artifact, its size, and how to read it back.
-fn kept_note(relative_path: &str, size: usize) -> String {
+fn kept_note(why: &str, relative_path: &str, size: usize) -> String {
     let reading = if size > MAX_READ_BYTES {
         format!(
             "read_file shows its first {MAX_READ_BYTES} bytes (`limit` reads its first N lines); \
@@ -100,16 +105,16 @@ fn kept_note(relative_path: &str, size: usize) -> String {
         "read_file opens it (`limit` reads its first N lines)".to_owned()
     };
     format!(
-        "[Tool result too large for the conversation ({size} bytes): kept whole in \
+        "[Tool result {why} ({size} bytes): kept whole in \
          {relative_path}; {reading}. Preview of its start and end:]"
     )
 }
 
 /// The line saying a result too large for the conversation could not be kept.
-fn lost_note(size: usize, reason: &str) -> String {
+fn lost_note(why: &str, size: usize, reason: &str) -> String {
     let reason = reason.replace(['\n', '\r'], " ");
     format!(
-        "[Tool result too large for the conversation ({size} bytes); the full result could not \
+        "[Tool result {why} ({size} bytes); the full result could not \
          be kept ({reason}). Only this preview of its start and end remains:]"
     )
 }

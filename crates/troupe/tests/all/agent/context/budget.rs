@@ -128,7 +128,13 @@ fn at_most_200000_bytes_of_whole_results_enter_a_batch_and_a_new_batch_starts_af
     assert_eq!(budget.batch_bytes(), TURN_BUDGET_BYTES);
     // The ninth would pass the budget: previewed, and its preview counted.
     let ninth = budget.admit(result.clone());
-    assert!(ninth.starts_with("[Tool result too large"));
+    assert!(
+        ninth.starts_with(
+            "[Tool result past this turn's 200000-byte budget for tool results (25000 bytes): \
+             kept whole in .troupe/artifacts/lead/"
+        ),
+        "{ninth:.300}"
+    );
     assert_eq!(budget.batch_bytes(), TURN_BUDGET_BYTES + ninth.len());
     budget.start_batch();
     assert_eq!(budget.batch_bytes(), 0);

@@ -193,3 +193,20 @@ fn model_text_cannot_forge_carried_words_and_a_person_can_quote_the_frame() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn the_scripted_models_summary_answers_the_request_with_a_valid_summary() {
+    use troupe::model::{ModelClient, ScriptedModel};
+    let history = Built::new()
+        .person("Build the parser.")
+        .exchange("a", 1, 10);
+    let request = summary_request(&history.messages, &history.origins);
+    let queued = ScriptedModel::new().side_text(Purpose::Summary, VALID);
+    let answer = queued.complete(&request).await.unwrap();
+    assert_eq!(
+        parse_summary(answer.message.content.as_deref().unwrap()).unwrap(),
+        valid()
+    );
+    let default = ScriptedModel::new().complete(&request).await.unwrap();
+    assert!(parse_summary(default.message.content.as_deref().unwrap()).is_ok());
+}
