@@ -1,5 +1,7 @@
 //! The agent: one conversation history and the runner that loops model → tools → model.
 //!
+//! - [`context`]: keeping a conversation inside the model's window (SPEC §9): the tool-result
+//!   budget, micro-compaction, summary compaction and what it never loses.
 //! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
@@ -8,6 +10,7 @@
 //! - [`prompt`]: the living system prompt's port.
 //! - [`usage`]: the tokens each agent spends, summed for the run and logged to `usage.jsonl`.
 
+pub mod context;
 pub mod history;
 pub mod observer;
 pub mod prompt;

@@ -2,6 +2,7 @@
 //!
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
+//! - [`artifacts`]: tool results too large for a history, kept whole under `.troupe/artifacts/`.
 //! - [`journal`]: append-only logs (transcripts, audit, quarantine journals, the protocol
 //!   archive): a torn last line is cut before the next append, under a lock on the log.
 //! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
@@ -13,6 +14,7 @@
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
 
+pub mod artifacts;
 pub mod durable;
 pub mod journal;
 pub mod lock;
