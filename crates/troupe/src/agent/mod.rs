@@ -1,12 +1,15 @@
 //! The agent: one conversation history and the runner that loops model → tools → model.
 //!
 //! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
+//! - [`memory`]: the model's side of durable memory (extract, select, consolidate) and the
+//!   [`memory::Memory`] facade over the store.
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
 
 pub mod history;
+pub mod memory;
 pub mod observer;
 pub mod runner;
 pub mod subagent_tool;
