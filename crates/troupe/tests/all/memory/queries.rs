@@ -72,6 +72,27 @@ async fn extracted_records_are_written() {
 }
 
 #[tokio::test]
+async fn the_conversation_sent_is_its_last_48_kib() {
+    let model = Arc::new(ScriptedModel::new().side_text(Purpose::MemoryExtract, "```\n[]\n```"));
+    let (_dir, memory) = memory(&model);
+    let long = vec![
+        ChatMessage::user(format!("START{}", "a".repeat(200_000))),
+        ChatMessage::user("the latest words"),
+    ];
+    assert_eq!(
+        memory.remember(&long).await.unwrap().written,
+        Vec::<String>::new()
+    );
+    let sent = &model.side_requests()[0].messages;
+    let ChatMessage::User { content } = &sent[1] else {
+        panic!("{sent:?}")
+    };
+    assert!(content.len() <= 49 * 1024, "{} bytes", content.len());
+    assert!(content.ends_with("the latest words"));
+    assert!(!content.contains("START"));
+}
+
+#[tokio::test]
 async fn an_extraction_replaces_a_record_of_the_same_name() {
     let model = Arc::new(ScriptedModel::new().side_text(
         Purpose::MemoryExtract,
