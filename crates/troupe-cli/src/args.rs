@@ -146,11 +146,37 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The durable memory records in `.troupe/memory` (default: list them).
+    Memory {
+        /// What to do: list (the default), show NAME or forget NAME.
+        #[command(subcommand)]
+        action: Option<MemoryAction>,
+        /// Print JSON instead of text.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
     Completions {
         /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+}
+
+/// What `troupe memory` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum MemoryAction {
+    /// Every record (name, type, description) and every file that is not a valid record.
+    List,
+    /// One record, with its body.
+    Show {
+        /// The record's name (a lowercase slug, e.g. `prefers-tabs`).
+        name: String,
+    },
+    /// Delete one record (works while a run is going).
+    Forget {
+        /// The record's name (a lowercase slug, e.g. `prefers-tabs`).
+        name: String,
     },
 }
 
@@ -163,7 +189,8 @@ impl Command {
             | Self::Jobs { json }
             | Self::Cron { json }
             | Self::Tasks { json }
-            | Self::Mailbox { json, .. } => *json,
+            | Self::Mailbox { json, .. }
+            | Self::Memory { json, .. } => *json,
             Self::Run(_) | Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => {
                 false
             }

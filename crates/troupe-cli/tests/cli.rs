@@ -7,6 +7,8 @@
 //! - `run`: missing model configuration; a second run on a held workspace.
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
 //!   codes on model failures, approval modes.
+//! - `memory`: `troupe memory list|show|forget`: JSON shapes, errors, nothing created, `forget`
+//!   while a run holds the run lock.
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `plans`: `troupe run --require-plans`: a teammate gated from its first call until a person
@@ -35,6 +37,8 @@ mod exits;
 mod help;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
+#[path = "cli/memory.rs"]
+mod memory;
 #[path = "cli/model.rs"]
 mod model;
 #[path = "cli/orphans.rs"]

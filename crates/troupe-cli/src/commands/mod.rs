@@ -4,6 +4,7 @@
 mod completions;
 mod demo;
 mod inspect;
+mod memory;
 mod review;
 mod run;
 
@@ -34,6 +35,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
         Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
         Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
+        Command::Memory { action, json } => {
+            memory::memory(&resolve_workspace(cli.workspace)?, action, json)
+        }
         Command::Completions { shell } => completions::completions(shell),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,

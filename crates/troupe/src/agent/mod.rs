@@ -3,6 +3,8 @@
 //! - [`context`]: keeping a conversation inside the model's window (SPEC §9): the tool-result
 //!   budget, micro-compaction, summary compaction and what it never loses.
 //! - [`history`]: the conversation, with idempotency keys so a re-delivered input is appended once.
+//! - [`memory`]: the model's side of durable memory (extract, select, consolidate) and the
+//!   [`memory::Memory`] facade over the store.
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
@@ -12,6 +14,7 @@
 
 pub mod context;
 pub mod history;
+pub mod memory;
 pub mod observer;
 pub mod prompt;
 pub mod runner;

@@ -138,6 +138,18 @@ pub fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
     Ok(())
 }
 
+/// Removes `path` (the entry itself, never what a symlink names) and fsyncs its folder, so the
+/// removal survives a crash. `Ok(false)` when there was nothing to remove.
+pub fn remove(path: &Path) -> Result<bool, IoError> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(IoError::new("remove", path, e)),
+    }
+    fsync_dir(parent_of(path))?;
+    Ok(true)
+}
+
 /// Renames without fsync: for moves that recovery undoes anyway (ready → processing).
 pub fn rename_fast(from: &Path, to: &Path) -> std::io::Result<()> {
     fs::rename(from, to)

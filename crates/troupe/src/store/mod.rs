@@ -9,6 +9,7 @@
 //!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`lock_probe`]: whether a lock file is held, asked of the kernel without taking the lock.
+//! - [`memory`]: durable agent memory, one Markdown record per file (SPEC §9).
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
@@ -20,6 +21,7 @@ pub mod journal;
 pub mod lock;
 pub mod lock_probe;
 pub mod mailbox;
+pub mod memory;
 pub(crate) mod moves;
 pub mod protocol;
 pub mod read;
