@@ -23,6 +23,7 @@
 //! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 //! - `token_usage`: the token usage of `.troupe/usage.jsonl` in `troupe status`.
+//! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -55,6 +56,8 @@ mod run_lock;
 mod scripts;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/sessions.rs"]
+mod sessions;
 #[path = "cli/special_files.rs"]
 mod special_files;
 #[path = "cli/state_files.rs"]

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use troupe_wire::{AgentName, TeamRoster, TeammateRecord};
 
+use crate::agent::context::ContextBudget;
+use crate::agent::memory::{Memory, MemoryQueries};
 use crate::agent::transcript::FileTranscript;
+use crate::agent::usage::RunUsage;
 use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
@@ -36,10 +39,13 @@ use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::secrets::Redactor;
+use crate::store::artifacts::ArtifactStore;
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
+use crate::store::memory::MemoryStore;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
+use crate::store::usage::UsageLog;
 use crate::store::{durable, IoError};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
@@ -208,6 +214,8 @@ pub struct Team {
     pub recovered: usize,
     /// Where the lead's earlier conversation was kept, when this run started a new session.
     pub earlier_session: Option<PathBuf>,
+    /// The tokens this run's agents have used.
+    pub usage: Arc<RunUsage>,
     pub cron: CronRuntime,
     pub jobs: Arc<JobSupervisor>,
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
@@ -340,6 +348,62 @@ fn registry_in_order(
     all.select(names)
 }
 
+/// What every agent's runner gets for long runs (SPEC §9): the run's usage and token budget,
+/// the context budget with artifacts for large results, and memory.
+struct LongLivedKit {
+    layout: Layout,
+    ids: Arc<dyn IdGenerator>,
+    usage: Arc<RunUsage>,
+    max_run_tokens: Option<u64>,
+    budget: ContextBudget,
+    remember: bool,
+}
+
+impl LongLivedKit {
+    fn new(layout: &Layout, settings: &TeamSettings) -> Self {
+        let run_id = settings.ids.next_uuid().to_string();
+        Self {
+            layout: layout.clone(),
+            ids: settings.ids.clone(),
+            usage: Arc::new(RunUsage::new(
+                run_id,
+                UsageLog::open(layout, settings.clock.clone()),
+            )),
+            max_run_tokens: settings.long_lived.max_run_tokens,
+            budget: ContextBudget::for_model(
+                &settings.long_lived.model_name,
+                settings.long_lived.context_window,
+            ),
+            remember: settings.long_lived.remember,
+        }
+    }
+
+    /// `runner` (of `agent`, answered by `model`) with the run's usage, the context budget and
+    /// artifacts, and — for the lead and teammates, not subagents — memory.
+    fn apply(
+        &self,
+        runner: Runner,
+        agent: &AgentName,
+        model: &Arc<dyn ModelClient>,
+        with_memory: bool,
+    ) -> Runner {
+        let runner = runner
+            .with_usage(self.usage.clone(), self.max_run_tokens)
+            .with_context(
+                self.budget,
+                Some(ArtifactStore::new(&self.layout, agent, self.ids.clone())),
+            );
+        if !with_memory {
+            return runner;
+        }
+        let memory = Memory::new(
+            MemoryStore::open(&self.layout),
+            MemoryQueries::new(model.clone()),
+        );
+        runner.with_memory(Arc::new(memory), self.remember)
+    }
+}
+
 /// The stores of a run, opened once; recovery has put claimed messages back to `ready/`.
 struct Stores {
     mailbox: Arc<dyn MailboxStore>,
@@ -438,6 +502,7 @@ struct Factory {
     max_turns: usize,
     shell_timeout: Duration,
     redactor: Redactor,
+    kit: Arc<LongLivedKit>,
 }
 
 impl TeammateFactory for Factory {
@@ -480,17 +545,21 @@ impl TeammateFactory for Factory {
         );
         let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
             .with_redactor(self.redactor.clone());
-        Ok(Runner::new(
+        let model = self.models.model_for(name);
+        let runner = Runner::new(
             name.clone(),
             String::new(),
-            self.models.model_for(name),
+            model.clone(),
             Arc::new(dispatcher),
             self.workspace.clone(),
             self.run_observer.clone(),
         )
         .with_max_turns(self.max_turns)
-        .with_system_prompt(prompt)
-        .with_transcript(Arc::new(FileTranscript::new(self.layout.transcript(name))))?)
+        .with_system_prompt(prompt);
+        Ok(self
+            .kit
+            .apply(runner, name, &model, true)
+            .with_transcript(Arc::new(FileTranscript::new(self.layout.transcript(name))))?)
     }
 }
 
@@ -502,6 +571,7 @@ fn teammate_factory(
     stores: &Stores,
     policy: &PermissionPolicy,
     jobs: &Arc<JobSupervisor>,
+    kit: &Arc<LongLivedKit>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         layout: layout.clone(),
@@ -516,6 +586,7 @@ fn teammate_factory(
         max_turns: settings.max_turns,
         shell_timeout: settings.shell_timeout,
         redactor: settings.redactor.clone(),
+        kit: kit.clone(),
     })
 }
 
@@ -529,21 +600,29 @@ fn lead_tools(
     jobs: &Arc<JobSupervisor>,
     cron: &CronRuntime,
     team: &TeamHandle,
+    kit: &Arc<LongLivedKit>,
 ) -> Result<ToolRegistry, RegistryError> {
     // The base agent's five tools, which open LEAD_TOOLS.
     let subagent_tools = registry_in_order(
         base_tools(ShellTool::new().with_timeout(settings.shell_timeout)),
         &LEAD_TOOLS[..5],
     )?;
+    let lead_model = settings.models.model_for(&AgentName::lead());
+    let subagent_kit = kit.clone();
+    let subagent_model = lead_model.clone();
     let subagent = SubagentTool::new(
-        settings.models.model_for(&AgentName::lead()),
+        lead_model,
         Arc::new(
             Dispatcher::new(Arc::new(subagent_tools), policy.clone(), Hooks::new())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.run_observer.clone(),
         settings.max_turns,
-    );
+    )
+    .configured(Arc::new(move |runner: Runner| {
+        let agent = runner.agent().clone();
+        subagent_kit.apply(runner, &agent, &subagent_model, false)
+    }));
     let mut tools: Vec<Arc<dyn ToolHandler>> = base_tools(
         ShellTool::new()
             .with_timeout(settings.shell_timeout)
@@ -591,6 +670,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
     )?;
     cron.start()?;
 
+    let kit = Arc::new(LongLivedKit::new(&layout, &settings));
     let runtime = TeamRuntime::new(
         layout.clone(),
         TeamPorts {
@@ -601,7 +681,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
             observer: settings.team_observer.clone(),
             request_ttl: settings.request_ttl,
         },
-        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs),
+        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs, &kit),
     )?;
     let tools = lead_tools(
         &settings,
@@ -610,6 +690,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         &jobs,
         &cron,
         &runtime.handle(),
+        &kit,
     )?;
     let lead_name = AgentName::lead();
     let earlier_session = if settings.long_lived.new_session {
@@ -625,10 +706,11 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         runtime.handle(),
         settings.clock.clone(),
     );
+    let lead_model = settings.models.model_for(&lead_name);
     let lead = Runner::new(
         lead_name.clone(),
         String::new(),
-        settings.models.model_for(&lead_name),
+        lead_model.clone(),
         Arc::new(
             Dispatcher::new(Arc::new(tools), base_policy, Hooks::new())
                 .with_redactor(settings.redactor.clone()),
@@ -637,8 +719,10 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.run_observer.clone(),
     )
     .with_max_turns(settings.max_turns)
-    .with_system_prompt(prompt)
-    .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
+    .with_system_prompt(prompt);
+    let lead = kit
+        .apply(lead, &lead_name, &lead_model, true)
+        .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
 
     let watch = if settings.watch {
         Some(watch::start(&layout, runtime.postman().clone())?)
@@ -653,6 +737,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         protocol: stores.protocol,
         recovered: stores.recovered,
         earlier_session,
+        usage: kit.usage.clone(),
         cron,
         jobs,
         job_completions: Some(job_completions),

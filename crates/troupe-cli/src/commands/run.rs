@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use troupe::agent::TurnEnd;
+use troupe::agent::{TurnEnd, UsageSink};
 use troupe::bootstrap::{
     build_team, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,
 };
@@ -214,7 +214,16 @@ pub fn drive(
         });
         let mut driver = team.driver();
         let result = driver.run(&mut team.lead, prompt, cancel).await;
+        if result.is_ok() && !cancel.is_cancelled() {
+            // What this run taught: new memories from the lead's part of the conversation.
+            team.lead.remember_run().await;
+        }
+        let usage = team.usage.clone();
         team.close().await;
+        let spent = usage.per_agent();
+        if !spent.is_empty() {
+            eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
+        }
         if cancel.is_cancelled() {
             return Err(CliError::Interrupted(
                 "interrupted; the team was closed and in-flight messages went back to ready/ \

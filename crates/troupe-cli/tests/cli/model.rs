@@ -74,9 +74,10 @@ async fn dotenv_fills_in_the_environment_wins_and_the_answer_is_on_stdout() {
         ),
     )
     .unwrap();
+    // No memory extraction at the end: one request to count.
     let out = run(
         &ws,
-        &["--prompt", "hi"],
+        &["--prompt", "hi", "--no-memory"],
         &[("OPENAI_MODEL", "model-from-env")],
     )
     .await;

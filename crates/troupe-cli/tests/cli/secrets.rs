@@ -172,7 +172,11 @@ async fn a_key_a_tool_prints_reaches_neither_the_model_nor_any_file_of_troupe() 
 
     // What the model server was sent: the key in the Authorization header only.
     let requests = server.received_requests().await.unwrap();
-    assert_eq!(requests.len(), 3, "tools, done, the job's event");
+    assert_eq!(
+        requests.len(),
+        4,
+        "tools, done, the job's event, the end-of-run memory extraction"
+    );
     for request in &requests {
         assert_eq!(
             request.headers.get("authorization").unwrap(),

@@ -8,10 +8,13 @@
 //! - [`runner`]: the tool-call loop, its max-turns bound and its cancellation safe points.
 //! - [`observer`]: what a runner reports while it works (the CLI shows it on stderr).
 //! - [`subagent_tool`]: the `task` tool, which runs a one-shot subagent — a runner of its own.
+//! - [`compactor`]: where compaction sits in the runner's loop (before each call, after a
+//!   prompt-too-long refusal) and the tool-result budget.
 //! - [`transcript`]: each agent's conversation on disk, so a later run continues it.
 //! - [`prompt`]: the living system prompt's port.
 //! - [`usage`]: the tokens each agent spends, summed for the run and logged to `usage.jsonl`.
 
+pub mod compactor;
 pub mod context;
 pub mod history;
 pub mod memory;

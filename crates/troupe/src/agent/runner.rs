@@ -16,8 +16,11 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
+use super::compactor::{Compactor, Results};
+use super::context::{ContextBudget, Keep, ResultBudget, REACTIVE_KEEP_GROUPS};
 use super::history::History;
-use super::observer::RunObserver;
+use super::memory::Memory;
+use super::observer::{CompactionReport, RunObserver, Trigger};
 use super::prompt::SystemPromptSource;
 use super::transcript::{FileTranscript, Origin};
 use super::usage::{NoUsage, UsageSink};
@@ -26,6 +29,7 @@ use crate::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
     ModelResponse, Purpose, ToolSpec, Usage,
 };
+use crate::store::artifacts::ArtifactStore;
 use crate::tools::{Dispatcher, ToolContext};
 
 /// What the model is told when its answer was cut off by the output limit.
@@ -102,6 +106,15 @@ pub struct Runner {
     usage: Arc<dyn UsageSink>,
     /// The run's token budget (all agents together), if any.
     max_run_tokens: Option<u64>,
+    /// Keeps what is sent inside the model's window.
+    compactor: Compactor,
+    /// Admits tool results into the history (artifacts for large ones).
+    results: Results,
+    /// Memories selected before a turn (and extracted, when `remember`).
+    memory: Option<Arc<Memory>>,
+    remember: bool,
+    /// Where this run's part of the conversation starts (for the end-of-run extraction).
+    run_start: usize,
 }
 
 impl Runner {
@@ -124,6 +137,13 @@ impl Runner {
                 parameters: d.parameters.clone(),
             })
             .collect();
+        let compactor = Compactor::new(
+            agent.clone(),
+            ContextBudget::for_model("", None),
+            model.clone(),
+            Arc::new(NoUsage),
+            observer.clone(),
+        );
         Self {
             agent,
             model,
@@ -136,6 +156,69 @@ impl Runner {
             system_source: None,
             usage: Arc::new(NoUsage),
             max_run_tokens: None,
+            compactor,
+            results: Results(None),
+            memory: None,
+            remember: false,
+            run_start: 1,
+        }
+    }
+
+    /// Keeps requests inside `budget` (compaction) and, with `artifacts`, large tool results
+    /// out of the history (kept whole as artifacts, previewed).
+    pub fn with_context(mut self, budget: ContextBudget, artifacts: Option<ArtifactStore>) -> Self {
+        self.compactor.set_budget(budget);
+        self.results = Results(artifacts.map(ResultBudget::new));
+        self
+    }
+
+    /// Selects relevant memories into the system prompt before each user turn; with
+    /// `remember`, extracts new ones before a summary compaction and at the end of the run.
+    pub fn with_memory(mut self, memory: Arc<Memory>, remember: bool) -> Self {
+        self.compactor.set_memory(remember.then(|| memory.clone()));
+        self.memory = Some(memory);
+        self.remember = remember;
+        self
+    }
+
+    /// Compacts the conversation now (`troupe compact`); `None` when there was nothing to do.
+    pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Option<CompactionReport> {
+        let keep = Keep::Bytes(self.compactor.budget().budget_bytes / 4);
+        self.compactor
+            .compact(
+                &mut self.history,
+                &self.tools,
+                keep,
+                Trigger::Manual,
+                cancel,
+            )
+            .await
+    }
+
+    /// Selects the memories relevant to `prompt` into the system prompt (no model call when
+    /// there are none). A failure leaves the memory section as it was.
+    pub async fn recall(&self, prompt: &str) {
+        let (Some(memory), Some(source)) = (&self.memory, &self.system_source) else {
+            return;
+        };
+        match memory.relevant(prompt).await {
+            Ok(records) => source.set_memory(Memory::render_for_prompt(&records)),
+            Err(e) => tracing::warn!(agent = %self.agent, "memory selection failed: {e}"),
+        }
+    }
+
+    /// Extracts new memories from this run's part of the conversation (when remembering).
+    pub async fn remember_run(&self) {
+        let (Some(memory), true) = (&self.memory, self.remember) else {
+            return;
+        };
+        let start = self.run_start.clamp(1, self.history.len());
+        let conversation = &self.history.messages()[start..];
+        if conversation.is_empty() {
+            return;
+        }
+        if let Err(e) = memory.remember(conversation).await {
+            tracing::warn!(agent = %self.agent, "memory extraction failed: {e}");
         }
     }
 
@@ -149,6 +232,7 @@ impl Runner {
     /// Records every response's token usage in `usage`; with `max_run_tokens`, a turn ends
     /// before a model call once the run's total has reached it.
     pub fn with_usage(mut self, usage: Arc<dyn UsageSink>, max_run_tokens: Option<u64>) -> Self {
+        self.compactor.set_usage(usage.clone());
         self.usage = usage;
         self.max_run_tokens = max_run_tokens;
         self
@@ -162,6 +246,7 @@ impl Runner {
         let loaded = transcript.load()?;
         let system_prompt = self.history.system_prompt().to_owned();
         self.history = History::restore(system_prompt, loaded, transcript);
+        self.run_start = self.history.len();
         Ok(self)
     }
 
@@ -193,6 +278,8 @@ impl Runner {
         prompt: impl Into<String>,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
+        let prompt = prompt.into();
+        self.recall(&prompt).await;
         self.history
             .push_as(Origin::Person, ChatMessage::user(prompt));
         self.run_turn(cancel).await
@@ -230,8 +317,7 @@ impl Runner {
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
-            let request = ModelRequest::turn(self.history.messages().to_vec(), self.tools.clone());
-            let Some(response) = self.complete_joined(request, cancel).await? else {
+            let Some(response) = self.complete_compacting(cancel).await? else {
                 outcome.end = TurnEnd::Cancelled;
                 return Ok(outcome);
             };
@@ -247,6 +333,7 @@ impl Runner {
             self.history.push(ChatMessage::Assistant(message));
             let ctx = ToolContext::new(self.agent.clone(), self.workspace.clone())
                 .with_cancel(cancel.child_token());
+            self.results.start_batch();
             for call in &calls {
                 if cancel.is_cancelled() {
                     let text = tool_error_text(
@@ -264,10 +351,47 @@ impl Runner {
                     .await;
                 outcome.tool_calls += 1;
                 self.observer.tool_finished(&self.agent, call, &result);
+                let content = crate::sync::blocking(|| self.results.admit(result.content));
                 self.history
-                    .push(ChatMessage::tool_result(call.id.clone(), result.content));
+                    .push(ChatMessage::tool_result(call.id.clone(), content));
             }
         }
+    }
+
+    /// The next model call on the (compacted) history; a prompt-too-long refusal compacts
+    /// down to the last few exchanges and tries once more. `None` when cancelled.
+    async fn complete_compacting(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<ModelResponse>, ModelError> {
+        let request = self
+            .compactor
+            .request(&mut self.history, &self.tools, cancel)
+            .await;
+        let refused = match self.complete_joined(request, cancel).await {
+            Err(e) if e.is_context_too_long() => e,
+            other => return other,
+        };
+        let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
+        let compacted = self
+            .compactor
+            .compact(
+                &mut self.history,
+                &self.tools,
+                keep,
+                Trigger::PromptTooLong,
+                cancel,
+            )
+            .await;
+        if compacted.is_none() {
+            // Nothing older to compact: the request is too long as it is.
+            return Err(refused);
+        }
+        let retry = self
+            .compactor
+            .request(&mut self.history, &self.tools, cancel)
+            .await;
+        self.complete_joined(retry, cancel).await
     }
 
     fn refresh_system_prompt(&mut self) {

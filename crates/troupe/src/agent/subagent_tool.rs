@@ -23,7 +23,12 @@ pub struct SubagentTool {
     dispatcher: Arc<Dispatcher>,
     observer: Arc<dyn RunObserver>,
     max_turns: usize,
+    /// What the composition root adds to each subagent's runner (context budget, usage).
+    configure: Option<Configure>,
 }
+
+/// Adds settings to a freshly built runner.
+pub type Configure = Arc<dyn Fn(Runner) -> Runner + Send + Sync>;
 
 impl SubagentTool {
     pub const NAME: &'static str = "task";
@@ -39,7 +44,14 @@ impl SubagentTool {
             dispatcher,
             observer,
             max_turns,
+            configure: None,
         }
+    }
+
+    /// Applies `configure` to every subagent's runner.
+    pub fn configured(mut self, configure: Configure) -> Self {
+        self.configure = Some(configure);
+        self
     }
 }
 
@@ -89,6 +101,9 @@ impl ToolHandler for SubagentTool {
             self.observer.clone(),
         )
         .with_max_turns(self.max_turns);
+        if let Some(configure) = &self.configure {
+            runner = configure(runner);
+        }
         let outcome = runner
             .run_user_turn(description, &ctx.cancel)
             .await

@@ -187,6 +187,7 @@ async fn run_and_report(
 ) -> Handled {
     let name = team.name();
     if !team.is_completed(message.id()) {
+        runner.recall(prompt).await;
         runner.push_user_once(&message.id().to_string(), prompt);
         let answer = match runner.run_turn(team.closing()).await {
             Ok(outcome) => match outcome.end {

@@ -31,8 +31,6 @@ pub mod plan;
 pub mod summary;
 pub mod window;
 
-use serde::{Deserialize, Serialize};
-
 pub use budget::{
     preview, ResultBudget, PERSIST_THRESHOLD_BYTES, PREVIEW_HEAD_BYTES, PREVIEW_TAIL_BYTES,
     TURN_BUDGET_BYTES,
@@ -50,20 +48,7 @@ pub use window::{
     context_window_tokens, ContextBudget, BYTES_PER_TOKEN, DEFAULT_CONTEXT_WINDOW_TOKENS,
 };
 
-/// Who put a message in the history. Compaction keeps a person's words verbatim where it
-/// summarises everything else, so it must know which messages are theirs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// The runtime: the system prompt, assistant answers, tool results, continuation prompts.
-    Runtime,
-    /// A person: the user's prompt, a `user` message.
-    Person,
-    /// An input that is not a person's words: an event, another agent's message.
-    Input,
-    /// A compaction summary (or the note left when the oldest part was dropped).
-    Summary,
-}
+pub use super::transcript::Origin;
 
 /// The origin of message `index`, [`Origin::Runtime`] when the parallel slice is too short.
 pub(crate) fn origin_at(origins: &[Origin], index: usize) -> Origin {

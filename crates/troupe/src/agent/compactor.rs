@@ -1,0 +1,228 @@
+//! Where compaction sits in the runner's loop (SPEC §9).
+//!
+//! Before every model call the runner asks [`Compactor::request`] for the request to send:
+//!
+//! 1. the history, **micro-compacted** (tool results older than the last 3 exchanges replaced
+//!    by a placeholder — in what is sent only; the transcript keeps the originals);
+//! 2. if that request is still larger than the model's budget (three quarters of its context
+//!    window, see `context::window`), a **summary compaction** first: the older history is
+//!    summarised by one tool-less model call into the strict summary object, and the history
+//!    becomes the system prompt, the summary, the person's words that must stay verbatim, and
+//!    the most recent exchanges (never a tool call without its result). A summary that is not
+//!    valid is asked for once more; if it fails again the older history is dropped with a
+//!    note — compaction never fails a turn. The history is replaced with a boundary in the
+//!    transcript, so the next run continues from the compacted conversation.
+//!
+//! After the call, a prompt-too-long refusal from the server triggers a **reactive**
+//! compaction that keeps only the last 5 exchanges, and one retry (in the runner).
+//!
+//! Tool results are admitted through the [`ResultBudget`] before they enter the history: a
+//! result over 30,000 bytes (or past 200,000 bytes in one batch) is kept whole as an artifact
+//! and the history gets a preview.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use troupe_wire::AgentName;
+
+use super::context::{
+    compacted, drop_oldest, micro_compact, parse_summary, plan, render_summary, sent_bytes,
+    summary_request, ContextBudget, Keep, ResultBudget, Summary,
+};
+use super::history::History;
+use super::memory::Memory;
+use super::observer::{CompactionReport, RunObserver, Trigger};
+use super::transcript::{Boundary, BoundaryKind, Origin};
+use super::usage::UsageSink;
+use crate::model::{ChatMessage, ModelClient, ModelRequest, ToolSpec};
+
+/// How many exchanges a reactive compaction keeps (the server refused the request as too long).
+pub const REACTIVE_KEEP_EXCHANGES: usize = 5;
+
+/// How many times the summary is asked for before the older history is dropped instead.
+pub const SUMMARY_ATTEMPTS: usize = 2;
+
+/// Compaction for one agent's runner.
+pub struct Compactor {
+    agent: AgentName,
+    budget: ContextBudget,
+    model: Arc<dyn ModelClient>,
+    usage: Arc<dyn UsageSink>,
+    observer: Arc<dyn RunObserver>,
+    /// Memory to extract from the summarised part before it is summarised (when remembering).
+    memory: Option<Arc<Memory>>,
+}
+
+impl Compactor {
+    pub fn new(
+        agent: AgentName,
+        budget: ContextBudget,
+        model: Arc<dyn ModelClient>,
+        usage: Arc<dyn UsageSink>,
+        observer: Arc<dyn RunObserver>,
+    ) -> Self {
+        Self {
+            agent,
+            budget,
+            model,
+            usage,
+            observer,
+            memory: None,
+        }
+    }
+
+    /// Extract memories from what is about to be summarised.
+    pub fn set_memory(&mut self, memory: Option<Arc<Memory>>) {
+        self.memory = memory;
+    }
+
+    pub fn set_usage(&mut self, usage: Arc<dyn UsageSink>) {
+        self.usage = usage;
+    }
+
+    pub fn set_budget(&mut self, budget: ContextBudget) {
+        self.budget = budget;
+    }
+
+    pub fn budget(&self) -> &ContextBudget {
+        &self.budget
+    }
+
+    /// The request to send for `history`: micro-compacted, after a summary compaction when it
+    /// would pass the budget.
+    pub async fn request(
+        &self,
+        history: &mut History,
+        tools: &[ToolSpec],
+        cancel: &CancellationToken,
+    ) -> ModelRequest {
+        let request = build(history, tools);
+        if sent_bytes(&request.messages, tools) <= self.budget.budget_bytes {
+            return request;
+        }
+        let keep = Keep::Bytes(self.budget.budget_bytes / 4);
+        if self
+            .compact(history, tools, keep, Trigger::Budget, cancel)
+            .await
+            .is_none()
+        {
+            return request;
+        }
+        build(history, tools)
+    }
+
+    /// Compacts `history` now, keeping `keep` of its recent part. `None` when there was nothing
+    /// older to compact, or the compaction was cancelled (the history is then unchanged).
+    pub async fn compact(
+        &self,
+        history: &mut History,
+        tools: &[ToolSpec],
+        keep: Keep,
+        trigger: Trigger,
+        cancel: &CancellationToken,
+    ) -> Option<CompactionReport> {
+        let plan = plan(history.messages(), history.origins(), keep)?;
+        let messages_before = history.len();
+        let bytes_before = sent_bytes(&micro_compact(history.messages()), tools);
+        let older = &history.messages()[plan.summarise.clone()];
+        let older_origins = &history.origins()[plan.summarise.clone()];
+        if let Some(memory) = &self.memory {
+            // Before the words are summarised away: what is worth keeping across sessions.
+            if let Err(e) = memory.remember(older).await {
+                tracing::warn!(agent = %self.agent, "memory extraction failed: {e}");
+            }
+        }
+        let summary = self.summarise(older, older_origins, cancel).await?;
+        let system = ChatMessage::system(history.system_prompt());
+        let (messages, origins, kind) = match summary {
+            Some(summary) => {
+                let text = render_summary(&summary, &plan.person_words);
+                let (messages, origins) =
+                    compacted(system, &plan, text, history.messages(), history.origins());
+                (messages, origins, BoundaryKind::Summary)
+            }
+            None => {
+                let (messages, origins) =
+                    drop_oldest(system, history.messages(), history.origins(), keep);
+                (messages, origins, BoundaryKind::Dropped)
+            }
+        };
+        history.replace(
+            messages,
+            origins,
+            Boundary {
+                kind,
+                replaced: messages_before,
+            },
+        );
+        let report = CompactionReport {
+            trigger,
+            kind,
+            messages_before,
+            messages_after: history.len(),
+            bytes_before,
+            bytes_after: sent_bytes(&micro_compact(history.messages()), tools),
+        };
+        self.observer.compacted(&self.agent, &report);
+        Some(report)
+    }
+
+    /// The summary of `older`, asked for up to [`SUMMARY_ATTEMPTS`] times. `Some(None)` when
+    /// every attempt failed (the caller drops instead); `None` when cancelled.
+    async fn summarise(
+        &self,
+        older: &[ChatMessage],
+        origins: &[Origin],
+        cancel: &CancellationToken,
+    ) -> Option<Option<Summary>> {
+        let request = summary_request(older, origins);
+        for attempt in 1..=SUMMARY_ATTEMPTS {
+            let answer = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return None,
+                answer = self.model.complete(&request) => answer,
+            };
+            let failure = match answer {
+                Ok(response) => {
+                    self.usage.record(&self.agent, request.purpose, &response);
+                    let text = response.message.content.unwrap_or_default();
+                    match parse_summary(&text) {
+                        Ok(summary) => return Some(Some(summary)),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(
+                agent = %self.agent,
+                attempt,
+                "summary compaction: no valid summary ({failure})"
+            );
+        }
+        Some(None)
+    }
+}
+
+/// The request for `history` as it is, micro-compacted.
+fn build(history: &History, tools: &[ToolSpec]) -> ModelRequest {
+    ModelRequest::turn(micro_compact(history.messages()), tools.to_vec())
+}
+
+/// Admits tool results into a history (see [`ResultBudget`]); without a store, results go in
+/// whole.
+pub struct Results(pub Option<ResultBudget>);
+
+impl Results {
+    pub fn start_batch(&mut self) {
+        if let Some(budget) = &mut self.0 {
+            budget.start_batch();
+        }
+    }
+
+    pub fn admit(&mut self, content: String) -> String {
+        match &mut self.0 {
+            Some(budget) => budget.admit(content),
+            None => content,
+        }
+    }
+}
