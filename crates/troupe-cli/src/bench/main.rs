@@ -8,11 +8,13 @@
 //! cargo run --release --bin troupe-bench -- contention --procs 4 --n 250 --json
 //! cargo run --release --bin troupe-bench -- dispatch --json
 //! cargo run --release --bin troupe-bench -- team --json
+//! cargo run --release --bin troupe-bench -- longrun --turns 500 --json
 //! ```
 
 mod contention;
 mod disk;
 mod dispatch;
+mod longrun;
 mod mailbox;
 mod protocol;
 mod stats;
@@ -72,6 +74,16 @@ enum Suite {
         #[arg(long, default_value_t = 32)]
         rounds: usize,
     },
+    /// The lead's runner through many tool turns with large results and a small context
+    /// window: what is sent, with compaction, against what would be sent without.
+    Longrun {
+        /// Turns: a prompt, one read of a 1–80 KB blob, an answer.
+        #[arg(long, default_value_t = 500)]
+        turns: usize,
+        /// The context window, in tokens.
+        #[arg(long, default_value_t = 32_768)]
+        window: u32,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -95,6 +107,7 @@ fn main() -> ExitCode {
         Suite::Contention { procs, n } => contention::run(&dir, procs, n),
         Suite::Dispatch { calls } => dispatch::run(&dir, calls),
         Suite::Team { rounds } => team::run(&dir, rounds),
+        Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::ContentionWorker {
             workspace,
             role,
