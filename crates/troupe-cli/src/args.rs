@@ -44,18 +44,8 @@ pub struct RunArgs {
     /// The response window of protocol requests, e.g. 90s, 5m, 1h30m.
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub request_ttl: String,
-    /// Overrides OPENAI_MODEL.
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-    /// Overrides OPENAI_BASE_URL.
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// Overrides OPENAI_FALLBACK_MODEL.
-    #[arg(long, value_name = "NAME")]
-    pub fallback_model: Option<String>,
-    /// Answer every agent from a scripted model file instead of a server (no network, no key).
-    #[arg(long, value_name = "FILE")]
-    pub model_script: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelFlags,
     /// Gate every teammate of this run from its first tool call until the lead approves a plan
     /// of its (as if each were spawned with plan_required); without it, only teammates spawned
     /// with plan_required are, and the others only once they submit a plan.
@@ -70,6 +60,23 @@ pub struct RunArgs {
     /// Do not extract memories from this run's conversations (selection of existing ones stays).
     #[arg(long)]
     pub no_memory: bool,
+}
+
+/// Which model answers, for the commands that call one.
+#[derive(Debug, Args)]
+pub struct ModelFlags {
+    /// Overrides OPENAI_MODEL.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Overrides OPENAI_BASE_URL.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Overrides OPENAI_FALLBACK_MODEL.
+    #[arg(long, value_name = "NAME")]
+    pub fallback_model: Option<String>,
+    /// Answer every agent from a scripted model file instead of a server (no network, no key).
+    #[arg(long, value_name = "FILE")]
+    pub model_script: Option<PathBuf>,
     /// The model's context window in tokens, overriding the built-in table
     /// (also TROUPE_CONTEXT_WINDOW).
     #[arg(long, value_name = "TOKENS")]
@@ -146,6 +153,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compact an agent's conversation now: older history summarised, recent exchanges kept.
+    Compact {
+        /// Whose conversation: lead (the default) or a teammate's name.
+        #[arg(long, value_name = "NAME", default_value = "lead")]
+        agent: String,
+        #[command(flatten)]
+        model: ModelFlags,
+        /// Do not extract memories from what is summarised.
+        #[arg(long)]
+        no_memory: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The durable memory records in `.troupe/memory` (default: list them).
     Memory {
         /// What to do: list (the default), show NAME or forget NAME.
@@ -190,7 +211,8 @@ impl Command {
             | Self::Cron { json }
             | Self::Tasks { json }
             | Self::Mailbox { json, .. }
-            | Self::Memory { json, .. } => *json,
+            | Self::Memory { json, .. }
+            | Self::Compact { json, .. } => *json,
             Self::Run(_) | Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => {
                 false
             }

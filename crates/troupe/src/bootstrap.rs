@@ -23,8 +23,10 @@ use std::time::Duration;
 
 use troupe_wire::{AgentName, TeamRoster, TeammateRecord};
 
-use crate::agent::context::ContextBudget;
+use crate::agent::compactor::Compactor;
+use crate::agent::context::{ContextBudget, Keep, REACTIVE_KEEP_GROUPS};
 use crate::agent::memory::{Memory, MemoryQueries};
+use crate::agent::observer::{CompactionReport, Trigger};
 use crate::agent::transcript::FileTranscript;
 use crate::agent::usage::RunUsage;
 use crate::agent::{RunObserver, Runner, SubagentTool};
@@ -167,6 +169,8 @@ pub struct LongLived {
 pub enum BootstrapError {
     #[error("another troupe run holds this workspace ({holder}); wait for it to finish")]
     Busy { holder: String },
+    #[error("{agent} has no conversation in this workspace (no transcript)")]
+    NoConversation { agent: String },
     #[error(transparent)]
     Io(#[from] IoError),
     #[error(transparent)]
@@ -191,6 +195,7 @@ impl ErrorCode for BootstrapError {
     fn code(&self) -> &'static str {
         match self {
             Self::Busy { .. } => "workspace_busy",
+            Self::NoConversation { .. } => "no_conversation",
             Self::Io(e) => e.code(),
             Self::Mailbox(e) => e.code(),
             Self::Protocol(e) => e.code(),
@@ -795,4 +800,66 @@ impl PlanReview {
     pub fn roster(&self) -> Result<TeamRoster, InspectError> {
         read_roster(&self.layout.team_file())
     }
+}
+
+/// What `troupe compact` did.
+#[derive(Debug)]
+pub enum Compacted {
+    /// The conversation was compacted.
+    Done(CompactionReport),
+    /// Its older part was too small to compact.
+    Nothing { messages: usize },
+}
+
+/// `troupe compact`: compacts `agent`'s conversation now — under the run lock, so never while a
+/// run is continuing it — keeping the last few exchanges, with the run's summary rules (a
+/// summary retried once, else the older part dropped with a note) and, with `remember`,
+/// memories extracted from what is summarised first. The tokens it spends go to `usage.jsonl`.
+pub async fn compact_conversation(
+    workspace: &std::path::Path,
+    agent: &AgentName,
+    model: Arc<dyn ModelClient>,
+    long_lived: &LongLived,
+) -> Result<Compacted, BootstrapError> {
+    let layout = Layout::new(workspace);
+    let path = layout.transcript(agent);
+    if !path.exists() {
+        return Err(BootstrapError::NoConversation {
+            agent: agent.to_string(),
+        });
+    }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let _run_lock = take_run_lock(&layout, clock.as_ref())?;
+    let transcript = Arc::new(FileTranscript::new(path));
+    let loaded = transcript.load()?;
+    let mut history = crate::agent::History::restore(String::new(), loaded, transcript);
+    let usage = Arc::new(RunUsage::new(
+        RandomIds.next_uuid().to_string(),
+        UsageLog::open(&layout, clock),
+    ));
+    let mut compactor = Compactor::new(
+        agent.clone(),
+        ContextBudget::for_model(&long_lived.model_name, long_lived.context_window),
+        model.clone(),
+        usage,
+        Arc::new(crate::agent::NullObserver),
+    );
+    if long_lived.remember {
+        compactor.set_memory(Some(Arc::new(Memory::new(
+            MemoryStore::open(&layout),
+            MemoryQueries::new(model),
+        ))));
+    }
+    let messages = history.len();
+    let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    Ok(
+        match compactor
+            .compact(&mut history, &[], keep, Trigger::Manual, &cancel)
+            .await
+        {
+            Some(report) => Compacted::Done(report),
+            None => Compacted::Nothing { messages },
+        },
+    )
 }

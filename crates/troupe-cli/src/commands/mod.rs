@@ -1,6 +1,7 @@
 //! One function per command. Each turns raw arguments into validated settings first, so that
 //! bad input is refused before anything runs.
 
+mod compact;
 mod completions;
 mod demo;
 mod inspect;
@@ -35,6 +36,18 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
         Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
         Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
+        Command::Compact {
+            agent,
+            model,
+            no_memory,
+            json,
+        } => compact::compact(
+            &resolve_workspace(cli.workspace)?,
+            &agent,
+            &model,
+            no_memory,
+            json,
+        ),
         Command::Memory { action, json } => {
             memory::memory(&resolve_workspace(cli.workspace)?, action, json)
         }

@@ -19,7 +19,7 @@ use troupe::secrets::Redactor;
 use troupe::team::{DriveOutcome, TeamObserver};
 
 use super::{parse_duration, CliError};
-use crate::args::{ApprovalMode, RunArgs};
+use crate::args::{ApprovalMode, ModelFlags, RunArgs};
 use crate::interrupt::{self, Interrupt};
 use crate::observe::{Console, Sink};
 use crate::render;
@@ -43,7 +43,7 @@ pub fn approval_provider(
 /// Chooses the model before anything touches the workspace: missing configuration exits 2
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
 /// the credentials `main` took out of the environment).
-fn models(workspace: &Path, args: &RunArgs) -> Result<Models, CliError> {
+pub fn models(workspace: &Path, args: &ModelFlags) -> Result<Models, CliError> {
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
@@ -84,7 +84,7 @@ pub struct Models {
 pub const CONTEXT_WINDOW_VAR: &str = "TROUPE_CONTEXT_WINDOW";
 
 /// `--context-window`, else `TROUPE_CONTEXT_WINDOW`; zero or not a number is a usage error.
-fn context_window(args: &RunArgs) -> Result<Option<u32>, CliError> {
+pub fn context_window(args: &ModelFlags) -> Result<Option<u32>, CliError> {
     let raw = match (args.context_window, std::env::var(CONTEXT_WINDOW_VAR)) {
         (Some(tokens), _) => return positive_window(tokens).map(Some),
         (None, Ok(raw)) if !raw.trim().is_empty() => raw,
@@ -118,12 +118,12 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         return Err(CliError::Usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let context_window = context_window(&args)?;
+    let context_window = context_window(&args.model)?;
     let Models {
         chooser: models,
         redactor,
         name: model_name,
-    } = models(workspace, &args)?;
+    } = models(workspace, &args.model)?;
     let long_lived = LongLived {
         model_name,
         context_window,

@@ -108,3 +108,103 @@ fn bad_budgets_and_windows_are_usage_errors_before_any_state() {
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(out.stderr.contains("TROUPE_CONTEXT_WINDOW"), "{out:#?}");
 }
+
+/// One run's script: three reads of a 4 KB file, then an answer; the server's context window
+/// is 30,000 bytes (the lead's eighteen tool schemas alone are about 12 KB of every request).
+fn reading_run() -> Value {
+    let read = json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "blob.txt"}}]});
+    json!({"max_request_bytes": 30_000,
+           "responses": [read, read, read, {"text": "Read it."}]})
+}
+
+#[test]
+fn twenty_runs_on_one_workspace_never_fail_on_context() {
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("blob.txt"), "0123456789\n".repeat(365)).unwrap();
+    let script = reading_run();
+    for n in 0..20 {
+        // An 8,192-token window: requests are kept under 24,576 bytes.
+        let out = run_scripted(
+            &ws,
+            &format!("run {n}: read blob.txt three times"),
+            &script,
+            &["--context-window", "8192"],
+        );
+        assert_eq!(out.code, 0, "run {n}: {out:#?}");
+        assert_eq!(out.stdout, "Read it.\n", "run {n}");
+    }
+    let text = transcript_text(&ws, "lead.jsonl");
+    assert!(
+        text.matches("\"compaction\"").count() >= 20,
+        "compacted along the way"
+    );
+    // Every run's prompt is in the file for people, the last one after the last boundary.
+    assert!(text.contains("run 0: read") && text.contains("run 19: read"));
+    let after = &text[text.rfind("\"compaction\"").unwrap()..];
+    assert!(after.contains("run 19: read blob.txt three times"));
+}
+
+#[test]
+fn without_its_own_budget_the_run_still_recovers_from_prompt_too_long() {
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("blob.txt"), "0123456789\n".repeat(365)).unwrap();
+    let script = reading_run();
+    // A window far larger than the server's: troupe does not compact ahead, the server
+    // refuses, troupe compacts and retries.
+    for n in 0..8 {
+        let out = run_scripted(
+            &ws,
+            &format!("run {n}"),
+            &script,
+            &["--context-window", "1000000"],
+        );
+        assert_eq!(out.code, 0, "run {n}: {out:#?}");
+    }
+    let text = transcript_text(&ws, "lead.jsonl");
+    assert!(text.contains("\"compaction\""), "no compaction boundary");
+}
+
+#[test]
+fn compact_summarises_a_conversation_now_and_says_so() {
+    let (_dir, ws) = workspace();
+    std::fs::write(ws.join("blob.txt"), "small\n").unwrap();
+    let read = json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "blob.txt"}}]});
+    let script = json!({"responses": [read, read, read, read, read, read, read, {"text": "ok"}]});
+    let out = run_scripted(&ws, "read a lot", &script, &[]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let model = ws.join("compact-script.json");
+    std::fs::write(&model, json!({"responses": []}).to_string()).unwrap();
+    let compact = |args: &[&str]| {
+        let mut all = vec!["compact", "--workspace", ws.to_str().unwrap()];
+        all.extend(["--model-script", model.to_str().unwrap()]);
+        all.extend(args);
+        ran(command(&ws).args(&all).output().unwrap())
+    };
+    let done = compact(&["--json"]);
+    assert_eq!(done.code, 0, "{done:#?}");
+    let report: Value = serde_json::from_str(&done.stdout).unwrap();
+    assert_eq!(report["compacted"], true);
+    assert_eq!(report["kind"], "summary");
+    assert!(report["messages_after"].as_u64() < report["messages_before"].as_u64());
+    assert!(transcript_text(&ws, "lead.jsonl").contains("\"compaction\""));
+    // Nothing older left to compact the second time.
+    let again = compact(&[]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert!(
+        again.stdout.contains("nothing older to compact"),
+        "{again:#?}"
+    );
+    // An agent without a conversation: one line, exit 1.
+    let unknown = compact(&["--agent", "nobody"]);
+    assert_eq!(unknown.code, 1, "{unknown:#?}");
+    assert!(unknown.stderr.contains("[no_conversation]"), "{unknown:#?}");
+    // While a run holds the workspace: refused.
+    let lock = std::fs::File::options()
+        .write(true)
+        .open(ws.join(".troupe/run.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let busy = compact(&[]);
+    assert_eq!(busy.code, 1, "{busy:#?}");
+    assert!(busy.stderr.contains("workspace_busy"), "{busy:#?}");
+}

@@ -27,7 +27,7 @@ use troupe_wire::AgentName;
 
 use super::context::{
     compacted, drop_oldest, micro_compact, parse_summary, plan, render_summary, sent_bytes,
-    summary_request, ContextBudget, Keep, ResultBudget, Summary,
+    summary_request_within, ContextBudget, Keep, ResultBudget, Summary,
 };
 use super::history::History;
 use super::memory::Memory;
@@ -38,6 +38,9 @@ use crate::model::{ChatMessage, ModelClient, ModelRequest, ToolSpec};
 
 /// How many exchanges a reactive compaction keeps (the server refused the request as too long).
 pub const REACTIVE_KEEP_EXCHANGES: usize = 5;
+
+/// Bytes of the budget left for the summary instruction and the JSON around the history.
+const SUMMARY_INSTRUCTION_ROOM: usize = 3_000;
 
 /// How many times the summary is asked for before the older history is dropped instead.
 pub const SUMMARY_ATTEMPTS: usize = 2;
@@ -175,7 +178,13 @@ impl Compactor {
         origins: &[Origin],
         cancel: &CancellationToken,
     ) -> Option<Option<Summary>> {
-        let request = summary_request(older, origins);
+        // The summary request must fit the window too: the rendered history gets the budget
+        // less room for the instruction.
+        let room = self
+            .budget
+            .budget_bytes
+            .saturating_sub(SUMMARY_INSTRUCTION_ROOM);
+        let request = summary_request_within(older, origins, room);
         for attempt in 1..=SUMMARY_ATTEMPTS {
             let answer = tokio::select! {
                 biased;

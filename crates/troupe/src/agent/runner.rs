@@ -181,9 +181,10 @@ impl Runner {
         self
     }
 
-    /// Compacts the conversation now (`troupe compact`); `None` when there was nothing to do.
+    /// Compacts the conversation now, keeping the last few exchanges; `None` when there was
+    /// nothing to do.
     pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Option<CompactionReport> {
-        let keep = Keep::Bytes(self.compactor.budget().budget_bytes / 4);
+        let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
         self.compactor
             .compact(
                 &mut self.history,

@@ -499,20 +499,22 @@ impl ScriptedModel {
     }
 }
 
-/// The built-in summary: a valid object that names the last person's request it was shown.
+/// The built-in summary: a valid object that says how much it was shown (a constant goal: the
+/// request is the rendered conversation, which must not be echoed back into the next summary).
 fn default_summary(request: &ModelRequest) -> String {
-    let goal = request
+    let shown: usize = request
         .messages
         .iter()
-        .rev()
-        .find_map(|m| match m {
-            super::ChatMessage::User { content } => Some(content.chars().take(200).collect()),
-            _ => None,
+        .map(|m| match m {
+            super::ChatMessage::User { content } | super::ChatMessage::System { content } => {
+                content.len()
+            }
+            _ => 0,
         })
-        .unwrap_or_else(|| "Continue the work so far.".to_owned());
+        .sum();
     serde_json::json!({
-        "current_goal": goal,
-        "key_findings": [format!("{} earlier messages were summarised", request.messages.len())],
+        "current_goal": "Continue the work of the conversation so far.",
+        "key_findings": [format!("a scripted summary of {shown} bytes of conversation")],
         "files_read_or_changed": [],
         "remaining_work": [],
         "user_constraints": [],

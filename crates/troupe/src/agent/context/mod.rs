@@ -42,7 +42,8 @@ pub use plan::{
     REACTIVE_KEEP_GROUPS,
 };
 pub use summary::{
-    parse_summary, render_summary, summary_request, Summary, SummaryError, SUMMARY_HEADER,
+    parse_summary, render_summary, summary_request, summary_request_within, Summary, SummaryError,
+    SUMMARY_HEADER,
 };
 pub use window::{
     context_window_tokens, ContextBudget, BYTES_PER_TOKEN, DEFAULT_CONTEXT_WINDOW_TOKENS,

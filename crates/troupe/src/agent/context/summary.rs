@@ -151,18 +151,32 @@ fn strings(key: &str, value: Value) -> Result<Vec<String>, SummaryError> {
 /// The tool-less request asking for a summary of `messages` (the part to summarise; a system
 /// message among them is left out: the system prompt is rebuilt, never summarised).
 pub fn summary_request(messages: &[ChatMessage], origins: &[Origin]) -> ModelRequest {
+    summary_request_within(messages, origins, RENDERED_HISTORY_BYTES)
+}
+
+/// [`summary_request`] with the rendered history bounded to about `max_bytes` (at most
+/// [`RENDERED_HISTORY_BYTES`]), so that the summary request itself fits a small context window.
+pub fn summary_request_within(
+    messages: &[ChatMessage],
+    origins: &[Origin],
+    max_bytes: usize,
+) -> ModelRequest {
     ModelRequest::side(
         Purpose::Summary,
         vec![
             ChatMessage::system(INSTRUCTION),
-            ChatMessage::user(render_history(messages, origins)),
+            ChatMessage::user(render_history(
+                messages,
+                origins,
+                max_bytes.clamp(1_000, RENDERED_HISTORY_BYTES),
+            )),
         ],
     )
 }
 
-/// The history as text, one entry per message with a role label, bounded to about
-/// [`RENDERED_HISTORY_BYTES`] by keeping the newest entries.
-fn render_history(messages: &[ChatMessage], origins: &[Origin]) -> String {
+/// The history as text, one entry per message with a role label, bounded to about `limit`
+/// bytes by keeping the newest entries.
+fn render_history(messages: &[ChatMessage], origins: &[Origin], limit: usize) -> String {
     let entries: Vec<String> = messages
         .iter()
         .enumerate()
@@ -171,10 +185,10 @@ fn render_history(messages: &[ChatMessage], origins: &[Origin]) -> String {
     let mut kept = Vec::new();
     let mut total = 0;
     for entry in entries.iter().rev() {
-        if total + entry.len() > RENDERED_HISTORY_BYTES {
+        if total + entry.len() > limit {
             if kept.is_empty() {
                 // The newest entry alone is too large: its start and end stand for it.
-                let half = RENDERED_HISTORY_BYTES / 2;
+                let half = limit / 2;
                 kept.push(preview(entry, half, half));
             }
             break;

@@ -1,6 +1,7 @@
 //! The runner (the tool-call loop) against a mock Chat Completions server on 127.0.0.1 that
 //! records every request, with the real OpenAI client, the real dispatcher and the base tools.
 
+mod compaction;
 mod context;
 mod loop_;
 mod recovery;

@@ -1,0 +1,79 @@
+//! `troupe compact [--agent A]`: compacts one agent's conversation now (SPEC §9), with the model
+//! the run would use (or `--model-script`), under the workspace's run lock.
+
+use std::path::Path;
+
+use serde_json::json;
+use troupe::agent::transcript::BoundaryKind;
+use troupe::bootstrap::{compact_conversation, Compacted, LongLived};
+use troupe::error::ErrorCode;
+use troupe::wire::AgentName;
+
+use super::run::{context_window, models};
+use super::CliError;
+use crate::args::ModelFlags;
+use crate::render;
+
+pub fn compact(
+    workspace: &Path,
+    agent: &str,
+    flags: &ModelFlags,
+    no_memory: bool,
+    json: bool,
+) -> Result<(), CliError> {
+    let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
+    let context_window = context_window(flags)?;
+    let models = models(workspace, flags)?;
+    let long_lived = LongLived {
+        model_name: models.name.clone(),
+        context_window,
+        remember: !no_memory,
+        ..LongLived::default()
+    };
+    let model = models.chooser.model_for(&agent);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    let outcome = runtime
+        .block_on(compact_conversation(workspace, &agent, model, &long_lived))
+        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+    let (value, text) = match outcome {
+        Compacted::Done(report) => {
+            let how = match report.kind {
+                BoundaryKind::Summary => "summary",
+                BoundaryKind::Dropped => "dropped",
+            };
+            (
+                json!({
+                    "agent": agent.as_str(), "compacted": true, "kind": how,
+                    "messages_before": report.messages_before,
+                    "messages_after": report.messages_after,
+                    "bytes_before": report.bytes_before, "bytes_after": report.bytes_after,
+                }),
+                format!(
+                    "{agent}: {} messages → {} ({} KB → {} KB); {}\n",
+                    report.messages_before,
+                    report.messages_after,
+                    report.bytes_before / 1024,
+                    report.bytes_after / 1024,
+                    match report.kind {
+                        BoundaryKind::Summary => "the older history was summarised",
+                        BoundaryKind::Dropped =>
+                            "no valid summary came back, so the older history was dropped with a note",
+                    }
+                ),
+            )
+        }
+        Compacted::Nothing { messages } => (
+            json!({"agent": agent.as_str(), "compacted": false, "messages_before": messages}),
+            format!("{agent}: nothing older to compact ({messages} messages)\n"),
+        ),
+    };
+    if json {
+        render::print_json(&value)
+    } else {
+        render::print_text(&text)
+    }
+}

@@ -1,0 +1,305 @@
+//! Compaction in the runner's loop (SPEC §9), with the scripted model and real transcripts:
+//! the budget triggers a summary and a transcript boundary the next run continues from; a
+//! malformed summary is asked for once more, then the older part is dropped with a note; a
+//! prompt-too-long refusal compacts and retries once; a large tool result becomes an artifact.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use troupe::agent::context::{ContextBudget, COMPACTED_TOOL_RESULT, SUMMARY_HEADER};
+use troupe::agent::transcript::{FileTranscript, Origin};
+use troupe::agent::{NullObserver, Runner, TurnEnd};
+use troupe::clock::ManualClock;
+use troupe::error::ErrorCode;
+use troupe::ids::SequentialIds;
+use troupe::layout::Layout;
+use troupe::model::{ChatMessage, ModelClient, Purpose, ScriptedModel};
+use troupe::permissions::hooks::Hooks;
+use troupe::permissions::{AutoApproval, JsonlAuditSink, PermissionPolicy};
+use troupe::store::artifacts::ArtifactStore;
+use troupe::tools::shell::ShellTool;
+use troupe::tools::{base_tools, Dispatcher, ToolRegistry};
+use troupe::wire::AgentName;
+
+struct Setup {
+    workspace: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let workspace = tempfile::tempdir().unwrap();
+        // A 6,000-byte file the scripted turns read again and again.
+        std::fs::write(
+            workspace.path().join("blob.txt"),
+            "0123456789\n".repeat(545),
+        )
+        .unwrap();
+        Self { workspace }
+    }
+
+    /// The lead's runner on `model`, with a context window of `window` tokens, artifacts and
+    /// its transcript.
+    fn runner(&self, model: Arc<dyn ModelClient>, window: u32) -> Runner {
+        let ws = self.workspace.path();
+        let layout = Layout::new(ws);
+        let clock = Arc::new(ManualClock::at_spec_epoch());
+        let audit = Arc::new(JsonlAuditSink::open(&layout, clock).unwrap());
+        let mut registry = ToolRegistry::new();
+        for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10))) {
+            registry.register(tool).unwrap();
+        }
+        let dispatcher = Dispatcher::new(
+            Arc::new(registry),
+            PermissionPolicy::default_policy(Arc::new(AutoApproval), audit),
+            Hooks::new(),
+        );
+        let lead = AgentName::lead();
+        Runner::new(
+            lead.clone(),
+            "You are lead.",
+            model,
+            Arc::new(dispatcher),
+            ws,
+            Arc::new(NullObserver),
+        )
+        .with_context(
+            ContextBudget::for_window(window),
+            Some(ArtifactStore::new(
+                &layout,
+                &lead,
+                Arc::new(SequentialIds::new()),
+            )),
+        )
+        .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead))))
+        .unwrap()
+    }
+
+    fn transcript(&self) -> String {
+        let path = Layout::new(self.workspace.path()).transcript(&AgentName::lead());
+        std::fs::read_to_string(path).unwrap()
+    }
+}
+
+/// `reads` calls of read_file on the blob, then an answer.
+fn reading(reads: usize) -> ScriptedModel {
+    let mut model = ScriptedModel::new();
+    for _ in 0..reads {
+        model = model.tool_call("read_file", json!({"path": "blob.txt"}));
+    }
+    model.text("Read it all.")
+}
+
+fn tool_pairs_are_whole(messages: &[ChatMessage]) {
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message {
+            ChatMessage::Tool { tool_call_id, .. } => {
+                assert!(open.contains(tool_call_id), "a result without its call");
+                open.retain(|id| id != tool_call_id);
+            }
+            ChatMessage::Assistant(a) => {
+                assert!(open.is_empty(), "a call without its result");
+                open = a.tool_calls.iter().map(|c| c.id.clone()).collect();
+            }
+            _ => assert!(open.is_empty(), "a call without its result"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_from_it() {
+    let setup = Setup::new();
+    // 4,096 tokens: a budget of 12,288 bytes; each read adds about 6 KB.
+    let model = Arc::new(reading(6));
+    let mut runner = setup.runner(model.clone(), 4_096);
+    let outcome = runner
+        .run_user_turn("read the blob six times", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::Answered("Read it all.".into()));
+    // A summary was asked for, tool-less, and every request fitted the budget.
+    let summaries = model.side_requests();
+    assert!(!summaries.is_empty());
+    assert!(summaries
+        .iter()
+        .all(|r| r.purpose == Purpose::Summary && r.tools.is_empty()));
+    for request in model.requests() {
+        let size = troupe::agent::context::sent_bytes(&request.messages, &request.tools);
+        assert!(size <= 12_288, "a request of {size} bytes");
+        tool_pairs_are_whole(&request.messages[1..]);
+    }
+    // The history: system, summary, the person's request verbatim, recent exchanges.
+    let history = runner.history();
+    assert!(
+        matches!(&history.messages()[1], ChatMessage::User { content } if content.starts_with(SUMMARY_HEADER))
+    );
+    assert_eq!(history.origins()[1], Origin::Summary);
+    assert!(history.messages().iter().any(
+        |m| matches!(m, ChatMessage::User { content } if content == "read the blob six times")
+    ));
+    // The transcript keeps every original line and a boundary.
+    let text = setup.transcript();
+    assert!(text.contains("\"compaction\""), "{text}");
+    assert!(text.matches("\"name\":\"read_file\"").count() >= 6);
+    // The next run loads from the boundary: the same compacted conversation.
+    let compacted: Vec<ChatMessage> = history.messages()[1..].to_vec();
+    drop(runner);
+    let next = setup.runner(Arc::new(ScriptedModel::new().text("hi")), 4_096);
+    assert_eq!(next.history().messages()[1..], compacted[..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_summary_is_asked_again_once() {
+    let setup = Setup::new();
+    let model = Arc::new(
+        reading(6)
+            .side_text(Purpose::Summary, "Here is a summary: it went well.")
+            .side_text(
+                Purpose::Summary,
+                r#"{"current_goal": "read the blob", "key_findings": ["digits"],
+                    "files_read_or_changed": ["blob.txt"], "remaining_work": [],
+                    "user_constraints": []}"#,
+            ),
+    );
+    let mut runner = setup.runner(model.clone(), 4_096);
+    runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    // The first compaction asked twice and used the second, valid answer.
+    let asked = model.side_requests();
+    assert!(asked.len() >= 2);
+    assert_eq!(asked[0], asked[1], "the same summary request, asked again");
+    let text = setup.transcript();
+    assert!(text.contains("Current goal: read the blob"), "{text}");
+    assert!(!text.contains("\"kind\":\"dropped\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_malformed_summaries_drop_the_older_part_with_a_note_and_the_turn_goes_on() {
+    let setup = Setup::new();
+    let model = Arc::new(
+        reading(6)
+            .side_text(Purpose::Summary, "{\"current_goal\": \"x\"}")
+            .side_text(Purpose::Summary, "not json at all"),
+    );
+    let mut runner = setup.runner(model.clone(), 4_096);
+    let outcome = runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::Answered("Read it all.".into()));
+    let text = setup.transcript();
+    let first = text.find("\"compaction\"").expect("a boundary");
+    assert!(
+        text[first..].starts_with("\"compaction\":{\"kind\":\"dropped\""),
+        "{text}"
+    );
+    assert!(text.contains("[Earlier conversation dropped: the summary failed."));
+    tool_pairs_are_whole(&runner.history().messages()[1..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_too_long_refusal_compacts_and_retries_once() {
+    let setup = Setup::new();
+    let model = Arc::new(
+        ScriptedModel::new()
+            .text("Read them all.")
+            .with_max_request_bytes(30_000),
+    );
+    // Our own budget would never compact (a huge window); the server's window is 30,000
+    // bytes, and the conversation so far (twenty 3 KB messages) is over it.
+    let mut runner = setup.runner(model.clone(), 1_000_000);
+    for n in 0..20 {
+        runner.push_user_once(
+            &format!("m-{n}"),
+            format!("message {n}: {}", "y".repeat(3_000)),
+        );
+    }
+    let outcome = runner
+        .run_user_turn("summarise the messages", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::Answered("Read them all.".into()));
+    // Refused once, compacted, answered: two turn requests.
+    assert_eq!(model.requests().len(), 2);
+    let retry = &model.requests()[1];
+    assert!(troupe::agent::context::sent_bytes(&retry.messages, &retry.tools) <= 30_000);
+    // The person's request survived verbatim.
+    assert!(retry.messages.iter().any(
+        |m| matches!(m, ChatMessage::User { content } if content == "summarise the messages")
+    ));
+    assert!(setup.transcript().contains("\"compaction\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_too_long_even_after_compaction_fails_the_turn_with_a_clear_error() {
+    let setup = Setup::new();
+    // Nothing fits: even the prompt alone is over the server's window.
+    let model = Arc::new(reading(1).with_max_request_bytes(100));
+    let mut runner = setup.runner(model.clone(), 1_000_000);
+    let err = runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "model_context_too_long");
+    assert!(err.to_string().contains("context"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn older_results_are_sent_compacted_and_a_large_one_becomes_an_artifact() {
+    let setup = Setup::new();
+    std::fs::write(setup.workspace.path().join("big.txt"), "x".repeat(50_000)).unwrap();
+    let model = Arc::new(
+        ScriptedModel::new()
+            .tool_call("read_file", json!({"path": "big.txt"}))
+            .tool_call("read_file", json!({"path": "blob.txt"}))
+            .tool_call("read_file", json!({"path": "blob.txt"}))
+            .tool_call("read_file", json!({"path": "blob.txt"}))
+            .text("done"),
+    );
+    let mut runner = setup.runner(model.clone(), 1_000_000);
+    runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    // The large result: an artifact, kept whole; the history holds a preview naming it.
+    let dir = Layout::new(setup.workspace.path()).artifacts_dir(&AgentName::lead());
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(files.len(), 1);
+    let artifact = files[0].as_ref().unwrap().path();
+    assert!(std::fs::read_to_string(&artifact)
+        .unwrap()
+        .contains(&"x".repeat(50_000)));
+    let preview = runner
+        .history()
+        .messages()
+        .iter()
+        .find_map(|m| match m {
+            ChatMessage::Tool { content, .. } if content.contains(".troupe/artifacts/lead/") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .expect("a preview naming the artifact");
+    assert!(preview.len() < 5_000, "{}", preview.len());
+    // The last request: the first exchange's result compacted, the last three whole.
+    let last = model.requests().last().unwrap().clone();
+    let results: Vec<&str> = last
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[0], COMPACTED_TOOL_RESULT);
+    assert!(results[1..].iter().all(|r| r.starts_with("0123456789")));
+    // The history itself keeps the preview (only what is sent changes).
+    assert!(runner.history().messages().iter().all(
+        |m| !matches!(m, ChatMessage::Tool { content, .. } if content == COMPACTED_TOOL_RESULT)
+    ));
+}
