@@ -303,3 +303,83 @@ async fn older_results_are_sent_compacted_and_a_large_one_becomes_an_artifact() 
         |m| !matches!(m, ChatMessage::Tool { content, .. } if content == COMPACTED_TOOL_RESULT)
     ));
 }
+
+/// A system prompt whose memory section is what the runner selected.
+#[derive(Default)]
+struct MemoryPrompt(std::sync::Mutex<String>);
+
+impl troupe::agent::prompt::SystemPromptSource for MemoryPrompt {
+    fn render(&self) -> String {
+        format!("You are lead.\n{}", self.0.lock().unwrap())
+    }
+    fn set_memory(&self, section: String) {
+        *self.0.lock().unwrap() = section;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_are_selected_before_a_turn_and_extracted_at_the_end_of_the_run() {
+    use troupe::agent::memory::{Memory, MemoryQueries};
+    use troupe::store::memory::{MemoryRecord, MemoryStore, MemoryType};
+    let setup = Setup::new();
+    let layout = Layout::new(setup.workspace.path());
+    let store = MemoryStore::open(&layout);
+    store
+        .put(
+            &MemoryRecord::new(
+                "prefers-tabs",
+                MemoryType::Feedback,
+                "Tabs, never spaces",
+                "Indent with tabs.",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let model = Arc::new(
+        ScriptedModel::new()
+            .text("Noted.")
+            .side_text(Purpose::MemorySelect, r#"["prefers-tabs"]"#)
+            .side_text(
+                Purpose::MemoryExtract,
+                r#"[{"name": "project-uses-make", "type": "project",
+                     "description": "The project builds with make", "body": "Run make test."}]"#,
+            ),
+    );
+    let prompt = Arc::new(MemoryPrompt::default());
+    let memory = Arc::new(Memory::new(
+        store.clone(),
+        MemoryQueries::new(model.clone()),
+    ));
+    let mut runner = setup
+        .runner(model.clone(), 1_000_000)
+        .with_system_prompt(prompt.clone())
+        .with_memory(memory, true);
+    runner
+        .run_user_turn("format the code", &CancellationToken::new())
+        .await
+        .unwrap();
+    // The selected record was in the system prompt of the turn's request.
+    let ChatMessage::System { content } = &model.requests()[0].messages[0] else {
+        panic!("no system message")
+    };
+    assert!(
+        content.contains("prefers-tabs") && content.contains("Indent with tabs."),
+        "{content}"
+    );
+    // The end of the run: a new record from this run's conversation.
+    runner.remember_run().await;
+    let names: Vec<String> = store
+        .list()
+        .unwrap()
+        .records
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["prefers-tabs", "project-uses-make"]);
+    let extract = model
+        .side_requests()
+        .into_iter()
+        .find(|r| r.purpose == Purpose::MemoryExtract)
+        .unwrap();
+    assert!(format!("{:?}", extract.messages).contains("format the code"));
+}
