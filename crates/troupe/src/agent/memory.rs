@@ -18,6 +18,7 @@ use serde::Deserialize;
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelRequest, Purpose};
 use crate::store::memory::{MemoryError, MemoryRecord, MemoryStore, MemoryType};
+use crate::sync::blocking;
 
 /// Past this many records, `remember` asks for a consolidation.
 pub const CONSOLIDATE_AFTER_RECORDS: usize = 40;
@@ -371,27 +372,34 @@ impl Memory {
         &self,
         conversation: &[ChatMessage],
     ) -> Result<RememberOutcome, MemoryError> {
-        let catalog = self.store.list()?;
+        // Store calls take a lock and fsync: off the async threads (`sync::blocking`).
+        let catalog = blocking(|| self.store.list())?;
         let records = self.queries.extract(conversation, &catalog.records).await?;
         let mut outcome = RememberOutcome::default();
-        for record in &records {
-            self.store.put(record)?;
-            outcome.written.push(record.name.clone());
-        }
-        let catalog = self.store.list()?;
+        blocking(|| -> Result<(), MemoryError> {
+            for record in &records {
+                self.store.put(record)?;
+                outcome.written.push(record.name.clone());
+            }
+            Ok(())
+        })?;
+        let catalog = blocking(|| self.store.list())?;
         if over_budget(&catalog.records) {
             let merges = self.queries.consolidate(&catalog.records).await?;
-            for merge in &merges {
-                self.store.apply_merge(&merge.merge, &merge.into)?;
-                outcome.merged += 1;
-            }
+            blocking(|| -> Result<(), MemoryError> {
+                for merge in &merges {
+                    self.store.apply_merge(&merge.merge, &merge.into)?;
+                    outcome.merged += 1;
+                }
+                Ok(())
+            })?;
         }
         Ok(outcome)
     }
 
     /// The records relevant to `prompt` (at most [`MAX_SELECTED`]), in the model's order.
     pub async fn relevant(&self, prompt: &str) -> Result<Vec<MemoryRecord>, MemoryError> {
-        let catalog = self.store.list()?;
+        let catalog = blocking(|| self.store.list())?;
         let names = self.queries.select(prompt, &catalog.records).await?;
         let by_name: BTreeMap<&str, &MemoryRecord> = catalog
             .records

@@ -397,7 +397,8 @@ impl Runner {
 
     fn refresh_system_prompt(&mut self) {
         if let Some(source) = &self.system_source {
-            let prompt = source.render();
+            // A living prompt reads the roster and the protocol store (a lock, a file).
+            let prompt = crate::sync::blocking(|| source.render());
             if prompt != self.history.system_prompt() {
                 self.history.set_system_prompt(prompt);
             }

@@ -69,7 +69,8 @@ impl UsageSink for RunUsage {
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total_tokens,
         };
-        if let Err(error) = self.log.append(&record) {
+        // An append under the log's lock: off the async threads.
+        if let Err(error) = crate::sync::blocking(|| self.log.append(&record)) {
             tracing::warn!(%agent, %error, "could not record token usage; this run still counts it");
         }
     }
