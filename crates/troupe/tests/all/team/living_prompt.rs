@@ -90,3 +90,67 @@ async fn the_leads_prompt_follows_the_roster_and_the_pending_requests() {
         writer_prompt.contains("## Tools\nshell, read_file, write_file, send_message, submit_plan")
     );
 }
+
+/// Every agent of a team gets the long-lived machinery, not only the lead: a teammate's and a
+/// subagent's large results become artifacts (the subagent's under its caller's name) and
+/// their models see previews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teammates_and_subagents_keep_large_results_as_artifacts() {
+    let f = Fixture::new();
+    std::fs::write(f.workspace.join("big.txt"), "z".repeat(40_000)).unwrap();
+    let lead = TestModel::new(&f.signal, |c| {
+        // The lead's model also answers its subagent, which reads the file.
+        if c.system().starts_with("You are a subagent") {
+            return if c.last_is_tool_result() {
+                say("It is 40,000 z's.")
+            } else {
+                call("read_file", json!({"path": "big.txt"}))
+            };
+        }
+        if c.calls_named("spawn_teammate").is_empty() {
+            return call(
+                "spawn_teammate",
+                json!({"name": "reader", "role": "reads", "prompt": "Read big.txt."}),
+            );
+        }
+        if c.calls_named("task").is_empty() {
+            return call("task", json!({"description": "Read big.txt and report."}));
+        }
+        say("Done.")
+    });
+    let reader = TestModel::new(&f.signal, |c| {
+        if c.last_is_tool_result() {
+            say("Read it.")
+        } else {
+            call("read_file", json!({"path": "big.txt"}))
+        }
+    });
+    let team = f.build(Models::new(
+        &f.signal,
+        &[("lead", &lead), ("reader", &reader)],
+    ));
+    finish(drive_in_background(team, "go")).await;
+
+    for (agent, model) in [("reader", &reader), ("lead", &lead)] {
+        let dir = f.workspace.join(".troupe/artifacts").join(agent);
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{agent}: {e}"))
+            .collect();
+        assert_eq!(files.len(), 1, "{agent}");
+        let kept = std::fs::read_to_string(files[0].as_ref().unwrap().path()).unwrap();
+        assert_eq!(kept.len(), 40_000, "{agent}: kept whole");
+        // What the model saw: a preview naming the artifact, not the 40,000 bytes.
+        let sent = model.requests();
+        let preview = sent
+            .iter()
+            .flat_map(|r| r.messages.iter())
+            .find_map(|m| match m {
+                ChatMessage::Tool { content, .. } if content.contains(".troupe/artifacts/") => {
+                    Some(content.clone())
+                }
+                _ => None,
+            });
+        let preview = preview.unwrap_or_else(|| panic!("{agent}'s model saw no preview"));
+        assert!(preview.len() < 5_000, "{}", preview.len());
+    }
+}
