@@ -87,10 +87,6 @@ impl Compactor {
         self.budget = budget;
     }
 
-    pub fn budget(&self) -> &ContextBudget {
-        &self.budget
-    }
-
     /// The request to send for `history`: micro-compacted, after a summary compaction when it
     /// would pass the budget.
     pub async fn request(

@@ -20,7 +20,7 @@ use super::compactor::{Compactor, Results};
 use super::context::{ContextBudget, Keep, ResultBudget, REACTIVE_KEEP_GROUPS};
 use super::history::History;
 use super::memory::Memory;
-use super::observer::{CompactionReport, RunObserver, Trigger};
+use super::observer::{RunObserver, Trigger};
 use super::prompt::SystemPromptSource;
 use super::transcript::{FileTranscript, Origin};
 use super::usage::{NoUsage, UsageSink};
@@ -179,21 +179,6 @@ impl Runner {
         self.memory = Some(memory);
         self.remember = remember;
         self
-    }
-
-    /// Compacts the conversation now, keeping the last few exchanges; `None` when there was
-    /// nothing to do.
-    pub async fn compact_now(&mut self, cancel: &CancellationToken) -> Option<CompactionReport> {
-        let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
-        self.compactor
-            .compact(
-                &mut self.history,
-                &self.tools,
-                keep,
-                Trigger::Manual,
-                cancel,
-            )
-            .await
     }
 
     /// Selects the memories relevant to `prompt` into the system prompt (no model call when
