@@ -308,16 +308,10 @@ fn waits_for_lock(pid: i32, inode: u64) -> bool {
     })
 }
 
-#[test]
-fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
-    let (_dir, ws) = workspace();
-    // The test holds the task board's lock, so the lead's create_task waits for it, inside a
-    // tool call: the first interrupt has no safe point to stop at.
-    let tasks = ws.join(".troupe/tasks");
-    std::fs::create_dir_all(&tasks).unwrap();
-    let lock = std::fs::File::create(tasks.join(".tasks.lock")).unwrap();
-    lock.lock().unwrap();
-    let inode = std::os::unix::fs::MetadataExt::ino(&lock.metadata().unwrap());
+/// Starts a run on `ws` whose lead calls `create_task` once, and waits until the process is
+/// stuck waiting for the lock held through `lock` (inode `inode`), as the kernel's list of lock
+/// waiters shows; polled, bounded.
+fn run_stuck_on_lock(ws: &Path, inode: u64) -> (Running, Collected) {
     let script = ws.join("script.json");
     std::fs::write(
         &script,
@@ -329,7 +323,7 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
     )
     .unwrap();
     let (run, stderr) = start_run(
-        &ws,
+        ws,
         &[
             "--approval",
             "auto",
@@ -338,7 +332,6 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
         ],
         Stdio::null(),
     );
-    // The kernel's list of lock waiters says when the call is stuck; polled, bounded.
     let deadline = Instant::now() + WAIT;
     while !waits_for_lock(run.pid, inode) {
         assert!(
@@ -347,11 +340,57 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    (run, stderr)
+}
+
+/// Creates and locks `name` under `ws/.troupe/dir`; returns the held file and its inode.
+fn hold_lock(ws: &Path, dir: &str, name: &str) -> (std::fs::File, u64) {
+    let dir = ws.join(".troupe").join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(name)).unwrap();
+    lock.lock().unwrap();
+    let inode = std::os::unix::fs::MetadataExt::ino(&lock.metadata().unwrap());
+    (lock, inode)
+}
+
+#[test]
+fn ctrl_c_cancels_a_tool_call_stuck_on_a_lock_and_closes_the_team() {
+    let (_dir, ws) = workspace();
+    // The test holds the task board's lock, so the lead's create_task waits for it.
+    let (lock, inode) = hold_lock(&ws, "tasks", ".tasks.lock");
+    let (run, stderr) = run_stuck_on_lock(&ws, inode);
+
+    run.interrupt();
+    // Still holding the lock: the stuck call was given up, not waited for.
+    let code = run.exit_code();
+    let text = stderr.wait_for("the last line", |t| t.contains("[interrupted]"));
+    assert_eq!(code, 130, "{text}");
+    assert!(
+        text.contains("create_task was cancelled: the agent is stopping"),
+        "{text}"
+    );
+    assert!(!text.contains("exiting at once"), "{text}");
+    assert_eq!(
+        folder_count(&ws.join(".troupe/mailboxes/lead/processing")),
+        0,
+        "{text}"
+    );
+    drop(lock);
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
+    let (_dir, ws) = workspace();
+    // The test holds the protocol store's lock, which the team needs while it is being built
+    // (answers recorded by an earlier run are delivered first): no safe point is reached before
+    // the lock is free, and nothing there can be cancelled.
+    let (lock, inode) = hold_lock(&ws, "protocol", ".protocol.lock");
+    let (run, stderr) = run_stuck_on_lock(&ws, inode);
 
     run.interrupt();
     stderr.wait_for("the first interrupt", |t| t.contains("closing the team"));
     run.interrupt();
-    // Still holding the lock: the exit cannot have waited for the stuck call.
+    // Still holding the lock: the exit cannot have waited for the stuck start.
     let code = run.exit_code();
     let text = stderr.wait_for("the last line", |t| t.contains("exiting at once"));
     assert_eq!(code, 130, "{text}");
