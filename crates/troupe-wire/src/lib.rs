@@ -17,6 +17,7 @@
 //! - [`team`]: the `team.json` roster — [`TeamRoster`].
 //! - [`strict`]: the exact-key-set JSON object reader the parsers share.
 
+pub mod event;
 pub mod id;
 pub mod message;
 pub mod name;
@@ -27,6 +28,7 @@ pub mod team;
 pub mod text;
 pub mod time;
 
+pub use event::Event;
 pub use id::{MessageId, RequestId};
 pub use message::{
     MailboxMessage, OrdinaryKind, OrdinaryMessage, ProtocolMessage, ProtocolMessageKind,

@@ -42,6 +42,8 @@ use crate::permissions::hooks::Hooks;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::secrets::Redactor;
 use crate::store::artifacts::ArtifactStore;
+use crate::store::events::observed::{ObservedMailbox, ObservedProtocol};
+use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventSink, RUN_AGENT};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
@@ -50,6 +52,7 @@ use crate::store::tasks::{FileTaskBoard, TaskBoard};
 use crate::store::usage::UsageLog;
 use crate::store::{durable, IoError};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
+use crate::team::recorder::{Both, EventRecorder};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
 use crate::team::watch::{self, MailboxWatch, WatchError};
 use crate::team::{Driver, ExternalEvents};
@@ -147,6 +150,17 @@ pub struct TeamSettings {
     pub redactor: Redactor,
     /// Compaction, memory, budgets and sessions (SPEC §9).
     pub long_lived: LongLived,
+    /// Who watches the event stream, and what it says the run is about (SPEC §10).
+    pub events: EventOptions,
+}
+
+/// The event stream of a run (`.troupe/events.jsonl`, SPEC §10).
+#[derive(Clone, Default)]
+pub struct EventOptions {
+    /// They see every event once it is written (the terminal, `--json`).
+    pub listeners: Vec<Arc<dyn EventListener>>,
+    /// The person's prompt, for the `run_started` event.
+    pub prompt: String,
 }
 
 /// What keeps agents working across long runs and many runs (SPEC §9).
@@ -174,6 +188,8 @@ pub enum BootstrapError {
     #[error(transparent)]
     Io(#[from] IoError),
     #[error(transparent)]
+    Events(#[from] EventLogError),
+    #[error(transparent)]
     Mailbox(#[from] MailboxError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
@@ -197,6 +213,8 @@ impl ErrorCode for BootstrapError {
             Self::Busy { .. } => "workspace_busy",
             Self::NoConversation { .. } => "no_conversation",
             Self::Io(e) => e.code(),
+            Self::Events(EventLogError::Io(e)) => e.code(),
+            Self::Events(EventLogError::Corrupt { .. }) => "invalid_format",
             Self::Mailbox(e) => e.code(),
             Self::Protocol(e) => e.code(),
             Self::Audit(_) => "audit_failed",
@@ -221,6 +239,8 @@ pub struct Team {
     pub earlier_session: Option<PathBuf>,
     /// The tokens this run's agents have used.
     pub usage: Arc<RunUsage>,
+    /// This run's event stream; the caller records `run_ended` in it once the team is closed.
+    pub events: Arc<EventLog>,
     pub cron: CronRuntime,
     pub jobs: Arc<JobSupervisor>,
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
@@ -419,20 +439,53 @@ struct Stores {
     recovered: usize,
 }
 
-/// Opens the stores; messages a dead run left in `processing/` go back to `ready/`.
-fn open_stores(layout: &Layout, settings: &TeamSettings) -> Result<Stores, BootstrapError> {
+/// Opens this run's event stream, says the run started, and puts the recorder in front of the
+/// caller's observers, so that every runner and the team report into the stream.
+fn open_events(
+    layout: &Layout,
+    settings: &mut TeamSettings,
+) -> Result<Arc<EventLog>, BootstrapError> {
+    let log = EventLog::open(
+        layout,
+        settings.clock.clone(),
+        settings.ids.next_uuid().to_string(),
+        settings.redactor.clone(),
+    )?;
+    for listener in &settings.events.listeners {
+        log.subscribe(listener.clone());
+    }
+    let log = Arc::new(log);
+    let recorder = Arc::new(EventRecorder::new(log.clone()));
+    settings.run_observer = Arc::new(Both(recorder.clone(), settings.run_observer.clone()));
+    settings.team_observer = Arc::new(Both(recorder, settings.team_observer.clone()));
+    log.emit(
+        RUN_AGENT,
+        kinds::RUN_STARTED,
+        kinds::fields(serde_json::json!({
+            "prompt": kinds::preview(&settings.events.prompt),
+            "workspace": settings.workspace.display().to_string(),
+            "model": settings.long_lived.model_name,
+        })),
+    );
+    Ok(log)
+}
+
+/// Opens the stores; messages a dead run left in `processing/` go back to `ready/`. The
+/// mailbox and the protocol store report their transitions to `events`.
+fn open_stores(
+    layout: &Layout,
+    settings: &TeamSettings,
+    events: &Arc<EventLog>,
+) -> Result<Stores, BootstrapError> {
     let file_mailbox = FileMailboxStore::new(layout, settings.clock.clone());
     let mut recovered = 0;
     for agent in file_mailbox.agents()? {
         recovered += file_mailbox.recover(&agent)?.released.len();
     }
+    let protocol = JsonProtocolStore::open(layout, settings.clock.clone(), settings.ids.clone())?;
     Ok(Stores {
-        mailbox: Arc::new(file_mailbox),
-        protocol: Arc::new(JsonProtocolStore::open(
-            layout,
-            settings.clock.clone(),
-            settings.ids.clone(),
-        )?),
+        mailbox: Arc::new(ObservedMailbox::new(Arc::new(file_mailbox), events.clone())),
+        protocol: Arc::new(ObservedProtocol::new(Arc::new(protocol), events.clone())),
         audit: Arc::new(JsonlAuditSink::open(layout, settings.clock.clone())?),
         board: Arc::new(FileTaskBoard::new(
             layout,
@@ -648,10 +701,11 @@ fn lead_tools(
 }
 
 /// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
-pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
+pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let stores = open_stores(&layout, &settings)?;
+    let events = open_events(&layout, &mut settings)?;
+    let stores = open_stores(&layout, &settings, &events)?;
     finish_earlier_run(&layout, &settings, &stores)?;
     let base_policy =
         PermissionPolicy::default_policy(settings.approval.clone(), stores.audit.clone());
@@ -743,6 +797,7 @@ pub fn build_team(settings: TeamSettings) -> Result<Team, BootstrapError> {
         recovered: stores.recovered,
         earlier_session,
         usage: kit.usage.clone(),
+        events,
         cron,
         jobs,
         job_completions: Some(job_completions),

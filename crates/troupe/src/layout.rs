@@ -125,6 +125,11 @@ impl Layout {
         self.state_dir().join("usage.jsonl")
     }
 
+    /// `.troupe/events.jsonl`: the event stream of every run (SPEC §10).
+    pub fn events_log(&self) -> PathBuf {
+        self.state_dir().join("events.jsonl")
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

@@ -76,6 +76,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
+        events: Default::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -57,6 +57,7 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         require_plans: false,
         redactor: troupe::secrets::process_redactor(),
         long_lived: Default::default(),
+        events: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;

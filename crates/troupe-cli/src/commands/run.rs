@@ -150,6 +150,7 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         require_plans: args.require_plans,
         redactor,
         long_lived,
+        events: Default::default(),
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
     match outcome.last_end {

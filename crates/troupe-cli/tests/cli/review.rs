@@ -132,6 +132,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
+        events: Default::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -64,6 +64,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         require_plans: false,
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
+        events: Default::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

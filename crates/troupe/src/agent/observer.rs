@@ -2,7 +2,10 @@
 
 use troupe_wire::AgentName;
 
+use std::sync::Arc;
+
 use super::transcript::BoundaryKind;
+use crate::model::progress::{CallProgress, ProgressSink};
 use crate::model::{ModelResponse, ToolCall};
 use crate::tools::ToolOutcome;
 
@@ -10,6 +13,10 @@ use crate::tools::ToolOutcome;
 pub trait RunObserver: Send + Sync {
     fn model_call_started(&self, _agent: &AgentName, _call_number: usize) {}
     fn model_call_finished(&self, _agent: &AgentName, _response: &ModelResponse) {}
+    /// A retry or the switch to the fallback model, while the call goes on.
+    fn model_progress(&self, _agent: &AgentName, _progress: &CallProgress) {}
+    /// The call failed for good (after its retries and fallback); the turn fails with it.
+    fn model_call_failed(&self, _agent: &AgentName, _error: &str, _code: &str) {}
     fn tool_started(&self, _agent: &AgentName, _call: &ToolCall) {}
     fn tool_finished(&self, _agent: &AgentName, _call: &ToolCall, _outcome: &ToolOutcome) {}
     fn compacted(&self, _agent: &AgentName, _report: &CompactionReport) {}
@@ -46,6 +53,18 @@ pub struct CompactionReport {
     pub messages_after: usize,
     pub bytes_before: usize,
     pub bytes_after: usize,
+}
+
+/// Hands a model call's progress to a runner's observer, for one agent.
+pub(crate) struct ProgressTo {
+    pub observer: Arc<dyn RunObserver>,
+    pub agent: AgentName,
+}
+
+impl ProgressSink for ProgressTo {
+    fn progress(&self, progress: &CallProgress) {
+        self.observer.model_progress(&self.agent, progress);
+    }
 }
 
 /// Reports nothing.

@@ -20,11 +20,12 @@ use super::compactor::{Compactor, Results};
 use super::context::{ContextBudget, Keep, ResultBudget, REACTIVE_KEEP_GROUPS};
 use super::history::History;
 use super::memory::Memory;
-use super::observer::{RunObserver, Trigger};
+use super::observer::{ProgressTo, RunObserver, Trigger};
 use super::prompt::SystemPromptSource;
 use super::transcript::{FileTranscript, Origin};
 use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
+use crate::model::progress;
 use crate::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
     ModelResponse, Purpose, ToolSpec, Usage,
@@ -303,9 +304,21 @@ impl Runner {
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
-            let Some(response) = self.complete_compacting(cancel).await? else {
-                outcome.end = TurnEnd::Cancelled;
-                return Ok(outcome);
+            let sink = Arc::new(ProgressTo {
+                observer: self.observer.clone(),
+                agent: self.agent.clone(),
+            });
+            let response = match progress::observed(sink, self.complete_compacting(cancel)).await {
+                Ok(Some(response)) => response,
+                Ok(None) => {
+                    outcome.end = TurnEnd::Cancelled;
+                    return Ok(outcome);
+                }
+                Err(e) => {
+                    self.observer
+                        .model_call_failed(&self.agent, &e.to_string(), e.code());
+                    return Err(e.into());
+                }
             };
             self.observer.model_call_finished(&self.agent, &response);
             let message = response.message;

@@ -14,6 +14,7 @@
 pub mod config;
 pub mod openai;
 pub mod overflow;
+pub mod progress;
 pub mod retry;
 pub mod scripted;
 pub mod types;

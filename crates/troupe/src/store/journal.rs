@@ -91,6 +91,18 @@ impl Journal {
         result
     }
 
+    /// Cuts a torn tail now rather than at the next append (for logs whose readers want a clean
+    /// end from the start).
+    pub fn cut_torn_tail_now(&self) -> Result<(), IoError> {
+        let _thread = crate::sync::lock(&self.appending);
+        self.file
+            .lock()
+            .map_err(|e| IoError::new("lock", &self.path, e))?;
+        let result = self.cut_torn_tail().map(|_| ());
+        let _ = self.file.unlock();
+        result
+    }
+
     fn append_locked(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
         let len = self.cut_torn_tail()?;
         if let Err(e) = (&self.file).write_all(bytes) {

@@ -3,6 +3,8 @@
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
 //! - [`artifacts`]: tool results too large for a history, kept whole under `.troupe/artifacts/`.
+//! - [`events`]: `.troupe/events.jsonl`, the run's event stream (SPEC §10): cheap appends with a
+//!   gapless `seq`, readers that follow it, and the stores' decorators that report to it.
 //! - [`journal`]: append-only logs (transcripts, audit, quarantine journals, the protocol
 //!   archive): a torn last line is cut before the next append, under a lock on the log.
 //! - [`read`]: opening troupe's own files (and workspace files) only when they are regular files,
@@ -17,6 +19,7 @@
 
 pub mod artifacts;
 pub mod durable;
+pub mod events;
 pub mod journal;
 pub mod lock;
 pub mod lock_probe;

@@ -28,6 +28,7 @@ pub mod observer;
 pub mod plan_gate;
 pub mod postman;
 pub mod protocol;
+pub mod recorder;
 pub mod roster;
 pub mod runtime;
 pub mod tools;

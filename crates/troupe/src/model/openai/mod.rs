@@ -29,6 +29,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::progress::{self, CallProgress};
 use super::retry::{jitter_sample, RetryPolicy};
 use super::types::{ModelRequest, ModelResponse};
 use super::{ModelClient, ModelError};
@@ -155,6 +156,12 @@ impl OpenAiClient {
                 error = %failure.error,
                 "model call failed; retrying"
             );
+            progress::report(CallProgress::Retrying {
+                model: model.to_owned(),
+                attempt,
+                error: failure.error.to_string(),
+                delay,
+            });
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
@@ -265,6 +272,11 @@ impl ModelClient for OpenAiClient {
             error = %primary,
             "primary model failed; trying the fallback model"
         );
+        progress::report(CallProgress::FallingBack {
+            from: self.model.clone(),
+            to: fallback_model.clone(),
+            error: primary.to_string(),
+        });
         self.complete_with(fallback_model, request, until, None)
             .await
             .map_err(|fallback| ModelError::FallbackFailed {

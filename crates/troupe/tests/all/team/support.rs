@@ -351,6 +351,7 @@ impl Fixture {
             require_plans: false,
             redactor: troupe::secrets::Redactor::default(),
             long_lived: Default::default(),
+            events: Default::default(),
         }
     }
 

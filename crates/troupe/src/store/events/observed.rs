@@ -1,0 +1,256 @@
+//! The mailbox and protocol ports, reporting each transition to the event stream: a decorator
+//! around any implementation, so every path that moves a message or a request — the lead, the
+//! workers, the postman, recovery — is seen, without each of them remembering to say so.
+//!
+//! Only what succeeded is reported, after it happened. A claimed message whose sender is `user`
+//! (a person, through `troupe send` or the web view) is also reported as `user_message`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use troupe_wire::{AgentName, MailboxMessage, MessageId, ProtocolMessage, ProtocolRequest};
+
+use super::kinds::{self, compact, preview};
+use super::EventSink;
+use crate::store::mailbox::{
+    AckOutcome, MailboxCounts, MailboxEntry, MailboxError, MailboxState, MailboxStore,
+    QuarantineRecord, RecoveryReport,
+};
+use crate::store::protocol::{
+    Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore,
+};
+
+/// The sender name of messages from a person (`troupe send`, the web view).
+pub const USER: &str = "user";
+
+/// A mailbox that reports sends, claims, acks, releases and quarantines.
+pub struct ObservedMailbox {
+    inner: Arc<dyn MailboxStore>,
+    events: Arc<dyn EventSink>,
+}
+
+impl ObservedMailbox {
+    pub fn new(inner: Arc<dyn MailboxStore>, events: Arc<dyn EventSink>) -> Self {
+        Self { inner, events }
+    }
+}
+
+/// The fields of `message_sent`.
+fn sent_fields(message: &MailboxMessage) -> serde_json::Map<String, serde_json::Value> {
+    match message {
+        MailboxMessage::Ordinary(m) => compact(json!({
+            "message_id": m.id,
+            "from": m.sender,
+            "to": m.recipient,
+            "message_kind": m.kind.as_str(),
+            "preview": preview(m.content.as_str()),
+        })),
+        MailboxMessage::Protocol(p) => compact(json!({
+            "message_id": p.id(),
+            "from": p.sender(),
+            "to": p.recipient(),
+            "message_kind": p.kind().as_str(),
+            "request_id": p.request_id(),
+            "approved": p.approved(),
+            "preview": preview(p.content().as_str()),
+        })),
+    }
+}
+
+impl MailboxStore for ObservedMailbox {
+    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        self.inner.send(message)?;
+        self.events.emit(
+            message.sender().as_str(),
+            kinds::MESSAGE_SENT,
+            sent_fields(message),
+        );
+        Ok(())
+    }
+
+    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        let claimed = self.inner.claim(agent)?;
+        if let Some(message) = &claimed {
+            self.events.emit(
+                agent.as_str(),
+                kinds::MESSAGE_CLAIMED,
+                kinds::fields(json!({"message_id": message.id(), "from": message.sender()})),
+            );
+            if let MailboxMessage::Ordinary(m) = message {
+                if m.sender.as_str() == USER {
+                    self.events.emit(
+                        agent.as_str(),
+                        kinds::USER_MESSAGE,
+                        kinds::fields(json!({"message_id": m.id, "text": m.content.as_str()})),
+                    );
+                }
+            }
+        }
+        Ok(claimed)
+    }
+
+    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+        let outcome = self.inner.ack(agent, message)?;
+        if outcome == AckOutcome::Acked {
+            self.events.emit(
+                agent.as_str(),
+                kinds::MESSAGE_ACKED,
+                kinds::fields(json!({"message_id": message.id()})),
+            );
+        }
+        Ok(outcome)
+    }
+
+    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.inner.release(agent, id)?;
+        self.events.emit(
+            agent.as_str(),
+            kinds::MESSAGE_RELEASED,
+            kinds::fields(json!({"message_id": id})),
+        );
+        Ok(())
+    }
+
+    fn quarantine(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        reason: &str,
+    ) -> Result<QuarantineRecord, MailboxError> {
+        let record = self.inner.quarantine(agent, id, reason)?;
+        self.events.emit(
+            agent.as_str(),
+            kinds::MESSAGE_QUARANTINED,
+            kinds::fields(json!({"message_id": id, "reason": reason})),
+        );
+        Ok(record)
+    }
+
+    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        self.inner.recover(agent)
+    }
+
+    fn list(
+        &self,
+        agent: &AgentName,
+        state: MailboxState,
+    ) -> Result<Vec<MailboxEntry>, MailboxError> {
+        self.inner.list(agent, state)
+    }
+
+    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        self.inner.counts(agent)
+    }
+
+    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        self.inner.agents()
+    }
+}
+
+/// A protocol store that reports requests created, answered and consumed.
+pub struct ObservedProtocol {
+    inner: Arc<dyn ProtocolStore>,
+    events: Arc<dyn EventSink>,
+}
+
+impl ObservedProtocol {
+    pub fn new(inner: Arc<dyn ProtocolStore>, events: Arc<dyn EventSink>) -> Self {
+        Self { inner, events }
+    }
+}
+
+/// The fields every request event has.
+pub fn request_fields(request: &ProtocolRequest) -> serde_json::Map<String, serde_json::Value> {
+    kinds::fields(json!({
+        "request_id": request.id(),
+        "protocol": request.kind().as_str(),
+        "from": request.sender(),
+        "to": request.target(),
+        "expires_at": request.expires_at_utc(),
+    }))
+}
+
+impl ProtocolStore for ObservedProtocol {
+    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        let request = self.inner.create(new)?;
+        self.events.emit(
+            request.sender().as_str(),
+            kinds::REQUEST_CREATED,
+            request_fields(&request),
+        );
+        Ok(request)
+    }
+
+    fn get(&self, id: troupe_wire::RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.inner.get(id)
+    }
+
+    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.inner.list()
+    }
+
+    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.inner.pending()
+    }
+
+    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.inner.latest_plan_of(sender)
+    }
+
+    fn validate_request(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<ProtocolRequest, ProtocolError> {
+        self.inner.validate_request(message)
+    }
+
+    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        self.inner.validate_response(message)
+    }
+
+    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        let consumed = self.inner.consume_response(message)?;
+        if !consumed.replayed {
+            let mut fields = request_fields(&consumed.request);
+            fields.insert("message_id".into(), json!(message.id()));
+            fields.insert("approved".into(), json!(message.approved()));
+            fields.insert(
+                "status".into(),
+                json!(consumed.request.stored_status().to_string()),
+            );
+            self.events.emit(
+                message.recipient().as_str(),
+                kinds::REQUEST_CONSUMED,
+                fields,
+            );
+        }
+        Ok(consumed)
+    }
+
+    fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError> {
+        let delivery = self.inner.answer(response, deliver)?;
+        self.events.emit(
+            response.sender().as_str(),
+            kinds::REQUEST_ANSWERED,
+            compact(json!({
+                "request_id": response.request_id(),
+                "protocol": response.kind().as_str(),
+                "approved": response.approved(),
+                "to": response.recipient(),
+                "preview": preview(response.content().as_str()),
+            })),
+        );
+        Ok(delivery)
+    }
+
+    fn deliver_recorded_answers(
+        &self,
+        deliver: Deliver<'_>,
+    ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
+        self.inner.deliver_recorded_answers(deliver)
+    }
+}

@@ -1,0 +1,206 @@
+//! Reading `.troupe/events.jsonl`: all of it, or what was appended since the last read.
+//!
+//! Only complete lines are read: a line still being written (or torn by a crash) is left for the
+//! next read. A line that is complete but not an event is an error naming its number — the file
+//! is troupe's own, so that is corruption, not something to skip silently. Reading never creates
+//! anything: a missing file reads as no events.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use troupe_wire::Event;
+
+use super::EventLogError;
+use crate::store::read::{open_regular, Links};
+use crate::store::IoError;
+
+/// How much is read from the end to find the last line's `seq` at a time.
+const TAIL_CHUNK: u64 = 64 * 1024;
+
+/// Every event in the file at `path` (none if there is no file).
+pub fn read_all(path: &Path) -> Result<Vec<Event>, EventLogError> {
+    let mut cursor = EventCursor::new(path);
+    cursor.read_new()
+}
+
+/// The `seq` of the last complete line, `0` for an empty or missing file.
+pub fn last_seq(path: &Path) -> Result<u64, EventLogError> {
+    let Some(file) = open_regular(path, Links::Refuse)? else {
+        return Ok(0);
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| IoError::new("inspect", path, e))?
+        .len();
+    let mut end = len;
+    let mut tail: Vec<u8> = Vec::new();
+    while end > 0 {
+        let start = end.saturating_sub(TAIL_CHUNK);
+        let mut chunk = vec![0; usize::try_from(end - start).unwrap_or(0)];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut chunk, start)
+            .map_err(|e| IoError::new("read", path, e))?;
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        end = start;
+        // The complete part: up to the last `\n`.
+        let Some(last_nl) = tail.iter().rposition(|&b| b == b'\n') else {
+            continue;
+        };
+        let complete = &tail[..last_nl];
+        let line_start = complete.iter().rposition(|&b| b == b'\n').map(|at| at + 1);
+        match line_start {
+            Some(at) => return parse_last(path, &complete[at..]),
+            None if end == 0 => return parse_last(path, complete),
+            None => {}
+        }
+    }
+    Ok(0)
+}
+
+fn parse_last(path: &Path, line: &[u8]) -> Result<u64, EventLogError> {
+    let text = String::from_utf8_lossy(line);
+    Event::parse_line(&text)
+        .map(|e| e.seq)
+        .map_err(|e| EventLogError::Corrupt {
+            path: path.display().to_string(),
+            line: count_lines(path).unwrap_or(0),
+            reason: e.to_string(),
+        })
+}
+
+/// Number of complete lines (for naming the last one in an error).
+fn count_lines(path: &Path) -> Option<usize> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(bytes.iter().filter(|&&b| b == b'\n').count())
+}
+
+/// Reads new complete lines of one file, from where the last read stopped.
+#[derive(Debug)]
+pub struct EventCursor {
+    path: PathBuf,
+    file: Option<File>,
+    /// Bytes of complete lines consumed so far.
+    offset: u64,
+    /// Complete lines consumed so far (for error messages).
+    lines: usize,
+    /// Bytes read past the last complete line, kept for the next read.
+    partial: Vec<u8>,
+}
+
+impl EventCursor {
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+            file: None,
+            offset: 0,
+            lines: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The events of the complete lines appended since the last call (all of them the first
+    /// time); empty while the file does not exist.
+    pub fn read_new(&mut self) -> Result<Vec<Event>, EventLogError> {
+        if self.file.is_none() {
+            match open_regular(&self.path, Links::Refuse)? {
+                Some(file) => self.file = Some(file),
+                None => return Ok(Vec::new()),
+            }
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let read_from = self.offset + self.partial.len() as u64;
+        file.seek(SeekFrom::Start(read_from))
+            .map_err(|e| IoError::new("read", &self.path, e))?;
+        let mut bytes = std::mem::take(&mut self.partial);
+        file.read_to_end(&mut bytes)
+            .map_err(|e| IoError::new("read", &self.path, e))?;
+        let complete = bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let mut events = Vec::new();
+        for line in bytes[..complete].split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            self.lines += 1;
+            let text = std::str::from_utf8(line).map_err(|e| self.corrupt(e.to_string()))?;
+            events.push(Event::parse_line(text).map_err(|e| self.corrupt(e.to_string()))?);
+        }
+        self.offset += complete as u64;
+        self.partial = bytes[complete..].to_vec();
+        Ok(events)
+    }
+
+    fn corrupt(&self, reason: String) -> EventLogError {
+        EventLogError::Corrupt {
+            path: self.path.display().to_string(),
+            line: self.lines,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(seq: u64) -> String {
+        format!(
+            "{{\"seq\":{seq},\"at\":\"2026-07-30T08:00:00.000Z\",\"run_id\":\"r\",\"agent\":\"lead\",\"kind\":\"k\"}}\n"
+        )
+    }
+
+    #[test]
+    fn a_cursor_reads_only_new_complete_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut cursor = EventCursor::new(&path);
+        assert!(cursor.read_new().unwrap().is_empty(), "no file, no events");
+        assert!(!path.exists(), "reading creates nothing");
+
+        let (one, two) = (line(1), line(2));
+        std::fs::write(&path, format!("{one}{}", &two[..10])).unwrap();
+        let seqs = |events: Vec<Event>| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(cursor.read_new().unwrap()), [1]);
+        assert_eq!(seqs(cursor.read_new().unwrap()), Vec::<u64>::new());
+        std::fs::write(&path, format!("{one}{two}{}", line(3))).unwrap();
+        assert_eq!(seqs(cursor.read_new().unwrap()), [2, 3]);
+    }
+
+    #[test]
+    fn last_seq_reads_the_last_complete_line_of_a_long_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        assert_eq!(last_seq(&path).unwrap(), 0);
+        let text: String = (1..=5000).map(line).collect();
+        std::fs::write(&path, format!("{text}{{\"seq\":5001")).unwrap();
+        assert_eq!(last_seq(&path).unwrap(), 5000);
+    }
+
+    #[test]
+    fn a_corrupt_line_names_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, format!("{}oops\n{}", line(1), line(3))).unwrap();
+        let err = read_all(&path).unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(read_all(&path).is_err());
+    }
+}
