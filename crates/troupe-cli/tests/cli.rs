@@ -56,6 +56,8 @@ mod run_lock;
 mod scripts;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/send.rs"]
+mod send;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/special_files.rs"]

@@ -8,6 +8,7 @@ mod inspect;
 mod memory;
 mod review;
 mod run;
+mod send;
 
 use std::path::PathBuf;
 
@@ -29,6 +30,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             approve,
             feedback,
         ),
+        Command::Send { agent, text, json } => {
+            send::send(&resolve_workspace(cli.workspace)?, &agent, &text, json)
+        }
         Command::Status { json } => inspect::status(&resolve_workspace(cli.workspace)?, json),
         Command::Requests { status, json } => {
             inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)
