@@ -58,7 +58,7 @@ fn a_message_sent_during_a_run_reaches_the_lead_as_a_user_message_event() {
     )
     .unwrap();
     std::fs::create_dir_all(ws.join(".troupe")).unwrap();
-    let mut run = command(&ws)
+    let run = command(&ws)
         .args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
         .args([
             "--approval",
