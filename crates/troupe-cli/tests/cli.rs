@@ -32,6 +32,8 @@
 mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
+#[path = "cli/events.rs"]
+mod events;
 #[path = "cli/exits.rs"]
 mod exits;
 #[path = "cli/help.rs"]

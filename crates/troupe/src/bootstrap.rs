@@ -39,6 +39,7 @@ use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
+use crate::permissions::observed::ObservedApproval;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::secrets::Redactor;
 use crate::store::artifacts::ArtifactStore;
@@ -458,6 +459,10 @@ fn open_events(
     let recorder = Arc::new(EventRecorder::new(log.clone()));
     settings.run_observer = Arc::new(Both(recorder.clone(), settings.run_observer.clone()));
     settings.team_observer = Arc::new(Both(recorder, settings.team_observer.clone()));
+    settings.approval = Arc::new(ObservedApproval::new(
+        settings.approval.clone(),
+        log.clone(),
+    ));
     log.emit(
         RUN_AGENT,
         kinds::RUN_STARTED,
@@ -718,7 +723,8 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
             settings.ids.clone(),
             job_tx,
         )
-        .with_redactor(settings.redactor.clone()),
+        .with_redactor(settings.redactor.clone())
+        .with_events(events.clone()),
     );
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron = CronRuntime::open(
@@ -727,6 +733,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         settings.ids.clone(),
         cron_tx,
     )?;
+    cron.report_to(events.clone());
     cron.start()?;
 
     let kit = Arc::new(LongLivedKit::new(&layout, &settings));

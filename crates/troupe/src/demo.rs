@@ -2,7 +2,8 @@
 //!
 //! The lead spawns a `writer` teammate; the writer submits a plan and tries to write before it is
 //! approved (the plan gate denies it, before the handler runs); the lead approves; the writer
-//! writes `NOTES.md` and reports; the lead asks it to shut down; the writer answers without a
+//! writes `NOTES.md` and reports; the lead checks the note with a background job and, once the
+//! job has ended, asks the writer to shut down; the writer answers without a
 //! model call; the run ends. Each agent's model is a function of its own conversation, so the
 //! scenario follows whatever order the runtime delivers events in.
 
@@ -134,7 +135,16 @@ fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
                 .as_str()
                 .is_some_and(|c| c.starts_with("Wrote"))
     });
-    if wrote && calls_named(m, "request_shutdown").is_empty() {
+    if wrote && calls_named(m, "shell").is_empty() {
+        // A check of the note in the background: the lead hears when it ends.
+        return Ok(call(
+            n,
+            "shell",
+            json!({"command": format!("wc -l {NOTES_FILE}"), "run_in_background": true}),
+        ));
+    }
+    let checked = events.iter().any(|e| e["kind"] == "job_completed");
+    if wrote && checked && calls_named(m, "request_shutdown").is_empty() {
         return Ok(call(n, "request_shutdown", json!({"teammate": TEAMMATE})));
     }
     Ok(text("Waiting for the writer."))

@@ -22,7 +22,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{Content, UtcTime};
+use troupe_wire::{AgentName, Content, UtcTime};
 
 use super::schedule::CronSchedule;
 use super::store::{CronChange, CronStore};
@@ -30,6 +30,7 @@ use super::{CronError, CronJob, CronJobId, CronJobView, CronWakeup};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
+use crate::store::events::{kinds, EventSink};
 
 /// What `schedule_cron` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +88,8 @@ struct Shared {
     replan: Notify,
     /// Cancelled by `close`: stops the timer task and refuses new jobs.
     closed: CancellationToken,
+    /// Where `cron_fired` goes (SPEC §10); nowhere until [`CronRuntime::report_to`].
+    events: std::sync::OnceLock<Arc<dyn EventSink>>,
 }
 
 impl CronRuntime {
@@ -111,12 +114,19 @@ impl CronRuntime {
                 wakeups,
                 replan: Notify::new(),
                 closed: closed.clone(),
+                events: std::sync::OnceLock::new(),
             }),
             timer: Arc::new(TimerSlot {
                 task: Mutex::new(None),
                 stop: closed,
             }),
         })
+    }
+
+    /// Reports every wakeup to `events` as `cron_fired` (from the first call on; later calls
+    /// change nothing).
+    pub fn report_to(&self, events: Arc<dyn EventSink>) {
+        let _ = self.shared.events.set(events);
     }
 
     /// Spawns the timer task on the current tokio runtime. Calling it again, or after
@@ -287,6 +297,17 @@ impl Shared {
         }
         wakeups.sort_by_key(|w| (w.scheduled_for_utc, w.job_id));
         for wakeup in &wakeups {
+            if let Some(events) = self.events.get() {
+                events.emit(
+                    AgentName::LEAD,
+                    kinds::CRON_FIRED,
+                    kinds::fields(serde_json::json!({
+                        "job_id": wakeup.job_id.to_string(),
+                        "scheduled_for": wakeup.scheduled_for_utc,
+                        "prompt": kinds::preview(wakeup.prompt.as_str()),
+                    })),
+                );
+            }
             if self.wakeups.send(wakeup.clone()).is_err() {
                 tracing::debug!(job = %wakeup.job_id, "cron wakeup dropped: nobody is listening");
             }

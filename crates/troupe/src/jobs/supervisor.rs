@@ -26,13 +26,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, UtcTime};
 
-use super::record::{self, JobEnd, JobId, JobRecord, JobState};
+use serde_json::json;
+
+use super::record::{self, JobEnd, JobId, JobRecord, JobState, JobStatus};
 use super::JobError;
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::process::{CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP};
 use crate::secrets::Redactor;
+use crate::store::events::{kinds, EventSink, NoEvents};
 
 /// A job's default time limit. The run is not quiescent while a job runs, so a job that never
 /// ends (a dev server) would otherwise hold `troupe run` open for ever; half an hour leaves room
@@ -88,6 +91,8 @@ pub struct JobSupervisor {
     redactor: Redactor,
     /// Cancelled by `close` (and on drop); every job watches a child of it.
     closing: CancellationToken,
+    /// Where `job_started` and `job_ended` go (SPEC §10).
+    events: Arc<dyn EventSink>,
 }
 
 /// What the job tasks share with the supervisor.
@@ -139,7 +144,14 @@ impl JobSupervisor {
             term_grace: DEFAULT_TERM_GRACE,
             redactor: Redactor::default(),
             closing: CancellationToken::new(),
+            events: Arc::new(NoEvents),
         }
+    }
+
+    /// Reports every job's start and end to `events`.
+    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.events = events;
+        self
     }
 
     /// Another time limit per job (`None`: none).
@@ -237,7 +249,13 @@ impl JobSupervisor {
             term_grace: self.term_grace,
             redactor: self.redactor.clone(),
             cancel: self.closing.child_token(),
+            events: self.events.clone(),
         };
+        self.events.emit(
+            watch.record.agent.as_str(),
+            kinds::JOB_STARTED,
+            kinds::fields(json!({"job_id": id.to_string(), "command": watch.record.command})),
+        );
         tasks.handles.insert(id, runtime.spawn(watch.run(group)));
         Ok(id)
     }
@@ -309,6 +327,7 @@ struct Watch {
     term_grace: Duration,
     redactor: Redactor,
     cancel: CancellationToken,
+    events: Arc<dyn EventSink>,
 }
 
 impl Watch {
@@ -353,6 +372,16 @@ impl Watch {
                 super::orphans::forget(&self.shared.layout, job.id);
             }
         });
+        self.events.emit(
+            completion.agent.as_str(),
+            kinds::JOB_ENDED,
+            kinds::compact(json!({
+                "job_id": completion.job_id.to_string(),
+                "command": completion.command,
+                "status": JobStatus::from(completion.status).as_str(),
+                "exit_code": completion.exit_code,
+            })),
+        );
         // The receiver is gone only when the runtime is closing; nobody is left to tell.
         let _ = self.shared.completions.send(completion);
         self.shared.running.fetch_sub(1, Ordering::SeqCst);

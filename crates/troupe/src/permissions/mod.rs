@@ -16,6 +16,7 @@ pub mod approval;
 pub mod audit;
 pub mod effect;
 pub mod hooks;
+pub mod observed;
 pub mod policy;
 pub mod rules;
 

@@ -20,8 +20,8 @@
 //! | `request_answered` | answerer | `request_id`, `protocol`, `approved`, `status` |
 //! | `request_consumed` | receiver | `request_id`, `protocol`, `message_id` |
 //! | `request_expired` | sender | `request_id`, `protocol`, `from`, `to` |
-//! | `approval_asked` | agent | `tool`, `preview` |
-//! | `approval_answered` | agent | `tool`, `allowed`, `reason` |
+//! | `approval_asked` | agent | `tool`, `preview`, `reason`, `provider` |
+//! | `approval_answered` | agent | `tool`, `allowed`, `reason`, `provider` |
 //! | `compaction` | agent | `trigger`, `how` (`summary`, `dropped`), `messages_before`, `messages_after`, `bytes_before`, `bytes_after` |
 //! | `job_started` | agent | `job_id`, `command` |
 //! | `job_ended` | agent | `job_id`, `command`, `status`, `exit_code`? |
