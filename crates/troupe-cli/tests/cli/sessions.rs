@@ -142,6 +142,20 @@ fn twenty_runs_on_one_workspace_never_fail_on_context() {
     assert!(text.contains("run 0: read") && text.contains("run 19: read"));
     let after = &text[text.rfind("\"compaction\"").unwrap()..];
     assert!(after.contains("run 19: read blob.txt three times"));
+    // Each compaction is in the event stream, as many as boundaries in the transcript.
+    let compactions = compaction_events(&ws);
+    assert_eq!(compactions.len(), text.matches("\"compaction\"").count());
+    assert!(compactions.iter().all(|e| e.agent == "lead"
+        && e.str("trigger") == Some("budget")
+        && e.u64("messages_after") < e.u64("messages_before")));
+}
+
+fn compaction_events(ws: &std::path::Path) -> Vec<troupe::wire::Event> {
+    troupe::store::events::read::read_all(&ws.join(".troupe/events.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "compaction")
+        .collect()
 }
 
 #[test]
@@ -162,6 +176,9 @@ fn without_its_own_budget_the_run_still_recovers_from_prompt_too_long() {
     }
     let text = transcript_text(&ws, "lead.jsonl");
     assert!(text.contains("\"compaction\""), "no compaction boundary");
+    assert!(compaction_events(&ws)
+        .iter()
+        .any(|e| e.str("trigger") == Some("prompt_too_long")));
 }
 
 #[test]

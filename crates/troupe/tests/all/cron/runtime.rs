@@ -184,3 +184,42 @@ async fn a_closed_runtime_refuses_new_jobs() {
         .unwrap_err();
     assert_eq!(err.code(), "cron_closed");
 }
+
+#[tokio::test]
+async fn every_wakeup_is_reported_to_the_event_stream_as_cron_fired() {
+    use std::sync::{Arc, Mutex};
+    use troupe::store::events::{kinds, EventSink};
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, String, serde_json::Value)>>);
+    impl EventSink for Seen {
+        fn emit(
+            &self,
+            agent: &str,
+            kind: &'static str,
+            fields: serde_json::Map<String, serde_json::Value>,
+        ) {
+            self.0.lock().unwrap().push((
+                agent.into(),
+                kind.into(),
+                serde_json::Value::Object(fields),
+            ));
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let seen = Arc::new(Seen::default());
+    runtime.report_to(seen.clone());
+    runtime
+        .schedule(request("*/5 * * * *", "UTC", true, false))
+        .unwrap();
+    assert_eq!(runtime.fire_due(at("2026-07-30T08:05:00.000Z")).len(), 1);
+    let seen = seen.0.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let (agent, kind, fields) = &seen[0];
+    assert_eq!((agent.as_str(), kind.as_str()), ("lead", kinds::CRON_FIRED));
+    assert_eq!(fields["job_id"], job_id(1).to_string());
+    assert_eq!(fields["scheduled_for"], "2026-07-30T08:05:00.000Z");
+    assert_eq!(fields["prompt"], "wake up for */5 * * * *");
+}

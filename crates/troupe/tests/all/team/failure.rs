@@ -60,6 +60,24 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
     // The task went back to ready/, nothing is stuck in processing/.
     assert_eq!(fx.count("mate", MailboxState::Ready), 1);
     assert_eq!(fx.count("mate", MailboxState::Processing), 0);
+    // The stream says why, and that the message went back.
+    let failed = fx.events_of("model_call_failed");
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].agent, "mate");
+    assert!(failed[0].str("code").is_some_and(|c| !c.is_empty()));
+    let released = fx.events_of("message_released");
+    assert_eq!(released.len(), 1, "{released:#?}");
+    assert_eq!(released[0].agent, "mate");
+    let status: Vec<_> = fx
+        .events_of("teammate_status")
+        .iter()
+        .filter_map(|e| e.str("status").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        status.last().map(String::as_str),
+        Some("failed"),
+        "{status:?}"
+    );
     // The roster shows the reason.
     let roster = team.runtime.roster();
     assert!(roster[0]

@@ -228,6 +228,17 @@ async fn an_unanswered_shutdown_request_expires_and_the_lead_is_told() {
     assert_eq!(quarantined.len(), 1, "{quarantined:#?}");
     assert_eq!(quarantined[0].0, "writer");
     assert!(quarantined[0].2.contains("expired"), "{}", quarantined[0].2);
+    // The stream has the expiry and the quarantine.
+    let expired = f.events_of("request_expired");
+    assert_eq!(expired.len(), 1, "{expired:#?}");
+    assert_eq!(
+        expired[0].str("request_id"),
+        Some(request.id().to_string().as_str())
+    );
+    assert_eq!(expired[0].str("protocol"), Some("shutdown"));
+    let events_quarantined = f.events_of("message_quarantined");
+    assert_eq!(events_quarantined.len(), 1);
+    assert_eq!(events_quarantined[0].agent, "writer");
     assert_eq!(writer.calls(), 1);
     assert_eq!(f.requests()[0], request, "still pending, shown as expired");
     assert_eq!(f.status_of(&team, "writer"), Some(TeammateStatus::Idle));

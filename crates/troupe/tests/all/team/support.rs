@@ -313,6 +313,15 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// The events of `kind` in the workspace's `.troupe/events.jsonl`, in order.
+    pub fn events_of(&self, kind: &str) -> Vec<troupe::wire::Event> {
+        troupe::store::events::read::read_all(&self.workspace.join(".troupe/events.jsonl"))
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect()
+    }
+
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let workspace = std::fs::canonicalize(dir.path()).unwrap();
