@@ -4,8 +4,8 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
 use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
 use troupe::agent::{NullObserver, TurnEnd, UsageSink};
 use troupe::bootstrap::{
     build_team, EventOptions, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,

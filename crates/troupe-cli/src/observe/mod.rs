@@ -140,9 +140,7 @@ impl Console {
                 spinners.tool_started(agent, call_id, event.str("tool").unwrap_or("a tool"));
             }
             kinds::TOOL_FINISHED => spinners.tool_finished(agent, call_id),
-            kinds::TEAMMATE_STATUS
-                if !matches!(event.str("status"), Some("running" | "idle")) =>
-            {
+            kinds::TEAMMATE_STATUS if !matches!(event.str("status"), Some("running" | "idle")) => {
                 spinners.idle(agent);
             }
             kinds::RUN_ENDED => spinners.clear(),

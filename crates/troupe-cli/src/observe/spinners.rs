@@ -17,7 +17,8 @@ const TICK: Duration = Duration::from_millis(100);
 
 /// What keeps one agent busy.
 struct Busy {
-    bar: ProgressBar,
+    /// Drawn once the agent is busy.
+    bar: Option<ProgressBar>,
     model: bool,
     /// Running tools by call id.
     tools: BTreeMap<String, String>,
@@ -96,9 +97,9 @@ impl Spinners {
     /// Every spinner off the screen, for good (the run ended).
     pub fn clear(&self) {
         let mut busy = troupe::sync::lock(&self.busy);
-        for (_, b) in busy.drain() {
-            b.bar.finish_and_clear();
-            self.multi.remove(&b.bar);
+        for bar in busy.drain().filter_map(|(_, b)| b.bar) {
+            bar.finish_and_clear();
+            self.multi.remove(&bar);
         }
         let _ = self.multi.clear();
     }
@@ -122,32 +123,41 @@ impl Spinners {
 
     fn update(&self, agent: &str, change: impl FnOnce(&mut Busy)) {
         let mut all = troupe::sync::lock(&self.busy);
-        let busy = all.entry(agent.to_owned()).or_insert_with(|| {
-            let bar = self.multi.add(ProgressBar::hidden());
-            bar.set_style(self.style.clone());
-            bar.set_prefix(style::agent_column(agent, self.colour));
-            Busy {
-                bar,
-                model: false,
-                tools: BTreeMap::new(),
-                message: String::new(),
-            }
+        let busy = all.entry(agent.to_owned()).or_insert_with(|| Busy {
+            bar: None,
+            model: false,
+            tools: BTreeMap::new(),
+            message: String::new(),
         });
         change(busy);
         let message = busy.message();
         if message.is_empty() {
-            if let Some(done) = all.remove(agent) {
-                done.bar.finish_and_clear();
-                self.multi.remove(&done.bar);
+            if let Some(bar) = all.remove(agent).and_then(|done| done.bar) {
+                bar.finish_and_clear();
+                self.multi.remove(&bar);
             }
-        } else if message != busy.message {
-            busy.bar.reset_elapsed();
-            busy.bar.set_message(message.clone());
-            if busy.message.is_empty() {
-                busy.bar.enable_steady_tick(TICK);
-            }
-            busy.message = message;
+            return;
         }
+        if message == busy.message {
+            return;
+        }
+        match &busy.bar {
+            Some(bar) => {
+                bar.reset_elapsed();
+                bar.set_message(message.clone());
+            }
+            None => {
+                // Complete before it is added: its first frame already says what it waits on.
+                let bar = ProgressBar::hidden()
+                    .with_style(self.style.clone())
+                    .with_prefix(style::agent_column(agent, self.colour))
+                    .with_message(message.clone());
+                let bar = self.multi.add(bar);
+                bar.enable_steady_tick(TICK);
+                busy.bar = Some(bar);
+            }
+        }
+        busy.message = message;
     }
 }
 

@@ -126,7 +126,8 @@ async fn a_refused_key_is_exit_1_with_one_line_and_no_key() {
     assert_eq!(out.code, 1, "{out:#?}");
     assert_eq!(out.stdout, "", "{out:#?}");
     assert!(
-        out.stderr.contains("lead     model call failed [model_auth]"),
+        out.stderr
+            .contains("lead     model call failed [model_auth]"),
         "{out:#?}"
     );
     let last = out.stderr.lines().last().unwrap();
