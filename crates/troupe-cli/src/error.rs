@@ -84,7 +84,9 @@ impl CliError {
 
     /// Tells the user and gives the exit code: one line `troupe: <cause> [<code>]` on stderr,
     /// or, when JSON was asked for, one object `{"error":{"code","message"}}` on stdout and
-    /// nothing on stderr (the exit code is the same).
+    /// nothing on stderr (the exit code is the same). An [`CliError::InStream`] error is always
+    /// the stderr line: under `--json` its stdout is the event stream, which already ends with
+    /// the error in `run_ended`.
     pub fn report(&self, json: bool) -> ExitCode {
         if let Self::InStream(inner) = self {
             return inner.report(false);

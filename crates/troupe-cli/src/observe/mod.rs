@@ -136,6 +136,14 @@ impl Console {
         match event.kind.as_str() {
             kinds::MODEL_CALL_STARTED => spinners.model(agent, true),
             kinds::MODEL_CALL_FINISHED | kinds::MODEL_CALL_FAILED => spinners.model(agent, false),
+            kinds::MODEL_RETRY => spinners.model_again(
+                agent,
+                format!("attempt {}", event.u64("attempt").unwrap_or(0) + 1),
+            ),
+            kinds::MODEL_FALLBACK => spinners.model_again(
+                agent,
+                format!("fallback {}", event.str("to").unwrap_or("model")),
+            ),
             kinds::TOOL_STARTED => {
                 spinners.tool_started(agent, call_id, event.str("tool").unwrap_or("a tool"));
             }

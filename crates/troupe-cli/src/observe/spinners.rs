@@ -20,6 +20,8 @@ struct Busy {
     /// Drawn once the agent is busy.
     bar: Option<ProgressBar>,
     model: bool,
+    /// The attempt the model call is on, after a retry or a fallback.
+    attempt: Option<String>,
     /// Running tools by call id.
     tools: BTreeMap<String, String>,
     message: String,
@@ -31,7 +33,10 @@ impl Busy {
             let names: Vec<&str> = self.tools.values().map(String::as_str).collect();
             format!("running {}", names.join(", "))
         } else if self.model {
-            "waiting for the model".to_owned()
+            match &self.attempt {
+                Some(how) => format!("waiting for the model ({how})"),
+                None => "waiting for the model".to_owned(),
+            }
         } else {
             String::new()
         }
@@ -69,7 +74,19 @@ impl Spinners {
 
     /// A model call of `agent` started (`true`) or ended.
     pub fn model(&self, agent: &str, busy: bool) {
-        self.update(agent, |b| b.model = busy);
+        self.update(agent, |b| {
+            b.model = busy;
+            b.attempt = None;
+        });
+    }
+
+    /// The model call of `agent` goes on another way: `how` is e.g. `attempt 2`, `fallback m2`.
+    pub fn model_again(&self, agent: &str, how: String) {
+        self.update(agent, |b| {
+            if b.model {
+                b.attempt = Some(how);
+            }
+        });
     }
 
     /// A tool call of `agent` started.
@@ -90,6 +107,7 @@ impl Spinners {
     pub fn idle(&self, agent: &str) {
         self.update(agent, |b| {
             b.model = false;
+            b.attempt = None;
             b.tools.clear();
         });
     }
@@ -126,6 +144,7 @@ impl Spinners {
         let busy = all.entry(agent.to_owned()).or_insert_with(|| Busy {
             bar: None,
             model: false,
+            attempt: None,
             tools: BTreeMap::new(),
             message: String::new(),
         });

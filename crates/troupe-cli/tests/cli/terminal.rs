@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use troupe::wire::Event;
 use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::support::{command, ran, Ran};
 
@@ -385,21 +385,88 @@ fn answer(model: &str, text: &str) -> ResponseTemplate {
     }))
 }
 
+/// A response held back until the test says so: the model call it answers is still in flight
+/// while the test looks at what the run has shown so far.
+struct Gated {
+    open: Mutex<std::sync::mpsc::Receiver<()>>,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    response: ResponseTemplate,
+}
+
+impl Gated {
+    fn new(response: ResponseTemplate) -> (Self, std::sync::mpsc::Sender<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let gated = Self {
+            open: Mutex::new(rx),
+            opened: Arc::default(),
+            response,
+        };
+        (gated, tx)
+    }
+}
+
+impl Respond for Gated {
+    fn respond(&self, _request: &Request) -> ResponseTemplate {
+        if self.open.lock().unwrap().recv_timeout(WAIT).is_ok() {
+            self.opened.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.response.clone()
+    }
+}
+
 /// Runs `troupe run` against `server` in a blocking task so that the server keeps serving.
-async fn run_against(ws: &Path, server: &MockServer, env: &[(&str, &str)]) -> Ran {
+/// Once a line of stderr contains `shown`, `open` is signalled (the gated answer goes out).
+async fn run_against(
+    ws: &Path,
+    server: &MockServer,
+    env: &[(&str, &str)],
+    shown: &'static str,
+    open: std::sync::mpsc::Sender<()>,
+) -> Ran {
     let mut c = command(ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "hi"])
         .args(["--approval", "deny"])
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_MODEL", "m")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         c.env(k, v);
     }
-    tokio::task::spawn_blocking(move || ran(c.output().unwrap()))
-        .await
-        .unwrap()
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = c.spawn().unwrap();
+        let mut stderr = String::new();
+        // Sent once, then dropped: later calls (memory extraction) are answered at once.
+        let mut open = Some(open);
+        for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.contains(shown) {
+                if let Some(open) = open.take() {
+                    let _ = open.send(());
+                }
+            }
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        let mut stdout = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        let code = child.wait().unwrap().code().unwrap();
+        Ran {
+            code,
+            stdout,
+            stderr,
+        }
+    })
+    .await
+    .unwrap()
 }
 
 fn events_of(ws: &Path, kind: &str) -> Vec<Event> {
@@ -419,14 +486,21 @@ async fn a_retry_is_shown_as_it_happens_and_recorded() {
         .up_to_n_times(1)
         .mount(&server)
         .await;
+    let (gated, open) = Gated::new(answer("m", "Recovered."));
+    let opened = gated.opened.clone();
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(answer("m", "Recovered."))
+        .respond_with(gated)
         .mount(&server)
         .await;
     let (_dir, ws) = workspace();
-    let out = run_against(&ws, &server, &[]).await;
+    let retrying = "lead     model m failed (attempt 1), retrying in";
+    let out = run_against(&ws, &server, &[], retrying, open).await;
     assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        opened.load(std::sync::atomic::Ordering::SeqCst),
+        "the retry was shown while the call was in flight: {out:#?}"
+    );
     assert_eq!(out.stdout, "Recovered.\n");
     assert!(
         out.stderr
@@ -445,10 +519,12 @@ async fn a_retry_is_shown_as_it_happens_and_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fallback_is_shown_as_it_happens_and_recorded() {
     let server = MockServer::start().await;
+    let (gated, open) = Gated::new(answer("fb", "From the fallback."));
+    let opened = gated.opened.clone();
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(body_partial_json(json!({"model": "fb"})))
-        .respond_with(answer("fb", "From the fallback."))
+        .respond_with(gated)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
@@ -459,8 +535,20 @@ async fn a_fallback_is_shown_as_it_happens_and_recorded() {
         .mount(&server)
         .await;
     let (_dir, ws) = workspace();
-    let out = run_against(&ws, &server, &[("OPENAI_FALLBACK_MODEL", "fb")]).await;
+    let falling_back = "lead     model m failed, falling back to fb";
+    let out = run_against(
+        &ws,
+        &server,
+        &[("OPENAI_FALLBACK_MODEL", "fb")],
+        falling_back,
+        open,
+    )
+    .await;
     assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        opened.load(std::sync::atomic::Ordering::SeqCst),
+        "the fallback was shown while the call was in flight: {out:#?}"
+    );
     assert_eq!(out.stdout, "From the fallback.\n");
     assert!(
         out.stderr
