@@ -564,3 +564,92 @@ async fn a_fallback_is_shown_as_it_happens_and_recorded() {
     );
     assert_eq!(finished[0].str("model"), Some("fb"));
 }
+
+// ---- The approval prompt with spinners on the screen ----
+
+/// Waits (inotify, bounded) until `.troupe/events.jsonl` holds an event matching `found`;
+/// returns it.
+fn wait_for_event(ws: &Path, what: &str, found: impl Fn(&Event) -> bool) -> Event {
+    let file = ws.join(".troupe/events.jsonl");
+    let changed = Arc::new((Mutex::new(0_u64), Condvar::new()));
+    let signal = changed.clone();
+    let _watch = troupe::store::events::follow::watch_file(&file, move || {
+        *signal.0.lock().unwrap() += 1;
+        signal.1.notify_all();
+    })
+    .unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut seen = changed.0.lock().unwrap();
+    loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Some(event) = text
+            .lines()
+            .filter_map(|l| Event::parse_line(l).ok())
+            .find(|e| found(e))
+        {
+            return event;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "timed out waiting for {what}:\n{text}");
+        seen = changed.1.wait_timeout(seen, left).unwrap().0;
+    }
+}
+
+#[test]
+fn nothing_is_drawn_over_the_approval_prompt_and_held_lines_follow_the_answer() {
+    let (_dir, ws) = workspace();
+    let noted = json!({"text": "Noted."});
+    let script = json!({"agents": {
+        "lead": [
+            {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                "name": "writer", "role": "writer", "prompt": "Plan, then say hello."}}]},
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi"}}]},
+            {"text": "All done."}, noted, noted, noted, noted
+        ],
+        "writer": [
+            {"tool_calls": [{"name": "submit_plan", "arguments": {"plan": "Say hello."}}]},
+            {"text": "Plan sent."},
+            {"text": "Approved, thanks."}, noted, noted, noted
+        ]
+    }});
+    let path = ws.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let (mut typed, slave) = pty();
+    let mut c = command(&ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .args(["--model-script", path.to_str().unwrap(), "--require-plans"])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave));
+    let mut child = c.spawn().unwrap();
+    drop(c);
+    let text = Collected::from(typed.try_clone().unwrap());
+
+    // The lead's prompt is up, and the writer's plan waits for an answer.
+    let shown = text.wait_for(PROMPT_END);
+    assert!(shown.contains("agent lead wants to run shell"), "{shown}");
+    let plan = wait_for_event(&ws, "the writer's plan", |e| e.kind == "request_created");
+    // A person approves the plan from another terminal: the writer goes on while the prompt is
+    // up, and its lines must wait (as must the spinners, off the screen).
+    let review = super::support::troupe_in(
+        &ws,
+        &["review", plan.str("request_id").unwrap(), "--approve"],
+    );
+    assert_eq!(review.code, 0, "{review:#?}");
+    wait_for_event(&ws, "the writer's words", |e| {
+        e.agent == "writer" && e.str("text") == Some("Approved, thanks.")
+    });
+    typed.write_all(b"y\n").unwrap();
+    let all = text.wait_closed();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{all}");
+    let after = &all[all.find(PROMPT_END).unwrap() + PROMPT_END.len()..];
+    assert!(
+        after.starts_with("y\r\n"),
+        "the prompt stays the last thing on screen until it is answered: {after:?}"
+    );
+    // The held lines come after the answer.
+    assert!(after.contains("says: Approved, thanks."), "{all:?}");
+    assert!(after.contains("tool shell ok in"), "{all:?}");
+}
+
+const PROMPT_END: &str = "Allow? [y/N] ";
