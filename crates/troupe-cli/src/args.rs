@@ -15,6 +15,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
+    /// More output on stderr: -v shows every event of a run and info logs, -vv debug logs
+    /// (RUST_LOG, when set, chooses the logs instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -60,6 +65,10 @@ pub struct RunArgs {
     /// Do not extract memories from this run's conversations (selection of existing ones stays).
     #[arg(long)]
     pub no_memory: bool,
+    /// Print the run's event stream as JSON lines on stdout instead of the answer; the last
+    /// event, `run_ended`, carries the answer or the error.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Which model answers, for the commands that call one.
@@ -224,10 +233,9 @@ impl Command {
             | Self::Tasks { json }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
+            | Self::Run(RunArgs { json, .. })
             | Self::Compact { json, .. } => *json,
-            Self::Run(_) | Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => {
-                false
-            }
+            Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => false,
         }
     }
 }

@@ -20,6 +20,9 @@ pub enum CliError {
     Incomplete(String),
     /// Ctrl-C: exit 130.
     Interrupted(String),
+    /// A failure of a run that is already in its event stream (`run_ended` carries it): said
+    /// as one line on stderr even under `--json`, whose stdout is the stream.
+    InStream(Box<CliError>),
 }
 
 impl CliError {
@@ -34,8 +37,9 @@ impl CliError {
         Self::Usage(first.strip_prefix("error: ").unwrap_or(first).to_owned())
     }
 
-    fn exit_code(&self) -> u8 {
+    pub fn exit_code(&self) -> u8 {
         match self {
+            Self::InStream(inner) => inner.exit_code(),
             Self::Usage(_) => 2,
             Self::Failed(_) => 1,
             Self::Incomplete(_) => 3,
@@ -43,15 +47,16 @@ impl CliError {
         }
     }
 
-    fn message(&self) -> &str {
+    pub fn message(&self) -> &str {
         match self {
+            Self::InStream(inner) => inner.message(),
             Self::Usage(m) | Self::Failed(m) | Self::Incomplete(m) | Self::Interrupted(m) => m,
         }
     }
 
     /// The stable code and the message without it. Every command ends a message with
     /// ` [code]` when the error has one; the others get the code of their kind.
-    fn code_and_cause(&self) -> (&str, &str) {
+    pub fn code_and_cause(&self) -> (&str, &str) {
         let message = self.message();
         let coded = message
             .strip_suffix(']')
@@ -70,6 +75,7 @@ impl CliError {
                     Self::Failed(_) => "failed",
                     Self::Incomplete(_) => "incomplete",
                     Self::Interrupted(_) => "interrupted",
+                    Self::InStream(inner) => return inner.code_and_cause(),
                 },
                 message,
             ),
@@ -78,8 +84,13 @@ impl CliError {
 
     /// Tells the user and gives the exit code: one line `troupe: <cause> [<code>]` on stderr,
     /// or, when JSON was asked for, one object `{"error":{"code","message"}}` on stdout and
-    /// nothing on stderr (the exit code is the same).
+    /// nothing on stderr (the exit code is the same). An [`CliError::InStream`] error is always
+    /// the stderr line: under `--json` its stdout is the event stream, which already ends with
+    /// the error in `run_ended`.
     pub fn report(&self, json: bool) -> ExitCode {
+        if let Self::InStream(inner) = self {
+            return inner.report(false);
+        }
         if json {
             let (code, cause) = self.code_and_cause();
             let object = serde_json::json!({"error": {"code": code, "message": cause}});

@@ -9,7 +9,6 @@
 mod args;
 mod commands;
 mod error;
-#[allow(dead_code)] // its users (console, log, timeline) land next; remove then
 mod event_line;
 mod interrupt;
 mod observe;
@@ -33,6 +32,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
+    observe::logging::init(cli.verbose);
     let json = cli.command.json_output();
     match commands::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,

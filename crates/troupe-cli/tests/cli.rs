@@ -24,6 +24,8 @@
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 //! - `token_usage`: the token usage of `.troupe/usage.jsonl` in `troupe status`.
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
+//! - `terminal`: the terminal view and `run --json`, rendered from the event stream: colours,
+//!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,6 +72,8 @@ mod state_files;
 mod support;
 #[path = "cli/tasks.rs"]
 mod tasks;
+#[path = "cli/terminal.rs"]
+mod terminal;
 #[path = "cli/token_usage.rs"]
 mod token_usage;
 #[path = "cli/usage.rs"]

@@ -1,21 +1,23 @@
-//! `troupe demo`: the scripted scenario of SPEC §8, printed as a timeline.
+//! `troupe demo`: the scripted scenario of SPEC §8, printed as a timeline (its event stream,
+//! rendered like `troupe run` renders it, on stdout).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe::bootstrap::TeamSettings;
+use troupe::agent::NullObserver;
+use troupe::bootstrap::{EventOptions, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::demo::{DemoModels, NOTES_FILE, PROMPT, TEAMMATE};
 use troupe::ids::RandomIds;
 use troupe::permissions::AutoApproval;
-use troupe::team::TeamObserver;
+use troupe::team::NoTeamObserver;
 
 use super::CliError;
 use crate::observe::{Console, Sink};
 use crate::render;
 
-pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
+pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
     let workspace = match workspace {
         Some(dir) if dir.join(troupe::layout::Layout::STATE_DIR).exists() => {
             return Err(CliError::Usage(format!(
@@ -41,15 +43,15 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         "troupe demo — workspace {}\nprompt: {PROMPT}\n\n",
         workspace.display()
     ))?;
-    let console = Arc::new(Console::new(Sink::Stdout));
+    let console = Arc::new(Console::new(Sink::Stdout, verbose > 0));
     let settings = TeamSettings {
         workspace: workspace.clone(),
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
         models: Arc::new(DemoModels),
         approval: Arc::new(AutoApproval),
-        run_observer: console.clone(),
-        team_observer: console as Arc<dyn TeamObserver>,
+        run_observer: Arc::new(NullObserver),
+        team_observer: Arc::new(NoTeamObserver),
         max_turns: 10,
         request_ttl: Duration::from_secs(300),
         shell_timeout: Duration::from_secs(30),
@@ -57,10 +59,15 @@ pub fn demo(workspace: Option<PathBuf>) -> Result<(), CliError> {
         require_plans: false,
         redactor: troupe::secrets::process_redactor(),
         long_lived: Default::default(),
-        events: Default::default(),
+        events: EventOptions {
+            listeners: vec![console.clone()],
+            prompt: PROMPT.to_owned(),
+        },
     };
     let interrupt = crate::interrupt::Interrupt::default();
-    let outcome = super::run::drive(settings, PROMPT, &interrupt, None)?;
+    let outcome = super::run::drive(settings, PROMPT, &interrupt, None);
+    console.finish();
+    let outcome = outcome?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();
     let troupe = self_command();
     let ws = shell_word(&workspace.to_string_lossy());

@@ -17,8 +17,8 @@ pub use crate::error::CliError;
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace)),
-        Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args),
+        Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace), cli.verbose),
+        Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args, cli.verbose),
         Command::Review {
             request_id,
             approve,

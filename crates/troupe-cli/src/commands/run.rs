@@ -4,10 +4,11 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
+use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
-use troupe::agent::{TurnEnd, UsageSink};
+use troupe::agent::{NullObserver, TurnEnd, UsageSink};
 use troupe::bootstrap::{
-    build_team, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,
+    build_team, EventOptions, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,
 };
 use troupe::clock::SystemClock;
 use troupe::error::ErrorCode;
@@ -16,11 +17,14 @@ use troupe::model::config::{ModelConfig, ModelOverrides};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
-use troupe::team::{DriveOutcome, TeamObserver};
+use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
+use troupe::team::{DriveOutcome, NoTeamObserver};
 
 use super::{parse_duration, CliError};
 use crate::args::{ApprovalMode, ModelFlags, RunArgs};
 use crate::interrupt::{self, Interrupt};
+use crate::observe::approval::PausingApproval;
+use crate::observe::json::JsonLines;
 use crate::observe::{Console, Sink};
 use crate::render;
 
@@ -107,7 +111,7 @@ fn positive_window(tokens: u32) -> Result<u32, CliError> {
     Ok(tokens)
 }
 
-pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
+pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError> {
     if args.prompt.trim().is_empty() {
         return Err(CliError::Usage("--prompt must not be blank".into()));
     }
@@ -124,6 +128,13 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         redactor,
         name: model_name,
     } = models(workspace, &args.model)?;
+    tracing::debug!(
+        max_turns = args.max_turns,
+        request_ttl = ?ttl,
+        approval = ?args.approval,
+        model = %model_name,
+        "run settings"
+    );
     let long_lived = LongLived {
         model_name,
         context_window,
@@ -134,15 +145,30 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then_some(NO_TERMINAL_NOTICE);
-    let console = Arc::new(Console::new(Sink::Stderr));
+    // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
+    // whose spinners step aside while the approval prompt is up.
+    let mut approval = approval_provider(args.approval, &interrupt.prompts);
+    let console = (!args.json).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
+    let listener: Arc<dyn EventListener> = match &console {
+        Some(console) => {
+            if args.approval == ApprovalMode::Ask {
+                approval = Arc::new(PausingApproval {
+                    inner: approval,
+                    console: console.clone(),
+                });
+            }
+            console.clone()
+        }
+        None => Arc::new(JsonLines),
+    };
     let settings = TeamSettings {
         workspace: workspace.to_path_buf(),
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
         models,
-        approval: approval_provider(args.approval, &interrupt.prompts),
-        run_observer: console.clone(),
-        team_observer: console as Arc<dyn TeamObserver>,
+        approval,
+        run_observer: Arc::new(NullObserver),
+        team_observer: Arc::new(NoTeamObserver),
         max_turns: args.max_turns,
         request_ttl: ttl,
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
@@ -150,29 +176,27 @@ pub fn run(workspace: &Path, args: RunArgs) -> Result<(), CliError> {
         require_plans: args.require_plans,
         redactor,
         long_lived,
-        events: Default::default(),
+        events: EventOptions {
+            listeners: vec![listener],
+            prompt: args.prompt.clone(),
+        },
     };
-    let outcome = drive(settings, &args.prompt, &interrupt, notice)?;
-    match outcome.last_end {
-        TurnEnd::MaxTurns { limit } => {
-            return Err(CliError::Incomplete(format!(
-                "the lead stopped after {limit} model calls without a final answer \
-                 (--max-turns {limit}) [turn_limit]"
-            )))
-        }
-        TurnEnd::TokenBudget { limit, used } => {
-            return Err(CliError::Incomplete(format!(
-                "the run stopped after using {used} tokens, past its budget of {limit} \
-                 (--max-tokens {limit}) [token_budget]"
-            )))
-        }
-        _ => {}
+    let outcome = drive(settings, &args.prompt, &interrupt, notice);
+    if let Some(console) = &console {
+        console.finish();
+    }
+    let outcome = outcome?;
+    if args.json {
+        // The answer is in the stream's last event, `run_ended`.
+        return Ok(());
     }
     render::print_text(&format!("{}\n", outcome.answer))
 }
 
-/// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it. `notice`,
-/// if any, is said once the team is built.
+/// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it, and ends
+/// the event stream with `run_ended`. `notice`, if any, is said once the team is built. A turn
+/// limit or a spent token budget is an error (exit 3). Errors after the team exists are
+/// [`CliError::InStream`]: `run_ended` carries them.
 pub fn drive(
     settings: TeamSettings,
     prompt: &str,
@@ -188,6 +212,11 @@ pub fn drive(
         interrupt::listen(cancel.clone())?;
         let mut team = build_team(settings)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        tracing::info!(
+            run_id = team.events.run_id(),
+            events = %team.events.path().display(),
+            "team built"
+        );
         if team.recovered > 0 {
             eprintln!(
                 "troupe: recovered {} message(s) left in processing by an earlier run",
@@ -220,22 +249,69 @@ pub fn drive(
             team.lead.remember_run().await;
         }
         let usage = team.usage.clone();
+        let events = team.events.clone();
         team.close().await;
+        let result = if cancel.is_cancelled() {
+            Err(CliError::Interrupted(
+                "interrupted; the team was closed and in-flight messages went back to ready/ \
+                 [interrupted]"
+                    .into(),
+            ))
+        } else {
+            result
+                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+                .and_then(finished)
+        };
+        events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
         let spent = usage.per_agent();
         if !spent.is_empty() {
             eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
         }
-        if cancel.is_cancelled() {
-            return Err(CliError::Interrupted(
-                "interrupted; the team was closed and in-flight messages went back to ready/ \
-                 [interrupted]"
-                    .into(),
-            ));
-        }
-        result.map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+        result.map_err(|e| CliError::InStream(Box::new(e)))
     });
     // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
     // forever.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     result
+}
+
+/// A drive that ended without the lead's final answer is incomplete (exit 3).
+fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {
+    match outcome.last_end {
+        TurnEnd::MaxTurns { limit } => Err(CliError::Incomplete(format!(
+            "the lead stopped after {limit} model calls without a final answer \
+             (--max-turns {limit}) [turn_limit]"
+        ))),
+        TurnEnd::TokenBudget { limit, used } => Err(CliError::Incomplete(format!(
+            "the run stopped after using {used} tokens, past its budget of {limit} \
+             (--max-tokens {limit}) [token_budget]"
+        ))),
+        _ => Ok(outcome),
+    }
+}
+
+/// The fields of `run_ended`: `exit_code`, `outcome` (`done`, `failed`, `interrupted`,
+/// `max_turns`, `budget`), and the lead's `answer` or the `error` (`message [code]`).
+fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
+    match result {
+        Ok(outcome) => kinds::fields(json!({
+            "exit_code": 0,
+            "outcome": "done",
+            "answer": outcome.answer,
+        })),
+        Err(error) => {
+            let (code, cause) = error.code_and_cause();
+            let outcome = match (error, code) {
+                (CliError::Interrupted(_), _) => "interrupted",
+                (_, "turn_limit") => "max_turns",
+                (_, "token_budget") => "budget",
+                _ => "failed",
+            };
+            kinds::fields(json!({
+                "exit_code": error.exit_code(),
+                "outcome": outcome,
+                "error": format!("{cause} [{code}]"),
+            }))
+        }
+    }
 }

@@ -44,11 +44,11 @@ fn demo_prints_the_timeline_and_leaves_notes() {
             "is pending",
         ],
     );
-    let approval = line_of(out, &["lead → writer [plan_approval_response]", "approved"]);
-    let resolved = line_of(out, &["(plan_approval) is now approved"]);
-    let wrote = line_of(out, &["writer", "tool write_file", "ok: Wrote"]);
-    let shutdown = line_of(out, &["writer → lead [shutdown_response]", "approved"]);
-    let stopped = line_of(out, &["writer is shutdown"]);
+    let approval = line_of(out, &["lead → writer [plan_approval_response approved]"]);
+    let resolved = line_of(out, &["plan_approval request", "is now approved"]);
+    let wrote = line_of(out, &["writer", "tool write_file", "ok in", "Wrote"]);
+    let shutdown = line_of(out, &["writer → lead [shutdown_response approved]"]);
+    let stopped = line_of(out, &["writer ", " is shutdown"]);
     assert!(
         plan < denied && denied < resolved && approval < resolved,
         "{out}"

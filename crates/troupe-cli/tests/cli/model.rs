@@ -122,7 +122,20 @@ async fn a_refused_key_is_exit_1_with_one_line_and_no_key() {
         ],
     )
     .await;
-    assert_fails(&out, 1, "model_auth");
+    // The run's view shows the failed call as it happens; the error is the last line.
+    assert_eq!(out.code, 1, "{out:#?}");
+    assert_eq!(out.stdout, "", "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("lead     model call failed [model_auth]"),
+        "{out:#?}"
+    );
+    let last = out.stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("troupe: ") && last.ends_with("[model_auth]"),
+        "{out:#?}"
+    );
+    assert!(!out.stderr.contains("panicked"), "{out:#?}");
     assert!(!out.stderr.contains("sk-secret-123"), "{out:#?}");
     assert_eq!(bodies(&server).await.len(), 1, "401 is not retried");
 }

@@ -201,9 +201,10 @@ fn plan_request_id(child: &mut Child) -> String {
                 panic!("no plan request reported on stderr: {e}");
             }
         };
-        if line.contains("plan_approval_request") {
+        if line.contains("plan_approval request") {
             if let Some(id) = line
                 .split_whitespace()
+                .map(|t| t.trim_matches(|c| c == '(' || c == ')'))
                 .find(|t| troupe::wire::RequestId::parse(t).is_ok())
             {
                 return id.to_owned();

@@ -216,7 +216,7 @@ use troupe::store::mailbox::{FileMailboxStore, MailboxEntry, MailboxState, Mailb
 use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore};
 use troupe::wire::{Content, RequestId, RequestKind, TeamRoster, TeammateRecord, TeammateStatus};
 
-use super::support::{assert_fails, command, ran};
+use super::support::{assert_fails, command, ran, Ran};
 
 /// Request ids handed out in order (v4-shaped, so that prefixes can be chosen).
 struct FixedIds(Mutex<Vec<&'static str>>);
@@ -520,8 +520,25 @@ fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
     )
     .unwrap();
 
-    for _ in 0..2 {
+    for round in 0..2 {
         let refused = troupe_in(&ws, &["review", PLAN, "--reject"]);
+        // The first review also warns (the tracing output, on stderr) that it delivered the
+        // answer whose delivery had been interrupted; the second has nothing left to deliver.
+        let warned = refused
+            .stderr
+            .lines()
+            .filter(|l| l.contains(" WARN ") && l.contains("delivered a recorded answer"))
+            .count();
+        assert_eq!(warned, usize::from(round == 0), "{refused:#?}");
+        let refused = Ran {
+            stderr: refused
+                .stderr
+                .lines()
+                .filter(|l| !l.contains(" WARN "))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            ..refused
+        };
         assert_fails(
             &refused,
             1,
