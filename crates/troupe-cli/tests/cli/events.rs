@@ -50,6 +50,21 @@ fn the_demo_writes_every_kind_of_its_scenario_with_a_gapless_seq() {
     }
     assert!(seen.iter().all(|k| kinds::ALL.contains(k)), "{seen:?}");
     assert_eq!(events[0].kind, kinds::RUN_STARTED);
+    assert!(events[0]
+        .str("prompt")
+        .unwrap()
+        .starts_with("Have a teammate"));
+    let last = events.last().unwrap();
+    assert_eq!(
+        last.kind,
+        kinds::RUN_ENDED,
+        "the run's end closes the stream"
+    );
+    assert_eq!(
+        (last.u64("exit_code"), last.str("outcome")),
+        (Some(0), Some("done"))
+    );
+    assert!(last.str("answer").unwrap().contains("has shut down"));
 
     // The plan gate's denial, with its rule and reason, before any handler ran.
     let denied = events

@@ -235,7 +235,7 @@ impl ProtocolStore for ObservedProtocol {
             kinds::REQUEST_ANSWERED,
             compact(json!({
                 "request_id": response.request_id(),
-                "protocol": response.kind().as_str(),
+                "protocol": response.kind().request_kind().as_str(),
                 "approved": response.approved(),
                 "to": response.recipient(),
                 "preview": preview(response.content().as_str()),
