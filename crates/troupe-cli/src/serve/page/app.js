@@ -19,7 +19,8 @@
   var requests = new Map(); // request_id -> {from, to}
   var selected = null;
   var agentsState = [];
-  var svg = null, rowsGroup = null, laneLines = [];
+  var CHUNK = 200;
+  var svg = null, lastChunk = null, lastChunkRows = 0;
   var refreshTimer = null;
   var planLinger = new Map(); // request_id -> time answered here
 
@@ -143,16 +144,15 @@
   }
 
   function labelX() { return LEFT + lanes.length * LANE_W + 8; }
+  function width() { return labelX() + 900; }
 
+  // One row of the diagram; `row` is its place in its chunk.
   function rowSvg(e, row) {
-    var y = TOP + row * ROW_H + ROW_H / 2;
+    var y = row * ROW_H + ROW_H / 2;
     var cls = "event";
     if (e.outcome === "denied") { cls += " denied"; }
     if (e.outcome === "error" || e.kind === "model_call_failed" || (e.kind === "teammate_status" && e.status === "failed")) { cls += " failed"; }
-    var text = describe(e);
     var out = '<g class="' + cls + '" data-seq="' + e.seq + '" data-kind="' + esc(e.kind) + '" data-agent="' + esc(e.agent) + '">';
-    out += '<title>' + esc(fullText(e)) + '</title>';
-    out += '<rect class="hit" x="0" y="' + (y - ROW_H / 2) + '" width="' + (labelX() + 900) + '" height="' + ROW_H + '"></rect>';
     var pair = ends(e);
     if (e.agent === "troupe" && !pair) {
       out += '<line x1="' + LEFT + '" x2="' + (LEFT + Math.max(1, lanes.length) * LANE_W) + '" y1="' + y + '" y2="' + y + '"></line>';
@@ -169,29 +169,64 @@
         out += '<circle cx="' + x + '" cy="' + y + '" r="3.5"></circle>';
       }
     }
-    out += '<text x="' + labelX() + '" y="' + (y + 4) + '">' + esc(short("#" + e.seq + " " + e.agent + ": " + text, LABEL_MAX)) + '</text>';
+    out += '<text x="' + labelX() + '" y="' + (y + 4) + '">' + esc(short("#" + e.seq + " " + e.agent + ": " + describe(e), LABEL_MAX)) + '</text>';
     return out + "</g>";
   }
 
-  function height() { return TOP + events.length * ROW_H + 8; }
+  // A chunk of at most CHUNK rows: its own SVG, skipped by layout and paint while off screen
+  // (content-visibility), so that 10 000 events cost what the visible ones cost.
+  function chunkOpen(rows) {
+    var h = rows * ROW_H, w = width(), full = CHUNK * ROW_H;
+    var lines = lanes.map(function (name, i) {
+      var x = LEFT + i * LANE_W + LANE_W / 2;
+      return '<line x1="' + x + '" x2="' + x + '" y1="0" y2="' + full + '"></line>';
+    }).join("");
+    return '<div class="chunk" style="contain-intrinsic-size: auto ' + h + 'px"><svg class="rows" width="' + w + '" height="' + h + '" viewBox="0 0 ' + w + ' ' + h + '"><g class="lane-lines">' + lines + '</g>';
+  }
 
   function renderTimeline() {
-    var width = labelX() + 900;
-    var h = height();
-    var parts = ['<svg id="timeline-svg" width="' + width + '" height="' + h + '" viewBox="0 0 ' + width + ' ' + h + '">'];
-    parts.push('<g class="lanes">');
+    var w = width();
+    var parts = ['<svg class="lanes-head" width="' + w + '" height="' + TOP + '">'];
     lanes.forEach(function (name, i) {
       var x = LEFT + i * LANE_W + LANE_W / 2;
-      parts.push('<g class="lane" data-agent="' + esc(name) + '"><text class="lane-head" x="' + x + '" y="16" text-anchor="middle">' + esc(short(name, 16)) + '</text>' +
-        '<line x1="' + x + '" x2="' + x + '" y1="' + (TOP - 4) + '" y2="' + h + '"></line></g>');
+      parts.push('<g class="lane" data-agent="' + esc(name) + '"><text class="lane-head" x="' + x + '" y="17" text-anchor="middle">' + esc(short(name, 16)) + '</text>' +
+        '<line x1="' + x + '" x2="' + x + '" y1="22" y2="' + TOP + '"></line></g>');
     });
-    parts.push('</g><g class="rows">');
-    for (var i = 0; i < events.length; i++) { parts.push(rowSvg(events[i], i)); }
-    parts.push("</g></svg>");
-    $("timeline").innerHTML = parts.join("");
-    svg = $("timeline").firstChild;
-    rowsGroup = svg.querySelector("g.rows");
-    laneLines = Array.prototype.slice.call(svg.querySelectorAll(".lane line"));
+    parts.push("</svg>");
+    for (var start = 0; start < events.length; start += CHUNK) {
+      var end = Math.min(events.length, start + CHUNK);
+      parts.push(chunkOpen(end - start));
+      for (var i = start; i < end; i++) { parts.push(rowSvg(events[i], i - start)); }
+      parts.push("</svg></div>");
+    }
+    var box = $("timeline");
+    box.innerHTML = parts.join("");
+    svg = box.firstChild;
+    var chunks = box.querySelectorAll(".chunk");
+    lastChunk = chunks.length ? chunks[chunks.length - 1].firstChild : null;
+    lastChunkRows = events.length - Math.max(0, chunks.length - 1) * CHUNK;
+  }
+
+  function appendRows(fresh) {
+    var box = $("timeline");
+    var at = 0;
+    while (at < fresh.length) {
+      if (!lastChunk || lastChunkRows >= CHUNK) {
+        box.insertAdjacentHTML("beforeend", chunkOpen(0) + "</svg></div>");
+        lastChunk = box.lastElementChild.firstChild;
+        lastChunkRows = 0;
+      }
+      var n = Math.min(CHUNK - lastChunkRows, fresh.length - at);
+      var html = "";
+      for (var j = 0; j < n; j++) { html += rowSvg(fresh[at + j], lastChunkRows + j); }
+      lastChunk.insertAdjacentHTML("beforeend", html);
+      lastChunkRows += n;
+      at += n;
+      var h = lastChunkRows * ROW_H;
+      lastChunk.setAttribute("height", h);
+      lastChunk.setAttribute("viewBox", "0 0 " + lastChunk.getAttribute("width") + " " + h);
+      lastChunk.parentNode.style.containIntrinsicSize = "auto " + h + "px";
+    }
   }
 
   // Appends new events: rows only, unless a new lane appeared (then everything is redrawn).
@@ -207,17 +242,7 @@
       lastSeq = e.seq;
     });
     if (!fresh.length) { return fresh; }
-    if (grew || !svg) {
-      renderTimeline();
-    } else {
-      var start = events.length - fresh.length;
-      var html = fresh.map(function (e, i) { return rowSvg(e, start + i); }).join("");
-      rowsGroup.insertAdjacentHTML("beforeend", html);
-      var h = height();
-      svg.setAttribute("height", h);
-      svg.setAttribute("viewBox", "0 0 " + svg.getAttribute("width") + " " + h);
-      laneLines.forEach(function (l) { l.setAttribute("y2", h); });
-    }
+    if (grew || !svg) { renderTimeline(); } else { appendRows(fresh); }
     document.body.dataset.lastSeq = String(lastSeq);
     $("event-count").textContent = "(" + events.length + " events)";
     return fresh;
@@ -228,7 +253,7 @@
     if (!g) { return; }
     var e = bySeq.get(Number(g.getAttribute("data-seq")));
     if (!e) { return; }
-    var old = svg && svg.querySelector(".event.picked");
+    var old = $("timeline").querySelector(".event.picked");
     if (old) { old.classList.remove("picked"); }
     g.classList.add("picked");
     $("event-detail").textContent = fullText(e) + "\n" + JSON.stringify(e, null, 1);
@@ -418,7 +443,7 @@
     $("timeline").addEventListener("click", function (ev) { pickEvent(ev.target); });
     $("timeline").addEventListener("mouseover", function (ev) {
       var g = ev.target.closest ? ev.target.closest(".event[data-seq]") : null;
-      if (g && !(svg && svg.querySelector(".event.picked"))) {
+      if (g && !$("timeline").querySelector(".event.picked")) {
         var e = bySeq.get(Number(g.getAttribute("data-seq")));
         if (e) { $("event-detail").textContent = fullText(e); }
       }
@@ -469,11 +494,14 @@
       ready();
       return;
     }
+    performance.mark("troupe-start");
     Promise.all([getJSON("/api/state"), loadAllEvents()]).then(function (both) {
+      performance.mark("troupe-loaded");
       applyState(both[0]);
       addEvents(both[1]);
       if (!svg) { renderTimeline(); }
       document.body.dataset.lastSeq = String(lastSeq);
+      performance.mark("troupe-rendered");
       ready();
       connect();
     }, function (err) {
