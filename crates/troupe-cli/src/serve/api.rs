@@ -68,7 +68,7 @@ pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<
                 .or_else(|| query_param(query.as_deref(), "since"));
             match parse_seq(since.as_deref()) {
                 Ok(since) => sse::stream(&shared, since),
-                Err(response) => response,
+                Err(cause) => error(StatusCode::BAD_REQUEST, "usage", &cause),
             }
         }
         "/api/conversation" if get => {
@@ -107,16 +107,14 @@ async fn blocking(work: impl FnOnce() -> Response<Body> + Send + 'static) -> Res
     })
 }
 
-fn parse_seq(raw: Option<&str>) -> Result<u64, Response<Body>> {
+/// An event seq from the query or `Last-Event-ID` (none: 0); the error is the cause.
+fn parse_seq(raw: Option<&str>) -> Result<u64, String> {
     match raw {
         None | Some("") => Ok(0),
-        Some(raw) => raw.trim().parse().map_err(|_| {
-            error(
-                StatusCode::BAD_REQUEST,
-                "usage",
-                &format!("{raw:?} is not an event seq (a whole number)"),
-            )
-        }),
+        Some(raw) => raw
+            .trim()
+            .parse()
+            .map_err(|_| format!("{raw:?} is not an event seq (a whole number)")),
     }
 }
 
@@ -158,7 +156,7 @@ fn state_view(shared: &Shared) -> Response<Body> {
 fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let since = match parse_seq(query_param(query, "since").as_deref()) {
         Ok(since) => since,
-        Err(response) => return response,
+        Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
     };
     let limit = match query_param(query, "limit") {
         None => MAX_LIMIT,

@@ -85,7 +85,14 @@ pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateErro
     let pending_plans: Vec<Value> = report
         .pending_requests
         .iter()
-        .filter(|r| r.kind == "plan_approval" && r.status == RequestStatus::Pending)
+        // Answered but not yet read by its teammate (the answer is recorded in `answers/`
+        // until then) is no longer waiting for a person.
+        .filter(|r| {
+            r.kind == "plan_approval"
+                && r.status == RequestStatus::Pending
+                && r.resolution.is_none()
+                && !answer_recorded(layout, &r.id)
+        })
         .map(|r| {
             json!({
                 "request_id": r.id,
@@ -105,6 +112,15 @@ pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateErro
         "last_seq": last,
         "cost_note": "estimate from list prices per million tokens; null for unknown models",
     }))
+}
+
+/// Whether an answer to request `id` is recorded (`.troupe/protocol/answers/<id>.json`).
+fn answer_recorded(layout: &Layout, id: &str) -> bool {
+    layout
+        .protocol_answers_dir()
+        .join(format!("{id}.json"))
+        .symlink_metadata()
+        .is_ok()
 }
 
 fn agent(
