@@ -58,6 +58,8 @@ mod run_lock;
 mod scripts;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/send.rs"]
+mod send;
 #[path = "cli/serve.rs"]
 mod serve;
 #[path = "cli/sessions.rs"]

@@ -268,13 +268,10 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    if body.text.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "usage", "the message is empty");
-    }
     match send::send_from_user(&shared.workspace, &agent, &body.text) {
         Ok(id) => http::json(
             StatusCode::OK,
-            &json!({"ok": true, "message_id": id.to_string(), "agent": agent}),
+            &json!({"ok": true, "message_id": id.to_string(), "agent": agent, "to": agent, "from": "user"}),
         ),
         Err(e) => error(e.status, e.code, &e.message),
     }

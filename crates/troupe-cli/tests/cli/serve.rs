@@ -582,8 +582,9 @@ fn writer_mail(ws: &Path) -> Vec<Value> {
         .iter()
         .map(|m| {
             let message = &m["message"];
-            json!({"state": m["state"], "type": message["type"], "from": message["from"],
-                   "approved": message["approved"], "content": message["content"]})
+            json!({"state": m["state"], "type": message["type"], "kind": message["kind"],
+                   "sender": message["sender"], "approved": message["approved"],
+                   "content": message["content"]})
         })
         .collect()
 }
@@ -660,6 +661,43 @@ fn a_review_from_the_page_is_the_same_as_troupe_review() {
     assert_eq!(unknown.json()["error"]["code"], "protocol_not_found");
     let malformed = server.post("/api/review", r#"{"request_id": "xyz", "approve": true}"#);
     assert_eq!(malformed.status, 400, "{malformed:?}");
+}
+
+#[test]
+fn a_message_from_the_page_is_the_same_as_troupe_send() {
+    let (_web_dir, web_ws, _) = workspace_with_a_plan();
+    let (_cli_dir, cli_ws, _) = workspace_with_a_plan();
+    let server = Server::start(&web_ws);
+    let sent = server.post(
+        "/api/send",
+        r#"{"agent": "writer", "text": "Also add a title."}"#,
+    );
+    assert_eq!(sent.status, 200, "{sent:?}");
+    assert_eq!(sent.json()["ok"], true);
+    let cli = troupe_in(&cli_ws, &["send", "writer", "Also add a title."]);
+    assert_eq!(cli.code, 0, "{cli:#?}");
+    assert_eq!(writer_mail(&web_ws), writer_mail(&cli_ws));
+    assert_eq!(writer_mail(&web_ws)[0]["sender"], "user");
+    assert_eq!(writer_mail(&web_ws)[0]["content"], "Also add a title.");
+
+    // Refused with `troupe send`'s codes: nobody of that name 404, a bad name or text 400.
+    let ghost = server.post("/api/send", r#"{"agent": "ghost", "text": "hi"}"#);
+    assert_eq!(ghost.status, 404, "{ghost:?}");
+    assert_eq!(ghost.json()["error"]["code"], "unknown_agent");
+    assert_fails(
+        &troupe_in(&cli_ws, &["send", "ghost", "hi"]),
+        1,
+        "[unknown_agent]",
+    );
+    assert_eq!(
+        server
+            .post("/api/send", r#"{"agent": "Lead!", "text": "hi"}"#)
+            .status,
+        400
+    );
+    let empty = server.post("/api/send", r#"{"agent": "writer", "text": ""}"#);
+    assert_eq!(empty.status, 400, "{empty:?}");
+    assert_eq!(writer_mail(&web_ws).len(), 1);
 }
 
 #[test]
