@@ -37,7 +37,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// A running `troupe serve`; killed when dropped.
 struct Server {
-    child: Child,
+    child: Option<Child>,
     port: u16,
     token: String,
     url: String,
@@ -66,7 +66,7 @@ impl Server {
         let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
         let (port, query) = rest.split_once("/?token=").unwrap();
         Self {
-            child,
+            child: Some(child),
             port: port.parse().unwrap(),
             token: query.to_owned(),
             url,
@@ -113,8 +113,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -769,6 +771,26 @@ fn the_server_listens_on_127_0_0_1_only() {
         let elsewhere = TcpStream::connect_timeout(&SocketAddr::new(ip, server.port), WAIT);
         assert!(elsewhere.is_err(), "reachable on {ip}");
     }
+}
+
+#[test]
+fn sigterm_stops_the_server_with_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path());
+    let mut child = server.child.take().unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: signalling our own child, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx
+        .recv_timeout(WAIT)
+        .expect("serve stops on SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(TcpStream::connect(("127.0.0.1", server.port)).is_err());
 }
 
 #[test]
