@@ -13,12 +13,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use troupe::agent::transcript::FileTranscript;
 use troupe::layout::Layout;
-use troupe::store::events::read::EventCursor;
 use troupe::wire::AgentName;
 
+use super::cache::EventCache;
 use super::changes::Changes;
 use super::http::{self, error, query_param, respond, Body};
-use super::state::{self, Models};
+use super::state;
 use super::token::Token;
 use super::{page, send, sse};
 use crate::commands::review::answer_plan;
@@ -37,7 +37,7 @@ pub struct Shared {
     pub token: Token,
     pub port: u16,
     pub changes: Changes,
-    pub models: Mutex<Models>,
+    pub cache: Mutex<EventCache>,
 }
 
 pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
@@ -145,7 +145,7 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 }
 
 fn state_view(shared: &Shared) -> Response<Body> {
-    match state::state(&shared.layout, &shared.models) {
+    match state::state(&shared.layout, &shared.cache) {
         Ok(value) => http::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
@@ -171,17 +171,19 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
             }
         },
     };
-    let mut cursor = EventCursor::new(&shared.layout.events_log());
-    match cursor.read_new() {
-        Ok(all) => {
-            let chosen: Vec<Value> = all
-                .iter()
-                .filter(|e| e.seq > since)
-                .take(limit)
-                .map(troupe::wire::Event::to_json)
-                .collect();
-            http::json(StatusCode::OK, &Value::Array(chosen))
-        }
+    let Ok(mut cache) = shared.cache.lock() else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the event cache is poisoned",
+        );
+    };
+    match cache.refresh() {
+        Ok(()) => respond(
+            StatusCode::OK,
+            "application/json",
+            cache.json_after(since, limit),
+        ),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "storage_error",
