@@ -280,7 +280,8 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
 }
 
 /// A command's error as an HTTP answer with its stable code: bad input 400, no such request
-/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409.
+/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409,
+/// anything else (storage, corrupt state) 500.
 fn cli_error(e: &CliError) -> Response<Body> {
     let (code, cause) = e.code_and_cause();
     let status = match e {
@@ -290,6 +291,8 @@ fn cli_error(e: &CliError) -> Response<Body> {
         _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
             StatusCode::CONFLICT
         }
+        // The plan's teammate failed, shut down or left the roster: it cannot take an answer.
+        _ if code == "teammate_state" || code == "teammate_not_found" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, code, cause)

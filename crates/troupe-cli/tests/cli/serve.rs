@@ -523,6 +523,11 @@ fn the_stream_follows_a_run_from_before_its_state_exists_and_resumes_after_an_id
 
 /// A workspace where the idle teammate `writer` waits for an answer to one plan.
 fn workspace_with_a_plan() -> (tempfile::TempDir, PathBuf, RequestId) {
+    workspace_with_a_plan_of(TeammateStatus::Idle)
+}
+
+/// A workspace where `writer`, with `status`, submitted one plan.
+fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathBuf, RequestId) {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let layout = Layout::new(&ws);
@@ -543,7 +548,7 @@ fn workspace_with_a_plan() -> (tempfile::TempDir, PathBuf, RequestId) {
         teammates: vec![TeammateRecord {
             name: AgentName::parse("writer").unwrap(),
             role: "writer".into(),
-            status: TeammateStatus::Idle,
+            status,
             detail: None,
             updated_at_utc: troupe::clock::Clock::now(&SystemClock),
             plan_required: false,
@@ -663,6 +668,26 @@ fn a_review_from_the_page_is_the_same_as_troupe_review() {
     assert_eq!(unknown.json()["error"]["code"], "protocol_not_found");
     let malformed = server.post("/api/review", r#"{"request_id": "xyz", "approve": true}"#);
     assert_eq!(malformed.status, 400, "{malformed:?}");
+}
+
+#[test]
+fn a_plan_of_a_shut_down_teammate_is_refused_like_troupe_review_refuses_it() {
+    let (_dir, ws, plan) = workspace_with_a_plan_of(TeammateStatus::Shutdown);
+    let server = Server::start(&ws);
+    let body = json!({"request_id": plan.to_string(), "approve": true});
+    let refused = server.post("/api/review", &body.to_string());
+    assert_eq!(refused.status, 409, "{refused:?}");
+    assert_eq!(refused.json()["error"]["code"], "teammate_state");
+    assert_fails(
+        &troupe_in(&ws, &["review", &plan.to_string(), "--approve"]),
+        1,
+        "[teammate_state]",
+    );
+    let writer = AgentName::parse("writer").unwrap();
+    assert!(
+        !Layout::new(&ws).mailbox_dir(&writer).exists(),
+        "nothing was sent"
+    );
 }
 
 #[test]
