@@ -6,6 +6,9 @@
 
   var LANE_W = 130, ROW_H = 16, TOP = 28, LEFT = 10, LABEL_MAX = 140;
   var REFRESH_KINDS = /^(teammate_|request_|run_|model_call_finished$)/;
+  // Kinds after which the selected agent's conversation has grown.
+  var CONVERSATION_KINDS = /^(assistant_text|tool_finished|user_message|compaction|model_call_finished)$/;
+  var conversationTimer = null;
 
   var embedded = document.getElementById("events");
   var OFFLINE = !!embedded;
@@ -303,7 +306,7 @@
     return Array.from(map.values());
   }
 
-  function selectAgent(name) {
+  function selectAgent(name, quiet) {
     selected = name;
     Array.prototype.forEach.call(document.querySelectorAll("#agents .agent"), function (el) {
       el.classList.toggle("selected", el.getAttribute("data-agent") === name);
@@ -318,10 +321,14 @@
       }).join("") : '<p class="empty">Nothing said in the recorded events.</p>';
       return;
     }
-    box.innerHTML = '<p class="empty">Loading…</p>';
+    if (!quiet) { box.innerHTML = '<p class="empty">Loading…</p>'; }
     getJSON("/api/conversation?agent=" + encodeURIComponent(name)).then(function (c) {
       if (selected !== name) { return; }
+      // A reader at the end keeps following; one scrolled up keeps their place.
+      var atEnd = !quiet || box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+      var top = box.scrollTop;
       box.innerHTML = c.messages.length ? c.messages.map(renderMessage).join("") : '<p class="empty">No conversation yet.</p>';
+      box.scrollTop = atEnd ? box.scrollHeight : top;
     }, function (err) {
       box.innerHTML = '<p class="error">' + esc(err.message) + "</p>";
     });
@@ -409,6 +416,14 @@
     });
   }
 
+  function scheduleConversation() {
+    if (conversationTimer) { return; }
+    conversationTimer = setTimeout(function () {
+      conversationTimer = null;
+      if (selected) { selectAgent(selected, true); }
+    }, 300);
+  }
+
   function scheduleRefresh() {
     if (refreshTimer) { return; }
     refreshTimer = setTimeout(function () { refreshTimer = null; refreshState(); }, 150);
@@ -435,6 +450,7 @@
       try { e = JSON.parse(m.data); } catch (err) { return; }
       var added = addEvents([e]);
       if (added.length && REFRESH_KINDS.test(e.kind)) { scheduleRefresh(); }
+      if (added.length && e.agent === selected && CONVERSATION_KINDS.test(e.kind)) { scheduleConversation(); }
     });
   }
 
