@@ -26,6 +26,8 @@
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
 //! - `terminal`: the terminal view and `run --json`, rendered from the event stream: colours,
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
+//! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
+//!   the page) and `troupe timeline --html`.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -62,6 +64,8 @@ mod scripts;
 mod secrets;
 #[path = "cli/send.rs"]
 mod send;
+#[path = "cli/serve.rs"]
+mod serve;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/special_files.rs"]

@@ -6,9 +6,10 @@ mod completions;
 mod demo;
 mod inspect;
 mod memory;
-mod review;
+pub mod review;
 mod run;
 mod send;
+mod timeline;
 
 use std::path::PathBuf;
 
@@ -54,6 +55,10 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         ),
         Command::Memory { action, json } => {
             memory::memory(&resolve_workspace(cli.workspace)?, action, json)
+        }
+        Command::Serve { port } => crate::serve::serve(&resolve_workspace(cli.workspace)?, port),
+        Command::Timeline { html } => {
+            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html)
         }
         Command::Completions { shell } => completions::completions(shell),
         Command::Mailbox { agent, state, json } => inspect::mailbox(

@@ -1,0 +1,34 @@
+//! `POST /api/send`: a person's message to an agent through the one function `troupe send`
+//! calls (`troupe::send::send_from_user`), its errors as HTTP answers with their stable codes.
+
+use std::path::Path;
+
+use hyper::StatusCode;
+use troupe::error::ErrorCode;
+use troupe::send::SendError as LibError;
+use troupe::wire::{AgentName, MessageId};
+
+/// Why a message was not sent: the HTTP status, the stable code and the cause.
+pub struct SendError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// No such agent 404; a failed or shut-down one 409; bad text 400; storage 500.
+pub fn send_from_user(
+    workspace: &Path,
+    agent: &AgentName,
+    text: &str,
+) -> Result<MessageId, SendError> {
+    troupe::send::send_from_user(workspace, agent, text).map_err(|e| SendError {
+        status: match &e {
+            LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+            LibError::Unavailable { .. } => StatusCode::CONFLICT,
+            LibError::Invalid(_) => StatusCode::BAD_REQUEST,
+            LibError::Inspect(_) | LibError::Mailbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+        code: e.code(),
+        message: e.to_string(),
+    })
+}
