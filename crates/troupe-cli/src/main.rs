@@ -9,7 +9,6 @@
 mod args;
 mod commands;
 mod error;
-#[allow(dead_code)] // its users (console, log, timeline) land next; remove then
 mod event_line;
 mod interrupt;
 mod observe;

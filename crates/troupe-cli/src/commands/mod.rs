@@ -5,6 +5,7 @@ mod compact;
 mod completions;
 mod demo;
 mod inspect;
+mod log;
 mod memory;
 mod review;
 mod run;
@@ -51,6 +52,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Memory { action, json } => {
             memory::memory(&resolve_workspace(cli.workspace)?, action, json)
         }
+        Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
