@@ -104,7 +104,8 @@ fn append_samples(dir: &Path, appends: usize) -> BenchResult<Vec<Duration>> {
 
 /// The `troupe` binary built next to this one.
 fn troupe_binary() -> BenchResult<PathBuf> {
-    let me = std::env::current_exe().map_err(|e| fail("cannot find troupe-bench")(e.to_string()))?;
+    let me =
+        std::env::current_exe().map_err(|e| fail("cannot find troupe-bench")(e.to_string()))?;
     let path = me.with_file_name("troupe");
     if path.is_file() {
         Ok(path)

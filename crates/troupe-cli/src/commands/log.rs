@@ -98,7 +98,9 @@ impl Printer {
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => Ok(Reader::Open),
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Reader::Gone),
-            Err(e) => Err(CliError::failed(format_args!("cannot write to stdout: {e}"))),
+            Err(e) => Err(CliError::failed(format_args!(
+                "cannot write to stdout: {e}"
+            ))),
         }
     }
 }
@@ -130,7 +132,8 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
     runtime.block_on(async {
         let listen = |kind, name| {
-            signal(kind).map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
+            signal(kind)
+                .map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
         };
         let mut interrupt = listen(SignalKind::interrupt(), "Ctrl-C")?;
         let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;

@@ -65,13 +65,21 @@ fn say(log: &EventLog, agent: &str, text: &str) -> u64 {
 #[test]
 fn log_on_a_workspace_without_state_prints_nothing_and_creates_nothing() {
     let (_dir, ws) = empty_workspace();
-    for args in [&["log"][..], &["log", "--json"], &["log", "--kind", "run_started"]] {
+    for args in [
+        &["log"][..],
+        &["log", "--json"],
+        &["log", "--kind", "run_started"],
+    ] {
         let ran = troupe_in(&ws, args);
         assert_eq!(ran.code, 0, "{ran:#?}");
         assert_eq!(ran.stdout, "", "{ran:#?}");
         assert_eq!(ran.stderr, "", "{ran:#?}");
     }
-    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0, "nothing created");
+    assert_eq!(
+        std::fs::read_dir(&ws).unwrap().count(),
+        0,
+        "nothing created"
+    );
 }
 
 #[test]
@@ -89,7 +97,11 @@ fn filters_select_the_demo_streams_lines_exactly() {
         all.iter().filter(|l| keep(l)).cloned().collect()
     };
 
-    assert_eq!(lines(&["log", "--json"]), all, "--json prints the file's lines");
+    assert_eq!(
+        lines(&["log", "--json"]),
+        all,
+        "--json prints the file's lines"
+    );
     let writer = having(&|l| field(l, "agent") == "writer");
     assert!(!writer.is_empty() && writer.len() < all.len());
     assert_eq!(lines(&["log", "--json", "--agent", "writer"]), writer);
@@ -141,7 +153,11 @@ fn an_unknown_kind_is_refused_with_the_list_of_kinds() {
     assert!(ran.stderr.contains(kinds::TOOL_FINISHED), "{ran:#?}");
     let ran = troupe_in(&ws, &["log", "-f", "--kind", "nope"]);
     assert_fails(&ran, 2, "nope");
-    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0, "nothing created");
+    assert_eq!(
+        std::fs::read_dir(&ws).unwrap().count(),
+        0,
+        "nothing created"
+    );
 }
 
 #[test]

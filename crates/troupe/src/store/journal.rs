@@ -309,7 +309,11 @@ mod tests {
         let (_dir, path) = log_with(b"a\nhal");
         let log = Journal::open(&path).unwrap();
         log.append_sole(b"b\n", Durability::Unsynced).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"a\nb\n", "the first append cuts");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"a\nb\n",
+            "the first append cuts"
+        );
         for i in 0..100 {
             log.append_sole(format!("{i}\n").as_bytes(), Durability::Unsynced)
                 .unwrap();

@@ -150,7 +150,10 @@ impl EventLog {
         let mut line = event.to_line();
         line.push('\n');
         // The run lock makes this process the stream's only writer; `next` orders its threads.
-        match self.journal.append_sole(line.as_bytes(), Durability::Unsynced) {
+        match self
+            .journal
+            .append_sole(line.as_bytes(), Durability::Unsynced)
+        {
             Ok(()) => *next += 1,
             Err(e) => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
