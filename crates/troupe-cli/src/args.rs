@@ -209,12 +209,34 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         html: PathBuf,
     },
+    /// The run's event stream (`.troupe/events.jsonl`), during or after a run; creates nothing.
+    Log(LogArgs),
     /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
     Completions {
         /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Keep following: print new events as they are appended (until Ctrl-C or the reader of
+    /// stdout goes away); waits for the stream if there is none yet.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only events about this agent (repeatable), e.g. `lead`, or `troupe` for the run itself.
+    #[arg(long, value_name = "A")]
+    pub agent: Vec<String>,
+    /// Only events of this kind (repeatable), e.g. `tool_finished`.
+    #[arg(long, value_name = "K")]
+    pub kind: Vec<String>,
+    /// Only events after this sequence number.
+    #[arg(long, value_name = "SEQ")]
+    pub since: Option<u64>,
+    /// Print each event as its JSON line, exactly as stored.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What `troupe memory` does.
@@ -248,6 +270,7 @@ impl Command {
             | Self::Memory { json, .. }
             | Self::Run(RunArgs { json, .. })
             | Self::Compact { json, .. } => *json,
+            Self::Log(args) => args.json,
             Self::Demo { .. }
             | Self::Review { .. }
             | Self::Serve { .. }

@@ -7,6 +7,8 @@
 //! - `run`: missing model configuration; a second run on a held workspace.
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
 //!   codes on model failures, approval modes.
+//! - `log`: `troupe log` and `troupe log -f`: filters, `--json` lines, nothing created, corrupt
+//!   lines and FIFOs, followers ended by SIGTERM, Ctrl-C or their reader going away.
 //! - `memory`: `troupe memory list|show|forget`: JSON shapes, errors, nothing created, `forget`
 //!   while a run holds the run lock.
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
@@ -44,6 +46,8 @@ mod exits;
 mod help;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
+#[path = "cli/log.rs"]
+mod log;
 #[path = "cli/memory.rs"]
 mod memory;
 #[path = "cli/model.rs"]

@@ -76,17 +76,20 @@ impl Event {
         }
     }
 
+    /// The envelope is taken out with `shift_remove`, which keeps the other fields in their
+    /// order (`remove` swaps the last field into the hole), so that a line read and written
+    /// again is the same line.
     fn from_object(mut fields: Map<String, Value>) -> Result<Self, WireError> {
-        let seq = match fields.remove("seq") {
+        let seq = match fields.shift_remove("seq") {
             Some(Value::Number(n)) => n.as_u64().filter(|&s| s >= 1),
             _ => None,
         }
         .ok_or_else(|| WireError::new("event: \"seq\" must be a whole number from 1"))?;
-        let at = match fields.remove("at") {
+        let at = match fields.shift_remove("at") {
             Some(Value::String(s)) => UtcTime::parse(&s)?,
             _ => return Err(WireError::new("event: \"at\" must be a time string")),
         };
-        let mut text = |key: &str| match fields.remove(key) {
+        let mut text = |key: &str| match fields.shift_remove(key) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s),
             _ => Err(WireError::new(format!(
                 "event: {key:?} must be a non-empty string"
@@ -128,6 +131,12 @@ mod tests {
         let line = event().to_line();
         assert!(line.starts_with(r#"{"seq":3,"at":"2026-07-30T08:00:00.000Z","run_id":"r""#));
         assert_eq!(Event::parse_line(&line).unwrap(), event());
+        let many = r#"{"seq":1,"at":"2026-07-30T08:00:00.000Z","run_id":"r","agent":"lead","kind":"k","a":1,"b":2,"c":3,"d":4,"e":5}"#;
+        assert_eq!(
+            Event::parse_line(many).unwrap().to_line(),
+            many,
+            "fields keep their order"
+        );
     }
 
     #[test]

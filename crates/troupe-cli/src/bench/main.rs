@@ -9,11 +9,13 @@
 //! cargo run --release --bin troupe-bench -- dispatch --json
 //! cargo run --release --bin troupe-bench -- team --json
 //! cargo run --release --bin troupe-bench -- longrun --turns 500 --json
+//! cargo build --release && target/release/troupe-bench events --json
 //! ```
 
 mod contention;
 mod disk;
 mod dispatch;
+mod events;
 mod longrun;
 mod mailbox;
 mod protocol;
@@ -84,6 +86,16 @@ enum Suite {
         #[arg(long, default_value_t = 32_768)]
         window: u32,
     },
+    /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
+    /// binary next to this one) prints it.
+    Events {
+        /// Appends measured.
+        #[arg(long, default_value_t = 20_000)]
+        appends: usize,
+        /// Events followed, one at a time.
+        #[arg(long, default_value_t = 200)]
+        follows: usize,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -108,6 +120,7 @@ fn main() -> ExitCode {
         Suite::Dispatch { calls } => dispatch::run(&dir, calls),
         Suite::Team { rounds } => team::run(&dir, rounds),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
+        Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::ContentionWorker {
             workspace,
             role,

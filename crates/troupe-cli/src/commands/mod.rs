@@ -5,6 +5,7 @@ mod compact;
 mod completions;
 mod demo;
 mod inspect;
+mod log;
 mod memory;
 pub mod review;
 mod run;
@@ -60,6 +61,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Timeline { html } => {
             timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html)
         }
+        Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,

@@ -139,7 +139,10 @@ async fn a_refused_key_is_exit_1_with_one_line_and_no_key() {
     assert!(!out.stderr.contains("sk-secret-123"), "{out:#?}");
     // The server echoed the key; the event stream has the failure, never the key.
     let events = std::fs::read_to_string(ws.join(".troupe/events.jsonl")).unwrap();
-    assert!(events.contains("\"kind\":\"model_call_failed\""), "{events}");
+    assert!(
+        events.contains("\"kind\":\"model_call_failed\""),
+        "{events}"
+    );
     assert!(!events.contains("sk-secret-123"), "{events}");
     assert_eq!(bodies(&server).await.len(), 1, "401 is not retried");
 }

@@ -16,6 +16,11 @@
 //!    append cuts it otherwise).
 //!
 //! Writers of one log take the same lock, so a writer never cuts another's append in progress.
+//!
+//! A log with a single writer process (the event stream, appended only under the workspace's
+//! run lock) may use [`Journal::append_sole`] instead: no `flock`, and the end is checked for a
+//! torn tail only on the first append of this open and after a failed one — the checks of every
+//! append cost more than the write itself, and nothing else can tear the tail meanwhile.
 //! A log is opened like every other file of troupe's: a regular file only, never through a
 //! symlink, never blocking on a FIFO planted in its place ([`read::open_regular_with`]).
 
@@ -23,6 +28,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::durable::fsync_dir;
@@ -50,6 +56,9 @@ pub struct Journal {
     /// Serialises this process's appends: the `flock` below does not exclude threads sharing the
     /// open file.
     appending: Mutex<()>,
+    /// For [`Journal::append_sole`]: this process's last append ended the file with a whole line
+    /// (false until the first append checked the end).
+    sole_clean: AtomicBool,
 }
 
 impl Journal {
@@ -73,6 +82,7 @@ impl Journal {
             path: path.to_owned(),
             file,
             appending: Mutex::new(()),
+            sole_clean: AtomicBool::new(false),
         })
     }
 
@@ -89,6 +99,37 @@ impl Journal {
         let result = self.append_locked(bytes, durability);
         let _ = self.file.unlock();
         result
+    }
+
+    /// Appends `bytes` (whole lines) to a log that no other process appends to (the caller's
+    /// guarantee, e.g. by holding the run lock): like [`Journal::append`] on the first call and
+    /// after a failed one; otherwise one `write`, without the `flock` and the check of the end,
+    /// which this process's own last append left whole. A failed write is cut back to the last
+    /// `\n` at once (best effort; the next append checks the end again either way).
+    pub fn append_sole(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
+        let _thread = crate::sync::lock(&self.appending);
+        if !self.sole_clean.load(Ordering::Acquire) {
+            self.file
+                .lock()
+                .map_err(|e| IoError::new("lock", &self.path, e))?;
+            let result = self.append_locked(bytes, durability);
+            let _ = self.file.unlock();
+            self.sole_clean.store(result.is_ok(), Ordering::Release);
+            return result;
+        }
+        if let Err(e) = (&self.file).write_all(bytes) {
+            self.sole_clean.store(false, Ordering::Release);
+            if self.cut_torn_tail().is_err() {
+                tracing::warn!(path = %self.path.display(), "could not cut a failed append");
+            }
+            return Err(IoError::new("append to", &self.path, e));
+        }
+        if durability == Durability::Synced {
+            self.file
+                .sync_data()
+                .map_err(|e| IoError::new("fsync", &self.path, e))?;
+        }
+        Ok(())
     }
 
     /// Cuts a torn tail now rather than at the next append (for logs whose readers want a clean
@@ -261,6 +302,25 @@ mod tests {
         let err = Journal::open(&link).unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
         assert!(!dir.path().join("elsewhere").exists());
+    }
+
+    #[test]
+    fn a_sole_appender_checks_the_end_first_then_only_writes() {
+        let (_dir, path) = log_with(b"a\nhal");
+        let log = Journal::open(&path).unwrap();
+        log.append_sole(b"b\n", Durability::Unsynced).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"a\nb\n",
+            "the first append cuts"
+        );
+        for i in 0..100 {
+            log.append_sole(format!("{i}\n").as_bytes(), Durability::Unsynced)
+                .unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected: String = (0..100).map(|i| format!("{i}\n")).collect();
+        assert_eq!(text, format!("a\nb\n{expected}"));
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!   from the last line on open), no fsync per event (it is a record for people; a crash loses at
 //!   most the last few lines, and a torn last line is cut before the next append like in every
 //!   log). Only the process holding the workspace's run lock appends, so one in-process counter
-//!   keeps `seq` gapless. Secrets are redacted from every string field before the line is built.
+//!   keeps `seq` gapless, and appends skip the journal's `flock` and per-append tail check
+//!   ([`Journal::append_sole`]: the tail is cut on open and after a failed append). Secrets are
+//!   redacted from every string field before the line is built.
 //!   Listeners (the terminal, `--json`) see each event after it is written, in `seq` order.
 //! - [`read`]: readers that pick up new complete lines from where they stopped.
 //! - [`follow`]: a wakeup on every change of the file, from the kernel (inotify), not a timer.
@@ -147,7 +149,11 @@ impl EventLog {
         };
         let mut line = event.to_line();
         line.push('\n');
-        match self.journal.append(line.as_bytes(), Durability::Unsynced) {
+        // The run lock makes this process the stream's only writer; `next` orders its threads.
+        match self
+            .journal
+            .append_sole(line.as_bytes(), Durability::Unsynced)
+        {
             Ok(()) => *next += 1,
             Err(e) => {
                 if !self.warned.swap(true, Ordering::Relaxed) {

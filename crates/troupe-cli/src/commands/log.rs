@@ -1,0 +1,260 @@
+//! `troupe log`: prints the event stream `.troupe/events.jsonl`, during or after a run, and with
+//! `-f` keeps following it. Only reads: no state folder is created, no lock is taken; a missing
+//! stream prints nothing (or, with `-f`, is waited for).
+//!
+//! Following wakes on the kernel's file watch (inotify), never on a timer: on the state folder,
+//! or on the workspace until the state folder appears. It ends on Ctrl-C or SIGTERM (exit 0: a
+//! follower stopped by its user ended normally) and as soon as nobody reads stdout any more
+//! (`troupe log -f | head -3`), quietly with exit 0.
+
+use std::io::Write;
+use std::path::Path;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use troupe::layout::Layout;
+use troupe::store::events::follow::watch_file_in_new_folder;
+use troupe::store::events::kinds;
+use troupe::store::events::read::EventCursor;
+use troupe::wire::Event;
+
+use crate::args::LogArgs;
+use crate::error::CliError;
+use crate::event_line::describe;
+
+pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
+    let mut printer = Printer {
+        filter: Filter::new(args)?,
+        json: args.json,
+    };
+    let path = Layout::new(workspace).events_log();
+    if args.follow {
+        return follow(&path, &mut printer);
+    }
+    let events = EventCursor::new(&path)
+        .read_new()
+        .map_err(CliError::failed)?;
+    printer.print(&events).map(|_| ())
+}
+
+/// Which events are shown.
+#[derive(Debug)]
+struct Filter {
+    agents: Vec<String>,
+    kinds: Vec<String>,
+    since: u64,
+}
+
+impl Filter {
+    fn new(args: &LogArgs) -> Result<Self, CliError> {
+        if let Some(unknown) = args.kind.iter().find(|k| !kinds::ALL.contains(&k.as_str())) {
+            return Err(CliError::Usage(format!(
+                "unknown event kind {unknown:?}; the kinds are: {} [unknown_kind]",
+                kinds::ALL.join(", ")
+            )));
+        }
+        Ok(Self {
+            agents: args.agent.clone(),
+            kinds: args.kind.clone(),
+            since: args.since.unwrap_or(0),
+        })
+    }
+
+    fn shows(&self, event: &Event) -> bool {
+        event.seq > self.since
+            && (self.agents.is_empty() || self.agents.contains(&event.agent))
+            && (self.kinds.is_empty() || self.kinds.contains(&event.kind))
+    }
+}
+
+/// Whether anyone still reads stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Open,
+    Gone,
+}
+
+struct Printer {
+    filter: Filter,
+    json: bool,
+}
+
+impl Printer {
+    /// Prints the events the filter shows, in one write, and flushes.
+    fn print(&mut self, events: &[Event]) -> Result<Reader, CliError> {
+        let mut text = String::new();
+        for event in events.iter().filter(|e| self.filter.shows(e)) {
+            if self.json {
+                text.push_str(&event.to_line());
+            } else {
+                text.push_str(&line(event));
+            }
+            text.push('\n');
+        }
+        if text.is_empty() {
+            return Ok(Reader::Open);
+        }
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => Ok(Reader::Open),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Reader::Gone),
+            Err(e) => Err(CliError::failed(format_args!(
+                "cannot write to stdout: {e}"
+            ))),
+        }
+    }
+}
+
+/// `#<seq> <HH:MM:SS.mmm> <agent> <what happened>`, the time in UTC like the file's.
+fn line(event: &Event) -> String {
+    format!(
+        "#{} {} {} {}",
+        event.seq,
+        event.at.as_datetime().format("%H:%M:%S%.3f"),
+        event.agent,
+        describe(event)
+    )
+}
+
+/// Why the follower woke up.
+#[derive(Debug, Clone, Copy)]
+enum Wake {
+    /// Something changed in the stream's folder.
+    Changed,
+    /// Nobody reads stdout any more.
+    ReaderGone,
+}
+
+fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async {
+        let listen = |kind, name| {
+            signal(kind)
+                .map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
+        };
+        let mut interrupt = listen(SignalKind::interrupt(), "Ctrl-C")?;
+        let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
+        let (wake, mut woken) = unbounded_channel();
+        let changed = wake.clone();
+        // The watch starts before the first read, so that nothing appended in between is missed.
+        let _watch = watch_file_in_new_folder(path, move || {
+            let _ = changed.send(Wake::Changed);
+        })
+        .map_err(CliError::failed)?;
+        watch_reader(wake);
+        let mut cursor = EventCursor::new(path);
+        loop {
+            let events = cursor.read_new().map_err(CliError::failed)?;
+            if printer.print(&events)? == Reader::Gone {
+                return Ok(());
+            }
+            tokio::select! {
+                first = woken.recv() => {
+                    if !still_read(first, &mut woken) {
+                        return Ok(());
+                    }
+                }
+                _ = interrupt.recv() => return Ok(()),
+                _ = terminate.recv() => return Ok(()),
+            }
+        }
+    })
+}
+
+/// Takes every wakeup already queued after `first` (one read covers them all); false once
+/// stdout's reader is gone.
+fn still_read(first: Option<Wake>, woken: &mut UnboundedReceiver<Wake>) -> bool {
+    let mut wake = first;
+    loop {
+        match wake {
+            None | Some(Wake::ReaderGone) => return false,
+            Some(Wake::Changed) => {}
+        }
+        match woken.try_recv() {
+            Ok(next) => wake = Some(next),
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Sends [`Wake::ReaderGone`] once stdout is a pipe (or socket) whose reader has gone, so that a
+/// follower with nothing new to print still ends. The thread sleeps in `poll` for the error
+/// condition only (no events asked for, no timeout): a terminal or a file never wakes it.
+fn watch_reader(wake: UnboundedSender<Wake>) {
+    let spawned = std::thread::Builder::new()
+        .name("stdout-reader".into())
+        .spawn(move || loop {
+            let mut fd = libc::pollfd {
+                fd: libc::STDOUT_FILENO,
+                events: 0,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, for the duration of the call.
+            let rc = unsafe { libc::poll(&mut fd, 1, -1) };
+            if rc < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return;
+            }
+            if fd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                let _ = wake.send(Wake::ReaderGone);
+            }
+            return;
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot watch stdout's reader; following ends at the next write");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(kind: &[&str]) -> LogArgs {
+        LogArgs {
+            follow: false,
+            agent: vec!["lead".into()],
+            kind: kind.iter().map(|k| (*k).to_owned()).collect(),
+            since: Some(1),
+            json: false,
+        }
+    }
+
+    fn event(seq: u64, agent: &str, kind: &str) -> Event {
+        Event::parse_line(&format!(
+            r#"{{"seq":{seq},"at":"2026-07-30T08:01:02.345Z","run_id":"r","agent":"{agent}","kind":"{kind}","text":"hi"}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_filter_keeps_agent_kind_and_later_seq() {
+        let filter = Filter::new(&args(&[kinds::ASSISTANT_TEXT])).unwrap();
+        assert!(filter.shows(&event(2, "lead", kinds::ASSISTANT_TEXT)));
+        assert!(!filter.shows(&event(1, "lead", kinds::ASSISTANT_TEXT)));
+        assert!(!filter.shows(&event(2, "alice", kinds::ASSISTANT_TEXT)));
+        assert!(!filter.shows(&event(2, "lead", kinds::TOOL_STARTED)));
+    }
+
+    #[test]
+    fn an_unknown_kind_is_a_usage_error_listing_the_kinds() {
+        let err = Filter::new(&args(&["tool_done"])).unwrap_err();
+        let CliError::Usage(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(message.contains("tool_done"), "{message}");
+        assert!(message.contains(kinds::TOOL_FINISHED), "{message}");
+    }
+
+    #[test]
+    fn a_line_has_seq_time_agent_and_words() {
+        assert_eq!(
+            line(&event(7, "lead", kinds::ASSISTANT_TEXT)),
+            "#7 08:01:02.345 lead says: hi"
+        );
+    }
+}
