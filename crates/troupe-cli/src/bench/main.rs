@@ -11,6 +11,11 @@
 //! cargo run --release --bin troupe-bench -- longrun --turns 500 --json
 //! ```
 
+// Shared with the browser tests of `troupe serve`, which use more of it.
+#[allow(dead_code)]
+mod cdp;
+#[cfg(test)]
+mod cdp_tests;
 mod contention;
 mod disk;
 mod dispatch;
