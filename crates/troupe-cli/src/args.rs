@@ -176,6 +176,19 @@ pub enum Command {
         #[arg(long, global = true)]
         json: bool,
     },
+    /// A live web view of the workspace on 127.0.0.1 (the address, with its access token, is
+    /// printed); serves until Ctrl-C.
+    Serve {
+        /// The port to listen on; 0 picks a free one.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
+    },
+    /// Write the event timeline as one self-contained HTML file (works offline).
+    Timeline {
+        /// The HTML file to write (replaced if it exists; not inside .troupe/).
+        #[arg(long, value_name = "FILE")]
+        html: PathBuf,
+    },
     /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
     Completions {
         /// The shell to complete in.
@@ -213,9 +226,12 @@ impl Command {
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
             | Self::Compact { json, .. } => *json,
-            Self::Run(_) | Self::Demo { .. } | Self::Review { .. } | Self::Completions { .. } => {
-                false
-            }
+            Self::Run(_)
+            | Self::Demo { .. }
+            | Self::Review { .. }
+            | Self::Serve { .. }
+            | Self::Timeline { .. }
+            | Self::Completions { .. } => false,
         }
     }
 }

@@ -51,7 +51,7 @@ impl CliError {
 
     /// The stable code and the message without it. Every command ends a message with
     /// ` [code]` when the error has one; the others get the code of their kind.
-    fn code_and_cause(&self) -> (&str, &str) {
+    pub fn code_and_cause(&self) -> (&str, &str) {
         let message = self.message();
         let coded = message
             .strip_suffix(']')

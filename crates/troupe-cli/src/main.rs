@@ -14,6 +14,7 @@ mod event_line;
 mod interrupt;
 mod observe;
 mod render;
+mod serve;
 
 use std::process::ExitCode;
 

@@ -6,8 +6,9 @@ mod completions;
 mod demo;
 mod inspect;
 mod memory;
-mod review;
+pub mod review;
 mod run;
+mod timeline;
 
 use std::path::PathBuf;
 
@@ -50,6 +51,10 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         ),
         Command::Memory { action, json } => {
             memory::memory(&resolve_workspace(cli.workspace)?, action, json)
+        }
+        Command::Serve { port } => crate::serve::serve(&resolve_workspace(cli.workspace)?, port),
+        Command::Timeline { html } => {
+            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html)
         }
         Command::Completions { shell } => completions::completions(shell),
         Command::Mailbox { agent, state, json } => inspect::mailbox(

@@ -3,16 +3,29 @@
 //! shut-down or failed teammate (read from `team.json`); the running team sees the response
 //! arrive in the teammate's mailbox through its filesystem watch. Unlike the tool, it takes a
 //! unique prefix of at least 8 characters for the request id (people type these).
+//!
+//! [`answer_plan`] is the one path: `troupe review` and the web view's `POST /api/review` both
+//! call it.
 
 use std::path::Path;
 
 use troupe::bootstrap::PlanReview;
 use troupe::error::ErrorCode;
 use troupe::inspect::{RequestIdError, RequestIdInput};
-use troupe::wire::AgentName;
+use troupe::wire::{AgentName, MessageId, RequestId};
 
 use super::CliError;
 use crate::render;
+
+/// What answering a plan request did.
+#[derive(Debug, Clone)]
+pub struct PlanAnswer {
+    pub request_id: RequestId,
+    pub approved: bool,
+    /// The response message delivered to the teammate.
+    pub response_id: MessageId,
+    pub recipient: AgentName,
+}
 
 pub fn review(
     workspace: &Path,
@@ -20,6 +33,28 @@ pub fn review(
     approve: bool,
     feedback: Option<String>,
 ) -> Result<(), CliError> {
+    let answer = answer_plan(workspace, request_id, approve, feedback.as_deref())?;
+    render::print_text(&format!(
+        "{} plan request {}; response {} delivered to {}'s mailbox\n",
+        if answer.approved {
+            "approved"
+        } else {
+            "rejected"
+        },
+        answer.request_id,
+        answer.response_id,
+        answer.recipient
+    ))
+}
+
+/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead. Errors end
+/// with their stable code (` [code]`); a malformed or ambiguous id is a usage error.
+pub fn answer_plan(
+    workspace: &Path,
+    request_id: &str,
+    approve: bool,
+    feedback: Option<&str>,
+) -> Result<PlanAnswer, CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::Usage(e.to_string()))?;
     let review = PlanReview::open(workspace)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?
@@ -38,18 +73,12 @@ pub fn review(
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
     let response = review
         .protocol
-        .review_plan(
-            &AgentName::lead(),
-            request_id,
-            approve,
-            feedback.as_deref(),
-            &roster,
-        )
+        .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-    render::print_text(&format!(
-        "{} plan request {request_id}; response {} delivered to {}'s mailbox\n",
-        if approve { "approved" } else { "rejected" },
-        response.id(),
-        response.recipient()
-    ))
+    Ok(PlanAnswer {
+        request_id,
+        approved: approve,
+        response_id: response.id(),
+        recipient: response.recipient().clone(),
+    })
 }

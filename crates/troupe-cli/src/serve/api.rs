@@ -1,0 +1,299 @@
+//! The routes of `troupe serve` (every one behind the checks of `http`): the page and its two
+//! files, the read-only JSON views, the live event stream, and the two actions a person takes
+//! (answer a plan, send a message). GET never changes anything.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use troupe::agent::transcript::FileTranscript;
+use troupe::layout::Layout;
+use troupe::store::events::read::EventCursor;
+use troupe::wire::AgentName;
+
+use super::changes::Changes;
+use super::http::{self, error, query_param, respond, Body};
+use super::state::{self, Models};
+use super::token::Token;
+use super::{page, send, sse};
+use crate::commands::review::answer_plan;
+use crate::error::CliError;
+
+/// The largest request body accepted (JSON of a review or a message).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The most events one `GET /api/events` returns.
+const MAX_LIMIT: usize = 100_000;
+
+/// What every request handler shares.
+pub struct Shared {
+    pub workspace: PathBuf,
+    pub layout: Layout,
+    pub token: Token,
+    pub port: u16,
+    pub changes: Changes,
+    pub models: Mutex<Models>,
+}
+
+pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().map(str::to_owned);
+    let get = method == Method::GET || method == Method::HEAD;
+    match path.as_str() {
+        "/" | "/index.html" if get => respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            page::index(shared.token.as_str()),
+        ),
+        "/app.js" if get => respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            page::APP_JS,
+        ),
+        "/style.css" if get => respond(StatusCode::OK, "text/css; charset=utf-8", page::STYLE_CSS),
+        "/api/state" if get => blocking(move || state_view(&shared)).await,
+        "/api/events" if get => blocking(move || events(&shared, query.as_deref())).await,
+        "/api/events/stream" if get => {
+            let since = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .or_else(|| query_param(query.as_deref(), "since"));
+            match parse_seq(since.as_deref()) {
+                Ok(since) => sse::stream(&shared, since),
+                Err(response) => response,
+            }
+        }
+        "/api/conversation" if get => {
+            blocking(move || conversation(&shared, query.as_deref())).await
+        }
+        "/api/review" if method == Method::POST => match read_json(request).await {
+            Ok(body) => blocking(move || review(&shared, &body)).await,
+            Err(response) => response,
+        },
+        "/api/send" if method == Method::POST => match read_json(request).await {
+            Ok(body) => blocking(move || send_message(&shared, &body)).await,
+            Err(response) => response,
+        },
+        "/" | "/index.html" | "/app.js" | "/style.css" | "/api/state" | "/api/events"
+        | "/api/events/stream" | "/api/conversation" | "/api/review" | "/api/send" => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &format!("{method} is not allowed on {path}"),
+        ),
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("no route {path}"),
+        ),
+    }
+}
+
+/// Runs file-reading work off the async threads.
+async fn blocking(work: impl FnOnce() -> Response<Body> + Send + 'static) -> Response<Body> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("the handler failed: {e}"),
+        )
+    })
+}
+
+fn parse_seq(raw: Option<&str>) -> Result<u64, Response<Body>> {
+    match raw {
+        None | Some("") => Ok(0),
+        Some(raw) => raw.trim().parse().map_err(|_| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "usage",
+                &format!("{raw:?} is not an event seq (a whole number)"),
+            )
+        }),
+    }
+}
+
+/// The body of a POST, when it is JSON (`Content-Type: application/json`) of at most
+/// [`MAX_BODY`] bytes.
+async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+    let is_json = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON (Content-Type: application/json)",
+        ));
+    }
+    match Limited::new(request.into_body(), MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(_) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            &format!("the body must be at most {MAX_BODY} bytes"),
+        )),
+    }
+}
+
+fn state_view(shared: &Shared) -> Response<Body> {
+    match state::state(&shared.layout, &shared.models) {
+        Ok(value) => http::json(StatusCode::OK, &value),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
+    }
+}
+
+/// `GET /api/events?since=N&limit=M`: the events with `seq > N`, at most M (default and cap
+/// 100 000), oldest first.
+fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
+    let since = match parse_seq(query_param(query, "since").as_deref()) {
+        Ok(since) => since,
+        Err(response) => return response,
+    };
+    let limit = match query_param(query, "limit") {
+        None => MAX_LIMIT,
+        Some(raw) => match raw.parse::<usize>() {
+            Ok(n) => n.min(MAX_LIMIT),
+            Err(_) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "usage",
+                    &format!("limit {raw:?} is not a whole number"),
+                )
+            }
+        },
+    };
+    let mut cursor = EventCursor::new(&shared.layout.events_log());
+    match cursor.read_new() {
+        Ok(all) => {
+            let chosen: Vec<Value> = all
+                .iter()
+                .filter(|e| e.seq > since)
+                .take(limit)
+                .map(troupe::wire::Event::to_json)
+                .collect();
+            http::json(StatusCode::OK, &Value::Array(chosen))
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage_error",
+            &e.to_string(),
+        ),
+    }
+}
+
+/// `GET /api/conversation?agent=NAME`: the agent's transcript since its last compaction, each
+/// message with its origin.
+fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
+    let raw = query_param(query, "agent").unwrap_or_default();
+    let agent = match AgentName::parse(&raw) {
+        Ok(agent) => agent,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
+    };
+    let transcript = FileTranscript::new(shared.layout.transcript(&agent));
+    match transcript.load() {
+        Ok(loaded) => {
+            let messages: Vec<Value> = loaded
+                .messages
+                .iter()
+                .zip(&loaded.origins)
+                .map(|(message, origin)| json!({"origin": origin, "message": message}))
+                .collect();
+            http::json(
+                StatusCode::OK,
+                &json!({"agent": agent, "compactions": loaded.boundaries, "messages": messages}),
+            )
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "storage_error",
+            &e.to_string(),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewBody {
+    request_id: String,
+    approve: bool,
+    #[serde(default)]
+    feedback: Option<String>,
+}
+
+/// `POST /api/review`: the same answer as `troupe review` (one shared function).
+fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
+    let body: ReviewBody = match troupe::wire::strict::from_json_bytes(body, "a review") {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
+    };
+    let feedback = body.feedback.as_deref().filter(|f| !f.trim().is_empty());
+    match answer_plan(&shared.workspace, &body.request_id, body.approve, feedback) {
+        Ok(answer) => http::json(
+            StatusCode::OK,
+            &json!({
+                "ok": true,
+                "request_id": answer.request_id.to_string(),
+                "approved": answer.approved,
+                "response_id": answer.response_id.to_string(),
+                "recipient": answer.recipient,
+            }),
+        ),
+        Err(e) => cli_error(&e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendBody {
+    agent: String,
+    text: String,
+}
+
+/// `POST /api/send`: the same as `troupe send AGENT TEXT`.
+fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
+    let body: SendBody = match troupe::wire::strict::from_json_bytes(body, "a message") {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
+    };
+    let agent = match AgentName::parse(&body.agent) {
+        Ok(agent) => agent,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
+    };
+    if body.text.trim().is_empty() {
+        return error(StatusCode::BAD_REQUEST, "usage", "the message is empty");
+    }
+    match send::send_from_user(&shared.workspace, &agent, &body.text) {
+        Ok(id) => http::json(
+            StatusCode::OK,
+            &json!({"ok": true, "message_id": id.to_string(), "agent": agent}),
+        ),
+        Err(e) => error(e.status, e.code, &e.message),
+    }
+}
+
+/// A command's error as an HTTP answer with its stable code: bad input 400, no such request
+/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409.
+fn cli_error(e: &CliError) -> Response<Body> {
+    let (code, cause) = e.code_and_cause();
+    let status = match e {
+        CliError::Usage(_) => StatusCode::BAD_REQUEST,
+        _ if code == "protocol_not_found" => StatusCode::NOT_FOUND,
+        _ if code == "invalid_arguments" => StatusCode::BAD_REQUEST,
+        _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
+            StatusCode::CONFLICT
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, code, cause)
+}

@@ -1,0 +1,73 @@
+//! One wakeup source for every live stream of `troupe serve`: the kernel's file watch on
+//! `.troupe/events.jsonl` (no polling). While `.troupe/` does not exist yet, the workspace folder
+//! is watched for it to appear, and then the events file is watched too.
+//!
+//! Every change bumps a counter in a `tokio::sync::watch` channel; each stream waits on its own
+//! receiver and reads whatever its cursor has not seen.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use troupe::layout::Layout;
+use troupe::store::events::follow::{watch_file, FileWatch, FollowError};
+
+/// Keeps the watches alive; dropping it stops the wakeups.
+pub struct Changes {
+    rx: watch::Receiver<u64>,
+    _state_dir_watch: FileWatch,
+    _events_watch: Arc<Mutex<Option<FileWatch>>>,
+}
+
+impl Changes {
+    pub fn start(layout: &Layout) -> Result<Self, FollowError> {
+        let (tx, rx) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let events_file: PathBuf = layout.events_log();
+        let events_watch: Arc<Mutex<Option<FileWatch>>> = Arc::new(Mutex::new(None));
+        let ensure = {
+            let tx = tx.clone();
+            let events_watch = events_watch.clone();
+            move || ensure_events_watch(&events_file, &events_watch, &tx)
+        };
+        // `.troupe` itself, seen from the workspace folder: its creation (or replacement).
+        let state_dir_watch = watch_file(&layout.state_dir(), {
+            let ensure = ensure.clone();
+            let tx = tx.clone();
+            move || {
+                ensure();
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        })?;
+        ensure();
+        Ok(Self {
+            rx,
+            _state_dir_watch: state_dir_watch,
+            _events_watch: events_watch,
+        })
+    }
+
+    /// A receiver that sees every later change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.rx.clone()
+    }
+}
+
+/// Starts watching the events file once its folder exists.
+fn ensure_events_watch(
+    events_file: &std::path::Path,
+    slot: &Mutex<Option<FileWatch>>,
+    tx: &Arc<watch::Sender<u64>>,
+) {
+    let Ok(mut slot) = slot.lock() else { return };
+    if slot.is_some() || !events_file.parent().is_some_and(std::path::Path::is_dir) {
+        return;
+    }
+    let tx = tx.clone();
+    match watch_file(events_file, move || {
+        tx.send_modify(|n| *n = n.wrapping_add(1));
+    }) {
+        Ok(watch) => *slot = Some(watch),
+        Err(e) => tracing::warn!("{e}"),
+    }
+}

@@ -1,0 +1,86 @@
+//! `troupe serve`: a live web view of one workspace — the team, the timeline of its events, the
+//! conversations, the pending plans (answered from the page) and a message box.
+//!
+//! Listens on 127.0.0.1 only (`--port 0`, the default, picks a free port) and prints one line,
+//! `troupe: serving <workspace> at http://127.0.0.1:PORT/?token=TOKEN`, then serves until Ctrl-C
+//! or SIGTERM (exit 0). It only reads troupe's state, never takes the run lock and never creates
+//! `.troupe/` (a workspace without it shows an empty team and is followed once it appears); the
+//! two POST routes answer a plan and send a message through the same functions as `troupe review`
+//! and `troupe send`.
+
+mod api;
+mod changes;
+mod http;
+pub mod page;
+mod price;
+mod send;
+mod sse;
+mod state;
+mod token;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use troupe::layout::Layout;
+
+use crate::error::CliError;
+use api::Shared;
+
+pub fn serve(workspace: &Path, port: u16) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    runtime.block_on(run(workspace, port))
+}
+
+async fn run(workspace: &Path, port: u16) -> Result<(), CliError> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| CliError::failed(format_args!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| CliError::failed(format_args!("cannot read the listening address: {e}")))?
+        .port();
+    let layout = Layout::new(workspace);
+    let token = token::Token::generate()
+        .map_err(|e| CliError::failed(format_args!("cannot read /dev/urandom: {e}")))?;
+    let changes = changes::Changes::start(&layout)
+        .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?;
+    let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
+    let shared = Arc::new(Shared {
+        workspace: workspace.to_owned(),
+        models: Mutex::new(state::Models::new(&layout)),
+        layout,
+        token,
+        port,
+        changes,
+    });
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "troupe: serving {} at {url}", workspace.display())
+            .and_then(|()| out.flush())
+            .map_err(|e| CliError::failed(format_args!("cannot write output: {e}")))?;
+    }
+    http::serve(listener, shared, shutdown())
+        .await
+        .map_err(|e| CliError::failed(format_args!("the server failed: {e}")))
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,60 @@
+//! The web view's page: `page/index.html`, `page/app.js` and `page/style.css`, built into the
+//! binary (no build step, nothing fetched from elsewhere). `troupe serve` serves the three files;
+//! `troupe timeline --html` inlines them, with the events, into one offline file.
+
+pub const INDEX_HTML: &str = include_str!("page/index.html");
+pub const APP_JS: &str = include_str!("page/app.js");
+pub const STYLE_CSS: &str = include_str!("page/style.css");
+
+const TOKEN_MARK: &str = "__TOKEN__";
+const STYLE_LINK: &str = r#"<link rel="stylesheet" href="style.css?token=__TOKEN__">"#;
+const SCRIPT_TAG: &str = r#"<script src="app.js?token=__TOKEN__"></script>"#;
+
+/// The page as served: its two files are asked for with the token.
+pub fn index(token: &str) -> String {
+    INDEX_HTML.replace(TOKEN_MARK, token)
+}
+
+/// One self-contained page: the style and script inlined, and `events_json` (a JSON array)
+/// embedded in `<script type="application/json" id="events">`, which switches the script to
+/// offline mode (no requests).
+pub fn standalone(events_json: &str) -> String {
+    let style = format!("<style>\n{}</style>", STYLE_CSS.replace("</", "<\\/"));
+    let scripts = format!(
+        "<script type=\"application/json\" id=\"events\">{}</script>\n<script>\n{}</script>",
+        json_script_safe(events_json),
+        APP_JS.replace("</", "<\\/")
+    );
+    INDEX_HTML
+        .replace(STYLE_LINK, &style)
+        .replace(SCRIPT_TAG, &scripts)
+        .replace("<title>troupe</title>", "<title>troupe timeline</title>")
+}
+
+/// JSON that cannot end its `<script>` element early nor start an HTML comment in it: `</`
+/// becomes `<\/` and `<!--` `<\u0021--` (both can only be inside JSON strings, where they read
+/// as the same characters).
+fn json_script_safe(json: &str) -> String {
+    json.replace("</", "<\\/").replace("<!--", "<\\u0021--")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_names_its_files_so_both_modes_can_rewrite_them() {
+        assert!(INDEX_HTML.contains(STYLE_LINK));
+        assert!(INDEX_HTML.contains(SCRIPT_TAG));
+        let page = standalone(r#"[{"text":"</script><script>alert(1)</script>"}]"#);
+        assert!(!page.contains(TOKEN_MARK));
+        assert!(!page.contains("app.js?"));
+        assert!(!page.contains("</script><script>alert"));
+        assert_eq!(page.matches("</script>").count(), 2);
+        assert!(!page.contains("http://") && !page.contains("https://"));
+        assert!(!APP_JS.contains("<!--") && !APP_JS.contains("</script"));
+        let embedded = json_script_safe(r#"["</x", "<!--"]"#);
+        let back: Vec<String> = serde_json::from_str(&embedded).unwrap();
+        assert_eq!(back, ["</x", "<!--"]);
+    }
+}

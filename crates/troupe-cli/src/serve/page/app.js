@@ -1,0 +1,514 @@
+// troupe web view. Served by `troupe serve` (live: the API and the event stream, with the token
+// from this page's address) or inlined by `troupe timeline --html` (offline: the events are
+// embedded in <script type="application/json" id="events">, no requests at all).
+(function () {
+  "use strict";
+
+  var LANE_W = 130, ROW_H = 16, TOP = 28, LEFT = 10, LABEL_MAX = 140;
+  var REFRESH_KINDS = /^(teammate_|request_|run_|model_call_finished$)/;
+
+  var embedded = document.getElementById("events");
+  var OFFLINE = !!embedded;
+  var token = new URLSearchParams(location.search).get("token") || "";
+
+  var events = [];          // every rendered event, by seq
+  var bySeq = new Map();
+  var lastSeq = 0;
+  var lanes = [];           // agent names, lead first
+  var laneIndex = new Map();
+  var requests = new Map(); // request_id -> {from, to}
+  var selected = null;
+  var agentsState = [];
+  var CHUNK = 200;
+  var svg = null, lastChunk = null, lastChunkRows = 0;
+  var refreshTimer = null;
+  var planLinger = new Map(); // request_id -> time answered here
+
+  function $(id) { return document.getElementById(id); }
+
+  function esc(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
+  function short(text, max) {
+    var flat = String(text == null ? "" : text).replace(/\s+/g, " ").trim();
+    return flat.length > max ? flat.slice(0, max - 1) + "…" : flat;
+  }
+
+  // ---- API -------------------------------------------------------------------------------
+
+  function withToken(path) {
+    return path + (path.indexOf("?") >= 0 ? "&" : "?") + "token=" + encodeURIComponent(token);
+  }
+
+  function getJSON(path) {
+    return fetch(withToken(path), { cache: "no-store" }).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) { throw new Error((body.error && body.error.message) || ("HTTP " + r.status)); }
+        return body;
+      });
+    });
+  }
+
+  function postJSON(path, body) {
+    return fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Troupe-Token": token },
+      body: JSON.stringify(body)
+    }).then(function (r) {
+      return r.json().then(function (json) { return { status: r.status, body: json }; },
+        function () { return { status: r.status, body: { ok: false, error: { code: "http", message: "HTTP " + r.status } } }; });
+    });
+  }
+
+  // ---- Event text --------------------------------------------------------------------------
+
+  function describe(e) {
+    var s = function (k) { return e[k] == null ? "" : String(e[k]); };
+    switch (e.kind) {
+      case "run_started": return "run started: " + short(s("prompt"), 80);
+      case "run_ended": return "run ended (" + s("outcome") + ", exit " + s("exit_code") + ")" + (e.error ? ": " + short(e.error, 100) : "");
+      case "model_call_started": return "model call " + s("call") + " started";
+      case "model_retry": return "model " + s("model") + " failed (attempt " + s("attempt") + "), retrying: " + short(s("error"), 90);
+      case "model_fallback": return "model " + s("from") + " failed, falling back to " + s("to");
+      case "model_call_finished": return "model " + s("model") + " answered in " + s("latency_ms") + " ms (" + s("finish_reason") + ", " + s("tokens_in") + " in / " + s("tokens_out") + " out)";
+      case "model_call_failed": return "model call failed [" + s("code") + "]: " + short(s("error"), 110);
+      case "assistant_text": return "says: " + short(s("text"), 160);
+      case "tool_started": return "tool " + s("tool") + " " + short(s("preview"), 70);
+      case "tool_finished":
+        if (e.outcome === "denied") { return "tool " + s("tool") + " DENIED (" + s("rule") + "): " + short(s("denial_reason"), 100); }
+        if (e.outcome === "error") { return "tool " + s("tool") + " failed after " + s("duration_ms") + " ms: " + short(s("preview"), 100); }
+        return "tool " + s("tool") + " ok in " + s("duration_ms") + " ms: " + short(s("preview"), 80);
+      case "message_sent":
+        return s("from") + " → " + s("to") + " [" + s("message_kind") + (e.approved === true ? " approved" : e.approved === false ? " rejected" : "") + "] \"" + short(s("preview"), 60) + "\"";
+      case "request_created": return s("protocol") + " request " + s("from") + " → " + s("to") + " (" + s("request_id") + ")";
+      case "request_answered": return "answered " + s("protocol") + " request " + s("request_id") + ": " + (e.approved ? "approved" : "rejected");
+      case "request_consumed": return s("protocol") + " request " + s("request_id") + " consumed";
+      case "request_expired": return s("protocol") + " request " + s("request_id") + " (" + s("from") + " → " + s("to") + ") expired";
+      case "approval_asked": return "asks approval for " + s("tool") + " " + short(s("preview"), 70);
+      case "approval_answered": return "approval for " + s("tool") + ": " + (e.allowed ? "allowed" : "denied");
+      case "compaction": return "compaction (" + s("how") + "): " + s("messages_before") + " → " + s("messages_after") + " messages";
+      case "job_started": return "job " + s("job_id") + " started: " + short(s("command"), 80);
+      case "job_ended": return "job " + s("job_id") + " " + s("status");
+      case "cron_fired": return "cron " + s("job_id") + " fired: " + short(s("prompt"), 80);
+      case "teammate_spawned": return "spawned as " + s("role");
+      case "teammate_status": return "is " + s("status") + (e.detail ? ": " + short(e.detail, 80) : "");
+      case "user_message": return "a person says: " + short(s("text"), 120);
+      default:
+        var parts = [];
+        Object.keys(e).forEach(function (k) {
+          if (["seq", "at", "run_id", "agent", "kind"].indexOf(k) < 0) { parts.push(k + "=" + short(e[k], 40)); }
+        });
+        return e.kind.replace(/_/g, " ") + (parts.length ? ": " + parts.join(" ") : "");
+    }
+  }
+
+  function fullText(e) {
+    return "#" + e.seq + " " + e.at + " " + e.agent + " " + e.kind + "\n" + describe(e);
+  }
+
+  // ---- Timeline ----------------------------------------------------------------------------
+
+  function addLane(name) {
+    if (!name || name === "troupe" || laneIndex.has(name)) { return false; }
+    laneIndex.set(name, lanes.length);
+    lanes.push(name);
+    return true;
+  }
+
+  function laneX(name) { return LEFT + laneIndex.get(name) * LANE_W + LANE_W / 2; }
+
+  // Lanes an event needs; returns true when a new one appeared.
+  function noteLanes(e) {
+    var grew = false;
+    if (e.kind === "request_created") { requests.set(e.request_id, { from: e.from, to: e.to }); }
+    grew = addLane(e.agent) || grew;
+    if (e.kind === "message_sent" || e.kind.indexOf("request_") === 0) {
+      grew = addLane(e.from) || grew;
+      grew = addLane(e.to) || grew;
+    }
+    return grew;
+  }
+
+  function ends(e) {
+    if (e.kind === "message_sent" || e.kind === "request_created" || e.kind === "request_expired") {
+      return e.from && e.to ? [e.from, e.to] : null;
+    }
+    if (e.kind === "request_answered") {
+      var r = requests.get(e.request_id);
+      return r ? [e.agent, r.from] : null;
+    }
+    return null;
+  }
+
+  function labelX() { return LEFT + lanes.length * LANE_W + 8; }
+  function width() { return labelX() + 900; }
+
+  // One row of the diagram; `row` is its place in its chunk.
+  function rowSvg(e, row) {
+    var y = row * ROW_H + ROW_H / 2;
+    var cls = "event";
+    if (e.outcome === "denied") { cls += " denied"; }
+    if (e.outcome === "error" || e.kind === "model_call_failed" || (e.kind === "teammate_status" && e.status === "failed")) { cls += " failed"; }
+    var out = '<g class="' + cls + '" data-seq="' + e.seq + '" data-kind="' + esc(e.kind) + '" data-agent="' + esc(e.agent) + '">';
+    var pair = ends(e);
+    if (e.agent === "troupe" && !pair) {
+      out += '<line x1="' + LEFT + '" x2="' + (LEFT + Math.max(1, lanes.length) * LANE_W) + '" y1="' + y + '" y2="' + y + '"></line>';
+    } else if (pair && laneIndex.has(pair[0]) && laneIndex.has(pair[1]) && pair[0] !== pair[1]) {
+      var x1 = laneX(pair[0]), x2 = laneX(pair[1]);
+      var dir = x2 > x1 ? -1 : 1;
+      out += '<line x1="' + x1 + '" x2="' + x2 + '" y1="' + y + '" y2="' + y + '"></line>';
+      out += '<path class="arrowhead" d="M' + x2 + ' ' + y + 'l' + (dir * 7) + ' -4v8z"></path>';
+    } else if (laneIndex.has(e.agent)) {
+      var x = laneX(e.agent);
+      if (e.kind === "tool_finished") {
+        out += '<rect class="mark" x="' + (x - 5) + '" y="' + (y - 5) + '" width="10" height="10"></rect>';
+      } else {
+        out += '<circle cx="' + x + '" cy="' + y + '" r="3.5"></circle>';
+      }
+    }
+    out += '<text x="' + labelX() + '" y="' + (y + 4) + '">' + esc(short("#" + e.seq + " " + e.agent + ": " + describe(e), LABEL_MAX)) + '</text>';
+    return out + "</g>";
+  }
+
+  // A chunk of at most CHUNK rows: its own SVG, skipped by layout and paint while off screen
+  // (content-visibility), so that 10 000 events cost what the visible ones cost.
+  function chunkOpen(rows) {
+    var h = rows * ROW_H, w = width(), full = CHUNK * ROW_H;
+    var lines = lanes.map(function (name, i) {
+      var x = LEFT + i * LANE_W + LANE_W / 2;
+      return '<line x1="' + x + '" x2="' + x + '" y1="0" y2="' + full + '"></line>';
+    }).join("");
+    return '<div class="chunk" style="contain-intrinsic-size: auto ' + h + 'px"><svg class="rows" width="' + w + '" height="' + h + '" viewBox="0 0 ' + w + ' ' + h + '"><g class="lane-lines">' + lines + '</g>';
+  }
+
+  function renderTimeline() {
+    var w = width();
+    var parts = ['<svg class="lanes-head" width="' + w + '" height="' + TOP + '">'];
+    lanes.forEach(function (name, i) {
+      var x = LEFT + i * LANE_W + LANE_W / 2;
+      parts.push('<g class="lane" data-agent="' + esc(name) + '"><text class="lane-head" x="' + x + '" y="17" text-anchor="middle">' + esc(short(name, 16)) + '</text>' +
+        '<line x1="' + x + '" x2="' + x + '" y1="22" y2="' + TOP + '"></line></g>');
+    });
+    parts.push("</svg>");
+    for (var start = 0; start < events.length; start += CHUNK) {
+      var end = Math.min(events.length, start + CHUNK);
+      parts.push(chunkOpen(end - start));
+      for (var i = start; i < end; i++) { parts.push(rowSvg(events[i], i - start)); }
+      parts.push("</svg></div>");
+    }
+    var box = $("timeline");
+    box.innerHTML = parts.join("");
+    svg = box.firstChild;
+    var chunks = box.querySelectorAll(".chunk");
+    lastChunk = chunks.length ? chunks[chunks.length - 1].firstChild : null;
+    lastChunkRows = events.length - Math.max(0, chunks.length - 1) * CHUNK;
+  }
+
+  function appendRows(fresh) {
+    var box = $("timeline");
+    var at = 0;
+    while (at < fresh.length) {
+      if (!lastChunk || lastChunkRows >= CHUNK) {
+        box.insertAdjacentHTML("beforeend", chunkOpen(0) + "</svg></div>");
+        lastChunk = box.lastElementChild.firstChild;
+        lastChunkRows = 0;
+      }
+      var n = Math.min(CHUNK - lastChunkRows, fresh.length - at);
+      var html = "";
+      for (var j = 0; j < n; j++) { html += rowSvg(fresh[at + j], lastChunkRows + j); }
+      lastChunk.insertAdjacentHTML("beforeend", html);
+      lastChunkRows += n;
+      at += n;
+      var h = lastChunkRows * ROW_H;
+      lastChunk.setAttribute("height", h);
+      lastChunk.setAttribute("viewBox", "0 0 " + lastChunk.getAttribute("width") + " " + h);
+      lastChunk.parentNode.style.containIntrinsicSize = "auto " + h + "px";
+    }
+  }
+
+  // Appends new events: rows only, unless a new lane appeared (then everything is redrawn).
+  function addEvents(list) {
+    var fresh = [];
+    var grew = false;
+    list.forEach(function (e) {
+      if (typeof e.seq !== "number" || e.seq <= lastSeq || bySeq.has(e.seq)) { return; }
+      grew = noteLanes(e) || grew;
+      bySeq.set(e.seq, e);
+      events.push(e);
+      fresh.push(e);
+      lastSeq = e.seq;
+    });
+    if (!fresh.length) { return fresh; }
+    if (grew || !svg) { renderTimeline(); } else { appendRows(fresh); }
+    document.body.dataset.lastSeq = String(lastSeq);
+    $("event-count").textContent = "(" + events.length + " events)";
+    return fresh;
+  }
+
+  function pickEvent(target) {
+    var g = target.closest ? target.closest(".event[data-seq]") : null;
+    if (!g) { return; }
+    var e = bySeq.get(Number(g.getAttribute("data-seq")));
+    if (!e) { return; }
+    var old = $("timeline").querySelector(".event.picked");
+    if (old) { old.classList.remove("picked"); }
+    g.classList.add("picked");
+    $("event-detail").textContent = fullText(e) + "\n" + JSON.stringify(e, null, 1);
+  }
+
+  // ---- Team --------------------------------------------------------------------------------
+
+  function fmtTokens(a) { return (a.tokens_in || 0) + " in / " + (a.tokens_out || 0) + " out"; }
+  function fmtCost(a) { return a.cost_usd == null ? "cost —" : "~$" + Number(a.cost_usd).toFixed(4); }
+
+  function renderAgents(list) {
+    agentsState = list;
+    var box = $("agents");
+    var html = list.map(function (a) {
+      return '<div class="agent' + (a.name === selected ? " selected" : "") + '" data-agent="' + esc(a.name) + '">' +
+        '<span class="name">' + esc(a.name) + ' <span class="role">' + esc(a.role || "") + '</span></span>' +
+        '<span class="status ' + esc(a.status) + '">' + esc(a.status) + '</span>' +
+        '<span class="tokens">' + esc(fmtTokens(a)) + '</span>' +
+        '<span class="cost" title="' + esc(a.model ? "estimate for " + a.model : "unknown model") + '">' + esc(fmtCost(a)) + '</span></div>';
+    }).join("");
+    box.innerHTML = html || '<p class="empty">No agents yet.</p>';
+    var select = $("send-agent");
+    if (select) {
+      var current = select.value;
+      select.innerHTML = list.map(function (a) { return '<option value="' + esc(a.name) + '">' + esc(a.name) + "</option>"; }).join("");
+      if (current && list.some(function (a) { return a.name === current; })) { select.value = current; }
+    }
+    var grew = false;
+    list.forEach(function (a) { grew = addLane(a.name) || grew; });
+    if (grew && svg) { renderTimeline(); }
+  }
+
+  // Offline: the team as the events tell it.
+  function agentsFromEvents() {
+    var map = new Map();
+    lanes.forEach(function (name) { map.set(name, { name: name, role: name === "lead" ? "lead" : "", status: "", tokens_in: 0, tokens_out: 0, cost_usd: null }); });
+    events.forEach(function (e) {
+      var a = map.get(e.agent);
+      if (!a) { return; }
+      if (e.kind === "teammate_spawned") { a.role = e.role || ""; a.status = "running"; }
+      if (e.kind === "teammate_status") { a.status = e.status || ""; }
+      if (e.kind === "model_call_finished") { a.tokens_in += e.tokens_in || 0; a.tokens_out += e.tokens_out || 0; a.model = e.model; }
+    });
+    return Array.from(map.values());
+  }
+
+  function selectAgent(name) {
+    selected = name;
+    Array.prototype.forEach.call(document.querySelectorAll("#agents .agent"), function (el) {
+      el.classList.toggle("selected", el.getAttribute("data-agent") === name);
+    });
+    $("conversation-agent").textContent = name;
+    var box = $("conversation");
+    if (OFFLINE) {
+      var said = events.filter(function (e) { return e.agent === name && (e.kind === "assistant_text" || e.kind === "user_message"); });
+      box.innerHTML = said.length ? said.map(function (e) {
+        var role = e.kind === "assistant_text" ? "assistant" : "user";
+        return '<div class="message" data-role="' + role + '"><div class="role">' + role + ' #' + e.seq + '</div><div class="content">' + esc(e.text || "") + "</div></div>";
+      }).join("") : '<p class="empty">Nothing said in the recorded events.</p>';
+      return;
+    }
+    box.innerHTML = '<p class="empty">Loading…</p>';
+    getJSON("/api/conversation?agent=" + encodeURIComponent(name)).then(function (c) {
+      if (selected !== name) { return; }
+      box.innerHTML = c.messages.length ? c.messages.map(renderMessage).join("") : '<p class="empty">No conversation yet.</p>';
+    }, function (err) {
+      box.innerHTML = '<p class="error">' + esc(err.message) + "</p>";
+    });
+  }
+
+  function renderMessage(entry) {
+    var m = entry.message || {};
+    var role = m.role || "?";
+    var content = m.content || "";
+    var calls = (m.tool_calls || []).map(function (c) {
+      var fn = c.function || c;
+      return "→ " + (fn.name || c.name || "tool") + " " + short(fn.arguments || c.arguments || "", 400);
+    }).join("\n");
+    var body = [content, calls].filter(Boolean).join("\n");
+    return '<div class="message" data-role="' + esc(role) + '" data-origin="' + esc(entry.origin || "") + '"><div class="role">' + esc(role) +
+      (entry.origin && entry.origin !== "runtime" ? " · " + esc(entry.origin) : "") + '</div><div class="content">' + esc(body) + "</div></div>";
+  }
+
+  // ---- Plans -------------------------------------------------------------------------------
+
+  function renderPlans(list) {
+    var box = $("plans");
+    var listed = new Set(list.map(function (p) { return p.request_id; }));
+    Array.prototype.forEach.call(box.querySelectorAll(".plan"), function (el) {
+      var id = el.getAttribute("data-request");
+      var answered = planLinger.get(id);
+      // An answered plan stays a moment so that its result can be read.
+      if (!listed.has(id) && !(answered && Date.now() - answered < 4000)) { el.remove(); }
+    });
+    list.forEach(function (p) {
+      if (box.querySelector('.plan[data-request="' + CSS.escape(p.request_id) + '"]')) { return; }
+      var el = document.createElement("div");
+      el.className = "plan";
+      el.setAttribute("data-request", p.request_id);
+      el.innerHTML = '<div class="meta">' + esc(p.from) + " → " + esc(p.to) + " · " + esc(p.request_id) + " · expires " + esc(p.expires_at) + "</div>" +
+        '<div class="text">' + esc(p.plan) + "</div>" +
+        '<textarea class="feedback" rows="2" placeholder="Feedback (optional)"></textarea>' +
+        '<button class="approve" type="button">Approve</button> <button class="reject" type="button">Reject</button>' +
+        '<div class="result"></div>';
+      box.appendChild(el);
+    });
+    var empty = box.querySelector(".empty");
+    if (box.querySelector(".plan")) { if (empty) { empty.remove(); } } else if (!empty) { box.innerHTML = '<p class="empty">None.</p>'; }
+  }
+
+  function answerPlan(el, approve) {
+    var id = el.getAttribute("data-request");
+    var result = el.querySelector(".result");
+    var feedback = el.querySelector(".feedback").value;
+    el.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    result.className = "result";
+    result.textContent = approve ? "Approving…" : "Rejecting…";
+    var body = { request_id: id, approve: approve };
+    if (feedback.trim()) { body.feedback = feedback; }
+    postJSON("/api/review", body).then(function (r) {
+      if (r.body.ok) {
+        planLinger.set(id, Date.now());
+        result.className = "result ok";
+        result.textContent = (approve ? "Approved" : "Rejected") + "; response delivered to " + r.body.recipient + ".";
+        setTimeout(function () { refreshState(); }, 4100);
+      } else {
+        result.className = "result error";
+        result.textContent = "Refused [" + r.body.error.code + "]: " + r.body.error.message;
+        el.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+      }
+      refreshState();
+    }, function (err) {
+      result.className = "result error";
+      result.textContent = String(err);
+      el.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+    });
+  }
+
+  // ---- State and stream --------------------------------------------------------------------
+
+  function applyState(state) {
+    $("workspace").textContent = state.workspace;
+    renderAgents(state.agents);
+    renderPlans(state.pending_plans);
+  }
+
+  function refreshState() {
+    return getJSON("/api/state").then(applyState, function (err) {
+      $("connection").textContent = "state: " + err.message;
+    });
+  }
+
+  function scheduleRefresh() {
+    if (refreshTimer) { return; }
+    refreshTimer = setTimeout(function () { refreshTimer = null; refreshState(); }, 150);
+  }
+
+  function loadAllEvents() {
+    var all = [];
+    function page(since) {
+      return getJSON("/api/events?since=" + since + "&limit=100000").then(function (list) {
+        all = all.concat(list);
+        return list.length >= 100000 ? page(list[list.length - 1].seq) : all;
+      });
+    }
+    return page(0);
+  }
+
+  function connect() {
+    var conn = $("connection");
+    var source = new EventSource(withToken("/api/events/stream?since=" + lastSeq));
+    source.onopen = function () { conn.textContent = "live"; conn.className = "live"; };
+    source.onerror = function () { conn.textContent = "reconnecting…"; conn.className = "lost"; };
+    source.addEventListener("event", function (m) {
+      var e;
+      try { e = JSON.parse(m.data); } catch (err) { return; }
+      var added = addEvents([e]);
+      if (added.length && REFRESH_KINDS.test(e.kind)) { scheduleRefresh(); }
+    });
+  }
+
+  function wire() {
+    $("agents").addEventListener("click", function (ev) {
+      var el = ev.target.closest(".agent[data-agent]");
+      if (el) { selectAgent(el.getAttribute("data-agent")); }
+    });
+    $("timeline").addEventListener("click", function (ev) { pickEvent(ev.target); });
+    $("timeline").addEventListener("mouseover", function (ev) {
+      var g = ev.target.closest ? ev.target.closest(".event[data-seq]") : null;
+      if (g && !$("timeline").querySelector(".event.picked")) {
+        var e = bySeq.get(Number(g.getAttribute("data-seq")));
+        if (e) { $("event-detail").textContent = fullText(e); }
+      }
+    });
+    $("plans").addEventListener("click", function (ev) {
+      var button = ev.target.closest("button.approve, button.reject");
+      if (button) { answerPlan(button.closest(".plan"), button.classList.contains("approve")); }
+    });
+    $("send").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var out = $("send-result");
+      var agent = $("send-agent").value;
+      var text = $("send-text").value;
+      if (!agent || !text.trim()) { out.className = "error"; out.textContent = "Choose an agent and write a message."; return; }
+      $("send-button").disabled = true;
+      out.className = "";
+      out.textContent = "Sending…";
+      postJSON("/api/send", { agent: agent, text: text }).then(function (r) {
+        $("send-button").disabled = false;
+        if (r.body.ok) {
+          out.className = "ok";
+          out.textContent = "Sent to " + r.body.agent + " (" + r.body.message_id + ").";
+          $("send-text").value = "";
+        } else {
+          out.className = "error";
+          out.textContent = "Not sent [" + r.body.error.code + "]: " + r.body.error.message;
+        }
+      }, function (err) {
+        $("send-button").disabled = false;
+        out.className = "error";
+        out.textContent = String(err);
+      });
+    });
+  }
+
+  function ready() { document.body.setAttribute("data-ready", "1"); }
+
+  function start() {
+    wire();
+    addLane("lead");
+    if (OFFLINE) {
+      Array.prototype.forEach.call(document.querySelectorAll(".live-only"), function (el) { el.hidden = true; });
+      var list = JSON.parse(embedded.textContent || "[]");
+      addEvents(list);
+      if (!svg) { renderTimeline(); }
+      renderAgents(agentsFromEvents());
+      $("connection").textContent = "exported timeline";
+      ready();
+      return;
+    }
+    performance.mark("troupe-start");
+    Promise.all([getJSON("/api/state"), loadAllEvents()]).then(function (both) {
+      performance.mark("troupe-loaded");
+      applyState(both[0]);
+      addEvents(both[1]);
+      if (!svg) { renderTimeline(); }
+      document.body.dataset.lastSeq = String(lastSeq);
+      performance.mark("troupe-rendered");
+      ready();
+      connect();
+    }, function (err) {
+      $("connection").textContent = "cannot load: " + err.message;
+      $("connection").className = "lost";
+    });
+  }
+
+  start();
+})();

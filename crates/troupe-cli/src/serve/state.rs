@@ -1,0 +1,130 @@
+//! `GET /api/state`: the team at a glance — every agent (the lead first) with its status, tokens
+//! and estimated cost, the pending plan requests, and the last event's `seq`.
+//!
+//! Built from the read-only `Inspector` (roster, usage totals, pending requests) and, for the
+//! model each agent uses, the `model_call_finished` events — read incrementally through one
+//! cursor kept between calls, so a refetch reads only what was appended since.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+use troupe::error::ErrorCode;
+use troupe::layout::Layout;
+use troupe::store::events::kinds;
+use troupe::store::events::read::{last_seq, EventCursor};
+use troupe::wire::RequestStatus;
+
+use super::price;
+
+/// The last model each agent called, from the events read so far.
+pub struct Models {
+    cursor: EventCursor,
+    last: BTreeMap<String, String>,
+}
+
+impl Models {
+    pub fn new(layout: &Layout) -> Self {
+        Self {
+            cursor: EventCursor::new(&layout.events_log()),
+            last: BTreeMap::new(),
+        }
+    }
+
+    fn refresh(&mut self) -> Result<(), String> {
+        for event in self.cursor.read_new().map_err(|e| e.to_string())? {
+            if event.kind == kinds::MODEL_CALL_FINISHED {
+                if let Some(model) = event.str("model") {
+                    self.last.insert(event.agent.clone(), model.to_owned());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why the state could not be read: a message with its stable code.
+pub struct StateError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateError> {
+    let report = troupe::bootstrap::inspector(layout.workspace())
+        .status()
+        .map_err(|e| StateError {
+            code: e.code(),
+            message: e.to_string(),
+        })?;
+    let last = last_seq(&layout.events_log()).map_err(|e| StateError {
+        code: "storage_error",
+        message: e.to_string(),
+    })?;
+    let models = {
+        let mut models = models.lock().map_err(|_| StateError {
+            code: "internal",
+            message: "the model cache is poisoned".to_owned(),
+        })?;
+        models.refresh().map_err(|message| StateError {
+            code: "storage_error",
+            message,
+        })?;
+        models.last.clone()
+    };
+    let lead_status = if report.run.active { "running" } else { "idle" };
+    let mut agents = vec![agent("lead", "lead", lead_status, &report.usage, &models)];
+    for teammate in &report.teammates {
+        agents.push(agent(
+            teammate.name.as_str(),
+            &teammate.role,
+            teammate.status.as_str(),
+            &report.usage,
+            &models,
+        ));
+    }
+    let pending_plans: Vec<Value> = report
+        .pending_requests
+        .iter()
+        .filter(|r| r.kind == "plan_approval" && r.status == RequestStatus::Pending)
+        .map(|r| {
+            json!({
+                "request_id": r.id,
+                "from": r.sender,
+                "to": r.target,
+                "plan": r.content,
+                "created_at": r.created_at_utc,
+                "expires_at": r.expires_at_utc,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "workspace": report.workspace,
+        "run_active": report.run.active,
+        "agents": agents,
+        "pending_plans": pending_plans,
+        "last_seq": last,
+        "cost_note": "estimate from list prices per million tokens; null for unknown models",
+    }))
+}
+
+fn agent(
+    name: &str,
+    role: &str,
+    status: &str,
+    usage: &troupe::store::usage::UsageTotals,
+    models: &BTreeMap<String, String>,
+) -> Value {
+    let counts = usage.agents.get(name).copied().unwrap_or_default();
+    let model = models.get(name);
+    let cost =
+        model.and_then(|m| price::estimate(m, counts.prompt_tokens, counts.completion_tokens));
+    json!({
+        "name": name,
+        "role": role,
+        "status": status,
+        "model": model,
+        "tokens_in": counts.prompt_tokens,
+        "tokens_out": counts.completion_tokens,
+        "cost_usd": cost,
+    })
+}
