@@ -2,7 +2,8 @@
 //! the bench, `src/bench/cdp.rs`), during a scripted `troupe run`: the agents and the timeline
 //! appear, a person approves the teammate's pending plan by clicking, the teammate continues and
 //! the run ends; requests without the token are refused. Screenshots of the page and of
-//! `troupe timeline --html` go to `target/browser-artifacts/`.
+//! `troupe timeline --html` go to `target/browser-artifacts/` (`serve-plan.png` with the plan
+//! pending, `serve.png` after the run, `timeline.png`).
 //!
 //! Chromium must be installed (Debian's `chromium`; `.ci/run` installs it): without it the test
 //! fails and says so. `TROUPE_SKIP_BROWSER=1` skips it with a notice, for machines that cannot
@@ -180,8 +181,11 @@ fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
         WAIT,
     )
     .unwrap();
-    page.wait_for(".plan[data-request] button.approve", WAIT)
-        .unwrap_or_else(|e| panic!("no pending plan on the page: {e}"));
+    page.wait_for(
+        "document.querySelector('.plan[data-request] button.approve')",
+        WAIT,
+    )
+    .unwrap_or_else(|e| panic!("no pending plan on the page: {e}"));
     let request = page
         .evaluate("document.querySelector('.plan[data-request]').dataset.request")
         .unwrap();
@@ -217,16 +221,33 @@ fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
         std::fs::read_to_string(ws.join("out.txt")).unwrap(),
         "approved in the browser"
     );
-    // The click went through the same path as `troupe review`: the request is answered, approved.
+    // The click answered the request in the protocol store, as `troupe review` does, and the
+    // running writer consumed that answer.
+    let store = troupe::store::protocol::JsonProtocolStore::open(
+        &troupe::layout::Layout::new(&ws),
+        std::sync::Arc::new(troupe::clock::SystemClock),
+        std::sync::Arc::new(troupe::ids::RandomIds),
+    )
+    .unwrap();
+    let answered = troupe::store::protocol::ProtocolStore::get(
+        &store,
+        troupe::wire::RequestId::parse(&request).unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        answered.stored_status(),
+        troupe::wire::RequestStatus::Approved
+    );
     let events =
         troupe::store::events::read::read_all(&troupe::layout::Layout::new(&ws).events_log())
             .unwrap();
-    let answered: Vec<_> = events
+    let consumed: Vec<&str> = events
         .iter()
-        .filter(|e| e.kind == "request_answered" && e.str("request_id") == Some(&request))
-        .map(|e| e.fields.get("approved").cloned())
+        .filter(|e| e.kind == "request_consumed" && e.str("request_id") == Some(&request))
+        .map(|e| e.agent.as_str())
         .collect();
-    assert_eq!(answered, vec![Some(json!(true))]);
+    assert_eq!(consumed, ["writer"]);
     page.wait_for(
         "document.body.dataset.lastSeq && !document.querySelector('.plan[data-request] button.approve')",
         WAIT,
