@@ -7,6 +7,7 @@
 //! records `performance.now()` (milliseconds since navigation start) when a mutation observer
 //! first sees the flag, so the time to ask the page afterwards is not counted.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,21 +58,44 @@ pub fn troupe_beside_this_binary() -> BenchResult<PathBuf> {
 /// The median milliseconds from navigation start to `body[data-ready="1"]` over `loads` loads of
 /// the served page of a workspace holding `events` events, in a temporary folder under `dir`.
 pub fn measure(dir: &Path, troupe: &Path, events: usize, loads: usize) -> BenchResult<f64> {
+    measure_with_marks(dir, troupe, events, loads).map(|(median, _)| median)
+}
+
+/// [`measure`], with the median time of each `performance.mark` the page set (where the time
+/// went: data fetched, timeline drawn).
+pub fn measure_with_marks(
+    dir: &Path,
+    troupe: &Path,
+    events: usize,
+    loads: usize,
+) -> BenchResult<(f64, Map<String, Value>)> {
     let workspace = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     write_events(workspace.path(), events)?;
     let serve = Serve::start(troupe, workspace.path())?;
-    let mut samples = Vec::with_capacity(loads);
+    let mut ready = Vec::with_capacity(loads);
+    let mut marks: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for _ in 0..loads {
-        samples.push(load_once(&serve.url)?);
+        let (at, marked) = load_once(&serve.url)?;
+        ready.push(at);
+        for (name, at) in marked {
+            marks.entry(name).or_default().push(at);
+        }
     }
-    samples.sort_by(f64::total_cmp);
-    samples
-        .get(samples.len() / 2)
-        .copied()
-        .ok_or_else(|| "no load measured (loads = 0)".to_string())
+    let median = median_of(ready).ok_or_else(|| "no load measured (loads = 0)".to_string())?;
+    let marks = marks
+        .into_iter()
+        .filter_map(|(name, times)| Some((name, json!(crate::stats::round2(median_of(times)?)))))
+        .collect();
+    Ok((median, marks))
 }
 
-fn load_once(url: &str) -> BenchResult<f64> {
+fn median_of(mut samples: Vec<f64>) -> Option<f64> {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied()
+}
+
+/// One load in a fresh browser: ms to ready, and the page's own marks.
+fn load_once(url: &str) -> BenchResult<(f64, Vec<(String, f64)>)> {
     let mut page = Page::open()?;
     page.add_init_script(MARK_READY)?;
     page.navigate(url)?;
@@ -79,9 +103,21 @@ fn load_once(url: &str) -> BenchResult<f64> {
         "document.body && document.body.dataset.ready === '1'",
         READY_TIMEOUT,
     )?;
-    page.evaluate("window.__troupeReadyAt")?
+    let ready = page
+        .evaluate("window.__troupeReadyAt")?
         .as_f64()
-        .ok_or_else(|| "the page got ready before the timing script saw it".to_string())
+        .ok_or_else(|| "the page got ready before the timing script saw it".to_string())?;
+    let marks =
+        page.evaluate("performance.getEntriesByType('mark').map(m => [m.name, m.startTime])")?;
+    let marks = marks
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|m| Some((m.get(0)?.as_str()?.to_string(), m.get(1)?.as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((ready, marks))
 }
 
 /// `events` events of a lead and three teammates at work: model calls, the model's words, tool
@@ -274,15 +310,16 @@ pub fn figures(dir: &Path) -> BenchResult<Map<String, Value>> {
     Ok(figures)
 }
 
-/// `troupe-bench page-load`: the figure on its own, with its inputs.
+/// `troupe-bench page-load`: the figure on its own, with its inputs and the page's marks.
 pub fn run(dir: &Path, events: usize, loads: usize) -> BenchResult<Value> {
     let troupe = troupe_beside_this_binary()?;
-    let median = measure(dir, &troupe, events, loads)?;
+    let (median, marks) = measure_with_marks(dir, &troupe, events, loads)?;
     Ok(json!({
         "events": events,
         "loads": loads,
         "page_load_ms_median": crate::stats::round2(median),
         "goal_ms": 1000,
+        "page_marks_ms_median": marks,
     }))
 }
 
