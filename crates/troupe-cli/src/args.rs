@@ -109,6 +109,17 @@ pub enum Command {
         #[arg(long)]
         feedback: Option<String>,
     },
+    /// Send a message from you (sender `user`) to the lead or a teammate; a running team picks
+    /// it up at once, otherwise the next run does.
+    Send {
+        /// The lead (`lead`) or a teammate that has not failed or shut down.
+        agent: String,
+        /// The message.
+        text: String,
+        /// Print the message id as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Teammates and their status, mailbox counts per state, pending requests.
     Status {
         /// Print JSON instead of text.
@@ -219,6 +230,7 @@ impl Command {
     pub fn json_output(&self) -> bool {
         match self {
             Self::Status { json }
+            | Self::Send { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json }
             | Self::Cron { json }

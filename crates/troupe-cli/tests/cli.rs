@@ -26,6 +26,8 @@
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 //! - `token_usage`: the token usage of `.troupe/usage.jsonl` in `troupe status`.
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
+//! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
+//!   the page) and `troupe timeline --html`.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -60,6 +62,10 @@ mod run_lock;
 mod scripts;
 #[path = "cli/secrets.rs"]
 mod secrets;
+#[path = "cli/send.rs"]
+mod send;
+#[path = "cli/serve.rs"]
+mod serve;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/special_files.rs"]

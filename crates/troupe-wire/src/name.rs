@@ -14,6 +14,10 @@ pub struct AgentName(String);
 impl AgentName {
     /// The lead's name.
     pub const LEAD: &'static str = "lead";
+    /// The sender of messages from a person (`troupe send`, the web view); never an agent.
+    pub const USER: &'static str = "user";
+    /// The name events about the run itself carry; never an agent.
+    pub const TROUPE: &'static str = "troupe";
     pub const MAX_LEN: usize = 64;
 
     pub fn lead() -> Self {
@@ -37,6 +41,20 @@ impl AgentName {
 
     pub fn is_lead(&self) -> bool {
         self.0 == Self::LEAD
+    }
+
+    /// The name of a person sending messages.
+    pub fn user() -> Self {
+        Self(Self::USER.to_owned())
+    }
+
+    pub fn is_user(&self) -> bool {
+        self.0 == Self::USER
+    }
+
+    /// `user` and `troupe` name no agent: no teammate may take them.
+    pub fn is_reserved(&self) -> bool {
+        self.0 == Self::USER || self.0 == Self::TROUPE
     }
 }
 

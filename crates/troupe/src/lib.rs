@@ -20,6 +20,7 @@
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
 //!   (`build_team`) and for the commands that run no team (`inspector`, `PlanReview`).
+//! - [`send`]: a person's message to the lead or a teammate (`troupe send`, the web view).
 //!
 //! The modules form layers (ARCHITECTURE.md, "Layers"); `tests/all/architecture.rs` fails on an
 //! import cycle between files or an import that goes up a layer.
@@ -44,6 +45,7 @@ pub mod model;
 pub mod permissions;
 pub mod process;
 pub mod secrets;
+pub mod send;
 pub mod store;
 pub mod sync;
 pub mod team;

@@ -8,6 +8,7 @@ mod inspect;
 mod memory;
 pub mod review;
 mod run;
+mod send;
 mod timeline;
 
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             approve,
             feedback,
         ),
+        Command::Send { agent, text, json } => {
+            send::send(&resolve_workspace(cli.workspace)?, &agent, &text, json)
+        }
         Command::Status { json } => inspect::status(&resolve_workspace(cli.workspace)?, json),
         Command::Requests { status, json } => {
             inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)

@@ -13,12 +13,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use troupe::agent::transcript::FileTranscript;
 use troupe::layout::Layout;
-use troupe::store::events::read::EventCursor;
 use troupe::wire::AgentName;
 
+use super::cache::EventCache;
 use super::changes::Changes;
 use super::http::{self, error, query_param, respond, Body};
-use super::state::{self, Models};
+use super::state;
 use super::token::Token;
 use super::{page, send, sse};
 use crate::commands::review::answer_plan;
@@ -37,7 +37,7 @@ pub struct Shared {
     pub token: Token,
     pub port: u16,
     pub changes: Changes,
-    pub models: Mutex<Models>,
+    pub cache: Mutex<EventCache>,
 }
 
 pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
@@ -68,7 +68,7 @@ pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<
                 .or_else(|| query_param(query.as_deref(), "since"));
             match parse_seq(since.as_deref()) {
                 Ok(since) => sse::stream(&shared, since),
-                Err(response) => response,
+                Err(cause) => error(StatusCode::BAD_REQUEST, "usage", &cause),
             }
         }
         "/api/conversation" if get => {
@@ -107,16 +107,14 @@ async fn blocking(work: impl FnOnce() -> Response<Body> + Send + 'static) -> Res
     })
 }
 
-fn parse_seq(raw: Option<&str>) -> Result<u64, Response<Body>> {
+/// An event seq from the query or `Last-Event-ID` (none: 0); the error is the cause.
+fn parse_seq(raw: Option<&str>) -> Result<u64, String> {
     match raw {
         None | Some("") => Ok(0),
-        Some(raw) => raw.trim().parse().map_err(|_| {
-            error(
-                StatusCode::BAD_REQUEST,
-                "usage",
-                &format!("{raw:?} is not an event seq (a whole number)"),
-            )
-        }),
+        Some(raw) => raw
+            .trim()
+            .parse()
+            .map_err(|_| format!("{raw:?} is not an event seq (a whole number)")),
     }
 }
 
@@ -147,7 +145,7 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 }
 
 fn state_view(shared: &Shared) -> Response<Body> {
-    match state::state(&shared.layout, &shared.models) {
+    match state::state(&shared.layout, &shared.cache) {
         Ok(value) => http::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
@@ -158,7 +156,7 @@ fn state_view(shared: &Shared) -> Response<Body> {
 fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let since = match parse_seq(query_param(query, "since").as_deref()) {
         Ok(since) => since,
-        Err(response) => return response,
+        Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
     };
     let limit = match query_param(query, "limit") {
         None => MAX_LIMIT,
@@ -173,17 +171,19 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
             }
         },
     };
-    let mut cursor = EventCursor::new(&shared.layout.events_log());
-    match cursor.read_new() {
-        Ok(all) => {
-            let chosen: Vec<Value> = all
-                .iter()
-                .filter(|e| e.seq > since)
-                .take(limit)
-                .map(troupe::wire::Event::to_json)
-                .collect();
-            http::json(StatusCode::OK, &Value::Array(chosen))
-        }
+    let Ok(mut cache) = shared.cache.lock() else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the event cache is poisoned",
+        );
+    };
+    match cache.refresh() {
+        Ok(()) => respond(
+            StatusCode::OK,
+            "application/json",
+            cache.json_after(since, limit),
+        ),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "storage_error",
@@ -270,20 +270,18 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    if body.text.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "usage", "the message is empty");
-    }
     match send::send_from_user(&shared.workspace, &agent, &body.text) {
         Ok(id) => http::json(
             StatusCode::OK,
-            &json!({"ok": true, "message_id": id.to_string(), "agent": agent}),
+            &json!({"ok": true, "message_id": id.to_string(), "agent": agent, "to": agent, "from": "user"}),
         ),
         Err(e) => error(e.status, e.code, &e.message),
     }
 }
 
 /// A command's error as an HTTP answer with its stable code: bad input 400, no such request
-/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409.
+/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409,
+/// anything else (storage, corrupt state) 500.
 fn cli_error(e: &CliError) -> Response<Body> {
     let (code, cause) = e.code_and_cause();
     let status = match e {
@@ -293,6 +291,8 @@ fn cli_error(e: &CliError) -> Response<Body> {
         _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
             StatusCode::CONFLICT
         }
+        // The plan's teammate failed, shut down or left the roster: it cannot take an answer.
+        _ if code == "teammate_state" || code == "teammate_not_found" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, code, cause)

@@ -28,18 +28,19 @@ impl Changes {
         let ensure = {
             let tx = tx.clone();
             let events_watch = events_watch.clone();
-            move || ensure_events_watch(&events_file, &events_watch, &tx)
+            move |renew: bool| ensure_events_watch(&events_file, &events_watch, &tx, renew)
         };
-        // `.troupe` itself, seen from the workspace folder: its creation (or replacement).
+        // `.troupe` itself, seen from the workspace folder: its creation, or its replacement
+        // (then the old folder's watch is dead and a new one is needed).
         let state_dir_watch = watch_file(&layout.state_dir(), {
             let ensure = ensure.clone();
             let tx = tx.clone();
             move || {
-                ensure();
+                ensure(true);
                 tx.send_modify(|n| *n = n.wrapping_add(1));
             }
         })?;
-        ensure();
+        ensure(false);
         Ok(Self {
             rx,
             _state_dir_watch: state_dir_watch,
@@ -53,13 +54,17 @@ impl Changes {
     }
 }
 
-/// Starts watching the events file once its folder exists.
+/// Starts watching the events file once its folder exists (again, when `renew`).
 fn ensure_events_watch(
     events_file: &std::path::Path,
     slot: &Mutex<Option<FileWatch>>,
     tx: &Arc<watch::Sender<u64>>,
+    renew: bool,
 ) {
     let Ok(mut slot) = slot.lock() else { return };
+    if renew {
+        *slot = None;
+    }
     if slot.is_some() || !events_file.parent().is_some_and(std::path::Path::is_dir) {
         return;
     }

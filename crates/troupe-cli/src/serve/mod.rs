@@ -9,6 +9,7 @@
 //! and `troupe send`.
 
 mod api;
+mod cache;
 mod changes;
 mod http;
 pub mod page;
@@ -52,11 +53,19 @@ async fn run(workspace: &Path, port: u16) -> Result<(), CliError> {
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
-        models: Mutex::new(state::Models::new(&layout)),
+        cache: Mutex::new(cache::EventCache::new(&layout.events_log())),
         layout,
         token,
         port,
         changes,
+    });
+    let shutdown = shutdown()?;
+    // Read the events already there while the first page is being asked for.
+    let warm = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Ok(mut cache) = warm.cache.lock() {
+            let _ = cache.refresh();
+        }
     });
     {
         let mut out = std::io::stdout().lock();
@@ -64,23 +73,24 @@ async fn run(workspace: &Path, port: u16) -> Result<(), CliError> {
             .and_then(|()| out.flush())
             .map_err(|e| CliError::failed(format_args!("cannot write output: {e}")))?;
     }
-    http::serve(listener, shared, shutdown())
+    http::serve(listener, shared, shutdown)
         .await
         .map_err(|e| CliError::failed(format_args!("the server failed: {e}")))
 }
 
-/// Ctrl-C or SIGTERM.
-async fn shutdown() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+/// Ctrl-C or SIGTERM. The handlers are installed here, before the address is printed, so that
+/// a signal right after it stops the server rather than killing it.
+fn shutdown() -> Result<impl std::future::Future<Output = ()>, CliError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let install = |kind| {
+        signal(kind).map_err(|e| CliError::failed(format_args!("cannot handle signals: {e}")))
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
+    let mut interrupt = install(SignalKind::interrupt())?;
+    let mut terminate = install(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
 }

@@ -1,12 +1,11 @@
-//! `POST /api/send`: a person's message to an agent, the same as `troupe send AGENT TEXT`.
-//!
-//! Waiting for the library function `troupe::bootstrap::send_from_user(workspace, &AgentName,
-//! text) -> Result<MessageId, BootstrapError>` (being written for `troupe send`): until it is
-//! wired here, sending answers 501 `not_implemented`, so there is never a second path.
+//! `POST /api/send`: a person's message to an agent through the one function `troupe send`
+//! calls (`troupe::send::send_from_user`), its errors as HTTP answers with their stable codes.
 
 use std::path::Path;
 
 use hyper::StatusCode;
+use troupe::error::ErrorCode;
+use troupe::send::SendError as LibError;
 use troupe::wire::{AgentName, MessageId};
 
 /// Why a message was not sent: the HTTP status, the stable code and the cause.
@@ -16,14 +15,20 @@ pub struct SendError {
     pub message: String,
 }
 
+/// No such agent 404; a failed or shut-down one 409; bad text 400; storage 500.
 pub fn send_from_user(
-    _workspace: &Path,
-    _agent: &AgentName,
-    _text: &str,
+    workspace: &Path,
+    agent: &AgentName,
+    text: &str,
 ) -> Result<MessageId, SendError> {
-    Err(SendError {
-        status: StatusCode::NOT_IMPLEMENTED,
-        code: "not_implemented",
-        message: "sending from the web view is not wired yet (it will call the same function as `troupe send`)".to_owned(),
+    troupe::send::send_from_user(workspace, agent, text).map_err(|e| SendError {
+        status: match &e {
+            LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+            LibError::Unavailable { .. } => StatusCode::CONFLICT,
+            LibError::Invalid(_) => StatusCode::BAD_REQUEST,
+            LibError::Inspect(_) | LibError::Mailbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+        code: e.code(),
+        message: e.to_string(),
     })
 }

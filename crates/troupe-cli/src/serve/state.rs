@@ -2,8 +2,7 @@
 //! and estimated cost, the pending plan requests, and the last event's `seq`.
 //!
 //! Built from the read-only `Inspector` (roster, usage totals, pending requests) and, for the
-//! model each agent uses, the `model_call_finished` events — read incrementally through one
-//! cursor kept between calls, so a refetch reads only what was appended since.
+//! model each agent uses, the `model_call_finished` events of the server's [`EventCache`].
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,37 +10,11 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 use troupe::error::ErrorCode;
 use troupe::layout::Layout;
-use troupe::store::events::kinds;
-use troupe::store::events::read::{last_seq, EventCursor};
+use troupe::store::events::read::last_seq;
 use troupe::wire::RequestStatus;
 
+use super::cache::EventCache;
 use super::price;
-
-/// The last model each agent called, from the events read so far.
-pub struct Models {
-    cursor: EventCursor,
-    last: BTreeMap<String, String>,
-}
-
-impl Models {
-    pub fn new(layout: &Layout) -> Self {
-        Self {
-            cursor: EventCursor::new(&layout.events_log()),
-            last: BTreeMap::new(),
-        }
-    }
-
-    fn refresh(&mut self) -> Result<(), String> {
-        for event in self.cursor.read_new().map_err(|e| e.to_string())? {
-            if event.kind == kinds::MODEL_CALL_FINISHED {
-                if let Some(model) = event.str("model") {
-                    self.last.insert(event.agent.clone(), model.to_owned());
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Why the state could not be read: a message with its stable code.
 pub struct StateError {
@@ -49,7 +22,7 @@ pub struct StateError {
     pub message: String,
 }
 
-pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateError> {
+pub fn state(layout: &Layout, cache: &Mutex<EventCache>) -> Result<Value, StateError> {
     let report = troupe::bootstrap::inspector(layout.workspace())
         .status()
         .map_err(|e| StateError {
@@ -61,15 +34,15 @@ pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateErro
         message: e.to_string(),
     })?;
     let models = {
-        let mut models = models.lock().map_err(|_| StateError {
+        let mut cache = cache.lock().map_err(|_| StateError {
             code: "internal",
-            message: "the model cache is poisoned".to_owned(),
+            message: "the event cache is poisoned".to_owned(),
         })?;
-        models.refresh().map_err(|message| StateError {
+        cache.refresh().map_err(|e| StateError {
             code: "storage_error",
-            message,
+            message: e.to_string(),
         })?;
-        models.last.clone()
+        cache.models().clone()
     };
     let lead_status = if report.run.active { "running" } else { "idle" };
     let mut agents = vec![agent("lead", "lead", lead_status, &report.usage, &models)];
@@ -85,7 +58,14 @@ pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateErro
     let pending_plans: Vec<Value> = report
         .pending_requests
         .iter()
-        .filter(|r| r.kind == "plan_approval" && r.status == RequestStatus::Pending)
+        // Answered but not yet read by its teammate (the answer is recorded in `answers/`
+        // until then) is no longer waiting for a person.
+        .filter(|r| {
+            r.kind == "plan_approval"
+                && r.status == RequestStatus::Pending
+                && r.resolution.is_none()
+                && !answer_recorded(layout, &r.id)
+        })
         .map(|r| {
             json!({
                 "request_id": r.id,
@@ -105,6 +85,15 @@ pub fn state(layout: &Layout, models: &Mutex<Models>) -> Result<Value, StateErro
         "last_seq": last,
         "cost_note": "estimate from list prices per million tokens; null for unknown models",
     }))
+}
+
+/// Whether an answer to request `id` is recorded (`.troupe/protocol/answers/<id>.json`).
+fn answer_recorded(layout: &Layout, id: &str) -> bool {
+    layout
+        .protocol_answers_dir()
+        .join(format!("{id}.json"))
+        .symlink_metadata()
+        .is_ok()
 }
 
 fn agent(

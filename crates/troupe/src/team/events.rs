@@ -34,6 +34,12 @@ pub enum EventSource {
 impl LeadEvent {
     pub fn from_message(message: MailboxMessage) -> Self {
         let body = match &message {
+            MailboxMessage::Ordinary(m) if m.sender.is_user() => json!({
+                "kind": "user_message",
+                "sender": m.sender,
+                "message_id": m.id,
+                "content": m.content,
+            }),
             MailboxMessage::Ordinary(m) => json!({
                 "kind": m.kind.as_str(),
                 "sender": m.sender,

@@ -575,10 +575,16 @@ impl WorkerContext for TeamWorker {
     }
 }
 
-/// The name must not be `lead`; role and first task must not be blank.
+/// The name must not be `lead`, `user` or `troupe`; role and first task must not be blank.
 fn check_spawn_arguments(name: &AgentName, role: &str, prompt: &str) -> Result<(), TeamError> {
     if name.is_lead() {
         return Err(TeamError::TeammateExists(name.clone()));
+    }
+    if name.is_reserved() {
+        return Err(TeamError::Invalid(format!(
+            "the name {name} is reserved (user is a person sending messages, troupe the run \
+             itself); pick another name"
+        )));
     }
     if role.trim().is_empty() {
         return Err(TeamError::Invalid("role must not be blank".into()));

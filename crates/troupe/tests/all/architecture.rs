@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["agent", "cron"],
     &["team"],
     &["inspect"],
-    &["bootstrap"],
+    &["bootstrap", "send"],
     &["demo"],
 ];
 

@@ -6,6 +6,9 @@
 
   var LANE_W = 130, ROW_H = 16, TOP = 28, LEFT = 10, LABEL_MAX = 140;
   var REFRESH_KINDS = /^(teammate_|request_|run_|model_call_finished$)/;
+  // Kinds after which the selected agent's conversation has grown.
+  var CONVERSATION_KINDS = /^(assistant_text|tool_finished|user_message|compaction|model_call_finished)$/;
+  var conversationTimer = null;
 
   var embedded = document.getElementById("events");
   var OFFLINE = !!embedded;
@@ -20,7 +23,7 @@
   var selected = null;
   var agentsState = [];
   var CHUNK = 200;
-  var svg = null, lastChunk = null, lastChunkRows = 0;
+  var head = null, lastChunk = null, lastChunkRows = 0;
   var refreshTimer = null;
   var planLinger = new Map(); // request_id -> time answered here
 
@@ -73,7 +76,7 @@
       case "model_call_started": return "model call " + s("call") + " started";
       case "model_retry": return "model " + s("model") + " failed (attempt " + s("attempt") + "), retrying: " + short(s("error"), 90);
       case "model_fallback": return "model " + s("from") + " failed, falling back to " + s("to");
-      case "model_call_finished": return "model " + s("model") + " answered in " + s("latency_ms") + " ms (" + s("finish_reason") + ", " + s("tokens_in") + " in / " + s("tokens_out") + " out)";
+      case "model_call_finished": return "model " + s("model") + " answered in " + s("latency_ms") + " ms (" + s("finish_reason") + (e.tokens_in != null ? ", " + s("tokens_in") + " in / " + s("tokens_out") + " out tokens" : "") + (e.attempts > 1 ? ", " + s("attempts") + " attempts" : "") + (e.fallback_used ? ", fallback" : "") + ")";
       case "model_call_failed": return "model call failed [" + s("code") + "]: " + short(s("error"), 110);
       case "assistant_text": return "says: " + short(s("text"), 160);
       case "tool_started": return "tool " + s("tool") + " " + short(s("preview"), 70);
@@ -146,64 +149,70 @@
   function labelX() { return LEFT + lanes.length * LANE_W + 8; }
   function width() { return labelX() + 900; }
 
-  // One row of the diagram; `row` is its place in its chunk.
-  function rowSvg(e, row) {
-    var y = row * ROW_H + ROW_H / 2;
+  // One row of the diagram: a plain element with absolutely placed marks (HTML parses several
+  // times faster than SVG, which matters at 10 000 rows). Positions come from classes of the
+  // generated lane stylesheet: `xI` is lane I's centre, `wK` the width of K lanes.
+  function rowHtml(e) {
     var cls = "event";
     if (e.outcome === "denied") { cls += " denied"; }
     if (e.outcome === "error" || e.kind === "model_call_failed" || (e.kind === "teammate_status" && e.status === "failed")) { cls += " failed"; }
-    var out = '<g class="' + cls + '" data-seq="' + e.seq + '" data-kind="' + esc(e.kind) + '" data-agent="' + esc(e.agent) + '">';
+    var out = '<div class="' + cls + '" data-seq="' + e.seq + '" data-kind="' + esc(e.kind) + '" data-agent="' + esc(e.agent) + '">';
     var pair = ends(e);
     if (e.agent === "troupe" && !pair) {
-      out += '<line x1="' + LEFT + '" x2="' + (LEFT + Math.max(1, lanes.length) * LANE_W) + '" y1="' + y + '" y2="' + y + '"></line>';
+      out += '<i class="rule"></i>';
     } else if (pair && laneIndex.has(pair[0]) && laneIndex.has(pair[1]) && pair[0] !== pair[1]) {
-      var x1 = laneX(pair[0]), x2 = laneX(pair[1]);
-      var dir = x2 > x1 ? -1 : 1;
-      out += '<line x1="' + x1 + '" x2="' + x2 + '" y1="' + y + '" y2="' + y + '"></line>';
-      out += '<path class="arrowhead" d="M' + x2 + ' ' + y + 'l' + (dir * 7) + ' -4v8z"></path>';
+      var a = laneIndex.get(pair[0]), b = laneIndex.get(pair[1]);
+      out += '<i class="arrow x' + Math.min(a, b) + " w" + Math.abs(a - b) + (b > a ? " right" : " left") + '"></i>';
     } else if (laneIndex.has(e.agent)) {
-      var x = laneX(e.agent);
-      if (e.kind === "tool_finished") {
-        out += '<rect class="mark" x="' + (x - 5) + '" y="' + (y - 5) + '" width="10" height="10"></rect>';
-      } else {
-        out += '<circle cx="' + x + '" cy="' + y + '" r="3.5"></circle>';
-      }
+      out += '<i class="mark x' + laneIndex.get(e.agent) + (e.kind === "tool_finished" ? " tool" : "") + '"></i>';
     }
-    out += '<text x="' + labelX() + '" y="' + (y + 4) + '">' + esc(short("#" + e.seq + " " + e.agent + ": " + describe(e), LABEL_MAX)) + '</text>';
-    return out + "</g>";
+    out += '<span class="label">' + esc(short("#" + e.seq + " " + e.agent + ": " + describe(e), LABEL_MAX)) + "</span>";
+    return out + "</div>";
   }
 
-  // A chunk of at most CHUNK rows: its own SVG, skipped by layout and paint while off screen
-  // (content-visibility), so that 10 000 events cost what the visible ones cost.
+  // Where lanes are: one generated stylesheet, rewritten when a lane appears.
+  function laneStyle() {
+    var rules = [];
+    var n = lanes.length, w = width();
+    for (var i = 0; i < n; i++) { rules.push(".x" + i + "{left:" + (LEFT + i * LANE_W + LANE_W / 2) + "px}"); }
+    for (var k = 1; k < n; k++) { rules.push(".w" + k + "{width:" + (k * LANE_W) + "px}"); }
+    rules.push("#timeline .chunk,#timeline .lanes-head{width:" + w + "px}");
+    rules.push("#timeline .label{left:" + labelX() + "px}");
+    rules.push("#timeline .rule{left:" + LEFT + "px;width:" + (Math.max(1, n) * LANE_W) + "px}");
+    rules.push("#timeline .chunk{background-size:" + (Math.max(1, n) * LANE_W) + "px 100%}");
+    var el = $("lane-style");
+    if (!el) {
+      el = document.createElement("style");
+      el.id = "lane-style";
+      document.head.appendChild(el);
+    }
+    el.textContent = rules.join("\n");
+  }
+
   function chunkOpen(rows) {
-    var h = rows * ROW_H, w = width(), full = CHUNK * ROW_H;
-    var lines = lanes.map(function (name, i) {
-      var x = LEFT + i * LANE_W + LANE_W / 2;
-      return '<line x1="' + x + '" x2="' + x + '" y1="0" y2="' + full + '"></line>';
-    }).join("");
-    return '<div class="chunk" style="contain-intrinsic-size: auto ' + h + 'px"><svg class="rows" width="' + w + '" height="' + h + '" viewBox="0 0 ' + w + ' ' + h + '"><g class="lane-lines">' + lines + '</g>';
+    return '<div class="chunk" style="contain-intrinsic-size:auto ' + (rows * ROW_H) + 'px">';
   }
 
+  // A chunk holds at most CHUNK rows and is skipped by layout and paint while off screen
+  // (content-visibility), so that 10 000 events cost what the visible ones cost.
   function renderTimeline() {
-    var w = width();
-    var parts = ['<svg class="lanes-head" width="' + w + '" height="' + TOP + '">'];
+    laneStyle();
+    var parts = ['<div class="lanes-head">'];
     lanes.forEach(function (name, i) {
-      var x = LEFT + i * LANE_W + LANE_W / 2;
-      parts.push('<g class="lane" data-agent="' + esc(name) + '"><text class="lane-head" x="' + x + '" y="17" text-anchor="middle">' + esc(short(name, 16)) + '</text>' +
-        '<line x1="' + x + '" x2="' + x + '" y1="22" y2="' + TOP + '"></line></g>');
+      parts.push('<div class="lane x' + i + '" data-agent="' + esc(name) + '">' + esc(short(name, 16)) + "</div>");
     });
-    parts.push("</svg>");
+    parts.push("</div>");
     for (var start = 0; start < events.length; start += CHUNK) {
       var end = Math.min(events.length, start + CHUNK);
       parts.push(chunkOpen(end - start));
-      for (var i = start; i < end; i++) { parts.push(rowSvg(events[i], i - start)); }
-      parts.push("</svg></div>");
+      for (var i = start; i < end; i++) { parts.push(rowHtml(events[i])); }
+      parts.push("</div>");
     }
     var box = $("timeline");
     box.innerHTML = parts.join("");
-    svg = box.firstChild;
+    head = box.firstChild;
     var chunks = box.querySelectorAll(".chunk");
-    lastChunk = chunks.length ? chunks[chunks.length - 1].firstChild : null;
+    lastChunk = chunks.length ? chunks[chunks.length - 1] : null;
     lastChunkRows = events.length - Math.max(0, chunks.length - 1) * CHUNK;
   }
 
@@ -212,20 +221,17 @@
     var at = 0;
     while (at < fresh.length) {
       if (!lastChunk || lastChunkRows >= CHUNK) {
-        box.insertAdjacentHTML("beforeend", chunkOpen(0) + "</svg></div>");
-        lastChunk = box.lastElementChild.firstChild;
+        box.insertAdjacentHTML("beforeend", chunkOpen(0) + "</div>");
+        lastChunk = box.lastElementChild;
         lastChunkRows = 0;
       }
       var n = Math.min(CHUNK - lastChunkRows, fresh.length - at);
       var html = "";
-      for (var j = 0; j < n; j++) { html += rowSvg(fresh[at + j], lastChunkRows + j); }
+      for (var j = 0; j < n; j++) { html += rowHtml(fresh[at + j]); }
       lastChunk.insertAdjacentHTML("beforeend", html);
       lastChunkRows += n;
       at += n;
-      var h = lastChunkRows * ROW_H;
-      lastChunk.setAttribute("height", h);
-      lastChunk.setAttribute("viewBox", "0 0 " + lastChunk.getAttribute("width") + " " + h);
-      lastChunk.parentNode.style.containIntrinsicSize = "auto " + h + "px";
+      lastChunk.style.containIntrinsicSize = "auto " + (lastChunkRows * ROW_H) + "px";
     }
   }
 
@@ -242,7 +248,7 @@
       lastSeq = e.seq;
     });
     if (!fresh.length) { return fresh; }
-    if (grew || !svg) { renderTimeline(); } else { appendRows(fresh); }
+    if (grew || !head) { renderTimeline(); } else { appendRows(fresh); }
     document.body.dataset.lastSeq = String(lastSeq);
     $("event-count").textContent = "(" + events.length + " events)";
     return fresh;
@@ -283,7 +289,7 @@
     }
     var grew = false;
     list.forEach(function (a) { grew = addLane(a.name) || grew; });
-    if (grew && svg) { renderTimeline(); }
+    if (grew && head) { renderTimeline(); }
   }
 
   // Offline: the team as the events tell it.
@@ -300,7 +306,7 @@
     return Array.from(map.values());
   }
 
-  function selectAgent(name) {
+  function selectAgent(name, quiet) {
     selected = name;
     Array.prototype.forEach.call(document.querySelectorAll("#agents .agent"), function (el) {
       el.classList.toggle("selected", el.getAttribute("data-agent") === name);
@@ -315,10 +321,14 @@
       }).join("") : '<p class="empty">Nothing said in the recorded events.</p>';
       return;
     }
-    box.innerHTML = '<p class="empty">Loading…</p>';
+    if (!quiet) { box.innerHTML = '<p class="empty">Loading…</p>'; }
     getJSON("/api/conversation?agent=" + encodeURIComponent(name)).then(function (c) {
       if (selected !== name) { return; }
+      // A reader at the end keeps following; one scrolled up keeps their place.
+      var atEnd = !quiet || box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+      var top = box.scrollTop;
       box.innerHTML = c.messages.length ? c.messages.map(renderMessage).join("") : '<p class="empty">No conversation yet.</p>';
+      box.scrollTop = atEnd ? box.scrollHeight : top;
     }, function (err) {
       box.innerHTML = '<p class="error">' + esc(err.message) + "</p>";
     });
@@ -406,6 +416,14 @@
     });
   }
 
+  function scheduleConversation() {
+    if (conversationTimer) { return; }
+    conversationTimer = setTimeout(function () {
+      conversationTimer = null;
+      if (selected) { selectAgent(selected, true); }
+    }, 300);
+  }
+
   function scheduleRefresh() {
     if (refreshTimer) { return; }
     refreshTimer = setTimeout(function () { refreshTimer = null; refreshState(); }, 150);
@@ -432,6 +450,7 @@
       try { e = JSON.parse(m.data); } catch (err) { return; }
       var added = addEvents([e]);
       if (added.length && REFRESH_KINDS.test(e.kind)) { scheduleRefresh(); }
+      if (added.length && e.agent === selected && CONVERSATION_KINDS.test(e.kind)) { scheduleConversation(); }
     });
   }
 
@@ -488,7 +507,7 @@
       Array.prototype.forEach.call(document.querySelectorAll(".live-only"), function (el) { el.hidden = true; });
       var list = JSON.parse(embedded.textContent || "[]");
       addEvents(list);
-      if (!svg) { renderTimeline(); }
+      if (!head) { renderTimeline(); }
       renderAgents(agentsFromEvents());
       $("connection").textContent = "exported timeline";
       ready();
@@ -499,7 +518,7 @@
       performance.mark("troupe-loaded");
       applyState(both[0]);
       addEvents(both[1]);
-      if (!svg) { renderTimeline(); }
+      if (!head) { renderTimeline(); }
       document.body.dataset.lastSeq = String(lastSeq);
       performance.mark("troupe-rendered");
       ready();

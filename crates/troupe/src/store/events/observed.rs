@@ -20,9 +20,6 @@ use crate::store::protocol::{
     Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore,
 };
 
-/// The sender name of messages from a person (`troupe send`, the web view).
-pub const USER: &str = "user";
-
 /// A mailbox that reports sends, claims, acks, releases and quarantines.
 pub struct ObservedMailbox {
     inner: Arc<dyn MailboxStore>,
@@ -77,7 +74,7 @@ impl MailboxStore for ObservedMailbox {
                 kinds::fields(json!({"message_id": message.id(), "from": message.sender()})),
             );
             if let MailboxMessage::Ordinary(m) = message {
-                if m.sender.as_str() == USER {
+                if m.sender.is_user() {
                     self.events.emit(
                         agent.as_str(),
                         kinds::USER_MESSAGE,

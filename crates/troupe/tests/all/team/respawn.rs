@@ -414,3 +414,18 @@ async fn the_name_can_be_spawned_again_the_moment_the_shutdown_answer_arrives() 
         team.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reserved_names_user_and_troupe_are_never_spawned() {
+    let f = Fixture::new();
+    let team = f.build(Models::new(&f.signal, &[]));
+    for reserved in ["user", "troupe"] {
+        let err = team
+            .runtime
+            .spawn_teammate(&name(reserved), "writer", "Do the task.")
+            .unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{err}");
+        assert!(team.runtime.record_of(&name(reserved)).is_none());
+    }
+    team.close().await;
+}

@@ -1,0 +1,25 @@
+//! `troupe send AGENT TEXT`: a person messages the lead or a teammate, during a run or before the
+//! next (SPEC §10). The running team picks the message up through its mailbox watch; the lead
+//! gets it as a `user_message` event, a teammate as a message from `user`.
+
+use std::path::Path;
+
+use troupe::error::ErrorCode;
+use troupe::send::{send_from_user, SendError};
+use troupe::wire::AgentName;
+
+use super::CliError;
+use crate::render;
+
+pub fn send(workspace: &Path, agent: &str, text: &str, json: bool) -> Result<(), CliError> {
+    let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let id = send_from_user(workspace, &to, text).map_err(|e| match e {
+        SendError::Invalid(_) => CliError::Usage(format!("{e} [{}]", e.code())),
+        e => CliError::failed(format_args!("{e} [{}]", e.code())),
+    })?;
+    if json {
+        render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))
+    } else {
+        render::print_text(&format!("sent message {id} from user to {to}\n"))
+    }
+}
