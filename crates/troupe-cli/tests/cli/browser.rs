@@ -194,6 +194,8 @@ fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
         !ws.join("out.txt").exists(),
         "the writer waits for the plan"
     );
+    page.screenshot(&artifacts().join("serve-plan.png"))
+        .unwrap();
     let seen = page
         .evaluate("Number(document.body.dataset.lastSeq)")
         .unwrap()
