@@ -41,15 +41,20 @@ const MARK_READY: &str = "(() => {
                                attributeFilter: ['data-ready'] });
 })()";
 
-/// The `troupe` binary beside this `troupe-bench` (cargo builds both into one folder).
+/// The `troupe` binary: `TROUPE_BIN` if set, else the one beside this `troupe-bench` (cargo
+/// builds both into one folder with `--bins`; `cargo run --bin troupe-bench` alone does not
+/// rebuild it).
 pub fn troupe_beside_this_binary() -> BenchResult<PathBuf> {
+    if let Some(path) = std::env::var_os("TROUPE_BIN") {
+        return Ok(PathBuf::from(path));
+    }
     let this = std::env::current_exe().map_err(|e| format!("cannot find troupe-bench: {e}"))?;
     let troupe = this.with_file_name("troupe");
     if troupe.is_file() {
         Ok(troupe)
     } else {
         Err(format!(
-            "{} is missing: build it first (cargo build --release --bins)",
+            "{} is missing: build it first (cargo build --release --bins) or set TROUPE_BIN",
             troupe.display()
         ))
     }
