@@ -15,6 +15,8 @@
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
 //! - `plans`: `troupe run --require-plans`: a teammate gated from its first call until a person
 //!   approves its plan.
+//! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
+//!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
@@ -34,6 +36,8 @@
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "cli/browser.rs"]
+mod browser;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/errors.rs"]

@@ -35,7 +35,14 @@ pub fn run(dir: &Path, appends: usize, follows: usize) -> BenchResult<Value> {
     let mut append = append_samples(dir, appends)?;
     let mut follow = follow_samples(dir, follows)?;
     let ms = |us: f64| round2(us / 1e3);
-    Ok(json!({
+    // The served page in headless Chromium; without a browser the figure is null, with why.
+    let page = crate::page_load::figures(dir).unwrap_or_else(|e| {
+        let mut none = Map::new();
+        none.insert("page_load_ms_10k".into(), Value::Null);
+        none.insert("page_load_error".into(), Value::from(e));
+        none
+    });
+    let mut figures = json!({
         "suite": "events",
         "appends": appends,
         "follows": follows,
@@ -46,7 +53,11 @@ pub fn run(dir: &Path, appends: usize, follows: usize) -> BenchResult<Value> {
         "follow_latency_ms_p50": ms(percentile_us(&mut follow, 50.0)),
         "follow_latency_ms_p90": ms(percentile_us(&mut follow, 90.0)),
         "follow_latency_ms_p99": ms(percentile_us(&mut follow, 99.0)),
-    }))
+    });
+    if let Value::Object(all) = &mut figures {
+        all.extend(page);
+    }
+    Ok(figures)
 }
 
 /// A fresh workspace with its state folder and an open event stream.

@@ -9,15 +9,22 @@
 //! cargo run --release --bin troupe-bench -- dispatch --json
 //! cargo run --release --bin troupe-bench -- team --json
 //! cargo run --release --bin troupe-bench -- longrun --turns 500 --json
-//! cargo build --release && target/release/troupe-bench events --json
+//! cargo build --release --bins && target/release/troupe-bench events --json
+//! cargo build --release --bins && target/release/troupe-bench page-load --json
 //! ```
 
+// Shared with the browser tests of `troupe serve`, which use more of it.
+#[allow(dead_code)]
+mod cdp;
+#[cfg(test)]
+mod cdp_tests;
 mod contention;
 mod disk;
 mod dispatch;
 mod events;
 mod longrun;
 mod mailbox;
+mod page_load;
 mod protocol;
 mod stats;
 mod team;
@@ -96,6 +103,15 @@ enum Suite {
         #[arg(long, default_value_t = 200)]
         follows: usize,
     },
+    /// `page_load_ms_10k`: the page of `troupe serve` (the `troupe` binary beside this one) on a
+    /// workspace of `events` events, loaded `loads` times in headless Chromium: the median ms from
+    /// navigation start to ready.
+    PageLoad {
+        #[arg(long, default_value_t = 10_000)]
+        events: usize,
+        #[arg(long, default_value_t = 5)]
+        loads: usize,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -121,6 +137,7 @@ fn main() -> ExitCode {
         Suite::Team { rounds } => team::run(&dir, rounds),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
+        Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::ContentionWorker {
             workspace,
             role,
