@@ -187,9 +187,13 @@ impl Driver {
             }
             let next_expiry = blocking(|| self.next_expiry())?;
             // Quiet by every measure, then the channels: an event that arrived meanwhile is
-            // buffered and runs next round instead of being lost.
-            if blocking(|| self.is_quiescent(next_expiry.is_some()))? && !self.drain_late_events() {
-                return Ok(outcome);
+            // buffered and runs in the next round — at once, not after the wait below, which
+            // nothing would end (its sender is done and the team has gone quiet).
+            if blocking(|| self.is_quiescent(next_expiry.is_some()))? {
+                if !self.drain_late_events() {
+                    return Ok(outcome);
+                }
+                continue;
             }
             let wait = next_expiry.unwrap_or(Duration::from_secs(3600));
             tokio::select! {

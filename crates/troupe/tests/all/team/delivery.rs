@@ -38,6 +38,9 @@ struct FlakyMailbox {
     lead_ack_failures: Mutex<usize>,
     /// Acks of the lead's messages that failed (injected).
     failed_lead_acks: Mutex<Vec<MessageId>>,
+    /// Run once, at the next count of the lead's mailbox: the driver's last look before it
+    /// decides the run is over.
+    at_lead_count: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl FlakyMailbox {
@@ -96,6 +99,11 @@ impl MailboxStore for FlakyMailbox {
         self.inner.list(agent, state)
     }
     fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        if agent.is_lead() {
+            if let Some(hook) = self.at_lead_count.lock().unwrap().take() {
+                hook();
+            }
+        }
         self.inner.counts(agent)
     }
     fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
@@ -143,6 +151,7 @@ fn parts(f: &Fixture) -> Parts {
         failing: Mutex::new(Vec::new()),
         lead_ack_failures: Mutex::new(0),
         failed_lead_acks: Mutex::new(Vec::new()),
+        at_lead_count: Mutex::new(None),
     });
     let store: Arc<dyn ProtocolStore> =
         Arc::new(JsonProtocolStore::open(&f.layout, clock.clone(), f.ids.clone()).unwrap());
@@ -507,4 +516,66 @@ async fn a_failed_lead_ack_is_retried_without_another_model_call() {
     let requests = p.store.list().unwrap();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].stored_status(), RequestStatus::Approved);
+}
+
+/// An external event (here a cron wakeup) that arrives during the driver's last look — after it
+/// took the channels, before it declared the team quiet — runs at once; the run neither ends
+/// without it nor waits for a wakeup that nothing would send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_arriving_during_the_last_look_runs_at_once() {
+    let f = Fixture::new();
+    let p = parts(&f);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let wakeup = troupe::cron::CronWakeup {
+        job_id: troupe::cron::CronJobId::parse("00000000-0000-4000-8000-0000000000c1").unwrap(),
+        prompt: troupe::wire::Content::parse("check the build").unwrap(),
+        scheduled_for_utc: f.now(),
+        fired_at_utc: f.now(),
+    };
+    let lead_model = TestModel::new(&f.signal, |c| {
+        if c.events().is_empty() {
+            say("first answer")
+        } else {
+            say("handled the wakeup")
+        }
+    });
+    let policy = PermissionPolicy::default_policy(
+        Arc::new(AutoApproval),
+        Arc::new(MemoryAuditSink::new(Arc::new(f.clock.clone()))),
+    );
+    let mut lead = Runner::new(
+        AgentName::lead(),
+        "You are lead",
+        lead_model.clone(),
+        Arc::new(Dispatcher::new(
+            Arc::new(ToolRegistry::new()),
+            policy,
+            Hooks::new(),
+        )),
+        f.workspace.clone(),
+        Arc::new(NullObserver),
+    );
+    // The wakeup is sent while the driver counts the lead's mailbox in its quiescence check.
+    *p.mailbox.at_lead_count.lock().unwrap() = Some(Box::new(move || {
+        tx.send(wakeup).unwrap();
+        // The sender stays alive (as the cron runtime's does): no close ends the wait.
+        std::mem::forget(tx);
+    }));
+    let mut driver = troupe::team::Driver::with_external(
+        p.runtime.clone(),
+        troupe::team::ExternalEvents {
+            jobs: None,
+            job_completions: None,
+            cron_wakeups: Some(rx),
+        },
+    );
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        driver.run(&mut lead, "go", &tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the run waited for a wakeup that had already arrived")
+    .unwrap();
+    assert_eq!(outcome.answer, "handled the wakeup");
+    assert_eq!(lead_model.calls(), 2);
 }
