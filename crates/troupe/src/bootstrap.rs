@@ -153,6 +153,9 @@ pub struct TeamSettings {
     pub long_lived: LongLived,
     /// Who watches the event stream, and what it says the run is about (SPEC §10).
     pub events: EventOptions,
+    /// `troupe.toml` and the user's config: permission rules, hooks (SPEC §11). The model part
+    /// is applied by the caller when it builds `models`.
+    pub settings: crate::settings::Settings,
 }
 
 /// The event stream of a run (`.troupe/events.jsonl`, SPEC §10).

@@ -46,6 +46,7 @@ pub mod permissions;
 pub mod process;
 pub mod secrets;
 pub mod send;
+pub mod settings;
 pub mod store;
 pub mod sync;
 pub mod team;

@@ -77,6 +77,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
         events: Default::default(),
+        settings: Default::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

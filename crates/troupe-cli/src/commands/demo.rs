@@ -63,6 +63,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
             listeners: vec![console.clone()],
             prompt: PROMPT.to_owned(),
         },
+        settings: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None);

@@ -180,6 +180,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
             listeners: vec![listener],
             prompt: args.prompt.clone(),
         },
+        settings: Default::default(),
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice);
     if let Some(console) = &console {

@@ -133,6 +133,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
         events: Default::default(),
+        settings: Default::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -65,6 +65,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         redactor: troupe::secrets::Redactor::default(),
         long_lived: Default::default(),
         events: Default::default(),
+        settings: Default::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

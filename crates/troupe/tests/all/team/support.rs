@@ -361,6 +361,7 @@ impl Fixture {
             redactor: troupe::secrets::Redactor::default(),
             long_lived: Default::default(),
             events: Default::default(),
+            settings: Default::default(),
         }
     }
 

@@ -1,0 +1,146 @@
+//! Settings people commit (SPEC §11, issue 12): `troupe.toml` at the workspace root (project) and
+//! `$XDG_CONFIG_HOME/troupe/config.toml` (user), validated into these types before anything
+//! runs. Precedence: flags > environment > project > user > defaults; every value remembers where
+//! it came from ([`Source`]) so `troupe config` can say, and every permission decision's audit
+//! line can name the rule that decided (file and entry).
+//!
+//! This module holds the typed settings only; reading and merging the files is `load`
+//! (`Settings::load`), the rules they hold are matched by `permissions::patterns`, hooks run by
+//! `permissions::command_hooks`, agent definitions read by `team::definitions`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    /// The user's `config.toml`.
+    User(PathBuf),
+    /// The workspace's `troupe.toml`.
+    Project(PathBuf),
+    /// An environment variable (its name).
+    Env(String),
+    /// A command-line flag (its name, e.g. `--model`).
+    Flag(String),
+}
+
+impl Source {
+    /// `troupe.toml`, `~/.config/troupe/config.toml`, `env OPENAI_MODEL`, `flag --model`, `default`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Default => "default".into(),
+            Self::User(p) | Self::Project(p) => p.display().to_string(),
+            Self::Env(name) => format!("env {name}"),
+            Self::Flag(name) => format!("flag {name}"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// `[model]`: which models answer. Secrets never live here (a key in a settings file is refused).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelSettings {
+    pub model: Option<Sourced<String>>,
+    pub base_url: Option<Sourced<String>>,
+    pub fallback_model: Option<Sourced<String>>,
+    pub context_window: Option<Sourced<u32>>,
+    /// `[model.agents]`: a model per agent name (`writer = "gpt-4.1-mini"`).
+    pub agents: Vec<(String, Sourced<String>)>,
+}
+
+/// Which list a permission rule is in. Stronger first: deny > ask > allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RuleList {
+    Deny,
+    Ask,
+    Allow,
+}
+
+impl RuleList {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Deny => "deny",
+            Self::Ask => "ask",
+            Self::Allow => "allow",
+        }
+    }
+}
+
+/// One entry of `[permissions] allow/ask/deny`, as written: `shell(cargo test:*)`,
+/// `write_file(docs/**)`, `read_file(.env)`, `mcp__server__tool`, `edit_file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleEntry {
+    pub list: RuleList,
+    /// The entry's text, exactly as in the file.
+    pub text: String,
+    /// Its file and its position in its list (0-based), for the audit line.
+    pub source: Source,
+    pub index: usize,
+}
+
+impl RuleEntry {
+    /// How the audit names it: `troupe.toml allow[2] "shell(cargo test:*)"`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {}[{}] {:?}",
+            self.source.describe(),
+            self.list.as_str(),
+            self.index,
+            self.text
+        )
+    }
+}
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookEvent {
+    PreToolUse,
+    PostToolUse,
+    UserPromptSubmit,
+    Stop,
+}
+
+impl HookEvent {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::Stop => "Stop",
+        }
+    }
+}
+
+/// The default time a hook may take.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[hooks]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookSpec {
+    pub event: HookEvent,
+    /// A tool name or a rule-style pattern (`shell(cargo test:*)`); none matches every call.
+    pub matcher: Option<String>,
+    /// Run with `sh -c` in the workspace, in its own process group.
+    pub command: String,
+    pub timeout: Duration,
+    pub source: Source,
+    pub index: usize,
+}
+
+/// The effective settings of a workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub model: ModelSettings,
+    /// Every rule of every file, project rules before user rules within a list.
+    pub rules: Vec<RuleEntry>,
+    pub hooks: Vec<HookSpec>,
+    /// The files that were read (for `troupe config`), in precedence order (project first).
+    pub files: Vec<PathBuf>,
+}
