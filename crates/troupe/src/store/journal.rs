@@ -93,12 +93,27 @@ impl Journal {
     /// Appends `bytes` (whole lines, each ending with `\n`) after cutting any torn tail.
     pub fn append(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
         let _thread = crate::sync::lock(&self.appending);
+        self.under_flock(|| self.append_locked(bytes, durability))
+    }
+
+    /// Runs `f` under the log's `flock` (the caller holds `appending`).
+    fn under_flock<T>(&self, f: impl FnOnce() -> Result<T, IoError>) -> Result<T, IoError> {
         self.file
             .lock()
             .map_err(|e| IoError::new("lock", &self.path, e))?;
-        let result = self.append_locked(bytes, durability);
+        let result = f();
         let _ = self.file.unlock();
         result
+    }
+
+    /// fsyncs the appended lines when `durability` asks for it.
+    fn sync_if(&self, durability: Durability) -> Result<(), IoError> {
+        if durability == Durability::Synced {
+            self.file
+                .sync_data()
+                .map_err(|e| IoError::new("fsync", &self.path, e))?;
+        }
+        Ok(())
     }
 
     /// Appends `bytes` (whole lines) to a log that no other process appends to (the caller's
@@ -109,11 +124,7 @@ impl Journal {
     pub fn append_sole(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
         let _thread = crate::sync::lock(&self.appending);
         if !self.sole_clean.load(Ordering::Acquire) {
-            self.file
-                .lock()
-                .map_err(|e| IoError::new("lock", &self.path, e))?;
-            let result = self.append_locked(bytes, durability);
-            let _ = self.file.unlock();
+            let result = self.under_flock(|| self.append_locked(bytes, durability));
             self.sole_clean.store(result.is_ok(), Ordering::Release);
             return result;
         }
@@ -124,24 +135,14 @@ impl Journal {
             }
             return Err(IoError::new("append to", &self.path, e));
         }
-        if durability == Durability::Synced {
-            self.file
-                .sync_data()
-                .map_err(|e| IoError::new("fsync", &self.path, e))?;
-        }
-        Ok(())
+        self.sync_if(durability)
     }
 
     /// Cuts a torn tail now rather than at the next append (for logs whose readers want a clean
     /// end from the start).
     pub fn cut_torn_tail_now(&self) -> Result<(), IoError> {
         let _thread = crate::sync::lock(&self.appending);
-        self.file
-            .lock()
-            .map_err(|e| IoError::new("lock", &self.path, e))?;
-        let result = self.cut_torn_tail().map(|_| ());
-        let _ = self.file.unlock();
-        result
+        self.under_flock(|| self.cut_torn_tail().map(|_| ()))
     }
 
     fn append_locked(&self, bytes: &[u8], durability: Durability) -> Result<(), IoError> {
@@ -158,12 +159,7 @@ impl Journal {
             }
             return Err(IoError::new("append to", &self.path, e));
         }
-        if durability == Durability::Synced {
-            self.file
-                .sync_data()
-                .map_err(|e| IoError::new("fsync", &self.path, e))?;
-        }
-        Ok(())
+        self.sync_if(durability)
     }
 
     /// Cuts the file back to its last `\n` if it does not end with one; returns its length.
