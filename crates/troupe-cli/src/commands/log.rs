@@ -31,10 +31,34 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     if args.follow {
         return follow(&path, &mut printer);
     }
-    let events = EventCursor::new(&path)
-        .read_new()
-        .map_err(CliError::failed)?;
-    printer.print(&events).map(|_| ())
+    let mut cursor = EventCursor::new(&path);
+    while print_batch(&mut cursor, &mut printer)? == Batch::More {}
+    Ok(())
+}
+
+/// How much of the file is read and printed at a time: a large stream is never held whole.
+const BATCH_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Batch {
+    /// Printed some; there may be more.
+    More,
+    /// Nothing new.
+    Done,
+    /// stdout's reader went away.
+    Gone,
+}
+
+/// Reads and prints one batch of new events.
+fn print_batch(cursor: &mut EventCursor, printer: &mut Printer) -> Result<Batch, CliError> {
+    let events = cursor.read_batch(BATCH_BYTES).map_err(CliError::failed)?;
+    if events.is_empty() {
+        return Ok(Batch::Done);
+    }
+    Ok(match printer.print(&events)? {
+        Reader::Gone => Batch::Gone,
+        Reader::Open => Batch::More,
+    })
 }
 
 /// Which events are shown.
@@ -147,9 +171,12 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
         watch_reader(wake);
         let mut cursor = EventCursor::new(path);
         loop {
-            let events = cursor.read_new().map_err(CliError::failed)?;
-            if printer.print(&events)? == Reader::Gone {
-                return Ok(());
+            loop {
+                match print_batch(&mut cursor, printer)? {
+                    Batch::More => {}
+                    Batch::Done => break,
+                    Batch::Gone => return Ok(()),
+                }
             }
             tokio::select! {
                 first = woken.recv() => {

@@ -19,6 +19,9 @@ use super::http::{set_common_headers, Body};
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// How much of the events file one read takes: a large backlog is streamed, never held whole.
+const BATCH_BYTES: usize = 1024 * 1024;
+
 /// The most bytes of events sent as one chunk.
 const CHUNK: usize = 256 * 1024;
 
@@ -39,7 +42,7 @@ pub fn stream(shared: &Arc<Shared>, since: u64) -> Response<Body> {
         loop {
             // Marked seen before reading: a change during the read wakes the next wait.
             changes.borrow_and_update();
-            let read = tokio::task::block_in_place(|| cursor.read_new());
+            let read = tokio::task::block_in_place(|| cursor.read_batch(BATCH_BYTES));
             let events = match read {
                 Ok(events) => events,
                 Err(e) => {
@@ -74,6 +77,10 @@ pub fn stream(shared: &Arc<Shared>, since: u64) -> Response<Body> {
             }
             if !chunk.is_empty() && tx.send(Bytes::from(chunk)).await.is_err() {
                 return;
+            }
+            if !events.is_empty() {
+                // A large backlog goes out a batch at a time; read on before waiting.
+                continue;
             }
             loop {
                 tokio::select! {

@@ -18,6 +18,12 @@ use crate::store::IoError;
 /// How much is read from the end to find the last line's `seq` at a time.
 const TAIL_CHUNK: u64 = 64 * 1024;
 
+/// How much [`EventCursor::read_new`] reads at a time.
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// The longest line a reader accepts (troupe cuts what it records far below this).
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
 /// Every event in the file at `path` (none if there is no file).
 pub fn read_all(path: &Path) -> Result<Vec<Event>, EventLogError> {
     let mut cursor = EventCursor::new(path);
@@ -104,8 +110,23 @@ impl EventCursor {
     }
 
     /// The events of the complete lines appended since the last call (all of them the first
-    /// time); empty while the file does not exist.
+    /// time); empty while the file does not exist. Reads everything there is: for files that may
+    /// be large, [`Self::read_batch`] bounds the memory.
     pub fn read_new(&mut self) -> Result<Vec<Event>, EventLogError> {
+        let mut events = Vec::new();
+        loop {
+            let batch = self.read_batch(BATCH_BYTES)?;
+            if batch.is_empty() {
+                return Ok(events);
+            }
+            events.extend(batch);
+        }
+    }
+
+    /// Like [`Self::read_new`], but reads at most about `max_bytes` of the file: call it again
+    /// until it returns nothing to have read everything. A line longer than [`MAX_LINE`] is an
+    /// error (troupe never writes one), not a reason to hold the whole file in memory.
+    pub fn read_batch(&mut self, max_bytes: usize) -> Result<Vec<Event>, EventLogError> {
         if self.file.is_none() {
             match open_regular(&self.path, Links::Refuse)? {
                 Some(file) => self.file = Some(file),
@@ -119,12 +140,26 @@ impl EventCursor {
         file.seek(SeekFrom::Start(read_from))
             .map_err(|e| IoError::new("read", &self.path, e))?;
         let mut bytes = std::mem::take(&mut self.partial);
-        file.read_to_end(&mut bytes)
-            .map_err(|e| IoError::new("read", &self.path, e))?;
-        let complete = bytes
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |at| at + 1);
+        let want = u64::try_from(max_bytes.max(1)).unwrap_or(u64::MAX);
+        // Read on until a line is complete or the file ends: an empty batch means "nothing
+        // more", never "a long line not finished yet".
+        let complete = loop {
+            let got = (&mut *file)
+                .take(want)
+                .read_to_end(&mut bytes)
+                .map_err(|e| IoError::new("read", &self.path, e))?;
+            let complete = bytes
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |at| at + 1);
+            if complete == 0 && bytes.len() > MAX_LINE {
+                self.lines += 1;
+                return Err(self.corrupt(format!("longer than {MAX_LINE} bytes")));
+            }
+            if complete > 0 || (got as u64) < want {
+                break complete;
+            }
+        };
         let mut events = Vec::new();
         for line in bytes[..complete].split(|&b| b == b'\n') {
             if line.is_empty() {
@@ -183,6 +218,34 @@ mod tests {
         let text: String = (1..=5000).map(line).collect();
         std::fs::write(&path, format!("{text}{{\"seq\":5001")).unwrap();
         assert_eq!(last_seq(&path).unwrap(), 5000);
+    }
+
+    #[test]
+    fn batches_read_everything_a_little_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let text: String = (1..=100).map(line).collect();
+        std::fs::write(&path, &text).unwrap();
+        let mut cursor = EventCursor::new(&path);
+        let mut seqs = Vec::new();
+        loop {
+            let batch = cursor.read_batch(300).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            assert!(batch.len() <= 4, "a batch is bounded: {}", batch.len());
+            seqs.extend(batch.iter().map(|e| e.seq));
+        }
+        assert_eq!(seqs, (1..=100).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn a_line_without_end_past_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, vec![b'x'; MAX_LINE + 10]).unwrap();
+        let err = EventCursor::new(&path).read_new().unwrap_err();
+        assert!(err.to_string().contains("longer than"), "{err}");
     }
 
     #[test]
