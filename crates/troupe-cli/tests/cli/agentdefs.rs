@@ -70,7 +70,8 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
         .with_priority(1)
         .mount(&server)
         .await;
-    // The lead (model A): first an unknown definition and a known one, then answers.
+    // The lead (model A): first an unknown definition, a known one and no role without a
+    // definition, then answers.
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(body_partial_json(json!({"model": "model-a"})))
@@ -83,6 +84,7 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
                 "spawn_teammate",
                 json!({"name": "rev", "agent": "reviewer", "prompt": "review src/"}),
             ),
+            ("spawn_teammate", json!({"name": "norole", "prompt": "x"})),
         ]))
         .up_to_n_times(1)
         .with_priority(2)
@@ -167,7 +169,12 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(results.len(), 2, "{results:#?}");
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert!(
+        results[2].contains("invalid_arguments") && results[2].contains("`role`"),
+        "without agent, role is still required: {}",
+        results[2]
+    );
     assert!(
         results[0].contains("invalid_arguments")
             && results[0].contains("\"nope\"")

@@ -74,10 +74,16 @@ impl ToolHandler for SpawnTeammate {
             .and_then(Value::as_bool)
             .unwrap_or(false)
             || definition.as_ref().is_some_and(|d| d.plan_required);
-        let role = match (args.get("role"), &definition) {
-            (Some(_), _) | (None, None) => str_arg(&args, "role")?,
-            (None, Some(definition)) => definition.description.as_str(),
-        };
+        let role =
+            match (args.get("role"), &definition) {
+                (Some(_), _) => str_arg(&args, "role")?,
+                (None, Some(definition)) => definition.description.as_str(),
+                (None, None) => return Err(ToolError::InvalidArguments(
+                    "missing string argument `role` (it may be left out only when `agent` names \
+                     an agent definition)"
+                        .into(),
+                )),
+            };
         let spawned = team
             .spawn_defined(
                 &name,
