@@ -32,10 +32,14 @@
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
 //! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
 //!   the page) and `troupe timeline --html`.
+//! - `agentdefs`: agent definitions (`agents/<name>.md`): a teammate on its definition's model,
+//!   tools and instructions; invalid and unknown definitions.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "cli/agentdefs.rs"]
+mod agentdefs;
 #[path = "cli/browser.rs"]
 mod browser;
 #[path = "cli/demo.rs"]

@@ -48,6 +48,10 @@ pub struct TeammateRecord {
     /// Null when there was none.
     #[serde(default)]
     pub earlier_plan: Option<RequestId>,
+    /// The agent definition (`agents/<name>.md`) it was spawned from, so that a later run builds
+    /// it the same way. Absent when none (and in files written before the key existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<AgentName>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

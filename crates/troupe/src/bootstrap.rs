@@ -52,6 +52,7 @@ use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
 use crate::store::usage::UsageLog;
 use crate::store::{durable, IoError};
+use crate::team::definitions::{self, AgentDefinition};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
 use crate::team::recorder::{Both, EventRecorder};
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate, SubmitPlan};
@@ -105,6 +106,45 @@ pub const TEAMMATE_TOOLS: [&str; 5] = [
 /// each agent).
 pub trait ModelChooser: Send + Sync {
     fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient>;
+
+    /// The client of `agent` when it is to run on the model named `model` (an agent
+    /// definition's `model`, or `[model.agents]`); none: its default. The default ignores the
+    /// name (one model, or a script whose per-agent queues know no model names).
+    fn model_named(&self, agent: &AgentName, model: Option<&str>) -> Arc<dyn ModelClient> {
+        let _ = model;
+        self.model_for(agent)
+    }
+}
+
+/// One OpenAI client per distinct model name, on the same endpoint, key and retry settings.
+impl ModelChooser for crate::model::by_name::ClientsByName {
+    fn model_for(&self, _agent: &AgentName) -> Arc<dyn ModelClient> {
+        self.named(None)
+    }
+
+    fn model_named(&self, _agent: &AgentName, model: Option<&str>) -> Arc<dyn ModelClient> {
+        self.named(model)
+    }
+}
+
+/// The model `agent` runs on, when not the run's: `[model.agents]` by the agent's own name,
+/// then by its definition's name (the settings are the more specific choice, made per
+/// workspace or user), then the definition's `model`.
+pub fn agent_model(
+    settings: &crate::settings::ModelSettings,
+    agent: &AgentName,
+    definition: Option<&AgentDefinition>,
+) -> Option<String> {
+    let by_name = |name: &str| {
+        settings
+            .agents
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, model)| model.value.clone())
+    };
+    by_name(agent.as_str())
+        .or_else(|| definition.and_then(|d| by_name(d.name.as_str())))
+        .or_else(|| definition.and_then(|d| d.model.clone()))
 }
 
 /// One model for everyone.
@@ -569,6 +609,10 @@ struct Factory {
     shell_timeout: Duration,
     redactor: Redactor,
     kit: Arc<LongLivedKit>,
+    /// The agent definitions read at run start.
+    definitions: Arc<Vec<AgentDefinition>>,
+    /// `[model.agents]` and the rest of the model settings.
+    model_settings: crate::settings::ModelSettings,
 }
 
 impl TeammateFactory for Factory {
@@ -576,8 +620,26 @@ impl TeammateFactory for Factory {
         GateStart::of(teammate.plan_required, self.require_plans)
     }
 
+    fn definition(&self, name: &AgentName) -> Option<AgentDefinition> {
+        self.definitions.iter().find(|d| &d.name == name).cloned()
+    }
+
+    fn definition_names(&self) -> Vec<AgentName> {
+        self.definitions.iter().map(|d| d.name.clone()).collect()
+    }
+
     fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
         let name = &teammate.name;
+        // A definition that is gone since the teammate was spawned (an earlier run's teammate
+        // whose file was removed or broke) is refused: it would otherwise get every tool.
+        let definition = match &teammate.definition {
+            Some(d) => Some(self.definition(d).ok_or_else(|| {
+                TeamError::Invalid(format!(
+                    "its agent definition {d} (agents/{d}.md) is missing or invalid"
+                ))
+            })?),
+            None => None,
+        };
         let gate_start = self.gate_start(teammate);
         let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
             .starting(gate_start)
@@ -586,24 +648,43 @@ impl TeammateFactory for Factory {
             Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>,
             Arc::new(LeadOnlyRule),
         ]);
+        let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
+            Arc::new(
+                ShellTool::new()
+                    .with_timeout(self.shell_timeout)
+                    .with_jobs(self.jobs.clone()),
+            ),
+            Arc::new(ReadFileTool),
+            Arc::new(WriteFileTool),
+            Arc::new(SendMessage(team.clone())),
+            Arc::new(SubmitPlan(team.clone())),
+        ];
         let tools = registry_in_order(
-            vec![
-                Arc::new(
-                    ShellTool::new()
-                        .with_timeout(self.shell_timeout)
-                        .with_jobs(self.jobs.clone()),
-                ),
-                Arc::new(ReadFileTool),
-                Arc::new(WriteFileTool),
-                Arc::new(SendMessage(team.clone())),
-                Arc::new(SubmitPlan(team.clone())),
-            ],
-            &TEAMMATE_TOOLS,
+            all_tools
+                .into_iter()
+                .filter(|tool| {
+                    let tool_name = tool.definition().name;
+                    definition
+                        .as_ref()
+                        .is_none_or(|d| d.allows_tool(&tool_name))
+                })
+                .collect(),
+            &TEAMMATE_TOOLS
+                .into_iter()
+                .filter(|tool| definition.as_ref().is_none_or(|d| d.allows_tool(tool)))
+                .collect::<Vec<_>>(),
         )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
+        let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
+        if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
+            identity.push_str(&format!(
+                "\nYour instructions (agent definition {}):\n{}",
+                d.name, d.instructions
+            ));
+        }
         let prompt = living_prompt(
             name,
-            teammate_system_prompt(name, &teammate.role, gate_start),
+            identity,
             &tools,
             &self.workspace,
             team,
@@ -611,7 +692,8 @@ impl TeammateFactory for Factory {
         );
         let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
             .with_redactor(self.redactor.clone());
-        let model = self.models.model_for(name);
+        let model_name = agent_model(&self.model_settings, name, definition.as_ref());
+        let model = self.models.model_named(name, model_name.as_deref());
         let runner = Runner::new(
             name.clone(),
             String::new(),
@@ -638,6 +720,7 @@ fn teammate_factory(
     policy: &PermissionPolicy,
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
+    definitions: Arc<Vec<AgentDefinition>>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         layout: layout.clone(),
@@ -653,6 +736,8 @@ fn teammate_factory(
         shell_timeout: settings.shell_timeout,
         redactor: settings.redactor.clone(),
         kit: kit.clone(),
+        definitions,
+        model_settings: settings.settings.model.clone(),
     })
 }
 
@@ -708,6 +793,16 @@ fn lead_tools(
     registry_in_order(tools, &LEAD_TOOLS)
 }
 
+/// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a
+/// warning naming its file and the reason (shown on stderr at run start).
+fn read_definitions(workspace: &std::path::Path) -> Vec<AgentDefinition> {
+    let (found, problems) = definitions::load_definitions(workspace, &TEAMMATE_TOOLS);
+    for problem in problems {
+        tracing::warn!("{problem}");
+    }
+    found
+}
+
 /// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
 pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let layout = Layout::new(&settings.workspace);
@@ -740,6 +835,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     cron.start()?;
 
     let kit = Arc::new(LongLivedKit::new(&layout, &settings));
+    let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
         TeamPorts {
@@ -750,7 +846,15 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
             observer: settings.team_observer.clone(),
             request_ttl: settings.request_ttl,
         },
-        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs, &kit),
+        teammate_factory(
+            &layout,
+            &settings,
+            &stores,
+            &base_policy,
+            &jobs,
+            &kit,
+            definitions.clone(),
+        ),
     )?;
     let tools = lead_tools(
         &settings,
@@ -767,15 +871,24 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     } else {
         None
     };
+    let mut identity = lead_system_prompt(&settings.workspace, settings.require_plans);
+    let listed = definitions::render_for_lead(&definitions);
+    if !listed.is_empty() {
+        identity.push('\n');
+        identity.push_str(listed.trim_end());
+    }
     let prompt = living_prompt(
         &lead_name,
-        lead_system_prompt(&settings.workspace, settings.require_plans),
+        identity,
         &tools,
         &settings.workspace,
         runtime.handle(),
         settings.clock.clone(),
     );
-    let lead_model = settings.models.model_for(&lead_name);
+    let lead_model = settings.models.model_named(
+        &lead_name,
+        agent_model(&settings.settings.model, &lead_name, None).as_deref(),
+    );
     let lead = Runner::new(
         lead_name.clone(),
         String::new(),

@@ -8,11 +8,12 @@ use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 use troupe::agent::{NullObserver, TurnEnd, UsageSink};
 use troupe::bootstrap::{
-    build_team, EventOptions, LongLived, ModelChooser, SameModel, ScriptedPerAgent, TeamSettings,
+    build_team, EventOptions, LongLived, ModelChooser, ScriptedPerAgent, TeamSettings,
 };
 use troupe::clock::SystemClock;
 use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
+use troupe::model::by_name::ClientsByName;
 use troupe::model::config::{ModelConfig, ModelOverrides};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
@@ -69,8 +70,10 @@ pub fn models(workspace: &Path, args: &ModelFlags) -> Result<Models, CliError> {
     })?;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
+    // A teammate may run on another model (its agent definition's, or `[model.agents]`): one
+    // client per distinct name, on this endpoint, key and retry policy.
     Ok(Models {
-        chooser: Arc::new(SameModel(client)),
+        chooser: Arc::new(ClientsByName::new(config.clone(), client)),
         redactor: config.redactor(),
         name: config.model.clone(),
     })

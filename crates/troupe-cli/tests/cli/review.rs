@@ -273,6 +273,7 @@ fn set_status(ws: &Path, status: TeammateStatus) {
             updated_at_utc: troupe::clock::Clock::now(&SystemClock),
             plan_required: false,
             earlier_plan: None,
+            definition: None,
         }],
     };
     std::fs::write(Layout::new(ws).team_file(), roster.to_json_bytes()).unwrap();

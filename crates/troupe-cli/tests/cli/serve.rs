@@ -553,6 +553,7 @@ fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathB
             updated_at_utc: troupe::clock::Clock::now(&SystemClock),
             plan_required: false,
             earlier_plan: None,
+            definition: None,
         }],
     };
     std::fs::write(layout.team_file(), roster.to_json_bytes()).unwrap();

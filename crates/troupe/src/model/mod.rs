@@ -11,6 +11,7 @@
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
 //! the composition root.
 
+pub mod by_name;
 pub mod config;
 pub mod openai;
 pub mod overflow;

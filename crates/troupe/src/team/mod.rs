@@ -7,6 +7,7 @@
 //!   postman and protocol runtime.
 //! - `workers`: the worker lifecycle (slots, tasks, completed messages), one private type.
 //! - `worker`: what a teammate's worker does with each message, through a small context.
+//! - [`definitions`]: agent definitions (`agents/<name>.md`) the lead spawns teammates from.
 //! - [`driver`]: the lead's user turn, then event turns until quiescent.
 //! - [`events`]: the JSON events the lead's history receives.
 //! - [`plan_gate`]: the permission rule added to teammates' policies.
@@ -19,6 +20,7 @@
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
 //! - [`observer`]: the timeline of what happened.
 
+pub mod definitions;
 pub mod driver;
 pub mod error;
 pub mod events;

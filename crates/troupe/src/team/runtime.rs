@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
 
+use super::definitions::AgentDefinition;
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::plan_gate::GateStart;
@@ -45,6 +46,17 @@ pub trait TeammateFactory: Send + Sync {
     /// it. The default: from its first call when it was spawned with `plan_required`.
     fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
         GateStart::of(teammate.plan_required, false)
+    }
+
+    /// The agent definition `name` (`agents/<name>.md`) this factory builds teammates from, if
+    /// it has one. The default: none.
+    fn definition(&self, _name: &AgentName) -> Option<AgentDefinition> {
+        None
+    }
+
+    /// The names of all its agent definitions. The default: none.
+    fn definition_names(&self) -> Vec<AgentName> {
+        Vec::new()
     }
 }
 
@@ -180,6 +192,16 @@ impl TeamRuntime {
         self.inner.roster.all()
     }
 
+    /// The agent definition `name`, if the team's factory has it.
+    pub fn definition(&self, name: &AgentName) -> Option<AgentDefinition> {
+        self.inner.factory.definition(name)
+    }
+
+    /// The names of the agent definitions teammates can be spawned from.
+    pub fn definition_names(&self) -> Vec<AgentName> {
+        self.inner.factory.definition_names()
+    }
+
     pub fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
         self.inner.roster.get(name).map(|r| r.status)
     }
@@ -257,6 +279,20 @@ impl TeamRuntime {
         prompt: &str,
         plan_required: bool,
     ) -> Result<Spawned, TeamError> {
+        self.spawn_defined(name, role, prompt, plan_required, None)
+            .await
+    }
+
+    /// [`Self::spawn`] of a teammate built from the agent definition `definition` (recorded in
+    /// its roster entry; the factory applies it).
+    pub async fn spawn_defined(
+        &self,
+        name: &AgentName,
+        role: &str,
+        prompt: &str,
+        plan_required: bool,
+        definition: Option<AgentName>,
+    ) -> Result<Spawned, TeamError> {
         check_spawn_arguments(name, role, prompt)?;
         let inner = &self.inner;
         let spawned = loop {
@@ -267,7 +303,7 @@ impl TeamRuntime {
             let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match blocking(|| inner.try_spawn(name, role, plan_required))? {
+            match blocking(|| inner.try_spawn(name, role, plan_required, definition.clone()))? {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
@@ -294,7 +330,7 @@ impl TeamRuntime {
         if inner.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        let Some(spawned) = inner.try_spawn(name, role, false)? else {
+        let Some(spawned) = inner.try_spawn(name, role, false, None)? else {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
@@ -367,6 +403,7 @@ impl TeamInner {
         name: &AgentName,
         role: &str,
         plan_required: bool,
+        definition: Option<AgentName>,
     ) -> Result<Option<Spawned>, TeamError> {
         let _spawning = lock(&self.spawning);
         let earlier = self.roster.get(name);
@@ -394,6 +431,7 @@ impl TeamInner {
                 .store()
                 .latest_plan_of(name)?
                 .map(|plan| plan.id()),
+            definition,
         };
         let quarantined = match &earlier {
             Some(earlier) => self.quarantine_leftovers(earlier)?,

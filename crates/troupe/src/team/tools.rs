@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use troupe_wire::{AgentName, OrdinaryKind, RequestId, RequestKind};
 
+use super::definitions::AgentDefinition;
 use super::error::TeamError;
-use super::runtime::TeamHandle;
+use super::runtime::{TeamHandle, TeamRuntime};
 use crate::sync::blocking;
 use crate::tools::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
@@ -42,7 +43,9 @@ impl ToolHandler for SpawnTeammate {
                 read_file, write_file, send_message, submit_plan) and give it its first task. The \
                 teammate works in the background; its results arrive later as events. With \
                 plan_required: true it cannot write or run commands until you approve a plan of \
-                its (review_plan). The name of a teammate that shut down or failed can be used \
+                its (review_plan). With agent: \"<definition>\" it is built from that agent \
+                definition (its instructions, tools, plan rule and model; role defaults to its \
+                description). The name of a teammate that shut down or failed can be used \
                 again: that starts a new teammate with a fresh conversation."
                     .into(),
             parameters: schema(
@@ -50,9 +53,10 @@ impl ToolHandler for SpawnTeammate {
                     "name": {"type": "string", "minLength": 1, "description": "a lowercase slug, e.g. writer"},
                     "role": {"type": "string", "minLength": 1, "description": "what this teammate is for"},
                     "prompt": {"type": "string", "minLength": 1, "description": "its first task"},
-                    "plan_required": {"type": "boolean", "description": "gate it from its first call until you approve a plan of its (default false: gated only once it submits a plan)"}
+                    "plan_required": {"type": "boolean", "description": "gate it from its first call until you approve a plan of its (default false: gated only once it submits a plan; a definition with plan_required: true gates it anyway)"},
+                    "agent": {"type": "string", "minLength": 1, "description": "the agent definition (agents/<name>.md) to build it from, as listed in your system prompt"}
                 }),
-                &["name", "role", "prompt"],
+                &["name", "prompt"],
             ),
             effect: Effect::External,
         }
@@ -60,17 +64,33 @@ impl ToolHandler for SpawnTeammate {
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let name = name_arg(&args, "name")?;
+        let team = self.0.upgrade().map_err(team_error)?;
+        let definition = match args.get("agent") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(definition_arg(&team, str_arg(&args, "agent")?)?),
+        };
         let plan_required = args
             .get("plan_required")
             .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let team = self.0.upgrade().map_err(team_error)?;
+            .unwrap_or(false)
+            || definition.as_ref().is_some_and(|d| d.plan_required);
+        let role =
+            match (args.get("role"), &definition) {
+                (Some(_), _) => str_arg(&args, "role")?,
+                (None, Some(definition)) => definition.description.as_str(),
+                (None, None) => return Err(ToolError::InvalidArguments(
+                    "missing string argument `role` (it may be left out only when `agent` names \
+                     an agent definition)"
+                        .into(),
+                )),
+            };
         let spawned = team
-            .spawn(
+            .spawn_defined(
                 &name,
-                str_arg(&args, "role")?,
+                role,
                 str_arg(&args, "prompt")?,
                 plan_required,
+                definition.as_ref().map(|d| d.name.clone()),
             )
             .await
             .map_err(team_error)?;
@@ -86,6 +106,9 @@ impl ToolHandler for SpawnTeammate {
             "gated": gated,
             "note": "its result will arrive as an event",
         });
+        if let Some(definition) = &definition {
+            result["agent"] = json!(definition.name.as_str());
+        }
         if let Some(replaced) = spawned.replaced {
             result["replaced"] = json!(replaced.as_str());
             result["earlier_transcript"] = json!(spawned.earlier_transcript.as_ref().map(|p| {
@@ -98,6 +121,27 @@ impl ToolHandler for SpawnTeammate {
         }
         Ok(render(result))
     }
+}
+
+/// The definition named by `spawn_teammate`'s `agent`; an unknown one is `invalid_arguments`
+/// naming the known ones.
+fn definition_arg(team: &TeamRuntime, raw: &str) -> Result<AgentDefinition, ToolError> {
+    let found = AgentName::parse(raw)
+        .ok()
+        .and_then(|name| team.definition(&name));
+    found.ok_or_else(|| {
+        let known: Vec<String> = team
+            .definition_names()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let known = if known.is_empty() {
+            "none (the workspace has no valid agents/*.md)".to_owned()
+        } else {
+            known.join(", ")
+        };
+        ToolError::InvalidArguments(format!("unknown agent definition {raw:?}; known: {known}"))
+    })
 }
 
 pub struct SendMessage(pub TeamHandle);

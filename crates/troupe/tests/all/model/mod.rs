@@ -1,6 +1,8 @@
 //! The model layer: the OpenAI client against a real HTTP server on 127.0.0.1 (wiremock), the
-//! retry policy, the scripted model, the conversation types and the model configuration.
+//! retry policy, the scripted model, the conversation types, the model configuration, and one
+//! client per model name.
 
+mod by_name;
 mod config;
 mod openai;
 mod recovery;

@@ -345,8 +345,12 @@ async fn spawn_teammate_offers_plan_required_as_an_optional_boolean() {
         .parameters
         .clone();
     assert_eq!(spawn["additionalProperties"], false);
-    assert_eq!(spawn["required"], json!(["name", "role", "prompt"]));
+    // `role` may be left out when `agent` names a definition (it defaults to its description);
+    // without `agent` the tool still requires it.
+    assert_eq!(spawn["required"], json!(["name", "prompt"]));
     assert_eq!(spawn["properties"]["plan_required"]["type"], "boolean");
+    assert_eq!(spawn["properties"]["role"]["type"], "string");
+    assert_eq!(spawn["properties"]["agent"]["type"], "string");
     team.close().await;
 }
 
