@@ -5,6 +5,7 @@ mod approval;
 mod audit;
 mod denied;
 mod rules;
+mod settings_rules;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
