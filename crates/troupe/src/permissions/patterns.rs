@@ -185,7 +185,8 @@ pub enum Place {
 
 /// Normalises `path` (relative to `workspace`, or absolute) without touching the disk.
 pub fn normalise(workspace: &Path, path: &str) -> Place {
-    let root = lexical(workspace);
+    // A relative workspace is taken from the current folder (no disk access beyond it).
+    let root = lexical(&std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_owned()));
     let joined = lexical(&root.join(path));
     match joined.strip_prefix(&root) {
         Ok(relative) => {
@@ -283,6 +284,15 @@ mod tests {
             Place::Outside("/etc/passwd".into())
         );
         assert_eq!(normalise(ws, "."), Place::Inside(".".into()));
+        // A relative workspace: absolute paths elsewhere are still outside.
+        assert!(matches!(
+            normalise(Path::new("."), "/etc/x"),
+            Place::Outside(_)
+        ));
+        assert_eq!(
+            normalise(Path::new("."), "a/./b"),
+            Place::Inside("a/b".into())
+        );
     }
 
     #[test]
