@@ -15,6 +15,8 @@
 //!   A path that leaves the workspace is never allowed by a path pattern; it is denied (or
 //!   asked) by a pattern that starts with `**`, matched against the absolute path — so
 //!   `deny = ["read_file(**/.env)"]` also covers `/elsewhere/.env`.
+//!   A shell deny is best effort: `bash -c '…'`, `env rm …` or `FOO=1 rm …` do not start with
+//!   `rm -rf`; what holds is the other side — an allow never covers more than it names.
 //! - Anything else (an unknown argument pattern such as `mcp__s__t(x)`, an unparsable entry):
 //!   it never allows; as a deny or ask it applies to every call of the tool it names (fail
 //!   closed).
