@@ -13,6 +13,7 @@ mod event_line;
 mod interrupt;
 mod observe;
 mod render;
+mod save_allow;
 mod serve;
 
 use std::process::ExitCode;

@@ -23,6 +23,8 @@
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
 //! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
 //! - `help`: what a new user reads: help texts, completions, the demo's closing commands.
+//! - `approval_choices`: the approval prompt's yes/always/save/no-with-reason on a
+//!   pseudo-terminal; `troupe.toml` kept byte for byte when an entry is saved.
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
 //! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
@@ -40,6 +42,8 @@
 
 #[path = "cli/agentdefs.rs"]
 mod agentdefs;
+#[path = "cli/approval_choices.rs"]
+mod approval_choices;
 #[path = "cli/browser.rs"]
 mod browser;
 #[path = "cli/demo.rs"]

@@ -810,8 +810,12 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let events = open_events(&layout, &mut settings)?;
     let stores = open_stores(&layout, &settings, &events)?;
     finish_earlier_run(&layout, &settings, &stores)?;
-    let base_policy =
-        PermissionPolicy::default_policy(settings.approval.clone(), stores.audit.clone());
+    let base_policy = PermissionPolicy::from_settings(
+        &settings.settings.rules,
+        &settings.workspace,
+        settings.approval.clone(),
+        stores.audit.clone(),
+    );
 
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
     let jobs = Arc::new(

@@ -37,9 +37,14 @@ const NO_TERMINAL_NOTICE: &str = "no terminal to ask for approval: calls that ne
 pub fn approval_provider(
     mode: ApprovalMode,
     cancel: &CancellationToken,
+    workspace: &Path,
 ) -> Arc<dyn ApprovalProvider> {
     match mode {
-        ApprovalMode::Ask => Arc::new(TerminalApproval::stdio().with_cancel(cancel.clone())),
+        ApprovalMode::Ask => Arc::new(
+            TerminalApproval::stdio()
+                .with_cancel(cancel.clone())
+                .with_saver(crate::save_allow::saver(workspace)),
+        ),
         ApprovalMode::Auto => Arc::new(AutoApproval),
         ApprovalMode::Deny => Arc::new(DenyApproval),
     }
@@ -150,7 +155,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         .then_some(NO_TERMINAL_NOTICE);
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
-    let mut approval = approval_provider(args.approval, &interrupt.prompts);
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
     let console = (!args.json).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
     let listener: Arc<dyn EventListener> = match &console {
         Some(console) => {

@@ -158,7 +158,8 @@ fn folder_count(dir: &Path) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
-const PROMPT_END: &str = "Allow? [y/N] ";
+/// The end of the approval prompt, with or without the always/save choices.
+const PROMPT_END: &str = "/N] ";
 
 #[test]
 fn ctrl_c_at_an_approval_prompt_closes_the_team_and_exits_130() {

@@ -230,10 +230,10 @@ fn verbose_shows_every_event_and_info_logs_and_rust_log_chooses_the_logs() {
 
 /// Text read from a pseudo-terminal's master side by a thread; tests wait for text in it.
 #[derive(Clone, Default)]
-struct Collected(Arc<(Mutex<(String, bool)>, Condvar)>);
+pub(super) struct Collected(Arc<(Mutex<(String, bool)>, Condvar)>);
 
 impl Collected {
-    fn from(mut stream: std::fs::File) -> Self {
+    pub(super) fn from(mut stream: std::fs::File) -> Self {
         let collected = Self::default();
         let shared = collected.0.clone();
         std::thread::spawn(move || {
@@ -254,7 +254,7 @@ impl Collected {
         collected
     }
 
-    fn wait_until(&self, what: &str, ready: impl Fn(&str, bool) -> bool) -> String {
+    pub(super) fn wait_until(&self, what: &str, ready: impl Fn(&str, bool) -> bool) -> String {
         let deadline = Instant::now() + WAIT;
         let mut text = self.0 .0.lock().unwrap();
         while !ready(&text.0, text.1) {
@@ -269,17 +269,17 @@ impl Collected {
         text.0.clone()
     }
 
-    fn wait_for(&self, needle: &str) -> String {
+    pub(super) fn wait_for(&self, needle: &str) -> String {
         self.wait_until(needle, |t, _| t.contains(needle))
     }
 
-    fn wait_closed(&self) -> String {
+    pub(super) fn wait_closed(&self) -> String {
         self.wait_until("the end of the output", |_, closed| closed)
     }
 }
 
 /// A pseudo-terminal of 120 columns: (master, slave).
-fn pty() -> (std::fs::File, std::fs::File) {
+pub(super) fn pty() -> (std::fs::File, std::fs::File) {
     // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r/ioctl on a descriptor we own; every result
     // is checked before use.
     unsafe {
@@ -652,4 +652,5 @@ fn nothing_is_drawn_over_the_approval_prompt_and_held_lines_follow_the_answer() 
     assert!(after.contains("tool shell ok in"), "{all:?}");
 }
 
-const PROMPT_END: &str = "Allow? [y/N] ";
+/// The end of the approval prompt, with or without the always/save choices.
+const PROMPT_END: &str = "/N] ";

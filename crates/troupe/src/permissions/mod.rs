@@ -4,6 +4,8 @@
 //!
 //! - [`effect`]: what a tool declares — its effect and scope — and the rules judge.
 //! - [`rules`]: pure rules and how their verdicts combine (deny > ask > allow).
+//! - [`patterns`], [`shell_words`]: a settings entry's pattern, matched against a call.
+//! - [`settings_rules`]: the settings' `[permissions]` entries over the defaults; session allows.
 //! - [`policy`]: rules + approval provider + audit sink; the default policy of SPEC §7.
 //! - [`approval`]: the `ApprovalProvider` port — automatic, deny-all, and the terminal prompt.
 //! - [`audit`]: the `AuditSink` port — `.troupe/audit.jsonl` and an in-memory sink for tests.
@@ -17,14 +19,19 @@ pub mod audit;
 pub mod effect;
 pub mod hooks;
 pub mod observed;
+pub mod patterns;
 pub mod policy;
 pub mod rules;
+pub mod settings_rules;
+pub mod shell_words;
 
 pub use approval::{
-    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, TerminalApproval,
+    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, SaveAllow,
+    TerminalApproval,
 };
 pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
 pub use effect::{Effect, Scope};
 pub use hooks::{HookDecision, Hooks, PostToolUse, PreToolUse};
 pub use policy::{PermissionDecision, PermissionPolicy};
 pub use rules::{Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict};
+pub use settings_rules::{SessionAllows, SettingsRules};

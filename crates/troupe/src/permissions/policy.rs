@@ -15,6 +15,8 @@ use super::audit::{input_digest, AuditEntry, AuditError, AuditSink};
 use super::rules::{
     combine, Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict,
 };
+use super::settings_rules::SettingsRules;
+use crate::settings::RuleEntry;
 use crate::sync::blocking;
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
@@ -34,6 +36,9 @@ pub struct PermissionPolicy {
     rules: Vec<Arc<dyn PermissionRule>>,
     approval: Arc<dyn ApprovalProvider>,
     audit: Arc<dyn AuditSink>,
+    /// The settings' rules when built by [`Self::from_settings`]: where an approval's
+    /// "always" is remembered and where the prompt's suggestion comes from.
+    settings: Option<Arc<SettingsRules>>,
 }
 
 impl PermissionPolicy {
@@ -47,6 +52,26 @@ impl PermissionPolicy {
             rules,
             approval,
             audit,
+            settings: None,
+        }
+    }
+
+    /// The policy of SPEC §7 with the settings' `[permissions]` rules: a matching entry decides
+    /// over the default policy ([`SettingsRules`]); rules added later with [`Self::with_rules`]
+    /// (the plan gate) still deny above all. An approval answered "always" is remembered as a
+    /// session allow shared by every policy derived from this one.
+    pub fn from_settings(
+        rules: &[RuleEntry],
+        workspace: &std::path::Path,
+        approval: Arc<dyn ApprovalProvider>,
+        audit: Arc<dyn AuditSink>,
+    ) -> Self {
+        let settings = Arc::new(SettingsRules::new(rules, workspace));
+        Self {
+            rules: vec![settings.clone()],
+            approval,
+            audit,
+            settings: Some(settings),
         }
     }
 
@@ -65,6 +90,7 @@ impl PermissionPolicy {
             rules,
             approval: self.approval.clone(),
             audit: self.audit.clone(),
+            settings: self.settings.clone(),
         }
     }
 
@@ -141,6 +167,7 @@ impl PermissionPolicy {
                 reason: verdict.reason,
             },
             Decision::Ask => {
+                let suggestion = self.settings.as_ref().and_then(|s| s.suggestion(request));
                 let answer = self
                     .approval
                     .approve(&ApprovalRequest {
@@ -149,8 +176,14 @@ impl PermissionPolicy {
                         effect: request.effect,
                         arguments: request.arguments,
                         reason: &verdict.reason,
+                        suggestion: suggestion.as_deref(),
                     })
                     .await;
+                if let (true, Some(entry), Some(settings)) =
+                    (answer.approved, &answer.remember, &self.settings)
+                {
+                    settings.session().remember(entry);
+                }
                 PermissionDecision {
                     allowed: answer.approved,
                     rules_said: Decision::Ask,

@@ -6,7 +6,8 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::permissions::approval::NO_TERMINAL_GUIDANCE;
 use troupe::permissions::{
-    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, TerminalApproval,
+    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, SaveAllow,
+    TerminalApproval,
 };
 use troupe::tools::Effect;
 use troupe::wire::AgentName;
@@ -20,6 +21,7 @@ fn ask<'a>(agent: &'a AgentName, args: &'a serde_json::Value) -> ApprovalRequest
         effect: Effect::Write,
         arguments: args,
         reason: "write tools need approval",
+        suggestion: None,
     }
 }
 
@@ -63,8 +65,83 @@ async fn terminal_prompt_names_agent_tool_and_arguments() {
             prompt.contains(r#"{"path":"notes.md","content":"hi"}"#),
             "{prompt}"
         );
-        assert!(prompt.ends_with("Allow? [y/N] "), "{prompt}");
+        assert!(prompt.contains("Allow? [y/N] "), "{prompt}");
     }
+}
+
+/// The four answers with a suggestion: yes once, always, save (through the saver), no with an
+/// optional reason that ends up in the denial.
+#[tokio::test]
+async fn terminal_prompt_offers_always_save_and_a_reason_for_no() {
+    let agent = AgentName::lead();
+    let args = json!({"command": "cargo test --all"});
+    let request = ApprovalRequest {
+        agent: &agent,
+        tool: "shell",
+        effect: Effect::Execute,
+        arguments: &args,
+        reason: "execute tools need approval",
+        suggestion: Some("shell(cargo test:*)"),
+    };
+    let saved = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let saver: SaveAllow = {
+        let saved = saved.clone();
+        std::sync::Arc::new(move |entry: &str| {
+            saved.lock().unwrap().push(entry.to_owned());
+            Ok("troupe.toml".to_owned())
+        })
+    };
+    let cases: [(&str, ApprovalAnswer); 6] = [
+        ("y\n", ApprovalAnswer::approve("approved at the terminal")),
+        (
+            "a\n",
+            ApprovalAnswer::approve_always(
+                "approved at the terminal; shell(cargo test:*) allowed for this run",
+                "shell(cargo test:*)",
+            ),
+        ),
+        (
+            "s\n",
+            ApprovalAnswer::approve_always(
+                "approved at the terminal; shell(cargo test:*) allowed for this run and saved to troupe.toml",
+                "shell(cargo test:*)",
+            ),
+        ),
+        ("n\n\n", ApprovalAnswer::deny("refused at the terminal")),
+        (
+            "n\nuse cargo nextest instead\n",
+            ApprovalAnswer::deny("refused at the terminal: use cargo nextest instead"),
+        ),
+        ("\nnot now\n", ApprovalAnswer::deny("refused at the terminal: not now")),
+    ];
+    for (typed, expected) in cases {
+        let out = SharedOutput::default();
+        let provider = TerminalApproval::with_io(
+            Box::new(Cursor::new(typed.as_bytes().to_vec())),
+            Box::new(out.clone()),
+            true,
+        )
+        .with_saver(saver.clone());
+        assert_eq!(
+            provider.approve(&request).await,
+            expected,
+            "typed {typed:?}"
+        );
+        let prompt = out.text();
+        assert!(
+            prompt.contains("[y]es once / [a]lways allow shell(cargo test:*) this run / [s]ave shell(cargo test:*) to troupe.toml / [N]o\nAllow? [y/a/s/N] "),
+            "{prompt}"
+        );
+        assert_eq!(
+            prompt.contains("Reason for the agent (optional, Enter to skip): "),
+            !expected.approved,
+            "{prompt}"
+        );
+    }
+    assert_eq!(
+        *saved.lock().unwrap(),
+        vec!["shell(cargo test:*)".to_owned()]
+    );
 }
 
 #[tokio::test]

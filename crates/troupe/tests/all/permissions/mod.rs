@@ -1,10 +1,12 @@
 //! Permissions: rule combination, the policy, approval providers, the audit log, and the
-//! guarantee that a denied call never reaches its handler.
+//! guarantee that a denied call never reaches its handler; settings rules (patterns, chains,
+//! paths, deny > ask > allow, session allows, the plan gate above them).
 
 mod approval;
 mod audit;
 mod denied;
 mod rules;
+mod settings_rules;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -9,6 +9,8 @@
 //! - `shutdown`: a busy teammate finishes first; no model call for the request; refusals after
 //!   shutdown; an unanswered request expires.
 //! - `plan`: rejection and its feedback; a response consumed after expiry.
+//! - `settings_rules`: `[permissions]` entries of the settings for the lead, a teammate and the
+//!   `task` subagent, over a provider that refuses everything.
 //! - `plan_required`: teammates gated from their first call (`plan_required`, a run that
 //!   requires plans), across runs, and what their prompts say.
 //! - `invalid`: wrong id / kind / parties / duplicates, quarantined, state unchanged.
@@ -38,6 +40,7 @@ mod plan;
 mod plan_required;
 mod recovery;
 mod respawn;
+mod settings_rules;
 mod shutdown;
 mod toolset;
 mod transcripts;

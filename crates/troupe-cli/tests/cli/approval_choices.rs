@@ -1,0 +1,130 @@
+//! The approval prompt's four answers through the real binary on a pseudo-terminal: `a` allows
+//! the same tool and pattern for the rest of the run (the second call is not asked, and the
+//! audit names the session allow), `s` saves the entry into `troupe.toml` keeping its comments,
+//! `n` takes a reason that reaches the model's denial.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+
+use super::support::command;
+use super::terminal::{pty, Collected};
+
+const PROMPT_END: &str = "/N] ";
+
+const SETTINGS: &str = "# project settings, kept as written\n[permissions]\n# filled by the prompt\nallow = [\"read_file\"]  # reads are fine\ndeny = [\"shell(rm -rf:*)\"]\n";
+
+fn audit_lines(ws: &Path) -> Vec<Value> {
+    std::fs::read_to_string(ws.join(".troupe/audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn always_save_and_no_with_a_reason_at_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("troupe.toml"), SETTINGS).unwrap();
+    let shell = |command: &str| json!({"tool_calls": [{"name": "shell", "arguments": {"command": command}}]});
+    let script = json!({"agents": {"lead": [
+        shell("echo hi there"),
+        shell("echo hi again"),
+        shell("ls -la"),
+        shell("touch x"),
+        {"text": "All done."}
+    ]}});
+    let path = ws.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let (mut typed, slave) = pty();
+    let mut c = command(&ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .args(["--model-script", path.to_str().unwrap()])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave));
+    let mut child = c.spawn().unwrap();
+    drop(c);
+    let text = Collected::from(typed.try_clone().unwrap());
+    let prompts = |n: usize| {
+        text.wait_until(&format!("prompt {n}"), move |t, _| {
+            t.matches(PROMPT_END).count() == n
+        })
+    };
+
+    let shown = prompts(1);
+    assert!(shown.contains(r#"{"command":"echo hi there"}"#), "{shown}");
+    assert!(
+        shown.contains("[y]es once / [a]lways allow shell(echo hi:*) this run / [s]ave shell(echo hi:*) to troupe.toml / [N]o"),
+        "{shown}"
+    );
+    typed.write_all(b"a\n").unwrap();
+
+    // `echo hi again` runs without a prompt: the next one is for `ls -la`.
+    let shown = prompts(2);
+    let second = &shown[shown.rfind("wants to run").unwrap()..];
+    assert!(second.contains(r#"{"command":"ls -la"}"#), "{shown}");
+    assert!(!shown.contains(r#"{"command":"echo hi again"}"#), "{shown}");
+    typed.write_all(b"s\n").unwrap();
+    text.wait_for("saved allow shell(ls -la:*) to ");
+
+    let shown = prompts(3);
+    let third = &shown[shown.rfind("wants to run").unwrap()..];
+    assert!(third.contains(r#"{"command":"touch x"}"#), "{shown}");
+    typed.write_all(b"n\n").unwrap();
+    text.wait_for("Reason for the agent (optional, Enter to skip): ");
+    typed.write_all(b"not today\n").unwrap();
+
+    let all = text.wait_closed();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{all}");
+    assert_eq!(all.matches(PROMPT_END).count(), 3, "{all}");
+
+    // Saved: appended to the list, everything else byte for byte.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("troupe.toml")).unwrap(),
+        SETTINGS.replace(
+            "allow = [\"read_file\"]",
+            "allow = [\"read_file\", \"shell(ls -la:*)\"]"
+        )
+    );
+    assert!(!ws.join("x").exists(), "the refused command did not run");
+
+    let audit = audit_lines(&ws);
+    let decisions: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .filter(|r| r["tool"] == "shell")
+        .map(|r| {
+            (
+                r["decision"].as_str().unwrap(),
+                r["rule"].as_str().unwrap(),
+                r["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(decisions.len(), 4, "{audit:#?}");
+    assert_eq!(decisions[0].0, "allow");
+    assert_eq!(decisions[0].1, "default+approval:terminal");
+    assert_eq!(
+        (decisions[1].0, decisions[1].1),
+        ("allow", "session allow \"shell(echo hi:*)\"")
+    );
+    assert_eq!(
+        (decisions[2].0, decisions[2].1),
+        ("allow", "default+approval:terminal")
+    );
+    assert!(decisions[2].2.contains("saved to"), "{decisions:?}");
+    assert_eq!(
+        (decisions[3].0, decisions[3].2),
+        ("deny", "refused at the terminal: not today")
+    );
+
+    // The model was told why.
+    let events = std::fs::read_to_string(ws.join(".troupe/events.jsonl")).unwrap();
+    assert!(
+        events.contains("refused at the terminal: not today"),
+        "{events}"
+    );
+}
