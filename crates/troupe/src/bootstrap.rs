@@ -38,6 +38,7 @@ use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
 use crate::model::ModelClient;
+use crate::permissions::command_hooks::CommandHooks;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::observed::ObservedApproval;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
@@ -569,6 +570,24 @@ struct Factory {
     shell_timeout: Duration,
     redactor: Redactor,
     kit: Arc<LongLivedKit>,
+    /// The settings' hooks, for every teammate's tool calls, prompts and answers.
+    hooks: Option<CommandHooks>,
+}
+
+/// The dispatcher hooks of `hooks` (none without settings hooks).
+fn tool_hooks(hooks: &Option<CommandHooks>) -> Hooks {
+    hooks
+        .as_ref()
+        .map(CommandHooks::tool_hooks)
+        .unwrap_or_default()
+}
+
+/// `runner` with the settings' prompt and stop hooks, if any.
+fn with_hooks(runner: Runner, hooks: &Option<CommandHooks>) -> Runner {
+    match hooks {
+        Some(hooks) => runner.with_hooks(hooks.clone()),
+        None => runner,
+    }
 }
 
 impl TeammateFactory for Factory {
@@ -609,7 +628,7 @@ impl TeammateFactory for Factory {
             team,
             self.clock.clone(),
         );
-        let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
+        let dispatcher = Dispatcher::new(Arc::new(tools), policy, tool_hooks(&self.hooks))
             .with_redactor(self.redactor.clone());
         let model = self.models.model_for(name);
         let runner = Runner::new(
@@ -622,6 +641,7 @@ impl TeammateFactory for Factory {
         )
         .with_max_turns(self.max_turns)
         .with_system_prompt(prompt);
+        let runner = with_hooks(runner, &self.hooks);
         Ok(self
             .kit
             .apply(runner, name, &model, true)
@@ -638,6 +658,7 @@ fn teammate_factory(
     policy: &PermissionPolicy,
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
+    hooks: &Option<CommandHooks>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         layout: layout.clone(),
@@ -653,6 +674,7 @@ fn teammate_factory(
         shell_timeout: settings.shell_timeout,
         redactor: settings.redactor.clone(),
         kit: kit.clone(),
+        hooks: hooks.clone(),
     })
 }
 
@@ -667,6 +689,7 @@ fn lead_tools(
     cron: &CronRuntime,
     team: &TeamHandle,
     kit: &Arc<LongLivedKit>,
+    hooks: &Option<CommandHooks>,
 ) -> Result<ToolRegistry, RegistryError> {
     // The base agent's five tools, which open LEAD_TOOLS.
     let subagent_tools = registry_in_order(
@@ -679,7 +702,7 @@ fn lead_tools(
     let subagent = SubagentTool::new(
         lead_model,
         Arc::new(
-            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), Hooks::new())
+            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), tool_hooks(hooks))
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.run_observer.clone(),
@@ -740,6 +763,13 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     cron.start()?;
 
     let kit = Arc::new(LongLivedKit::new(&layout, &settings));
+    let hooks = (!settings.settings.hooks.is_empty()).then(|| {
+        CommandHooks::new(
+            settings.settings.hooks.clone(),
+            settings.workspace.clone(),
+            events.run_id(),
+        )
+    });
     let runtime = TeamRuntime::new(
         layout.clone(),
         TeamPorts {
@@ -750,7 +780,15 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
             observer: settings.team_observer.clone(),
             request_ttl: settings.request_ttl,
         },
-        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs, &kit),
+        teammate_factory(
+            &layout,
+            &settings,
+            &stores,
+            &base_policy,
+            &jobs,
+            &kit,
+            &hooks,
+        ),
     )?;
     let tools = lead_tools(
         &settings,
@@ -760,6 +798,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         &cron,
         &runtime.handle(),
         &kit,
+        &hooks,
     )?;
     let lead_name = AgentName::lead();
     let earlier_session = if settings.long_lived.new_session {
@@ -781,7 +820,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         String::new(),
         lead_model.clone(),
         Arc::new(
-            Dispatcher::new(Arc::new(tools), base_policy, Hooks::new())
+            Dispatcher::new(Arc::new(tools), base_policy, tool_hooks(&hooks))
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.workspace.clone(),
@@ -789,6 +828,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     )
     .with_max_turns(settings.max_turns)
     .with_system_prompt(prompt);
+    let lead = with_hooks(lead, &hooks);
     let lead = kit
         .apply(lead, &lead_name, &lead_model, true)
         .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
