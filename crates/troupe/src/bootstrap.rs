@@ -33,12 +33,12 @@ use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
+use crate::hooks::CommandHooks;
 use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
 use crate::model::ModelClient;
-use crate::permissions::command_hooks::CommandHooks;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::observed::ObservedApproval;
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
@@ -379,7 +379,7 @@ fn registry_in_order(
 }
 
 /// What every agent's runner gets for long runs (SPEC §9): the run's usage and token budget,
-/// the context budget with artifacts for large results, and memory.
+/// the context budget with artifacts for large results, memory, and the settings' hooks.
 struct LongLivedKit {
     layout: Layout,
     ids: Arc<dyn IdGenerator>,
@@ -387,10 +387,16 @@ struct LongLivedKit {
     max_run_tokens: Option<u64>,
     budget: ContextBudget,
     remember: bool,
+    /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
+    /// hooks for the lead and teammates.
+    hooks: Option<CommandHooks>,
 }
 
 impl LongLivedKit {
-    fn new(layout: &Layout, settings: &TeamSettings) -> Self {
+    fn new(layout: &Layout, settings: &TeamSettings, events_run_id: &str) -> Self {
+        let hooks = &settings.settings.hooks;
+        let hooks = (!hooks.is_empty())
+            .then(|| CommandHooks::new(hooks.clone(), settings.workspace.clone(), events_run_id));
         let run_id = settings.ids.next_uuid().to_string();
         Self {
             layout: layout.clone(),
@@ -405,11 +411,21 @@ impl LongLivedKit {
                 settings.long_lived.context_window,
             ),
             remember: settings.long_lived.remember,
+            hooks,
         }
     }
 
+    /// The dispatcher hooks of the settings (none without `[[hooks]]`).
+    fn tool_hooks(&self) -> Hooks {
+        self.hooks
+            .as_ref()
+            .map(CommandHooks::tool_hooks)
+            .unwrap_or_default()
+    }
+
     /// `runner` (of `agent`, answered by `model`) with the run's usage, the context budget and
-    /// artifacts, and — for the lead and teammates, not subagents — memory.
+    /// artifacts, and — for the lead and teammates, not subagents — memory and the prompt and
+    /// stop hooks.
     fn apply(
         &self,
         runner: Runner,
@@ -426,6 +442,10 @@ impl LongLivedKit {
         if !with_memory {
             return runner;
         }
+        let runner = match &self.hooks {
+            Some(hooks) => runner.with_hooks(hooks.clone()),
+            None => runner,
+        };
         let memory = Memory::new(
             MemoryStore::open(&self.layout),
             MemoryQueries::new(model.clone()),
@@ -570,24 +590,6 @@ struct Factory {
     shell_timeout: Duration,
     redactor: Redactor,
     kit: Arc<LongLivedKit>,
-    /// The settings' hooks, for every teammate's tool calls, prompts and answers.
-    hooks: Option<CommandHooks>,
-}
-
-/// The dispatcher hooks of `hooks` (none without settings hooks).
-fn tool_hooks(hooks: &Option<CommandHooks>) -> Hooks {
-    hooks
-        .as_ref()
-        .map(CommandHooks::tool_hooks)
-        .unwrap_or_default()
-}
-
-/// `runner` with the settings' prompt and stop hooks, if any.
-fn with_hooks(runner: Runner, hooks: &Option<CommandHooks>) -> Runner {
-    match hooks {
-        Some(hooks) => runner.with_hooks(hooks.clone()),
-        None => runner,
-    }
 }
 
 impl TeammateFactory for Factory {
@@ -628,7 +630,7 @@ impl TeammateFactory for Factory {
             team,
             self.clock.clone(),
         );
-        let dispatcher = Dispatcher::new(Arc::new(tools), policy, tool_hooks(&self.hooks))
+        let dispatcher = Dispatcher::new(Arc::new(tools), policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone());
         let model = self.models.model_for(name);
         let runner = Runner::new(
@@ -641,7 +643,6 @@ impl TeammateFactory for Factory {
         )
         .with_max_turns(self.max_turns)
         .with_system_prompt(prompt);
-        let runner = with_hooks(runner, &self.hooks);
         Ok(self
             .kit
             .apply(runner, name, &model, true)
@@ -658,7 +659,6 @@ fn teammate_factory(
     policy: &PermissionPolicy,
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
-    hooks: &Option<CommandHooks>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         layout: layout.clone(),
@@ -674,7 +674,6 @@ fn teammate_factory(
         shell_timeout: settings.shell_timeout,
         redactor: settings.redactor.clone(),
         kit: kit.clone(),
-        hooks: hooks.clone(),
     })
 }
 
@@ -689,7 +688,6 @@ fn lead_tools(
     cron: &CronRuntime,
     team: &TeamHandle,
     kit: &Arc<LongLivedKit>,
-    hooks: &Option<CommandHooks>,
 ) -> Result<ToolRegistry, RegistryError> {
     // The base agent's five tools, which open LEAD_TOOLS.
     let subagent_tools = registry_in_order(
@@ -702,7 +700,7 @@ fn lead_tools(
     let subagent = SubagentTool::new(
         lead_model,
         Arc::new(
-            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), tool_hooks(hooks))
+            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), kit.tool_hooks())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.run_observer.clone(),
@@ -762,14 +760,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     cron.report_to(events.clone());
     cron.start()?;
 
-    let kit = Arc::new(LongLivedKit::new(&layout, &settings));
-    let hooks = (!settings.settings.hooks.is_empty()).then(|| {
-        CommandHooks::new(
-            settings.settings.hooks.clone(),
-            settings.workspace.clone(),
-            events.run_id(),
-        )
-    });
+    let kit = Arc::new(LongLivedKit::new(&layout, &settings, events.run_id()));
     let runtime = TeamRuntime::new(
         layout.clone(),
         TeamPorts {
@@ -780,15 +771,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
             observer: settings.team_observer.clone(),
             request_ttl: settings.request_ttl,
         },
-        teammate_factory(
-            &layout,
-            &settings,
-            &stores,
-            &base_policy,
-            &jobs,
-            &kit,
-            &hooks,
-        ),
+        teammate_factory(&layout, &settings, &stores, &base_policy, &jobs, &kit),
     )?;
     let tools = lead_tools(
         &settings,
@@ -798,7 +781,6 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         &cron,
         &runtime.handle(),
         &kit,
-        &hooks,
     )?;
     let lead_name = AgentName::lead();
     let earlier_session = if settings.long_lived.new_session {
@@ -820,7 +802,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         String::new(),
         lead_model.clone(),
         Arc::new(
-            Dispatcher::new(Arc::new(tools), base_policy, tool_hooks(&hooks))
+            Dispatcher::new(Arc::new(tools), base_policy, kit.tool_hooks())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.workspace.clone(),
@@ -828,7 +810,6 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     )
     .with_max_turns(settings.max_turns)
     .with_system_prompt(prompt);
-    let lead = with_hooks(lead, &hooks);
     let lead = kit
         .apply(lead, &lead_name, &lead_model, true)
         .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;

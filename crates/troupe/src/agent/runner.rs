@@ -25,12 +25,12 @@ use super::prompt::SystemPromptSource;
 use super::transcript::{FileTranscript, Origin};
 use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
+use crate::hooks::{CommandHooks, PromptBlocked};
 use crate::model::progress;
 use crate::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
     ModelResponse, Purpose, ToolSpec, Usage,
 };
-use crate::permissions::command_hooks::{CommandHooks, PromptBlocked};
 use crate::store::artifacts::ArtifactStore;
 use crate::tools::{Dispatcher, ToolContext};
 

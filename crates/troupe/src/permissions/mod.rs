@@ -8,15 +8,12 @@
 //! - [`approval`]: the `ApprovalProvider` port — automatic, deny-all, and the terminal prompt.
 //! - [`audit`]: the `AuditSink` port — `.troupe/audit.jsonl` and an in-memory sink for tests.
 //! - [`hooks`]: PreToolUse / PostToolUse hooks around the handler.
-//! - [`command_hooks`]: the hooks of the settings (`[[hooks]]`): external commands with a JSON
-//!   protocol, for tool calls, a person's prompt and an agent's answer.
 //!
 //! **Architecture Invariant:** an approval can only turn `ask` into allow or deny; nothing loosens
 //! a deny. The approval provider is never consulted for a call the rules deny.
 
 pub mod approval;
 pub mod audit;
-pub mod command_hooks;
 pub mod effect;
 pub mod hooks;
 pub mod observed;

@@ -1,4 +1,5 @@
-//! Command hooks: the `[[hooks]]` of the settings (SPEC §11), run as external commands.
+//! Command hooks: the `[[hooks]]` of the settings (SPEC §11), run as external commands. (A layer
+//! above `permissions` and `process`, whose traits and process groups it uses.)
 //!
 //! A hook runs `sh -c COMMAND` in the workspace, in its own process group
 //! ([`crate::process::GroupChild`]), with one JSON object on stdin:
@@ -24,8 +25,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
-use super::hooks::{HookDecision, Hooks, PostToolUse, PreToolUse, ToolResultView};
-use super::rules::PermissionRequest;
+use crate::permissions::hooks::{HookDecision, Hooks, PostToolUse, PreToolUse, ToolResultView};
+use crate::permissions::rules::PermissionRequest;
 use crate::process::{describe_status, CappedOutput, Ending, GroupChild, SplitOutput, Stop};
 use crate::settings::{HookEvent, HookSpec};
 
