@@ -1,6 +1,7 @@
 //! The settings' `[[hooks]]` through `build_team`: the lead's prompt gets a UserPromptSubmit
 //! hook's context, a PreToolUse hook blocks `shell` for the lead and for a teammate (audited
-//! with the hook's name), and Stop hooks run after each agent's answer.
+//! with the hook's name), Stop hooks run after each agent's answer, and a hook's allow does not
+//! pass the plan gate.
 
 use std::path::PathBuf;
 
@@ -122,5 +123,54 @@ async fn settings_hooks_apply_to_the_lead_and_to_every_teammate() {
     assert_eq!(hook_denials, ["alice", "lead"]);
     assert_eq!(agents(&lines(&f, "pre-inputs.jsonl")), ["alice", "lead"]);
     assert_eq!(agents(&lines(&f, "stop-inputs.jsonl")), ["alice", "lead"]);
+    team.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_gate_still_applies_after_a_hook_allows() {
+    let f = Fixture::new();
+    let hooks = vec![spec(
+        &f,
+        0,
+        HookEvent::PreToolUse,
+        None,
+        r#"cat >> pre-inputs.jsonl; echo '{"decision":"allow"}'"#,
+    )];
+    let alice = TestModel::new(&f.signal, |c| {
+        if c.last_is_tool_result() {
+            say("alice done")
+        } else {
+            call("write_file", json!({"path": "NOTES.md", "content": "x"}))
+        }
+    });
+    let models = Models::new(&f.signal, &[("alice", &alice)]);
+    let mut settings = f.settings(models);
+    settings.require_plans = true;
+    settings.settings = Settings {
+        hooks,
+        ..Settings::default()
+    };
+    let team = troupe::bootstrap::build_team(settings).unwrap();
+    team.runtime
+        .spawn_teammate(&name("alice"), "writer", "Write NOTES.md.")
+        .unwrap();
+    f.signal
+        .until("alice answered and is idle", || {
+            alice.calls() == 2 && !team.runtime.any_worker_running()
+        })
+        .await;
+    let messages = alice.wire_messages(2);
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap();
+    let text = result["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("Error [permission_denied]: write_file was denied (plan_gate)"),
+        "{text}"
+    );
+    assert!(!f.workspace.join("NOTES.md").exists());
+    assert_eq!(
+        agents(&lines(&f, "pre-inputs.jsonl")),
+        ["alice"],
+        "the hook ran"
+    );
     team.close().await;
 }
