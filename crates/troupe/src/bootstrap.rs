@@ -33,6 +33,7 @@ use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::{Clock, SystemClock};
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
+use crate::hooks::CommandHooks;
 use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::jobs::{JobCompletion, JobSupervisor};
@@ -418,7 +419,7 @@ fn registry_in_order(
 }
 
 /// What every agent's runner gets for long runs (SPEC §9): the run's usage and token budget,
-/// the context budget with artifacts for large results, and memory.
+/// the context budget with artifacts for large results, memory, and the settings' hooks.
 struct LongLivedKit {
     layout: Layout,
     ids: Arc<dyn IdGenerator>,
@@ -426,10 +427,16 @@ struct LongLivedKit {
     max_run_tokens: Option<u64>,
     budget: ContextBudget,
     remember: bool,
+    /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
+    /// hooks for the lead and teammates.
+    hooks: Option<CommandHooks>,
 }
 
 impl LongLivedKit {
-    fn new(layout: &Layout, settings: &TeamSettings) -> Self {
+    fn new(layout: &Layout, settings: &TeamSettings, events_run_id: &str) -> Self {
+        let hooks = &settings.settings.hooks;
+        let hooks = (!hooks.is_empty())
+            .then(|| CommandHooks::new(hooks.clone(), settings.workspace.clone(), events_run_id));
         let run_id = settings.ids.next_uuid().to_string();
         Self {
             layout: layout.clone(),
@@ -444,11 +451,21 @@ impl LongLivedKit {
                 settings.long_lived.context_window,
             ),
             remember: settings.long_lived.remember,
+            hooks,
         }
     }
 
+    /// The dispatcher hooks of the settings (none without `[[hooks]]`).
+    fn tool_hooks(&self) -> Hooks {
+        self.hooks
+            .as_ref()
+            .map(CommandHooks::tool_hooks)
+            .unwrap_or_default()
+    }
+
     /// `runner` (of `agent`, answered by `model`) with the run's usage, the context budget and
-    /// artifacts, and — for the lead and teammates, not subagents — memory.
+    /// artifacts, and — for the lead and teammates, not subagents — memory and the prompt and
+    /// stop hooks.
     fn apply(
         &self,
         runner: Runner,
@@ -465,6 +482,10 @@ impl LongLivedKit {
         if !with_memory {
             return runner;
         }
+        let runner = match &self.hooks {
+            Some(hooks) => runner.with_hooks(hooks.clone()),
+            None => runner,
+        };
         let memory = Memory::new(
             MemoryStore::open(&self.layout),
             MemoryQueries::new(model.clone()),
@@ -690,7 +711,7 @@ impl TeammateFactory for Factory {
             team,
             self.clock.clone(),
         );
-        let dispatcher = Dispatcher::new(Arc::new(tools), policy, Hooks::new())
+        let dispatcher = Dispatcher::new(Arc::new(tools), policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone());
         let model_name = agent_model(&self.model_settings, name, definition.as_ref());
         let model = self.models.model_named(name, model_name.as_deref());
@@ -764,7 +785,7 @@ fn lead_tools(
     let subagent = SubagentTool::new(
         lead_model,
         Arc::new(
-            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), Hooks::new())
+            Dispatcher::new(Arc::new(subagent_tools), policy.clone(), kit.tool_hooks())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.run_observer.clone(),
@@ -838,7 +859,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     cron.report_to(events.clone());
     cron.start()?;
 
-    let kit = Arc::new(LongLivedKit::new(&layout, &settings));
+    let kit = Arc::new(LongLivedKit::new(&layout, &settings, events.run_id()));
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
@@ -898,7 +919,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         String::new(),
         lead_model.clone(),
         Arc::new(
-            Dispatcher::new(Arc::new(tools), base_policy, Hooks::new())
+            Dispatcher::new(Arc::new(tools), base_policy, kit.tool_hooks())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.workspace.clone(),

@@ -16,6 +16,8 @@
 //!   capping, killing the group — shared by the `shell` tool and background jobs.
 //! - [`sync`]: poison-tolerant locking of std mutexes, written once.
 //! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
+//! - [`hooks`]: the settings' `[[hooks]]` as external commands (PreToolUse, PostToolUse,
+//!   UserPromptSubmit, Stop) with a JSON protocol.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
@@ -37,6 +39,7 @@ pub mod clock;
 pub mod cron;
 pub mod demo;
 pub mod error;
+pub mod hooks;
 pub mod ids;
 pub mod inspect;
 pub mod jobs;

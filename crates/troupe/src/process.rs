@@ -96,6 +96,16 @@ impl GroupChild {
     /// Starts `sh -c command` in `cwd`, without [`SCRUBBED_ENV`]. Must be called inside a Tokio
     /// runtime.
     pub fn spawn(command: &str, cwd: &Path) -> std::io::Result<Self> {
+        Self::spawn_inner(command, cwd, None)
+    }
+
+    /// Like [`GroupChild::spawn`], with `input` written to the command's stdin (then closed).
+    /// A command that does not read it is not waited for: the write ends with the group.
+    pub fn spawn_with_input(command: &str, cwd: &Path, input: Vec<u8>) -> std::io::Result<Self> {
+        Self::spawn_inner(command, cwd, Some(input))
+    }
+
+    fn spawn_inner(command: &str, cwd: &Path, input: Option<Vec<u8>>) -> std::io::Result<Self> {
         let mut command_line = Command::new("sh");
         for name in SCRUBBED_ENV {
             command_line.env_remove(name);
@@ -104,7 +114,11 @@ impl GroupChild {
             .arg("-c")
             .arg(command)
             .current_dir(cwd)
-            .stdin(Stdio::null())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -114,6 +128,13 @@ impl GroupChild {
             .id()
             .and_then(|id| libc::pid_t::try_from(id).ok())
             .ok_or_else(|| std::io::Error::other("the shell exited before it started"))?;
+        if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // A command that exits without reading closes the pipe: not an error here.
+                let _ = stdin.write_all(&input).await;
+            });
+        }
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         Ok(Self {
@@ -133,9 +154,9 @@ impl GroupChild {
     /// Runs the command to its end, pushing its combined output (in arrival order) into
     /// `output`. Stops the group as `stop` says when `deadline` passes or `cancel` fires. Whatever
     /// happened, the whole group is dead when this returns (or fails).
-    pub async fn run(
+    pub async fn run<O: OutputSink>(
         mut self,
-        output: &mut CappedOutput,
+        output: &mut O,
         deadline: Option<Instant>,
         cancel: &CancellationToken,
         stop: Stop,
@@ -177,6 +198,40 @@ impl GroupChild {
     }
 }
 
+/// Which of the command's output pipes a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipe {
+    Stdout,
+    Stderr,
+}
+
+/// Where [`GroupChild::run`] puts the command's output.
+pub trait OutputSink {
+    fn push_from(&mut self, pipe: Pipe, bytes: &[u8]);
+}
+
+/// One output for both pipes, in arrival order (the `shell` tool, a job).
+impl OutputSink for CappedOutput {
+    fn push_from(&mut self, _pipe: Pipe, bytes: &[u8]) {
+        self.push(bytes);
+    }
+}
+
+/// stdout and stderr kept apart (a hook: stdout is its answer, stderr its reason).
+pub struct SplitOutput {
+    pub stdout: CappedOutput,
+    pub stderr: CappedOutput,
+}
+
+impl OutputSink for SplitOutput {
+    fn push_from(&mut self, pipe: Pipe, bytes: &[u8]) {
+        match pipe {
+            Pipe::Stdout => self.stdout.push(bytes),
+            Pipe::Stderr => self.stderr.push(bytes),
+        }
+    }
+}
+
 /// The command's stdout and stderr, read in arrival order into one output.
 struct Pipes {
     stdout: Option<ChildStdout>,
@@ -201,14 +256,14 @@ impl Pipes {
 
     /// Reads one chunk from whichever pipe has one and pushes it, or notes a pipe's end. Never
     /// resolves once both are closed. Cancel-safe: a dropped read loses no data.
-    async fn pump(&mut self, output: &mut CappedOutput) {
+    async fn pump<O: OutputSink>(&mut self, output: &mut O) {
         tokio::select! {
             n = read_some(&mut self.stdout, &mut self.out_buf) => match n {
-                Some(n) => output.push(&self.out_buf[..n]),
+                Some(n) => output.push_from(Pipe::Stdout, &self.out_buf[..n]),
                 None => self.stdout = None,
             },
             n = read_some(&mut self.stderr, &mut self.err_buf) => match n {
-                Some(n) => output.push(&self.err_buf[..n]),
+                Some(n) => output.push_from(Pipe::Stderr, &self.err_buf[..n]),
                 None => self.stderr = None,
             },
         }

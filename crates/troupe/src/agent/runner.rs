@@ -25,6 +25,7 @@ use super::prompt::SystemPromptSource;
 use super::transcript::{FileTranscript, Origin};
 use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
+use crate::hooks::{CommandHooks, PromptBlocked};
 use crate::model::progress;
 use crate::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
@@ -81,12 +82,16 @@ pub enum RunnerError {
     /// The model call failed for good (after the client's retries and fallback).
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A UserPromptSubmit hook blocked the person's prompt (before any model call).
+    #[error(transparent)]
+    PromptBlocked(#[from] PromptBlocked),
 }
 
 impl ErrorCode for RunnerError {
     fn code(&self) -> &'static str {
         match self {
             Self::Model(e) => e.code(),
+            Self::PromptBlocked(_) => "hook_blocked",
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct Runner {
     remember: bool,
     /// Where this run's part of the conversation starts (for the end-of-run extraction).
     run_start: usize,
+    /// The settings' UserPromptSubmit and Stop hooks, if any.
+    hooks: Option<CommandHooks>,
 }
 
 impl Runner {
@@ -162,7 +169,15 @@ impl Runner {
             memory: None,
             remember: false,
             run_start: 1,
+            hooks: None,
         }
+    }
+
+    /// Runs `hooks`' UserPromptSubmit hooks on each person's prompt and their Stop hooks when a
+    /// turn ends with an answer (a block continues the turn once).
+    pub fn with_hooks(mut self, hooks: CommandHooks) -> Self {
+        self.hooks = Some(hooks);
+        self
     }
 
     /// Keeps requests inside `budget` (compaction) and, with `artifacts`, large tool results
@@ -265,7 +280,10 @@ impl Runner {
         prompt: impl Into<String>,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
-        let prompt = prompt.into();
+        let mut prompt = prompt.into();
+        if let Some(hooks) = &self.hooks {
+            prompt = hooks.user_prompt_submit(&self.agent, prompt).await?;
+        }
         self.recall(&prompt).await;
         self.history
             .push_as(Origin::Person, ChatMessage::user(prompt));
@@ -282,6 +300,8 @@ impl Runner {
             model_calls: 0,
             tool_calls: 0,
         };
+        // A Stop hook's block continues the turn once; a second one is only a warning.
+        let mut stop_continued = false;
         loop {
             if cancel.is_cancelled() {
                 outcome.end = TurnEnd::Cancelled;
@@ -325,6 +345,10 @@ impl Runner {
             if message.tool_calls.is_empty() {
                 let text = message.content.clone().unwrap_or_default();
                 self.history.push(ChatMessage::Assistant(message));
+                if let Some(continuation) = self.stop_hooks(&mut stop_continued).await {
+                    self.history.push(ChatMessage::user(continuation));
+                    continue;
+                }
                 outcome.end = TurnEnd::Answered(text);
                 return Ok(outcome);
             }
@@ -355,6 +379,22 @@ impl Runner {
                     .push(ChatMessage::tool_result(call.id.clone(), content));
             }
         }
+    }
+
+    /// Runs the Stop hooks after an answer: the continuation when one blocks for the first time
+    /// in this turn (`continued` is then set); a later block is a warning and the turn ends.
+    async fn stop_hooks(&self, continued: &mut bool) -> Option<String> {
+        let blocked = self.hooks.as_ref()?.stop(&self.agent).await?;
+        if *continued {
+            tracing::warn!(
+                agent = %self.agent,
+                "hook {} blocked the end of the turn again; the turn ends (a Stop hook continues a turn at most once)",
+                blocked.hook
+            );
+            return None;
+        }
+        *continued = true;
+        Some(blocked.reason)
     }
 
     /// The next model call on the (compacted) history; a prompt-too-long refusal compacts

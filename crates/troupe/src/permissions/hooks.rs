@@ -3,7 +3,8 @@
 //! `PreToolUse` hooks run after argument validation and before the permission policy; any of
 //! them may deny the call (the handler then runs zero times). They cannot rewrite arguments:
 //! what was validated is what runs. `PostToolUse` hooks observe the result of a handler that
-//! ran; they cannot undo or change it.
+//! ran; they cannot undo or change it. Either kind may add context: text appended to the tool
+//! result the model sees (after the result itself, so the result is never altered).
 
 use std::sync::Arc;
 
@@ -15,7 +16,13 @@ use super::rules::PermissionRequest;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookDecision {
     Continue,
-    Deny { reason: String },
+    /// Continue, and append `context` to the tool result the model sees.
+    ContinueWithContext {
+        context: String,
+    },
+    Deny {
+        reason: String,
+    },
 }
 
 #[async_trait]
@@ -35,7 +42,22 @@ pub struct ToolResultView<'a> {
 
 #[async_trait]
 pub trait PostToolUse: Send + Sync {
-    async fn after(&self, call: &PermissionRequest<'_>, result: ToolResultView<'_>);
+    /// Observes the result; may return context to append to it (what the model sees).
+    async fn after(
+        &self,
+        call: &PermissionRequest<'_>,
+        result: ToolResultView<'_>,
+    ) -> Option<String>;
+}
+
+/// Appends each hook's context to a tool result's text, as the model will see it.
+pub fn append_context(content: &mut String, contexts: &[String]) {
+    for context in contexts {
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&format!("[hook context] {context}"));
+    }
 }
 
 /// The hooks of one dispatcher, run in the order added.

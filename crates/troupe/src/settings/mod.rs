@@ -6,7 +6,7 @@
 //!
 //! This module holds the typed settings only; reading and merging the files is `load`
 //! (`Settings::load`), the rules they hold are matched by `permissions::patterns`, hooks run by
-//! `permissions::command_hooks`, agent definitions read by `team::definitions`.
+//! `crate::hooks`, agent definitions read by `team::definitions`.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -13,7 +13,8 @@
 //! 6. **handler**, raced against the context's cancellation token.
 //! 7. **redact** the result: every secret of the dispatcher's [`Redactor`] (the API key) is
 //!    replaced, in results and in errors alike, before anyone sees it.
-//! 8. **PostToolUse hooks** observe the redacted result; they cannot change it.
+//! 8. **PostToolUse hooks** observe the redacted result; they cannot change it, but they (and
+//!    the PreToolUse hooks) may add context, appended after the result (then redacted again).
 //!
 //! A deny at any step means the handler runs **zero** times. Nothing here panics or returns an
 //! error to the caller: every failure becomes a `ToolOutcome` with `Error [<code>]: <message>`.
@@ -27,7 +28,7 @@ use serde_json::Value;
 
 use super::registry::ToolRegistry;
 use super::{schema, ToolContext, ToolError};
-use crate::permissions::hooks::{HookDecision, Hooks, ToolResultView};
+use crate::permissions::hooks::{append_context, HookDecision, Hooks, ToolResultView};
 use crate::permissions::policy::{PermissionDecision, PermissionPolicy};
 use crate::permissions::rules::PermissionRequest;
 use crate::secrets::Redactor;
@@ -140,19 +141,26 @@ impl Dispatcher {
             arguments: &arguments,
         };
         // 4. PreToolUse hooks
+        let mut contexts = Vec::new();
         for hook in &self.hooks.pre {
-            if let HookDecision::Deny { reason } = hook.before(&request).await {
-                let (decision, recorded) = self.policy.deny_by_hook(&request, hook.name(), reason);
-                if let Err(e) = recorded {
-                    tracing::warn!(error = %e, "audit of a hook deny failed");
+            let reason = match hook.before(&request).await {
+                HookDecision::Continue => continue,
+                HookDecision::ContinueWithContext { context } => {
+                    contexts.push(context);
+                    continue;
                 }
-                let error = ToolError::PermissionDenied(format!(
-                    "{tool} was denied by hook {}: {}",
-                    hook.name(),
-                    decision.reason
-                ));
-                return fail(&error, Some(decision));
+                HookDecision::Deny { reason } => reason,
+            };
+            let (decision, recorded) = self.policy.deny_by_hook(&request, hook.name(), reason);
+            if let Err(e) = recorded {
+                tracing::warn!(error = %e, "audit of a hook deny failed");
             }
+            let error = ToolError::PermissionDenied(format!(
+                "{tool} was denied by hook {}: {}",
+                hook.name(),
+                decision.reason
+            ));
+            return fail(&error, Some(decision));
         }
         // 5. permission policy
         let decision = match self.policy.decide(&request).await {
@@ -161,7 +169,7 @@ impl Dispatcher {
                 let error = ToolError::AuditFailed(format!(
                     "{tool} was not run because its permission decision could not be recorded: {e}"
                 ));
-                return fail(&error, None);
+                return with_context(fail(&error, None), &contexts, &self.redactor);
             }
         };
         if !decision.allowed {
@@ -169,12 +177,12 @@ impl Dispatcher {
                 "{tool} was denied ({}): {}",
                 decision.rule, decision.reason
             ));
-            return fail(&error, Some(decision));
+            return with_context(fail(&error, Some(decision)), &contexts, &self.redactor);
         }
         // 6. handler
         if ctx.cancel.is_cancelled() {
             let error = ToolError::Cancelled(format!("{tool} was not run: the agent is stopping"));
-            return fail(&error, Some(decision));
+            return with_context(fail(&error, Some(decision)), &contexts, &self.redactor);
         }
         let result = tokio::select! {
             result = registered.handler.call(ctx, arguments.clone()) => result,
@@ -194,15 +202,26 @@ impl Dispatcher {
         let outcome = outcome.redacted(&self.redactor);
         // 8. PostToolUse hooks
         for hook in &self.hooks.post {
-            hook.after(
-                &request,
-                ToolResultView {
-                    content: &outcome.content,
-                    is_error: outcome.is_error,
-                },
-            )
-            .await;
+            let added = hook
+                .after(
+                    &request,
+                    ToolResultView {
+                        content: &outcome.content,
+                        is_error: outcome.is_error,
+                    },
+                )
+                .await;
+            contexts.extend(added);
         }
-        outcome
+        with_context(outcome, &contexts, &self.redactor)
     }
+}
+
+/// `outcome` with the hooks' contexts appended, redacted again (a hook's text may hold anything).
+fn with_context(mut outcome: ToolOutcome, contexts: &[String], redactor: &Redactor) -> ToolOutcome {
+    if contexts.is_empty() {
+        return outcome;
+    }
+    append_context(&mut outcome.content, contexts);
+    outcome.redacted(redactor)
 }

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["store"],
     &["process", "model", "permissions"],
-    &["jobs"],
+    &["jobs", "hooks"],
     &["tools"],
     &["agent", "cron"],
     &["team"],

@@ -3,6 +3,7 @@
 
 mod compaction;
 mod context;
+mod hooks;
 mod loop_;
 mod recovery;
 

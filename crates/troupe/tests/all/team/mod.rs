@@ -23,6 +23,7 @@
 //! - `respawn`: a shut-down or failed name spawned again: fresh conversation, old transcript
 //!   kept, leftovers quarantined, old plans not counted; running or idle names refused.
 //! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
+//! - `hooks`: the settings' command hooks apply to the lead and to every teammate.
 
 mod support;
 
@@ -34,6 +35,7 @@ mod delivery;
 mod e2e;
 mod events;
 mod failure;
+mod hooks;
 mod invalid;
 mod living_prompt;
 mod plan;

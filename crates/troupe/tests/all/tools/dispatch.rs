@@ -176,12 +176,17 @@ struct RecordingPost {
 
 #[async_trait::async_trait]
 impl PostToolUse for RecordingPost {
-    async fn after(&self, call: &PermissionRequest<'_>, result: ToolResultView<'_>) {
+    async fn after(
+        &self,
+        call: &PermissionRequest<'_>,
+        result: ToolResultView<'_>,
+    ) -> Option<String> {
         self.seen.lock().unwrap().push((
             call.tool.to_owned(),
             result.content.to_owned(),
             result.is_error,
         ));
+        None
     }
 }
 
