@@ -21,6 +21,8 @@ pub enum Source {
     Project(PathBuf),
     /// An environment variable (its name).
     Env(String),
+    /// A variable of the workspace's `.env` file (its name).
+    DotEnv(String),
     /// A command-line flag (its name, e.g. `--model`).
     Flag(String),
 }
@@ -32,6 +34,7 @@ impl Source {
             Self::Default => "default".into(),
             Self::User(p) | Self::Project(p) => p.display().to_string(),
             Self::Env(name) => format!("env {name}"),
+            Self::DotEnv(name) => format!(".env {name}"),
             Self::Flag(name) => format!("flag {name}"),
         }
     }
@@ -144,3 +147,9 @@ pub struct Settings {
     /// The files that were read (for `troupe config`), in precedence order (project first).
     pub files: Vec<PathBuf>,
 }
+
+pub mod error;
+pub mod load;
+
+pub use error::{SettingsError, SettingsErrorKind};
+pub use load::{user_config_path, PROJECT_FILE_NAME};
