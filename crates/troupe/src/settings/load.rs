@@ -352,12 +352,14 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
             ));
         }
         let matcher = match hook.matcher {
-            Some(m) if m.get_ref().trim().is_empty() => return Err(invalid(
-                m.span().start,
-                format!(
+            Some(m) if m.get_ref().trim().is_empty() => {
+                return Err(invalid(
+                    m.span().start,
+                    format!(
                     "hooks[{index}].matcher must not be blank (leave it out to match every call)"
                 ),
-            )),
+                ))
+            }
             Some(m) => {
                 check_rule(m.get_ref()).map_err(|why| {
                     invalid(
