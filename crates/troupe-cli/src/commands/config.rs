@@ -9,7 +9,6 @@
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
-use troupe::error::ErrorCode;
 use troupe::model::config::{
     process_env, read_env_file, EffectiveModel, ModelOverrides, ENV_FILE_NAME,
 };

@@ -3,8 +3,6 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::error::ErrorCode;
-
 /// What was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingsErrorKind {
@@ -57,8 +55,9 @@ impl fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
-impl ErrorCode for SettingsError {
-    fn code(&self) -> &'static str {
+impl SettingsError {
+    /// The stable code (as `ErrorCode::code`; the bottom layer may not import `crate::error`).
+    pub fn code(&self) -> &'static str {
         match self.kind {
             SettingsErrorKind::Read => "settings_read",
             SettingsErrorKind::Syntax => "settings_syntax",
