@@ -12,7 +12,9 @@
 //! - `[permissions]` entries are `name` or `name(arg)`: name `[a-z0-9_]+`, a non-empty argument,
 //!   the `)` last. `[[hooks]]`: `event` one of `PreToolUse`, `PostToolUse`, `UserPromptSubmit`,
 //!   `Stop`; a non-blank `command`; `timeout` 1 to 3600 seconds, an integer (`30`) or a string
-//!   with a unit (`"30s"`, `"2m"`), default 60 s.
+//!   with a unit (`"30s"`, `"2m"`, `"1h"`), default 60 s. `[model]`: `model` and
+//!   `fallback_model` non-blank, `base_url` an `http://` or `https://` URL, `context_window` an
+//!   integer of at least 1024 tokens; `[model.agents]` agent name = model name.
 //! - Rules: project entries before user entries within each list, `index` the entry's position
 //!   in its own file's list. Hooks: project then user. Model values: project over user; per-agent
 //!   models by agent name, project over user.

@@ -8,8 +8,14 @@
 //! (`Settings::load`), the rules they hold are matched by `permissions::patterns`, hooks run by
 //! `permissions::command_hooks`, agent definitions read by `team::definitions`.
 
+pub mod error;
+pub mod load;
+
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use error::{SettingsError, SettingsErrorKind};
+pub use load::{user_config_path, PROJECT_FILE_NAME};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,9 +153,3 @@ pub struct Settings {
     /// The files that were read (for `troupe config`), in precedence order (project first).
     pub files: Vec<PathBuf>,
 }
-
-pub mod error;
-pub mod load;
-
-pub use error::{SettingsError, SettingsErrorKind};
-pub use load::{user_config_path, PROJECT_FILE_NAME};
