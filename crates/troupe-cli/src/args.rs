@@ -211,6 +211,16 @@ pub enum Command {
     },
     /// The run's event stream (`.troupe/events.jsonl`), during or after a run; creates nothing.
     Log(LogArgs),
+    /// The effective settings (model, permission rules, hooks) and where each value came from:
+    /// flags > environment > .env > troupe.toml > the user's config.toml > defaults. Creates
+    /// nothing.
+    Config {
+        #[command(flatten)]
+        model: ModelFlags,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
     Completions {
         /// The shell to complete in.
@@ -269,7 +279,8 @@ impl Command {
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
             | Self::Run(RunArgs { json, .. })
-            | Self::Compact { json, .. } => *json,
+            | Self::Compact { json, .. }
+            | Self::Config { json, .. } => *json,
             Self::Log(args) => args.json,
             Self::Demo { .. }
             | Self::Review { .. }

@@ -84,6 +84,8 @@ mod send;
 mod serve;
 #[path = "cli/sessions.rs"]
 mod sessions;
+#[path = "cli/settings.rs"]
+mod settings;
 #[path = "cli/special_files.rs"]
 mod special_files;
 #[path = "cli/state_files.rs"]

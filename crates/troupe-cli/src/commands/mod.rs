@@ -3,6 +3,7 @@
 
 mod compact;
 mod completions;
+mod config;
 mod demo;
 mod inspect;
 mod log;
@@ -63,6 +64,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
+        Command::Config { model, json } => {
+            config::config(&resolve_workspace(cli.workspace)?, &model, json)
+        }
         Command::Mailbox { agent, state, json } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
             &agent,

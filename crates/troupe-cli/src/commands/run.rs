@@ -18,6 +18,7 @@ use troupe::model::config::{ModelConfig, ModelOverrides};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
+use troupe::settings::{Settings, Source, Sourced};
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
@@ -52,8 +53,13 @@ pub fn approval_provider(
 
 /// Chooses the model before anything touches the workspace: missing configuration exits 2
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
-/// the credentials `main` took out of the environment).
-pub fn models(workspace: &Path, args: &ModelFlags) -> Result<Models, CliError> {
+/// the credentials `main` took out of the environment). The settings files' model values come
+/// below the flags, the environment and `.env`.
+pub fn models(
+    workspace: &Path,
+    args: &ModelFlags,
+    settings: &Settings,
+) -> Result<Models, CliError> {
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
@@ -69,10 +75,13 @@ pub fn models(workspace: &Path, args: &ModelFlags) -> Result<Models, CliError> {
         fallback_model: args.fallback_model.clone(),
         ..ModelOverrides::default()
     };
-    let config = ModelConfig::load(workspace, &overrides).map_err(|e| match e.code() {
-        "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
-        _ => CliError::failed(&e),
-    })?;
+    let env = troupe::model::config::process_env().map_err(|e| CliError::Usage(e.to_string()))?;
+    let config = ModelConfig::load_layers(&env, workspace, &overrides, &settings.model).map_err(
+        |e| match e.code() {
+            "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
+            _ => CliError::failed(&e),
+        },
+    )?;
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
     // A teammate may run on another model (its agent definition's, or `[model.agents]`): one
@@ -95,19 +104,40 @@ pub struct Models {
 /// The variable that sets the context window when `--context-window` does not.
 pub const CONTEXT_WINDOW_VAR: &str = "TROUPE_CONTEXT_WINDOW";
 
-/// `--context-window`, else `TROUPE_CONTEXT_WINDOW`; zero or not a number is a usage error.
-pub fn context_window(args: &ModelFlags) -> Result<Option<u32>, CliError> {
+/// `--context-window`, else `TROUPE_CONTEXT_WINDOW`, else the settings files'
+/// `model.context_window`; zero or not a number is a usage error.
+pub fn context_window(args: &ModelFlags, settings: &Settings) -> Result<Option<u32>, CliError> {
+    Ok(context_window_sourced(args, settings)?.map(|s| s.value))
+}
+
+/// [`context_window`] and where it came from; none means the built-in table for the model.
+pub fn context_window_sourced(
+    args: &ModelFlags,
+    settings: &Settings,
+) -> Result<Option<Sourced<u32>>, CliError> {
     let raw = match (args.context_window, std::env::var(CONTEXT_WINDOW_VAR)) {
-        (Some(tokens), _) => return positive_window(tokens).map(Some),
+        (Some(tokens), _) => {
+            return positive_window(tokens).map(|value| {
+                Some(Sourced {
+                    value,
+                    source: Source::Flag("--context-window".into()),
+                })
+            })
+        }
         (None, Ok(raw)) if !raw.trim().is_empty() => raw,
-        _ => return Ok(None),
+        _ => return Ok(settings.model.context_window.clone()),
     };
     let tokens = raw.trim().parse::<u32>().map_err(|_| {
         CliError::Usage(format!(
             "{CONTEXT_WINDOW_VAR} must be a number of tokens, not {raw:?}"
         ))
     })?;
-    positive_window(tokens).map(Some)
+    positive_window(tokens).map(|value| {
+        Some(Sourced {
+            value,
+            source: Source::Env(CONTEXT_WINDOW_VAR.into()),
+        })
+    })
 }
 
 fn positive_window(tokens: u32) -> Result<u32, CliError> {
@@ -130,12 +160,14 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         return Err(CliError::Usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let context_window = context_window(&args.model)?;
+    // The settings files first: a bad one is exit 2 before any state exists.
+    let file_settings = super::config::load_settings(workspace)?;
+    let context_window = context_window(&args.model, &file_settings)?;
     let Models {
         chooser: models,
         redactor,
         name: model_name,
-    } = models(workspace, &args.model)?;
+    } = models(workspace, &args.model, &file_settings)?;
     tracing::debug!(
         max_turns = args.max_turns,
         request_ttl = ?ttl,
@@ -188,7 +220,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
             listeners: vec![listener],
             prompt: args.prompt.clone(),
         },
-        settings: Default::default(),
+        settings: file_settings,
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice);
     if let Some(console) = &console {

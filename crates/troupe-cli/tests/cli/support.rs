@@ -24,9 +24,16 @@ pub struct Ran {
     pub stderr: String,
 }
 
+/// Where the tests' troupe looks for the user's `config.toml`: a folder that does not exist, so
+/// that the developer's real settings are never read (a test that wants one sets its own).
+pub fn no_user_config() -> std::path::PathBuf {
+    std::env::temp_dir().join("troupe-cli-tests-no-user-config")
+}
+
 pub fn command(cwd: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command.current_dir(cwd);
+    command.env("XDG_CONFIG_HOME", no_user_config());
     for name in MODEL_VARIABLES {
         command.env_remove(name);
     }

@@ -1,7 +1,9 @@
 //! Model configuration (SPEC §8): which server, key and model the OpenAI client uses.
 //!
 //! Each setting is taken from the first place that has a non-blank value:
-//! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the default.
+//! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the settings
+//! files (`troupe.toml`, then the user's `config.toml`: `[model]` `model`, `base_url`,
+//! `fallback_model`) → the default. The API key comes only from flags, the environment and `.env`.
 //! The `.env` file is read with dotenvy's parser into a map; the process environment is never
 //! modified, so a key in `.env` never reaches the environment of troupe or of the commands it
 //! runs. The environment is passed in as a map, so tests never touch the real one. A credential
@@ -26,6 +28,7 @@ use std::time::Duration;
 use crate::error::ErrorCode;
 use crate::model::RetryPolicy;
 use crate::secrets::{self, environment, Redactor};
+use crate::settings::{ModelSettings, Source, Sourced};
 use crate::store::read::{read_regular, Links};
 
 pub const API_KEY_VAR: &str = "OPENAI_API_KEY";
@@ -162,8 +165,19 @@ impl ModelConfig {
         workspace: &Path,
         overrides: &ModelOverrides,
     ) -> Result<Self, ConfigError> {
+        Self::load_layers(env, workspace, overrides, &ModelSettings::default())
+    }
+
+    /// Loads with `env` standing in for the process environment, and the settings files' model
+    /// values below the environment and `.env`.
+    pub fn load_layers(
+        env: &HashMap<String, String>,
+        workspace: &Path,
+        overrides: &ModelOverrides,
+        settings: &ModelSettings,
+    ) -> Result<Self, ConfigError> {
         let dotenv = read_env_file(&workspace.join(ENV_FILE_NAME))?;
-        Self::resolve(env, &dotenv, overrides)
+        Self::resolve_layers(env, &dotenv, overrides, settings)
     }
 
     /// Combines the three sources; no I/O.
@@ -172,16 +186,22 @@ impl ModelConfig {
         dotenv: &HashMap<String, String>,
         overrides: &ModelOverrides,
     ) -> Result<Self, ConfigError> {
+        Self::resolve_layers(env, dotenv, overrides, &ModelSettings::default())
+    }
+
+    /// Combines flags, environment, `.env` and the settings files' model values; no I/O.
+    pub fn resolve_layers(
+        env: &HashMap<String, String>,
+        dotenv: &HashMap<String, String>,
+        overrides: &ModelOverrides,
+        settings: &ModelSettings,
+    ) -> Result<Self, ConfigError> {
         let pick = |flag: &Option<String>, name: &str| -> Option<String> {
-            [flag.as_ref(), env.get(name), dotenv.get(name)]
-                .into_iter()
-                .flatten()
-                .map(|value| value.trim())
-                .find(|value| !value.is_empty())
-                .map(str::to_owned)
+            pick_sourced(env, dotenv, flag, "", name, None).map(|s| s.value)
         };
+        let effective = EffectiveModel::resolve(env, dotenv, overrides, settings);
         let api_key = pick(&overrides.api_key, API_KEY_VAR);
-        let model = pick(&overrides.model, MODEL_VAR);
+        let model = effective.model.map(|s| s.value);
         let (api_key, model) = match (api_key, model) {
             (Some(api_key), Some(model)) => (api_key, model),
             (api_key, model) => {
@@ -203,8 +223,7 @@ impl ModelConfig {
                     .to_owned(),
             });
         }
-        let base_url =
-            pick(&overrides.base_url, BASE_URL_VAR).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        let base_url = effective.base_url.value;
         check_base_url(&base_url)?;
         let timeout = match overrides.timeout {
             Some(timeout) => timeout,
@@ -251,7 +270,7 @@ impl ModelConfig {
             api_key: ApiKey::new(api_key),
             base_url,
             model,
-            fallback_model: pick(&overrides.fallback_model, FALLBACK_MODEL_VAR),
+            fallback_model: effective.fallback_model.map(|s| s.value),
             timeout,
             retry: RetryPolicy {
                 max_attempts: max_attempts.max(1),
@@ -261,6 +280,86 @@ impl ModelConfig {
             deadline,
         })
     }
+}
+
+/// The model values and where each came from (for `troupe config`): flags, then the
+/// environment, `.env`, the settings files, the default. Never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectiveModel {
+    pub model: Option<Sourced<String>>,
+    pub base_url: Sourced<String>,
+    pub fallback_model: Option<Sourced<String>>,
+    /// Where the API key is set, if anywhere (the key is not kept).
+    pub api_key_source: Option<Source>,
+}
+
+impl EffectiveModel {
+    pub fn resolve(
+        env: &HashMap<String, String>,
+        dotenv: &HashMap<String, String>,
+        overrides: &ModelOverrides,
+        settings: &ModelSettings,
+    ) -> Self {
+        Self {
+            model: pick_sourced(
+                env,
+                dotenv,
+                &overrides.model,
+                "--model",
+                MODEL_VAR,
+                settings.model.as_ref(),
+            ),
+            base_url: pick_sourced(
+                env,
+                dotenv,
+                &overrides.base_url,
+                "--base-url",
+                BASE_URL_VAR,
+                settings.base_url.as_ref(),
+            )
+            .unwrap_or_else(|| Sourced {
+                value: DEFAULT_BASE_URL.to_owned(),
+                source: Source::Default,
+            }),
+            fallback_model: pick_sourced(
+                env,
+                dotenv,
+                &overrides.fallback_model,
+                "--fallback-model",
+                FALLBACK_MODEL_VAR,
+                settings.fallback_model.as_ref(),
+            ),
+            api_key_source: pick_sourced(env, dotenv, &overrides.api_key, "", API_KEY_VAR, None)
+                .map(|s| s.source),
+        }
+    }
+}
+
+/// The first non-blank of: the flag, the variable in the environment, in `.env`, the setting.
+fn pick_sourced(
+    env: &HashMap<String, String>,
+    dotenv: &HashMap<String, String>,
+    flag: &Option<String>,
+    flag_name: &str,
+    var: &str,
+    setting: Option<&Sourced<String>>,
+) -> Option<Sourced<String>> {
+    let candidates = [
+        flag.as_ref()
+            .map(|v| (v, Source::Flag(flag_name.to_owned()))),
+        env.get(var).map(|v| (v, Source::Env(var.to_owned()))),
+        dotenv.get(var).map(|v| (v, Source::DotEnv(var.to_owned()))),
+        setting.map(|s| (&s.value, s.source.clone())),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|(value, source)| (value.trim(), source))
+        .find(|(value, _)| !value.is_empty())
+        .map(|(value, source)| Sourced {
+            value: value.to_owned(),
+            source,
+        })
 }
 
 /// The variables this module reads, from the real process environment (a credential taken out

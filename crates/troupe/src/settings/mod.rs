@@ -8,8 +8,14 @@
 //! (`Settings::load`), the rules they hold are matched by `permissions::patterns`, hooks run by
 //! `crate::hooks`, agent definitions read by `team::definitions`.
 
+pub mod error;
+pub mod load;
+
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use error::{SettingsError, SettingsErrorKind};
+pub use load::{user_config_path, PROJECT_FILE_NAME};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +27,8 @@ pub enum Source {
     Project(PathBuf),
     /// An environment variable (its name).
     Env(String),
+    /// A variable of the workspace's `.env` file (its name).
+    DotEnv(String),
     /// A command-line flag (its name, e.g. `--model`).
     Flag(String),
 }
@@ -32,6 +40,7 @@ impl Source {
             Self::Default => "default".into(),
             Self::User(p) | Self::Project(p) => p.display().to_string(),
             Self::Env(name) => format!("env {name}"),
+            Self::DotEnv(name) => format!(".env {name}"),
             Self::Flag(name) => format!("flag {name}"),
         }
     }

@@ -299,3 +299,76 @@ fn zero_or_garbage_overload_threshold_and_deadline_are_refused() {
         assert!(error.to_string().contains(name), "{error}");
     }
 }
+
+/// The settings files' `[model]` values come after flags, environment and `.env`, before the
+/// defaults; the key never comes from them.
+#[test]
+fn settings_come_between_dotenv_and_the_defaults() {
+    use troupe::settings::{ModelSettings, Source, Sourced};
+    let project = |value: &str| {
+        Some(Sourced {
+            value: value.to_owned(),
+            source: Source::Project("/ws/troupe.toml".into()),
+        })
+    };
+    let settings = ModelSettings {
+        model: project("m-toml"),
+        base_url: project("http://127.0.0.1:9/v1"),
+        fallback_model: project("fb-toml"),
+        ..ModelSettings::default()
+    };
+    let resolve = |process: &[(&str, &str)], dotenv: &[(&str, &str)], flags: &ModelOverrides| {
+        ModelConfig::resolve_layers(&env(process), &env(dotenv), flags, &settings)
+    };
+    let key = [("OPENAI_API_KEY", "sk-env")];
+    let c = resolve(&key, &[], &ModelOverrides::default()).unwrap();
+    assert_eq!(
+        (
+            c.model.as_str(),
+            c.base_url.as_str(),
+            c.fallback_model.as_deref()
+        ),
+        ("m-toml", "http://127.0.0.1:9/v1", Some("fb-toml"))
+    );
+    let c = resolve(
+        &key,
+        &[("OPENAI_MODEL", "m-dotenv")],
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.model, "m-dotenv");
+    let c = resolve(
+        &[("OPENAI_API_KEY", "sk-env"), ("OPENAI_MODEL", "m-env")],
+        &[("OPENAI_MODEL", "m-dotenv")],
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.model, "m-env");
+    let flags = ModelOverrides {
+        model: Some("m-flag".into()),
+        ..ModelOverrides::default()
+    };
+    assert_eq!(
+        resolve(
+            &[("OPENAI_MODEL", "m-env"), ("OPENAI_API_KEY", "k")],
+            &[],
+            &flags
+        )
+        .unwrap()
+        .model,
+        "m-flag"
+    );
+    // Settings hold no key: without one in env or .env the model alone is not enough.
+    let err = resolve(&[], &[], &ModelOverrides::default()).unwrap_err();
+    assert_eq!(err.to_string(), "missing model configuration: OPENAI_API_KEY (set in the environment or in <workspace>/.env)");
+    // Blank settings values fall through to the defaults like blank variables.
+    let blank = ModelSettings::default();
+    let c = ModelConfig::resolve_layers(
+        &env(&[("OPENAI_API_KEY", "k"), ("OPENAI_MODEL", "m")]),
+        &env(&[]),
+        &ModelOverrides::default(),
+        &blank,
+    )
+    .unwrap();
+    assert_eq!(c.base_url, DEFAULT_BASE_URL);
+}

@@ -1,0 +1,190 @@
+//! `troupe config [--json]`: the effective settings and where each value came from (SPEC §11),
+//! and the loading of the settings files that `troupe run` and `troupe compact` do first.
+//!
+//! Precedence of the model values: flags > environment > `.env` > `troupe.toml` > the user's
+//! `config.toml` > defaults. Rules are listed per list, project entries before user entries;
+//! hooks project then user. Reads only: creates no state (no `.troupe/`). The API key is never
+//! shown, only where it is set.
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+use troupe::model::config::{
+    process_env, read_env_file, EffectiveModel, ModelOverrides, ENV_FILE_NAME,
+};
+use troupe::settings::{user_config_path, Settings, Sourced};
+
+use super::run::context_window_sourced;
+use super::CliError;
+use crate::args::ModelFlags;
+use crate::render;
+
+/// The workspace's `troupe.toml` and the user's `config.toml`, validated; a bad file is a usage
+/// error (exit 2) naming the file and line.
+pub fn load_settings(workspace: &Path) -> Result<Settings, CliError> {
+    Settings::load(workspace, user_config_path().as_deref())
+        .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))
+}
+
+pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), CliError> {
+    let settings = load_settings(workspace)?;
+    let env = process_env().map_err(|e| CliError::Usage(e.to_string()))?;
+    let dotenv = read_env_file(&workspace.join(ENV_FILE_NAME)).map_err(|e| CliError::failed(&e))?;
+    let overrides = ModelOverrides {
+        model: flags.model.clone(),
+        base_url: flags.base_url.clone(),
+        fallback_model: flags.fallback_model.clone(),
+        ..ModelOverrides::default()
+    };
+    let effective = EffectiveModel::resolve(&env, &dotenv, &overrides, &settings.model);
+    let context_window = context_window_sourced(flags, &settings)?;
+    if json {
+        return render::print_json(&to_json(&settings, &effective, context_window.as_ref()));
+    }
+    render::print_text(&to_text(&settings, &effective, context_window.as_ref()))
+}
+
+fn sourced_json<T: serde::Serialize>(value: Option<&Sourced<T>>) -> Value {
+    match value {
+        Some(s) => json!({"value": s.value, "source": s.source.describe()}),
+        None => json!({"value": null, "source": null}),
+    }
+}
+
+fn to_json(
+    settings: &Settings,
+    effective: &EffectiveModel,
+    context_window: Option<&Sourced<u32>>,
+) -> Value {
+    let agents: Map<String, Value> = settings
+        .model
+        .agents
+        .iter()
+        .map(|(name, model)| (name.clone(), sourced_json(Some(model))))
+        .collect();
+    let rules: Vec<Value> = settings
+        .rules
+        .iter()
+        .map(|r| {
+            json!({"list": r.list.as_str(), "text": r.text, "source": r.source.describe(), "index": r.index})
+        })
+        .collect();
+    let hooks: Vec<Value> = settings
+        .hooks
+        .iter()
+        .map(|h| {
+            json!({
+                "event": h.event.as_str(), "matcher": h.matcher, "command": h.command,
+                "timeout_secs": h.timeout.as_secs(), "source": h.source.describe(), "index": h.index,
+            })
+        })
+        .collect();
+    json!({
+        "model": {
+            "model": sourced_json(effective.model.as_ref()),
+            "base_url": sourced_json(Some(&effective.base_url)),
+            "fallback_model": sourced_json(effective.fallback_model.as_ref()),
+            "context_window": sourced_json(context_window),
+            "agents": agents,
+            "api_key": {
+                "set": effective.api_key_source.is_some(),
+                "source": effective.api_key_source.as_ref().map(|s| s.describe()),
+            },
+        },
+        "rules": rules,
+        "hooks": hooks,
+        "files": settings.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+    })
+}
+
+fn to_text(
+    settings: &Settings,
+    effective: &EffectiveModel,
+    context_window: Option<&Sourced<u32>>,
+) -> String {
+    fn line<T: std::fmt::Debug>(
+        out: &mut String,
+        key: &str,
+        value: Option<&Sourced<T>>,
+        none: &str,
+    ) {
+        let text = match value {
+            Some(s) => format!("{key:<16} = {:?}   ({})", s.value, s.source.describe()),
+            None => format!("{key:<16}   {none}"),
+        };
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    let mut out = String::new();
+    out.push_str("files read:\n");
+    if settings.files.is_empty() {
+        out.push_str("  (none: no troupe.toml, no user config.toml)\n");
+    }
+    for file in &settings.files {
+        out.push_str(&format!("  {}\n", file.display()));
+    }
+    out.push_str("\n[model]\n");
+    line(
+        &mut out,
+        "model",
+        effective.model.as_ref(),
+        "(not set: set OPENAI_MODEL or model in troupe.toml)",
+    );
+    line(&mut out, "base_url", Some(&effective.base_url), "");
+    line(
+        &mut out,
+        "fallback_model",
+        effective.fallback_model.as_ref(),
+        "(none)",
+    );
+    line(
+        &mut out,
+        "context_window",
+        context_window,
+        "(the built-in table for the model)",
+    );
+    match &effective.api_key_source {
+        Some(source) => out.push_str(&format!(
+            "{:<16}   (set)   ({})\n",
+            "api_key",
+            source.describe()
+        )),
+        None => out.push_str(&format!(
+            "{:<16}   (not set: OPENAI_API_KEY in the environment or .env)\n",
+            "api_key"
+        )),
+    }
+    for (name, model) in &settings.model.agents {
+        line(&mut out, &format!("agents.{name}"), Some(model), "");
+    }
+    out.push_str("\n[permissions]\n");
+    if settings.rules.is_empty() {
+        out.push_str("  (no rules: the default policy decides)\n");
+    }
+    for rule in &settings.rules {
+        out.push_str(&format!(
+            "{:<6} {:?}   ({} {}[{}])\n",
+            rule.list.as_str(),
+            rule.text,
+            rule.source.describe(),
+            rule.list.as_str(),
+            rule.index
+        ));
+    }
+    out.push_str("\n[[hooks]]\n");
+    if settings.hooks.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for hook in &settings.hooks {
+        out.push_str(&format!(
+            "{:<16} {:<12} {:?}   timeout {}s   ({} hooks[{}])\n",
+            hook.event.as_str(),
+            hook.matcher.as_deref().unwrap_or("*"),
+            hook.command,
+            hook.timeout.as_secs(),
+            hook.source.describe(),
+            hook.index
+        ));
+    }
+    out
+}

@@ -1,0 +1,863 @@
+//! Reading `troupe.toml` (project) and the user's `config.toml`, validating them into
+//! [`Settings`], and merging them: project > user > defaults (flags and the environment are laid
+//! on top by the CLI, see `model::config`).
+//!
+//! - A missing file is no settings; a file that is not a regular file (FIFO, socket, device,
+//!   folder) or is over [`MAX_SETTINGS_FILE_BYTES`] is refused without blocking or reading it.
+//!   The project file is opened with `O_NOFOLLOW` (a symlink is refused: the workspace may come
+//!   from anyone); the user file may be a symlink (dotfile managers link it), it is the user's.
+//! - Unknown keys, malformed TOML (duplicate keys included) and bad values are errors naming the
+//!   file and line. A key that looks like a secret (`api_key`, `key`, `token`, `password`,
+//!   `secret`, anywhere) is refused with a hint: secrets stay in the environment or `.env`.
+//! - `[permissions]` entries are `name` or `name(arg)`: name `[a-z0-9_]+`, a non-empty argument,
+//!   the `)` last. `[[hooks]]`: `event` one of `PreToolUse`, `PostToolUse`, `UserPromptSubmit`,
+//!   `Stop`; a non-blank `command`; `timeout` 1 to 3600 seconds, an integer (`30`) or a string
+//!   with a unit (`"30s"`, `"2m"`, `"1h"`), default 60 s. `[model]`: `model` and
+//!   `fallback_model` non-blank, `base_url` an `http://` or `https://` URL, `context_window` an
+//!   integer of at least 1024 tokens; `[model.agents]` agent name = model name.
+//! - Rules: project entries before user entries within each list, `index` the entry's position
+//!   in its own file's list. Hooks: project then user. Model values: project over user; per-agent
+//!   models by agent name, project over user.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::{SettingsError, SettingsErrorKind as Kind};
+use super::{
+    HookEvent, HookSpec, ModelSettings, RuleEntry, RuleList, Settings, Source, Sourced,
+    DEFAULT_HOOK_TIMEOUT,
+};
+
+/// The project settings file, at the workspace root.
+pub const PROJECT_FILE_NAME: &str = "troupe.toml";
+/// A settings file larger than this is refused (they hold a screenful of keys).
+pub const MAX_SETTINGS_FILE_BYTES: u64 = 1024 * 1024;
+/// The longest a hook may be given.
+pub const MAX_HOOK_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The smallest context window a setting may give (as `--context-window`).
+pub const MIN_CONTEXT_WINDOW: u32 = 1024;
+
+const SECRET_HINT: &str =
+    "secrets stay in the environment or .env (OPENAI_API_KEY), not in troupe.toml";
+
+/// `$XDG_CONFIG_HOME/troupe/config.toml`, else `$HOME/.config/troupe/config.toml`; none when
+/// neither variable is set to an absolute path.
+pub fn user_config_path() -> Option<PathBuf> {
+    user_config_path_from(
+        std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+fn user_config_path_from(xdg: Option<PathBuf>, home: Option<PathBuf>) -> Option<PathBuf> {
+    let base = match xdg.filter(|p| p.is_absolute()) {
+        Some(xdg) => xdg,
+        None => home.filter(|p| p.is_absolute())?.join(".config"),
+    };
+    Some(base.join("troupe").join("config.toml"))
+}
+
+impl Settings {
+    /// Reads `<workspace>/troupe.toml` and `user_config` (when given), validates and merges them.
+    pub fn load(workspace: &Path, user_config: Option<&Path>) -> Result<Settings, SettingsError> {
+        let project_path = workspace.join(PROJECT_FILE_NAME);
+        let mut layers: Vec<(PathBuf, Source, ParsedFile)> = Vec::new();
+        if let Some(text) = read_file(&project_path, false)? {
+            let file = parse(&project_path, &text)?;
+            layers.push((project_path.clone(), Source::Project(project_path), file));
+        }
+        if let Some(path) = user_config {
+            if let Some(text) = read_file(path, true)? {
+                let file = parse(path, &text)?;
+                layers.push((path.to_path_buf(), Source::User(path.to_path_buf()), file));
+            }
+        }
+        Ok(merge(layers))
+    }
+}
+
+/// Merges parsed files, highest precedence first.
+fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
+    fn first<T: Clone>(
+        layers: &[(PathBuf, Source, ParsedFile)],
+        get: impl Fn(&ParsedFile) -> Option<T>,
+    ) -> Option<Sourced<T>> {
+        layers.iter().find_map(|(_, source, file)| {
+            get(file).map(|value| Sourced {
+                value,
+                source: source.clone(),
+            })
+        })
+    }
+    let mut agents: BTreeMap<String, Sourced<String>> = BTreeMap::new();
+    for (_, source, file) in layers.iter().rev() {
+        for (name, model) in &file.agents {
+            agents.insert(
+                name.clone(),
+                Sourced {
+                    value: model.clone(),
+                    source: source.clone(),
+                },
+            );
+        }
+    }
+    let model = ModelSettings {
+        model: first(&layers, |f| f.model.clone()),
+        base_url: first(&layers, |f| f.base_url.clone()),
+        fallback_model: first(&layers, |f| f.fallback_model.clone()),
+        context_window: first(&layers, |f| f.context_window),
+        agents: agents.into_iter().collect(),
+    };
+    let mut rules = Vec::new();
+    for list in [RuleList::Deny, RuleList::Ask, RuleList::Allow] {
+        for (_, source, file) in &layers {
+            let entries = match list {
+                RuleList::Deny => &file.deny,
+                RuleList::Ask => &file.ask,
+                RuleList::Allow => &file.allow,
+            };
+            rules.extend(entries.iter().enumerate().map(|(index, text)| RuleEntry {
+                list,
+                text: text.clone(),
+                source: source.clone(),
+                index,
+            }));
+        }
+    }
+    let mut hooks = Vec::new();
+    for (_, source, file) in &layers {
+        hooks.extend(file.hooks.iter().enumerate().map(|(index, hook)| HookSpec {
+            event: hook.event,
+            matcher: hook.matcher.clone(),
+            command: hook.command.clone(),
+            timeout: hook.timeout,
+            source: source.clone(),
+            index,
+        }));
+    }
+    Settings {
+        model,
+        rules,
+        hooks,
+        files: layers.into_iter().map(|(path, _, _)| path).collect(),
+    }
+}
+
+/// One file, validated.
+#[derive(Debug, Default)]
+struct ParsedFile {
+    model: Option<String>,
+    base_url: Option<String>,
+    fallback_model: Option<String>,
+    context_window: Option<u32>,
+    agents: Vec<(String, String)>,
+    deny: Vec<String>,
+    ask: Vec<String>,
+    allow: Vec<String>,
+    hooks: Vec<ParsedHook>,
+}
+
+#[derive(Debug)]
+struct ParsedHook {
+    event: HookEvent,
+    matcher: Option<String>,
+    command: String,
+    timeout: Duration,
+}
+
+/// The file as written; every key known, every value spanned for its line.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    model: RawModel,
+    #[serde(default)]
+    permissions: RawPermissions,
+    #[serde(default)]
+    hooks: Vec<Spanned<RawHook>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    model: Option<Spanned<String>>,
+    base_url: Option<Spanned<String>>,
+    fallback_model: Option<Spanned<String>>,
+    context_window: Option<Spanned<i64>>,
+    #[serde(default)]
+    agents: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPermissions {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    ask: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHook {
+    event: Spanned<String>,
+    matcher: Option<Spanned<String>>,
+    command: Spanned<String>,
+    timeout: Option<Spanned<RawTimeout>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawTimeout {
+    Seconds(i64),
+    Text(String),
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .unwrap_or(text)
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Validates one file's text.
+fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
+    let at = |offset: usize| Some(line_of(text, offset));
+    // First the syntax and the secrets, on the untyped tree: a secret is refused with its hint
+    // rather than as an unknown key.
+    let tree = toml::de::DeTable::parse(text).map_err(|err| {
+        SettingsError::new(
+            Kind::Syntax,
+            path,
+            err.span().map(|s| line_of(text, s.start)),
+            format!("not valid TOML: {}", err.message().trim()),
+        )
+    })?;
+    check_secrets(path, text, tree.get_ref())?;
+    let raw: RawFile = toml::from_str(text).map_err(|err| {
+        let line = err.span().map(|s| line_of(text, s.start));
+        let message = err.message().trim().to_owned();
+        match unknown_key(&message) {
+            Some(key) => SettingsError::new(
+                Kind::UnknownKey,
+                path,
+                line,
+                format!("unknown key `{key}` ({message})"),
+            ),
+            None => SettingsError::new(Kind::Invalid, path, line, message),
+        }
+    })?;
+    let invalid = |offset: usize, message: String| {
+        SettingsError::new(Kind::Invalid, path, at(offset), message)
+    };
+    let non_blank =
+        |key: &str, value: Option<Spanned<String>>| -> Result<Option<String>, SettingsError> {
+            match value {
+                Some(v) if v.get_ref().trim().is_empty() => Err(invalid(
+                    v.span().start,
+                    format!("`{key}` must not be blank"),
+                )),
+                Some(v) => Ok(Some(v.into_inner().trim().to_owned())),
+                None => Ok(None),
+            }
+        };
+    let mut file = ParsedFile {
+        model: non_blank("model.model", raw.model.model)?,
+        fallback_model: non_blank("model.fallback_model", raw.model.fallback_model)?,
+        ..ParsedFile::default()
+    };
+    if let Some(url) = raw.model.base_url {
+        let value = url.get_ref().trim();
+        if !(value.starts_with("http://") || value.starts_with("https://")) || value.len() < 9 {
+            return Err(invalid(
+                url.span().start,
+                format!("`model.base_url` must be an http:// or https:// URL, not {value:?}"),
+            ));
+        }
+        file.base_url = Some(value.to_owned());
+    }
+    if let Some(window) = raw.model.context_window {
+        let value = *window.get_ref();
+        let tokens = u32::try_from(value)
+            .ok()
+            .filter(|&t| t >= MIN_CONTEXT_WINDOW)
+            .ok_or_else(|| {
+                invalid(
+                    window.span().start,
+                    format!(
+                        "`model.context_window` must be a number of tokens from \
+                         {MIN_CONTEXT_WINDOW} to {}, not {value}",
+                        u32::MAX
+                    ),
+                )
+            })?;
+        file.context_window = Some(tokens);
+    }
+    for (name, model) in raw.model.agents {
+        if model.get_ref().trim().is_empty() {
+            return Err(invalid(
+                model.span().start,
+                format!("`model.agents.{name}` must not be blank"),
+            ));
+        }
+        file.agents
+            .push((name, model.into_inner().trim().to_owned()));
+    }
+    for (list, entries, out) in [
+        ("allow", raw.permissions.allow, &mut file.allow),
+        ("ask", raw.permissions.ask, &mut file.ask),
+        ("deny", raw.permissions.deny, &mut file.deny),
+    ] {
+        for (index, entry) in entries.into_iter().enumerate() {
+            check_rule(entry.get_ref()).map_err(|why| {
+                invalid(
+                    entry.span().start,
+                    format!("permissions.{list}[{index}] {:?}: {why}", entry.get_ref()),
+                )
+            })?;
+            out.push(entry.into_inner());
+        }
+    }
+    for (index, hook) in raw.hooks.into_iter().enumerate() {
+        let hook = hook.into_inner();
+        let event = match hook.event.get_ref().as_str() {
+            "PreToolUse" => HookEvent::PreToolUse,
+            "PostToolUse" => HookEvent::PostToolUse,
+            "UserPromptSubmit" => HookEvent::UserPromptSubmit,
+            "Stop" => HookEvent::Stop,
+            other => {
+                return Err(invalid(
+                    hook.event.span().start,
+                    format!(
+                        "hooks[{index}].event {other:?} is not one of PreToolUse, PostToolUse, \
+                         UserPromptSubmit, Stop"
+                    ),
+                ))
+            }
+        };
+        if hook.command.get_ref().trim().is_empty() {
+            return Err(invalid(
+                hook.command.span().start,
+                format!("hooks[{index}].command must not be blank"),
+            ));
+        }
+        let matcher = match hook.matcher {
+            Some(m) if m.get_ref().trim().is_empty() => {
+                return Err(invalid(
+                    m.span().start,
+                    format!(
+                    "hooks[{index}].matcher must not be blank (leave it out to match every call)"
+                ),
+                ))
+            }
+            Some(m) => {
+                check_rule(m.get_ref()).map_err(|why| {
+                    invalid(
+                        m.span().start,
+                        format!("hooks[{index}].matcher {:?}: {why}", m.get_ref()),
+                    )
+                })?;
+                Some(m.into_inner())
+            }
+            None => None,
+        };
+        let timeout = match hook.timeout {
+            None => DEFAULT_HOOK_TIMEOUT,
+            Some(t) => hook_timeout(t.get_ref()).ok_or_else(|| {
+                invalid(
+                    t.span().start,
+                    format!(
+                        "hooks[{index}].timeout must be 1 to 3600 seconds: an integer (30) or \
+                         a string with a unit (\"30s\", \"2m\")"
+                    ),
+                )
+            })?,
+        };
+        file.hooks.push(ParsedHook {
+            event,
+            matcher,
+            command: hook.command.into_inner(),
+            timeout,
+        });
+    }
+    Ok(file)
+}
+
+/// The key of serde's "unknown field `x`, expected …" message.
+fn unknown_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// Whether a key names a secret: a part (split at `_`, `-`, `.`) is `key`, `token`, `password`,
+/// `secret`… (`api_key`, `OPENAI_API_KEY`, `auth-token`, `client_secret`).
+fn looks_secret(key: &str) -> bool {
+    const WORDS: [&str; 8] = [
+        "key",
+        "apikey",
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "credential",
+        "credentials",
+    ];
+    key.to_ascii_lowercase()
+        .split(['_', '-', '.'])
+        .any(|part| WORDS.contains(&part))
+}
+
+fn check_secrets(
+    path: &Path,
+    text: &str,
+    table: &toml::de::DeTable<'_>,
+) -> Result<(), SettingsError> {
+    for (key, value) in table {
+        if looks_secret(key.get_ref()) {
+            return Err(SettingsError::new(
+                Kind::Secret,
+                path,
+                Some(line_of(text, key.span().start)),
+                format!("`{}` looks like a secret: {SECRET_HINT}", key.get_ref()),
+            ));
+        }
+        check_secret_value(path, text, value.get_ref())?;
+    }
+    Ok(())
+}
+
+fn check_secret_value(
+    path: &Path,
+    text: &str,
+    value: &toml::de::DeValue<'_>,
+) -> Result<(), SettingsError> {
+    match value {
+        toml::de::DeValue::Table(table) => check_secrets(path, text, table),
+        toml::de::DeValue::Array(items) => {
+            for item in items {
+                check_secret_value(path, text, item.get_ref())?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A rule entry or matcher: `name` or `name(arg)`, name `[a-z0-9_]+`, arg non-empty, `)` last.
+pub fn check_rule(text: &str) -> Result<(), String> {
+    let (name, arg) = match text.find('(') {
+        Some(open) => {
+            let Some(arg) = text[open + 1..].strip_suffix(')') else {
+                return Err("the argument must end with `)` at the end of the entry".into());
+            };
+            (&text[..open], Some(arg))
+        }
+        None => (text, None),
+    };
+    if name.is_empty() {
+        return Err("the tool name is missing".into());
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!(
+            "the tool name {name:?} must be lowercase letters, digits and `_`"
+        ));
+    }
+    if let Some(arg) = arg {
+        if arg.trim().is_empty() {
+            return Err("the argument in `( )` must not be empty (leave out the parentheses to match every call)".into());
+        }
+    }
+    Ok(())
+}
+
+/// `30` or `"30s"` / `"2m"` / `"1h"`, 1 to 3600 seconds.
+fn hook_timeout(raw: &RawTimeout) -> Option<Duration> {
+    let secs = match raw {
+        RawTimeout::Seconds(secs) => u64::try_from(*secs).ok()?,
+        RawTimeout::Text(text) => {
+            let text = text.trim();
+            let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+            let number: u64 = number.parse().ok()?;
+            let scale = match unit.trim() {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                _ => return None,
+            };
+            number.checked_mul(scale)?
+        }
+    };
+    let timeout = Duration::from_secs(secs);
+    (secs >= 1 && timeout <= MAX_HOOK_TIMEOUT).then_some(timeout)
+}
+
+/// The text of a settings file; `None` when it does not exist. Never blocks: opened
+/// `O_NONBLOCK`, anything but a regular file refused, a symlink refused unless `follow`.
+fn read_file(path: &Path, follow: bool) -> Result<Option<String>, SettingsError> {
+    let refuse = |what: String| SettingsError::new(Kind::Read, path, None, what);
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file: File = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(refuse(
+                "is a symbolic link; troupe reads only a regular file here".into(),
+            ))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(refuse(
+                "is a socket or special file, not a regular file".into(),
+            ))
+        }
+        Err(e) => return Err(refuse(format!("cannot open: {e}"))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| refuse(format!("cannot inspect: {e}")))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a folder"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device or special file"
+        };
+        return Err(refuse(format!("is {what}, not a regular file")));
+    }
+    let too_large = || {
+        refuse(format!(
+            "is larger than {MAX_SETTINGS_FILE_BYTES} bytes; a settings file holds a screenful of keys"
+        ))
+    };
+    if meta.len() > MAX_SETTINGS_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SETTINGS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_SETTINGS_FILE_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| refuse("is not valid UTF-8".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace(project: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(text) = project {
+            std::fs::write(dir.path().join(PROJECT_FILE_NAME), text).unwrap();
+        }
+        dir
+    }
+
+    fn load_err(project: &str) -> SettingsError {
+        let dir = workspace(Some(project));
+        Settings::load(dir.path(), None).unwrap_err()
+    }
+
+    const EXAMPLE: &str = r#"
+[model]
+model = "gpt-4.1-mini"
+base_url = "http://127.0.0.1:8080/v1"
+fallback_model = "gpt-4.1-nano"
+context_window = 128000
+
+[model.agents]
+reviewer = "gpt-4.1-nano"
+
+[permissions]
+allow = ["shell(cargo test:*)", "read_file", "write_file(docs/**)"]
+ask = ["write_file(migrations/**)"]
+deny = ["read_file(.env)", "shell(rm -rf:*)"]
+
+[[hooks]]
+event = "PreToolUse"
+matcher = "shell"
+command = "./scripts/check-command.sh"
+timeout = 30            # seconds
+
+[[hooks]]
+event = "Stop"
+command = "cargo fmt --check"
+"#;
+
+    #[test]
+    fn missing_files_are_defaults() {
+        let dir = workspace(None);
+        let user = dir.path().join("nope/config.toml");
+        assert_eq!(
+            Settings::load(dir.path(), Some(&user)).unwrap(),
+            Settings::default()
+        );
+    }
+
+    #[test]
+    fn the_example_loads_and_project_beats_user() {
+        let dir = workspace(Some(EXAMPLE));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[model]\nmodel = \"user-model\"\ncontext_window = 4096\n[model.agents]\nwriter = \"w\"\nreviewer = \"u\"\n\
+             [permissions]\nallow = [\"glob\"]\ndeny = [\"shell\"]\n[[hooks]]\nevent = \"PostToolUse\"\ncommand = \"true\"\ntimeout = \"2m\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        let project = Source::Project(dir.path().join(PROJECT_FILE_NAME));
+        let user_src = Source::User(user.clone());
+        assert_eq!(s.model.model.as_ref().unwrap().value, "gpt-4.1-mini");
+        assert_eq!(s.model.model.as_ref().unwrap().source, project);
+        assert_eq!(s.model.context_window.as_ref().unwrap().value, 128000);
+        assert_eq!(
+            s.model.agents,
+            vec![
+                (
+                    "reviewer".into(),
+                    Sourced {
+                        value: "gpt-4.1-nano".into(),
+                        source: project.clone()
+                    }
+                ),
+                (
+                    "writer".into(),
+                    Sourced {
+                        value: "w".into(),
+                        source: user_src.clone()
+                    }
+                ),
+            ]
+        );
+        let rules: Vec<String> = s.rules.iter().map(RuleEntry::describe).collect();
+        let p = dir.path().join(PROJECT_FILE_NAME).display().to_string();
+        let u = user.display().to_string();
+        assert_eq!(
+            rules,
+            vec![
+                format!("{p} deny[0] \"read_file(.env)\""),
+                format!("{p} deny[1] \"shell(rm -rf:*)\""),
+                format!("{u} deny[0] \"shell\""),
+                format!("{p} ask[0] \"write_file(migrations/**)\""),
+                format!("{p} allow[0] \"shell(cargo test:*)\""),
+                format!("{p} allow[1] \"read_file\""),
+                format!("{p} allow[2] \"write_file(docs/**)\""),
+                format!("{u} allow[0] \"glob\""),
+            ]
+        );
+        assert_eq!(s.hooks.len(), 3);
+        assert_eq!(s.hooks[0].timeout, Duration::from_secs(30));
+        assert_eq!(s.hooks[0].matcher.as_deref(), Some("shell"));
+        assert_eq!(s.hooks[1].event, HookEvent::Stop);
+        assert_eq!(s.hooks[1].timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!((s.hooks[2].source.clone(), s.hooks[2].index), (user_src, 0));
+        assert_eq!(s.hooks[2].timeout, Duration::from_secs(120));
+        assert_eq!(s.files, vec![dir.path().join(PROJECT_FILE_NAME), user]);
+    }
+
+    #[test]
+    fn unknown_keys_name_file_line_and_key() {
+        let err = load_err("[model]\nmodel = \"m\"\n\nmodle = \"x\"\n");
+        assert_eq!(err.kind, Kind::UnknownKey);
+        assert_eq!(err.line, Some(4));
+        assert!(
+            err.to_string()
+                .contains("troupe.toml:4: unknown key `modle`"),
+            "{err}"
+        );
+        let err = load_err("[permissions]\nallow = []\n[hooks2]\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(3)));
+        assert!(err.message.contains("`hooks2`"), "{err}");
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\nmatch = \"shell\"\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)));
+    }
+
+    #[test]
+    fn malformed_and_duplicate_keys_name_the_line() {
+        let err = load_err("[model]\nmodel = \"a\"\nmodel = \"b\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Syntax, Some(3)));
+        let err = load_err("[model]\nmodel = \n");
+        assert_eq!((err.kind, err.line), (Kind::Syntax, Some(2)));
+        let err = load_err("[model]\ncontext_window = \"big\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)));
+        assert!(err.to_string().contains("troupe.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_refused_with_a_hint() {
+        for text in [
+            "[model]\napi_key = \"sk-1\"\n",
+            "token = \"t\"\n",
+            "[model]\nmodel = \"m\"\n[model.agents]\nOPENAI_API_KEY = \"sk\"\n",
+            "[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\npassword = \"p\"\n",
+            "secret = 1\n",
+            "key = \"k\"\n",
+        ] {
+            let err = load_err(text);
+            assert_eq!(err.kind, Kind::Secret, "{text}: {err}");
+            assert!(
+                err.message
+                    .contains("secrets stay in the environment or .env (OPENAI_API_KEY)"),
+                "{err}"
+            );
+            assert!(err.line.is_some());
+            assert!(!err.to_string().contains("sk-1"));
+        }
+    }
+
+    #[test]
+    fn bad_rules_are_refused() {
+        for bad in [
+            "",
+            "Shell",
+            "shell(",
+            "shell()",
+            "shell(x)y",
+            "(x)",
+            "shell (x)",
+            "shell( )",
+        ] {
+            let err = load_err(&format!(
+                "[permissions]\nask = [\n  \"read_file\",\n  {bad:?},\n]\n"
+            ));
+            assert_eq!(
+                (err.kind, err.line),
+                (Kind::Invalid, Some(4)),
+                "{bad}: {err}"
+            );
+            assert!(err.message.contains("permissions.ask[1]"), "{err}");
+        }
+        for good in [
+            "shell",
+            "mcp__server__tool",
+            "shell(cargo test:*)",
+            "read_file(.env)",
+            "x(a(b))",
+        ] {
+            assert_eq!(check_rule(good), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn bad_hooks_are_refused() {
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\n[[hooks]]\nevent = \"PreTool\"\ncommand = \"x\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(5)));
+        assert!(err.message.contains("hooks[1].event \"PreTool\""), "{err}");
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"  \"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(3)));
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\n");
+        assert_eq!(err.kind, Kind::Invalid, "{err}");
+        for bad in [
+            "0",
+            "3601",
+            "-1",
+            "\"0s\"",
+            "\"61m\"",
+            "\"30\"",
+            "\"30 sec\"",
+            "1.5",
+        ] {
+            let err = load_err(&format!(
+                "[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\ntimeout = {bad}\n"
+            ));
+            assert_eq!(
+                (err.kind, err.line),
+                (Kind::Invalid, Some(4)),
+                "{bad}: {err}"
+            );
+        }
+        for (good, secs) in [
+            ("1", 1),
+            ("3600", 3600),
+            ("\"30s\"", 30),
+            ("\"2m\"", 120),
+            ("\"1h\"", 3600),
+        ] {
+            let dir = workspace(Some(&format!(
+                "[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\ntimeout = {good}\n"
+            )));
+            let s = Settings::load(dir.path(), None).unwrap();
+            assert_eq!(s.hooks[0].timeout, Duration::from_secs(secs), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_fifo_or_symlink_in_place_of_troupe_toml_is_refused_without_blocking() {
+        let dir = workspace(None);
+        let path = dir.path().join(PROJECT_FILE_NAME);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Settings::load(dir.path(), None).unwrap_err();
+        assert_eq!(err.kind, Kind::Read);
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let target = dir.path().join("real.toml");
+        std::fs::write(&target, "[model]\nmodel = \"m\"\n").unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let err = Settings::load(dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let err = Settings::load(dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("folder"), "{err}");
+        // The user's file may be a link (dotfile managers), to a regular file only.
+        let dir = workspace(None);
+        let user = dir.path().join("config.toml");
+        std::os::unix::fs::symlink(&target, &user).unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        assert_eq!(s.model.model.unwrap().value, "m");
+    }
+
+    #[test]
+    fn a_huge_file_is_refused() {
+        let dir = workspace(None);
+        let big = format!("# {}\n", "x".repeat(MAX_SETTINGS_FILE_BYTES as usize));
+        std::fs::write(dir.path().join(PROJECT_FILE_NAME), big).unwrap();
+        let err = Settings::load(dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn user_config_path_prefers_xdg() {
+        let p = |x: Option<&str>, h: Option<&str>| {
+            user_config_path_from(x.map(PathBuf::from), h.map(PathBuf::from))
+        };
+        assert_eq!(
+            p(Some("/x"), Some("/h")),
+            Some(PathBuf::from("/x/troupe/config.toml"))
+        );
+        assert_eq!(
+            p(None, Some("/h")),
+            Some(PathBuf::from("/h/.config/troupe/config.toml"))
+        );
+        assert_eq!(
+            p(Some("rel"), Some("/h")),
+            Some(PathBuf::from("/h/.config/troupe/config.toml"))
+        );
+        assert_eq!(p(None, None), None);
+    }
+}
