@@ -41,6 +41,7 @@ use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::observed::ObservedApproval;
+use crate::permissions::patterns::{RulePattern, Use};
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::secrets::Redactor;
 use crate::store::artifacts::ArtifactStore;
@@ -432,11 +433,35 @@ struct LongLivedKit {
     hooks: Option<CommandHooks>,
 }
 
+/// A hook's `matcher` read like a permission rule (`shell`, `shell(cargo test:*)`,
+/// `write_file(docs/**)`): it fires when the rule would restrict the call — for a shell chain,
+/// when any part matches. No matcher (or `*`) fires on every call.
+fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
+    Arc::new(move |matcher: Option<&str>| -> crate::hooks::ToolMatcher {
+        match matcher.map(str::trim) {
+            None | Some("") | Some("*") => Arc::new(|_: &str, _: &serde_json::Value| true),
+            Some(text) => {
+                let pattern = RulePattern::parse(text);
+                let workspace = workspace.clone();
+                Arc::new(move |tool: &str, arguments: &serde_json::Value| {
+                    pattern.matches(tool, arguments, &workspace, Use::Restrict)
+                })
+            }
+        }
+    })
+}
+
 impl LongLivedKit {
     fn new(layout: &Layout, settings: &TeamSettings, events_run_id: &str) -> Self {
         let hooks = &settings.settings.hooks;
-        let hooks = (!hooks.is_empty())
-            .then(|| CommandHooks::new(hooks.clone(), settings.workspace.clone(), events_run_id));
+        let hooks = (!hooks.is_empty()).then(|| {
+            CommandHooks::with_matchers(
+                hooks.clone(),
+                settings.workspace.clone(),
+                events_run_id,
+                hook_matchers(settings.workspace.clone()),
+            )
+        });
         let run_id = settings.ids.next_uuid().to_string();
         Self {
             layout: layout.clone(),

@@ -174,3 +174,45 @@ async fn the_plan_gate_still_applies_after_a_hook_allows() {
     );
     team.close().await;
 }
+
+/// A `matcher` reads like a permission rule: `shell(rm:*)` fires for a chain with an `rm` in
+/// it and not for a plain `echo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_style_matcher_fires_only_for_the_calls_it_names() {
+    let f = Fixture::new();
+    let hooks = vec![spec(
+        &f,
+        0,
+        HookEvent::PreToolUse,
+        Some("shell(rm:*)"),
+        "cat >> matched.jsonl; echo 'no rm here' >&2; exit 2",
+    )];
+    let lead = TestModel::new(&f.signal, |c| match c.calls_named("shell").len() {
+        0 => call("shell", json!({"command": "echo kept > kept.txt"})),
+        1 => call(
+            "shell",
+            json!({"command": "echo gone > gone.txt && rm -f kept.txt"}),
+        ),
+        _ => say("lead done"),
+    });
+    let models = Models::new(&f.signal, &[("lead", &lead)]);
+    let mut settings = f.settings(models);
+    settings.approval = std::sync::Arc::new(troupe::permissions::AutoApproval);
+    settings.settings = Settings {
+        hooks,
+        ..Settings::default()
+    };
+    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let outcome = drive(&mut team, "go").await;
+    assert_eq!(outcome.answer, "lead done");
+    // The echo ran; the chain with an rm was blocked before it ran.
+    assert!(f.workspace.join("kept.txt").exists());
+    assert!(!f.workspace.join("gone.txt").exists());
+    let matched = lines(&f, "matched.jsonl");
+    assert_eq!(matched.len(), 1, "{matched:?}");
+    assert!(matched[0]["arguments"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("rm -f"));
+    team.close().await;
+}
