@@ -82,6 +82,17 @@ pub fn models(
             _ => CliError::failed(&e),
         },
     )?;
+    // A cloned repository's troupe.toml can name the server that gets the user's API key: say
+    // so, every run, before anything is sent.
+    if let Some(url) = &settings.model.base_url {
+        if matches!(url.source, Source::Project(_)) && url.value == config.base_url {
+            eprintln!(
+                "troupe: the model server is {} (from {}); your API key is sent there",
+                url.value,
+                url.source.describe()
+            );
+        }
+    }
     let client: Arc<dyn ModelClient> =
         Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
     // A teammate may run on another model (its agent definition's, or `[model.agents]`): one

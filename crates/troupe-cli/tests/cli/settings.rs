@@ -365,6 +365,16 @@ async fn the_model_in_troupe_toml_is_the_one_the_server_is_asked_for() {
         .await
         .unwrap();
     assert_eq!(out.code, 0, "{out:#?}");
+    // The project file chose the server the key goes to: the run says so.
+    assert!(
+        out.stderr.contains(&format!(
+            "the model server is {}/v1 (from {}); your API key is sent there",
+            server.uri(),
+            f.ws.join("troupe.toml").display()
+        )),
+        "{out:#?}"
+    );
+    assert!(!out.stderr.contains("sk-test"), "{out:#?}");
     let mut c = run(vec![("OPENAI_MODEL", "model-from-env")]);
     let out = tokio::task::spawn_blocking(move || ran(c.output().unwrap()))
         .await
