@@ -70,19 +70,18 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
         .with_priority(1)
         .mount(&server)
         .await;
-    // The lead (model A): first an unknown definition, a known one and no role without a
-    // definition, then answers.
+    // The lead (model A): first an unknown definition, a known one and no role, then answers.
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(body_partial_json(json!({"model": "model-a"})))
         .respond_with(tool_calls(&[
             (
                 "spawn_teammate",
-                json!({"name": "ghost", "agent": "nope", "prompt": "x"}),
+                json!({"name": "ghost", "agent": "nope", "role": "r", "prompt": "x"}),
             ),
             (
                 "spawn_teammate",
-                json!({"name": "rev", "agent": "reviewer", "prompt": "review src/"}),
+                json!({"name": "rev", "agent": "reviewer", "role": "Reviews changes without editing", "prompt": "review src/"}),
             ),
             ("spawn_teammate", json!({"name": "norole", "prompt": "x"})),
         ]))
@@ -171,8 +170,8 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
         .collect();
     assert_eq!(results.len(), 3, "{results:#?}");
     assert!(
-        results[2].contains("invalid_arguments") && results[2].contains("`role`"),
-        "without agent, role is still required: {}",
+        results[2].contains("invalid_arguments") && results[2].contains("role"),
+        "role is required (SPEC §4): {}",
         results[2]
     );
     assert!(

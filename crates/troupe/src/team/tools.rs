@@ -44,8 +44,7 @@ impl ToolHandler for SpawnTeammate {
                 teammate works in the background; its results arrive later as events. With \
                 plan_required: true it cannot write or run commands until you approve a plan of \
                 its (review_plan). With agent: \"<definition>\" it is built from that agent \
-                definition (its instructions, tools, plan rule and model; role defaults to its \
-                description). The name of a teammate that shut down or failed can be used \
+                definition (its instructions, tools, plan rule and model). The name of a teammate that shut down or failed can be used \
                 again: that starts a new teammate with a fresh conversation."
                     .into(),
             parameters: schema(
@@ -56,7 +55,7 @@ impl ToolHandler for SpawnTeammate {
                     "plan_required": {"type": "boolean", "description": "gate it from its first call until you approve a plan of its (default false: gated only once it submits a plan; a definition with plan_required: true gates it anyway)"},
                     "agent": {"type": "string", "minLength": 1, "description": "the agent definition (agents/<name>.md) to build it from, as listed in your system prompt"}
                 }),
-                &["name", "prompt"],
+                &["name", "role", "prompt"],
             ),
             effect: Effect::External,
         }
@@ -74,16 +73,7 @@ impl ToolHandler for SpawnTeammate {
             .and_then(Value::as_bool)
             .unwrap_or(false)
             || definition.as_ref().is_some_and(|d| d.plan_required);
-        let role =
-            match (args.get("role"), &definition) {
-                (Some(_), _) => str_arg(&args, "role")?,
-                (None, Some(definition)) => definition.description.as_str(),
-                (None, None) => return Err(ToolError::InvalidArguments(
-                    "missing string argument `role` (it may be left out only when `agent` names \
-                     an agent definition)"
-                        .into(),
-                )),
-            };
+        let role = str_arg(&args, "role")?;
         let spawned = team
             .spawn_defined(
                 &name,

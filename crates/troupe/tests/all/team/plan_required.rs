@@ -345,9 +345,8 @@ async fn spawn_teammate_offers_plan_required_as_an_optional_boolean() {
         .parameters
         .clone();
     assert_eq!(spawn["additionalProperties"], false);
-    // `role` may be left out when `agent` names a definition (it defaults to its description);
-    // without `agent` the tool still requires it.
-    assert_eq!(spawn["required"], json!(["name", "prompt"]));
+    // SPEC §4: name, role and prompt; `plan_required` and `agent` are optional.
+    assert_eq!(spawn["required"], json!(["name", "role", "prompt"]));
     assert_eq!(spawn["properties"]["plan_required"]["type"], "boolean");
     assert_eq!(spawn["properties"]["role"]["type"], "string");
     assert_eq!(spawn["properties"]["agent"]["type"], "string");
