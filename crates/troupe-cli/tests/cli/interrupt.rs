@@ -4,7 +4,6 @@
 //! event (a line on stderr, an accepted connection, a lock waiter, a process exit), never a sleep.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -13,6 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::support::command;
+// A pseudo-terminal: (the side the test types into, the side troupe reads as its stdin).
+use super::terminal::pty;
 
 /// Long enough for a slow machine; a hang is a failure, not a wait.
 const WAIT: Duration = Duration::from_secs(30);
@@ -55,35 +56,6 @@ impl Collected {
             text = self.0 .1.wait_timeout(text, left).unwrap().0;
         }
         text.clone()
-    }
-}
-
-/// A pseudo-terminal: (the side the test types into, the side troupe reads as its stdin).
-fn pty() -> (std::fs::File, std::fs::File) {
-    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r on a descriptor we own; every result is
-    // checked before use.
-    unsafe {
-        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(
-            master >= 0,
-            "posix_openpt: {}",
-            std::io::Error::last_os_error()
-        );
-        let master = OwnedFd::from_raw_fd(master);
-        assert_eq!(libc::grantpt(master.as_raw_fd()), 0);
-        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0);
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(
-            libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()),
-            0
-        );
-        let name = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap();
-        let slave = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(name)
-            .unwrap();
-        (std::fs::File::from(master), slave)
     }
 }
 
