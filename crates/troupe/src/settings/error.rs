@@ -56,7 +56,7 @@ impl fmt::Display for SettingsError {
 impl std::error::Error for SettingsError {}
 
 impl SettingsError {
-    /// The stable code (as `ErrorCode::code`; the bottom layer may not import `crate::error`).
+    /// The stable code (the same codes `ErrorCode::code` gives).
     pub fn code(&self) -> &'static str {
         match self.kind {
             SettingsErrorKind::Read => "settings_read",

@@ -20,9 +20,7 @@
 //!   models by agent name, project over user.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,6 +32,7 @@ use super::{
     HookEvent, HookSpec, ModelSettings, RuleEntry, RuleList, Settings, Source, Sourced,
     DEFAULT_HOOK_TIMEOUT,
 };
+use crate::store::read::{open_regular, Links};
 
 /// The project settings file, at the workspace root.
 pub const PROJECT_FILE_NAME: &str = "troupe.toml";
@@ -506,53 +505,22 @@ fn hook_timeout(raw: &RawTimeout) -> Option<Duration> {
     (secs >= 1 && timeout <= MAX_HOOK_TIMEOUT).then_some(timeout)
 }
 
-/// The text of a settings file; `None` when it does not exist. Never blocks: opened
-/// `O_NONBLOCK`, anything but a regular file refused, a symlink refused unless `follow`.
+/// The text of a settings file; `None` when it does not exist. Opened like every file troupe
+/// reads ([`open_regular`]): never blocking, anything but a regular file refused, a symlink
+/// refused unless `follow`.
 fn read_file(path: &Path, follow: bool) -> Result<Option<String>, SettingsError> {
     let refuse = |what: String| SettingsError::new(Kind::Read, path, None, what);
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let file: File = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(refuse(
-                "is a symbolic link; troupe reads only a regular file here".into(),
-            ))
-        }
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-            return Err(refuse(
-                "is a socket or special file, not a regular file".into(),
-            ))
-        }
-        Err(e) => return Err(refuse(format!("cannot open: {e}"))),
+    let links = if follow { Links::Follow } else { Links::Refuse };
+    let file = match open_regular(path, links) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(refuse(e.source.to_string())),
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| refuse(format!("cannot inspect: {e}")))?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a folder"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "a device or special file"
-        };
-        return Err(refuse(format!("is {what}, not a regular file")));
-    }
     let too_large = || {
         refuse(format!(
             "is larger than {MAX_SETTINGS_FILE_BYTES} bytes; a settings file holds a screenful of keys"
         ))
     };
-    if meta.len() > MAX_SETTINGS_FILE_BYTES {
-        return Err(too_large());
-    }
     let mut bytes = Vec::new();
     file.take(MAX_SETTINGS_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
