@@ -96,6 +96,7 @@ pub async fn run_hook(spec: &HookSpec, workspace: &Path, input: &Value) -> HookO
         &spec.command,
         workspace,
         format!("{input}\n").into_bytes(),
+        None,
     ) {
         Ok(child) => child,
         Err(e) => {

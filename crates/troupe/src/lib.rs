@@ -47,6 +47,7 @@ pub mod layout;
 pub mod model;
 pub mod permissions;
 pub mod process;
+pub mod sandbox;
 pub mod secrets;
 pub mod send;
 pub mod settings;

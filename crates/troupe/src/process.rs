@@ -18,6 +18,7 @@ use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 
 /// At most this many bytes of a command's output are kept — by the `shell` tool for the model
@@ -96,23 +97,45 @@ impl GroupChild {
     /// Starts `sh -c command` in `cwd`, without [`SCRUBBED_ENV`]. Must be called inside a Tokio
     /// runtime.
     pub fn spawn(command: &str, cwd: &Path) -> std::io::Result<Self> {
-        Self::spawn_inner(command, cwd, None)
+        Self::spawn_inner(command, cwd, None, None)
+    }
+
+    /// Like [`GroupChild::spawn`], confined by `sandbox` (which may be `off`).
+    pub fn spawn_confined(command: &str, cwd: &Path, sandbox: &Sandbox) -> std::io::Result<Self> {
+        Self::spawn_inner(command, cwd, None, Some(sandbox))
     }
 
     /// Like [`GroupChild::spawn`], with `input` written to the command's stdin (then closed).
     /// A command that does not read it is not waited for: the write ends with the group.
-    pub fn spawn_with_input(command: &str, cwd: &Path, input: Vec<u8>) -> std::io::Result<Self> {
-        Self::spawn_inner(command, cwd, Some(input))
+    pub fn spawn_with_input(
+        command: &str,
+        cwd: &Path,
+        input: Vec<u8>,
+        sandbox: Option<&Sandbox>,
+    ) -> std::io::Result<Self> {
+        Self::spawn_inner(command, cwd, Some(input), sandbox)
     }
 
-    fn spawn_inner(command: &str, cwd: &Path, input: Option<Vec<u8>>) -> std::io::Result<Self> {
-        let mut command_line = Command::new("sh");
+    fn spawn_inner(
+        command: &str,
+        cwd: &Path,
+        input: Option<Vec<u8>>,
+        sandbox: Option<&Sandbox>,
+    ) -> std::io::Result<Self> {
+        let mut command_line = match sandbox {
+            Some(sandbox) => sandbox
+                .shell(command)
+                .map_err(|e| std::io::Error::other(e.to_string()))?,
+            None => {
+                let mut plain = Command::new("sh");
+                plain.arg("-c").arg(command);
+                plain
+            }
+        };
         for name in SCRUBBED_ENV {
             command_line.env_remove(name);
         }
         let mut child = command_line
-            .arg("-c")
-            .arg(command)
             .current_dir(cwd)
             .stdin(if input.is_some() {
                 Stdio::piped()

@@ -21,6 +21,8 @@ mod model;
 mod permissions;
 #[path = "all/protocol/mod.rs"]
 mod protocol;
+#[path = "all/sandbox.rs"]
+mod sandbox;
 #[path = "all/state/mod.rs"]
 mod state;
 #[path = "all/team/mod.rs"]

@@ -1,0 +1,158 @@
+//! The paths a sandbox is about: the workspace, its `.troupe/`, the temp folder, and the paths no
+//! command may read — resolved once, to absolute paths without symlinks where they exist.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::Mode;
+
+/// The protected paths under the user's home, always denied for reading.
+pub const HOME_SECRETS: [&str; 4] = [".ssh", ".aws", ".gnupg", ".config/gcloud"];
+
+/// The workspace's files no command may read.
+pub const WORKSPACE_SECRETS: [&str; 1] = [".env"];
+
+/// What a sandbox takes from the machine: the user's home, the temp folder, and a forced
+/// mechanism ([`super::MECHANISM_VAR`]). Tests make their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    pub home: Option<PathBuf>,
+    pub temp: PathBuf,
+    pub mechanism: Option<String>,
+}
+
+impl Host {
+    /// `$HOME`, `$TMPDIR` (else `/tmp`) and `$TROUPE_SANDBOX_MECHANISM`.
+    pub fn from_env() -> Self {
+        Self {
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            temp: std::env::temp_dir(),
+            mechanism: std::env::var(super::MECHANISM_VAR)
+                .ok()
+                .filter(|m| !m.is_empty()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protected {
+    workspace: PathBuf,
+    temp: PathBuf,
+    deny_read: Vec<PathBuf>,
+}
+
+impl Protected {
+    /// `extra` entries are absolute, `~/…` (the user's home) or relative to the workspace.
+    pub fn resolve(workspace: &Path, extra: &[String], host: &Host) -> Self {
+        let workspace = real(workspace);
+        let temp = real(&host.temp);
+        let home = host.home.clone();
+        let mut deny_read = Vec::new();
+        if let Some(home) = &home {
+            deny_read.extend(HOME_SECRETS.iter().map(|p| real(&home.join(p))));
+        }
+        deny_read.extend(WORKSPACE_SECRETS.iter().map(|p| real(&workspace.join(p))));
+        for entry in extra {
+            let path = match (entry.strip_prefix("~/"), &home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ if Path::new(entry).is_absolute() => PathBuf::from(entry),
+                _ => workspace.join(entry),
+            };
+            deny_read.push(real(&path));
+        }
+        deny_read.sort();
+        deny_read.dedup();
+        Self {
+            workspace,
+            temp,
+            deny_read,
+        }
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn troupe_dir(&self) -> PathBuf {
+        self.workspace.join(crate::layout::Layout::STATE_DIR)
+    }
+
+    pub fn temp(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Every path no command may read, existing or not.
+    pub fn deny_read(&self) -> &[PathBuf] {
+        &self.deny_read
+    }
+
+    /// Where a command under `mode` may write (besides the harmless devices).
+    pub fn writable(&self, mode: Mode) -> Vec<PathBuf> {
+        match mode {
+            Mode::WorkspaceWrite => vec![self.workspace.clone(), self.temp.clone()],
+            Mode::ReadOnly | Mode::Off => vec![self.temp.clone()],
+        }
+    }
+
+    /// Whether `path` is a protected path or lies under one.
+    pub fn is_denied(&self, path: &Path) -> bool {
+        self.deny_read.iter().any(|d| path.starts_with(d))
+    }
+}
+
+/// `path` without symlinks where it exists: its longest existing ancestor is canonicalised and
+/// the rest appended (so a protected path that does not exist yet still names the right place).
+pub fn real(path: &Path) -> PathBuf {
+    let path = lexical(path);
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(existing) {
+            let mut out = canonical;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path,
+        }
+    }
+}
+
+/// `.` and `..` taken out without touching the file system (`..` at the root stays the root).
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_paths_lose_dots_and_never_climb_above_the_root() {
+        assert_eq!(lexical(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(lexical(Path::new("/../../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn a_missing_path_resolves_through_its_existing_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::os::unix::fs::symlink(&root, root.join("link")).unwrap();
+        assert_eq!(real(&root.join("link/missing/x")), root.join("missing/x"));
+    }
+}
