@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// event, `run_ended`, carries the answer or the error.
     #[arg(long)]
     pub json: bool,
+    /// How the commands agents run are confined: workspace-write (the default: writes only in
+    /// the workspace and the temp folder, no network), read-only, or off.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<troupe::sandbox::Mode>,
 }
 
 /// Which model answers, for the commands that call one.

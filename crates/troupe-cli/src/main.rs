@@ -13,6 +13,7 @@ mod event_line;
 mod interrupt;
 mod observe;
 mod render;
+mod sandboxing;
 mod save_allow;
 mod serve;
 

@@ -43,6 +43,7 @@ use crate::permissions::hooks::Hooks;
 use crate::permissions::observed::ObservedApproval;
 use crate::permissions::patterns::{RulePattern, Use};
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
+use crate::sandbox::{Mode as SandboxMode, Policy as SandboxPolicy, Sandbox};
 use crate::secrets::Redactor;
 use crate::store::artifacts::ArtifactStore;
 use crate::store::events::observed::{ObservedMailbox, ObservedProtocol};
@@ -198,6 +199,80 @@ pub struct TeamSettings {
     /// `troupe.toml` and the user's config: permission rules, hooks (SPEC §11). The model part
     /// is applied by the caller when it builds `models`.
     pub settings: crate::settings::Settings,
+    /// How the commands agents run are confined (SPEC §11).
+    pub sandbox: SandboxOptions,
+}
+
+/// How a run confines the commands its agents run.
+#[derive(Clone)]
+pub struct SandboxOptions {
+    /// The run's sandbox, already found to work on this machine ([`Sandbox::new`]).
+    pub sandbox: Arc<Sandbox>,
+    /// What it was made from: an agent definition's stricter mode is made from this too.
+    pub policy: SandboxPolicy,
+    /// Confine hook commands as well (`[sandbox] hooks = true`).
+    pub confine_hooks: bool,
+    /// Offer a command the sandbox refused to the approval provider, to run once more
+    /// unconfined. Only when a person answers the provider (`--approval ask`).
+    pub unconfined_reruns: bool,
+}
+
+impl SandboxOptions {
+    /// Commands run unconfined (the library's tests; `--sandbox off`).
+    pub fn off(workspace: &std::path::Path) -> Self {
+        Self {
+            sandbox: Arc::new(Sandbox::off(workspace)),
+            policy: SandboxPolicy {
+                mode: SandboxMode::Off,
+                ..SandboxPolicy::default()
+            },
+            confine_hooks: false,
+            unconfined_reruns: false,
+        }
+    }
+
+    /// The sandbox of a teammate of `definition`: the definition's mode when it is at least as
+    /// strict as the run's, else the run's (with a warning).
+    pub fn for_definition(
+        &self,
+        definition: Option<&AgentDefinition>,
+    ) -> Result<Arc<Sandbox>, TeamError> {
+        let run = self.sandbox.mode();
+        let Some((wanted, definition)) = definition.and_then(|d| d.sandbox.map(|mode| (mode, d)))
+        else {
+            return Ok(self.sandbox.clone());
+        };
+        let strictness = |m: SandboxMode| match m {
+            SandboxMode::Off => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::ReadOnly => 2,
+        };
+        if strictness(wanted) < strictness(run) {
+            tracing::warn!(
+                "agents/{}.md asks for sandbox {wanted}, looser than the run's {run}: a \
+                 definition can only tighten it, so {run} stays",
+                definition.name
+            );
+            return Ok(self.sandbox.clone());
+        }
+        if wanted == run {
+            return Ok(self.sandbox.clone());
+        }
+        self.sandbox
+            .with_mode(wanted, &self.policy)
+            .map(Arc::new)
+            .map_err(|e| TeamError::Invalid(format!("its sandbox ({wanted}) cannot start: {e}")))
+    }
+
+    /// A shell tool confined by `sandbox`, offering reruns to `policy` when the run does.
+    fn shell(&self, sandbox: Arc<Sandbox>, policy: &PermissionPolicy) -> ShellTool {
+        let shell = ShellTool::new().with_sandbox(sandbox);
+        if self.unconfined_reruns {
+            shell.with_unconfined_reruns(policy.clone())
+        } else {
+            shell
+        }
+    }
 }
 
 /// The event stream of a run (`.troupe/events.jsonl`, SPEC §10).
@@ -455,12 +530,17 @@ impl LongLivedKit {
     fn new(layout: &Layout, settings: &TeamSettings, events_run_id: &str) -> Self {
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
-            CommandHooks::with_matchers(
+            let hooks = CommandHooks::with_matchers(
                 hooks.clone(),
                 settings.workspace.clone(),
                 events_run_id,
                 hook_matchers(settings.workspace.clone()),
-            )
+            );
+            if settings.sandbox.confine_hooks {
+                hooks.confined(settings.sandbox.sandbox.clone())
+            } else {
+                hooks
+            }
         });
         let run_id = settings.ids.next_uuid().to_string();
         Self {
@@ -659,6 +739,7 @@ struct Factory {
     definitions: Arc<Vec<AgentDefinition>>,
     /// `[model.agents]` and the rest of the model settings.
     model_settings: crate::settings::ModelSettings,
+    sandbox: SandboxOptions,
 }
 
 impl TeammateFactory for Factory {
@@ -696,7 +777,8 @@ impl TeammateFactory for Factory {
         ]);
         let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
             Arc::new(
-                ShellTool::new()
+                self.sandbox
+                    .shell(self.sandbox.for_definition(definition.as_ref())?, &policy)
                     .with_timeout(self.shell_timeout)
                     .with_jobs(self.jobs.clone()),
             ),
@@ -784,6 +866,7 @@ fn teammate_factory(
         kit: kit.clone(),
         definitions,
         model_settings: settings.settings.model.clone(),
+        sandbox: settings.sandbox.clone(),
     })
 }
 
@@ -801,7 +884,12 @@ fn lead_tools(
 ) -> Result<ToolRegistry, RegistryError> {
     // The base agent's five tools, which open LEAD_TOOLS.
     let subagent_tools = registry_in_order(
-        base_tools(ShellTool::new().with_timeout(settings.shell_timeout)),
+        base_tools(
+            settings
+                .sandbox
+                .shell(settings.sandbox.sandbox.clone(), policy)
+                .with_timeout(settings.shell_timeout),
+        ),
         &LEAD_TOOLS[..5],
     )?;
     let lead_model = settings.models.model_for(&AgentName::lead());
@@ -821,7 +909,9 @@ fn lead_tools(
         subagent_kit.apply(runner, &agent, &subagent_model, false)
     }));
     let mut tools: Vec<Arc<dyn ToolHandler>> = base_tools(
-        ShellTool::new()
+        settings
+            .sandbox
+            .shell(settings.sandbox.sandbox.clone(), policy)
             .with_timeout(settings.shell_timeout)
             .with_jobs(jobs.clone()),
     );

@@ -28,6 +28,7 @@ use troupe_wire::AgentName;
 use crate::permissions::hooks::{HookDecision, Hooks, PostToolUse, PreToolUse, ToolResultView};
 use crate::permissions::rules::PermissionRequest;
 use crate::process::{describe_status, CappedOutput, Ending, GroupChild, SplitOutput, Stop};
+use crate::sandbox::Sandbox;
 use crate::settings::{HookEvent, HookSpec};
 
 /// At most this many bytes of a hook's stderr become a block reason.
@@ -86,7 +87,12 @@ pub struct PromptBlocked {
 }
 
 /// Runs one hook with `input` on stdin; never fails (a failure is a warning and a continue).
-pub async fn run_hook(spec: &HookSpec, workspace: &Path, input: &Value) -> HookOutcome {
+pub async fn run_hook(
+    spec: &HookSpec,
+    workspace: &Path,
+    input: &Value,
+    sandbox: Option<&Sandbox>,
+) -> HookOutcome {
     let name = hook_name(spec);
     let continue_with = |context: Option<String>| HookOutcome {
         blocked: None,
@@ -96,7 +102,7 @@ pub async fn run_hook(spec: &HookSpec, workspace: &Path, input: &Value) -> HookO
         &spec.command,
         workspace,
         format!("{input}\n").into_bytes(),
-        None,
+        sandbox,
     ) {
         Ok(child) => child,
         Err(e) => {
@@ -213,6 +219,8 @@ pub struct CommandHooks {
     entries: Arc<Vec<Entry>>,
     workspace: PathBuf,
     run_id: String,
+    /// Set when the settings confine hooks too (`[sandbox] hooks = true`).
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl CommandHooks {
@@ -243,7 +251,14 @@ impl CommandHooks {
             entries: Arc::new(entries),
             workspace: workspace.into(),
             run_id: run_id.into(),
+            sandbox: None,
         }
+    }
+
+    /// Runs every hook command confined by `sandbox`.
+    pub fn confined(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -290,7 +305,8 @@ impl CommandHooks {
     async fn run_event(&self, event: HookEvent, input: &Value) -> HookOutcome {
         let mut all = HookOutcome::default();
         for entry in self.entries.iter().filter(|e| e.spec.event == event) {
-            let outcome = run_hook(&entry.spec, &self.workspace, input).await;
+            let outcome =
+                run_hook(&entry.spec, &self.workspace, input, self.sandbox.as_deref()).await;
             all.contexts.extend(outcome.contexts);
             if outcome.blocked.is_some() {
                 all.blocked = outcome.blocked;
@@ -384,7 +400,13 @@ impl PreToolUse for CommandToolHook {
             return HookDecision::Continue;
         }
         let input = self.input(call, HookEvent::PreToolUse, None);
-        let outcome = run_hook(&entry.spec, &self.hooks.workspace, &input).await;
+        let outcome = run_hook(
+            &entry.spec,
+            &self.hooks.workspace,
+            &input,
+            self.hooks.sandbox.as_deref(),
+        )
+        .await;
         match (outcome.blocked, outcome.contexts.is_empty()) {
             (Some(blocked), _) => HookDecision::Deny {
                 reason: blocked.reason,
@@ -410,7 +432,13 @@ impl PostToolUse for CommandToolHook {
         }
         let result = serde_json::json!({"content": result.content, "is_error": result.is_error});
         let input = self.input(call, HookEvent::PostToolUse, Some(result));
-        let outcome = run_hook(&entry.spec, &self.hooks.workspace, &input).await;
+        let outcome = run_hook(
+            &entry.spec,
+            &self.hooks.workspace,
+            &input,
+            self.hooks.sandbox.as_deref(),
+        )
+        .await;
         if let Some(blocked) = outcome.blocked {
             // The handler already ran: a block can only tell the model why it objects.
             return Some(format!("{} objects: {}", blocked.hook, blocked.reason));

@@ -78,6 +78,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         long_lived: Default::default(),
         events: Default::default(),
         settings: Default::default(),
+        sandbox: troupe::bootstrap::SandboxOptions::off(workspace.path()),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -44,6 +44,26 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         workspace.display()
     ))?;
     let console = Arc::new(Console::new(Sink::Stdout, verbose > 0));
+    // The demo's commands are its own script: on a machine that cannot confine them they run
+    // unconfined, and it says so.
+    let sandbox = match crate::sandboxing::options(
+        &workspace,
+        None,
+        &Default::default(),
+        crate::args::ApprovalMode::Auto,
+    ) {
+        Ok((sandbox, line)) => {
+            render::print_text(&format!("{}\n\n", line.trim_start_matches("troupe: ")))?;
+            sandbox
+        }
+        Err(e) => {
+            render::print_text(&format!(
+                "sandbox off: {} (the demo runs its own scripted commands unconfined)\n\n",
+                e.message()
+            ))?;
+            troupe::bootstrap::SandboxOptions::off(&workspace)
+        }
+    };
     let settings = TeamSettings {
         workspace: workspace.clone(),
         clock: Arc::new(SystemClock),
@@ -64,6 +84,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
             prompt: PROMPT.to_owned(),
         },
         settings: Default::default(),
+        sandbox,
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None);

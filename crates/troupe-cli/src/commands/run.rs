@@ -173,6 +173,9 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
     let ttl = parse_duration(&args.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists.
     let file_settings = super::config::load_settings(workspace)?;
+    // Then the sandbox: a machine that cannot confine refuses before any state exists too.
+    let (sandbox, sandbox_line) =
+        crate::sandboxing::options(workspace, args.sandbox, &file_settings, args.approval)?;
     let context_window = context_window(&args.model, &file_settings)?;
     let Models {
         chooser: models,
@@ -193,6 +196,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         max_run_tokens: args.max_tokens,
         new_session: args.new_session,
     };
+    eprintln!("{sandbox_line}");
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then_some(NO_TERMINAL_NOTICE);
@@ -232,6 +236,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
             prompt: args.prompt.clone(),
         },
         settings: file_settings,
+        sandbox,
     };
     let outcome = drive(settings, &args.prompt, &interrupt, notice);
     if let Some(console) = &console {

@@ -134,6 +134,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         long_lived: Default::default(),
         events: Default::default(),
         settings: Default::default(),
+        sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
     })
     .unwrap();
     let store = team.protocol.clone();

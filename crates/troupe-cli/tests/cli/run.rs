@@ -66,6 +66,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         long_lived: Default::default(),
         events: Default::default(),
         settings: Default::default(),
+        sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
     })
     .unwrap();
     let script = ws.join("script.json");

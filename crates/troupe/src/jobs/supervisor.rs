@@ -34,6 +34,7 @@ use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::process::{CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP};
+use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 use crate::store::events::{kinds, EventSink, NoEvents};
 
@@ -205,6 +206,17 @@ impl JobSupervisor {
         command: &str,
         workspace: &Path,
     ) -> Result<JobId, JobError> {
+        self.submit_confined(agent, command, workspace, None)
+    }
+
+    /// [`Self::submit`], the command confined by `sandbox` when one is given.
+    pub fn submit_confined(
+        &self,
+        agent: AgentName,
+        command: &str,
+        workspace: &Path,
+        sandbox: Option<&Sandbox>,
+    ) -> Result<JobId, JobError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| JobError::NoRuntime)?;
         if self.shared.tasks().closed {
             return Err(JobError::Closed);
@@ -226,7 +238,11 @@ impl JobSupervisor {
                 .finish_unstarted(running, JobEnd::Cancelled, "not started: closing");
             return Err(JobError::Closed);
         }
-        let group = match GroupChild::spawn(command, workspace) {
+        let spawned = match sandbox {
+            Some(sandbox) => GroupChild::spawn_confined(command, workspace, sandbox),
+            None => GroupChild::spawn(command, workspace),
+        };
+        let group = match spawned {
             Ok(group) => group,
             Err(e) => {
                 drop(tasks);

@@ -5,7 +5,8 @@
 //! `allow` or `deny` (the final answer, after any approval), `rule` names what decided
 //! (`default`, `default+approval:auto`, `hook:<name>`, a rule's name, …) and `input_digest` is
 //! the first 16 hex characters of the SHA-256 of the arguments in canonical JSON (keys sorted,
-//! no spaces), so a call can be matched without the log holding file contents.
+//! no spaces), so a call can be matched without the log holding file contents. A tool that runs
+//! commands adds `"sandbox"`: the mode they run under (`workspace-write`, `read-only`, `off`).
 //!
 //! The log is a `store::journal`: each line is appended under a lock on the file, after cutting a
 //! torn last line an interrupted write may have left, so lines never interleave or glue. Lines
@@ -37,6 +38,8 @@ pub struct AuditEntry {
     pub rule: String,
     pub reason: String,
     pub input_digest: String,
+    /// For a tool that runs commands: the sandbox mode they run under.
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// One line of `audit.jsonl`, keys in this order.
@@ -49,6 +52,9 @@ pub struct AuditRecord {
     pub rule: String,
     pub reason: String,
     pub input_digest: String,
+    /// `workspace-write`, `read-only` or `off`: only on the lines of tools that run commands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<&'static str>,
 }
 
 impl AuditRecord {
@@ -61,6 +67,7 @@ impl AuditRecord {
             rule: entry.rule,
             reason: entry.reason,
             input_digest: entry.input_digest,
+            sandbox: entry.sandbox.map(|m| m.as_str()),
         }
     }
 }

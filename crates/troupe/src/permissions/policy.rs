@@ -149,7 +149,43 @@ impl PermissionPolicy {
             rule: decision.rule.clone(),
             reason: decision.reason.clone(),
             input_digest: input_digest(request.arguments),
+            sandbox: request.sandbox,
         })
+    }
+
+    /// Asks the approval provider whether `request`'s command, refused by the sandbox
+    /// (`refusal`), may run once more unconfined; the answer is audited as
+    /// `sandbox-rerun+approval:<provider>` with `"sandbox": "off"`. Rules are not consulted: the
+    /// call already passed them, and no rule can grant leaving the sandbox — only a person can.
+    pub async fn approve_unconfined_rerun(
+        &self,
+        request: &PermissionRequest<'_>,
+        refusal: &str,
+    ) -> Result<PermissionDecision, AuditError> {
+        let reason = format!("rerun this command outside the sandbox? It was refused: {refusal}");
+        let answer = self
+            .approval
+            .approve(&ApprovalRequest {
+                agent: request.agent,
+                tool: request.tool,
+                effect: request.effect,
+                arguments: request.arguments,
+                reason: &reason,
+                suggestion: None,
+            })
+            .await;
+        let decision = PermissionDecision {
+            allowed: answer.approved,
+            rules_said: Decision::Ask,
+            rule: format!("sandbox-rerun+approval:{}", self.approval.name()),
+            reason: answer.reason,
+        };
+        let unconfined = PermissionRequest {
+            sandbox: Some(crate::sandbox::Mode::Off),
+            ..*request
+        };
+        blocking(|| self.record(&unconfined, &decision))?;
+        Ok(decision)
     }
 
     /// Rules, then the approval provider for `ask`; the final decision is audited. An audit

@@ -39,6 +39,8 @@ pub struct PermissionRequest<'a> {
     pub scope: Scope,
     /// The validated arguments object.
     pub arguments: &'a Value,
+    /// For a tool that runs commands, the sandbox mode they run under (for the audit line).
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// One rule's verdict, with its name and reason for the audit log and the model.

@@ -18,6 +18,10 @@
 //! - Rules: project entries before user entries within each list, `index` the entry's position
 //!   in its own file's list. Hooks: project then user. Model values: project over user; per-agent
 //!   models by agent name, project over user.
+//! - `[sandbox]`: `mode` one of `workspace-write`, `read-only`, `off`; `network` `true`, `false`
+//!   or `"loopback"`; `deny_read` a list of non-blank paths (absolute, `~/…` or relative to the
+//!   workspace); `hooks` a boolean (confine hook commands too). `mode`, `network` and `hooks`:
+//!   project over user; `deny_read`: both files' entries, project first.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -28,10 +32,12 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{SettingsError, SettingsErrorKind as Kind};
+use super::SandboxSettings;
 use super::{
     HookEvent, HookSpec, ModelSettings, RuleEntry, RuleList, Settings, Source, Sourced,
     DEFAULT_HOOK_TIMEOUT,
 };
+use crate::sandbox::{Mode as SandboxMode, Network};
 use crate::store::read::{open_regular, Links};
 
 /// The project settings file, at the workspace root.
@@ -141,10 +147,21 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
             index,
         }));
     }
+    let mut deny_read = Vec::new();
+    for (_, _, file) in &layers {
+        deny_read.extend(file.sandbox_deny_read.iter().cloned());
+    }
+    let sandbox = SandboxSettings {
+        mode: first(&layers, |f| f.sandbox_mode),
+        network: first(&layers, |f| f.sandbox_network),
+        deny_read,
+        hooks: first(&layers, |f| f.sandbox_hooks),
+    };
     Settings {
         model,
         rules,
         hooks,
+        sandbox,
         files: layers.into_iter().map(|(path, _, _)| path).collect(),
     }
 }
@@ -161,6 +178,10 @@ struct ParsedFile {
     ask: Vec<String>,
     allow: Vec<String>,
     hooks: Vec<ParsedHook>,
+    sandbox_mode: Option<SandboxMode>,
+    sandbox_network: Option<Network>,
+    sandbox_deny_read: Vec<String>,
+    sandbox_hooks: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -181,6 +202,25 @@ struct RawFile {
     permissions: RawPermissions,
     #[serde(default)]
     hooks: Vec<Spanned<RawHook>>,
+    #[serde(default)]
+    sandbox: RawSandbox,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    mode: Option<Spanned<String>>,
+    network: Option<Spanned<RawNetwork>>,
+    #[serde(default)]
+    deny_read: Vec<Spanned<String>>,
+    hooks: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawNetwork {
+    Flag(bool),
+    Text(String),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -391,6 +431,36 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
             timeout,
         });
     }
+    if let Some(mode) = raw.sandbox.mode {
+        file.sandbox_mode = Some(
+            mode.get_ref()
+                .parse::<SandboxMode>()
+                .map_err(|why| invalid(mode.span().start, format!("sandbox.mode: {why}")))?,
+        );
+    }
+    if let Some(network) = raw.sandbox.network {
+        file.sandbox_network = Some(match network.get_ref() {
+            RawNetwork::Flag(true) => Network::On,
+            RawNetwork::Flag(false) => Network::Off,
+            RawNetwork::Text(t) if t == "loopback" => Network::Loopback,
+            RawNetwork::Text(t) => {
+                return Err(invalid(
+                    network.span().start,
+                    format!("sandbox.network must be true, false or \"loopback\", not {t:?}"),
+                ))
+            }
+        });
+    }
+    for (index, path) in raw.sandbox.deny_read.into_iter().enumerate() {
+        if path.get_ref().trim().is_empty() {
+            return Err(invalid(
+                path.span().start,
+                format!("sandbox.deny_read[{index}] must not be blank"),
+            ));
+        }
+        file.sandbox_deny_read.push(path.into_inner());
+    }
+    file.sandbox_hooks = raw.sandbox.hooks;
     Ok(file)
 }
 

@@ -143,6 +143,17 @@ pub struct HookSpec {
     pub index: usize,
 }
 
+/// `[sandbox]`: how commands are confined (the `--sandbox` flag decides over `mode`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: Option<Sourced<crate::sandbox::Mode>>,
+    pub network: Option<Sourced<crate::sandbox::Network>>,
+    /// Every file's entries, project first.
+    pub deny_read: Vec<String>,
+    /// Whether hook commands are confined too (default: not).
+    pub hooks: Option<Sourced<bool>>,
+}
+
 /// The effective settings of a workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -150,6 +161,7 @@ pub struct Settings {
     /// Every rule of every file, project rules before user rules within a list.
     pub rules: Vec<RuleEntry>,
     pub hooks: Vec<HookSpec>,
+    pub sandbox: SandboxSettings,
     /// The files that were read (for `troupe config`), in precedence order (project first).
     pub files: Vec<PathBuf>,
 }

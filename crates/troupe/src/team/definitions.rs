@@ -16,7 +16,8 @@
 //!
 //! The front matter is simple `key: value` lines (no YAML engine): `name` and `description` are
 //! required; `model` (the model this teammate runs on), `tools` (a list, `[a, b]` or `- item`
-//! lines, a subset of the teammate tools) and `plan_required` (`true`/`false`) are optional.
+//! lines, a subset of the teammate tools), `plan_required` (`true`/`false`) and `sandbox`
+//! (`workspace-write`, `read-only`, `off`; only ever tightens the run's) are optional.
 //! Blank lines and `#` comments are ignored; a value may be quoted.
 //!
 //! Definitions are read once at run start. **An invalid file never stops a run**: it is skipped
@@ -55,6 +56,9 @@ pub struct AgentDefinition {
     pub tools: Option<Vec<String>>,
     /// Gate it from its first call until a plan of its is approved.
     pub plan_required: bool,
+    /// The sandbox its commands run under. It can only tighten the run's: a looser mode here
+    /// is ignored with a warning (a workspace's files must not lift the user's sandbox).
+    pub sandbox: Option<crate::sandbox::Mode>,
     /// The body: its instructions, added to its system prompt.
     pub instructions: String,
     pub file: PathBuf,
@@ -182,6 +186,7 @@ pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentD
     let mut model = None;
     let mut listed_tools = None;
     let mut plan_required = false;
+    let mut sandbox = None;
     for (key, value) in entries {
         match (key.as_str(), value) {
             ("name", Value::Scalar(v)) => name = Some(v),
@@ -196,7 +201,8 @@ pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentD
                     _ => return Err(format!("plan_required must be true or false, not {v:?}")),
                 }
             }
-            ("name" | "description" | "model" | "plan_required", Value::List(_)) => {
+            ("sandbox", Value::Scalar(v)) => sandbox = Some(v.parse::<crate::sandbox::Mode>()?),
+            ("name" | "description" | "model" | "plan_required" | "sandbox", Value::List(_)) => {
                 return Err(format!("{key} must be a single value, not a list"))
             }
             ("tools", Value::Scalar(v)) => {
@@ -207,7 +213,7 @@ pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentD
             (other, _) => {
                 return Err(format!(
                     "unknown key {other:?} (known: name, description, model, tools, \
-                     plan_required)"
+                     plan_required, sandbox)"
                 ))
             }
         }
@@ -249,6 +255,7 @@ pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentD
         model,
         tools: listed_tools,
         plan_required,
+        sandbox,
         instructions: body.trim().to_owned(),
         file: PathBuf::new(),
     })

@@ -139,6 +139,7 @@ impl Dispatcher {
             effect: definition.effect,
             scope: registered.handler.scope(),
             arguments: &arguments,
+            sandbox: registered.handler.sandbox(),
         };
         // 4. PreToolUse hooks
         let mut contexts = Vec::new();

@@ -126,6 +126,11 @@ pub trait ToolHandler: Send + Sync {
         Scope::World
     }
 
+    /// For a tool that runs commands: the sandbox mode they run under (recorded in the audit).
+    fn sandbox(&self) -> Option<crate::sandbox::Mode> {
+        None
+    }
+
     /// Runs the tool. `Ok` text and `Err` alike go back to the model as the tool result.
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
 }

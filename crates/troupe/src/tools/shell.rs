@@ -17,8 +17,14 @@
 //!
 //! Output is capped at [`OUTPUT_CAP`] bytes: the first and last half are kept and the result
 //! says how much was left out. The result always states the exit code.
+//!
+//! With a [`Sandbox`] ([`ShellTool::with_sandbox`]) every command, foreground or background, runs
+//! confined; a failed command whose output shows the sandbox refusing gets `sandbox: …` notes
+//! the model can act on. With [`ShellTool::with_unconfined_reruns`] such a foreground command
+//! is offered to the approval provider to run once more unconfined — a person's decision,
+//! audited with `"sandbox": "off"`.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,21 +35,38 @@ use super::confine::Workspace;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 use crate::error::ErrorCode;
 use crate::jobs::JobSupervisor;
+use crate::permissions::{PermissionPolicy, PermissionRequest, Scope};
 use crate::process::{
     describe_duration, describe_status, CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP,
 };
+use crate::sandbox::{Mode, Sandbox};
 
 pub use crate::process::SCRUBBED_ENV;
 
 /// The default time a command may run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ShellTool {
     timeout: Duration,
     output_cap: usize,
     /// Where `run_in_background` commands go; `None` refuses the option.
     jobs: Option<Arc<JobSupervisor>>,
+    /// Confines every command; `None` runs them as they are (the library's default).
+    sandbox: Option<Arc<Sandbox>>,
+    /// Asks to rerun a command the sandbox refused, unconfined (a person answers).
+    reruns: Option<PermissionPolicy>,
+}
+
+impl std::fmt::Debug for ShellTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShellTool")
+            .field("timeout", &self.timeout)
+            .field("output_cap", &self.output_cap)
+            .field("sandbox", &self.sandbox.as_ref().map(|s| s.describe()))
+            .field("unconfined_reruns", &self.reruns.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ShellTool {
@@ -52,6 +75,8 @@ impl Default for ShellTool {
             timeout: DEFAULT_TIMEOUT,
             output_cap: OUTPUT_CAP,
             jobs: None,
+            sandbox: None,
+            reruns: None,
         }
     }
 }
@@ -77,6 +102,35 @@ impl ShellTool {
     pub fn with_jobs(mut self, jobs: Arc<JobSupervisor>) -> Self {
         self.jobs = Some(jobs);
         self
+    }
+
+    /// Runs every command confined by `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Offers a foreground command the sandbox refused to `policy`'s approval provider, to run
+    /// once more unconfined. Only for a provider a person answers: `auto` would approve every
+    /// escape.
+    pub fn with_unconfined_reruns(mut self, policy: PermissionPolicy) -> Self {
+        self.reruns = Some(policy);
+        self
+    }
+
+    fn sandbox_description(&self) -> String {
+        let Some(sandbox) = self.sandbox.as_ref().filter(|s| s.mode() != Mode::Off) else {
+            return String::new();
+        };
+        let writes = match sandbox.mode() {
+            Mode::ReadOnly => "nowhere but the temp folder ($TMPDIR)",
+            _ => "only inside the workspace (not .troupe/) and the temp folder ($TMPDIR)",
+        };
+        format!(
+            " Commands run in a sandbox ({}): they may write {writes}, cannot read ~/.ssh,              ~/.aws, ~/.gnupg, ~/.config/gcloud or .env, and the network is {}. A refusal              shows as `sandbox: …` in the result.",
+            sandbox.mode(),
+            sandbox.network().as_str()
+        )
     }
 
     fn background_description(&self) -> (String, &'static str) {
@@ -117,9 +171,10 @@ impl ToolHandler for ShellTool {
                  commands fail. The command is killed (with every process it started) after \
                  {} seconds; processes it leaves running are killed when it exits. Output \
                  over {OUTPUT_CAP} bytes is cut to its first and last {} bytes, and the \
-                 result says so.{background}",
+                 result says so.{background}{}",
                 self.timeout.as_secs(),
-                OUTPUT_CAP / 2
+                OUTPUT_CAP / 2,
+                self.sandbox_description()
             ),
             parameters: json!({
                 "type": "object",
@@ -136,12 +191,57 @@ impl ToolHandler for ShellTool {
         }
     }
 
+    fn sandbox(&self) -> Option<Mode> {
+        self.sandbox.as_ref().map(|s| s.mode())
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let command = str_arg(&args, "command")?;
         let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
         if !background {
             let workspace = Workspace::new(&ctx.workspace)?;
-            return self.run(command, workspace.root().to_owned(), ctx).await;
+            let cwd = workspace.root().to_owned();
+            let sandbox = self.sandbox.as_deref();
+            let (ok, text) = self.run(command, &cwd, ctx, sandbox).await?;
+            let notes = match sandbox {
+                Some(sandbox) if !ok => sandbox.explain(&text, &cwd),
+                _ => Vec::new(),
+            };
+            if notes.is_empty() {
+                return Ok(text);
+            }
+            if let Some(policy) = &self.reruns {
+                let request = PermissionRequest {
+                    agent: &ctx.agent,
+                    tool: "shell",
+                    effect: Effect::Execute,
+                    scope: Scope::World,
+                    arguments: &args,
+                    sandbox: self.sandbox(),
+                };
+                let decision = policy
+                    .approve_unconfined_rerun(&request, &notes.join("; "))
+                    .await
+                    .map_err(|e| ToolError::AuditFailed(e.to_string()))?;
+                if decision.allowed {
+                    let (_, rerun) = self.run(command, &cwd, ctx, None).await?;
+                    return Ok(format!(
+                        "{text}\n{}\nA person approved running it again outside the sandbox \
+                         (the first run's effects inside the workspace stay). The rerun:\n{rerun}",
+                        notes.join("\n")
+                    ));
+                }
+                return Ok(format!(
+                    "{text}\n{}\nRunning it outside the sandbox was not approved: {}",
+                    notes.join("\n"),
+                    decision.reason
+                ));
+            }
+            return Ok(format!(
+                "{text}\n{}\nIf this command must do that, ask the user to rerun it outside the \
+                 sandbox or to allow it in troupe.toml's [sandbox]; otherwise change course.",
+                notes.join("\n")
+            ));
         }
         let Some(jobs) = &self.jobs else {
             return Err(ToolError::InvalidArguments(
@@ -150,12 +250,18 @@ impl ToolHandler for ShellTool {
         };
         let workspace = Workspace::new(&ctx.workspace)?;
         // The job's record is written before it starts: off the async threads.
-        let id =
-            crate::sync::blocking(|| jobs.submit(ctx.agent.clone(), command, workspace.root()))
-                .map_err(|e| ToolError::Coded {
-                    code: e.code(),
-                    message: format!("the background job was not started: {e}"),
-                })?;
+        let id = crate::sync::blocking(|| {
+            jobs.submit_confined(
+                ctx.agent.clone(),
+                command,
+                workspace.root(),
+                self.sandbox.as_deref(),
+            )
+        })
+        .map_err(|e| ToolError::Coded {
+            code: e.code(),
+            message: format!("the background job was not started: {e}"),
+        })?;
         Ok(format!(
             "Started background job {id}. It runs in the workspace root; its completion \
              (status, exit code and the end of its output) will arrive as an event. Do not wait \
@@ -165,14 +271,19 @@ impl ToolHandler for ShellTool {
 }
 
 impl ShellTool {
+    /// Runs `command` to its end: whether it exited 0, and the result text.
     async fn run(
         &self,
         command: &str,
-        cwd: PathBuf,
+        cwd: &Path,
         ctx: &ToolContext,
-    ) -> Result<String, ToolError> {
-        let group = GroupChild::spawn(command, &cwd)
-            .map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
+        sandbox: Option<&Sandbox>,
+    ) -> Result<(bool, String), ToolError> {
+        let spawned = match sandbox {
+            Some(sandbox) => GroupChild::spawn_confined(command, cwd, sandbox),
+            None => GroupChild::spawn(command, cwd),
+        };
+        let group = spawned.map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
         // The dispatcher redacts the result; the output must also be cut around any secret.
         let mut output =
             CappedOutput::head_and_tail(self.output_cap).redacting(ctx.redactor.clone());
@@ -183,7 +294,10 @@ impl ShellTool {
             .map_err(|e| ToolError::Failed(format!("cannot wait for sh: {e}")))?;
         let text = output.render();
         match ending {
-            Ending::Exited(status) => Ok(format!("{text}[{}]", describe_status(status))),
+            Ending::Exited(status) => Ok((
+                status.success(),
+                format!("{text}[{}]", describe_status(status)),
+            )),
             Ending::TimedOut => Err(ToolError::Timeout(format!(
                 "the command ran longer than {} and was killed with every process it started. \
                  Output so far:\n{text}",

@@ -9,9 +9,8 @@ use std::path::Path;
 
 /// The layers, lowest first. A module may import only from layers below its own.
 const LAYERS: &[&[&str]] = &[
-    &[
-        "error", "clock", "ids", "layout", "sync", "secrets", "sandbox",
-    ],
+    &["error", "clock", "ids", "layout", "sync", "secrets"],
+    &["sandbox"],
     &["store"],
     &["settings"],
     &["process", "model", "permissions"],

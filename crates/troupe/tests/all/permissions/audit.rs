@@ -134,6 +134,7 @@ fn concurrent_appends_from_threads_and_sinks_never_interleave() {
                         rule: "default".to_owned(),
                         reason: "x".repeat(i % 50 * 40),
                         input_digest: format!("{i:016}"),
+                        sandbox: None,
                     })
                     .unwrap();
                 }
@@ -186,6 +187,7 @@ fn audit_child_writer() {
             // Lines of up to ~6 KB, larger than a pipe's atomic size, to stress the one write.
             reason: "y".repeat(i % 30 * 200),
             input_digest: format!("{i:016}"),
+            sandbox: None,
         })
         .unwrap();
     }

@@ -39,6 +39,7 @@ pub fn request<'a>(
         effect,
         scope: Scope::World,
         arguments: args,
+        sandbox: None,
     }
 }
 

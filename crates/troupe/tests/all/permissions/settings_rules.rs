@@ -378,6 +378,7 @@ fn call<'a>(agent: &'a AgentName, tool: &'a str, args: &'a Value) -> PermissionR
         effect,
         scope: Scope::World,
         arguments: args,
+        sandbox: None,
     }
 }
 

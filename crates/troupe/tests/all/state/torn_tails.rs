@@ -69,6 +69,7 @@ fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
         rule: "default".to_owned(),
         reason: "read tools are allowed".to_owned(),
         input_digest: "0000000000000000".to_owned(),
+        sandbox: None,
     };
     let clock = Arc::new(ManualClock::at_spec_epoch());
     JsonlAuditSink::open(&layout, clock.clone())

@@ -382,6 +382,7 @@ fn the_gate_rule_by_start_and_latest_plan() {
         effect,
         scope: Scope::World,
         arguments: &args,
+        sandbox: None,
     };
     let starts = [
         GateStart::AtFirstPlan,

@@ -362,6 +362,7 @@ impl Fixture {
             long_lived: Default::default(),
             events: Default::default(),
             settings: Default::default(),
+            sandbox: troupe::bootstrap::SandboxOptions::off(&self.workspace),
         }
     }
 
