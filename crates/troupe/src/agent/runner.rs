@@ -489,10 +489,13 @@ impl Runner {
             };
             let mut joined = so_far;
             joined.push_str(next.message.content.as_deref().unwrap_or_default());
+            let mut reasoning = std::mem::take(&mut response.message.reasoning);
+            reasoning.extend(next.message.reasoning);
             response = ModelResponse {
                 message: AssistantMessage {
                     content: Some(joined),
                     tool_calls: next.message.tool_calls,
+                    reasoning,
                 },
                 finish_reason: next.finish_reason,
                 usage: add_usage(response.usage, next.usage),

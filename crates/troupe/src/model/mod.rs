@@ -7,6 +7,7 @@
 //! - [`retry`]: the backoff policy the client retries with.
 //! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
+//! - [`wire_format`]: the port between the shared HTTP transport and a provider's wire format.
 //!
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
 //! the composition root.
@@ -19,6 +20,7 @@ pub mod progress;
 pub mod retry;
 pub mod scripted;
 pub mod types;
+pub mod wire_format;
 
 use std::time::Duration;
 

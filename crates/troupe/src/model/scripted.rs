@@ -406,6 +406,7 @@ impl ScriptedModel {
             message: AssistantMessage {
                 content: entry.text,
                 tool_calls,
+                ..AssistantMessage::default()
             },
             finish_reason,
             usage: entry.usage,

@@ -61,13 +61,33 @@ pub struct AssistantMessage {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The reasoning the model showed before answering, kept in the history and sent back to
+    /// the providers that need it (DeepSeek's `reasoning_content`, Anthropic's thinking blocks
+    /// with their signatures). Empty for most models.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// One piece of a model's shown reasoning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// Readable reasoning; `signature` is the provider's proof of it (Anthropic), sent back
+    /// unchanged.
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider encrypted (Anthropic's `redacted_thinking`): sent back as is.
+    Redacted { data: String },
 }
 
 impl AssistantMessage {
     pub fn text(content: impl Into<String>) -> Self {
         Self {
             content: Some(content.into()),
-            tool_calls: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -75,6 +95,7 @@ impl AssistantMessage {
         Self {
             content: None,
             tool_calls,
+            ..Self::default()
         }
     }
 }

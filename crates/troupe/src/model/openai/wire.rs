@@ -208,6 +208,7 @@ pub fn parse_response(body: &[u8], requested_model: &str) -> Result<ModelRespons
         message: AssistantMessage {
             content,
             tool_calls,
+            ..AssistantMessage::default()
         },
         finish_reason,
         usage: wire.usage.as_ref().and_then(usage),

@@ -131,12 +131,14 @@ async fn request_is_posted_in_the_exact_openai_wire_shape() {
                     ),
                     ToolCall::new("call_2", "glob", "{not json"),
                 ],
+                ..AssistantMessage::default()
             }),
             ChatMessage::tool_result("call_1", "wrote 5 bytes"),
             ChatMessage::tool_result("call_2", "Error [invalid_arguments]: bad JSON"),
             ChatMessage::from(AssistantMessage {
                 content: Some("Let me check.".to_owned()),
                 tool_calls: vec![ToolCall::new("call_3", "read_file", r#"{"path":"a.txt"}"#)],
+                ..AssistantMessage::default()
             }),
             ChatMessage::tool_result("call_3", "hello"),
             ChatMessage::from(AssistantMessage::text("Done.")),
@@ -256,6 +258,7 @@ async fn tool_calls_are_parsed_and_invalid_argument_json_passes_through() {
                 ToolCall::new("call_a", "write_file", r#"{"path":"a.txt","content":"x"}"#),
                 ToolCall::new("call_b", "shell", r#"{"command": "ls"#),
             ],
+            ..AssistantMessage::default()
         }
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);

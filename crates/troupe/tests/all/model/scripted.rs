@@ -187,6 +187,7 @@ async fn json_script_file_is_loaded_with_every_entry_kind() {
                     ToolCall::new("call_2", "shell", "{not json"),
                     ToolCall::new("call_3", "list_tasks", "{}"),
                 ],
+                ..AssistantMessage::default()
             },
             finish_reason: FinishReason::ToolCalls,
             usage: Some(Usage {

@@ -12,6 +12,7 @@ fn chat_messages_serialise_tagged_by_role_and_round_trip() {
         ChatMessage::from(AssistantMessage {
             content: None,
             tool_calls: vec![ToolCall::new("call_1", "write_file", "{\"path\":\"a\"}")],
+            ..AssistantMessage::default()
         }),
         ChatMessage::tool_result("call_1", "ok"),
         ChatMessage::from(AssistantMessage::text("Done.")),
