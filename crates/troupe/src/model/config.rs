@@ -81,9 +81,50 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// Everything the OpenAI client needs.
+/// Which wire format and endpoint conventions a model server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Provider {
+    /// OpenAI Chat Completions, or any compatible server (`{base_url}/chat/completions`,
+    /// `Authorization: Bearer`).
+    #[default]
+    OpenAi,
+    /// Azure OpenAI: deployment URLs (`{base_url}/openai/deployments/{model}/chat/completions`),
+    /// an `api-key` header and an `api-version` query ([`ModelConfig::api_version`]).
+    Azure,
+    /// Anthropic Messages, native (`{base_url}/v1/messages`, `x-api-key`).
+    Anthropic,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Azure, Provider::Anthropic];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Azure => "azure",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Provider::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown provider {s:?}: expected openai, azure or anthropic"))
+    }
+}
+
+/// Everything a model client needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
+    /// The wire format and endpoint conventions of the server.
+    pub provider: Provider,
+    /// Azure's `api-version` query value (required for [`Provider::Azure`]).
+    pub api_version: Option<String>,
     pub api_key: ApiKey,
     pub base_url: String,
     pub model: String,
@@ -137,6 +178,8 @@ impl ModelConfig {
     /// A config with the defaults for everything but the key and model.
     pub fn new(api_key: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
+            provider: Provider::OpenAi,
+            api_version: None,
             api_key: ApiKey::new(api_key),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: model.into(),
@@ -267,6 +310,8 @@ impl ModelConfig {
             None => DEFAULT_DEADLINE,
         };
         Ok(Self {
+            provider: Provider::OpenAi,
+            api_version: None,
             api_key: ApiKey::new(api_key),
             base_url,
             model,
