@@ -43,6 +43,8 @@ fn defaults_apply_to_everything_but_key_and_model() {
     assert_eq!(
         config,
         ModelConfig {
+            provider: troupe::model::config::Provider::OpenAi,
+            api_version: None,
             api_key: ApiKey::new("sk-env"),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: "gpt-env".to_owned(),
