@@ -68,7 +68,7 @@ pub fn options(
     };
     let sandbox = Sandbox::new(&policy, workspace)
         .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-    let mut line = format!("troupe: sandbox {}", sandbox.describe());
+    let mut line = format!("sandbox: {}", sandbox.describe());
     for (what, source, loosens) in [
         ("mode", &mode.source, mode.value == Mode::Off),
         ("network", &network.source, network.value != Network::Off),

@@ -639,6 +639,7 @@ fn open_events(
             "prompt": kinds::preview(&settings.events.prompt),
             "workspace": settings.workspace.display().to_string(),
             "model": settings.long_lived.model_name,
+            "sandbox": settings.sandbox.sandbox.describe(),
         })),
     );
     Ok(log)

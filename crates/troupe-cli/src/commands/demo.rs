@@ -53,7 +53,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         crate::args::ApprovalMode::Auto,
     ) {
         Ok((sandbox, line)) => {
-            render::print_text(&format!("{}\n\n", line.trim_start_matches("troupe: ")))?;
+            render::print_text(&format!("{line}\n\n"))?;
             sandbox
         }
         Err(e) => {
@@ -87,7 +87,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         sandbox,
     };
     let interrupt = crate::interrupt::Interrupt::default();
-    let outcome = super::run::drive(settings, PROMPT, &interrupt, None);
+    let outcome = super::run::drive(settings, PROMPT, &interrupt, None, None);
     console.finish();
     let outcome = outcome?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();

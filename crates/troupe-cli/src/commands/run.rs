@@ -196,7 +196,6 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         max_run_tokens: args.max_tokens,
         new_session: args.new_session,
     };
-    eprintln!("{sandbox_line}");
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then_some(NO_TERMINAL_NOTICE);
@@ -238,7 +237,8 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         settings: file_settings,
         sandbox,
     };
-    let outcome = drive(settings, &args.prompt, &interrupt, notice);
+    let start_line = (!args.json).then_some(sandbox_line.as_str());
+    let outcome = drive(settings, &args.prompt, &interrupt, notice, start_line);
     if let Some(console) = &console {
         console.finish();
     }
@@ -251,7 +251,8 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
 }
 
 /// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it, and ends
-/// the event stream with `run_ended`. `notice`, if any, is said once the team is built. A turn
+/// the event stream with `run_ended`. `notice`, if any, is said once the team is built, then
+/// `start_line` (the sandbox, shown as is) when there is one. A turn
 /// limit or a spent token budget is an error (exit 3). Errors after the team exists are
 /// [`CliError::InStream`]: `run_ended` carries them.
 pub fn drive(
@@ -259,6 +260,7 @@ pub fn drive(
     prompt: &str,
     interrupt: &Interrupt,
     notice: Option<&str>,
+    start_line: Option<&str>,
 ) -> Result<DriveOutcome, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -288,6 +290,9 @@ pub fn drive(
         }
         if let Some(notice) = notice {
             eprintln!("troupe: {notice}");
+        }
+        if let Some(line) = start_line {
+            eprintln!("{line}");
         }
         // On Ctrl-C the teammates are told to stop first, then the prompts end: a teammate
         // whose prompt was just answered "no" finds its team closing at its next safe point

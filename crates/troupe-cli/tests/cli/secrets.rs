@@ -55,6 +55,8 @@ async fn run(ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_cannot_read_the_key_from_troupes_own_environment() {
+    // Unconfined, so that the command can read troupe's environment at all: what is checked
+    // is that the key was taken out of it (confined, reading it is refused outright: below).
     let (_dir, ws) = workspace();
     // The shell's parent is troupe itself: its environment block, as the kernel shows it.
     let script = json!({"responses": [
@@ -65,7 +67,14 @@ async fn a_command_cannot_read_the_key_from_troupes_own_environment() {
     std::fs::write(ws.join("script.json"), script.to_string()).unwrap();
     let out = run(
         &ws,
-        &["--prompt", "look", "--model-script", "script.json"],
+        &[
+            "--prompt",
+            "look",
+            "--model-script",
+            "script.json",
+            "--sandbox",
+            "off",
+        ],
         &[
             ("OPENAI_API_KEY", KEY),
             ("ANTHROPIC_API_KEY", ANTHROPIC_KEY),
@@ -165,7 +174,14 @@ async fn a_key_a_tool_prints_reaches_neither_the_model_nor_any_file_of_troupe() 
         ),
     )
     .unwrap();
-    let out = run(&ws, &["--prompt", "show me the config"], &[]).await;
+    // Unconfined: the sandbox would not let the command read .env at all (tested in
+    // sandbox.rs); here the redaction of what a command prints is under test.
+    let out = run(
+        &ws,
+        &["--prompt", "show me the config", "--sandbox", "off"],
+        &[],
+    )
+    .await;
     assert_eq!(out.code, 0, "{out:#?}");
     assert_no_piece_of(KEY, &out.stdout, "stdout");
     assert_no_piece_of(KEY, &out.stderr, "stderr");
@@ -221,4 +237,30 @@ async fn a_key_a_tool_prints_reaches_neither_the_model_nor_any_file_of_troupe() 
             &path.display().to_string(),
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_command_cannot_look_into_troupes_process_at_all() {
+    let (_dir, ws) = workspace();
+    // Its environment and its memory (where the key lives) are out of reach: the sandbox
+    // scopes the command away from every process outside it.
+    let script = json!({"responses": [
+        {"tool_calls": [{"name": "shell", "arguments": {
+            "command": "cat /proc/$PPID/environ > environ.txt 2> environ.err; \
+                        head -c 16 /proc/$PPID/mem > mem.txt 2> mem.err; \
+                        echo \"environ=$(wc -c < environ.txt) mem=$(wc -c < mem.txt)\" > sizes.txt"}}]},
+        {"text": "done"}
+    ]});
+    std::fs::write(ws.join("script.json"), script.to_string()).unwrap();
+    let out = run(
+        &ws,
+        &["--prompt", "look", "--model-script", "script.json"],
+        &[("OPENAI_API_KEY", KEY), ("TROUPE_TEST_MARKER", "visible")],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let sizes = std::fs::read_to_string(ws.join("sizes.txt")).unwrap();
+    assert_eq!(sizes.trim(), "environ=0 mem=0", "{sizes}");
+    let err = std::fs::read_to_string(ws.join("environ.err")).unwrap();
+    assert!(err.contains("Permission denied"), "{err}");
 }

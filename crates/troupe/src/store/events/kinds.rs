@@ -3,7 +3,7 @@
 //!
 //! | kind | agent | fields |
 //! |---|---|---|
-//! | `run_started` | `troupe` | `prompt` (preview), `workspace`, `model` |
+//! | `run_started` | `troupe` | `prompt` (preview), `workspace`, `model`, `sandbox` (mode, mechanism, network) |
 //! | `run_ended` | `troupe` | `exit_code`, `outcome` (`done`, `failed`, `interrupted`, `budget`), `answer`? , `error`? |
 //! | `model_call_started` | agent | `call` (number in the turn), `purpose` (`turn`, `summary`, …) |
 //! | `model_retry` | agent | `model`, `attempt` (the failed one), `error`, `delay_ms` |
