@@ -74,6 +74,8 @@ mod review;
 mod run;
 #[path = "cli/run_lock.rs"]
 mod run_lock;
+#[path = "cli/sandbox.rs"]
+mod sandbox;
 #[path = "cli/scripts.rs"]
 mod scripts;
 #[path = "cli/secrets.rs"]

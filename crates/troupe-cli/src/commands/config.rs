@@ -38,10 +38,54 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
     };
     let effective = EffectiveModel::resolve(&env, &dotenv, &overrides, &settings.model);
     let context_window = context_window_sourced(flags, &settings)?;
+    let sandbox_mode = crate::sandboxing::mode(None, &settings)?;
     if json {
-        return render::print_json(&to_json(&settings, &effective, context_window.as_ref()));
+        let mut value = to_json(&settings, &effective, context_window.as_ref());
+        value["sandbox"] = sandbox_json(&settings, &sandbox_mode);
+        return render::print_json(&value);
     }
-    render::print_text(&to_text(&settings, &effective, context_window.as_ref()))
+    let mut text = to_text(&settings, &effective, context_window.as_ref());
+    text.push_str(&sandbox_text(&settings, &sandbox_mode));
+    render::print_text(&text)
+}
+
+/// `[sandbox]`: the mode (`TROUPE_SANDBOX` over the files; `--sandbox` of a run over both), the
+/// network, the extra protected paths, whether hooks are confined.
+fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> Value {
+    let network = crate::sandboxing::network(settings);
+    json!({
+        "mode": {"value": mode.value.as_str(), "source": mode.source.describe()},
+        "network": {"value": network.value.as_str(), "source": network.source.describe()},
+        "deny_read": settings.sandbox.deny_read,
+        "hooks": settings.sandbox.hooks.as_ref().is_some_and(|h| h.value),
+    })
+}
+
+fn sandbox_text(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> String {
+    let network = crate::sandboxing::network(settings);
+    let mut out = String::from("\n[sandbox]\n");
+    out.push_str(&format!(
+        "{:<16} = {:?}   ({})\n",
+        "mode",
+        mode.value.as_str(),
+        mode.source.describe()
+    ));
+    out.push_str(&format!(
+        "{:<16} = {:?}   ({})\n",
+        "network",
+        network.value.as_str(),
+        network.source.describe()
+    ));
+    out.push_str(&format!(
+        "{:<16} = {:?}   (besides ~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gcloud, .env)\n",
+        "deny_read", settings.sandbox.deny_read
+    ));
+    out.push_str(&format!(
+        "{:<16} = {}\n",
+        "hooks",
+        settings.sandbox.hooks.as_ref().is_some_and(|h| h.value)
+    ));
+    out
 }
 
 fn sourced_json<T: serde::Serialize>(value: Option<&Sourced<T>>) -> Value {
