@@ -898,4 +898,38 @@ command = "cargo fmt --check"
         );
         assert_eq!(p(None, None), None);
     }
+
+    #[test]
+    fn the_sandbox_section_loads_and_merges_project_over_user() {
+        let dir = workspace(Some(
+            "[sandbox]\nmode = \"read-only\"\nnetwork = \"loopback\"\ndeny_read = [\"secrets\"]\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[sandbox]\nmode = \"off\"\nnetwork = true\ndeny_read = [\"~/.kube\"]\nhooks = true\n",
+        )
+        .unwrap();
+        let settings = Settings::load(dir.path(), Some(&user)).unwrap();
+        let sandbox = settings.sandbox;
+        assert_eq!(sandbox.mode.unwrap().value, SandboxMode::ReadOnly);
+        assert_eq!(sandbox.network.unwrap().value, Network::Loopback);
+        assert_eq!(sandbox.deny_read, ["secrets", "~/.kube"]);
+        let hooks = sandbox.hooks.unwrap();
+        assert!(hooks.value);
+        assert_eq!(hooks.source, Source::User(user));
+        for (text, needle) in [
+            ("[sandbox]\nmode = \"loose\"\n", "unknown sandbox mode"),
+            (
+                "[sandbox]\nnetwork = \"sometimes\"\n",
+                "true, false or \"loopback\"",
+            ),
+            ("[sandbox]\ndeny_read = [\" \"]\n", "must not be blank"),
+            ("[sandbox]\nwrite = [\"/\"]\n", "unknown key `write`"),
+        ] {
+            let err = load_err(text);
+            assert!(err.to_string().contains(needle), "{text}: {err}");
+            assert!(err.to_string().contains(":2"), "{text}: {err}");
+        }
+    }
 }

@@ -396,3 +396,224 @@ fn no_mechanism_refuses_and_names_sandbox_off() {
         Mode::Off
     );
 }
+
+mod reruns {
+    //! A command the sandbox refused may run once more unconfined — only when the approval
+    //! provider (a person) says so, and audited as `"sandbox": "off"`.
+
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use troupe::clock::SystemClock;
+    use troupe::permissions::{
+        ApprovalAnswer, ApprovalProvider, ApprovalRequest, DenyApproval, EffectDefaults,
+        MemoryAuditSink, PermissionPolicy,
+    };
+    use troupe::tools::shell::ShellTool;
+    use troupe::tools::{ToolContext, ToolHandler};
+    use troupe::wire::AgentName;
+
+    use super::*;
+
+    /// Approves, and remembers what it was asked.
+    #[derive(Default)]
+    struct Person {
+        asked: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl ApprovalProvider for Person {
+        fn name(&self) -> &'static str {
+            "person"
+        }
+
+        async fn approve(&self, request: &ApprovalRequest<'_>) -> ApprovalAnswer {
+            self.asked.lock().unwrap().push(request.reason.to_owned());
+            ApprovalAnswer::approve("the person said yes")
+        }
+    }
+
+    fn tool(p: &Place, approval: Arc<dyn ApprovalProvider>) -> (ShellTool, Arc<MemoryAuditSink>) {
+        let audit = Arc::new(MemoryAuditSink::new(Arc::new(SystemClock)));
+        let policy = PermissionPolicy::new(vec![Arc::new(EffectDefaults)], approval, audit.clone());
+        let confined = sandbox(p, Mode::WorkspaceWrite, Network::Off, "landlock");
+        let shell = ShellTool::new()
+            .with_sandbox(Arc::new(confined))
+            .with_unconfined_reruns(policy);
+        (shell, audit)
+    }
+
+    #[tokio::test]
+    async fn an_approved_rerun_runs_unconfined_and_is_audited_as_off() {
+        let p = place();
+        let person = Arc::new(Person::default());
+        let (shell, audit) = tool(&p, person.clone());
+        let ctx = ToolContext::new(AgentName::lead(), &p.ws);
+        let result = shell
+            .call(&ctx, json!({"command": "echo x > ../rerun"}))
+            .await
+            .unwrap();
+        assert!(p.root.join("rerun").exists(), "{result}");
+        assert!(
+            result.contains("sandbox: write outside the workspace denied"),
+            "{result}"
+        );
+        assert!(
+            result.contains("A person approved running it again"),
+            "{result}"
+        );
+        let asked = person.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains("outside the sandbox"), "{asked:?}");
+        let records = audit.records();
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0].rule, "sandbox-rerun+approval:person");
+        assert_eq!(records[0].decision, "allow");
+        assert_eq!(records[0].sandbox, Some("off"));
+    }
+
+    #[tokio::test]
+    async fn a_refused_rerun_leaves_the_refusal_and_is_audited() {
+        let p = place();
+        let (shell, audit) = tool(&p, Arc::new(DenyApproval));
+        let ctx = ToolContext::new(AgentName::lead(), &p.ws);
+        let result = shell
+            .call(&ctx, json!({"command": "echo x > ../rerun"}))
+            .await
+            .unwrap();
+        assert!(!p.root.join("rerun").exists(), "{result}");
+        assert!(result.contains("was not approved"), "{result}");
+        let records = audit.records();
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0].decision, "deny");
+        assert_eq!(records[0].sandbox, Some("off"));
+    }
+
+    #[tokio::test]
+    async fn a_failure_that_is_not_the_sandboxs_asks_nobody() {
+        let p = place();
+        let person = Arc::new(Person::default());
+        let (shell, audit) = tool(&p, person.clone());
+        let ctx = ToolContext::new(AgentName::lead(), &p.ws);
+        let result = shell
+            .call(&ctx, json!({"command": "cat missing-file"}))
+            .await
+            .unwrap();
+        assert!(!result.contains("sandbox:"), "{result}");
+        assert!(person.asked.lock().unwrap().is_empty());
+        assert!(audit.records().is_empty());
+    }
+
+    #[tokio::test]
+    async fn without_reruns_the_model_is_told_how_to_proceed() {
+        let p = place();
+        let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, "landlock");
+        let shell = ShellTool::new().with_sandbox(Arc::new(confined));
+        let ctx = ToolContext::new(AgentName::lead(), &p.ws);
+        let result = shell
+            .call(&ctx, json!({"command": "echo x > ../x"}))
+            .await
+            .unwrap();
+        assert!(
+            result.contains("sandbox: write outside the workspace denied"),
+            "{result}"
+        );
+        assert!(result.contains("ask the user"), "{result}");
+        assert_eq!(shell.sandbox(), Some(Mode::WorkspaceWrite));
+    }
+}
+
+mod per_agent_and_hooks {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use troupe::bootstrap::SandboxOptions;
+    use troupe::settings::{HookEvent, HookSpec, Source};
+    use troupe::team::definitions::parse_definition;
+
+    use super::*;
+
+    fn definition(sandbox: &str) -> troupe::team::definitions::AgentDefinition {
+        parse_definition(
+            &format!("---\nname: checker\ndescription: checks\nsandbox: {sandbox}\n---\nCheck."),
+            "checker",
+            &["shell", "read_file"],
+        )
+        .unwrap()
+    }
+
+    fn options(p: &Place, mode: Mode) -> SandboxOptions {
+        let confined = sandbox(p, mode, Network::Off, "landlock");
+        SandboxOptions {
+            sandbox: Arc::new(confined),
+            policy: Policy {
+                mode,
+                ..Policy::default()
+            },
+            confine_hooks: false,
+            unconfined_reruns: false,
+        }
+    }
+
+    #[test]
+    fn a_definition_names_its_sandbox_and_a_bad_one_is_refused() {
+        assert_eq!(definition("read-only").sandbox, Some(Mode::ReadOnly));
+        let err = parse_definition(
+            "---\nname: checker\ndescription: d\nsandbox: loose\n---\n",
+            "checker",
+            &["shell"],
+        )
+        .unwrap_err();
+        assert!(err.contains("unknown sandbox mode"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_definition_can_tighten_the_runs_sandbox_but_never_loosen_it() {
+        let p = place();
+        let run = options(&p, Mode::WorkspaceWrite);
+        let tightened = run.for_definition(Some(&definition("read-only"))).unwrap();
+        assert_eq!(tightened.mode(), Mode::ReadOnly);
+        let (ok, _) = run_in(&tightened, &p.ws, "echo x > made.txt").await;
+        assert!(!ok && !p.ws.join("made.txt").exists());
+        // `off` in a workspace's file does not lift the user's sandbox.
+        let kept = run.for_definition(Some(&definition("off"))).unwrap();
+        assert_eq!(kept.mode(), Mode::WorkspaceWrite);
+        let (ok, _) = run_in(&kept, &p.ws, "echo x > ../escaped").await;
+        assert!(!ok && !p.root.join("escaped").exists());
+        assert_eq!(
+            run.for_definition(None).unwrap().mode(),
+            Mode::WorkspaceWrite
+        );
+    }
+
+    async fn run_in(sandbox: &Sandbox, cwd: &Path, command: &str) -> (bool, String) {
+        run(sandbox, cwd, command).await
+    }
+
+    fn hook(command: &str) -> HookSpec {
+        HookSpec {
+            event: HookEvent::PreToolUse,
+            matcher: None,
+            command: command.to_owned(),
+            timeout: Duration::from_secs(10),
+            source: Source::Default,
+            index: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn hooks_run_unconfined_unless_the_settings_confine_them() {
+        let p = place();
+        let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, "landlock");
+        let spec = hook("echo x > ../hooked; exit 0");
+        troupe::hooks::run_hook(&spec, &p.ws, &json!({}), Some(&confined)).await;
+        assert!(!p.root.join("hooked").exists(), "a confined hook escaped");
+        troupe::hooks::run_hook(&spec, &p.ws, &json!({}), None).await;
+        assert!(
+            p.root.join("hooked").exists(),
+            "an unconfined hook did not run"
+        );
+    }
+}
