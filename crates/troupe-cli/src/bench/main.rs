@@ -11,6 +11,7 @@
 //! cargo run --release --bin troupe-bench -- longrun --turns 500 --json
 //! cargo build --release --bins && target/release/troupe-bench events --json
 //! cargo build --release --bins && target/release/troupe-bench page-load --json
+//! cargo run --release --bin troupe-bench -- sandbox --json
 //! ```
 
 // Shared with the browser tests of `troupe serve`, which use more of it.
@@ -26,6 +27,7 @@ mod longrun;
 mod mailbox;
 mod page_load;
 mod protocol;
+mod sandbox;
 mod stats;
 mod team;
 
@@ -112,6 +114,12 @@ enum Suite {
         #[arg(long, default_value_t = 5)]
         loads: usize,
     },
+    /// `spawn_overhead_ms_p50`: spawning `sh -c true` confined (the default sandbox) minus
+    /// unconfined, medians over `rounds` alternating samples; bubblewrap too when installed.
+    Sandbox {
+        #[arg(long, default_value_t = 300)]
+        rounds: usize,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -138,6 +146,7 @@ fn main() -> ExitCode {
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
+        Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
         Suite::ContentionWorker {
             workspace,
             role,
