@@ -30,9 +30,12 @@ pub fn arguments(sandbox: &Sandbox) -> Vec<OsString> {
     for root in &writable {
         push(&["--bind".as_ref(), root.as_os_str(), root.as_os_str()]);
     }
-    let troupe = paths.troupe_dir();
-    if sandbox.mode() == Mode::WorkspaceWrite && troupe.is_dir() {
-        push(&["--ro-bind".as_ref(), troupe.as_os_str(), troupe.as_os_str()]);
+    if sandbox.mode() == Mode::WorkspaceWrite {
+        for path in paths.read_only() {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
+                push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+            }
+        }
     }
     for denied in paths.deny_read() {
         match std::fs::symlink_metadata(denied) {

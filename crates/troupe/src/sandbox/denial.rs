@@ -73,6 +73,12 @@ fn classify(sandbox: &Sandbox, path: &Path) -> Option<String> {
              tools instead)"
         ));
     }
+    if paths.is_read_only(path) {
+        return Some(format!(
+            "sandbox: read-only to commands: {shown} (troupe.toml, .git/hooks and .git/config \
+             decide what runs later; ask the user to change them)"
+        ));
+    }
     let writable = paths.writable(sandbox.mode());
     if writable.iter().any(|w| path.starts_with(w)) {
         return None; // an ordinary permission problem, not the sandbox

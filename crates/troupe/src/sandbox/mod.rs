@@ -5,8 +5,9 @@
 //! [`Network`] says. troupe itself is never restricted: everything happens in the child, between
 //! fork and exec, or in a `bwrap` process that then runs the command.
 //!
-//! - `workspace-write` (the default): writes inside the workspace (minus `.troupe/`, which stays
-//!   readable), the temp folder (`$TMPDIR`, else `/tmp`) and harmless devices (`/dev/null`, …).
+//! - `workspace-write` (the default): writes inside the workspace — minus `.troupe/`,
+//!   `troupe.toml`, `.git/hooks` and `.git/config`, which stay readable — the temp folder
+//!   (`$TMPDIR`, else `/tmp`) and harmless devices (`/dev/null`, …).
 //! - `read-only`: writes only to the temp folder and those devices.
 //! - `off`: no confinement.
 //!

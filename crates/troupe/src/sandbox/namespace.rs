@@ -33,7 +33,7 @@ pub struct Prepared {
     unshare: libc::c_int,
     uid_map: CString,
     gid_map: CString,
-    /// Bind-mounted onto themselves, read-only (`.troupe/`).
+    /// Bind-mounted onto themselves, read-only (`.troupe/`, `troupe.toml`, `.git/hooks`, …).
     read_only: Vec<CString>,
     /// Protected folders inside writable ones: an empty, unreadable, read-only tmpfs on top.
     mask_folders: Vec<CString>,
@@ -52,8 +52,14 @@ impl Prepared {
         let paths = sandbox.protected();
         let writable = paths.writable(sandbox.mode());
         let mut read_only = Vec::new();
-        if sandbox.mode() == Mode::WorkspaceWrite && paths.troupe_dir().is_dir() {
-            read_only.push(c_path(&paths.troupe_dir())?);
+        if sandbox.mode() == Mode::WorkspaceWrite {
+            for path in paths.read_only() {
+                // A symlink is judged on its target; only what is really there is bound.
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if !m.file_type().is_symlink() => read_only.push(c_path(&path)?),
+                    _ => {}
+                }
+            }
         }
         let mut mask_folders = Vec::new();
         let mut mask_files = Vec::new();

@@ -11,6 +11,11 @@ pub const HOME_SECRETS: [&str; 4] = [".ssh", ".aws", ".gnupg", ".config/gcloud"]
 /// The workspace's files no command may read.
 pub const WORKSPACE_SECRETS: [&str; 1] = [".env"];
 
+/// What stays read-only inside a writable workspace: troupe's own state, its settings (they
+/// decide permissions, hooks and this sandbox), and what makes git run commands later
+/// (`.git/hooks`, `.git/config`: `core.hooksPath`, `core.fsmonitor`).
+pub const WORKSPACE_READ_ONLY: [&str; 4] = [".troupe", "troupe.toml", ".git/hooks", ".git/config"];
+
 /// What a sandbox takes from the machine: the user's home, the temp folder, and a forced
 /// mechanism ([`super::MECHANISM_VAR`]). Tests make their own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +81,19 @@ impl Protected {
 
     pub fn troupe_dir(&self) -> PathBuf {
         self.workspace.join(crate::layout::Layout::STATE_DIR)
+    }
+
+    /// The paths of [`WORKSPACE_READ_ONLY`] (existing or not).
+    pub fn read_only(&self) -> Vec<PathBuf> {
+        WORKSPACE_READ_ONLY
+            .iter()
+            .map(|p| self.workspace.join(p))
+            .collect()
+    }
+
+    /// Whether `path` is one of [`WORKSPACE_READ_ONLY`] or lies under one.
+    pub fn is_read_only(&self, path: &Path) -> bool {
+        self.read_only().iter().any(|r| path.starts_with(r))
     }
 
     pub fn temp(&self) -> &Path {

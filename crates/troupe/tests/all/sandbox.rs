@@ -617,3 +617,85 @@ mod per_agent_and_hooks {
         );
     }
 }
+
+mod what_decides_later_runs {
+    //! A confined command must not be able to change what runs unconfined later: troupe's
+    //! settings (permissions, hooks, the sandbox itself) and git's hooks and config.
+
+    use super::*;
+
+    #[tokio::test]
+    async fn settings_and_git_hooks_are_read_only_to_commands() {
+        for mechanism in mechanisms() {
+            let p = place();
+            std::fs::write(p.ws.join("troupe.toml"), "[sandbox]\n").unwrap();
+            std::fs::create_dir_all(p.ws.join(".git/hooks")).unwrap();
+            std::fs::write(p.ws.join(".git/config"), "[core]\n").unwrap();
+            std::fs::write(p.ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+            let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, mechanism);
+            for command in [
+                "echo 'mode = \"off\"' >> troupe.toml",
+                "echo 'evil' > .git/hooks/pre-commit",
+                "printf '[core]\\nfsmonitor = evil\\n' > .git/config",
+                "rm troupe.toml",
+                "mv troupe.toml moved.toml",
+            ] {
+                let (ok, out) = run(&confined, &p.ws, command).await;
+                assert!(!ok, "{mechanism}: `{command}` succeeded: {out}");
+            }
+            assert_eq!(
+                std::fs::read_to_string(p.ws.join("troupe.toml")).unwrap(),
+                "[sandbox]\n"
+            );
+            assert!(!p.ws.join(".git/hooks/pre-commit").exists());
+            assert_eq!(
+                std::fs::read_to_string(p.ws.join(".git/config")).unwrap(),
+                "[core]\n"
+            );
+            // The rest of .git stays writable (commits work).
+            let (ok, out) = run(
+                &confined,
+                &p.ws,
+                "echo x > .git/ORIG_HEAD && cat troupe.toml",
+            )
+            .await;
+            assert!(ok, "{mechanism}: {out}");
+            let (_, out) = run(&confined, &p.ws, "echo x > .git/hooks/post-commit").await;
+            let notes = confined.explain(&out, &p.ws);
+            if mechanism == "landlock" {
+                assert!(
+                    notes[0].starts_with("sandbox: read-only to commands"),
+                    "{notes:?} {out}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_protected_file_cannot_be_hard_linked_or_reached_through_proc() {
+        let p = place();
+        let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, "landlock");
+        let key = p.home.join(".ssh/id_test");
+        let (_, out) = run(
+            &confined,
+            &p.ws,
+            &format!("ln {} stolen; cat stolen", key.display()),
+        )
+        .await;
+        assert!(!out.contains("SSH-SECRET"), "{out}");
+        assert!(!p.ws.join("stolen").exists(), "{out}");
+        // troupe's own view of the file system, through /proc/<troupe>/root, is out of reach.
+        let (ok, out) = run(
+            &confined,
+            &p.ws,
+            &format!(
+                "cat /proc/$PPID/root{}; echo x > /proc/$PPID/root{}/via_proc",
+                key.display(),
+                p.root.display()
+            ),
+        )
+        .await;
+        assert!(!ok && !out.contains("SSH-SECRET"), "{out}");
+        assert!(!p.root.join("via_proc").exists(), "{out}");
+    }
+}
