@@ -15,7 +15,7 @@
 //! | `OPENAI_MODEL` | model name | required |
 //! | `OPENAI_BASE_URL` | API root, with or without trailing `/` | `https://api.openai.com/v1` |
 //! | `OPENAI_FALLBACK_MODEL` | model tried when the primary fails (see `model::openai`) | none |
-//! | `TROUPE_MODEL_TIMEOUT_SECS` | per-request timeout, seconds | 120 |
+//! | `TROUPE_MODEL_TIMEOUT_SECS` | idle timeout of a request (headers, then between chunks), seconds | 120 |
 //! | `TROUPE_MODEL_MAX_ATTEMPTS` | attempts per model, first included | 3 |
 //! | `TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER` | overloads (429/503/529) in a row before the fallback takes over | 2 |
 //! | `TROUPE_MODEL_DEADLINE_SECS` | total time of one model call: attempts, backoffs and fallback | 600 |
@@ -130,7 +130,9 @@ pub struct ModelConfig {
     pub base_url: String,
     pub model: String,
     pub fallback_model: Option<String>,
-    /// Per attempt, connecting to the last byte of the body.
+    /// The idle timeout of an attempt: for the response headers, then between any two chunks of
+    /// the body (a streamed answer may take longer in total, as long as it keeps coming; the
+    /// whole call is bounded by [`deadline`](Self::deadline)).
     pub timeout: Duration,
     pub retry: RetryPolicy,
     /// After this many overloads (HTTP 429, 503, 529) of the primary in a row, its remaining

@@ -3,7 +3,10 @@
 //! character, several events in one chunk), optional pauses between chunks, and an optional
 //! cut (the connection dropped without the final chunk). Every request is recorded.
 //!
-//! Replies are queued; when the queue is empty, `fallback` answers (if set), else a 500.
+//! Replies are queued; when the queue is empty, the responder answers (if set: a function of
+//! the request, e.g. per agent), else the `always` reply (if set), else a 500.
+//!
+//! Also used by the CLI tests (`crates/troupe-cli/tests/cli.rs` includes this file).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -77,9 +80,12 @@ impl Recorded {
     }
 }
 
+type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
+    responder: Option<Responder>,
     fallback: Option<Reply>,
     requests: Vec<Recorded>,
 }
@@ -117,6 +123,11 @@ impl SseServer {
     /// Answers every request once the queue is empty.
     pub fn always(&self, reply: Reply) {
         self.state.lock().unwrap().fallback = Some(reply);
+    }
+
+    /// Answers every request the queue does not with `respond(request)`.
+    pub fn respond_with(&self, respond: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) {
+        self.state.lock().unwrap().responder = Some(Arc::new(respond));
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -159,20 +170,28 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
         }
         body.extend_from_slice(&piece[..read]);
     }
-    let reply = {
-        let mut state = state.lock().unwrap();
-        state.requests.push(Recorded {
-            method,
-            target,
-            headers,
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        });
-        state
-            .replies
-            .pop_front()
-            .or_else(|| state.fallback.clone())
-            .unwrap_or_else(|| Reply::json(500, &serde_json::json!({"error": "no reply"})))
+    let recorded = Recorded {
+        method,
+        target,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
+    let (queued, responder) = {
+        let mut state = state.lock().unwrap();
+        state.requests.push(recorded.clone());
+        let queued = state.replies.pop_front().or_else(|| {
+            state
+                .responder
+                .is_none()
+                .then(|| state.fallback.clone())
+                .flatten()
+        });
+        (queued, state.responder.clone())
+    };
+    // The responder runs outside the lock: it may be slow or panic.
+    let reply = queued
+        .or_else(|| responder.map(|respond| respond(&recorded)))
+        .unwrap_or_else(|| Reply::json(500, &serde_json::json!({"error": "no reply"})));
     let head = format!(
         "HTTP/1.1 {} Scripted\r\ncontent-type: {}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
         reply.status, reply.content_type

@@ -413,10 +413,10 @@ async fn overloaded_529_is_model_overloaded_and_retried() {
 #[tokio::test]
 async fn overloads_hand_over_to_the_fallback_model() {
     let server = SseServer::start().await;
-    let overloaded = json!({"error": {"message": "Overloaded"}});
-    server.push(Reply::json(529, &overloaded));
-    server.push(Reply::json(529, &overloaded));
-    server.push(Reply::events(&[text_stream("from the fallback")]));
+    server.respond_with(|request| match request.body["model"].as_str() {
+        Some("gpt-small") => Reply::events(&[text_stream("from the fallback")]),
+        _ => Reply::json(529, &json!({"error": {"message": "Overloaded"}})),
+    });
     let config = ModelConfig {
         fallback_model: Some("gpt-small".to_owned()),
         overload_fallback_after: 2,
