@@ -92,7 +92,8 @@ pub enum ModelError {
     /// A success status with a body that is not a usable completion.
     #[error("model server sent a malformed response for model `{model}`: {reason}")]
     BadResponse { model: String, reason: String },
-    /// No complete answer within the client's timeout, after the last attempt.
+    /// The server sent nothing for the client's idle timeout (no response headers, or no chunk
+    /// of the body), after the last attempt.
     #[error("model `{model}` did not answer within {}{}", human_duration(*.timeout), after_attempts(*.attempts))]
     Timeout {
         model: String,

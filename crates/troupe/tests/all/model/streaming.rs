@@ -620,3 +620,31 @@ async fn no_key_on_loopback_sends_no_authorization() {
     assert_eq!(response.message.content.as_deref(), Some("local"));
     assert_eq!(server.requests()[0].header("authorization"), None);
 }
+
+#[tokio::test]
+async fn an_endless_event_is_refused_at_the_size_cap() {
+    let server = SseServer::start().await;
+    // One `data:` line that never ends, past the cap, in 1 MiB chunks.
+    let mib = vec![b'x'; 1024 * 1024];
+    let mut steps = vec![Step::Chunk(b"data: ".to_vec())];
+    for _ in 0..=(troupe::model::transport::MAX_BODY_BYTES / mib.len()) {
+        steps.push(Step::Chunk(mib.clone()));
+    }
+    server.always(Reply {
+        steps,
+        ..Reply::events::<&str>(&[])
+    });
+    let config = ModelConfig {
+        retry: RetryPolicy::fixed(1, Duration::from_millis(1)),
+        ..config(&server)
+    };
+
+    let error = OpenAiClient::new(&config)
+        .unwrap()
+        .complete(&hello())
+        .await
+        .unwrap_err();
+
+    assert_eq!(error.code(), "model_bad_response");
+    assert!(error.to_string().contains("bytes"), "{error}");
+}
