@@ -36,6 +36,8 @@
 //!   the page) and `troupe timeline --html`.
 //! - `agentdefs`: agent definitions (`agents/<name>.md`): a teammate on its definition's model,
 //!   tools and instructions; invalid and unknown definitions.
+//! - `streaming`: `troupe run` against a streaming server: a tool call streamed in deltas split
+//!   across chunks, then the streamed answer printed.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -90,8 +92,14 @@ mod sessions;
 mod settings;
 #[path = "cli/special_files.rs"]
 mod special_files;
+/// The library tests' chunked streaming server, shared rather than copied.
+#[allow(dead_code)]
+#[path = "../../troupe/tests/all/model/sse_server.rs"]
+mod sse_server;
 #[path = "cli/state_files.rs"]
 mod state_files;
+#[path = "cli/streaming.rs"]
+mod streaming;
 #[path = "cli/support.rs"]
 mod support;
 #[path = "cli/tasks.rs"]

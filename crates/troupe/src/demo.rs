@@ -81,7 +81,9 @@ fn last_is_tool_result(messages: &[ChatMessage]) -> bool {
     matches!(messages.last(), Some(ChatMessage::Tool { .. }))
 }
 
-fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+/// The lead's scripted model: its next step, read from its conversation. Public so that tests
+/// can drive the same scenario through a real model server.
+pub fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
     let m = &request.messages;
     let n = m.len();
     if last_is_tool_result(m) {
@@ -150,7 +152,9 @@ fn lead_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
     Ok(text("Waiting for the writer."))
 }
 
-fn writer_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+/// The writer's scripted model: its next step, read from its conversation. Public so that
+/// tests can drive the same scenario through a real model server.
+pub fn writer_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> {
     let m = &request.messages;
     let n = m.len();
     let approved = m.iter().any(

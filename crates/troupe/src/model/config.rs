@@ -11,11 +11,11 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `OPENAI_API_KEY` | bearer token | required |
+//! | `OPENAI_API_KEY` | bearer token | required, except for a base URL on loopback |
 //! | `OPENAI_MODEL` | model name | required |
 //! | `OPENAI_BASE_URL` | API root, with or without trailing `/` | `https://api.openai.com/v1` |
 //! | `OPENAI_FALLBACK_MODEL` | model tried when the primary fails (see `model::openai`) | none |
-//! | `TROUPE_MODEL_TIMEOUT_SECS` | per-request timeout, seconds | 120 |
+//! | `TROUPE_MODEL_TIMEOUT_SECS` | idle timeout of a request (headers, then between chunks), seconds | 120 |
 //! | `TROUPE_MODEL_MAX_ATTEMPTS` | attempts per model, first included | 3 |
 //! | `TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER` | overloads (429/503/529) in a row before the fallback takes over | 2 |
 //! | `TROUPE_MODEL_DEADLINE_SECS` | total time of one model call: attempts, backoffs and fallback | 600 |
@@ -60,7 +60,8 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 /// The workspace file read after the process environment.
 pub const ENV_FILE_NAME: &str = ".env";
 
-/// An API key. Its `Debug` never shows it, so configs and clients can be logged safely.
+/// An API key; empty for a server on loopback that needs none (then no credential header is
+/// sent). Its `Debug` never shows it, so configs and clients can be logged safely.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
 
@@ -129,7 +130,9 @@ pub struct ModelConfig {
     pub base_url: String,
     pub model: String,
     pub fallback_model: Option<String>,
-    /// Per attempt, connecting to the last byte of the body.
+    /// The idle timeout of an attempt: for the response headers, then between any two chunks of
+    /// the body (a streamed answer may take longer in total, as long as it keeps coming; the
+    /// whole call is bounded by [`deadline`](Self::deadline)).
     pub timeout: Duration,
     pub retry: RetryPolicy,
     /// After this many overloads (HTTP 429, 503, 529) of the primary in a row, its remaining
@@ -243,7 +246,9 @@ impl ModelConfig {
             pick_sourced(env, dotenv, flag, "", name, None).map(|s| s.value)
         };
         let effective = EffectiveModel::resolve(env, dotenv, overrides, settings);
-        let api_key = pick(&overrides.api_key, API_KEY_VAR);
+        // A server on this machine (Ollama, llama.cpp) needs no key: none set means none sent.
+        let api_key = pick(&overrides.api_key, API_KEY_VAR)
+            .or_else(|| is_loopback(&effective.base_url.value).then(String::new));
         let model = effective.model.map(|s| s.value);
         let (api_key, model) = match (api_key, model) {
             (Some(api_key), Some(model)) => (api_key, model),
@@ -448,6 +453,22 @@ pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError
         vars.insert(name, value);
     }
     Ok(vars)
+}
+
+/// Whether `base_url` names this machine (`localhost`, `127.0.0.1` and the rest of
+/// `127.0.0.0/8`, `::1`): a server there may be run without a key.
+pub fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn check_base_url(raw: &str) -> Result<(), ConfigError> {

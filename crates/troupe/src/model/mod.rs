@@ -2,8 +2,11 @@
 //!
 //! - [`config`]: model configuration from the environment, `<workspace>/.env` and flags.
 //! - [`types`]: the conversation types (history, requests, responses), troupe's own shapes.
-//! - [`openai`]: the OpenAI Chat Completions client (any compatible server), with timeouts,
-//!   retries and a fallback model. HTTP transport in `openai/mod.rs`, JSON shape in `openai/wire.rs`.
+//! - [`transport`]: the shared HTTP client of every provider ([`HttpModelClient`]): retries,
+//!   fallback model, deadline, streaming with an idle timeout, falling back to whole answers.
+//! - [`openai`]: the OpenAI Chat Completions wire format (any compatible server, Azure OpenAI),
+//!   streamed or not; [`OpenAiClient`] is the transport speaking it.
+//! - [`schema_dialect`]: tool schemas adapted to what each provider accepts.
 //! - [`retry`]: the backoff policy the client retries with.
 //! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
@@ -18,15 +21,19 @@ pub mod openai;
 pub mod overflow;
 pub mod progress;
 pub mod retry;
+pub mod schema_dialect;
 pub mod scripted;
+pub mod transport;
 pub mod types;
 pub mod wire_format;
 
 use std::time::Duration;
 
-pub use openai::OpenAiClient;
+pub use openai::{OpenAiClient, OpenAiWire};
 pub use retry::RetryPolicy;
+pub use schema_dialect::SchemaDialect;
 pub use scripted::{ScriptError, ScriptExhausted, ScriptedModel};
+pub use transport::HttpModelClient;
 pub use types::{
     AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, Purpose, ToolCall,
     ToolSpec, Usage,
@@ -65,6 +72,15 @@ pub enum ModelError {
         attempts: u32,
         message: Option<String>,
     },
+    /// The server said it is overloaded (HTTP 529, or a 503 whose error says so), after the last
+    /// attempt. Retried like a rate limit, and counted towards `overload_fallback_after`.
+    #[error("model server is overloaded for model `{model}` (HTTP {status}){}{}", after_attempts(*.attempts), detail(.message))]
+    Overloaded {
+        model: String,
+        status: u16,
+        attempts: u32,
+        message: Option<String>,
+    },
     /// HTTP 5xx, after the last attempt.
     #[error("model server failed for model `{model}` (HTTP {status}){}{}", after_attempts(*.attempts), detail(.message))]
     ServerError {
@@ -76,7 +92,8 @@ pub enum ModelError {
     /// A success status with a body that is not a usable completion.
     #[error("model server sent a malformed response for model `{model}`: {reason}")]
     BadResponse { model: String, reason: String },
-    /// No complete answer within the client's timeout, after the last attempt.
+    /// The server sent nothing for the client's idle timeout (no response headers, or no chunk
+    /// of the body), after the last attempt.
     #[error("model `{model}` did not answer within {}{}", human_duration(*.timeout), after_attempts(*.attempts))]
     Timeout {
         model: String,
@@ -150,6 +167,7 @@ impl ErrorCode for ModelError {
             Self::Auth { .. } => "model_auth",
             Self::NotFound { .. } => "model_not_found",
             Self::RateLimited { .. } => "model_rate_limited",
+            Self::Overloaded { .. } => "model_overloaded",
             Self::ServerError { .. } => "model_server_error",
             Self::BadResponse { .. } => "model_bad_response",
             Self::Timeout { .. } => "model_timeout",
@@ -170,6 +188,7 @@ impl ModelError {
         matches!(
             self,
             Self::RateLimited { .. }
+                | Self::Overloaded { .. }
                 | Self::ServerError { .. }
                 | Self::Timeout { .. }
                 | Self::Transport { .. }
@@ -186,11 +205,11 @@ impl ModelError {
         }
     }
 
-    /// Whether the server said it is overloaded (HTTP 429, 503 or 529): after a few of these in a
+    /// Whether the server said it is overloaded (HTTP 429, 503 or 529, [`Self::Overloaded`]): after a few of these in a
     /// row the client stops waiting for the primary and asks the fallback.
     pub fn is_overload(&self) -> bool {
         match self {
-            Self::RateLimited { .. } => true,
+            Self::RateLimited { .. } | Self::Overloaded { .. } => true,
             Self::ServerError { status, .. } => matches!(status, 503 | 529),
             _ => false,
         }
@@ -266,10 +285,63 @@ impl ModelError {
         }
     }
 
+    /// The error of the same meaning as a wire format's [`ErrorKind`](wire_format::ErrorKind):
+    /// how every provider's failures keep the same codes.
+    pub(crate) fn from_kind(
+        kind: wire_format::ErrorKind,
+        status: u16,
+        model: &str,
+        endpoint: &str,
+        message: Option<String>,
+    ) -> Self {
+        use wire_format::ErrorKind;
+        let model = model.to_owned();
+        match kind {
+            ErrorKind::Auth => Self::Auth {
+                model,
+                status,
+                message,
+            },
+            ErrorKind::NotFound => Self::NotFound {
+                model,
+                endpoint: endpoint.to_owned(),
+                message,
+            },
+            ErrorKind::RateLimited => Self::RateLimited {
+                model,
+                attempts: 1,
+                message,
+            },
+            ErrorKind::Overloaded => Self::Overloaded {
+                model,
+                status,
+                attempts: 1,
+                message,
+            },
+            ErrorKind::Server => Self::ServerError {
+                model,
+                status,
+                attempts: 1,
+                message,
+            },
+            ErrorKind::ContextTooLong => Self::ContextTooLong {
+                model,
+                status,
+                message,
+            },
+            ErrorKind::Refused => Self::RequestRefused {
+                model,
+                status,
+                message,
+            },
+        }
+    }
+
     /// Records how many attempts were made before giving up.
     pub(crate) fn with_attempts(mut self, made: u32) -> Self {
         match &mut self {
             Self::RateLimited { attempts, .. }
+            | Self::Overloaded { attempts, .. }
             | Self::ServerError { attempts, .. }
             | Self::Timeout { attempts, .. }
             | Self::Transport { attempts, .. }

@@ -1,325 +1,165 @@
-//! The OpenAI Chat Completions client: one non-streaming `POST {base_url}/chat/completions` per
-//! attempt, over reqwest with rustls. Works with any compatible server (OpenAI, Ollama, vLLM,
-//! llama.cpp server, DeepSeek, …).
+//! The OpenAI Chat Completions wire format ([`OpenAiWire`]), for OpenAI itself, any compatible
+//! server (Ollama, vLLM, llama.cpp server, DeepSeek, Gemini's compatible endpoint, …) and Azure
+//! OpenAI. [`OpenAiClient`] is the shared transport ([`HttpModelClient`]) speaking it.
 //!
-//! What happens to one [`ModelClient::complete`] call:
-//!
-//! 1. The primary model is tried up to `retry.max_attempts` times. Rate limits (429), server
-//!    errors (5xx), timeouts and connection failures are retried after a backoff with jitter, or
-//!    after the server's `Retry-After` (capped); any other failure ends the attempts at once.
-//! 2. If the primary's final error is retryable or an unknown model (404) and a fallback model is
-//!    configured, the fallback gets the same treatment. Auth failures, other 4xx and malformed
-//!    responses never trigger the fallback: they would fail the same way, or point at a bug.
-//!    A request too long for the context window (a 400 that says so) is neither retried nor
-//!    handed on: the caller compacts the conversation instead.
-//! 3. Overloads (429, 503, 529) of the primary are not waited out forever: after
-//!    `overload_fallback_after` of them in a row, the primary's remaining attempts are skipped
-//!    and the fallback is asked at once (without a fallback, the attempts go on).
-//! 4. The whole call has one deadline (`ModelConfig::deadline`): an attempt still running when it
-//!    passes is abandoned, and a retry whose backoff would end past it is not started; either
-//!    way the call fails with `model_deadline_exceeded`.
-//!
-//! The JSON shape lives in [`wire`]; this module is transport, status mapping and retries.
+//! - Endpoint and credential: `POST {base_url}/chat/completions` with `Authorization: Bearer`
+//!   (no header at all when the key is empty: local servers on loopback need none); for Azure,
+//!   `POST {base_url}/openai/deployments/{model}/chat/completions?api-version=…` with an
+//!   `api-key` header.
+//! - Bodies: [`wire`] (whole answers, error bodies) and [`stream`] (the streamed chunks).
+//! - Tool schemas: adapted to the server's [`SchemaDialect`] (Gemini's endpoint accepts only a
+//!   subset of JSON Schema), chosen from the base URL's host.
 
+pub mod stream;
 pub mod wire;
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use reqwest::header::HeaderMap;
-use serde_json::Value;
-use tokio::time::Instant;
-
-use super::progress::{self, CallProgress};
-use super::retry::{jitter_sample, RetryPolicy};
+use super::config::{ApiKey, ModelConfig, Provider};
+use super::schema_dialect::SchemaDialect;
+use super::transport::HttpModelClient;
 use super::types::{ModelRequest, ModelResponse};
-use super::{ModelClient, ModelError};
-use crate::model::config::{ApiKey, ModelConfig};
-use crate::secrets::Redactor;
+use super::wire_format::{ErrorKind, StreamAssembler, WireFormat, WireRequest};
+use super::ModelError;
 
-/// A [`ModelClient`] for the OpenAI Chat Completions API.
-#[derive(Debug, Clone)]
-pub struct OpenAiClient {
-    http: reqwest::Client,
-    /// `{base_url}/chat/completions`, built once with exactly one slash in between.
-    endpoint: String,
-    api_key: ApiKey,
-    /// Removes the key from every text the server sends back before it is cut or shown.
-    redactor: Redactor,
-    model: String,
-    fallback_model: Option<String>,
-    /// Kept to name it in timeout errors; the HTTP client enforces it.
-    timeout: Duration,
-    retry: RetryPolicy,
-    /// Overloads of the primary in a row before the fallback is asked (at least 1).
-    overload_fallback_after: u32,
-    /// The total time of one `complete` call.
-    deadline: Duration,
-}
+/// The client of an OpenAI-compatible server: the shared transport speaking [`OpenAiWire`].
+pub type OpenAiClient = HttpModelClient;
 
-/// One failed attempt, with what the server asked about retrying.
-struct Failure {
-    error: ModelError,
-    retry_after: Option<Duration>,
-}
+/// The `api-version` asked of Azure OpenAI when none is configured (its GA data-plane version).
+pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
 
-impl OpenAiClient {
+impl HttpModelClient {
+    /// The client of an OpenAI-compatible server as `config` names it (Azure OpenAI when its
+    /// provider says so).
+    ///
+    /// Anthropic's native format is not built here: a config for it gets the OpenAI format, as
+    /// before providers existed; the composition root picks the Anthropic wire format.
     pub fn new(config: &ModelConfig) -> Result<Self, ModelError> {
-        let endpoint = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| ModelError::Transport {
-                endpoint: endpoint.clone(),
-                attempts: 0,
-                reason: error_chain(&err),
-            })?;
-        Ok(Self {
-            http,
-            endpoint,
-            api_key: config.api_key.clone(),
-            redactor: config.redactor(),
-            model: config.model.clone(),
-            fallback_model: config
-                .fallback_model
+        Self::with_wire(config, Arc::new(OpenAiWire::for_config(config)))
+    }
+}
+
+/// The OpenAI Chat Completions format, plain or Azure-flavoured.
+#[derive(Clone)]
+pub struct OpenAiWire {
+    base_url: String,
+    api_key: ApiKey,
+    /// `Some(api-version)` for Azure OpenAI.
+    azure: Option<String>,
+    dialect: SchemaDialect,
+}
+
+impl std::fmt::Debug for OpenAiWire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiWire")
+            .field("base_url", &self.base_url)
+            .field("azure", &self.azure)
+            .field("dialect", &self.dialect)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiWire {
+    /// The format `config` asks for: Azure's when its provider is [`Provider::Azure`], the plain
+    /// one otherwise; the schema dialect from the base URL.
+    pub fn for_config(config: &ModelConfig) -> Self {
+        let azure = (config.provider == Provider::Azure).then(|| {
+            config
+                .api_version
                 .clone()
-                .filter(|fallback| *fallback != config.model),
-            timeout: config.timeout,
-            retry: config.retry.clone(),
-            overload_fallback_after: config.overload_fallback_after.max(1),
-            deadline: config.deadline,
-        })
-    }
-
-    /// The URL every request is posted to.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// Tries `model` until it answers, its attempts are spent, the failure is not worth retrying,
-    /// the time is `until`, or (given `overload_limit`) the server said it is overloaded that many
-    /// times in a row.
-    async fn complete_with(
-        &self,
-        model: &str,
-        request: &ModelRequest,
-        until: Instant,
-        overload_limit: Option<u32>,
-    ) -> Result<ModelResponse, ModelError> {
-        let body = wire::request_body(model, request);
-        let attempts = self.retry.attempts();
-        let mut attempt = 1;
-        let mut overloads = 0;
-        loop {
-            let failure = match tokio::time::timeout_at(until, self.attempt(model, &body)).await {
-                Ok(Ok(response)) => return Ok(response),
-                Ok(Err(failure)) => failure,
-                Err(_) => return Err(self.deadline_exceeded(model, attempt)),
-            };
-            overloads = if failure.error.is_overload() {
-                overloads + 1
-            } else {
-                0
-            };
-            if attempt >= attempts || !failure.error.is_retryable() {
-                return Err(failure.error.with_attempts(attempt));
-            }
-            if overload_limit.is_some_and(|limit| overloads >= limit) {
-                tracing::warn!(
-                    model,
-                    attempt,
-                    error = %failure.error,
-                    "model overloaded; skipping its remaining attempts for the fallback model"
-                );
-                return Err(failure.error.with_attempts(attempt));
-            }
-            let delay = self
-                .retry
-                .delay_after(attempt, failure.retry_after, jitter_sample());
-            if Instant::now()
-                .checked_add(delay)
-                .is_none_or(|at| at >= until)
-            {
-                tracing::warn!(
-                    model,
-                    attempt,
-                    delay_ms = delay.as_millis() as u64,
-                    error = %failure.error,
-                    "model call failed; no retry, its backoff would pass the call's deadline"
-                );
-                return Err(self.deadline_exceeded(model, attempt));
-            }
-            tracing::warn!(
-                model,
-                attempt,
-                delay_ms = delay.as_millis() as u64,
-                error = %failure.error,
-                "model call failed; retrying"
-            );
-            progress::report(CallProgress::Retrying {
-                model: model.to_owned(),
-                attempt,
-                error: failure.error.to_string(),
-                delay,
-            });
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    fn deadline_exceeded(&self, model: &str, attempts: u32) -> ModelError {
-        ModelError::DeadlineExceeded {
-            model: model.to_owned(),
-            deadline: self.deadline,
-            attempts,
-        }
-    }
-
-    async fn attempt(&self, model: &str, body: &Value) -> Result<ModelResponse, Failure> {
-        let sent = self
-            .http
-            .post(&self.endpoint)
-            .bearer_auth(self.api_key.expose())
-            .json(body)
-            .send()
-            .await;
-        let response = sent.map_err(|err| self.request_failure(model, &err))?;
-        let status = response.status();
-        let retry_after = retry_after(response.headers());
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|err| self.request_failure(model, &err))?;
-        if status.is_success() {
-            return wire::parse_response(&bytes, model).map_err(|reason| Failure {
-                error: ModelError::BadResponse {
-                    model: model.to_owned(),
-                    reason: self.server_text(&reason),
-                },
-                retry_after: None,
-            });
-        }
-        // The whole text and the codes are read for "context too long"; only the cut text is kept.
-        let reply = wire::server_error(&bytes);
-        let says_too_long = reply.says_context_too_long();
-        let message = reply.message.map(|message| self.server_text(&message));
-        Err(Failure {
-            error: ModelError::from_reply(
-                status.as_u16(),
-                model,
-                &self.endpoint,
-                message,
-                says_too_long,
-            ),
-            retry_after,
-        })
-    }
-
-    fn request_failure(&self, model: &str, err: &reqwest::Error) -> Failure {
-        let error = if err.is_timeout() {
-            ModelError::Timeout {
-                model: model.to_owned(),
-                timeout: self.timeout,
-                attempts: 1,
-            }
-        } else {
-            ModelError::Transport {
-                endpoint: self.endpoint.clone(),
-                attempts: 1,
-                reason: self.server_text(&error_chain(err)),
-            }
-        };
-        Failure {
-            error,
-            retry_after: None,
-        }
-    }
-
-    /// Text from the server (or about the connection) as it may be shown: servers sometimes
-    /// echo what they were sent, so the key is redacted first, and only then is the text cut
-    /// to one short line.
-    fn server_text(&self, text: &str) -> String {
-        wire::cut(&self.redactor.redact(text))
-    }
-}
-
-#[async_trait::async_trait]
-impl ModelClient for OpenAiClient {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let until = Instant::now()
-            .checked_add(self.deadline)
-            .unwrap_or_else(far_future);
-        let overload_limit = self
-            .fallback_model
-            .as_ref()
-            .map(|_| self.overload_fallback_after);
-        let primary = match self
-            .complete_with(&self.model, request, until, overload_limit)
-            .await
-        {
-            Ok(response) => return Ok(response),
-            Err(error) => error,
-        };
-        let fallback_model = match &self.fallback_model {
-            // With no time left the fallback is not started: the primary's failure is the one
-            // that happened.
-            Some(fallback) if primary.triggers_fallback() && Instant::now() < until => fallback,
-            _ => return Err(primary),
-        };
-        tracing::warn!(
-            model = %self.model,
-            fallback = %fallback_model,
-            error = %primary,
-            "primary model failed; trying the fallback model"
-        );
-        progress::report(CallProgress::FallingBack {
-            from: self.model.clone(),
-            to: fallback_model.clone(),
-            error: primary.to_string(),
+                .filter(|version| !version.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned())
         });
-        self.complete_with(fallback_model, request, until, None)
-            .await
-            .map_err(|fallback| ModelError::FallbackFailed {
-                primary: Box::new(primary),
-                fallback: Box::new(fallback),
-            })
-    }
-}
-
-/// About thirty years from now: a deadline too large to add to the clock is no deadline.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
-}
-
-/// `retry-after-ms` (OpenAI's, more precise) or `Retry-After` in seconds. The HTTP-date form is
-/// ignored: the backoff applies instead.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|value| value.is_finite() && *value >= 0.0)
-    };
-    if let Some(millis) = number("retry-after-ms") {
-        return Duration::try_from_secs_f64(millis / 1000.0).ok();
-    }
-    number("retry-after").and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-}
-
-/// An error and its sources on one line ("error sending request: … : connection refused").
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
+        Self {
+            base_url: config.base_url.trim_end_matches('/').to_owned(),
+            api_key: config.api_key.clone(),
+            azure,
+            dialect: SchemaDialect::for_base_url(&config.base_url),
         }
-        source = cause.source();
     }
-    wire::collapse(&parts.join(": "))
+
+    /// The tool-schema dialect the requests use.
+    pub fn dialect(&self) -> SchemaDialect {
+        self.dialect
+    }
+
+    fn url(&self, model: &str) -> String {
+        match &self.azure {
+            None => format!("{}/chat/completions", self.base_url),
+            Some(version) => {
+                // The deployment name is one escaped path segment, the version one escaped query
+                // value: neither can change the URL's shape.
+                let base = format!("{}/openai/deployments", self.base_url);
+                match reqwest::Url::parse(&base) {
+                    Ok(mut url) => {
+                        if let Ok(mut segments) = url.path_segments_mut() {
+                            segments.push(model).push("chat").push("completions");
+                        }
+                        url.query_pairs_mut().append_pair("api-version", version);
+                        url.to_string()
+                    }
+                    // The base URL was checked when the config was built.
+                    Err(_) => format!("{base}/{model}/chat/completions?api-version={version}"),
+                }
+            }
+        }
+    }
+}
+
+impl WireFormat for OpenAiWire {
+    fn name(&self) -> &'static str {
+        if self.azure.is_some() {
+            "azure"
+        } else {
+            "openai"
+        }
+    }
+
+    fn request(&self, model: &str, request: &ModelRequest, stream: bool) -> WireRequest {
+        let key = self.api_key.expose();
+        let mut headers = Vec::new();
+        if !key.is_empty() {
+            match self.azure {
+                Some(_) => headers.push(("api-key", key.to_owned())),
+                None => headers.push(("authorization", format!("Bearer {key}"))),
+            }
+        }
+        if stream {
+            headers.push(("accept", "text/event-stream".to_owned()));
+        }
+        WireRequest {
+            url: self.url(model),
+            headers,
+            body: wire::request_body_for(model, request, stream, self.dialect),
+        }
+    }
+
+    fn parse_response(&self, model: &str, body: &str) -> Result<ModelResponse, String> {
+        wire::parse_response(body.as_bytes(), model)
+    }
+
+    fn stream_assembler(&self, model: &str) -> Box<dyn StreamAssembler> {
+        Box::new(stream::ChunkAssembler::new(model))
+    }
+
+    fn classify_error(&self, status: u16, body: &str) -> (ErrorKind, Option<String>) {
+        // The whole text and the codes are read for "context too long" and "overloaded"; the
+        // transport redacts and cuts the message it keeps.
+        let reply = wire::server_error(body.as_bytes());
+        let kind = match status {
+            status
+                if reply.says_context_too_long() && super::overflow::is_overflow_status(status) =>
+            {
+                ErrorKind::ContextTooLong
+            }
+            401 | 403 => ErrorKind::Auth,
+            404 => ErrorKind::NotFound,
+            429 => ErrorKind::RateLimited,
+            529 => ErrorKind::Overloaded,
+            503 if reply.says_overloaded() => ErrorKind::Overloaded,
+            500..=599 => ErrorKind::Server,
+            _ => ErrorKind::Refused,
+        };
+        (kind, reply.message)
+    }
 }

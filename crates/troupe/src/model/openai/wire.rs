@@ -1,6 +1,14 @@
 //! The OpenAI Chat Completions JSON shape: building request bodies and reading responses.
 //!
-//! Kept apart from the HTTP transport (`mod.rs`) so the shape can be read and tested on its own.
+//! Kept apart from the HTTP transport (`model::transport`) so the shape can be read and tested on
+//! its own. Streamed answers are read by [`super::stream`].
+//!
+//! **Reasoning.** Servers that show a model's reasoning put it in `reasoning_content`
+//! (DeepSeek, vLLM, SGLang) or `reasoning` (Ollama, OpenRouter, llama.cpp); it is kept in the
+//! history as [`Reasoning::Text`] and sent back as `reasoning_content` on the assistant messages
+//! that have it, to every server: DeepSeek's thinking mode refuses a second turn without it,
+//! and the servers that do not know the field ignore it (OpenAI's own models never produce it,
+//! so the field never reaches OpenAI).
 //! Reading is lenient about what troupe does not need (compatible servers omit `usage`, `model`,
 //! `finish_reason`, tool-call ids, …) and strict about what it does (`choices[0].message`, each
 //! tool call's function name).
@@ -8,8 +16,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::model::schema_dialect::{self, SchemaDialect};
 use crate::model::types::{
-    AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, ToolCall, Usage,
+    AssistantMessage, ChatMessage, FinishReason, ModelRequest, ModelResponse, Reasoning, ToolCall,
+    Usage,
 };
 
 /// Server error messages are cut to this many characters: enough to say what is wrong, short
@@ -24,7 +34,17 @@ struct WireRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     // Some compatible servers reject an empty `tools` array, so it is left out instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<WireTool>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+/// Asks for the token counts in a last chunk of the stream.
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Serialize)]
@@ -41,6 +61,9 @@ enum WireMessage<'a> {
         content: Option<&'a str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall<'a>>,
+        /// The model's shown reasoning, sent back (see the module docs); left out when empty.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
     },
     Tool {
         tool_call_id: &'a str,
@@ -63,21 +86,32 @@ struct WireFunctionCall<'a> {
 }
 
 #[derive(Serialize)]
-struct WireTool<'a> {
+struct WireTool {
     #[serde(rename = "type")]
     kind: &'static str,
-    function: WireFunction<'a>,
+    function: WireFunction,
 }
 
 #[derive(Serialize)]
-struct WireFunction<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
+struct WireFunction {
+    name: String,
+    description: String,
+    parameters: Value,
 }
 
-/// The JSON body of a non-streaming chat completion request for `model`.
+/// The JSON body of a non-streaming chat completion request for `model`, tool schemas as given.
 pub fn request_body(model: &str, request: &ModelRequest) -> Value {
+    request_body_for(model, request, false, SchemaDialect::OpenAi)
+}
+
+/// The JSON body of a chat completion request for `model`: streamed (with the usage asked for
+/// in the last chunk) or not, tool schemas adapted to `dialect`.
+pub fn request_body_for(
+    model: &str,
+    request: &ModelRequest,
+    stream: bool,
+    dialect: SchemaDialect,
+) -> Value {
     let body = WireRequest {
         model,
         messages: request.messages.iter().map(wire_message).collect(),
@@ -87,12 +121,16 @@ pub fn request_body(model: &str, request: &ModelRequest) -> Value {
             .map(|tool| WireTool {
                 kind: "function",
                 function: WireFunction {
-                    name: &tool.name,
-                    description: &tool.description,
-                    parameters: &tool.parameters,
+                    name: tool.name.clone(),
+                    description: tool.description.clone(),
+                    parameters: schema_dialect::adapt(&tool.parameters, dialect),
                 },
             })
             .collect(),
+        stream,
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
     };
     // Serialising these plain structs cannot fail (string keys, no custom serialisers).
     serde_json::to_value(body).unwrap_or(Value::Null)
@@ -110,6 +148,7 @@ fn wire_message(message: &ChatMessage) -> WireMessage<'_> {
             };
             WireMessage::Assistant {
                 content,
+                reasoning_content: reasoning_text(&assistant.reasoning),
                 tool_calls: assistant
                     .tool_calls
                     .iter()
@@ -134,6 +173,29 @@ fn wire_message(message: &ChatMessage) -> WireMessage<'_> {
     }
 }
 
+/// The readable reasoning of a message as one text, if there is any.
+fn reasoning_text(reasoning: &[Reasoning]) -> Option<String> {
+    let text: String = reasoning
+        .iter()
+        .filter_map(|piece| match piece {
+            Reasoning::Text { text, .. } => Some(text.as_str()),
+            Reasoning::Redacted { .. } => None,
+        })
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+/// Reasoning as kept in the history: one readable piece, none when empty.
+pub(crate) fn reasoning_from(text: Option<String>) -> Vec<Reasoning> {
+    match text {
+        Some(text) if !text.is_empty() => vec![Reasoning::Text {
+            text,
+            signature: None,
+        }],
+        _ => Vec::new(),
+    }
+}
+
 #[derive(Deserialize)]
 struct WireResponse {
     choices: Option<Vec<WireChoice>>,
@@ -153,6 +215,8 @@ struct WireResponseMessage {
     content: Option<Value>,
     refusal: Option<String>,
     tool_calls: Option<Vec<WireResponseToolCall>>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +262,9 @@ pub fn parse_response(body: &[u8], requested_model: &str) -> Result<ModelRespons
         .as_ref()
         .and_then(content_text)
         .or(message.refusal);
+    let reasoning = [&message.reasoning_content, &message.reasoning]
+        .into_iter()
+        .find_map(|field| field.as_ref().and_then(Value::as_str).map(str::to_owned));
     // Some servers omit the finish reason; the presence of tool calls is what it would have said.
     let finish_reason = match choice.finish_reason {
         Some(reason) => FinishReason::from(reason),
@@ -208,7 +275,7 @@ pub fn parse_response(body: &[u8], requested_model: &str) -> Result<ModelRespons
         message: AssistantMessage {
             content,
             tool_calls,
-            ..AssistantMessage::default()
+            reasoning: reasoning_from(reasoning),
         },
         finish_reason,
         usage: wire.usage.as_ref().and_then(usage),
@@ -251,7 +318,7 @@ fn tool_call(index: usize, call: WireResponseToolCall) -> Result<ToolCall, Strin
 }
 
 /// Message content is a string, null, or (some servers) an array of `{type: "text", text}` parts.
-fn content_text(content: &Value) -> Option<String> {
+pub(crate) fn content_text(content: &Value) -> Option<String> {
     match content {
         Value::String(text) => Some(text.clone()),
         Value::Array(parts) => {
@@ -265,7 +332,7 @@ fn content_text(content: &Value) -> Option<String> {
     }
 }
 
-fn usage(usage: &Value) -> Option<Usage> {
+pub(crate) fn usage(usage: &Value) -> Option<Usage> {
     let field = |name: &str| usage.get(name).and_then(Value::as_u64);
     let prompt = field("prompt_tokens");
     let completion = field("completion_tokens");
@@ -306,6 +373,15 @@ pub struct ServerError {
 }
 
 impl ServerError {
+    /// Whether the code, type or message says the server is overloaded (a 503 that means what
+    /// Anthropic's 529 does).
+    pub fn says_overloaded(&self) -> bool {
+        self.codes
+            .iter()
+            .chain(self.message.as_ref())
+            .any(|text| text.to_lowercase().contains("overload"))
+    }
+
     /// Whether the code, type or message says the request exceeded the model's context window.
     pub fn says_context_too_long(&self) -> bool {
         self.codes
@@ -338,7 +414,7 @@ pub fn server_error(body: &[u8]) -> ServerError {
     }
 }
 
-fn error_text(error: &Value) -> Option<String> {
+pub(crate) fn error_text(error: &Value) -> Option<String> {
     match error {
         Value::String(text) => Some(text.clone()),
         Value::Object(fields) => ["message", "detail", "error"]

@@ -360,8 +360,16 @@ fn settings_come_between_dotenv_and_the_defaults() {
         .model,
         "m-flag"
     );
-    // Settings hold no key: without one in env or .env the model alone is not enough.
-    let err = resolve(&[], &[], &ModelOverrides::default()).unwrap_err();
+    // Settings hold no key: the model alone is enough only because the settings' base URL is
+    // on loopback (a local server needs no key)…
+    let c = resolve(&[], &[], &ModelOverrides::default()).unwrap();
+    assert_eq!(c.api_key, ApiKey::new(""));
+    // …anywhere else a key must be set in env or .env.
+    let remote = ModelOverrides {
+        base_url: Some("https://models.example.com/v1".to_owned()),
+        ..ModelOverrides::default()
+    };
+    let err = resolve(&[], &[], &remote).unwrap_err();
     assert_eq!(err.to_string(), "missing model configuration: OPENAI_API_KEY (set in the environment or in <workspace>/.env)");
     // Blank settings values fall through to the defaults like blank variables.
     let blank = ModelSettings::default();
@@ -373,4 +381,52 @@ fn settings_come_between_dotenv_and_the_defaults() {
     )
     .unwrap();
     assert_eq!(c.base_url, DEFAULT_BASE_URL);
+}
+
+#[test]
+fn the_key_is_optional_only_for_a_base_url_on_loopback() {
+    for base_url in [
+        "http://127.0.0.1:11434/v1",
+        "http://localhost:8080/v1",
+        "http://LOCALHOST/v1",
+        "http://[::1]:8000/v1",
+        "http://127.0.0.2/v1",
+    ] {
+        let config = load(
+            &[("OPENAI_MODEL", "llama"), ("OPENAI_BASE_URL", base_url)],
+            "",
+            &ModelOverrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{base_url}: {e}"));
+        assert_eq!(config.api_key, ApiKey::new(""), "{base_url}");
+    }
+    // A key set anywhere is still used on loopback.
+    let config = load(
+        &[
+            ("OPENAI_MODEL", "llama"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+        ],
+        "OPENAI_API_KEY=sk-local\n",
+        &ModelOverrides::default(),
+    )
+    .unwrap();
+    assert_eq!(config.api_key, ApiKey::new("sk-local"));
+    // Anywhere else (a name that merely starts like loopback too) it is required.
+    for base_url in [
+        "https://api.openai.com/v1",
+        "http://localhost.example.com/v1",
+        "http://10.0.0.1/v1",
+    ] {
+        let error = load(
+            &[("OPENAI_MODEL", "gpt"), ("OPENAI_BASE_URL", base_url)],
+            "",
+            &ModelOverrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), "config_missing", "{base_url}");
+        assert!(
+            matches!(&error, ConfigError::Missing { names } if names == &["OPENAI_API_KEY"]),
+            "{error:?}"
+        );
+    }
 }

@@ -2,10 +2,14 @@
 //! retry policy, the scripted model, the conversation types, the model configuration, and one
 //! client per model name.
 
+mod azure;
 mod by_name;
 mod config;
+mod dialects;
 mod openai;
 mod recovery;
 mod retry;
 mod scripted;
+mod sse_server;
+mod streaming;
 mod types;

@@ -208,7 +208,10 @@ async fn request_is_posted_in_the_exact_openai_wire_shape() {
                 {"type": "function", "function": {
                     "name": "list_tasks", "description": "List tasks.",
                     "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}
-            ]
+            ],
+            // A first request asks for a stream; wiremock's whole JSON answer is accepted.
+            "stream": true,
+            "stream_options": {"include_usage": true}
         })
     );
 }
@@ -222,7 +225,8 @@ async fn tools_are_left_out_when_none_are_offered() {
 
     assert_eq!(
         body(&requests(&server).await[0]),
-        json!({"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}]})
+        json!({"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}],
+               "stream": true, "stream_options": {"include_usage": true}})
     );
 }
 

@@ -302,7 +302,7 @@ async fn without_a_fallback_every_attempt_is_made_on_overloads() {
 
     let error = fails(&client(&config)).await;
 
-    assert_eq!(error.code(), "model_server_error");
+    assert_eq!(error.code(), "model_overloaded");
     assert_eq!(requests(&server).await.len(), 4);
 }
 
