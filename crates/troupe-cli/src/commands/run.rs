@@ -14,7 +14,7 @@ use troupe::clock::SystemClock;
 use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::model::by_name::ClientsByName;
-use troupe::model::config::{ModelConfig, ModelOverrides};
+use troupe::model::config::{ModelConfig, ModelOverrides, Provider};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
@@ -70,6 +70,7 @@ pub fn models(
         });
     }
     let overrides = ModelOverrides {
+        provider: args.provider,
         model: args.model.clone(),
         base_url: args.base_url.clone(),
         fallback_model: args.fallback_model.clone(),
@@ -82,6 +83,14 @@ pub fn models(
             _ => CliError::failed(&e),
         },
     )?;
+    // Only the OpenAI client runs teams yet; the other providers' wire formats are in place
+    // (`troupe::model::anthropic`) and are wired in once the shared transport drives them.
+    if config.provider != Provider::OpenAi {
+        return Err(CliError::Usage(format!(
+            "the {} provider is not available for runs yet; use --provider openai",
+            config.provider
+        )));
+    }
     // A cloned repository's troupe.toml can name the server that gets the user's API key: say
     // so, every run, before anything is sent.
     if let Some(url) = &settings.model.base_url {

@@ -4,6 +4,8 @@
 //! - [`types`]: the conversation types (history, requests, responses), troupe's own shapes.
 //! - [`openai`]: the OpenAI Chat Completions client (any compatible server), with timeouts,
 //!   retries and a fallback model. HTTP transport in `openai/mod.rs`, JSON shape in `openai/wire.rs`.
+//! - [`anthropic`]: the Anthropic Messages wire format (native, with prompt caching and
+//!   extended thinking), driven by the shared transport through [`wire_format`].
 //! - [`retry`]: the backoff policy the client retries with.
 //! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
@@ -12,6 +14,7 @@
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
 //! the composition root.
 
+pub mod anthropic;
 pub mod by_name;
 pub mod config;
 pub mod openai;
@@ -24,6 +27,7 @@ pub mod wire_format;
 
 use std::time::Duration;
 
+pub use anthropic::AnthropicWire;
 pub use openai::OpenAiClient;
 pub use retry::RetryPolicy;
 pub use scripted::{ScriptError, ScriptExhausted, ScriptedModel};

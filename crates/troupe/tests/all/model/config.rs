@@ -45,6 +45,8 @@ fn defaults_apply_to_everything_but_key_and_model() {
         ModelConfig {
             provider: troupe::model::config::Provider::OpenAi,
             api_version: None,
+            max_tokens: None,
+            thinking_budget: None,
             api_key: ApiKey::new("sk-env"),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: "gpt-env".to_owned(),
@@ -84,6 +86,7 @@ fn process_env_wins_over_dotenv_and_dotenv_fills_the_rest() {
 #[test]
 fn overrides_win_over_env_and_dotenv() {
     let overrides = ModelOverrides {
+        provider: None,
         api_key: Some("sk-flag".to_owned()),
         base_url: Some("http://flag.invalid/v1/".to_owned()),
         model: Some("gpt-flag".to_owned()),

@@ -57,6 +57,7 @@ fn model_response_round_trips() {
             prompt_tokens: 1,
             completion_tokens: 2,
             total_tokens: 3,
+            ..Usage::default()
         }),
         ..ModelResponse::tool_calls(vec![ToolCall::new("c", "glob", "{}")], "m")
     };
