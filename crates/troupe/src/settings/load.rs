@@ -741,6 +741,38 @@ command = "cargo fmt --check"
     }
 
     #[test]
+    fn provider_and_api_version_are_read_and_checked() {
+        let dir = workspace(Some(
+            "[model]\nprovider = \" anthropic \"\napi_version = \"2024-10-21\"\n",
+        ));
+        let s = Settings::load(dir.path(), None).unwrap();
+        let project = Source::Project(dir.path().join(PROJECT_FILE_NAME));
+        assert_eq!(
+            s.model.provider,
+            Some(Sourced {
+                value: "anthropic".to_owned(),
+                source: project.clone(),
+            })
+        );
+        assert_eq!(
+            s.model.api_version,
+            Some(Sourced {
+                value: "2024-10-21".to_owned(),
+                source: project,
+            })
+        );
+        let err = load_err("[model]\nmodel = \"m\"\nprovider = \"gemini\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(3)));
+        assert!(
+            err.message
+                .contains("`model.provider` must be one of openai, azure, anthropic"),
+            "{err}"
+        );
+        let err = load_err("[model]\napi_version = \" \"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)));
+    }
+
+    #[test]
     fn unknown_keys_name_file_line_and_key() {
         let err = load_err("[model]\nmodel = \"m\"\n\nmodle = \"x\"\n");
         assert_eq!(err.kind, Kind::UnknownKey);
