@@ -299,6 +299,10 @@ impl Command {
     }
 }
 
+fn parse_provider(raw: &str) -> Result<troupe::model::config::Provider, String> {
+    raw.parse()
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -328,8 +332,4 @@ mod tests {
         walk(&command, "troupe", &mut missing);
         assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
-}
-
-fn parse_provider(raw: &str) -> Result<troupe::model::config::Provider, String> {
-    raw.parse()
 }

@@ -497,3 +497,40 @@ async fn the_model_in_troupe_toml_is_the_one_the_server_is_asked_for() {
         vec![json!("model-from-toml"), json!("model-from-env")]
     );
 }
+
+/// Until the shared transport drives the Anthropic and Azure wire formats, a run on them stops
+/// with a clear usage error instead of sending an Anthropic key to an OpenAI endpoint.
+#[test]
+fn a_run_on_a_provider_not_wired_yet_is_refused_before_any_request() {
+    let f = folders();
+    for (env, provider) in [
+        (
+            vec![
+                ("ANTHROPIC_API_KEY", "sk-ant-api03-Zx9Cv8Bn7Mm6"),
+                ("ANTHROPIC_MODEL", "claude-env"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+            ],
+            "anthropic",
+        ),
+        (
+            vec![
+                ("TROUPE_PROVIDER", "azure"),
+                ("AZURE_OPENAI_API_KEY", "azk-0123456789"),
+                ("AZURE_OPENAI_ENDPOINT", "http://127.0.0.1:9"),
+                ("OPENAI_API_VERSION", "2024-10-21"),
+                ("OPENAI_MODEL", "deploy"),
+            ],
+            "azure",
+        ),
+    ] {
+        let out = f.troupe(&["run", "--prompt", "hello"], &env);
+        assert_eq!(out.code, 2, "{out:#?}");
+        assert!(
+            out.stderr.contains(&format!(
+                "the {provider} provider is not available for runs yet"
+            )),
+            "{out:#?}"
+        );
+        assert!(!out.stderr.contains("Zx9Cv8Bn7Mm6"), "{out:#?}");
+    }
+}
