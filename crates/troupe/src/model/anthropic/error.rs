@@ -25,7 +25,6 @@
 
 use serde_json::Value;
 
-use super::response::collapse;
 use crate::model::overflow;
 use crate::model::wire_format::ErrorKind;
 
@@ -123,4 +122,9 @@ fn read_body(body: &str) -> (Option<String>, Option<String>) {
         }
         Err(_) => (None, non_blank(collapse(body))),
     }
+}
+
+/// Whitespace collapsed to single spaces.
+pub fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

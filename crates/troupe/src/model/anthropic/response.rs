@@ -8,6 +8,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::error::{collapse, error_event_text};
 use crate::model::types::{
     AssistantMessage, FinishReason, ModelResponse, Reasoning, ToolCall, Usage,
 };
@@ -138,7 +139,7 @@ pub fn parse(requested_model: &str, body: &str) -> Result<ModelResponse, String>
     let value: Value = serde_json::from_str(body)
         .map_err(|err| format!("the body is not JSON ({err}): {}", snippet(body)))?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
-        let message = super::error::error_event_text(&value);
+        let message = error_event_text(&value);
         return Err(format!("the body is an error: {message}"));
     }
     let content = value
@@ -214,11 +215,6 @@ pub fn tool_identity(index: usize, block: &Value) -> Result<(String, String), St
             .ok_or_else(|| format!("tool_use block #{index} has no `{name}`"))
     };
     Ok((field("id")?, field("name")?))
-}
-
-/// Whitespace collapsed to single spaces.
-pub fn collapse(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The start of an unusable body, for an error message.
