@@ -13,6 +13,9 @@
 //!   `{"_invalid_arguments": "<the raw text>"}`, so the model sees what it actually sent next to
 //!   the dispatcher's `invalid_arguments` result, and nothing crashes or is lost.
 //! - Anthropic refuses empty text blocks, so an empty message becomes the text [`EMPTY_TEXT`].
+//! - Anthropic accepts tool-use ids of `[a-zA-Z0-9_-]` only; ids from another provider's history
+//!   are sent with every other character replaced by `_` ([`tool_use_id`]), the same way in the
+//!   `tool_use` and its `tool_result`, so the pair still matches.
 //!
 //! **Prompt caching.** Anthropic caches the prefix of a request up to each block marked with
 //! `cache_control: {"type": "ephemeral"}` (in the order tools → system → messages), at most
@@ -135,7 +138,7 @@ fn turns(messages: &[ChatMessage]) -> Vec<Turn> {
                 Role::User,
                 vec![json!({
                     "type": "tool_result",
-                    "tool_use_id": tool_call_id,
+                    "tool_use_id": tool_use_id(tool_call_id),
                     "content": content,
                 })],
             ),
@@ -187,7 +190,7 @@ fn assistant_blocks(message: &AssistantMessage) -> Vec<Value> {
     for call in &message.tool_calls {
         blocks.push(json!({
             "type": "tool_use",
-            "id": call.id,
+            "id": tool_use_id(&call.id),
             "name": call.name,
             "input": tool_input(&call.arguments),
         }));
@@ -208,6 +211,23 @@ pub fn tool_input(arguments: &str) -> Value {
         Ok(object @ Value::Object(_)) => object,
         _ => json!({ INVALID_ARGUMENTS_KEY: arguments }),
     }
+}
+
+/// A tool call id as Anthropic accepts it: characters outside `[a-zA-Z0-9_-]` become `_`, and
+/// an empty id is `_`.
+pub fn tool_use_id(id: &str) -> String {
+    if id.is_empty() {
+        return "_".to_owned();
+    }
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn text_block(text: &str) -> Value {

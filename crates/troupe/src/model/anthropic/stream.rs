@@ -13,6 +13,8 @@
 //! out after `message_stop`: a stream that ends before it is an error, never a short answer.
 //! A tool's arguments are the concatenated JSON text as sent, not parsed (a stream cut by
 //! `max_tokens` may leave it invalid; the dispatcher answers that with `invalid_arguments`).
+//! A stream whose event data passes [`MAX_STREAM_BYTES`] in total is refused, whatever the
+//! transport's own limits: a hostile or broken server cannot make troupe hold an unbounded answer.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,9 @@ use super::error::error_event_text;
 use super::response::{finish_reason, message, model_name, tool_identity, Block, WireUsage};
 use crate::model::types::ModelResponse;
 use crate::model::wire_format::StreamAssembler;
+
+/// The most event data one answer may total (64 MiB: far beyond any real answer).
+pub const MAX_STREAM_BYTES: usize = 64 * 1024 * 1024;
 
 /// The state of one streamed answer.
 #[derive(Debug)]
@@ -33,6 +38,8 @@ pub struct Assembler {
     stop_reason: Option<String>,
     usage: WireUsage,
     complete: bool,
+    /// Event data received so far, against [`MAX_STREAM_BYTES`].
+    received: usize,
 }
 
 /// A content block being streamed.
@@ -62,6 +69,7 @@ impl Assembler {
             stop_reason: None,
             usage: WireUsage::default(),
             complete: false,
+            received: 0,
         }
     }
 
@@ -159,6 +167,13 @@ impl StreamAssembler for Assembler {
     fn push(&mut self, event: Option<&str>, data: &str) -> Result<bool, String> {
         if self.complete {
             return Err("an event after `message_stop`".to_owned());
+        }
+        self.received = self.received.saturating_add(data.len());
+        if self.received > MAX_STREAM_BYTES {
+            return Err(format!(
+                "the streamed answer passed {} MiB",
+                MAX_STREAM_BYTES / (1024 * 1024)
+            ));
         }
         let value: Value = serde_json::from_str(data)
             .map_err(|err| format!("an event's data is not JSON ({err})"))?;

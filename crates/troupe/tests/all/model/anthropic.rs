@@ -951,3 +951,55 @@ fn error_responses_are_classified_with_the_servers_message() {
     );
     assert_eq!(wire().classify_error(500, "").1, None);
 }
+
+#[test]
+fn tool_ids_from_other_providers_are_made_acceptable_the_same_way_on_both_sides() {
+    let request = ModelRequest::turn(
+        vec![
+            ChatMessage::user("go"),
+            ChatMessage::Assistant(AssistantMessage::tool_calls(vec![ToolCall::new(
+                "functions.shell:0",
+                "shell",
+                "{}",
+            )])),
+            ChatMessage::tool_result("functions.shell:0", "ok"),
+        ],
+        Vec::new(),
+    );
+    let body = body(&wire(), &request);
+    assert_eq!(body["messages"][1]["content"][0]["id"], "functions_shell_0");
+    assert_eq!(
+        body["messages"][2]["content"][0]["tool_use_id"],
+        "functions_shell_0"
+    );
+    // Acceptable ids are sent as they are.
+    assert_eq!(
+        troupe::model::anthropic::request::tool_use_id("toolu_01A-b"),
+        "toolu_01A-b"
+    );
+}
+
+#[test]
+fn a_stream_past_the_size_limit_is_refused() {
+    use troupe::model::anthropic::stream::MAX_STREAM_BYTES;
+    let mut assembler = wire().stream_assembler("m");
+    assembler
+        .push(
+            Some("content_block_start"),
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        )
+        .unwrap();
+    let piece = "x".repeat(1024 * 1024);
+    let data = json!({"type": "content_block_delta", "index": 0,
+                      "delta": {"type": "text_delta", "text": piece}})
+    .to_string();
+    let mut error = None;
+    for _ in 0..(MAX_STREAM_BYTES / data.len() + 2) {
+        if let Err(e) = assembler.push(Some("content_block_delta"), &data) {
+            error = Some(e);
+            break;
+        }
+    }
+    let error = error.expect("the limit was never reached");
+    assert!(error.contains("passed 64 MiB"), "{error}");
+}
