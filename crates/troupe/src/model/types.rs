@@ -1,8 +1,8 @@
 //! The conversation types: what the runner keeps as history, sends to a model and gets back.
 //!
 //! These are troupe's own types, serialised for persisted history. They are deliberately not the
-//! OpenAI wire shape: that conversion lives in `openai/wire.rs`, so a change of provider format
-//! never changes what is on disk.
+//! shape of any provider: the conversions live in `openai/wire.rs` and `anthropic/`, so a change
+//! of provider format never changes what is on disk.
 
 use std::fmt;
 
