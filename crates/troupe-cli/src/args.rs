@@ -78,10 +78,14 @@ pub struct RunArgs {
 /// Which model answers, for the commands that call one.
 #[derive(Debug, Args)]
 pub struct ModelFlags {
-    /// Overrides OPENAI_MODEL.
+    /// The model server's wire format: openai (or any compatible server), azure, anthropic.
+    /// Overrides TROUPE_PROVIDER and `[model] provider`; inferred when unset.
+    #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
+    pub provider: Option<troupe::model::config::Provider>,
+    /// Overrides OPENAI_MODEL (ANTHROPIC_MODEL for Anthropic).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
-    /// Overrides OPENAI_BASE_URL.
+    /// Overrides OPENAI_BASE_URL (ANTHROPIC_BASE_URL, AZURE_OPENAI_ENDPOINT).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Overrides OPENAI_FALLBACK_MODEL.
@@ -293,6 +297,10 @@ impl Command {
             | Self::Completions { .. } => false,
         }
     }
+}
+
+fn parse_provider(raw: &str) -> Result<troupe::model::config::Provider, String> {
+    raw.parse()
 }
 
 #[cfg(test)]

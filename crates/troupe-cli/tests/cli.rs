@@ -70,6 +70,8 @@ mod model;
 mod orphans;
 #[path = "cli/plans.rs"]
 mod plans;
+#[path = "cli/providers.rs"]
+mod providers;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]

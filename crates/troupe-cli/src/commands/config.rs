@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 use troupe::model::config::{
-    process_env, read_env_file, EffectiveModel, ModelOverrides, ENV_FILE_NAME,
+    process_env, read_env_file, EffectiveModel, ModelOverrides, Provider, ENV_FILE_NAME,
 };
 use troupe::settings::{user_config_path, Settings, Sourced};
 
@@ -31,12 +31,14 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
     let env = process_env().map_err(|e| CliError::Usage(e.to_string()))?;
     let dotenv = read_env_file(&workspace.join(ENV_FILE_NAME)).map_err(|e| CliError::failed(&e))?;
     let overrides = ModelOverrides {
+        provider: flags.provider,
         model: flags.model.clone(),
         base_url: flags.base_url.clone(),
         fallback_model: flags.fallback_model.clone(),
         ..ModelOverrides::default()
     };
-    let effective = EffectiveModel::resolve(&env, &dotenv, &overrides, &settings.model);
+    let effective = EffectiveModel::resolve(&env, &dotenv, &overrides, &settings.model)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let context_window = context_window_sourced(flags, &settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, &settings)?;
     if json {
@@ -125,8 +127,13 @@ fn to_json(
         .collect();
     json!({
         "model": {
+            "provider": {
+                "value": effective.provider.value.as_str(),
+                "source": effective.provider.source.describe(),
+            },
             "model": sourced_json(effective.model.as_ref()),
-            "base_url": sourced_json(Some(&effective.base_url)),
+            "base_url": sourced_json(effective.base_url.as_ref()),
+            "api_version": sourced_json(effective.api_version.as_ref()),
             "fallback_model": sourced_json(effective.fallback_model.as_ref()),
             "context_window": sourced_json(context_window),
             "agents": agents,
@@ -168,13 +175,39 @@ fn to_text(
         out.push_str(&format!("  {}\n", file.display()));
     }
     out.push_str("\n[model]\n");
+    let provider = effective.provider.value;
+    line(
+        &mut out,
+        "provider",
+        Some(&Sourced {
+            value: provider.as_str(),
+            source: effective.provider.source.clone(),
+        }),
+        "",
+    );
     line(
         &mut out,
         "model",
         effective.model.as_ref(),
-        "(not set: set OPENAI_MODEL or model in troupe.toml)",
+        &format!(
+            "(not set: set {} or model in troupe.toml)",
+            provider.model_var()
+        ),
     );
-    line(&mut out, "base_url", Some(&effective.base_url), "");
+    line(
+        &mut out,
+        "base_url",
+        effective.base_url.as_ref(),
+        "(not set: set AZURE_OPENAI_ENDPOINT or base_url in troupe.toml)",
+    );
+    if provider == Provider::Azure {
+        line(
+            &mut out,
+            "api_version",
+            effective.api_version.as_ref(),
+            "(not set: set OPENAI_API_VERSION or api_version in troupe.toml)",
+        );
+    }
     line(
         &mut out,
         "fallback_model",
@@ -194,8 +227,9 @@ fn to_text(
             source.describe()
         )),
         None => out.push_str(&format!(
-            "{:<16}   (not set: OPENAI_API_KEY in the environment or .env)\n",
-            "api_key"
+            "{:<16}   (not set: {} in the environment or .env)\n",
+            "api_key",
+            provider.api_key_vars().join(" or ")
         )),
     }
     for (name, model) in &settings.model.agents {

@@ -70,6 +70,7 @@ pub fn models(
         });
     }
     let overrides = ModelOverrides {
+        provider: args.provider,
         model: args.model.clone(),
         base_url: args.base_url.clone(),
         fallback_model: args.fallback_model.clone(),

@@ -13,6 +13,7 @@ use super::support::{command, ran, Ran};
 
 const KEY: &str = "sk-proj-Hv3kQ9wZ7rT2yU5iO8pA1sD4";
 const ANTHROPIC_KEY: &str = "sk-ant-api03-Lm6nB9vC2xZ5aS8dF1gH";
+const AZURE_KEY: &str = "azk-4f1d9c0b7e2a6d3c8b5e1f0a9d7c6b2e";
 
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -78,6 +79,7 @@ async fn a_command_cannot_read_the_key_from_troupes_own_environment() {
         &[
             ("OPENAI_API_KEY", KEY),
             ("ANTHROPIC_API_KEY", ANTHROPIC_KEY),
+            ("AZURE_OPENAI_API_KEY", AZURE_KEY),
             ("TROUPE_TEST_MARKER", "visible"),
         ],
     )
@@ -93,8 +95,10 @@ async fn a_command_cannot_read_the_key_from_troupes_own_environment() {
     assert!(environ.lines().any(|l| l == "own=unset"), "{environ}");
     assert!(!environ.contains("OPENAI_API_KEY="), "{environ}");
     assert!(!environ.contains("ANTHROPIC_API_KEY="), "{environ}");
+    assert!(!environ.contains("AZURE_OPENAI_API_KEY="), "{environ}");
     assert_no_piece_of(KEY, &environ, "/proc/<troupe>/environ");
     assert_no_piece_of(ANTHROPIC_KEY, &environ, "/proc/<troupe>/environ");
+    assert_no_piece_of(AZURE_KEY, &environ, "/proc/<troupe>/environ");
 }
 
 fn tool_calls(calls: &[(&str, Value)]) -> ResponseTemplate {

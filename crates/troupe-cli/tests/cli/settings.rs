@@ -109,6 +109,11 @@ fn every_combination_of_the_sources_has_the_right_winner_and_source() {
             v["model"]["base_url"],
             json!({"value": "https://api.openai.com/v1", "source": "default"})
         );
+        assert_eq!(
+            v["model"]["provider"],
+            json!({"value": "openai", "source": "default"}),
+            "mask {mask:05b}"
+        );
         let mut files = vec![];
         if has(3) {
             files.push(project.clone());
@@ -119,6 +124,106 @@ fn every_combination_of_the_sources_has_the_right_winner_and_source() {
         assert_eq!(v["files"], json!(files), "mask {mask:05b}");
         assert!(!f.ws.join(".troupe").exists(), "config creates no state");
     }
+}
+
+#[test]
+fn the_test_support_removes_every_model_variable() {
+    assert_eq!(
+        super::support::MODEL_VARIABLES,
+        troupe::model::config::VARIABLES
+    );
+}
+
+#[test]
+fn config_shows_the_provider_and_where_it_came_from() {
+    let f = folders();
+    // Inferred: an Anthropic key and no OpenAI settings.
+    let anthropic = [
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-Zx9Cv8Bn7Mm6"),
+        ("ANTHROPIC_MODEL", "claude-env"),
+    ];
+    let out = f.troupe(&["config", "--json"], &anthropic);
+    let v = parse_json(&out);
+    assert_eq!(
+        v["model"]["provider"],
+        json!({"value": "anthropic", "source": format!("inferred: {}", troupe::model::config::INFERRED_ANTHROPIC)})
+    );
+    assert_eq!(
+        v["model"]["model"],
+        json!({"value": "claude-env", "source": "env ANTHROPIC_MODEL"})
+    );
+    assert_eq!(
+        v["model"]["base_url"],
+        json!({"value": "https://api.anthropic.com", "source": "default"})
+    );
+    assert_eq!(
+        v["model"]["api_key"],
+        json!({"set": true, "source": "env ANTHROPIC_API_KEY"})
+    );
+    assert!(
+        !out.stdout.contains("Zx9Cv8Bn7Mm6"),
+        "the key is never shown"
+    );
+    let text = f.troupe(&["config"], &anthropic);
+    assert_eq!(text.code, 0, "{text:#?}");
+    assert!(
+        text.stdout.contains(&format!(
+            "provider         = \"anthropic\"   (inferred: {})",
+            troupe::model::config::INFERRED_ANTHROPIC
+        )),
+        "{}",
+        text.stdout
+    );
+    // The flag beats TROUPE_PROVIDER, which beats troupe.toml.
+    std::fs::write(
+        f.ws.join("troupe.toml"),
+        "[model]\nprovider = \"azure\"\napi_version = \"2024-10-21\"\n",
+    )
+    .unwrap();
+    let v = parse_json(&f.troupe(&["config", "--json"], &[]));
+    let project = f.ws.join("troupe.toml").display().to_string();
+    assert_eq!(
+        v["model"]["provider"],
+        json!({"value": "azure", "source": project})
+    );
+    assert_eq!(
+        v["model"]["api_version"],
+        json!({"value": "2024-10-21", "source": project})
+    );
+    assert_eq!(
+        v["model"]["base_url"],
+        json!({"value": null, "source": null})
+    );
+    let text = f.troupe(&["config"], &[]);
+    assert!(
+        text.stdout
+            .contains("AZURE_OPENAI_API_KEY or OPENAI_API_KEY"),
+        "{}",
+        text.stdout
+    );
+    let v = parse_json(&f.troupe(&["config", "--json"], &[("TROUPE_PROVIDER", "anthropic")]));
+    assert_eq!(
+        v["model"]["provider"],
+        json!({"value": "anthropic", "source": "env TROUPE_PROVIDER"})
+    );
+    let v = parse_json(&f.troupe(
+        &["config", "--json", "--provider", "openai"],
+        &[("TROUPE_PROVIDER", "anthropic")],
+    ));
+    assert_eq!(
+        v["model"]["provider"],
+        json!({"value": "openai", "source": "flag --provider"})
+    );
+    // Not a provider: a usage error.
+    let bad = f.troupe(&["config", "--provider", "gemini"], &[]);
+    assert_eq!(bad.code, 2, "{bad:#?}");
+    assert!(
+        bad.stderr.contains("openai, azure or anthropic"),
+        "{bad:#?}"
+    );
+    let bad = f.troupe(&["config"], &[("TROUPE_PROVIDER", "gemini")]);
+    assert_eq!(bad.code, 2, "{bad:#?}");
+    assert!(bad.stderr.contains("TROUPE_PROVIDER"), "{bad:#?}");
 }
 
 #[test]

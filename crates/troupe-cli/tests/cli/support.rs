@@ -4,8 +4,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// Every variable the model configuration reads.
-pub const MODEL_VARIABLES: [&str; 8] = [
+/// Every variable the model configuration reads (`troupe::model::config::VARIABLES`, spelled
+/// out so that a new one is a conscious addition here).
+pub const MODEL_VARIABLES: [&str; 18] = [
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_MODEL",
@@ -14,6 +15,16 @@ pub const MODEL_VARIABLES: [&str; 8] = [
     "TROUPE_MODEL_MAX_ATTEMPTS",
     "TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER",
     "TROUPE_MODEL_DEADLINE_SECS",
+    "TROUPE_PROVIDER",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_BASE_URL",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
+    "AZURE_OPENAI_API_VERSION",
+    "TROUPE_MODEL_MAX_TOKENS",
+    "TROUPE_THINKING_BUDGET",
 ];
 
 /// What a finished command left.

@@ -512,6 +512,8 @@ fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
             prompt_tokens: a.prompt_tokens + b.prompt_tokens,
             completion_tokens: a.completion_tokens + b.completion_tokens,
             total_tokens: a.total_tokens + b.total_tokens,
+            cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
+            cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
         }),
         (a, b) => a.or(b),
     }

@@ -110,6 +110,12 @@ fn add(sum: &mut Usage, usage: Usage) {
         .completion_tokens
         .saturating_add(usage.completion_tokens);
     sum.total_tokens = sum.total_tokens.saturating_add(usage.total_tokens);
+    sum.cache_read_tokens = sum
+        .cache_read_tokens
+        .saturating_add(usage.cache_read_tokens);
+    sum.cache_write_tokens = sum
+        .cache_write_tokens
+        .saturating_add(usage.cache_write_tokens);
 }
 
 /// The line a run ends with:

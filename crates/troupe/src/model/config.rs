@@ -1,4 +1,4 @@
-//! Model configuration (SPEC §8): which server, key and model the OpenAI client uses.
+//! Model configuration (SPEC §8): which provider, server, key and model a client uses.
 //!
 //! Each setting is taken from the first place that has a non-blank value:
 //! explicit overrides (CLI flags) → the process environment → `<workspace>/.env` → the settings
@@ -19,6 +19,23 @@
 //! | `TROUPE_MODEL_MAX_ATTEMPTS` | attempts per model, first included | 3 |
 //! | `TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER` | overloads (429/503/529) in a row before the fallback takes over | 2 |
 //! | `TROUPE_MODEL_DEADLINE_SECS` | total time of one model call: attempts, backoffs and fallback | 600 |
+//! | `TROUPE_PROVIDER` | `openai`, `azure` or `anthropic` (also `--provider`, `[model] provider`) | inferred |
+//! | `ANTHROPIC_API_KEY` | Anthropic's `x-api-key` | required for Anthropic |
+//! | `ANTHROPIC_MODEL` | Anthropic model name (instead of `OPENAI_MODEL`) | required for Anthropic |
+//! | `ANTHROPIC_BASE_URL` | Anthropic API root | `https://api.anthropic.com` |
+//! | `AZURE_OPENAI_API_KEY` | Azure's `api-key` (else `OPENAI_API_KEY`) | required for Azure |
+//! | `AZURE_OPENAI_ENDPOINT` | Azure resource endpoint (else `OPENAI_BASE_URL`) | required for Azure |
+//! | `OPENAI_API_VERSION`, `AZURE_OPENAI_API_VERSION` | Azure's `api-version` (also `[model] api_version`) | required for Azure |
+//! | `TROUPE_MODEL_MAX_TOKENS` | the answer's token limit (Anthropic's required `max_tokens`) | 8192 for Anthropic |
+//! | `TROUPE_THINKING_BUDGET` | Anthropic extended thinking's `budget_tokens`; thinking is off without it | off |
+//!
+//! **Provider.** `--provider`, then `TROUPE_PROVIDER` (environment, `.env`), then `[model]
+//! provider`; else inferred: Anthropic when `ANTHROPIC_API_KEY` is set (environment or `.env`)
+//! and none of `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL` is, OpenAI otherwise. The
+//! provider decides which variables name the key, model and base URL (the table above); the
+//! flags and the settings files' `model` and `base_url` apply to whichever it is. Where a value
+//! has two variables (Azure's key, endpoint and api-version), the first variable is looked for in
+//! the environment and `.env` before the second: the provider-specific name wins.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,9 +56,19 @@ pub const TIMEOUT_VAR: &str = "TROUPE_MODEL_TIMEOUT_SECS";
 pub const MAX_ATTEMPTS_VAR: &str = "TROUPE_MODEL_MAX_ATTEMPTS";
 pub const OVERLOAD_FALLBACK_AFTER_VAR: &str = "TROUPE_MODEL_OVERLOAD_FALLBACK_AFTER";
 pub const DEADLINE_VAR: &str = "TROUPE_MODEL_DEADLINE_SECS";
+pub const PROVIDER_VAR: &str = "TROUPE_PROVIDER";
+pub const ANTHROPIC_API_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+pub const ANTHROPIC_MODEL_VAR: &str = "ANTHROPIC_MODEL";
+pub const ANTHROPIC_BASE_URL_VAR: &str = "ANTHROPIC_BASE_URL";
+pub const AZURE_API_KEY_VAR: &str = "AZURE_OPENAI_API_KEY";
+pub const AZURE_ENDPOINT_VAR: &str = "AZURE_OPENAI_ENDPOINT";
+pub const API_VERSION_VAR: &str = "OPENAI_API_VERSION";
+pub const AZURE_API_VERSION_VAR: &str = "AZURE_OPENAI_API_VERSION";
+pub const MAX_TOKENS_VAR: &str = "TROUPE_MODEL_MAX_TOKENS";
+pub const THINKING_BUDGET_VAR: &str = "TROUPE_THINKING_BUDGET";
 
 /// Every variable this module reads, in the order they are documented.
-pub const VARIABLES: [&str; 8] = [
+pub const VARIABLES: [&str; 18] = [
     API_KEY_VAR,
     BASE_URL_VAR,
     MODEL_VAR,
@@ -50,9 +77,22 @@ pub const VARIABLES: [&str; 8] = [
     MAX_ATTEMPTS_VAR,
     OVERLOAD_FALLBACK_AFTER_VAR,
     DEADLINE_VAR,
+    PROVIDER_VAR,
+    ANTHROPIC_API_KEY_VAR,
+    ANTHROPIC_MODEL_VAR,
+    ANTHROPIC_BASE_URL_VAR,
+    AZURE_API_KEY_VAR,
+    AZURE_ENDPOINT_VAR,
+    API_VERSION_VAR,
+    AZURE_API_VERSION_VAR,
+    MAX_TOKENS_VAR,
+    THINKING_BUDGET_VAR,
 ];
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Anthropic's API root (the same as `model::anthropic::DEFAULT_BASE_URL`, which sits above
+/// this module).
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_OVERLOAD_FALLBACK_AFTER: u32 = 2;
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
@@ -119,6 +159,56 @@ impl std::str::FromStr for Provider {
     }
 }
 
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Provider {
+    /// The variables that hold this provider's API key, preferred first.
+    pub fn api_key_vars(self) -> &'static [&'static str] {
+        match self {
+            Provider::OpenAi => &[API_KEY_VAR],
+            Provider::Azure => &[AZURE_API_KEY_VAR, API_KEY_VAR],
+            Provider::Anthropic => &[ANTHROPIC_API_KEY_VAR],
+        }
+    }
+
+    /// The variable that names this provider's model (Azure's is its deployment).
+    pub fn model_var(self) -> &'static str {
+        match self {
+            Provider::OpenAi | Provider::Azure => MODEL_VAR,
+            Provider::Anthropic => ANTHROPIC_MODEL_VAR,
+        }
+    }
+
+    /// The variables that hold this provider's API root, preferred first.
+    pub fn base_url_vars(self) -> &'static [&'static str] {
+        match self {
+            Provider::OpenAi => &[BASE_URL_VAR],
+            Provider::Azure => &[AZURE_ENDPOINT_VAR, BASE_URL_VAR],
+            Provider::Anthropic => &[ANTHROPIC_BASE_URL_VAR],
+        }
+    }
+
+    /// The API root when none is set; Azure has none (each resource has its own endpoint).
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Provider::OpenAi => Some(DEFAULT_BASE_URL),
+            Provider::Azure => None,
+            Provider::Anthropic => Some(ANTHROPIC_DEFAULT_BASE_URL),
+        }
+    }
+}
+
+/// The variables that hold Azure's `api-version`, preferred first.
+pub const API_VERSION_VARS: [&str; 2] = [API_VERSION_VAR, AZURE_API_VERSION_VAR];
+
+/// Why inference picks Anthropic, as `troupe config` shows it.
+pub const INFERRED_ANTHROPIC: &str =
+    "ANTHROPIC_API_KEY set, none of OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL";
+
 /// Everything a model client needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
@@ -126,6 +216,10 @@ pub struct ModelConfig {
     pub provider: Provider,
     /// Azure's `api-version` query value (required for [`Provider::Azure`]).
     pub api_version: Option<String>,
+    /// The answer's token limit, when configured (Anthropic requires one and defaults it).
+    pub max_tokens: Option<u32>,
+    /// Anthropic extended thinking's budget, when on.
+    pub thinking_budget: Option<u32>,
     pub api_key: ApiKey,
     pub base_url: String,
     pub model: String,
@@ -147,6 +241,7 @@ pub struct ModelConfig {
 /// Values given explicitly (CLI flags); each one that is set beats the environment and `.env`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelOverrides {
+    pub provider: Option<Provider>,
     pub api_key: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -183,6 +278,8 @@ impl ModelConfig {
         Self {
             provider: Provider::OpenAi,
             api_version: None,
+            max_tokens: None,
+            thinking_budget: None,
             api_key: ApiKey::new(api_key),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: model.into(),
@@ -243,19 +340,50 @@ impl ModelConfig {
         settings: &ModelSettings,
     ) -> Result<Self, ConfigError> {
         let pick = |flag: &Option<String>, name: &str| -> Option<String> {
-            pick_sourced(env, dotenv, flag, "", name, None).map(|s| s.value)
+            pick_sourced(env, dotenv, flag, "", &[name], None).map(|s| s.value)
         };
-        let effective = EffectiveModel::resolve(env, dotenv, overrides, settings);
+        let effective = EffectiveModel::resolve(env, dotenv, overrides, settings)?;
+        let provider = effective.provider.value;
+        let api_key = pick_sourced(
+            env,
+            dotenv,
+            &overrides.api_key,
+            "",
+            provider.api_key_vars(),
+            None,
+        )
+        .map(|s| s.value)
         // A server on this machine (Ollama, llama.cpp) needs no key: none set means none sent.
-        let api_key = pick(&overrides.api_key, API_KEY_VAR)
-            .or_else(|| is_loopback(&effective.base_url.value).then(String::new));
+        .or_else(|| {
+            effective
+                .base_url
+                .as_ref()
+                .is_some_and(|url| is_loopback(&url.value))
+                .then(String::new)
+        });
         let model = effective.model.map(|s| s.value);
-        let (api_key, model) = match (api_key, model) {
-            (Some(api_key), Some(model)) => (api_key, model),
-            (api_key, model) => {
+        let base_url = effective.base_url.map(|s| s.value);
+        let api_version = effective.api_version.map(|s| s.value);
+        let (api_key, model, base_url) = match (api_key, model, base_url, provider, &api_version) {
+            (
+                Some(api_key),
+                Some(model),
+                Some(base_url),
+                Provider::OpenAi | Provider::Anthropic,
+                _,
+            )
+            | (Some(api_key), Some(model), Some(base_url), Provider::Azure, Some(_)) => {
+                (api_key, model, base_url)
+            }
+            (api_key, model, base_url, provider, api_version) => {
                 let names = [
-                    (API_KEY_VAR, api_key.is_none()),
-                    (MODEL_VAR, model.is_none()),
+                    (provider.api_key_vars()[0], api_key.is_none()),
+                    (provider.model_var(), model.is_none()),
+                    (provider.base_url_vars()[0], base_url.is_none()),
+                    (
+                        API_VERSION_VAR,
+                        provider == Provider::Azure && api_version.is_none(),
+                    ),
                 ]
                 .into_iter()
                 .filter_map(|(name, missing)| missing.then_some(name))
@@ -263,16 +391,16 @@ impl ModelConfig {
                 return Err(ConfigError::Missing { names });
             }
         };
+        let key_var = provider.api_key_vars()[0];
         // Checked here because reqwest would only fail at send time, with a vague "builder error".
         if !api_key.bytes().all(|byte| byte.is_ascii_graphic()) {
             return Err(ConfigError::Invalid {
-                name: API_KEY_VAR,
+                name: key_var,
                 reason: "the key contains spaces or characters not allowed in an HTTP header"
                     .to_owned(),
             });
         }
-        let base_url = effective.base_url.value;
-        check_base_url(&base_url)?;
+        check_base_url(provider.base_url_vars()[0], &base_url)?;
         let timeout = match overrides.timeout {
             Some(timeout) => timeout,
             None => match pick(&None, TIMEOUT_VAR) {
@@ -314,9 +442,19 @@ impl ModelConfig {
             Some(raw) => Duration::from_secs(positive(DEADLINE_VAR, &raw)?),
             None => DEFAULT_DEADLINE,
         };
+        let max_tokens = match pick(&None, MAX_TOKENS_VAR) {
+            Some(raw) => Some(positive_u32(MAX_TOKENS_VAR, &raw)?),
+            None => None,
+        };
+        let thinking_budget = match pick(&None, THINKING_BUDGET_VAR) {
+            Some(raw) => Some(positive_u32(THINKING_BUDGET_VAR, &raw)?),
+            None => None,
+        };
         Ok(Self {
-            provider: Provider::OpenAi,
-            api_version: None,
+            provider,
+            api_version,
+            max_tokens,
+            thinking_budget,
             api_key: ApiKey::new(api_key),
             base_url,
             model,
@@ -336,73 +474,163 @@ impl ModelConfig {
 /// environment, `.env`, the settings files, the default. Never the key itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectiveModel {
+    /// The provider, and where it was set or why it was inferred.
+    pub provider: Sourced<Provider>,
     pub model: Option<Sourced<String>>,
-    pub base_url: Sourced<String>,
+    /// `None` only for Azure without an endpoint.
+    pub base_url: Option<Sourced<String>>,
     pub fallback_model: Option<Sourced<String>>,
-    /// Where the API key is set, if anywhere (the key is not kept).
+    /// Azure's `api-version` (looked up for Azure only).
+    pub api_version: Option<Sourced<String>>,
+    /// Where the provider's API key is set, if anywhere (the key is not kept).
     pub api_key_source: Option<Source>,
 }
 
 impl EffectiveModel {
+    /// Fails only on a provider name that is not one.
     pub fn resolve(
         env: &HashMap<String, String>,
         dotenv: &HashMap<String, String>,
         overrides: &ModelOverrides,
         settings: &ModelSettings,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, ConfigError> {
+        let provider = resolve_provider(env, dotenv, overrides, settings)?;
+        let kind = provider.value;
+        let base_url = pick_sourced(
+            env,
+            dotenv,
+            &overrides.base_url,
+            "--base-url",
+            kind.base_url_vars(),
+            settings.base_url.as_ref(),
+        )
+        .or_else(|| {
+            kind.default_base_url().map(|url| Sourced {
+                value: url.to_owned(),
+                source: Source::Default,
+            })
+        });
+        let api_version = match kind {
+            Provider::Azure => pick_sourced(
+                env,
+                dotenv,
+                &None,
+                "",
+                &API_VERSION_VARS,
+                settings.api_version.as_ref(),
+            ),
+            Provider::OpenAi | Provider::Anthropic => None,
+        };
+        Ok(Self {
             model: pick_sourced(
                 env,
                 dotenv,
                 &overrides.model,
                 "--model",
-                MODEL_VAR,
+                &[kind.model_var()],
                 settings.model.as_ref(),
             ),
-            base_url: pick_sourced(
-                env,
-                dotenv,
-                &overrides.base_url,
-                "--base-url",
-                BASE_URL_VAR,
-                settings.base_url.as_ref(),
-            )
-            .unwrap_or_else(|| Sourced {
-                value: DEFAULT_BASE_URL.to_owned(),
-                source: Source::Default,
-            }),
+            base_url,
             fallback_model: pick_sourced(
                 env,
                 dotenv,
                 &overrides.fallback_model,
                 "--fallback-model",
-                FALLBACK_MODEL_VAR,
+                &[FALLBACK_MODEL_VAR],
                 settings.fallback_model.as_ref(),
             ),
-            api_key_source: pick_sourced(env, dotenv, &overrides.api_key, "", API_KEY_VAR, None)
-                .map(|s| s.source),
-        }
+            api_version,
+            api_key_source: pick_sourced(
+                env,
+                dotenv,
+                &overrides.api_key,
+                "",
+                kind.api_key_vars(),
+                None,
+            )
+            .map(|s| s.source),
+            provider,
+        })
     }
 }
 
-/// The first non-blank of: the flag, the variable in the environment, in `.env`, the setting.
+/// `--provider`, `TROUPE_PROVIDER` (environment, `.env`), `[model] provider`, else inferred.
+fn resolve_provider(
+    env: &HashMap<String, String>,
+    dotenv: &HashMap<String, String>,
+    overrides: &ModelOverrides,
+    settings: &ModelSettings,
+) -> Result<Sourced<Provider>, ConfigError> {
+    if let Some(provider) = overrides.provider {
+        return Ok(Sourced {
+            value: provider,
+            source: Source::Flag("--provider".to_owned()),
+        });
+    }
+    if let Some(named) = pick_sourced(
+        env,
+        dotenv,
+        &None,
+        "",
+        &[PROVIDER_VAR],
+        settings.provider.as_ref(),
+    ) {
+        let value = named
+            .value
+            .parse::<Provider>()
+            .map_err(|reason| ConfigError::Invalid {
+                name: PROVIDER_VAR,
+                reason,
+            })?;
+        return Ok(Sourced {
+            value,
+            source: named.source,
+        });
+    }
+    let set = |var: &str| {
+        [env, dotenv]
+            .iter()
+            .any(|vars| vars.get(var).is_some_and(|value| !value.trim().is_empty()))
+    };
+    let openai_settings = [API_KEY_VAR, BASE_URL_VAR, MODEL_VAR].into_iter().any(set);
+    Ok(if set(ANTHROPIC_API_KEY_VAR) && !openai_settings {
+        Sourced {
+            value: Provider::Anthropic,
+            source: Source::Inferred(INFERRED_ANTHROPIC.to_owned()),
+        }
+    } else {
+        Sourced {
+            value: Provider::OpenAi,
+            source: Source::Default,
+        }
+    })
+}
+
+/// The first non-blank of: the flag, each variable (preferred first) in the environment then in
+/// `.env`, the setting.
 fn pick_sourced(
     env: &HashMap<String, String>,
     dotenv: &HashMap<String, String>,
     flag: &Option<String>,
     flag_name: &str,
-    var: &str,
+    vars: &[&str],
     setting: Option<&Sourced<String>>,
 ) -> Option<Sourced<String>> {
-    let candidates = [
-        flag.as_ref()
-            .map(|v| (v, Source::Flag(flag_name.to_owned()))),
-        env.get(var).map(|v| (v, Source::Env(var.to_owned()))),
-        dotenv.get(var).map(|v| (v, Source::DotEnv(var.to_owned()))),
-        setting.map(|s| (&s.value, s.source.clone())),
-    ];
-    candidates
-        .into_iter()
+    let flag = flag
+        .as_ref()
+        .map(|v| (v, Source::Flag(flag_name.to_owned())));
+    let variables = vars.iter().flat_map(|var| {
+        [
+            env.get(*var).map(|v| (v, Source::Env((*var).to_owned()))),
+            dotenv
+                .get(*var)
+                .map(|v| (v, Source::DotEnv((*var).to_owned()))),
+        ]
+    });
+    let setting = setting.map(|s| (&s.value, s.source.clone()));
+    std::iter::once(flag)
+        .chain(variables)
+        .chain(std::iter::once(setting))
         .flatten()
         .map(|(value, source)| (value.trim(), source))
         .find(|(value, _)| !value.is_empty())
@@ -471,11 +699,8 @@ pub fn is_loopback(base_url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-fn check_base_url(raw: &str) -> Result<(), ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid {
-        name: BASE_URL_VAR,
-        reason,
-    };
+fn check_base_url(name: &'static str, raw: &str) -> Result<(), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid { name, reason };
     let url = reqwest::Url::parse(raw).map_err(|err| invalid(format!("`{raw}`: {err}")))?;
     match url.scheme() {
         "http" | "https" => Ok(()),
@@ -493,4 +718,11 @@ fn positive(name: &'static str, raw: &str) -> Result<u64, ConfigError> {
             reason: format!("`{raw}` is not a whole number greater than zero"),
         }),
     }
+}
+
+fn positive_u32(name: &'static str, raw: &str) -> Result<u32, ConfigError> {
+    u32::try_from(positive(name, raw)?).map_err(|_| ConfigError::Invalid {
+        name,
+        reason: format!("`{raw}` is too large"),
+    })
 }

@@ -7,6 +7,8 @@
 //! - [`openai`]: the OpenAI Chat Completions wire format (any compatible server, Azure OpenAI),
 //!   streamed or not; [`OpenAiClient`] is the transport speaking it.
 //! - [`schema_dialect`]: tool schemas adapted to what each provider accepts.
+//! - [`anthropic`]: the Anthropic Messages wire format (native, with prompt caching and
+//!   extended thinking), driven by the shared transport through [`wire_format`].
 //! - [`retry`]: the backoff policy the client retries with.
 //! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
@@ -15,7 +17,9 @@
 //! **API Boundary:** the runner only sees [`ModelClient`]; which implementation runs is chosen at
 //! the composition root.
 
+pub mod anthropic;
 pub mod by_name;
+mod client;
 pub mod config;
 pub mod openai;
 pub mod overflow;
@@ -29,6 +33,7 @@ pub mod wire_format;
 
 use std::time::Duration;
 
+pub use anthropic::AnthropicWire;
 pub use openai::{OpenAiClient, OpenAiWire};
 pub use retry::RetryPolicy;
 pub use schema_dialect::SchemaDialect;

@@ -8,15 +8,18 @@
 
 /// What OpenAI-compatible servers put in an error's `code`, `type` or `message` when the request
 /// does not fit the model's context window. Lowercase; matched as substrings.
-const MARKERS: [&str; 13] = [
+const MARKERS: [&str; 14] = [
     // OpenAI's `code`, and its message "This model's maximum context length is … tokens".
     "context_length_exceeded",
     "maximum context length",
     "context length exceeded",
     "context_window_exceeded",
     "exceeds the context window",
-    // Anthropic-style gateways.
+    // Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", and "input length and
+    // `max_tokens` exceed context limit: 198000 + 8192 > 200000, decrease input length or
+    // `max_tokens` and try again"; and Anthropic-style gateways.
     "prompt is too long",
+    "exceed context limit",
     "prompt_too_long",
     "input is too long",
     "too many tokens",
@@ -52,6 +55,8 @@ mod tests {
             "context_length_exceeded",
             "This model's maximum context length is 8192 tokens. However, you requested 9000.",
             "Prompt is too long: 210000 tokens > 200000 maximum",
+            "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000, \
+             decrease input length or `max_tokens` and try again",
             "CONTEXT LENGTH EXCEEDED",
             "context_window_exceeded",
             "Too many tokens in the request",

@@ -1,8 +1,8 @@
 //! The conversation types: what the runner keeps as history, sends to a model and gets back.
 //!
 //! These are troupe's own types, serialised for persisted history. They are deliberately not the
-//! OpenAI wire shape: that conversion lives in `openai/wire.rs`, so a change of provider format
-//! never changes what is on disk.
+//! shape of any provider: the conversions live in `openai/wire.rs` and `anthropic/`, so a change
+//! of provider format never changes what is on disk.
 
 use std::fmt;
 
@@ -293,7 +293,20 @@ impl fmt::Display for FinishReason {
 /// Token counts, when the server reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every input token, those read from or written to a prompt cache included.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Of `prompt_tokens`, those read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`). Absent in older transcripts and for other providers: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `prompt_tokens`, those written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`). Absent in older transcripts: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }

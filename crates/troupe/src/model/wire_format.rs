@@ -54,6 +54,21 @@ pub enum ErrorKind {
     Refused,
 }
 
+impl ErrorKind {
+    /// The HTTP status an error of this kind is reported with when the server gave none (an
+    /// error event inside a stream that began with 200).
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorKind::Auth => 401,
+            ErrorKind::NotFound => 404,
+            ErrorKind::RateLimited => 429,
+            ErrorKind::Overloaded => 529,
+            ErrorKind::Server => 500,
+            ErrorKind::ContextTooLong | ErrorKind::Refused => 400,
+        }
+    }
+}
+
 /// One provider's wire format.
 pub trait WireFormat: Send + Sync + std::fmt::Debug + 'static {
     /// Names the provider in errors and logs (`openai`, `azure`, `anthropic`).
@@ -71,6 +86,14 @@ pub trait WireFormat: Send + Sync + std::fmt::Debug + 'static {
     /// What an error response with this status and body is, and the server's own message in
     /// it, if it has one.
     fn classify_error(&self, status: u16, body: &str) -> (ErrorKind, Option<String>);
+
+    /// What a stream's error (an `Err` of [`StreamAssembler::push`]) means, when it is the
+    /// server reporting a failure in the stream (Anthropic's `error` event: `overloaded_error`
+    /// mid-answer is an overload, retried like a 529) rather than a malformed stream. `None`
+    /// (the default): a malformed answer, `model_bad_response`.
+    fn classify_stream_error(&self, _reason: &str) -> Option<ErrorKind> {
+        None
+    }
 }
 
 /// Builds one answer from the server-sent events of a stream, in order.

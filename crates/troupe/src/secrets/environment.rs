@@ -15,9 +15,14 @@
 use std::ffi::{CStr, OsStr, OsString};
 use std::sync::OnceLock;
 
-/// The variables that hold credentials troupe runs with (the Anthropic key is the provider key
-/// of SPEC §11: taken now, so that no command ever sees it either).
-pub const CREDENTIAL_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+/// The variables that hold credentials troupe runs with: one per provider (OpenAI, Anthropic,
+/// Azure OpenAI), each taken whether or not its provider is the one in use, so that no command
+/// ever sees any of them.
+pub const CREDENTIAL_VARS: [&str; 3] = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+];
 
 /// The values [`take_from_environment`] took, by variable.
 static TAKEN: OnceLock<Vec<(&'static str, OsString)>> = OnceLock::new();

@@ -13,7 +13,8 @@
 //!   the `)` last. `[[hooks]]`: `event` one of `PreToolUse`, `PostToolUse`, `UserPromptSubmit`,
 //!   `Stop`; a non-blank `command`; `timeout` 1 to 3600 seconds, an integer (`30`) or a string
 //!   with a unit (`"30s"`, `"2m"`, `"1h"`), default 60 s. `[model]`: `model` and
-//!   `fallback_model` non-blank, `base_url` an `http://` or `https://` URL, `context_window` an
+//!   `fallback_model` and `api_version` non-blank, `provider` one of `openai`, `azure`,
+//!   `anthropic`, `base_url` an `http://` or `https://` URL, `context_window` an
 //!   integer of at least 1024 tokens; `[model.agents]` agent name = model name.
 //! - Rules: project entries before user entries within each list, `index` the entry's position
 //!   in its own file's list. Hooks: project then user. Model values: project over user; per-agent
@@ -46,6 +47,8 @@ pub const PROJECT_FILE_NAME: &str = "troupe.toml";
 pub const MAX_SETTINGS_FILE_BYTES: u64 = 1024 * 1024;
 /// The longest a hook may be given.
 pub const MAX_HOOK_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The values `[model] provider` may take (`model::config::Provider` names them the same).
+pub const PROVIDERS: [&str; 3] = ["openai", "azure", "anthropic"];
 /// The smallest context window a setting may give (as `--context-window`).
 pub const MIN_CONTEXT_WINDOW: u32 = 1024;
 
@@ -114,6 +117,8 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
         }
     }
     let model = ModelSettings {
+        provider: first(&layers, |f| f.provider.clone()),
+        api_version: first(&layers, |f| f.api_version.clone()),
         model: first(&layers, |f| f.model.clone()),
         base_url: first(&layers, |f| f.base_url.clone()),
         fallback_model: first(&layers, |f| f.fallback_model.clone()),
@@ -169,6 +174,8 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
 /// One file, validated.
 #[derive(Debug, Default)]
 struct ParsedFile {
+    provider: Option<String>,
+    api_version: Option<String>,
     model: Option<String>,
     base_url: Option<String>,
     fallback_model: Option<String>,
@@ -226,6 +233,8 @@ enum RawNetwork {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawModel {
+    provider: Option<Spanned<String>>,
+    api_version: Option<Spanned<String>>,
     model: Option<Spanned<String>>,
     base_url: Option<Spanned<String>>,
     fallback_model: Option<Spanned<String>>,
@@ -315,8 +324,22 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
     let mut file = ParsedFile {
         model: non_blank("model.model", raw.model.model)?,
         fallback_model: non_blank("model.fallback_model", raw.model.fallback_model)?,
+        api_version: non_blank("model.api_version", raw.model.api_version)?,
         ..ParsedFile::default()
     };
+    if let Some(provider) = raw.model.provider {
+        let value = provider.get_ref().trim();
+        if !PROVIDERS.contains(&value) {
+            return Err(invalid(
+                provider.span().start,
+                format!(
+                    "`model.provider` must be one of {}, not {value:?}",
+                    PROVIDERS.join(", ")
+                ),
+            ));
+        }
+        file.provider = Some(value.to_owned());
+    }
     if let Some(url) = raw.model.base_url {
         let value = url.get_ref().trim();
         if !(value.starts_with("http://") || value.starts_with("https://")) || value.len() < 9 {
@@ -715,6 +738,38 @@ command = "cargo fmt --check"
         assert_eq!((s.hooks[2].source.clone(), s.hooks[2].index), (user_src, 0));
         assert_eq!(s.hooks[2].timeout, Duration::from_secs(120));
         assert_eq!(s.files, vec![dir.path().join(PROJECT_FILE_NAME), user]);
+    }
+
+    #[test]
+    fn provider_and_api_version_are_read_and_checked() {
+        let dir = workspace(Some(
+            "[model]\nprovider = \" anthropic \"\napi_version = \"2024-10-21\"\n",
+        ));
+        let s = Settings::load(dir.path(), None).unwrap();
+        let project = Source::Project(dir.path().join(PROJECT_FILE_NAME));
+        assert_eq!(
+            s.model.provider,
+            Some(Sourced {
+                value: "anthropic".to_owned(),
+                source: project.clone(),
+            })
+        );
+        assert_eq!(
+            s.model.api_version,
+            Some(Sourced {
+                value: "2024-10-21".to_owned(),
+                source: project,
+            })
+        );
+        let err = load_err("[model]\nmodel = \"m\"\nprovider = \"gemini\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(3)));
+        assert!(
+            err.message
+                .contains("`model.provider` must be one of openai, azure, anthropic"),
+            "{err}"
+        );
+        let err = load_err("[model]\napi_version = \" \"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)));
     }
 
     #[test]

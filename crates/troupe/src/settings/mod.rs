@@ -31,6 +31,9 @@ pub enum Source {
     DotEnv(String),
     /// A command-line flag (its name, e.g. `--model`).
     Flag(String),
+    /// Not set anywhere, worked out from other settings (why, e.g. `ANTHROPIC_API_KEY set, no
+    /// OPENAI_* settings`).
+    Inferred(String),
 }
 
 impl Source {
@@ -42,6 +45,7 @@ impl Source {
             Self::Env(name) => format!("env {name}"),
             Self::DotEnv(name) => format!(".env {name}"),
             Self::Flag(name) => format!("flag {name}"),
+            Self::Inferred(why) => format!("inferred: {why}"),
         }
     }
 }
@@ -56,6 +60,10 @@ pub struct Sourced<T> {
 /// `[model]`: which models answer. Secrets never live here (a key in a settings file is refused).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelSettings {
+    /// `provider`: `openai`, `azure` or `anthropic` (checked here; `model::config` parses it).
+    pub provider: Option<Sourced<String>>,
+    /// `api_version`: Azure OpenAI's `api-version` query value.
+    pub api_version: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,
     pub base_url: Option<Sourced<String>>,
     pub fallback_model: Option<Sourced<String>>,

@@ -13,31 +13,17 @@
 pub mod stream;
 pub mod wire;
 
-use std::sync::Arc;
-
 use super::config::{ApiKey, ModelConfig, Provider};
 use super::schema_dialect::SchemaDialect;
 use super::transport::HttpModelClient;
 use super::types::{ModelRequest, ModelResponse};
 use super::wire_format::{ErrorKind, StreamAssembler, WireFormat, WireRequest};
-use super::ModelError;
 
 /// The client of an OpenAI-compatible server: the shared transport speaking [`OpenAiWire`].
 pub type OpenAiClient = HttpModelClient;
 
 /// The `api-version` asked of Azure OpenAI when none is configured (its GA data-plane version).
 pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
-
-impl HttpModelClient {
-    /// The client of an OpenAI-compatible server as `config` names it (Azure OpenAI when its
-    /// provider says so).
-    ///
-    /// Anthropic's native format is not built here: a config for it gets the OpenAI format, as
-    /// before providers existed; the composition root picks the Anthropic wire format.
-    pub fn new(config: &ModelConfig) -> Result<Self, ModelError> {
-        Self::with_wire(config, Arc::new(OpenAiWire::for_config(config)))
-    }
-}
 
 /// The OpenAI Chat Completions format, plain or Azure-flavoured.
 #[derive(Clone)]

@@ -346,6 +346,7 @@ pub(crate) fn usage(usage: &Value) -> Option<Usage> {
         prompt_tokens,
         completion_tokens,
         total_tokens: total.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+        ..Usage::default()
     })
 }
 

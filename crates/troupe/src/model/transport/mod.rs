@@ -358,7 +358,18 @@ impl HttpModelClient {
                     break;
                 }
                 Ok(false) => {}
-                Err(reason) => return Err(self.bad_response(model, &reason)),
+                Err(reason) => {
+                    return Err(match self.wire.classify_stream_error(&reason) {
+                        Some(kind) => Exchange::Failed(Failure::new(ModelError::from_kind(
+                            kind,
+                            kind.status(),
+                            model,
+                            endpoint,
+                            Some(self.server_text(&reason)),
+                        ))),
+                        None => self.bad_response(model, &reason),
+                    })
+                }
             }
         }
         match assembler.finish() {

@@ -45,6 +45,8 @@ fn defaults_apply_to_everything_but_key_and_model() {
         ModelConfig {
             provider: troupe::model::config::Provider::OpenAi,
             api_version: None,
+            max_tokens: None,
+            thinking_budget: None,
             api_key: ApiKey::new("sk-env"),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: "gpt-env".to_owned(),
@@ -84,6 +86,7 @@ fn process_env_wins_over_dotenv_and_dotenv_fills_the_rest() {
 #[test]
 fn overrides_win_over_env_and_dotenv() {
     let overrides = ModelOverrides {
+        provider: None,
         api_key: Some("sk-flag".to_owned()),
         base_url: Some("http://flag.invalid/v1/".to_owned()),
         model: Some("gpt-flag".to_owned()),
@@ -429,4 +432,377 @@ fn the_key_is_optional_only_for_a_base_url_on_loopback() {
             "{error:?}"
         );
     }
+}
+
+// ---------------------------------------------------------------- providers
+
+fn resolve_with(
+    process: &[(&str, &str)],
+    dotenv: &[(&str, &str)],
+    flags: &ModelOverrides,
+    settings: &troupe::settings::ModelSettings,
+) -> Result<ModelConfig, ConfigError> {
+    ModelConfig::resolve_layers(&env(process), &env(dotenv), flags, settings)
+}
+
+fn effective(
+    process: &[(&str, &str)],
+    dotenv: &[(&str, &str)],
+    flags: &ModelOverrides,
+    settings: &troupe::settings::ModelSettings,
+) -> troupe::model::config::EffectiveModel {
+    troupe::model::config::EffectiveModel::resolve(&env(process), &env(dotenv), flags, settings)
+        .unwrap()
+}
+
+fn project(value: &str) -> Option<troupe::settings::Sourced<String>> {
+    Some(troupe::settings::Sourced {
+        value: value.to_owned(),
+        source: troupe::settings::Source::Project("/ws/troupe.toml".into()),
+    })
+}
+
+#[test]
+fn an_anthropic_key_without_openai_settings_infers_anthropic() {
+    use troupe::model::config::{Provider, INFERRED_ANTHROPIC};
+    use troupe::settings::{ModelSettings, Source};
+    let none = ModelSettings::default();
+    let flags = ModelOverrides::default();
+    let anthropic = [
+        ("ANTHROPIC_API_KEY", "sk-ant"),
+        ("ANTHROPIC_MODEL", "claude-env"),
+    ];
+    // In the environment or in .env alike.
+    for (process, dotenv) in [(&anthropic[..], &[][..]), (&[][..], &anthropic[..])] {
+        let c = resolve_with(process, dotenv, &flags, &none).unwrap();
+        assert_eq!(c.provider, Provider::Anthropic);
+        assert_eq!(c.api_key.expose(), "sk-ant");
+        assert_eq!(c.model, "claude-env");
+        assert_eq!(c.base_url, "https://api.anthropic.com");
+        assert_eq!(c.api_version, None);
+        assert_eq!(
+            effective(process, dotenv, &flags, &none).provider.source,
+            Source::Inferred(INFERRED_ANTHROPIC.to_owned())
+        );
+    }
+    // Any OpenAI setting, in either place, keeps OpenAI.
+    for openai in ["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"] {
+        for in_dotenv in [false, true] {
+            let setting = [(openai, "x")];
+            let (process, dotenv): (Vec<_>, Vec<_>) = if in_dotenv {
+                (anthropic.to_vec(), setting.to_vec())
+            } else {
+                ([&anthropic[..], &setting[..]].concat(), vec![])
+            };
+            let e = effective(&process, &dotenv, &flags, &none);
+            assert_eq!(
+                e.provider.value,
+                Provider::OpenAi,
+                "{openai} in .env: {in_dotenv}"
+            );
+            assert_eq!(e.provider.source, Source::Default);
+        }
+    }
+    // A blank Anthropic key infers nothing.
+    let e = effective(&[("ANTHROPIC_API_KEY", " ")], &[], &flags, &none);
+    assert_eq!(e.provider.value, Provider::OpenAi);
+    // Nothing at all: OpenAI, and the OpenAI variables are the ones missing.
+    let err = resolve_with(&[], &[], &flags, &none).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "missing model configuration: OPENAI_API_KEY, OPENAI_MODEL (set in the environment or in <workspace>/.env)"
+    );
+}
+
+#[test]
+fn the_provider_comes_from_the_flag_then_env_then_dotenv_then_settings() {
+    use troupe::model::config::Provider;
+    use troupe::settings::{ModelSettings, Source};
+    let settings = ModelSettings {
+        provider: project("azure"),
+        ..ModelSettings::default()
+    };
+    let flag = ModelOverrides {
+        provider: Some(Provider::Anthropic),
+        ..ModelOverrides::default()
+    };
+    let none = ModelOverrides::default();
+    let env_openai = [("TROUPE_PROVIDER", "openai")];
+    let dotenv_anthropic = [("TROUPE_PROVIDER", "anthropic")];
+    // All 16 combinations of flag, env, .env, settings.
+    for mask in 0u32..16 {
+        let has = |bit: u32| mask & (1 << bit) != 0;
+        let flags = if has(0) { &flag } else { &none };
+        let process: &[(&str, &str)] = if has(1) { &env_openai } else { &[] };
+        let dotenv: &[(&str, &str)] = if has(2) { &dotenv_anthropic } else { &[] };
+        let settings = if has(3) {
+            settings.clone()
+        } else {
+            ModelSettings::default()
+        };
+        let e = effective(process, dotenv, flags, &settings);
+        let expected = if has(0) {
+            (Provider::Anthropic, Source::Flag("--provider".into()))
+        } else if has(1) {
+            (Provider::OpenAi, Source::Env("TROUPE_PROVIDER".into()))
+        } else if has(2) {
+            (
+                Provider::Anthropic,
+                Source::DotEnv("TROUPE_PROVIDER".into()),
+            )
+        } else if has(3) {
+            (Provider::Azure, Source::Project("/ws/troupe.toml".into()))
+        } else {
+            (Provider::OpenAi, Source::Default)
+        };
+        assert_eq!(
+            (e.provider.value, e.provider.source),
+            expected,
+            "mask {mask:04b}"
+        );
+    }
+    // An explicit provider beats inference.
+    let e = effective(
+        &[("ANTHROPIC_API_KEY", "k"), ("TROUPE_PROVIDER", "openai")],
+        &[],
+        &none,
+        &ModelSettings::default(),
+    );
+    assert_eq!(e.provider.value, Provider::OpenAi);
+    // A name that is not a provider is refused, naming the variable.
+    let err = resolve_with(
+        &[("TROUPE_PROVIDER", "gemini")],
+        &[],
+        &none,
+        &ModelSettings::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "config_invalid");
+    assert!(err.to_string().contains("TROUPE_PROVIDER"), "{err}");
+    assert!(
+        err.to_string().contains("openai, azure or anthropic"),
+        "{err}"
+    );
+}
+
+#[test]
+fn anthropic_takes_its_own_variables_and_the_shared_flags_and_settings() {
+    use troupe::model::config::Provider;
+    use troupe::settings::ModelSettings;
+    let settings = ModelSettings {
+        provider: project("anthropic"),
+        model: project("claude-toml"),
+        base_url: project("http://127.0.0.1:7"),
+        ..ModelSettings::default()
+    };
+    let none = ModelOverrides::default();
+    // OPENAI_* values are not Anthropic's.
+    let c = resolve_with(
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("OPENAI_MODEL", "gpt-x"),
+            ("OPENAI_BASE_URL", "http://openai.invalid/v1"),
+        ],
+        &[],
+        &none,
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.provider,
+            c.api_key.expose(),
+            c.model.as_str(),
+            c.base_url.as_str()
+        ),
+        (
+            Provider::Anthropic,
+            "sk-ant",
+            "claude-toml",
+            "http://127.0.0.1:7"
+        )
+    );
+    let c = resolve_with(
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_MODEL", "claude-env"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8"),
+            ("TROUPE_MODEL_MAX_TOKENS", "4096"),
+            ("TROUPE_THINKING_BUDGET", "2048"),
+        ],
+        &[],
+        &none,
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.model.as_str(),
+            c.base_url.as_str(),
+            c.max_tokens,
+            c.thinking_budget
+        ),
+        ("claude-env", "http://127.0.0.1:8", Some(4096), Some(2048))
+    );
+    let flags = ModelOverrides {
+        model: Some("claude-flag".into()),
+        base_url: Some("http://127.0.0.1:9".into()),
+        ..ModelOverrides::default()
+    };
+    let c = resolve_with(
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-api03-Qw8Er4Ty2Ui6Op0"),
+            ("ANTHROPIC_MODEL", "claude-env"),
+        ],
+        &[],
+        &flags,
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(
+        (c.model.as_str(), c.base_url.as_str()),
+        ("claude-flag", "http://127.0.0.1:9")
+    );
+    // The config's redactor holds the Anthropic key.
+    let shown = c
+        .redactor()
+        .redact("the key is sk-ant-api03-Qw8Er4Ty2Ui6Op0!");
+    assert!(!shown.contains("Qw8Er4Ty2Ui6Op0"), "{shown}");
+    assert!(shown.starts_with("the key is "), "{shown}");
+    // Missing: the Anthropic names.
+    let err = resolve_with(
+        &[("OPENAI_API_KEY", "sk"), ("OPENAI_MODEL", "gpt")],
+        &[],
+        &ModelOverrides {
+            provider: Some(Provider::Anthropic),
+            ..ModelOverrides::default()
+        },
+        &ModelSettings::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "missing model configuration: ANTHROPIC_API_KEY, ANTHROPIC_MODEL (set in the environment or in <workspace>/.env)"
+    );
+    // Garbage token limits are refused, naming the variable.
+    for (name, value) in [
+        ("TROUPE_MODEL_MAX_TOKENS", "0"),
+        ("TROUPE_THINKING_BUDGET", "lots"),
+    ] {
+        let err = resolve_with(
+            &[
+                ("ANTHROPIC_API_KEY", "k"),
+                ("ANTHROPIC_MODEL", "c"),
+                (name, value),
+            ],
+            &[],
+            &none,
+            &ModelSettings::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "config_invalid");
+        assert!(err.to_string().contains(name), "{err}");
+    }
+}
+
+#[test]
+fn azure_needs_a_key_an_endpoint_and_an_api_version() {
+    use troupe::model::config::Provider;
+    use troupe::settings::{ModelSettings, Source};
+    let azure = ModelOverrides {
+        provider: Some(Provider::Azure),
+        ..ModelOverrides::default()
+    };
+    let none = ModelSettings::default();
+    let err = resolve_with(&[], &[], &azure, &none).unwrap_err();
+    assert_eq!(err.code(), "config_missing");
+    assert_eq!(
+        err.to_string(),
+        "missing model configuration: AZURE_OPENAI_API_KEY, OPENAI_MODEL, AZURE_OPENAI_ENDPOINT, \
+         OPENAI_API_VERSION (set in the environment or in <workspace>/.env)"
+    );
+    // Only the api-version missing: it alone is named.
+    let err = resolve_with(
+        &[
+            ("AZURE_OPENAI_API_KEY", "azk"),
+            ("OPENAI_MODEL", "gpt-deploy"),
+            ("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com"),
+        ],
+        &[],
+        &azure,
+        &none,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("missing model configuration: OPENAI_API_VERSION ("),
+        "{err}"
+    );
+    // The Azure names win over the OpenAI ones, even from .env over the environment.
+    let c = resolve_with(
+        &[
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("OPENAI_BASE_URL", "https://other.invalid/v1"),
+            ("OPENAI_MODEL", "gpt-deploy"),
+            ("AZURE_OPENAI_API_VERSION", "2024-10-21"),
+        ],
+        &[
+            ("AZURE_OPENAI_API_KEY", "azk"),
+            ("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com"),
+            ("OPENAI_API_VERSION", "2025-01-01-preview"),
+        ],
+        &azure,
+        &none,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.provider,
+            c.api_key.expose(),
+            c.base_url.as_str(),
+            c.api_version.as_deref()
+        ),
+        (
+            Provider::Azure,
+            "azk",
+            "https://res.openai.azure.com",
+            Some("2025-01-01-preview")
+        )
+    );
+    // Falling back to OPENAI_API_KEY, OPENAI_BASE_URL and the settings' api_version.
+    let settings = ModelSettings {
+        provider: project("azure"),
+        api_version: project("2024-06-01"),
+        ..ModelSettings::default()
+    };
+    let c = resolve_with(
+        &[
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("OPENAI_BASE_URL", "https://res2.openai.azure.com"),
+            ("OPENAI_MODEL", "gpt-deploy"),
+        ],
+        &[],
+        &ModelOverrides::default(),
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.api_key.expose(),
+            c.base_url.as_str(),
+            c.api_version.as_deref()
+        ),
+        (
+            "sk-openai",
+            "https://res2.openai.azure.com",
+            Some("2024-06-01")
+        )
+    );
+    let e = effective(&[], &[], &ModelOverrides::default(), &settings);
+    assert_eq!(
+        e.api_version.map(|s| s.source),
+        Some(Source::Project("/ws/troupe.toml".into()))
+    );
+    assert_eq!(e.base_url, None, "Azure has no default endpoint");
 }

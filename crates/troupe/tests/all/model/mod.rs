@@ -2,6 +2,7 @@
 //! retry policy, the scripted model, the conversation types, the model configuration, and one
 //! client per model name.
 
+mod anthropic;
 mod azure;
 mod by_name;
 mod config;

@@ -271,7 +271,8 @@ async fn tool_calls_are_parsed_and_invalid_argument_json_passes_through() {
         Some(Usage {
             prompt_tokens: 12,
             completion_tokens: 5,
-            total_tokens: 17
+            total_tokens: 17,
+            ..Usage::default()
         })
     );
     assert_eq!(response.model, "gpt-test-2026-01-01");
@@ -328,7 +329,8 @@ async fn optional_fields_may_be_missing_as_on_compatible_servers() {
         Some(Usage {
             prompt_tokens: 3,
             completion_tokens: 4,
-            total_tokens: 7
+            total_tokens: 7,
+            ..Usage::default()
         })
     );
     assert_eq!(response.model, "gpt-test");

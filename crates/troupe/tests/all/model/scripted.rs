@@ -193,7 +193,8 @@ async fn json_script_file_is_loaded_with_every_entry_kind() {
             usage: Some(Usage {
                 prompt_tokens: 10,
                 completion_tokens: 5,
-                total_tokens: 15
+                total_tokens: 15,
+                ..Usage::default()
             }),
             model: "scripted".to_owned(),
         }

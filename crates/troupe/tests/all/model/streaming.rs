@@ -137,7 +137,8 @@ async fn awkward_chunk_boundaries_assemble_the_exact_answer() {
         Some(Usage {
             prompt_tokens: 9,
             completion_tokens: 4,
-            total_tokens: 13
+            total_tokens: 13,
+            ..Usage::default()
         })
     );
     assert_eq!(response.model, "gpt-stream-2026");

@@ -57,6 +57,7 @@ fn model_response_round_trips() {
             prompt_tokens: 1,
             completion_tokens: 2,
             total_tokens: 3,
+            ..Usage::default()
         }),
         ..ModelResponse::tool_calls(vec![ToolCall::new("c", "glob", "{}")], "m")
     };
@@ -65,4 +66,26 @@ fn model_response_round_trips() {
         serde_json::from_str::<ModelResponse>(&text).unwrap(),
         response
     );
+}
+
+#[test]
+fn usage_cache_counts_are_optional_on_disk() {
+    // An older transcript, without the cache counts, still reads.
+    let old: Usage =
+        serde_json::from_str(r#"{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}"#)
+            .unwrap();
+    assert_eq!((old.cache_read_tokens, old.cache_write_tokens), (0, 0));
+    // Zero counts are not written; others are.
+    assert_eq!(
+        serde_json::to_value(old).unwrap(),
+        serde_json::json!({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})
+    );
+    let cached = Usage {
+        cache_read_tokens: 7,
+        cache_write_tokens: 1,
+        ..old
+    };
+    let text = serde_json::to_string(&cached).unwrap();
+    assert!(text.contains(r#""cache_read_tokens":7"#), "{text}");
+    assert_eq!(serde_json::from_str::<Usage>(&text).unwrap(), cached);
 }

@@ -50,6 +50,7 @@ fn answer(prompt: u64, completion: u64) -> ModelResponse {
             prompt_tokens: prompt,
             completion_tokens: completion,
             total_tokens: prompt + completion,
+            ..Usage::default()
         }),
         ..ModelResponse::text("ok", "gpt-answered")
     }
@@ -186,7 +187,8 @@ fn run_usage_logs_each_response_and_sums_this_run_in_memory() {
                 Usage {
                     prompt_tokens: 1234,
                     completion_tokens: 56,
-                    total_tokens: 1290
+                    total_tokens: 1290,
+                    ..Usage::default()
                 }
             ),
             (
@@ -194,7 +196,8 @@ fn run_usage_logs_each_response_and_sums_this_run_in_memory() {
                 Usage {
                     prompt_tokens: 300,
                     completion_tokens: 20,
-                    total_tokens: 320
+                    total_tokens: 320,
+                    ..Usage::default()
                 }
             ),
         ]
