@@ -57,14 +57,14 @@ pub trait ModelClient: Send + Sync {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// HTTP 401 or 403.
-    #[error("model server refused the credentials for model `{model}` (HTTP {status}){}; check OPENAI_API_KEY", detail(.message))]
+    #[error("model server refused the credentials for model `{model}` (HTTP {status}){}; check the API key (`troupe config` shows which one is used)", detail(.message))]
     Auth {
         model: String,
         status: u16,
         message: Option<String>,
     },
     /// HTTP 404: usually an unknown model, sometimes a base URL without its `/v1`.
-    #[error("model `{model}` not found at {endpoint} (HTTP 404){}; check OPENAI_MODEL and OPENAI_BASE_URL", detail(.message))]
+    #[error("model `{model}` not found at {endpoint} (HTTP 404){}; check the model and the base URL (`troupe config` shows them)", detail(.message))]
     NotFound {
         model: String,
         endpoint: String,

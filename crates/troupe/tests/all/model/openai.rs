@@ -555,7 +555,7 @@ async fn unauthorized_is_a_one_line_model_auth_error_without_the_key() {
     assert_eq!(requests(&server).await.len(), 1);
     assert_eq!(
         error.to_string(),
-        "model server refused the credentials for model `gpt-test` (HTTP 401): Incorrect API key provided: [redacted]. You can find your key at …; check OPENAI_API_KEY"
+        "model server refused the credentials for model `gpt-test` (HTTP 401): Incorrect API key provided: [redacted]. You can find your key at …; check the API key (`troupe config` shows which one is used)"
     );
     assert_one_line_without_key(&error);
 }
@@ -752,7 +752,7 @@ async fn without_a_fallback_an_unknown_model_fails_at_once() {
     assert_eq!(
         error.to_string(),
         format!(
-            "model `gpt-test` not found at {}/v1/chat/completions (HTTP 404): model \"gpt-test\" not found, try pulling it first; check OPENAI_MODEL and OPENAI_BASE_URL",
+            "model `gpt-test` not found at {}/v1/chat/completions (HTTP 404): model \"gpt-test\" not found, try pulling it first; check the model and the base URL (`troupe config` shows them)",
             server.uri()
         )
     );
