@@ -106,6 +106,8 @@ mod streaming;
 mod support;
 #[path = "cli/tasks.rs"]
 mod tasks;
+#[path = "cli/team_flow.rs"]
+mod team_flow;
 #[path = "cli/terminal.rs"]
 mod terminal;
 #[path = "cli/token_usage.rs"]

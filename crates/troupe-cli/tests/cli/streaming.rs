@@ -205,19 +205,7 @@ fn team(request: &Recorded) -> Reply {
     let system = request.body["messages"][0]["content"]
         .as_str()
         .unwrap_or_default();
-    let conversation = conversation(&request.body);
-    let mut response = if system.starts_with("You are lead,") {
-        troupe::demo::lead_turn(&conversation).unwrap()
-    } else {
-        troupe::demo::writer_turn(&conversation).unwrap()
-    };
-    for call in &mut response.message.tool_calls {
-        if call.name == "spawn_teammate" {
-            let mut arguments: Value = serde_json::from_str(&call.arguments).unwrap();
-            arguments["plan_required"] = json!(true);
-            call.arguments = arguments.to_string();
-        }
-    }
+    let response = super::team_flow::answer(system, &conversation(&request.body));
     Reply::events(&pieces(&streamed(&response), 9))
 }
 
@@ -249,36 +237,7 @@ async fn the_team_flow_runs_against_the_streaming_server() {
     )
     .await;
 
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert_eq!(
-        out.stdout,
-        "writer wrote NOTES.md under an approved plan and has shut down.\n"
-    );
-    assert!(std::fs::read_to_string(ws.join("NOTES.md"))
-        .unwrap()
-        .starts_with("# Notes"));
-    // The writer's audit: plan, the write denied while the plan was pending, then allowed.
-    let audit: Vec<(String, String)> = std::fs::read_to_string(ws.join(".troupe/audit.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|l| l["agent"] == "writer")
-        .map(|l| {
-            (
-                l["tool"].as_str().unwrap().to_owned(),
-                l["decision"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    let expected: Vec<(String, String)> = [
-        ("submit_plan", "allow"),
-        ("write_file", "deny"),
-        ("write_file", "allow"),
-    ]
-    .iter()
-    .map(|(t, d)| ((*t).to_owned(), (*d).to_owned()))
-    .collect();
-    assert_eq!(audit, expected);
+    super::team_flow::assert_done(&ws, &out);
     // Every turn was asked as a stream.
     assert!(server
         .requests()

@@ -153,6 +153,25 @@ impl PermissionPolicy {
         })
     }
 
+    /// The approval provider's answer about `request`, asked for `reason`.
+    async fn ask(
+        &self,
+        request: &PermissionRequest<'_>,
+        reason: &str,
+        suggestion: Option<&str>,
+    ) -> super::approval::ApprovalAnswer {
+        self.approval
+            .approve(&ApprovalRequest {
+                agent: request.agent,
+                tool: request.tool,
+                effect: request.effect,
+                arguments: request.arguments,
+                reason,
+                suggestion,
+            })
+            .await
+    }
+
     /// Asks the approval provider whether `request`'s command, refused by the sandbox
     /// (`refusal`), may run once more unconfined; the answer is audited as
     /// `sandbox-rerun+approval:<provider>` with `"sandbox": "off"`. Rules are not consulted: the
@@ -163,17 +182,7 @@ impl PermissionPolicy {
         refusal: &str,
     ) -> Result<PermissionDecision, AuditError> {
         let reason = format!("rerun this command outside the sandbox? It was refused: {refusal}");
-        let answer = self
-            .approval
-            .approve(&ApprovalRequest {
-                agent: request.agent,
-                tool: request.tool,
-                effect: request.effect,
-                arguments: request.arguments,
-                reason: &reason,
-                suggestion: None,
-            })
-            .await;
+        let answer = self.ask(request, &reason, None).await;
         let decision = PermissionDecision {
             allowed: answer.approved,
             rules_said: Decision::Ask,
@@ -205,15 +214,7 @@ impl PermissionPolicy {
             Decision::Ask => {
                 let suggestion = self.settings.as_ref().and_then(|s| s.suggestion(request));
                 let answer = self
-                    .approval
-                    .approve(&ApprovalRequest {
-                        agent: request.agent,
-                        tool: request.tool,
-                        effect: request.effect,
-                        arguments: request.arguments,
-                        reason: &verdict.reason,
-                        suggestion: suggestion.as_deref(),
-                    })
+                    .ask(request, &verdict.reason, suggestion.as_deref())
                     .await;
                 if let (true, Some(entry), Some(settings)) =
                     (answer.approved, &answer.remember, &self.settings)
