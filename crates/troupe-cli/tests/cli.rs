@@ -40,6 +40,11 @@
 //!   across chunks, then the streamed answer printed.
 //! - `secrets`: the API key stays out of troupe's own environment, of what the model is sent
 //!   and of every file under `.troupe/`.
+//! - `sandbox`: every escape a hostile command tries is refused by default and works with
+//!   `--sandbox off` (Landlock and bubblewrap); read-only mode, settings, refusal without a
+//!   mechanism.
+//! - `providers`: the team flow against a native Anthropic server; a run on Azure OpenAI.
+//! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/agentdefs.rs"]
