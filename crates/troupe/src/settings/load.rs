@@ -1107,6 +1107,93 @@ command = "cargo fmt --check"
     }
 
     #[test]
+    fn mcp_servers_load_with_defaults_and_project_wins_by_name() {
+        let dir = workspace(Some(
+            "[[mcp_servers]]\nname = \"git-hub\"\ncommand = \"gh-mcp\"\nargs = [\"--stdio\"]\n\
+             env = { GITHUB_TOKEN = \"${GITHUB_TOKEN}\", MODE = \"ro\" }\ncall_timeout = \"2m\"\n\
+             [[mcp_servers]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[[mcp_servers]]\nname = \"web\"\nurl = \"https://example.com/mcp\"\n\
+             [[mcp_servers]]\nname = \"mine\"\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        let names: Vec<&str> = s.mcp_servers.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["git-hub", "web", "mine"]);
+        let github = &s.mcp_servers[0];
+        assert_eq!(
+            github.transport,
+            McpTransport::Stdio {
+                command: "gh-mcp".into(),
+                args: vec!["--stdio".into()],
+                env: vec![
+                    ("GITHUB_TOKEN".into(), "${GITHUB_TOKEN}".into()),
+                    ("MODE".into(), "ro".into())
+                ],
+            }
+        );
+        assert_eq!(github.startup_timeout, DEFAULT_MCP_STARTUP_TIMEOUT);
+        assert_eq!(github.call_timeout, Duration::from_secs(120));
+        assert_eq!(
+            s.mcp_servers[1].transport,
+            McpTransport::Http {
+                url: "http://127.0.0.1:9/mcp".into()
+            }
+        );
+        assert_eq!(s.mcp_servers[2].source, Source::User(user));
+    }
+
+    #[test]
+    fn bad_mcp_servers_are_refused_with_file_and_line() {
+        for (text, line, needle) in [
+            ("[[mcp_servers]]\nname = \"a\"\n", 1, "needs `command`"),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/x\"\n",
+                4,
+                "both `command` and `url`",
+            ),
+            ("[[mcp_servers]]\nname = \"A b\"\ncommand = \"x\"\n", 2, "lowercase"),
+            ("[[mcp_servers]]\nname = \"a__b\"\ncommand = \"x\"\n", 2, "no `__`"),
+            ("[[mcp_servers]]\nname = \"a\"\nurl = \"ftp://h/x\"\n", 3, "http://"),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nstartup_timeout = 0\n",
+                4,
+                "startup_timeout",
+            ),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n",
+                4,
+                "used twice",
+            ),
+        ] {
+            let err = load_err(text);
+            assert_eq!((err.kind, err.line), (Kind::Invalid, Some(line)), "{text}: {err}");
+            assert!(err.message.contains(needle), "{text}: {err}");
+        }
+        let err = load_err("[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nport = 1\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)), "{err}");
+    }
+
+    #[test]
+    fn mcp_env_takes_secrets_only_by_reference() {
+        let err = load_err(
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nenv = { GITHUB_TOKEN = \"ghp_literal\" }\n",
+        );
+        assert_eq!((err.kind, err.line), (Kind::Secret, Some(4)), "{err}");
+        assert!(err.message.contains("\"${GITHUB_TOKEN}\""), "{err}");
+        assert!(!err.to_string().contains("ghp_literal"));
+        let err = load_err("[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\ntoken = \"t\"\n");
+        assert_eq!(err.kind, Kind::Secret, "{err}");
+        assert_eq!(env_reference("${A_1}"), Some("A_1"));
+        for bad in ["$A", "${}", "${1A}", "x${A}", "${A-B}"] {
+            assert_eq!(env_reference(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn user_config_path_prefers_xdg() {
         let p = |x: Option<&str>, h: Option<&str>| {
             user_config_path_from(x.map(PathBuf::from), h.map(PathBuf::from))
