@@ -62,6 +62,9 @@ pub struct ServerStatus {
     pub tools: Vec<McpToolInfo>,
 }
 
+/// How often an in-flight call looks whether its server's process exited.
+const EXIT_POLL: Duration = Duration::from_millis(100);
+
 /// The SDK's session with an up server.
 type Session = RunningService<RoleClient, ()>;
 
@@ -143,6 +146,11 @@ impl McpServer {
         if self.state_not_up().is_some() {
             return false;
         }
+        if self.process_exited() {
+            self.mark(ServerState::Down("its process exited".into()));
+            self.kill_group();
+            return false;
+        }
         match &self.peer {
             Some(peer) if !peer.is_transport_closed() => true,
             _ => {
@@ -190,7 +198,16 @@ impl McpServer {
             return Err(down(self.reason()));
         };
         let request = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let answer = tokio::time::timeout(self.spec.call_timeout, peer.call_tool(request)).await;
+        // A server whose process exits mid-call may leave its pipes open (a child of its holds
+        // them), so the call is also raced against the process's exit.
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(self.spec.call_timeout, peer.call_tool(request)) => answer,
+            () = self.exit() => {
+                self.mark(ServerState::Down("its process exited during a call".into()));
+                self.kill_group();
+                return Err(down(self.reason()));
+            }
+        };
         let result = match answer {
             Err(_) => {
                 return Err(McpError::CallTimeout {
@@ -283,6 +300,37 @@ impl McpServer {
                 format!(" (stderr: {tail})")
             }
         );
+    }
+
+    /// Whether a stdio server's own process has exited. Asked without reaping it
+    /// (`WNOWAIT`): the SDK's transport owns the child and reaps it.
+    fn process_exited(&self) -> bool {
+        let Some(pid) = self.pgid.filter(|&p| p > 1) else {
+            return false;
+        };
+        // SAFETY: waitid writes only into `info`, which we own; WNOWAIT leaves the child as is.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let found = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            // An error (ECHILD): it is no longer our child to wait for, so it is gone.
+            found != 0 || info.si_pid() != 0
+        }
+    }
+
+    /// Resolves once a stdio server's process has exited (never for an HTTP server). Checked
+    /// every [`EXIT_POLL`] while a call is in flight.
+    async fn exit(&self) {
+        if self.pgid.is_none() {
+            return std::future::pending().await;
+        }
+        while !self.process_exited() {
+            tokio::time::sleep(EXIT_POLL).await;
+        }
     }
 
     fn kill_group(&self) {

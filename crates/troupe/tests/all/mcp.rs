@@ -310,3 +310,117 @@ async fn the_reference_time_server_lists_and_answers() {
     );
     servers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_s_tools_are_called_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("python3")
+        .arg(fixture_script())
+        .arg("http")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().strip_prefix("port ").unwrap().parse().unwrap();
+    let spec = McpServerSpec {
+        name: "web".into(),
+        transport: McpTransport::Http {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        },
+        startup_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(20),
+        source: Source::Default,
+    };
+    let servers = McpServers::start(&[spec], dir.path()).await;
+    let status = &servers.statuses()[0];
+    assert_eq!(
+        (status.transport, &status.state),
+        ("http", &ServerState::Up),
+        "{status:?}"
+    );
+    let (dispatcher, _) = dispatcher(&servers, "unused-secret-value-123");
+    let echo = dispatcher
+        .dispatch(
+            &lead_ctx(dir.path()),
+            "mcp__web__echo",
+            r#"{"text": "over http"}"#,
+        )
+        .await;
+    assert_eq!(
+        (echo.content.as_str(), echo.is_error),
+        ("echo: over http", false)
+    );
+    servers.stop().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Whether process `pid` still exists.
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for the process.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_close_kills_the_group(
+) {
+    use super::team::support::{call, drive, say, Fixture, Models, TestModel};
+    use troupe::bootstrap::{build_team, LEAD_TOOLS};
+
+    let fx = Fixture::new();
+    let servers =
+        Arc::new(McpServers::start(&[fixture_spec("fix", "family", vec![])], &fx.workspace).await);
+    let pids = std::fs::read_to_string(fx.workspace.join("fixture.pids")).unwrap();
+    let pids: Vec<i32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
+    let (server_pid, grandchild) = (pids[0], pids[1]);
+    assert!(alive(server_pid) && alive(grandchild));
+    let lead = TestModel::new(&fx.signal, |c| {
+        if c.calls_named("mcp__fix__crash").is_empty() {
+            call("mcp__fix__crash", json!({}))
+        } else {
+            say("done")
+        }
+    });
+    let models = Models::new(&fx.signal, &[("lead", &lead)]);
+    let mut settings = fx.settings(models);
+    settings.mcp = servers.clone();
+    let mut team = build_team(settings).unwrap();
+    drive(&mut team, "use the server").await;
+    let offered = |n: usize| -> Vec<String> {
+        lead.requests()[n]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    let mut expected: Vec<String> = LEAD_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+    assert_eq!(offered(1), expected, "withdrawn once the server died");
+    expected.extend(
+        ["echo", "secret", "fail", "crash", "malformed", "big"].map(|t| format!("mcp__fix__{t}")),
+    );
+    assert_eq!(
+        offered(0),
+        expected,
+        "the fixed SPEC order, then the server's tools"
+    );
+    let second = lead.wire_messages(2);
+    let result = second.last().unwrap()["content"].as_str().unwrap();
+    assert!(result.starts_with("Error [mcp_server_down]"), "{result}");
+    // The server's own process died; its child is still in the group until close kills it.
+    assert!(alive(grandchild));
+    team.close().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(grandchild) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !alive(grandchild),
+        "closing the team killed the server's process group"
+    );
+}
