@@ -277,6 +277,8 @@ pub fn drive(
                 troupe::mcp::McpServers::start(&settings.settings.mcp_servers, &settings.workspace)
                     .await,
             );
+            // A token a server was given must not come back through its results either.
+            settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
         }
         let mcp = settings.mcp.clone();
         let mut team = match build_team(settings) {

@@ -128,6 +128,14 @@ impl McpServers {
         self.servers.iter().map(|s| s.status()).collect()
     }
 
+    /// Every server's [`McpServer::secrets`]: add them to the run's redactor.
+    pub fn secrets(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.secrets().iter().cloned())
+            .collect()
+    }
+
     /// Stops every server (sessions closed, stdio process groups killed). Idempotent.
     pub async fn stop(&self) {
         for server in &self.servers {

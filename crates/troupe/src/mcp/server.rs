@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::stderr::StderrLog;
 use super::{content, McpError};
-use crate::settings::load::env_reference;
+use crate::settings::load::{env_reference, looks_secret};
 use crate::settings::{McpServerSpec, McpTransport};
 
 /// One tool a server offers, as it described it.
@@ -82,6 +82,8 @@ pub struct McpServer {
     /// The process group of a stdio server.
     pgid: Option<i32>,
     stderr: Arc<StderrLog>,
+    /// The values of secret-looking `env` variables taken from troupe's environment.
+    secrets: Vec<String>,
 }
 
 impl McpServer {
@@ -97,11 +99,18 @@ impl McpServer {
             reported: AtomicBool::new(false),
             pgid: None,
             stderr: stderr.clone(),
+            secrets: Vec::new(),
             spec,
         };
         let started = tokio::time::timeout(
             server.spec.startup_timeout,
-            connect(&server.spec, workspace, &stderr, &mut server.pgid),
+            connect(
+                &server.spec,
+                workspace,
+                &stderr,
+                &mut server.pgid,
+                &mut server.secrets,
+            ),
         )
         .await;
         let error = match started {
@@ -173,6 +182,12 @@ impl McpServer {
             state,
             tools: self.tools.clone(),
         }
+    }
+
+    /// The values its secret-looking `env` variables (`GITHUB_TOKEN = "${GITHUB_TOKEN}"`) were
+    /// given from troupe's environment: no tool result may show them.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
     }
 
     /// The end of its stderr (stdio servers), for failure reports.
@@ -349,6 +364,7 @@ async fn connect(
     workspace: &Path,
     stderr: &Arc<StderrLog>,
     pgid: &mut Option<i32>,
+    secrets: &mut Vec<String>,
 ) -> Result<(Session, Vec<McpToolInfo>), McpError> {
     let failed = |reason: String| McpError::StartFailed {
         server: spec.name.clone(),
@@ -373,6 +389,9 @@ async fn connect(
                     })?,
                     None => value.clone(),
                 };
+                if looks_secret(key) {
+                    secrets.push(value.clone());
+                }
                 cmd.env(key, value);
             }
             let (transport, child_stderr) = TokioChildProcess::builder(cmd)

@@ -641,7 +641,7 @@ fn unknown_key(message: &str) -> Option<&str> {
 
 /// Whether a key names a secret: a part (split at `_`, `-`, `.`) is `key`, `token`, `password`,
 /// `secret`… (`api_key`, `OPENAI_API_KEY`, `auth-token`, `client_secret`).
-fn looks_secret(key: &str) -> bool {
+pub fn looks_secret(key: &str) -> bool {
     const WORDS: [&str; 8] = [
         "key",
         "apikey",

@@ -421,6 +421,35 @@ mod tests {
     }
 
     #[test]
+    fn mcp_tools_are_offered_only_when_listed() {
+        let d = parse(
+            "---\nname: f\ndescription: d\ntools: [read_file, mcp__fixture__echo, mcp__time__*]\n---\n",
+            "f",
+        )
+        .unwrap();
+        assert!(d.allows_mcp_tool("mcp__fixture__echo"));
+        assert!(!d.allows_mcp_tool("mcp__fixture__crash"));
+        assert!(d.allows_mcp_tool("mcp__time__get_current_time"));
+        assert!(!d.allows_mcp_tool("mcp__timer__x"));
+        assert!(!d.allows_tool("shell"));
+        let all = parse("---\nname: f\ndescription: d\n---\n", "f").unwrap();
+        assert!(
+            !all.allows_mcp_tool("mcp__fixture__echo"),
+            "no list: no MCP tools"
+        );
+        for bad in [
+            "mcp__Fix__echo",
+            "mcp__fixture",
+            "mcp____echo",
+            "mcp__f__",
+            "mcp__f__e*",
+        ] {
+            let text = format!("---\nname: f\ndescription: d\ntools: [{bad}]\n---\n");
+            assert!(parse(&text, "f").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn dash_lists_and_defaults() {
         let d = parse(
             "---\nname: w\ndescription: writes\ntools:\n  - write_file\n  - 'read_file'\n---\nbody",

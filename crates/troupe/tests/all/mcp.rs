@@ -69,7 +69,9 @@ async fn the_fixture_server_s_tools_run_through_the_dispatcher() {
     .await;
     let status = &servers.statuses()[0];
     assert_eq!(status.state, ServerState::Up, "{status:?}");
-    let (dispatcher, audit) = dispatcher(&servers, secret);
+    // The token given by `${…}` reference is one the run redacts.
+    assert_eq!(servers.secrets(), [secret]);
+    let (dispatcher, audit) = dispatcher(&servers, &servers.secrets()[0]);
     let names = dispatcher.registry().names();
     assert_eq!(
         names,
