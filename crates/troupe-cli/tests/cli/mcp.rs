@@ -161,3 +161,41 @@ fn a_teammate_uses_an_mcp_tool_under_the_plan_gate() {
         assert!(transcript.contains("echo: from fixer"), "{transcript}");
     }
 }
+
+#[test]
+fn a_server_that_does_not_start_is_reported_once_and_the_run_goes_on() {
+    let (_dir, ws) = workspace();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        format!(
+            "[[mcp_servers]]\nname = \"slow\"\ncommand = \"python3\"\nargs = [{:?}, \"slow\"]\n\
+             startup_timeout = 1\n",
+            fixture_script().display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("script.json"),
+        json!({"responses": [{"text": "done"}]}).to_string(),
+    )
+    .unwrap();
+    let out = troupe_in(
+        &ws,
+        &["run", "--prompt", "hi", "--model-script", "script.json"],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "done\n");
+    assert_eq!(
+        out.stderr
+            .matches("MCP server slow is unavailable, its tools are withdrawn")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("startup timeout of 1s"),
+        "{}",
+        out.stderr
+    );
+}
