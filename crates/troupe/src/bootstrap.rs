@@ -66,7 +66,7 @@ use crate::team::{
     GateStart, LeadOnlyRule, NoTeamObserver, PlanGateRule, Postman, ProtocolRuntime, TeamError,
     TeamHandle, TeamObserver, TeamPorts, TeamRuntime, TeammateFactory,
 };
-use crate::tools::mcp::mcp_tools;
+use crate::tools::mcp::{mcp_tools, register_all};
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
 use crate::tools::skills::{self, LoadSkillTool};
@@ -814,17 +814,14 @@ impl TeammateFactory for Factory {
         )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
         let mut tools = tools;
-        for tool in mcp_tools(&self.mcp) {
-            let tool_name = tool.definition().name;
-            if definition
-                .as_ref()
-                .is_some_and(|d| d.allows_mcp_tool(&tool_name))
-            {
-                tools
-                    .register(tool)
-                    .map_err(|e| TeamError::Invalid(e.to_string()))?;
-            }
-        }
+        register_all(
+            &mut tools,
+            mcp_tools(&self.mcp).into_iter().filter(|tool| {
+                definition
+                    .as_ref()
+                    .is_some_and(|d| d.allows_mcp_tool(&tool.definition().name))
+            }),
+        );
         let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
         if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
             identity.push_str(&format!(
@@ -951,9 +948,7 @@ fn lead_tools(
     tools.extend(task_tools(stores.board.clone()));
     let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;
     // After the fixed SPEC order: the MCP servers' tools, servers in settings order.
-    for tool in mcp_tools(&settings.mcp) {
-        registry.register(tool)?;
-    }
+    register_all(&mut registry, mcp_tools(&settings.mcp));
     Ok(registry)
 }
 

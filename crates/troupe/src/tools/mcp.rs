@@ -101,6 +101,20 @@ pub fn mcp_tools(servers: &McpServers) -> Vec<Arc<McpTool>> {
     tools
 }
 
+/// Registers `tools` at the end of `registry`. A tool the registry refuses (a schema that does
+/// not describe an object) is left out with a warning: a server's tool never stops a run.
+pub fn register_all(
+    registry: &mut super::ToolRegistry,
+    tools: impl IntoIterator<Item = Arc<McpTool>>,
+) {
+    for tool in tools {
+        let server = tool.server().to_owned();
+        if let Err(e) = registry.register(tool) {
+            tracing::warn!("MCP server {server}: a tool is left out: {e}");
+        }
+    }
+}
+
 #[async_trait]
 impl ToolHandler for McpTool {
     fn definition(&self) -> ToolDefinition {
