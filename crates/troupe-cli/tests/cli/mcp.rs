@@ -49,7 +49,7 @@ fn mcp_list_shows_servers_states_and_tools_and_creates_nothing() {
                "description": "Echoes its text."})
     );
     // Listed as the server offers them, `odd` (which troupe does not offer agents) included.
-    assert_eq!(servers[0]["tools"].as_array().unwrap().len(), 7);
+    assert_eq!(servers[0]["tools"].as_array().unwrap().len(), 8);
     assert_eq!(servers[1]["name"], "broken");
     assert_eq!(servers[1]["state"], "failed");
     assert!(

@@ -42,11 +42,11 @@ pub use server::{McpServer, McpToolInfo, ServerState, ServerStatus};
 pub enum McpError {
     #[error("MCP server {server} could not start: {reason}")]
     StartFailed { server: String, reason: String },
-    #[error("MCP server {server} did not answer within its startup timeout of {}s", after.as_secs())]
+    #[error("MCP server {server} did not answer within its startup timeout of {after:?}")]
     StartTimeout { server: String, after: Duration },
     #[error("MCP server {server} is down ({reason}); its tools are withdrawn")]
     ServerDown { server: String, reason: String },
-    #[error("{tool} of MCP server {server} did not answer within {}s", after.as_secs())]
+    #[error("{tool} of MCP server {server} did not answer within {after:?}")]
     CallTimeout {
         server: String,
         tool: String,

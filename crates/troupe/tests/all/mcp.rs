@@ -80,7 +80,8 @@ async fn the_fixture_server_s_tools_run_through_the_dispatcher() {
             "mcp__fix_ture__fail",
             "mcp__fix_ture__crash",
             "mcp__fix_ture__malformed",
-            "mcp__fix_ture__big"
+            "mcp__fix_ture__big",
+            "mcp__fix_ture__hang"
         ]
     );
     let ctx = lead_ctx(dir.path());
@@ -190,6 +191,25 @@ async fn a_server_slower_than_its_startup_timeout_is_reported_and_offers_nothing
         other => panic!("{other:?}"),
     }
     assert!(mcp_tools(&servers).is_empty());
+    servers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_beyond_the_call_timeout_is_a_timeout_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = fixture_spec("fix", "ok", vec![]);
+    spec.call_timeout = Duration::from_millis(300);
+    let servers = McpServers::start(&[spec], dir.path()).await;
+    let (dispatcher, _) = dispatcher(&servers, "unused-secret-value-123");
+    let hang = dispatcher
+        .dispatch(&lead_ctx(dir.path()), "mcp__fix__hang", "{}")
+        .await;
+    assert!(
+        hang.content
+            .starts_with("Error [mcp_timeout]: hang of MCP server fix did not answer within 300ms"),
+        "{}",
+        hang.content
+    );
     servers.stop().await;
 }
 
@@ -403,7 +423,16 @@ async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_c
     let mut expected: Vec<String> = LEAD_TOOLS.iter().map(|t| (*t).to_owned()).collect();
     assert_eq!(offered(1), expected, "withdrawn once the server died");
     expected.extend(
-        ["echo", "secret", "fail", "crash", "malformed", "big"].map(|t| format!("mcp__fix__{t}")),
+        [
+            "echo",
+            "secret",
+            "fail",
+            "crash",
+            "malformed",
+            "big",
+            "hang",
+        ]
+        .map(|t| format!("mcp__fix__{t}")),
     );
     assert_eq!(
         offered(0),
