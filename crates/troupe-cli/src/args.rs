@@ -229,6 +229,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The MCP servers of the settings (`[[mcp_servers]]`): each started briefly (within its
+    /// startup timeout) to show its state and tools, then stopped. Creates nothing.
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+        /// Print JSON instead of text.
+        #[arg(long, global = true)]
+        json: bool,
+    },
     /// Print a shell completion script for troupe, e.g. `troupe completions bash`.
     Completions {
         /// The shell to complete in.
@@ -255,6 +264,13 @@ pub struct LogArgs {
     /// Print each event as its JSON line, exactly as stored.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `troupe mcp` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpAction {
+    /// Every configured server, its state (up, failed, down) and its tools.
+    List,
 }
 
 /// What `troupe memory` does.
@@ -286,6 +302,7 @@ impl Command {
             | Self::Tasks { json }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
+            | Self::Mcp { json, .. }
             | Self::Run(RunArgs { json, .. })
             | Self::Compact { json, .. }
             | Self::Config { json, .. } => *json,

@@ -67,6 +67,8 @@ mod help;
 mod interrupt;
 #[path = "cli/log.rs"]
 mod log;
+#[path = "cli/mcp.rs"]
+mod mcp;
 #[path = "cli/memory.rs"]
 mod memory;
 #[path = "cli/model.rs"]

@@ -38,6 +38,7 @@ use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::layout::Layout;
+use crate::mcp::McpServers;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::observed::ObservedApproval;
@@ -65,6 +66,7 @@ use crate::team::{
     GateStart, LeadOnlyRule, NoTeamObserver, PlanGateRule, Postman, ProtocolRuntime, TeamError,
     TeamHandle, TeamObserver, TeamPorts, TeamRuntime, TeammateFactory,
 };
+use crate::tools::mcp::{mcp_tools, register_all};
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::shell::ShellTool;
 use crate::tools::skills::{self, LoadSkillTool};
@@ -201,6 +203,10 @@ pub struct TeamSettings {
     pub settings: crate::settings::Settings,
     /// How the commands agents run are confined (SPEC §11).
     pub sandbox: SandboxOptions,
+    /// The run's MCP servers, started by the caller ([`McpServers::start`] on
+    /// `settings.mcp_servers`); their tools are offered after the fixed ones, to the lead always
+    /// and to a teammate when its definition lists them. Stopped by [`Team::close`].
+    pub mcp: Arc<McpServers>,
 }
 
 /// How a run confines the commands its agents run.
@@ -367,6 +373,7 @@ pub struct Team {
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
     cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
     watch: Option<MailboxWatch>,
+    mcp: Arc<McpServers>,
     _run_lock: LockGuard,
 }
 
@@ -385,11 +392,13 @@ impl Team {
 
     /// Closes in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
     /// point, in-flight messages released), then cron, then background jobs (whole process
-    /// groups terminated, recorded as cancelled); then the watch and the run lock.
+    /// groups terminated, recorded as cancelled), then the MCP servers (sessions closed, stdio
+    /// servers' process groups killed); then the watch and the run lock.
     pub async fn close(mut self) {
         self.runtime.close().await;
         self.cron.close().await;
         self.jobs.close().await;
+        self.mcp.stop().await;
         self.watch.take();
     }
 }
@@ -741,6 +750,7 @@ struct Factory {
     /// `[model.agents]` and the rest of the model settings.
     model_settings: crate::settings::ModelSettings,
     sandbox: SandboxOptions,
+    mcp: Arc<McpServers>,
 }
 
 impl TeammateFactory for Factory {
@@ -804,6 +814,15 @@ impl TeammateFactory for Factory {
                 .collect::<Vec<_>>(),
         )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
+        let mut tools = tools;
+        register_all(
+            &mut tools,
+            mcp_tools(&self.mcp).into_iter().filter(|tool| {
+                definition
+                    .as_ref()
+                    .is_some_and(|d| d.allows_mcp_tool(&tool.definition().name))
+            }),
+        );
         let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
         if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
             identity.push_str(&format!(
@@ -868,6 +887,7 @@ fn teammate_factory(
         definitions,
         model_settings: settings.settings.model.clone(),
         sandbox: settings.sandbox.clone(),
+        mcp: settings.mcp.clone(),
     })
 }
 
@@ -927,7 +947,10 @@ fn lead_tools(
         Arc::new(ReviewPlan(team.clone())),
     ]);
     tools.extend(task_tools(stores.board.clone()));
-    registry_in_order(tools, &LEAD_TOOLS)
+    let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;
+    // After the fixed SPEC order: the MCP servers' tools, servers in settings order.
+    register_all(&mut registry, mcp_tools(&settings.mcp));
+    Ok(registry)
 }
 
 /// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a
@@ -1067,6 +1090,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         job_completions: Some(job_completions),
         cron_wakeups: Some(cron_wakeups),
         watch,
+        mcp: settings.mcp.clone(),
         _run_lock: run_lock,
     })
 }

@@ -44,6 +44,7 @@ pub mod ids;
 pub mod inspect;
 pub mod jobs;
 pub mod layout;
+pub mod mcp;
 pub mod model;
 pub mod permissions;
 pub mod process;

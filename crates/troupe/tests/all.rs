@@ -13,6 +13,8 @@ mod cron;
 mod jobs;
 #[path = "all/mailbox.rs"]
 mod mailbox;
+#[path = "all/mcp.rs"]
+mod mcp;
 #[path = "all/memory/mod.rs"]
 mod memory;
 #[path = "all/model/mod.rs"]

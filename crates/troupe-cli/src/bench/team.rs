@@ -79,6 +79,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         events: Default::default(),
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(workspace.path()),
+        mcp: Default::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

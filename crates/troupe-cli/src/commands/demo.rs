@@ -85,6 +85,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         },
         settings: Default::default(),
         sandbox,
+        mcp: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None, None);

@@ -7,6 +7,7 @@ mod config;
 mod demo;
 mod inspect;
 mod log;
+mod mcp;
 mod memory;
 pub mod review;
 mod run;
@@ -64,6 +65,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
+        Command::Mcp { action, json } => mcp::mcp(&resolve_workspace(cli.workspace)?, action, json),
         Command::Config { model, json } => {
             config::config(&resolve_workspace(cli.workspace)?, &model, json)
         }

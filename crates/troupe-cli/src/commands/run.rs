@@ -237,6 +237,8 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         },
         settings: file_settings,
         sandbox,
+        // Started in `drive`, inside the runtime.
+        mcp: Default::default(),
     };
     let start_line = (!args.json).then_some(sandbox_line.as_str());
     let outcome = drive(settings, &args.prompt, &interrupt, notice, start_line);
@@ -270,8 +272,25 @@ pub fn drive(
     let result = runtime.block_on(async move {
         let cancel = &interrupt.run;
         interrupt::listen(cancel.clone())?;
-        let mut team = build_team(settings)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        let mut settings = settings;
+        if !settings.settings.mcp_servers.is_empty() {
+            // A server that does not start is reported (a warning) and its tools left out;
+            // the run goes on.
+            settings.mcp = Arc::new(
+                troupe::mcp::McpServers::start(&settings.settings.mcp_servers, &settings.workspace)
+                    .await,
+            );
+            // A token a server was given must not come back through its results either.
+            settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
+        }
+        let mcp = settings.mcp.clone();
+        let mut team = match build_team(settings) {
+            Ok(team) => team,
+            Err(e) => {
+                mcp.stop().await;
+                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+            }
+        };
         tracing::info!(
             run_id = team.events.run_id(),
             events = %team.events.path().display(),

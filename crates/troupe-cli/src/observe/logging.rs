@@ -7,11 +7,13 @@ use tracing_subscriber::EnvFilter;
 
 use super::{style, terminal::StderrRecord};
 
-/// The filter for `verbose` (the count of `-v`) when `RUST_LOG` is not set.
+/// The filter for `verbose` (the count of `-v`) when `RUST_LOG` is not set. The MCP SDK's own
+/// messages are left out by default and shown from `-v`: troupe reports a server that fails or
+/// dies itself, once.
 fn level(verbose: u8) -> &'static str {
     match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,rmcp=off",
+        1 => "info,rmcp=warn",
         2 => "debug",
         _ => "trace",
     }
@@ -39,7 +41,7 @@ mod tests {
     fn each_v_is_one_level_more() {
         assert_eq!(
             [0, 1, 2, 3, 9].map(super::level),
-            ["warn", "info", "debug", "trace", "trace"]
+            ["warn,rmcp=off", "info,rmcp=warn", "debug", "trace", "trace"]
         );
     }
 }

@@ -182,7 +182,7 @@ fn require_plans_gates_a_teammate_from_its_first_call_until_its_plan_is_approved
 
 /// Reads the run's stderr until it reports the writer's plan request; returns its id. The rest
 /// of stderr keeps being drained in the background so the run never blocks on a full pipe.
-fn plan_request_id(child: &mut Child) -> String {
+pub(super) fn plan_request_id(child: &mut Child) -> String {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -214,7 +214,7 @@ fn plan_request_id(child: &mut Child) -> String {
 }
 
 /// Waits for the run to end (killing it after [`WAIT`]).
-fn wait(mut child: Child) -> Ran {
+pub(super) fn wait(mut child: Child) -> Ran {
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -135,6 +135,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         events: Default::default(),
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
+        mcp: Default::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -67,6 +67,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         events: Default::default(),
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
+        mcp: Default::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

@@ -125,6 +125,19 @@ pub struct Runner {
     hooks: Option<CommandHooks>,
 }
 
+/// The tools `dispatcher` offers the model now, in registry order, without unavailable ones.
+fn offered_tools(dispatcher: &Dispatcher) -> Vec<ToolSpec> {
+    dispatcher
+        .registry()
+        .available_definitions()
+        .map(|d| ToolSpec {
+            name: d.name.clone(),
+            description: d.description.clone(),
+            parameters: d.parameters.clone(),
+        })
+        .collect()
+}
+
 impl Runner {
     pub const DEFAULT_MAX_TURNS: usize = 50;
 
@@ -136,15 +149,7 @@ impl Runner {
         workspace: impl Into<PathBuf>,
         observer: Arc<dyn RunObserver>,
     ) -> Self {
-        let tools = dispatcher
-            .registry()
-            .definitions()
-            .map(|d| ToolSpec {
-                name: d.name.clone(),
-                description: d.description.clone(),
-                parameters: d.parameters.clone(),
-            })
-            .collect();
+        let tools = offered_tools(&dispatcher);
         let compactor = Compactor::new(
             agent.clone(),
             ContextBudget::for_model("", None),
@@ -403,6 +408,8 @@ impl Runner {
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<Option<ModelResponse>, ModelError> {
+        // Tools that became unavailable (an MCP server that died) are no longer offered.
+        self.tools = offered_tools(&self.dispatcher);
         let request = self
             .compactor
             .request(&mut self.history, &self.tools, cancel)

@@ -107,9 +107,14 @@ pub fn combine<'r>(
 
 /// The default policy of SPEC §7: read → allow; write to troupe's own state (bookkeeping:
 /// todo list, task board, cron) → allow; other writes and execute → ask; external (protocol and
-/// team tools) → allow. A process can reach anything, so an execute tool asks whatever its scope.
+/// team tools) → allow, except the tools of MCP servers (named [`MCP_TOOL_PREFIX`]`<server>__…`):
+/// they act on whatever the server reaches, so they ask. A process can reach anything, so an
+/// execute tool asks whatever its scope.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EffectDefaults;
+
+/// How the name of every MCP server's tool starts: `mcp__<server>__<tool>`.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
 
 impl EffectDefaults {
     pub const RULE: &'static str = "default";
@@ -125,6 +130,9 @@ impl PermissionRule for EffectDefaults {
             ),
             (Effect::Write, Scope::World) => (Decision::Ask, "write tools need approval"),
             (Effect::Execute, _) => (Decision::Ask, "execute tools need approval"),
+            (Effect::External, _) if request.tool.starts_with(MCP_TOOL_PREFIX) => {
+                (Decision::Ask, "tools of MCP servers need approval")
+            }
             (Effect::External, _) => (Decision::Allow, "protocol and team tools are allowed"),
         };
         Some(RuleVerdict::new(decision, Self::RULE, reason))

@@ -23,6 +23,15 @@
 //!   or `"loopback"`; `deny_read` a list of non-blank paths (absolute, `~/…` or relative to the
 //!   workspace); `hooks` a boolean (confine hook commands too). `mode`, `network` and `hooks`:
 //!   project over user; `deny_read`: both files' entries, project first.
+//! - `[[mcp_servers]]`: `name` (`[a-z0-9_-]+`, unique in its file) and exactly one of `command`
+//!   (with optional `args`, a list of strings, and `env`, a table of strings) or `url` (`http://`
+//!   or `https://`); `startup_timeout` (default 10 s) and `call_timeout` (default 60 s) like a
+//!   hook's timeout. Project entries first, then the user's; a name in both is the project's.
+//! - Secrets in `mcp_servers.env`: a server often needs a token. A secret-looking variable name
+//!   (`GITHUB_TOKEN`) is accepted there only when its value is a reference to troupe's own
+//!   environment, exactly `"${NAME}"`, expanded when the server starts; a literal value under a
+//!   secret-looking name is refused like any other secret. So the file names the variable, the
+//!   value stays in the environment.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -35,8 +44,8 @@ use toml::Spanned;
 use super::error::{SettingsError, SettingsErrorKind as Kind};
 use super::SandboxSettings;
 use super::{
-    HookEvent, HookSpec, ModelSettings, RuleEntry, RuleList, Settings, Source, Sourced,
-    DEFAULT_HOOK_TIMEOUT,
+    HookEvent, HookSpec, McpServerSpec, McpTransport, ModelSettings, RuleEntry, RuleList, Settings,
+    Source, Sourced, DEFAULT_HOOK_TIMEOUT, DEFAULT_MCP_CALL_TIMEOUT, DEFAULT_MCP_STARTUP_TIMEOUT,
 };
 use crate::sandbox::{Mode as SandboxMode, Network};
 use crate::store::read::{open_regular, Links};
@@ -162,11 +171,24 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
         deny_read,
         hooks: first(&layers, |f| f.sandbox_hooks),
     };
+    let mut mcp_servers: Vec<McpServerSpec> = Vec::new();
+    for (_, source, file) in &layers {
+        for server in &file.mcp_servers {
+            if mcp_servers.iter().any(|s| s.name == server.name) {
+                continue;
+            }
+            mcp_servers.push(McpServerSpec {
+                source: source.clone(),
+                ..server.clone()
+            });
+        }
+    }
     Settings {
         model,
         rules,
         hooks,
         sandbox,
+        mcp_servers,
         files: layers.into_iter().map(|(path, _, _)| path).collect(),
     }
 }
@@ -189,6 +211,7 @@ struct ParsedFile {
     sandbox_network: Option<Network>,
     sandbox_deny_read: Vec<String>,
     sandbox_hooks: Option<bool>,
+    mcp_servers: Vec<McpServerSpec>,
 }
 
 #[derive(Debug)]
@@ -211,6 +234,22 @@ struct RawFile {
     hooks: Vec<Spanned<RawHook>>,
     #[serde(default)]
     sandbox: RawSandbox,
+    #[serde(default)]
+    mcp_servers: Vec<Spanned<RawMcpServer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcpServer {
+    name: Spanned<String>,
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, Spanned<String>>,
+    url: Option<Spanned<String>>,
+    startup_timeout: Option<Spanned<RawTimeout>>,
+    call_timeout: Option<Spanned<RawTimeout>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -484,7 +523,137 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
         file.sandbox_deny_read.push(path.into_inner());
     }
     file.sandbox_hooks = raw.sandbox.hooks;
+    for (index, server) in raw.mcp_servers.into_iter().enumerate() {
+        let start = server.span().start;
+        let spec = mcp_server(index, server.into_inner(), start, &invalid)?;
+        if file.mcp_servers.iter().any(|s| s.name == spec.name) {
+            return Err(invalid(
+                start,
+                format!(
+                    "mcp_servers[{index}].name {:?} is used twice in this file",
+                    spec.name
+                ),
+            ));
+        }
+        file.mcp_servers.push(spec);
+    }
     Ok(file)
+}
+
+/// Whether `name` is a valid MCP server name: `[a-z0-9_-]+`, without `__` (which separates
+/// the parts of a tool name `mcp__<server>__<tool>`).
+pub fn valid_mcp_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains("__")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Validates one `[[mcp_servers]]` entry (its source is set by the merge).
+fn mcp_server(
+    index: usize,
+    raw: RawMcpServer,
+    start: usize,
+    invalid: &dyn Fn(usize, String) -> SettingsError,
+) -> Result<McpServerSpec, SettingsError> {
+    let at = format!("mcp_servers[{index}]");
+    let name = raw.name.get_ref().trim();
+    if !valid_mcp_server_name(name) {
+        return Err(invalid(
+            raw.name.span().start,
+            format!("{at}.name {name:?} must be lowercase letters, digits, `_` and `-` (no `__`)"),
+        ));
+    }
+    let transport = match (raw.command, raw.url) {
+        (Some(command), None) => {
+            if command.get_ref().trim().is_empty() {
+                return Err(invalid(
+                    command.span().start,
+                    format!("{at}.command must not be blank"),
+                ));
+            }
+            let mut env = Vec::new();
+            for (key, value) in raw.env {
+                if key.is_empty() || key.contains('=') || key.contains('\0') {
+                    return Err(invalid(
+                        value.span().start,
+                        format!("{at}.env has an invalid variable name {key:?}"),
+                    ));
+                }
+                env.push((key, value.into_inner()));
+            }
+            McpTransport::Stdio {
+                command: command.into_inner(),
+                args: raw.args,
+                env,
+            }
+        }
+        (None, Some(url)) => {
+            let value = url.get_ref().trim();
+            if !(value.starts_with("http://") || value.starts_with("https://")) || value.len() < 9 {
+                return Err(invalid(
+                    url.span().start,
+                    format!("{at}.url must be an http:// or https:// URL, not {value:?}"),
+                ));
+            }
+            if !raw.args.is_empty() || !raw.env.is_empty() {
+                return Err(invalid(
+                    url.span().start,
+                    format!("{at}: `args` and `env` go with `command`, not with `url`"),
+                ));
+            }
+            McpTransport::Http {
+                url: value.to_owned(),
+            }
+        }
+        (Some(_), Some(url)) => {
+            return Err(invalid(
+                url.span().start,
+                format!("{at} has both `command` and `url`: give exactly one"),
+            ))
+        }
+        (None, None) => {
+            return Err(invalid(
+                start,
+                format!(
+                    "{at} needs `command` (a stdio server) or `url` (a streamable HTTP server)"
+                ),
+            ))
+        }
+    };
+    let timeout = |key: &str, raw: Option<Spanned<RawTimeout>>, default: Duration| match raw {
+        None => Ok(default),
+        Some(t) => hook_timeout(t.get_ref()).ok_or_else(|| {
+            invalid(
+                t.span().start,
+                format!(
+                    "{at}.{key} must be 1 to 3600 seconds: an integer (30) or a string with a \
+                     unit (\"30s\", \"2m\")"
+                ),
+            )
+        }),
+    };
+    Ok(McpServerSpec {
+        name: name.to_owned(),
+        transport,
+        startup_timeout: timeout(
+            "startup_timeout",
+            raw.startup_timeout,
+            DEFAULT_MCP_STARTUP_TIMEOUT,
+        )?,
+        call_timeout: timeout("call_timeout", raw.call_timeout, DEFAULT_MCP_CALL_TIMEOUT)?,
+        source: Source::Default,
+    })
+}
+
+/// Whether `value` is exactly a reference to an environment variable, `${NAME}`; its name.
+pub fn env_reference(value: &str) -> Option<&str> {
+    let name = value.strip_prefix("${")?.strip_suffix('}')?;
+    let valid = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    valid.then_some(name)
 }
 
 /// The key of serde's "unknown field `x`, expected …" message.
@@ -495,7 +664,7 @@ fn unknown_key(message: &str) -> Option<&str> {
 
 /// Whether a key names a secret: a part (split at `_`, `-`, `.`) is `key`, `token`, `password`,
 /// `secret`… (`api_key`, `OPENAI_API_KEY`, `auth-token`, `client_secret`).
-fn looks_secret(key: &str) -> bool {
+pub fn looks_secret(key: &str) -> bool {
     const WORDS: [&str; 8] = [
         "key",
         "apikey",
@@ -517,6 +686,14 @@ fn check_secrets(
     table: &toml::de::DeTable<'_>,
 ) -> Result<(), SettingsError> {
     for (key, value) in table {
+        if key.get_ref() == "mcp_servers" {
+            if let toml::de::DeValue::Array(servers) = value.get_ref() {
+                for server in servers {
+                    check_mcp_server_secrets(path, text, server.get_ref())?;
+                }
+                continue;
+            }
+        }
         if looks_secret(key.get_ref()) {
             return Err(SettingsError::new(
                 Kind::Secret,
@@ -526,6 +703,56 @@ fn check_secrets(
             ));
         }
         check_secret_value(path, text, value.get_ref())?;
+    }
+    Ok(())
+}
+
+/// One `[[mcp_servers]]` table: like any table, except that its `env` may name a
+/// secret-looking variable whose value is a `${NAME}` reference (see the module docs).
+fn check_mcp_server_secrets(
+    path: &Path,
+    text: &str,
+    server: &toml::de::DeValue<'_>,
+) -> Result<(), SettingsError> {
+    let toml::de::DeValue::Table(table) = server else {
+        return check_secret_value(path, text, server);
+    };
+    for (key, value) in table {
+        if key.get_ref() != "env" {
+            if looks_secret(key.get_ref()) {
+                return Err(SettingsError::new(
+                    Kind::Secret,
+                    path,
+                    Some(line_of(text, key.span().start)),
+                    format!("`{}` looks like a secret: {SECRET_HINT}", key.get_ref()),
+                ));
+            }
+            check_secret_value(path, text, value.get_ref())?;
+            continue;
+        }
+        let toml::de::DeValue::Table(env) = value.get_ref() else {
+            continue;
+        };
+        for (name, value) in env {
+            let referenced = matches!(
+                value.get_ref(),
+                toml::de::DeValue::String(s) if env_reference(s).is_some()
+            );
+            if looks_secret(name.get_ref()) && !referenced {
+                return Err(SettingsError::new(
+                    Kind::Secret,
+                    path,
+                    Some(line_of(text, name.span().start)),
+                    format!(
+                        "`{}` looks like a secret: write `{} = \"${{{}}}\"` to take it from \
+                         troupe's environment when the server starts; {SECRET_HINT}",
+                        name.get_ref(),
+                        name.get_ref(),
+                        name.get_ref()
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -932,6 +1159,93 @@ command = "cargo fmt --check"
         std::fs::write(dir.path().join(PROJECT_FILE_NAME), big).unwrap();
         let err = Settings::load(dir.path(), None).unwrap_err();
         assert!(err.to_string().contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn mcp_servers_load_with_defaults_and_project_wins_by_name() {
+        let dir = workspace(Some(
+            "[[mcp_servers]]\nname = \"git-hub\"\ncommand = \"gh-mcp\"\nargs = [\"--stdio\"]\n\
+             env = { GITHUB_TOKEN = \"${GITHUB_TOKEN}\", MODE = \"ro\" }\ncall_timeout = \"2m\"\n\
+             [[mcp_servers]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[[mcp_servers]]\nname = \"web\"\nurl = \"https://example.com/mcp\"\n\
+             [[mcp_servers]]\nname = \"mine\"\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        let names: Vec<&str> = s.mcp_servers.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["git-hub", "web", "mine"]);
+        let github = &s.mcp_servers[0];
+        assert_eq!(
+            github.transport,
+            McpTransport::Stdio {
+                command: "gh-mcp".into(),
+                args: vec!["--stdio".into()],
+                env: vec![
+                    ("GITHUB_TOKEN".into(), "${GITHUB_TOKEN}".into()),
+                    ("MODE".into(), "ro".into())
+                ],
+            }
+        );
+        assert_eq!(github.startup_timeout, DEFAULT_MCP_STARTUP_TIMEOUT);
+        assert_eq!(github.call_timeout, Duration::from_secs(120));
+        assert_eq!(
+            s.mcp_servers[1].transport,
+            McpTransport::Http {
+                url: "http://127.0.0.1:9/mcp".into()
+            }
+        );
+        assert_eq!(s.mcp_servers[2].source, Source::User(user));
+    }
+
+    #[test]
+    fn bad_mcp_servers_are_refused_with_file_and_line() {
+        for (text, line, needle) in [
+            ("[[mcp_servers]]\nname = \"a\"\n", 1, "needs `command`"),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/x\"\n",
+                4,
+                "both `command` and `url`",
+            ),
+            ("[[mcp_servers]]\nname = \"A b\"\ncommand = \"x\"\n", 2, "lowercase"),
+            ("[[mcp_servers]]\nname = \"a__b\"\ncommand = \"x\"\n", 2, "no `__`"),
+            ("[[mcp_servers]]\nname = \"a\"\nurl = \"ftp://h/x\"\n", 3, "http://"),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nstartup_timeout = 0\n",
+                4,
+                "startup_timeout",
+            ),
+            (
+                "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n",
+                4,
+                "used twice",
+            ),
+        ] {
+            let err = load_err(text);
+            assert_eq!((err.kind, err.line), (Kind::Invalid, Some(line)), "{text}: {err}");
+            assert!(err.message.contains(needle), "{text}: {err}");
+        }
+        let err = load_err("[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nport = 1\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)), "{err}");
+    }
+
+    #[test]
+    fn mcp_env_takes_secrets_only_by_reference() {
+        let err = load_err(
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nenv = { GITHUB_TOKEN = \"ghp_literal\" }\n",
+        );
+        assert_eq!((err.kind, err.line), (Kind::Secret, Some(4)), "{err}");
+        assert!(err.message.contains("\"${GITHUB_TOKEN}\""), "{err}");
+        assert!(!err.to_string().contains("ghp_literal"));
+        let err = load_err("[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\ntoken = \"t\"\n");
+        assert_eq!(err.kind, Kind::Secret, "{err}");
+        assert_eq!(env_reference("${A_1}"), Some("A_1"));
+        for bad in ["$A", "${}", "${1A}", "x${A}", "${A-B}"] {
+            assert_eq!(env_reference(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -162,6 +162,47 @@ pub struct SandboxSettings {
     pub hooks: Option<Sourced<bool>>,
 }
 
+/// The default time an MCP server has to start and list its tools.
+pub const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time one MCP tool call may take.
+pub const DEFAULT_MCP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[[mcp_servers]]` entry: a Model Context Protocol server whose tools agents may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerSpec {
+    /// `[a-z0-9_-]+`, unique: the `<server>` of its tools' names `mcp__<server>__<tool>`.
+    pub name: String,
+    pub transport: McpTransport,
+    pub startup_timeout: Duration,
+    pub call_timeout: Duration,
+    pub source: Source,
+}
+
+/// How troupe reaches an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on its stdin and stdout, started in the workspace.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the child's environment. A value written `${NAME}` is taken from troupe's
+        /// environment when the server starts (a missing variable fails that server).
+        env: Vec<(String, String)>,
+    },
+    /// Streamable HTTP at this `http://` or `https://` URL.
+    Http { url: String },
+}
+
+impl McpTransport {
+    /// `stdio` or `http`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Stdio { .. } => "stdio",
+            Self::Http { .. } => "http",
+        }
+    }
+}
+
 /// The effective settings of a workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -170,6 +211,9 @@ pub struct Settings {
     pub rules: Vec<RuleEntry>,
     pub hooks: Vec<HookSpec>,
     pub sandbox: SandboxSettings,
+    /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
+    /// project's.
+    pub mcp_servers: Vec<McpServerSpec>,
     /// The files that were read (for `troupe config`), in precedence order (project first).
     pub files: Vec<PathBuf>,
 }

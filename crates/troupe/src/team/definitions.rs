@@ -16,7 +16,9 @@
 //!
 //! The front matter is simple `key: value` lines (no YAML engine): `name` and `description` are
 //! required; `model` (the model this teammate runs on), `tools` (a list, `[a, b]` or `- item`
-//! lines, a subset of the teammate tools), `plan_required` (`true`/`false`) and `sandbox`
+//! lines, a subset of the teammate tools, plus MCP tools `mcp__<server>__<tool>` or all of a
+//! server's, `mcp__<server>__*` — a teammate gets an MCP tool only when its list names it),
+//! `plan_required` (`true`/`false`) and `sandbox`
 //! (`workspace-write`, `read-only`, `off`; only ever tightens the run's) are optional.
 //! Blank lines and `#` comments are ignored; a value may be quoted.
 //!
@@ -65,6 +67,20 @@ pub struct AgentDefinition {
 }
 
 impl AgentDefinition {
+    /// Whether a teammate of this definition is offered the MCP tool `tool`
+    /// (`mcp__<server>__<tool>`): only when its `tools` list names it, or names all of its
+    /// server's tools (`mcp__<server>__*`). Without a list: none.
+    pub fn allows_mcp_tool(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_some_and(|tools| {
+            tools.iter().any(|listed| {
+                listed == tool
+                    || listed
+                        .strip_suffix('*')
+                        .is_some_and(|server| listed.ends_with("__*") && tool.starts_with(server))
+            })
+        })
+    }
+
     /// Whether a teammate of this definition is offered `tool`.
     pub fn allows_tool(&self, tool: &str) -> bool {
         ALWAYS_GRANTED.contains(&tool)
@@ -178,6 +194,22 @@ enum Value {
 
 /// Parses one definition's text; `stem` is its file name without `.md`, which `name` must
 /// equal; `tools` are the tools it may list.
+/// `mcp__<server>__<tool>` or `mcp__<server>__*`, parts in `[a-z0-9_]`, neither empty.
+fn is_mcp_tool_entry(entry: &str) -> bool {
+    let Some(rest) = entry.strip_prefix(crate::permissions::rules::MCP_TOOL_PREFIX) else {
+        return false;
+    };
+    let Some((server, tool)) = rest.split_once("__") else {
+        return false;
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    part(server) && (tool == "*" || part(tool))
+}
+
 pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentDefinition, String> {
     let (front, body) = split_front_matter(text)?;
     let entries = parse_front_matter(front)?;
@@ -238,7 +270,7 @@ pub fn parse_definition(text: &str, stem: &str, tools: &[&str]) -> Result<AgentD
     if let Some(listed) = &listed_tools {
         let mut seen = BTreeSet::new();
         for tool in listed {
-            if !tools.contains(&tool.as_str()) {
+            if !tools.contains(&tool.as_str()) && !is_mcp_tool_entry(tool) {
                 return Err(format!(
                     "unknown tool {tool:?} (a teammate's tools: {})",
                     tools.join(", ")
@@ -386,6 +418,35 @@ mod tests {
         assert_eq!(d.instructions, "Review well.");
         assert!(d.allows_tool("shell") && d.allows_tool("submit_plan"));
         assert!(!d.allows_tool("write_file"));
+    }
+
+    #[test]
+    fn mcp_tools_are_offered_only_when_listed() {
+        let d = parse(
+            "---\nname: f\ndescription: d\ntools: [read_file, mcp__fixture__echo, mcp__time__*]\n---\n",
+            "f",
+        )
+        .unwrap();
+        assert!(d.allows_mcp_tool("mcp__fixture__echo"));
+        assert!(!d.allows_mcp_tool("mcp__fixture__crash"));
+        assert!(d.allows_mcp_tool("mcp__time__get_current_time"));
+        assert!(!d.allows_mcp_tool("mcp__timer__x"));
+        assert!(!d.allows_tool("shell"));
+        let all = parse("---\nname: f\ndescription: d\n---\n", "f").unwrap();
+        assert!(
+            !all.allows_mcp_tool("mcp__fixture__echo"),
+            "no list: no MCP tools"
+        );
+        for bad in [
+            "mcp__Fix__echo",
+            "mcp__fixture",
+            "mcp____echo",
+            "mcp__f__",
+            "mcp__f__e*",
+        ] {
+            let text = format!("---\nname: f\ndescription: d\ntools: [{bad}]\n---\n");
+            assert!(parse(&text, "f").is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //!
 //! 1. **parse** the raw argument string as JSON (blank means `{}`); bad JSON → `invalid_arguments`.
 //! 2. **look up** the tool by name; unknown → `unknown_tool`.
-//! 3. **validate** the arguments against the tool's schema → `invalid_arguments` naming the path.
+//!    A tool that is unavailable now (an MCP server that is down) answers with its own error
+//!    (`mcp_server_down`) here: nobody is asked to approve a call that cannot run.
+//! 3. **validate** the arguments against the tool's schema → `invalid_arguments` naming the path
+//!    (for a tool whose schema is outside the checked subset: a JSON object with the schema's
+//!    top-level `required` keys, see [`super::ToolHandler::checked_schema`]).
 //! 4. **PreToolUse hooks**, in order; the first deny stops the call (audited by the policy as
 //!    `hook:<name>`).
 //! 5. **permission policy**: rules (deny > ask > allow), then the approval provider when the
@@ -127,9 +131,17 @@ impl Dispatcher {
             ));
             return fail(&error, None);
         };
+        if let Some(error) = registered.handler.unavailable() {
+            return fail(&error, None);
+        }
         let definition = &registered.definition;
         // 3. validate
-        if let Err(e) = schema::validate(&definition.parameters, &arguments) {
+        let valid = if registered.handler.checked_schema() {
+            schema::validate(&definition.parameters, &arguments)
+        } else {
+            schema::validate_loosely(&definition.parameters, &arguments)
+        };
+        if let Err(e) = valid {
             let error = ToolError::InvalidArguments(format!("{tool}: {e}"));
             return fail(&error, None);
         }

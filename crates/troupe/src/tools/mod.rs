@@ -14,6 +14,7 @@
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
 //! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
 //!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).
+//! - [`mcp`]: the tools of MCP servers (`mcp__<server>__<tool>`), offered after the fixed ones.
 //! - [`testing`]: cheap tools for tests and benchmarks.
 //!
 //! **Architecture Invariant:** tools never check permissions themselves; [`dispatch`] does,
@@ -28,6 +29,7 @@ pub mod confine;
 pub mod dispatch;
 pub mod edit_file;
 pub mod glob;
+pub mod mcp;
 pub mod read_file;
 pub mod registry;
 pub mod schema;
@@ -128,6 +130,21 @@ pub trait ToolHandler: Send + Sync {
 
     /// For a tool that runs commands: the sandbox mode they run under (recorded in the audit).
     fn sandbox(&self) -> Option<crate::sandbox::Mode> {
+        None
+    }
+
+    /// Whether [`schema`] checks this tool's arguments. A tool whose schema comes from elsewhere
+    /// (an MCP server) and lies outside the supported subset says no: its arguments are then
+    /// only checked to be a JSON object holding the schema's top-level `required` keys, and the
+    /// tool's own side validates the rest.
+    fn checked_schema(&self) -> bool {
+        true
+    }
+
+    /// Why the tool cannot be used now (an MCP server that is down), or `None`. An unavailable
+    /// tool is left out of the tools offered to the model at its next call, and a call that
+    /// still names it gets this error without reaching permissions or the handler.
+    fn unavailable(&self) -> Option<ToolError> {
         None
     }
 

@@ -59,7 +59,12 @@ impl ToolRegistry {
         if self.by_name.contains_key(&definition.name) {
             return Err(RegistryError::Duplicate(definition.name));
         }
-        schema::check_schema(&definition.parameters).map_err(|e| RegistryError::BadSchema {
+        let checked = if handler.checked_schema() {
+            schema::check_schema(&definition.parameters)
+        } else {
+            schema::check_root_object(&definition.parameters)
+        };
+        checked.map_err(|e| RegistryError::BadSchema {
             name: definition.name.clone(),
             reason: e.to_string(),
         })?;
@@ -91,6 +96,15 @@ impl ToolRegistry {
     /// The definitions in the order the model is offered them.
     pub fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
         self.tools.iter().map(|t| &t.definition)
+    }
+
+    /// The definitions of the tools available now ([`ToolHandler::unavailable`]), in order:
+    /// what the model is offered at each call.
+    pub fn available_definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
+        self.tools
+            .iter()
+            .filter(|t| t.handler.unavailable().is_none())
+            .map(|t| &t.definition)
     }
 
     pub fn names(&self) -> Vec<&str> {

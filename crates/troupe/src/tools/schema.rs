@@ -38,6 +38,37 @@ pub fn check_schema(schema: &Value) -> Result<(), SchemaError> {
     check_node(schema, "$")
 }
 
+/// For a schema troupe does not check in full (an MCP server's): only that it describes an
+/// object (`"type": "object"`, or no `type` at all).
+pub fn check_root_object(schema: &Value) -> Result<(), SchemaError> {
+    let is_object = schema
+        .as_object()
+        .is_some_and(|node| match node.get("type") {
+            None => true,
+            Some(t) => t == "object",
+        });
+    if is_object {
+        Ok(())
+    } else {
+        fail("$", "the root schema must describe an object")
+    }
+}
+
+/// For a schema troupe does not check in full: `value` is an object holding every key of the
+/// schema's top-level `required`. The tool's own side checks the rest.
+pub fn validate_loosely(schema: &Value, value: &Value) -> Result<(), SchemaError> {
+    let Some(object) = value.as_object() else {
+        return fail("$", format!("expected an object, got {}", kind_of(value)));
+    };
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !object.contains_key(name) {
+            return fail("$", format!("missing required property {name:?}"));
+        }
+    }
+    Ok(())
+}
+
 fn schema_type(schema: &Value) -> Option<&str> {
     schema.get("type").and_then(Value::as_str)
 }

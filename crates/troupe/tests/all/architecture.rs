@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["sandbox"],
     &["store"],
     &["settings"],
-    &["process", "model", "permissions"],
+    &["process", "model", "permissions", "mcp"],
     &["jobs", "hooks"],
     &["tools"],
     &["agent", "cron"],

@@ -25,7 +25,7 @@
 //! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 //! - `hooks`: the settings' command hooks apply to the lead and to every teammate.
 
-mod support;
+pub mod support;
 
 mod answers;
 mod bookkeeping;

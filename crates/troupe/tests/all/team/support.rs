@@ -363,6 +363,7 @@ impl Fixture {
             events: Default::default(),
             settings: Default::default(),
             sandbox: troupe::bootstrap::SandboxOptions::off(&self.workspace),
+            mcp: Default::default(),
         }
     }
 
