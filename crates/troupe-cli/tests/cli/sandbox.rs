@@ -106,6 +106,11 @@ fn run_with(p: &Place, port: u16, extra: &[&str], mechanism: Option<&str>) -> Ra
         {"tool_calls": calls},
         {"text": "tried"}, {"text": "tried"}, {"text": "tried"}, {"text": "tried"}
     ]});
+    run_script(p, &script, extra, mechanism)
+}
+
+/// `troupe run --approval auto` on `script`, HOME and TMPDIR in the test's folder.
+fn run_script(p: &Place, script: &Value, extra: &[&str], mechanism: Option<&str>) -> Ran {
     let script_path = p.root.join("script.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let mut c = command(&p.ws);
@@ -248,24 +253,7 @@ fn read_only_mode_and_the_settings_file_are_honoured() {
         ]},
         {"text": "done"}, {"text": "done"}
     ]});
-    std::fs::write(p.root.join("script.json"), script.to_string()).unwrap();
-    let mut c = command(&p.ws);
-    c.args([
-        "run",
-        "--workspace",
-        p.ws.to_str().unwrap(),
-        "--prompt",
-        "read",
-        "--approval",
-        "auto",
-        "--no-memory",
-        "--model-script",
-        p.root.join("script.json").to_str().unwrap(),
-    ])
-    .env("HOME", &p.home)
-    .env("TMPDIR", &p.tmp)
-    .env_remove("TROUPE_SANDBOX");
-    let out = ran(c.output().unwrap());
+    let out = run_script(&p, &script, &[], None);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(out.stderr.contains("sandbox: read-only"), "{out:#?}");
     assert!(
