@@ -25,6 +25,11 @@ use serde_json::{json, Value};
 /// page is the slowest).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the first command may wait for a browser that is still starting: a cold Chromium
+/// (its 200 MB read from disk after a large build pushed it out of the page cache) on a busy
+/// 2-core machine was seen to need more than 30 s.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Events kept while waiting for replies; older ones are dropped (nobody waits for them).
 const MAX_BUFFERED_EVENTS: usize = 10_000;
 
@@ -276,7 +281,7 @@ impl Page {
             None,
             "Target.createTarget",
             json!({ "url": "about:blank" }),
-            COMMAND_TIMEOUT,
+            LAUNCH_TIMEOUT,
         )?;
         let target_id = target
             .get("targetId")
