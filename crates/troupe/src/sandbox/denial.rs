@@ -51,16 +51,21 @@ pub fn explain(sandbox: &Sandbox, output: &str, cwd: &Path) -> Vec<String> {
             continue;
         };
         let absolute = lexical(&cwd.join(path));
-        if let Some(note) = classify(sandbox, &absolute) {
+        if let Some(note) = classify(sandbox, &absolute, *marker) {
             add(note);
         }
     }
     notes
 }
 
-fn classify(sandbox: &Sandbox, path: &Path) -> Option<String> {
+fn classify(sandbox: &Sandbox, path: &Path, marker: &str) -> Option<String> {
     let paths = sandbox.protected();
     let shown = path.display();
+    if paths.is_denied(path) && marker == "Read-only file system" {
+        return Some(format!(
+            "sandbox: a protected path cannot be changed: {shown} (it is masked for commands)"
+        ));
+    }
     if paths.is_denied(path) {
         return Some(format!(
             "sandbox: reading a protected path denied: {shown} (protected: ~/.ssh, ~/.aws, \

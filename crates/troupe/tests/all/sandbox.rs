@@ -699,3 +699,25 @@ mod what_decides_later_runs {
         assert!(!p.root.join("via_proc").exists(), "{out}");
     }
 }
+
+#[tokio::test]
+async fn a_masked_path_is_never_changed_and_a_refused_write_is_explained() {
+    let p = place();
+    std::fs::create_dir_all(p.ws.join("secrets")).unwrap();
+    std::fs::write(p.ws.join("secrets/token"), "EXTRA-SECRET").unwrap();
+    let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, "landlock");
+    // `.env` is masked by /dev/null: a write vanishes, the file is untouched.
+    run(&confined, &p.ws, "echo TOKEN=x > .env").await;
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join(".env")).unwrap(),
+        "ENV-SECRET\n"
+    );
+    // A masked folder is a read-only empty tmpfs: a write there is refused and explained.
+    let (ok, out) = run(&confined, &p.ws, "echo x > secrets/token2").await;
+    assert!(!ok && !p.ws.join("secrets/token2").exists(), "{out}");
+    let notes = confined.explain(&out, &p.ws);
+    assert!(
+        notes[0].starts_with("sandbox: a protected path cannot be changed"),
+        "{notes:?} {out}"
+    );
+}
