@@ -51,7 +51,7 @@ pub fn explain(sandbox: &Sandbox, output: &str, cwd: &Path) -> Vec<String> {
             continue;
         };
         let absolute = lexical(&cwd.join(path));
-        if let Some(note) = classify(sandbox, &absolute, *marker) {
+        if let Some(note) = classify(sandbox, &absolute, marker) {
             add(note);
         }
     }

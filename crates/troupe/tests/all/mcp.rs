@@ -247,7 +247,16 @@ fn time_server() -> Option<PathBuf> {
         );
         let venv = deps.join("mcp-venv");
         let program = venv.join("bin/mcp-server-time");
-        if !venv.join(".ready").exists() {
+        // A venv is not relocatable: one made at another path (a moved target folder) or left
+        // half-made is made again.
+        let ready = std::fs::read_to_string(venv.join(".ready"))
+            .is_ok_and(|made_at| made_at == venv.display().to_string())
+            && std::process::Command::new(venv.join("bin/python"))
+                .args(["-c", "import mcp_server_time"])
+                .status()
+                .is_ok_and(|s| s.success());
+        if !ready {
+            let _ = std::fs::remove_dir_all(&venv);
             let made = std::process::Command::new("python3")
                 .args(["-m", "venv"])
                 .arg(&venv)
@@ -264,7 +273,7 @@ fn time_server() -> Option<PathBuf> {
                 );
                 return None;
             }
-            std::fs::write(venv.join(".ready"), "").unwrap();
+            std::fs::write(venv.join(".ready"), venv.display().to_string()).unwrap();
         }
         Some(program)
     })
