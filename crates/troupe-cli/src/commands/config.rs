@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use troupe::model::config::{
     process_env, read_env_file, EffectiveModel, ModelOverrides, Provider, ENV_FILE_NAME,
 };
-use troupe::settings::{user_config_path, Settings, Sourced};
+use troupe::settings::{user_config_path, McpTransport, Settings, Sourced};
 
 use super::run::context_window_sourced;
 use super::CliError;
@@ -44,10 +44,12 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
     if json {
         let mut value = to_json(&settings, &effective, context_window.as_ref());
         value["sandbox"] = sandbox_json(&settings, &sandbox_mode);
+        value["mcp_servers"] = mcp_json(&settings);
         return render::print_json(&value);
     }
     let mut text = to_text(&settings, &effective, context_window.as_ref());
     text.push_str(&sandbox_text(&settings, &sandbox_mode));
+    text.push_str(&mcp_text(&settings));
     render::print_text(&text)
 }
 
@@ -61,6 +63,53 @@ fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> V
         "deny_read": settings.sandbox.deny_read,
         "hooks": settings.sandbox.hooks.as_ref().is_some_and(|h| h.value),
     })
+}
+
+/// `[[mcp_servers]]` as configured (`troupe mcp list` starts them to show their tools). The
+/// values of `env` are not shown: only their names.
+fn mcp_json(settings: &Settings) -> Value {
+    let servers: Vec<Value> = settings
+        .mcp_servers
+        .iter()
+        .map(|server| {
+            let transport = match &server.transport {
+                McpTransport::Stdio { command, args, env } => json!({
+                    "kind": "stdio", "command": command, "args": args,
+                    "env": env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+                }),
+                McpTransport::Http { url } => json!({"kind": "http", "url": url}),
+            };
+            json!({
+                "name": server.name,
+                "transport": transport,
+                "startup_timeout_secs": server.startup_timeout.as_secs(),
+                "call_timeout_secs": server.call_timeout.as_secs(),
+                "source": server.source.describe(),
+            })
+        })
+        .collect();
+    Value::Array(servers)
+}
+
+fn mcp_text(settings: &Settings) -> String {
+    let mut out = String::from("\n[[mcp_servers]]\n");
+    if settings.mcp_servers.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for server in &settings.mcp_servers {
+        let what = match &server.transport {
+            McpTransport::Stdio { command, args, .. } => format!("{command} {}", args.join(" "))
+                .trim_end()
+                .to_owned(),
+            McpTransport::Http { url } => url.clone(),
+        };
+        out.push_str(&format!(
+            "{:<16} {what:?}   ({})\n",
+            server.name,
+            server.source.describe()
+        ));
+    }
+    out
 }
 
 fn sandbox_text(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> String {

@@ -200,3 +200,40 @@ fn a_server_that_does_not_start_is_reported_once_and_the_run_goes_on() {
         out.stderr
     );
 }
+
+#[test]
+fn troupe_config_lists_the_servers_without_starting_them_or_showing_env_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[[mcp_servers]]\nname = \"gh\"\ncommand = \"/nonexistent/gh-server\"\nargs = [\"stdio\"]\n\
+         env = { GITHUB_TOKEN = \"${GITHUB_TOKEN}\", MODE = \"quiet-value\" }\n\n\
+         [[mcp_servers]]\nname = \"docs\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+    )
+    .unwrap();
+    let out = troupe_in(&ws, &["config", "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let config: Value = serde_json::from_str(&out.stdout).unwrap();
+    let servers = config["mcp_servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{config}");
+    assert_eq!(servers[0]["name"], "gh");
+    assert_eq!(servers[0]["transport"]["kind"], "stdio");
+    assert_eq!(
+        servers[0]["transport"]["env"],
+        json!(["GITHUB_TOKEN", "MODE"])
+    );
+    assert_eq!(
+        servers[1]["transport"],
+        json!({"kind": "http", "url": "http://127.0.0.1:9/mcp"})
+    );
+    assert!(!out.stdout.contains("quiet-value"), "{}", out.stdout);
+    let text = troupe_in(&ws, &["config"]);
+    assert!(text.stdout.contains("[[mcp_servers]]"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("/nonexistent/gh-server stdio"),
+        "{}",
+        text.stdout
+    );
+    assert!(!ws.join(".troupe").exists());
+}
