@@ -1,7 +1,8 @@
 //! The approval prompt's four answers through the real binary on a pseudo-terminal: `a` allows
 //! the same tool and pattern for the rest of the run (the second call is not asked, and the
 //! audit names the session allow), `s` saves the entry into `troupe.toml` keeping its comments,
-//! `n` takes a reason that reaches the model's denial.
+//! `n` takes a reason that reaches the model's denial. And the sandbox's rerun: a command it
+//! refused is offered to the person (`y/N` only) and rerun unconfined only on a yes.
 
 use std::io::Write;
 use std::path::Path;
@@ -127,4 +128,85 @@ fn always_save_and_no_with_a_reason_at_the_terminal() {
         events.contains("refused at the terminal: not today"),
         "{events}"
     );
+}
+
+#[test]
+fn a_command_the_sandbox_refused_is_rerun_unconfined_only_when_the_person_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (ws, tmp) = (root.join("ws"), root.join("tmp"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let shell = |command: &str| json!({"tool_calls": [{"name": "shell", "arguments": {"command": command}}]});
+    let script = json!({"agents": {"lead": [
+        shell("echo out > ../rerun_yes"),
+        shell("echo out > ../rerun_no"),
+        {"text": "All done."}
+    ]}});
+    let path = root.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    let (mut typed, slave) = pty();
+    let mut c = command(&ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .args(["--model-script", path.to_str().unwrap()])
+        .env("TMPDIR", &tmp)
+        .env_remove("TROUPE_SANDBOX")
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave));
+    let mut child = c.spawn().unwrap();
+    drop(c);
+    let text = Collected::from(typed.try_clone().unwrap());
+    let prompts = |n: usize| {
+        text.wait_until(&format!("prompt {n}"), move |t, _| {
+            t.matches(PROMPT_END).count() == n
+        })
+    };
+    // The call itself is asked first, then — once the sandbox refused it — the rerun.
+    prompts(1);
+    typed.write_all(b"y\n").unwrap();
+    let shown = prompts(2);
+    let rerun = &shown[shown.rfind("wants to run").unwrap()..];
+    assert!(
+        rerun.contains("rerun this command outside the sandbox? It was refused: sandbox: write outside the workspace denied"),
+        "{shown}"
+    );
+    assert!(rerun.contains("Allow? [y/N]"), "{shown}");
+    typed.write_all(b"y\n").unwrap();
+    prompts(3);
+    typed.write_all(b"y\n").unwrap();
+    prompts(4);
+    typed.write_all(b"n\n").unwrap();
+    text.wait_for("Reason for the agent (optional, Enter to skip): ");
+    typed.write_all(b"\n").unwrap();
+    let all = text.wait_closed();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{all}");
+    assert!(
+        root.join("rerun_yes").exists(),
+        "the approved rerun ran unconfined"
+    );
+    assert!(
+        !root.join("rerun_no").exists(),
+        "the refused rerun did not run"
+    );
+
+    let decisions: Vec<(String, String, String)> = audit_lines(&ws)
+        .iter()
+        .filter(|r| r["tool"] == "shell")
+        .map(|r| {
+            (
+                r["decision"].as_str().unwrap().to_owned(),
+                r["rule"].as_str().unwrap().to_owned(),
+                r["sandbox"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("allow", "default+approval:terminal", "workspace-write"),
+        ("allow", "sandbox-rerun+approval:terminal", "off"),
+        ("allow", "default+approval:terminal", "workspace-write"),
+        ("deny", "sandbox-rerun+approval:terminal", "off"),
+    ]
+    .map(|(d, r, s)| (d.to_owned(), r.to_owned(), s.to_owned()));
+    assert_eq!(decisions, expected);
 }
