@@ -3,32 +3,13 @@
 //! as Anthropic does (named events, tool inputs as JSON pieces split anywhere), and a run against
 //! Azure OpenAI's deployment endpoint.
 
-use std::time::Duration;
-
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
 use super::sse_server::{sse, Recorded, Reply, SseServer, DONE};
-use super::support::{command, ran, Ran};
+use super::team_flow::run;
 
 const ANTHROPIC_KEY: &str = "sk-ant-test-0123456789abcdef";
-
-async fn run(ws: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
-    let mut c = command(ws);
-    c.args(["run", "--workspace", ws.to_str().unwrap()])
-        .args(args)
-        .stdin(std::process::Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::task::spawn_blocking(move || ran(c.output().unwrap())),
-    )
-    .await
-    .unwrap()
-    .unwrap()
-}
 
 /// The text of a content value: a string, or text blocks.
 fn text_of(content: &Value) -> String {

@@ -138,6 +138,35 @@ fn run_script(p: &Place, script: &Value, extra: &[&str], mechanism: Option<&str>
     ran(c.output().unwrap())
 }
 
+/// The run under `mechanism` ended well, said so at start, and let no escape through — while
+/// build-like work in the workspace and the temp folder went on.
+fn assert_refused(p: &Place, port: u16, out: &Ran, mechanism: &str) {
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "sandbox: workspace-write ({mechanism}, network off)"
+        )),
+        "{out:#?}"
+    );
+    for (name, _) in attempts(p, port) {
+        // `.env` lies in the writable workspace: it is masked by /dev/null, so the read
+        // "works" and yields nothing (checked below by its content).
+        if name != "env_read" {
+            assert!(!ok(&p.ws, name), "{name} escaped {mechanism}");
+        }
+    }
+    assert!(!ok(&p.ws, "job"), "the background job escaped {mechanism}");
+    assert!(!p.root.join("escaped_parent").exists());
+    assert!(!p.home.join(".ssh/planted").exists());
+    assert!(!read(&p.ws.join("read_ssh.txt")).contains("SSH-SECRET-KEY"));
+    assert!(!read(&p.ws.join("read_env.txt")).contains("ENV-SECRET-VALUE"));
+    assert_eq!(read(&p.ws.join(".troupe/protocol/state.json")), STATE);
+    assert!(
+        ok(&p.ws, "build"),
+        "build-like work failed under {mechanism}"
+    );
+}
+
 fn ok(ws: &Path, name: &str) -> bool {
     ws.join(format!("ok_{name}")).exists()
 }
@@ -153,31 +182,11 @@ fn every_escape_is_refused_by_default_and_works_with_the_sandbox_off() {
 
     let p = place();
     let out = run(&p, port, &[]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(
-        out.stderr
-            .contains("sandbox: workspace-write (landlock, network off)"),
-        "{out:#?}"
-    );
-    for (name, _) in attempts(&p, port) {
-        // `.env` lies in the writable workspace: it is masked by an empty read-only file, so
-        // the read "works" and yields nothing (checked below by its content).
-        if name != "env_read" {
-            assert!(!ok(&p.ws, name), "{name} escaped the sandbox");
-        }
-    }
-    assert!(!ok(&p.ws, "job"), "the background job escaped");
-    assert!(!p.root.join("escaped_parent").exists());
+    assert_refused(&p, port, &out, "landlock");
     assert!(!p.root.join("outside/absolute").exists());
     assert!(!p.root.join("outside/via_link").exists());
-    assert!(!p.home.join(".ssh/planted").exists());
     assert!(!p.root.join("escaped_fork").exists());
     assert!(!p.root.join("escaped_job").exists());
-    assert!(!read(&p.ws.join("read_ssh.txt")).contains("SSH-SECRET-KEY"));
-    assert!(!read(&p.ws.join("read_env.txt")).contains("ENV-SECRET-VALUE"));
-    assert_eq!(read(&p.ws.join(".troupe/protocol/state.json")), STATE);
-    // Work inside the workspace and the temp folder is not hindered.
-    assert!(ok(&p.ws, "build"), "build-like work failed");
     assert_eq!(read(&p.ws.join("target/debug/app")), "bin\n");
 
     // The model was told what the sandbox refused, in terms it can act on.
@@ -360,25 +369,5 @@ fn every_escape_is_refused_under_the_bubblewrap_fallback_too() {
     let port = listener.local_addr().unwrap().port();
     let p = place();
     let out = run_with(&p, port, &[], Some("bubblewrap"));
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(
-        out.stderr
-            .contains("sandbox: workspace-write (bubblewrap, network off)"),
-        "{out:#?}"
-    );
-    for (name, _) in attempts(&p, port) {
-        if name != "env_read" {
-            assert!(!ok(&p.ws, name), "{name} escaped bubblewrap");
-        }
-    }
-    assert!(!ok(&p.ws, "job"), "the background job escaped bubblewrap");
-    assert!(!p.root.join("escaped_parent").exists());
-    assert!(!p.home.join(".ssh/planted").exists());
-    assert!(!read(&p.ws.join("read_ssh.txt")).contains("SSH-SECRET-KEY"));
-    assert!(!read(&p.ws.join("read_env.txt")).contains("ENV-SECRET-VALUE"));
-    assert_eq!(read(&p.ws.join(".troupe/protocol/state.json")), STATE);
-    assert!(
-        ok(&p.ws, "build"),
-        "build-like work failed under bubblewrap"
-    );
+    assert_refused(&p, port, &out, "bubblewrap");
 }

@@ -2,13 +2,11 @@
 //! server of the library's tests): the lead's tool call arrives as deltas split across chunks,
 //! the tool runs, and the streamed answer is printed.
 
-use std::time::Duration;
-
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
 use super::sse_server::{sse, Recorded, Reply, SseServer, DONE};
-use super::support::{command, ran, Ran};
+use super::team_flow::run;
 
 fn chunk(delta: Value, finish: Option<&str>) -> Value {
     json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-stream",
@@ -56,23 +54,6 @@ fn lead(request: &Recorded) -> Reply {
         chunk(json!({}), Some("tool_calls")),
     ]) + DONE;
     Reply::events(&pieces(&body, 11))
-}
-
-async fn run(ws: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
-    let mut c = command(ws);
-    c.args(["run", "--workspace", ws.to_str().unwrap()])
-        .args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.stdin(std::process::Stdio::null());
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::task::spawn_blocking(move || ran(c.output().unwrap())),
-    )
-    .await
-    .unwrap()
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,32 @@
 //! The demo's team flow, played by a mock model server of any provider: what each agent answers
 //! (the demo's scripted scenario, the writer spawned with `plan_required`), and what must have
-//! happened once the run is over. Shared by the provider tests (streaming OpenAI, Anthropic).
+//! happened once the run is over, and running the binary against such a server. Shared by the
+//! provider tests (streaming OpenAI, Anthropic, Azure).
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use troupe::model::{ModelRequest, ModelResponse};
 
-use super::support::Ran;
+use super::support::{command, ran, Ran};
+
+/// `troupe run --workspace WS ARGS` with `env`, off the async runtime (so a mock server on it
+/// keeps serving), stdin closed, bounded at two minutes.
+pub async fn run(ws: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
+    let mut c = command(ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap()])
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::task::spawn_blocking(move || ran(c.output().unwrap())),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
 
 /// What the agent whose system prompt is `system` answers to `conversation`.
 pub fn answer(system: &str, conversation: &ModelRequest) -> ModelResponse {

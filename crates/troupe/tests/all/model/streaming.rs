@@ -26,6 +26,16 @@ fn config(server: &SseServer) -> ModelConfig {
     }
 }
 
+/// The client of `server` (its default test configuration), asked [`hello`].
+async fn ask(
+    server: &SseServer,
+) -> Result<troupe::model::ModelResponse, troupe::model::ModelError> {
+    OpenAiClient::new(&config(server))
+        .unwrap()
+        .complete(&hello())
+        .await
+}
+
 fn hello() -> ModelRequest {
     ModelRequest {
         messages: vec![ChatMessage::user("hello")],
@@ -117,11 +127,7 @@ async fn awkward_chunk_boundaries_assemble_the_exact_answer() {
     cuts.dedup();
     server.push(Reply::events(&split_at(bytes, &cuts)));
 
-    let response = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap();
+    let response = ask(&server).await.unwrap();
 
     assert_eq!(response.message.content.as_deref(), Some("héllo wörld ✓"));
     assert_eq!(
@@ -169,11 +175,7 @@ async fn tool_call_deltas_split_across_chunks_become_whole_calls() {
     let cuts: Vec<usize> = (1..body.len() / 37).map(|i| i * 37).collect();
     server.push(Reply::events(&split_at(body.as_bytes(), &cuts)));
 
-    let response = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap();
+    let response = ask(&server).await.unwrap();
 
     assert_eq!(
         response.message.tool_calls,
@@ -199,11 +201,7 @@ async fn a_length_stop_is_reported_as_length() {
         usage_chunk(),
     ]) + DONE]));
 
-    let response = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap();
+    let response = ask(&server).await.unwrap();
 
     assert_eq!(response.finish_reason, FinishReason::Length);
     assert_eq!(response.message.content.as_deref(), Some("cut sh"));
@@ -223,11 +221,7 @@ async fn a_stream_cut_before_its_end_is_retried_never_taken_as_the_answer() {
     });
     server.push(Reply::events(&[text_stream("the whole answer")]));
 
-    let response = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap();
+    let response = ask(&server).await.unwrap();
 
     assert_eq!(
         response.message.content.as_deref(),
@@ -381,11 +375,7 @@ async fn overloaded_529_is_model_overloaded_and_retried() {
     server.push(Reply::json(529, &overloaded));
     server.push(Reply::events(&[text_stream("after the overload")]));
 
-    let response = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap();
+    let response = ask(&server).await.unwrap();
     assert_eq!(
         response.message.content.as_deref(),
         Some("after the overload")
@@ -396,11 +386,7 @@ async fn overloaded_529_is_model_overloaded_and_retried() {
     for status in [529, 503] {
         let server = SseServer::start().await;
         server.always(Reply::json(status, &overloaded));
-        let error = OpenAiClient::new(&config(&server))
-            .unwrap()
-            .complete(&hello())
-            .await
-            .unwrap_err();
+        let error = ask(&server).await.unwrap_err();
         assert_eq!(error.code(), "model_overloaded", "{status}");
         assert!(error.is_overload());
         assert_eq!(
@@ -455,11 +441,7 @@ async fn a_prompt_too_long_400_is_still_context_too_long() {
                           "code": "context_length_exceeded"}}),
     ));
 
-    let error = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = ask(&server).await.unwrap_err();
 
     assert_eq!(error.code(), "model_context_too_long");
     // Not retried, and not mistaken for a refusal to stream.
@@ -561,11 +543,7 @@ async fn the_key_echoed_by_the_server_never_reaches_an_error() {
         401,
         &json!({"error": {"message": format!("Incorrect API key provided: {KEY}")}}),
     ));
-    let error = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = ask(&server).await.unwrap_err();
     assert_eq!(error.code(), "model_auth");
     assert!(!error.to_string().contains(KEY), "{error}");
 
@@ -575,11 +553,7 @@ async fn the_key_echoed_by_the_server_never_reaches_an_error() {
         delta(json!({"content": "a"})),
         json!({"error": {"message": format!("upstream saw Bearer {KEY}")}}),
     ])]));
-    let error = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = ask(&server).await.unwrap_err();
     assert_eq!(error.code(), "model_bad_response");
     assert!(!error.to_string().contains(KEY), "{error}");
     assert!(error.to_string().contains("upstream saw"), "{error}");
@@ -589,11 +563,7 @@ async fn the_key_echoed_by_the_server_never_reaches_an_error() {
 async fn malformed_events_are_a_bad_response() {
     let server = SseServer::start().await;
     server.always(Reply::events(&["data: {not json\n\n"]));
-    let error = OpenAiClient::new(&config(&server))
-        .unwrap()
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = ask(&server).await.unwrap_err();
     assert_eq!(error.code(), "model_bad_response");
     assert_eq!(
         server.requests().len(),
