@@ -1,5 +1,5 @@
 //! The runtime's integration tests, linked into one binary (fast builds on small machines).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::new_without_default)]
 
 #[path = "all/agent/mod.rs"]
 mod agent;
@@ -7,12 +7,14 @@ mod agent;
 mod architecture;
 #[path = "all/board/mod.rs"]
 mod board;
+#[path = "all/conformance/mod.rs"]
+mod conformance;
 #[path = "all/cron/mod.rs"]
 mod cron;
 #[path = "all/jobs/mod.rs"]
 mod jobs;
 #[path = "all/mailbox.rs"]
-mod mailbox;
+pub mod mailbox;
 #[path = "all/mcp.rs"]
 mod mcp;
 #[path = "all/memory/mod.rs"]
@@ -22,7 +24,7 @@ mod model;
 #[path = "all/permissions/mod.rs"]
 mod permissions;
 #[path = "all/protocol/mod.rs"]
-mod protocol;
+pub mod protocol;
 #[path = "all/sandbox.rs"]
 mod sandbox;
 #[path = "all/state/mod.rs"]

@@ -15,6 +15,7 @@
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
+//! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
 
 pub mod artifacts;
@@ -26,6 +27,7 @@ pub mod lock_probe;
 pub mod mailbox;
 pub mod memory;
 pub(crate) mod moves;
+pub mod postgres;
 pub mod protocol;
 pub mod read;
 pub mod tasks;
@@ -56,5 +58,31 @@ impl IoError {
 impl ErrorCode for IoError {
     fn code(&self) -> &'static str {
         "storage_error"
+    }
+}
+
+/// A failure of a database backend (PostgreSQL), with its stable code: `store_unavailable`
+/// (no connection), `store_timeout` (a statement cancelled by its time-out),
+/// `store_schema_newer` (the database was migrated by a newer troupe), `store_error` (any
+/// other refusal), `store_corrupt` (a row troupe cannot read back), `invalid_arguments`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl BackendError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl ErrorCode for BackendError {
+    fn code(&self) -> &'static str {
+        self.code
     }
 }

@@ -147,8 +147,14 @@ pub enum MailboxError {
     /// A mailbox folder is a symlink or not a folder.
     #[error("mailbox of {agent} is unusable: {why}")]
     InvalidMailbox { agent: AgentName, why: String },
+    /// An `ack`/`release`/`quarantine` by a holder whose lease another holder took over (its
+    /// fencing token is older): refused, so a paused worker cannot complete another's claim.
+    #[error("message {id} in {agent}'s mailbox is now claimed by another worker (this claim's lease expired)")]
+    LeaseLost { agent: AgentName, id: MessageId },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error(transparent)]
+    Backend(#[from] super::BackendError),
 }
 
 impl ErrorCode for MailboxError {
@@ -159,7 +165,9 @@ impl ErrorCode for MailboxError {
             Self::AckConflict { .. } => "mailbox_ack_conflict",
             Self::TooLarge { .. } => "mailbox_message_too_large",
             Self::InvalidMailbox { .. } => "mailbox_invalid",
+            Self::LeaseLost { .. } => "mailbox_lease_lost",
             Self::Io(e) => e.code(),
+            Self::Backend(e) => e.code(),
         }
     }
 }

@@ -71,7 +71,7 @@ mod archive;
 mod compaction;
 mod files;
 mod json;
-mod rules;
+pub(crate) mod rules;
 mod state;
 
 pub use compaction::COMPACT_ABOVE;
@@ -154,6 +154,8 @@ pub enum ProtocolError {
     Corrupt { path: String, why: String },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error(transparent)]
+    Backend(#[from] super::BackendError),
 }
 
 impl ErrorCode for ProtocolError {
@@ -168,6 +170,7 @@ impl ErrorCode for ProtocolError {
             Self::Invalid(_) => "invalid_arguments",
             Self::Corrupt { .. } => "protocol_state_corrupt",
             Self::Io(e) => e.code(),
+            Self::Backend(e) => e.code(),
         }
     }
 }

@@ -31,7 +31,7 @@ use super::ProtocolError;
 
 /// What consuming a response would do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Decision {
+pub(crate) enum Decision {
     /// Resolve the pending request: this is the request after the transition.
     Apply(ProtocolRequest),
     /// The same message already resolved the request; nothing changes.
@@ -47,7 +47,7 @@ fn mismatch(request: &ProtocolRequest, why: String) -> ProtocolError {
 
 /// What sending an answer would do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum AnswerCheck {
+pub(crate) enum AnswerCheck {
     /// No answer yet: record this one, then deliver it.
     New,
     /// This very message is the recorded answer (or the one that resolved the request): deliver
@@ -108,7 +108,7 @@ fn already_answered(
 }
 
 /// The refusal of an answer to `request`, which `recorded` answered already.
-pub(super) fn answered_by(request: &ProtocolRequest, recorded: &ProtocolMessage) -> ProtocolError {
+pub(crate) fn answered_by(request: &ProtocolRequest, recorded: &ProtocolMessage) -> ProtocolError {
     // A record passed `check_recorded`, so it carries a decision.
     already_answered(
         request,
@@ -120,7 +120,7 @@ pub(super) fn answered_by(request: &ProtocolRequest, recorded: &ProtocolMessage)
 
 /// Decides whether `message` may be sent as *the* answer to `request` at `now`, given the answer
 /// recorded for it, if any (checks in the module's order).
-pub(super) fn check_answer(
+pub(crate) fn check_answer(
     request: &ProtocolRequest,
     message: &ProtocolMessage,
     recorded: Option<&ProtocolMessage>,
@@ -180,7 +180,7 @@ fn check_window(request: &ProtocolRequest, now: UtcTime) -> Result<(), ProtocolE
 }
 
 /// Checks that an answer record read from `answers/` answers `request` (kind, parties, id).
-pub(super) fn check_recorded(
+pub(crate) fn check_recorded(
     request: &ProtocolRequest,
     recorded: &ProtocolMessage,
 ) -> Result<(), ProtocolError> {
@@ -197,7 +197,7 @@ pub(super) fn check_recorded(
 }
 
 /// Decides what a `*_response` message does to `request` at `now` (checks in the module's order).
-pub(super) fn decide_response(
+pub(crate) fn decide_response(
     request: &ProtocolRequest,
     message: &ProtocolMessage,
     now: UtcTime,
@@ -239,7 +239,7 @@ pub(super) fn decide_response(
 
 /// Checks that a `*_request` message announces `request`: same kind, same parties, still pending
 /// and inside its window.
-pub(super) fn check_request_message(
+pub(crate) fn check_request_message(
     request: &ProtocolRequest,
     message: &ProtocolMessage,
     now: UtcTime,

@@ -16,5 +16,5 @@ mod compaction;
 mod concurrency;
 mod corrupt;
 mod lifecycle;
-mod support;
+pub mod support;
 mod timing;

@@ -1,0 +1,623 @@
+//! `PgMailboxStore`: the mailbox port on the `troupe_messages` table, one row per message, its
+//! `state` the folder it is in.
+//!
+//! **Claims are leases.** A claim takes the oldest claimable message (ready, or processing with
+//! an expired lease) by creation time then id, `FOR UPDATE SKIP LOCKED` so concurrent claimers
+//! never wait on each other, and stamps it with this store's holder id, a new **fencing token**
+//! from a sequence (so tokens only grow) and `lease_until = now + lease`. A background task
+//! extends the leases this store holds every third of the lease. A holder that dies or pauses
+//! past its lease loses the message to the next claimer.
+//!
+//! **Acks, releases and quarantines are fenced.** The store remembers the token of every claim
+//! it made and the statement moves the row only if the row still carries that token. A
+//! process that paused past its lease and resumes finds a newer token on the row and gets
+//! `LeaseLost` — it cannot complete what another worker now holds. A token is the authority,
+//! not the clock: an expired lease whose message nobody took yet can still be acked by its
+//! holder (no one else can be working on it).
+//!
+//! **Wakes.** `send` inserts the row and `pg_notify`s the recipient in the same statement, so
+//! the notification is sent on commit, never before the row is visible.
+//!
+//! `recover` (run start) releases only processing messages whose lease expired: with workers
+//! in other processes, a live lease is somebody's work in progress. Database time
+//! (`clock_timestamp()`) decides leases, so hosts need not agree on their clocks; the injected
+//! clock stamps quarantine records, as in the file store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe_wire::{AgentName, MailboxMessage, MessageId};
+use uuid::Uuid;
+
+use super::{db_error, PgStore};
+use crate::clock::Clock;
+use crate::store::mailbox::{
+    AckOutcome, MailboxCounts, MailboxEntry, MailboxError, MailboxState, MailboxStore,
+    QuarantineRecord, RecoveryReport, MAX_MESSAGE_BYTES,
+};
+use crate::store::BackendError;
+use crate::sync::lock;
+
+/// How long a claim holds a message unless extended.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// The mailboxes of one team in PostgreSQL.
+pub struct PgMailboxStore {
+    store: PgStore,
+    clock: Arc<dyn Clock>,
+    /// Who claims: written into `claimed_by`.
+    holder: String,
+    lease: Duration,
+    /// The fencing token of each claim this store made and has not finished.
+    claims: Arc<Mutex<HashMap<(AgentName, MessageId), i64>>>,
+    stop: CancellationToken,
+}
+
+impl Drop for PgMailboxStore {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+struct Row {
+    state: MailboxState,
+    body: String,
+    fence: Option<i64>,
+}
+
+impl PgMailboxStore {
+    /// A mailbox store claiming as `holder`, with leases of `lease`, extended in the
+    /// background while this value lives.
+    pub fn new(store: PgStore, clock: Arc<dyn Clock>, holder: &str, lease: Duration) -> Self {
+        let mailbox = Self {
+            store,
+            clock,
+            holder: holder.to_owned(),
+            lease,
+            claims: Arc::new(Mutex::new(HashMap::new())),
+            stop: CancellationToken::new(),
+        };
+        mailbox.start_heartbeat();
+        mailbox
+    }
+
+    /// Who this store claims as.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn start_heartbeat(&self) {
+        if self.lease.is_zero() {
+            return;
+        }
+        let store = self.store.clone();
+        let holder = self.holder.clone();
+        let lease = self.lease;
+        let stop = self.stop.clone();
+        let claims = self.claims.clone();
+        self.store.handle().spawn(async move {
+            let every = lease / 3;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.cancelled() => return,
+                }
+                if lock(&claims).is_empty() {
+                    continue;
+                }
+                if let Err(e) = extend(&store, &holder, lease).await {
+                    tracing::warn!("could not extend message leases: {e}");
+                }
+            }
+        });
+    }
+
+    fn fence_of(&self, agent: &AgentName, id: MessageId) -> Option<i64> {
+        lock(&self.claims).get(&(agent.clone(), id)).copied()
+    }
+
+    fn forget(&self, agent: &AgentName, id: MessageId) {
+        lock(&self.claims).remove(&(agent.clone(), id));
+    }
+
+    fn row(&self, agent: &AgentName, id: MessageId) -> Result<Option<Row>, MailboxError> {
+        let store = self.store.clone();
+        let agent = agent.as_str().to_owned();
+        let id = id.as_uuid();
+        Ok(self.store.block(async move {
+            let client = store.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT state, body, fence FROM troupe_messages \
+                     WHERE team = $1 AND agent = $2 AND id = $3",
+                    &[&store.team(), &agent, &id],
+                )
+                .await
+                .map_err(|e| db_error("read a message", e))?;
+            row.map(|r| {
+                Ok(Row {
+                    state: state_of(r.get(0))?,
+                    body: r.get(1),
+                    fence: r.get(2),
+                })
+            })
+            .transpose()
+        })?)
+    }
+
+    /// Why a fenced move found nothing to move: the row is someone else's now, or not there.
+    fn refusal(&self, agent: &AgentName, id: MessageId, held: Option<i64>) -> MailboxError {
+        match self.row(agent, id) {
+            Ok(Some(row)) if row.state == MailboxState::Processing && row.fence != held => {
+                MailboxError::LeaseLost {
+                    agent: agent.clone(),
+                    id,
+                }
+            }
+            Ok(_) => MailboxError::NotProcessing {
+                agent: agent.clone(),
+                id,
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// Moves a processing row this store holds to `to` (clearing the claim); whether it moved.
+    fn fenced_move(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        fence: i64,
+        to: MailboxState,
+        reason: Option<(String, i64)>,
+    ) -> Result<bool, MailboxError> {
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let uuid = id.as_uuid();
+        let to = to.as_str();
+        Ok(self.store.block(async move {
+            let client = store.client().await?;
+            let (reason, at) = match reason {
+                Some((reason, at)) => (Some(reason), Some(at)),
+                None => (None, None),
+            };
+            let notify = if to == "ready" {
+                Some(store.channel())
+            } else {
+                None
+            };
+            let moved = client
+                .query(
+                    "WITH moved AS (
+                         UPDATE troupe_messages
+                            SET state = $5, claimed_by = NULL, lease_until = NULL,
+                                quarantined_from = CASE WHEN $5 = 'quarantine' THEN 'processing' END,
+                                quarantined_ms = $6, reason = $7
+                          WHERE team = $1 AND agent = $2 AND id = $3
+                            AND state = 'processing' AND fence = $4
+                      RETURNING agent)
+                     SELECT CASE WHEN $8::text IS NULL THEN NULL
+                                 ELSE pg_notify($8::text, agent)::text END
+                       FROM moved",
+                    &[
+                        &store.team(),
+                        &agent_s,
+                        &uuid,
+                        &fence,
+                        &to,
+                        &at,
+                        &reason,
+                        &notify,
+                    ],
+                )
+                .await
+                .map_err(|e| db_error("move a claimed message", e))?;
+            Ok(!moved.is_empty())
+        })?)
+    }
+}
+
+/// Extends every lease `holder` has; the rows another holder took are no longer its.
+async fn extend(store: &PgStore, holder: &str, lease: Duration) -> Result<u64, BackendError> {
+    let client = store.client().await?;
+    client
+        .execute(
+            "UPDATE troupe_messages
+                SET lease_until = clock_timestamp() + make_interval(secs => $3)
+              WHERE team = $1 AND claimed_by = $2 AND state = 'processing'",
+            &[&store.team(), &holder, &lease.as_secs_f64()],
+        )
+        .await
+        .map_err(|e| db_error("extend message leases", e))
+}
+
+fn state_of(raw: &str) -> Result<MailboxState, BackendError> {
+    MailboxState::parse(raw).ok_or_else(|| {
+        BackendError::new(
+            "store_corrupt",
+            format!("a message row has the unknown state {raw:?}"),
+        )
+    })
+}
+
+/// A row's body as a message of `agent`, or why it is not one.
+fn parse_body(agent: &AgentName, body: &str) -> Result<MailboxMessage, String> {
+    let message = MailboxMessage::from_json_bytes(body.as_bytes()).map_err(|e| e.to_string())?;
+    if message.recipient() != agent {
+        return Err(format!(
+            "its recipient is {}, not {agent}",
+            message.recipient()
+        ));
+    }
+    Ok(message)
+}
+
+fn file_name(id: Uuid) -> String {
+    format!("{id}.json")
+}
+
+impl MailboxStore for PgMailboxStore {
+    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        let bytes = message.to_json_bytes();
+        if bytes.len() as u64 > MAX_MESSAGE_BYTES {
+            return Err(MailboxError::TooLarge {
+                id: message.id(),
+                bytes: bytes.len() as u64,
+                max: MAX_MESSAGE_BYTES,
+            });
+        }
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        let store = self.store.clone();
+        let agent = message.recipient().as_str().to_owned();
+        let id = message.id().as_uuid();
+        let created = message.created_at_utc().unix_millis();
+        let inserted = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "WITH ins AS (
+                         INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
+                         VALUES ($1, $2, $3, $4, 'ready', $5)
+                         ON CONFLICT DO NOTHING
+                         RETURNING agent)
+                     SELECT pg_notify($6, agent)::text FROM ins",
+                    &[
+                        &store.team(),
+                        &agent,
+                        &id,
+                        &created,
+                        &body,
+                        &store.channel(),
+                    ],
+                )
+                .await
+                .map_err(|e| db_error("send a message", e))?;
+            Ok(!rows.is_empty())
+        })?;
+        if inserted {
+            return Ok(());
+        }
+        let state = self
+            .row(message.recipient(), message.id())?
+            .map_or(MailboxState::Ready, |r| r.state);
+        Err(MailboxError::Duplicate {
+            agent: message.recipient().clone(),
+            id: message.id(),
+            state,
+        })
+    }
+
+    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        loop {
+            let store = self.store.clone();
+            let agent_s = agent.as_str().to_owned();
+            let holder = self.holder.clone();
+            let lease = self.lease.as_secs_f64();
+            let claimed = self.store.block(async move {
+                let client = store.client().await?;
+                let row = client
+                    .query_opt(
+                        "WITH next AS (
+                             SELECT id FROM troupe_messages
+                              WHERE team = $1 AND agent = $2
+                                AND (state = 'ready'
+                                     OR (state = 'processing' AND lease_until < clock_timestamp()))
+                              ORDER BY created_ms, id
+                              LIMIT 1
+                              FOR UPDATE SKIP LOCKED)
+                         UPDATE troupe_messages m
+                            SET state = 'processing', claimed_by = $3,
+                                fence = nextval('troupe_fence'),
+                                lease_until = clock_timestamp() + make_interval(secs => $4)
+                           FROM next
+                          WHERE m.team = $1 AND m.agent = $2 AND m.id = next.id
+                      RETURNING m.id, m.body, m.fence",
+                        &[&store.team(), &agent_s, &holder, &lease],
+                    )
+                    .await
+                    .map_err(|e| db_error("claim a message", e))?;
+                Ok(row.map(|r| {
+                    (
+                        r.get::<_, Uuid>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, i64>(2),
+                    )
+                }))
+            })?;
+            let Some((uuid, body, fence)) = claimed else {
+                return Ok(None);
+            };
+            match parse_body(agent, &body) {
+                Ok(message) => {
+                    lock(&self.claims).insert((agent.clone(), message.id()), fence);
+                    return Ok(Some(message));
+                }
+                Err(why) => {
+                    // A row troupe did not write (or an older troupe did): never returned,
+                    // never blocking the next claim.
+                    let store = self.store.clone();
+                    let agent_s = agent.as_str().to_owned();
+                    let at = self.clock.now().unix_millis();
+                    let reason = format!("invalid message: {why}");
+                    self.store.block(async move {
+                        let client = store.client().await?;
+                        client
+                            .execute(
+                                "UPDATE troupe_messages
+                                    SET state = 'quarantine', claimed_by = NULL,
+                                        lease_until = NULL, quarantined_from = 'ready',
+                                        quarantined_ms = $5, reason = $6
+                                  WHERE team = $1 AND agent = $2 AND id = $3 AND fence = $4",
+                                &[&store.team(), &agent_s, &uuid, &fence, &at, &reason],
+                            )
+                            .await
+                            .map_err(|e| db_error("quarantine an invalid message", e))?;
+                        Ok(())
+                    })?;
+                    tracing::warn!(agent = %agent, id = %uuid, "quarantined an invalid message row");
+                }
+            }
+        }
+    }
+
+    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+        let id = message.id();
+        if let Some(fence) = self.fence_of(agent, id) {
+            if self.fenced_move(agent, id, fence, MailboxState::Done, None)? {
+                self.forget(agent, id);
+                return Ok(AckOutcome::Acked);
+            }
+        }
+        let held = self.fence_of(agent, id);
+        match self.row(agent, id)? {
+            Some(row) if row.state == MailboxState::Done => {
+                self.forget(agent, id);
+                if row.body.as_bytes() == message.to_json_bytes().as_slice() {
+                    Ok(AckOutcome::AlreadyDone)
+                } else {
+                    Err(MailboxError::AckConflict {
+                        agent: agent.clone(),
+                        id,
+                    })
+                }
+            }
+            Some(row) if row.state == MailboxState::Processing && row.fence != held => {
+                self.forget(agent, id);
+                Err(MailboxError::LeaseLost {
+                    agent: agent.clone(),
+                    id,
+                })
+            }
+            _ => Err(MailboxError::NotProcessing {
+                agent: agent.clone(),
+                id,
+            }),
+        }
+    }
+
+    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        let held = self.fence_of(agent, id);
+        if let Some(fence) = held {
+            if self.fenced_move(agent, id, fence, MailboxState::Ready, None)? {
+                self.forget(agent, id);
+                return Ok(());
+            }
+        }
+        let refusal = self.refusal(agent, id, held);
+        if matches!(refusal, MailboxError::LeaseLost { .. }) {
+            self.forget(agent, id);
+        }
+        Err(refusal)
+    }
+
+    fn quarantine(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        reason: &str,
+    ) -> Result<QuarantineRecord, MailboxError> {
+        let at = self.clock.now();
+        let record = |from| QuarantineRecord {
+            file_name: file_name(id.as_uuid()),
+            from,
+            reason: reason.to_owned(),
+            at,
+        };
+        let held = self.fence_of(agent, id);
+        if let Some(fence) = held {
+            if self.fenced_move(
+                agent,
+                id,
+                fence,
+                MailboxState::Quarantine,
+                Some((reason.to_owned(), at.unix_millis())),
+            )? {
+                self.forget(agent, id);
+                return Ok(record(MailboxState::Processing));
+            }
+        }
+        // A ready message (nobody holds it) may be quarantined by anyone.
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let uuid = id.as_uuid();
+        let why = reason.to_owned();
+        let at_ms = at.unix_millis();
+        let moved = self.store.block(async move {
+            let client = store.client().await?;
+            let n = client
+                .execute(
+                    "UPDATE troupe_messages
+                        SET state = 'quarantine', quarantined_from = 'ready',
+                            quarantined_ms = $4, reason = $5
+                      WHERE team = $1 AND agent = $2 AND id = $3 AND state = 'ready'",
+                    &[&store.team(), &agent_s, &uuid, &at_ms, &why],
+                )
+                .await
+                .map_err(|e| db_error("quarantine a message", e))?;
+            Ok(n > 0)
+        })?;
+        if moved {
+            return Ok(record(MailboxState::Ready));
+        }
+        let refusal = self.refusal(agent, id, held);
+        if matches!(refusal, MailboxError::LeaseLost { .. }) {
+            self.forget(agent, id);
+        }
+        Err(refusal)
+    }
+
+    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let released = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "WITH released AS (
+                         UPDATE troupe_messages
+                            SET state = 'ready', claimed_by = NULL, lease_until = NULL
+                          WHERE team = $1 AND agent = $2 AND state = 'processing'
+                            AND lease_until < clock_timestamp()
+                      RETURNING id, created_ms)
+                     SELECT id, pg_notify($3, $2)::text FROM released ORDER BY created_ms, id",
+                    &[&store.team(), &agent_s, &store.channel()],
+                )
+                .await
+                .map_err(|e| db_error("recover messages", e))?;
+            Ok(rows.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>())
+        })?;
+        let mut report = RecoveryReport::default();
+        for uuid in released {
+            if let Ok(id) = MessageId::from_uuid(uuid) {
+                report.released.push(id);
+            }
+        }
+        Ok(report)
+    }
+
+    fn list(
+        &self,
+        agent: &AgentName,
+        state: MailboxState,
+    ) -> Result<Vec<MailboxEntry>, MailboxError> {
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let state_s = state.as_str();
+        let rows = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT id, body, reason FROM troupe_messages
+                      WHERE team = $1 AND agent = $2 AND state = $3
+                      ORDER BY created_ms, id",
+                    &[&store.team(), &agent_s, &state_s],
+                )
+                .await
+                .map_err(|e| db_error("list messages", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.get::<_, Uuid>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, Option<String>>(2),
+                    )
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for (uuid, body, reason) in rows {
+            match parse_body(agent, &body) {
+                Ok(message) => entries.push(MailboxEntry::Message(message)),
+                Err(_) if state == MailboxState::Quarantine => {
+                    entries.push(MailboxEntry::Invalid {
+                        file_name: file_name(uuid),
+                        reason,
+                    })
+                }
+                Err(why) => {
+                    return Err(MailboxError::Backend(BackendError::new(
+                        "store_corrupt",
+                        format!("message {uuid} in {agent}'s {state} is unreadable: {why}"),
+                    )))
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let rows = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT state, count(*) FROM troupe_messages
+                      WHERE team = $1 AND agent = $2 GROUP BY state",
+                    &[&store.team(), &agent_s],
+                )
+                .await
+                .map_err(|e| db_error("count messages", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+                .collect::<Vec<_>>())
+        })?;
+        let mut counts = MailboxCounts::default();
+        for (state, n) in rows {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            match state_of(&state)? {
+                MailboxState::Ready => counts.ready = n,
+                MailboxState::Processing => counts.processing = n,
+                MailboxState::Done => counts.done = n,
+                MailboxState::Quarantine => counts.quarantine = n,
+            }
+        }
+        Ok(counts)
+    }
+
+    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        let store = self.store.clone();
+        let names = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT DISTINCT agent FROM troupe_messages WHERE team = $1 ORDER BY agent",
+                    &[&store.team()],
+                )
+                .await
+                .map_err(|e| db_error("list mailboxes", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>())
+        })?;
+        Ok(names
+            .iter()
+            .filter_map(|n| AgentName::parse(n).ok())
+            .collect())
+    }
+}

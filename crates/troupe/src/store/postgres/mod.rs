@@ -1,0 +1,318 @@
+//! The PostgreSQL backend (`--store postgres://…`, SPEC §11): the same store ports as the files
+//! under `.troupe/`, in one database that several processes — a lead and `troupe worker`s on
+//! other hosts — share. Several teams share one database by their **team key**: every row
+//! carries it.
+//!
+//! # Why this shape
+//!
+//! - **Client**: `tokio-postgres` (the maintained async client of the `rust-postgres` project,
+//!   pure Rust, LISTEN/NOTIFY through its connection's message stream) with `deadpool-postgres`
+//!   (a small pool made for it: connections recycled, creation and wait time-outs). `sqlx` was
+//!   not taken: its macros and drivers weigh far more on a 2-core build, and nothing here needs
+//!   compile-time checked queries.
+//! - **Its own runtime.** The store ports are synchronous (ARCHITECTURE, "Blocking store
+//!   calls"), so [`PgStore`] owns a small tokio runtime on which every query runs; a port call
+//!   hands its query to that runtime and waits on a channel. That works from any thread — a
+//!   worker task inside `sync::blocking`, a current-thread test runtime, a plain thread —
+//!   without ever blocking the runtime that waits. Nothing that runs *on* this runtime calls a
+//!   port (wakeups leave it through a channel), so it cannot wait on itself.
+//! - **Time-outs**: every connection sets `statement_timeout` (30 s unless the URL's `options`
+//!   set one); the pool waits at most 10 s for a free connection.
+//!
+//! # Layout
+//!
+//! - `mod.rs`: [`PgStore`] — the URL, the pool, the runtime bridge, the team key, the error map.
+//! - `schema.rs`: the embedded migrations, applied at start under an advisory lock.
+//! - `wake.rs`: `LISTEN` on the team's channel, reconnecting with backoff; a lost connection
+//!   is followed by a rescan, so no wake is lost.
+//! - `mailbox.rs`: [`PgMailboxStore`] — leased claims with fencing tokens.
+//! - `protocol.rs`: [`PgProtocolStore`] — the protocol store, each operation one transaction.
+//! - `roster.rs`: teammates and their worker leases; workers and their heartbeats.
+//! - `transcript.rs`: agents' conversations.
+
+mod mailbox;
+mod protocol;
+mod schema;
+pub mod testing;
+pub mod wake;
+
+pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
+pub use protocol::PgProtocolStore;
+pub use schema::SCHEMA_VERSION;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use sha2::{Digest, Sha256};
+use tokio_postgres::NoTls;
+
+use super::BackendError;
+
+/// How long a query may run before the server cancels it, unless the URL sets its own.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a caller waits for a free pooled connection.
+const POOL_WAIT: Duration = Duration::from_secs(10);
+/// How long opening one connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections per process.
+const POOL_SIZE: usize = 8;
+
+/// Whether a store URL names PostgreSQL.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// One process's connection to a team's stores in PostgreSQL. Cloning shares it.
+#[derive(Clone)]
+pub struct PgStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    runtime: OwnRuntime,
+    pool: Pool,
+    config: tokio_postgres::Config,
+    team: String,
+    /// Where it is, without the password: for messages.
+    shown: String,
+}
+
+/// The runtime the queries run on; shut down in the background when the store goes, so
+/// dropping it inside an async context is fine.
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` for the team `team` and brings the schema up to date (refusing a
+    /// database whose schema is newer than this binary knows).
+    pub fn connect(url: &str, team: &str) -> Result<Self, BackendError> {
+        Self::connect_in_schema(url, team, None)
+    }
+
+    /// [`Self::connect`] with every table in `schema` (which must exist): what the tests use,
+    /// one schema each.
+    pub fn connect_in_schema(
+        url: &str,
+        team: &str,
+        schema: Option<&str>,
+    ) -> Result<Self, BackendError> {
+        if team.trim().is_empty() {
+            return Err(BackendError::new(
+                "invalid_arguments",
+                "the team key must not be blank",
+            ));
+        }
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            BackendError::new(
+                "invalid_arguments",
+                format!("the store URL is not a PostgreSQL URL: {e}"),
+            )
+        })?;
+        let mut options = config.get_options().unwrap_or_default().to_owned();
+        if !options.contains("statement_timeout") {
+            options.push_str(&format!(
+                " -c statement_timeout={}",
+                STATEMENT_TIMEOUT.as_millis()
+            ));
+        }
+        if let Some(schema) = schema {
+            options.push_str(&format!(" -c search_path={schema}"));
+        }
+        config.options(options.trim());
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("troupe");
+        }
+        let shown = show(&config);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("troupe-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                BackendError::new("storage_error", format!("start the database runtime: {e}"))
+            })?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| {
+                BackendError::new("storage_error", format!("build the connection pool: {e}"))
+            })?;
+        let store = Self {
+            shared: Arc::new(Shared {
+                runtime: OwnRuntime(Some(runtime)),
+                pool,
+                config,
+                team: team.to_owned(),
+                shown,
+            }),
+        };
+        store.block({
+            let store = store.clone();
+            async move { schema::migrate(&store).await }
+        })?;
+        Ok(store)
+    }
+
+    /// The team key every row of this store carries.
+    pub fn team(&self) -> &str {
+        &self.shared.team
+    }
+
+    /// Host, port, database and user, never the password.
+    pub fn shown(&self) -> &str {
+        &self.shared.shown
+    }
+
+    /// The connection settings (for the listener's own connection).
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
+        &self.shared.config
+    }
+
+    /// The `LISTEN`/`NOTIFY` channel of this team: derived from the key, so any key is safe.
+    pub fn channel(&self) -> String {
+        channel_of(&self.shared.team)
+    }
+
+    /// Runs `future` on the store's runtime and waits for its result, from any thread.
+    pub(crate) fn block<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = Result<T, BackendError>> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle().spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(BackendError::new(
+                "store_unavailable",
+                "the database runtime stopped",
+            ))
+        })
+    }
+
+    /// The store's runtime, for its own background tasks.
+    pub(crate) fn handle(&self) -> tokio::runtime::Handle {
+        match &self.shared.runtime.0 {
+            Some(runtime) => runtime.handle().clone(),
+            None => unreachable_runtime(),
+        }
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, BackendError> {
+        self.shared.pool.get().await.map_err(|e| {
+            BackendError::new(
+                "store_unavailable",
+                format!("cannot reach PostgreSQL at {}: {e}", self.shared.shown),
+            )
+        })
+    }
+}
+
+/// The runtime is taken only in `Drop`, after which no method can be called.
+fn unreachable_runtime() -> ! {
+    panic!("the database runtime is only taken when the store is dropped")
+}
+
+/// `troupe_` and 16 hex digits of the key's SHA-256.
+pub fn channel_of(team: &str) -> String {
+    let digest = Sha256::digest(team.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("troupe_{hex}")
+}
+
+fn show(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or("(default database)");
+    let user = config.get_user().unwrap_or("(default user)");
+    format!("{host}:{port}/{db} as {user}")
+}
+
+/// A database error as troupe's stable codes: `store_timeout` for a cancelled statement,
+/// `store_unavailable` for a lost or refused connection, `store_error` for the rest.
+pub(crate) fn db_error(what: &str, e: tokio_postgres::Error) -> BackendError {
+    let code = match e.code() {
+        Some(state) if *state == tokio_postgres::error::SqlState::QUERY_CANCELED => "store_timeout",
+        Some(state) if state.code().starts_with("08") || state.code().starts_with("57P") => {
+            "store_unavailable"
+        }
+        Some(_) => "store_error",
+        None if e.is_closed() => "store_unavailable",
+        None => "store_unavailable",
+    };
+    let detail = match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => e.to_string(),
+    };
+    BackendError::new(code, format!("{what}: {detail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_are_identifiers_whatever_the_key() {
+        let channel = channel_of("a team; DROP TABLE x");
+        assert!(channel.starts_with("troupe_"));
+        assert_eq!(channel.len(), 7 + 16);
+        assert!(channel[7..].chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(channel_of("a"), channel_of("b"));
+    }
+
+    #[test]
+    fn only_postgres_urls_are_postgres() {
+        assert!(is_postgres_url("postgres://127.0.0.1/test"));
+        assert!(is_postgres_url("postgresql://u@h/db"));
+        assert!(!is_postgres_url("file:///tmp"));
+        assert!(!is_postgres_url("mysql://h/db"));
+    }
+
+    #[test]
+    fn a_blank_team_key_is_refused_before_connecting() {
+        let Err(e) = PgStore::connect("postgres://127.0.0.1:1/x", " ") else {
+            panic!("a blank key was accepted");
+        };
+        assert_eq!(e.code, "invalid_arguments");
+    }
+
+    #[test]
+    fn shown_urls_never_carry_the_password() {
+        let config: tokio_postgres::Config = "postgres://alice:s3cret@db.example:6543/team"
+            .parse()
+            .unwrap();
+        let shown = show(&config);
+        assert_eq!(shown, "db.example:6543/team as alice");
+        assert!(!shown.contains("s3cret"));
+    }
+}

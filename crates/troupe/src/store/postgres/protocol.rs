@@ -1,0 +1,496 @@
+//! `PgProtocolStore`: the protocol store port on `troupe_requests` and `troupe_answers`.
+//!
+//! Every operation that decides something is **one transaction** holding the team's protocol
+//! advisory lock (`pg_advisory_xact_lock`), the database's counterpart of the file store's
+//! mutex + `.protocol.lock`: the rows are read, the same pure rules decide
+//! (`store::protocol::rules`), the change is written, and the commit releases the lock. So two
+//! processes answering or consuming at once are serialised, and exactly one wins.
+//!
+//! **Answers are single.** `answer` records the response in `troupe_answers` and commits, then
+//! delivers it; a later attempt finds the record, refuses, and first finishes a delivery a
+//! crash interrupted (mailbox sends are idempotent by message id, so finishing twice delivers
+//! once). Unlike the file store, the delivery runs after the commit, outside the lock: a
+//! delivery is a query of its own, and a lock held across it would hold a pooled connection
+//! idle in a transaction for as long as the mailbox takes.
+//!
+//! Requests are kept whole (their JSON in `body`) with the columns the queries need; there is
+//! no archive: an index on creation order keeps `list`, `pending` and `latest_plan_of` cheap.
+
+use std::sync::Arc;
+
+use troupe_wire::{
+    AgentName, MailboxMessage, ProtocolMessage, ProtocolRequest, RequestId, RequestKind, WireError,
+};
+
+use super::{db_error, PgStore};
+use crate::clock::Clock;
+use crate::ids::IdGenerator;
+use crate::store::protocol::rules::{self, AnswerCheck, Decision};
+use crate::store::protocol::{
+    Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore,
+};
+use crate::store::BackendError;
+
+/// Which advisory lock a team's protocol operations take (the key's hash, in the lock space
+/// `pg_advisory_xact_lock(int, int)` with class 1).
+fn lock_key(team: &str) -> i32 {
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(team.as_bytes());
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// The protocol store of one team in PostgreSQL.
+pub struct PgProtocolStore {
+    store: PgStore,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+}
+
+fn corrupt(why: impl Into<String>) -> ProtocolError {
+    ProtocolError::Backend(BackendError::new("store_corrupt", why))
+}
+
+fn encode(request: &ProtocolRequest) -> Result<String, ProtocolError> {
+    serde_json::to_string(request)
+        .map_err(|e| corrupt(format!("encode request {}: {e}", request.id())))
+}
+
+fn decode(body: &str) -> Result<ProtocolRequest, ProtocolError> {
+    let value: serde_json::Value = troupe_wire::strict::from_json_str(body, "protocol request")
+        .map_err(|e| corrupt(format!("a request row does not parse: {e}")))?;
+    ProtocolRequest::from_value(value).map_err(|e| corrupt(format!("a request row: {e}")))
+}
+
+fn decode_answer(request: &ProtocolRequest, body: &str) -> Result<ProtocolMessage, ProtocolError> {
+    let message = match MailboxMessage::from_json_bytes(body.as_bytes()) {
+        Ok(MailboxMessage::Protocol(message)) => message,
+        Ok(MailboxMessage::Ordinary(_)) => {
+            return Err(corrupt(format!(
+                "the answer of request {} is an ordinary message",
+                request.id()
+            )))
+        }
+        Err(e) => {
+            return Err(corrupt(format!(
+                "the answer of request {}: {e}",
+                request.id()
+            )))
+        }
+    };
+    rules::check_recorded(request, &message).map_err(|e| corrupt(e.to_string()))?;
+    Ok(message)
+}
+
+/// A request row and its recorded answer, as text.
+type Fetched = Option<(String, Option<String>)>;
+
+/// What a locked transaction hands back to the caller's thread.
+enum AnswerStep {
+    /// Committed: deliver this message.
+    Deliver(ProtocolMessage),
+    /// Refused; deliver the recorded answer first (best effort), then report.
+    Refuse(ProtocolError, Option<ProtocolMessage>),
+}
+
+impl PgProtocolStore {
+    pub fn new(store: PgStore, clock: Arc<dyn Clock>, ids: Arc<dyn IdGenerator>) -> Self {
+        Self { store, clock, ids }
+    }
+
+    fn rows(
+        &self,
+        sql: &'static str,
+        sender: Option<String>,
+    ) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        let store = self.store.clone();
+        let bodies = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = match &sender {
+                Some(sender) => client.query(sql, &[&store.team(), sender]).await,
+                None => client.query(sql, &[&store.team()]).await,
+            }
+            .map_err(|e| db_error("read protocol requests", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>())
+        })?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+
+    /// The request `id` and its answer record, without a lock (reads see committed rows).
+    fn fetch(&self, id: RequestId) -> Result<Fetched, ProtocolError> {
+        let store = self.store.clone();
+        Ok(self.store.block(async move {
+            let client = store.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT r.body, a.body FROM troupe_requests r
+                       LEFT JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
+                      WHERE r.team = $1 AND r.id = $2",
+                    &[&store.team(), &id.as_uuid()],
+                )
+                .await
+                .map_err(|e| db_error("read a protocol request", e))?;
+            Ok(row.map(|r| (r.get(0), r.get(1))))
+        })?)
+    }
+
+    fn request(&self, id: RequestId) -> Result<ProtocolRequest, ProtocolError> {
+        match self.fetch(id)? {
+            Some((body, _)) => decode(&body),
+            None => Err(ProtocolError::NotFound(id)),
+        }
+    }
+
+    fn deliver(deliver: Deliver<'_>, answer: &ProtocolMessage) -> Result<Delivery, ProtocolError> {
+        deliver(answer).map_err(|cause| ProtocolError::Undelivered {
+            id: answer.request_id(),
+            cause,
+        })
+    }
+
+    fn finish_recorded(deliver: Deliver<'_>, recorded: &ProtocolMessage) {
+        match deliver(recorded) {
+            Ok(Delivery::AlreadyThere) => {}
+            Ok(Delivery::Sent) => tracing::warn!(
+                request = %recorded.request_id(),
+                "delivered a recorded answer whose delivery had been interrupted"
+            ),
+            Err(cause) => tracing::warn!(
+                request = %recorded.request_id(),
+                cause,
+                "a recorded answer is still undelivered"
+            ),
+        }
+    }
+}
+
+impl ProtocolStore for PgProtocolStore {
+    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        let store = self.store.clone();
+        let clock = self.clock.clone();
+        let ids = self.ids.clone();
+        let created = self.store.block(async move {
+            let mut client = store.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| db_error("begin", e))?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(1, $1)",
+                &[&lock_key(store.team())],
+            )
+            .await
+            .map_err(|e| db_error("lock the protocol store", e))?;
+            // Read under the lock: two processes creating at once get times in lock order.
+            let now = clock.now();
+            let latest: Option<i64> = tx
+                .query_one(
+                    "SELECT max(created_ms) FROM troupe_requests WHERE team = $1",
+                    &[&store.team()],
+                )
+                .await
+                .map_err(|e| db_error("read the latest request", e))?
+                .get(0);
+            if let Some(latest) = latest {
+                if now.unix_millis() < latest {
+                    let latest = troupe_wire::UtcTime::from_unix_millis(latest)
+                        .map_err(|e| BackendError::new("store_corrupt", e.to_string()))?;
+                    return Ok(Err(ProtocolError::ClockBackwards { now, latest }));
+                }
+            }
+            let id = ids.request_id();
+            let request = match new_request(new, now, id) {
+                Ok(request) => request,
+                Err(e) => return Ok(Err(e)),
+            };
+            let body = match encode(&request) {
+                Ok(body) => body,
+                Err(e) => return Ok(Err(e)),
+            };
+            let inserted = tx
+                .execute(
+                    "INSERT INTO troupe_requests (team, id, created_ms, sender, kind, pending, body)
+                     VALUES ($1, $2, $3, $4, $5, true, $6) ON CONFLICT DO NOTHING",
+                    &[
+                        &store.team(),
+                        &id.as_uuid(),
+                        &now.unix_millis(),
+                        &request.sender().as_str(),
+                        &request.kind().as_str(),
+                        &body,
+                    ],
+                )
+                .await
+                .map_err(|e| db_error("register a protocol request", e))?;
+            if inserted == 0 {
+                return Ok(Err(ProtocolError::State {
+                    id,
+                    status: "registered".to_owned(),
+                    why: "the id generator returned an id that is already registered".to_owned(),
+                }));
+            }
+            tx.commit()
+                .await
+                .map_err(|e| db_error("commit a protocol request", e))?;
+            Ok(Ok(request))
+        })?;
+        created
+    }
+
+    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.fetch(id)?.map(|(body, _)| decode(&body)).transpose()
+    }
+
+    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.rows(
+            "SELECT body FROM troupe_requests WHERE team = $1 ORDER BY created_ms, seq",
+            None,
+        )
+    }
+
+    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.rows(
+            "SELECT body FROM troupe_requests WHERE team = $1 AND pending \
+             ORDER BY created_ms, seq",
+            None,
+        )
+    }
+
+    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        Ok(self
+            .rows(
+                "SELECT body FROM troupe_requests
+                  WHERE team = $1 AND sender = $2 AND kind = 'plan_approval'
+                  ORDER BY created_ms DESC, seq DESC LIMIT 1",
+                Some(sender.as_str().to_owned()),
+            )?
+            .pop()
+            .filter(|r| r.kind() == RequestKind::PlanApproval))
+    }
+
+    fn validate_request(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<ProtocolRequest, ProtocolError> {
+        let request = self.request(message.request_id())?;
+        rules::check_request_message(&request, message, self.clock.now())?;
+        Ok(request)
+    }
+
+    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        let request = self.request(message.request_id())?;
+        Ok(
+            match rules::decide_response(&request, message, self.clock.now())? {
+                Decision::Replay => Consumed {
+                    request,
+                    replayed: true,
+                },
+                Decision::Apply(resolved) => Consumed {
+                    request: resolved,
+                    replayed: false,
+                },
+            },
+        )
+    }
+
+    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        let store = self.store.clone();
+        let clock = self.clock.clone();
+        let message = message.clone();
+        self.store.block(async move {
+            let mut client = store.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| db_error("begin", e))?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(1, $1)",
+                &[&lock_key(store.team())],
+            )
+            .await
+            .map_err(|e| db_error("lock the protocol store", e))?;
+            let id = message.request_id();
+            let row = tx
+                .query_opt(
+                    "SELECT body FROM troupe_requests WHERE team = $1 AND id = $2",
+                    &[&store.team(), &id.as_uuid()],
+                )
+                .await
+                .map_err(|e| db_error("read a protocol request", e))?;
+            let Some(row) = row else {
+                return Ok(Err(ProtocolError::NotFound(id)));
+            };
+            let request = match decode(&row.get::<_, String>(0)) {
+                Ok(request) => request,
+                Err(e) => return Ok(Err(e)),
+            };
+            let decision = match rules::decide_response(&request, &message, clock.now()) {
+                Ok(decision) => decision,
+                Err(e) => return Ok(Err(e)),
+            };
+            match decision {
+                Decision::Replay => Ok(Ok(Consumed {
+                    request,
+                    replayed: true,
+                })),
+                Decision::Apply(resolved) => {
+                    let body = match encode(&resolved) {
+                        Ok(body) => body,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    tx.execute(
+                        "UPDATE troupe_requests SET pending = false, body = $3
+                          WHERE team = $1 AND id = $2",
+                        &[&store.team(), &id.as_uuid(), &body],
+                    )
+                    .await
+                    .map_err(|e| db_error("resolve a protocol request", e))?;
+                    tx.commit()
+                        .await
+                        .map_err(|e| db_error("commit a resolution", e))?;
+                    Ok(Ok(Consumed {
+                        request: resolved,
+                        replayed: false,
+                    }))
+                }
+            }
+        })?
+    }
+
+    fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError> {
+        let store = self.store.clone();
+        let clock = self.clock.clone();
+        let response_owned = response.clone();
+        let step = self.store.block(async move {
+            let response = response_owned;
+            let mut client = store.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| db_error("begin", e))?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(1, $1)",
+                &[&lock_key(store.team())],
+            )
+            .await
+            .map_err(|e| db_error("lock the protocol store", e))?;
+            let id = response.request_id();
+            let row = tx
+                .query_opt(
+                    "SELECT r.body, a.body FROM troupe_requests r
+                       LEFT JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
+                      WHERE r.team = $1 AND r.id = $2",
+                    &[&store.team(), &id.as_uuid()],
+                )
+                .await
+                .map_err(|e| db_error("read a protocol request", e))?;
+            let Some(row) = row else {
+                return Ok(AnswerStep::Refuse(ProtocolError::NotFound(id), None));
+            };
+            let request = match decode(&row.get::<_, String>(0)) {
+                Ok(request) => request,
+                Err(e) => return Ok(AnswerStep::Refuse(e, None)),
+            };
+            let recorded = match row
+                .get::<_, Option<String>>(1)
+                .map(|body| decode_answer(&request, &body))
+                .transpose()
+            {
+                Ok(recorded) => recorded,
+                Err(e) => return Ok(AnswerStep::Refuse(e, None)),
+            };
+            match rules::check_answer(&request, &response, recorded.as_ref(), clock.now()) {
+                Ok(AnswerCheck::New) => {
+                    let body = String::from_utf8_lossy(
+                        &MailboxMessage::Protocol(response.clone()).to_json_bytes(),
+                    )
+                    .into_owned();
+                    tx.execute(
+                        "INSERT INTO troupe_answers (team, request_id, body) VALUES ($1, $2, $3)",
+                        &[&store.team(), &id.as_uuid(), &body],
+                    )
+                    .await
+                    .map_err(|e| db_error("record an answer", e))?;
+                    tx.commit()
+                        .await
+                        .map_err(|e| db_error("commit an answer", e))?;
+                    Ok(AnswerStep::Deliver(response))
+                }
+                Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver(response)),
+                Err(refused) => {
+                    let finish = match &refused {
+                        ProtocolError::Answered { .. } => recorded,
+                        _ => None,
+                    };
+                    Ok(AnswerStep::Refuse(refused, finish))
+                }
+            }
+        })?;
+        match step {
+            AnswerStep::Deliver(message) => Self::deliver(deliver, &message),
+            AnswerStep::Refuse(refused, recorded) => {
+                if let Some(recorded) = recorded {
+                    Self::finish_recorded(deliver, &recorded);
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    fn deliver_recorded_answers(
+        &self,
+        deliver: Deliver<'_>,
+    ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
+        let store = self.store.clone();
+        let rows = self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT r.body, a.body FROM troupe_requests r
+                       JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
+                      WHERE r.team = $1 AND r.pending
+                      ORDER BY r.created_ms, r.seq",
+                    &[&store.team()],
+                )
+                .await
+                .map_err(|e| db_error("read recorded answers", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .collect::<Vec<_>>())
+        })?;
+        let mut delivered = Vec::new();
+        for (request, answer) in rows {
+            let request = decode(&request)?;
+            let answer = decode_answer(&request, &answer)?;
+            if Self::deliver(deliver, &answer)? == Delivery::Sent {
+                delivered.push(answer);
+            }
+        }
+        Ok(delivered)
+    }
+}
+
+fn new_request(
+    new: NewRequest,
+    now: troupe_wire::UtcTime,
+    id: RequestId,
+) -> Result<ProtocolRequest, ProtocolError> {
+    let expires = now
+        .checked_add(new.ttl)
+        .ok_or_else(|| WireError::new(format!("ttl {:?} puts the expiry out of range", new.ttl)))?;
+    Ok(ProtocolRequest::new_pending(
+        id,
+        new.kind,
+        new.sender,
+        new.target,
+        new.content,
+        now,
+        expires,
+    )?)
+}

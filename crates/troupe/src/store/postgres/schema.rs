@@ -1,0 +1,77 @@
+//! The embedded schema migrations. At start, in one transaction under an advisory lock (so two
+//! processes starting at once migrate once): the version table is made if missing, a database
+//! whose version is newer than this binary's is refused, and each missing migration is applied
+//! and recorded.
+
+use super::{db_error, PgStore};
+use crate::store::BackendError;
+
+/// The migrations, in order; a migration is never edited once released, only added after.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/001_init.sql"))];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock of migrations (one number for every troupe database).
+const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;
+
+pub(super) async fn migrate(store: &PgStore) -> Result<(), BackendError> {
+    let mut client = store.client().await?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin the schema migration", e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(|e| db_error("lock the schema", e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS troupe_schema (
+             version    integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         )",
+    )
+    .await
+    .map_err(|e| db_error("create the schema version table", e))?;
+    let current: i32 = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM troupe_schema", &[])
+        .await
+        .map_err(|e| db_error("read the schema version", e))?
+        .get(0);
+    if current > SCHEMA_VERSION {
+        return Err(BackendError::new(
+            "store_schema_newer",
+            format!(
+                "the database at {} has troupe schema version {current}, newer than this \
+                 troupe's {SCHEMA_VERSION}: upgrade troupe (nothing was changed)",
+                store.shown()
+            ),
+        ));
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| db_error(&format!("apply schema migration {version}"), e))?;
+        tx.execute(
+            "INSERT INTO troupe_schema (version) VALUES ($1)",
+            &[version],
+        )
+        .await
+        .map_err(|e| db_error("record the schema version", e))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| db_error("commit the schema migration", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps_up_to_the_version() {
+        for (i, (version, _)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version, i as i32 + 1);
+        }
+        assert_eq!(MIGRATIONS.last().map(|(v, _)| *v), Some(SCHEMA_VERSION));
+    }
+}

@@ -1,0 +1,192 @@
+//! PostgreSQL only: leased claims and fencing tokens, recovery of expired leases, wakeups by
+//! LISTEN/NOTIFY, schema versions, and teams sharing one database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use tokio_util::sync::CancellationToken;
+use troupe::error::ErrorCode;
+use troupe::store::mailbox::{AckOutcome, MailboxState, MailboxStore};
+use troupe::store::postgres::testing::TestDb;
+use troupe::store::postgres::wake::{listen, Wake};
+use troupe::store::postgres::{PgStore, SCHEMA_VERSION};
+use troupe::wire::{AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage};
+
+use super::{Backend, Stores};
+use crate::mailbox::{agent, at};
+
+fn message(n: u128, to: &str) -> MailboxMessage {
+    MailboxMessage::Ordinary(OrdinaryMessage {
+        id: MessageId::from_uuid(uuid::Uuid::from_u128((0x4000 << 64) | (0x8000 << 48) | n))
+            .unwrap(),
+        sender: AgentName::lead(),
+        recipient: agent(to),
+        kind: OrdinaryKind::Message,
+        content: Content::parse("work").unwrap(),
+        created_at_utc: at(n as i64),
+    })
+}
+
+fn pg() -> Option<Stores> {
+    Stores::new(Backend::Postgres)
+}
+
+#[test]
+fn an_expired_lease_is_taken_over_and_the_old_holders_ack_is_refused() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    // The first worker pauses past its (zero) lease; the second takes the message over.
+    let paused = s.pg_mailbox(&store, Duration::ZERO);
+    let other = s.pg_mailbox(&store, Duration::from_secs(60));
+    paused.send(&message(1, "alice")).unwrap();
+    let m = paused.claim(&agent("alice")).unwrap().unwrap();
+    let taken = other.claim(&agent("alice")).unwrap().unwrap();
+    assert_eq!(taken, m);
+    // Every completion by the paused worker is fenced off.
+    for refused in [
+        paused.ack(&agent("alice"), &m).map(|_| ()),
+        paused.release(&agent("alice"), m.id()),
+        paused
+            .quarantine(&agent("alice"), m.id(), "late")
+            .map(|_| ()),
+    ] {
+        assert_eq!(refused.unwrap_err().code(), "mailbox_lease_lost");
+    }
+    let counts = other.counts(&agent("alice")).unwrap();
+    assert_eq!((counts.processing, counts.done), (1, 0));
+    assert_eq!(other.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+    // Once done, the late holder's retried ack sees the same message done: no second effect.
+    assert_eq!(
+        paused.ack(&agent("alice"), &m).unwrap(),
+        AckOutcome::AlreadyDone
+    );
+    assert_eq!(other.counts(&agent("alice")).unwrap().done, 1);
+}
+
+#[test]
+fn fencing_tokens_only_grow_and_an_untaken_expired_claim_is_still_its_holders() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let holder = s.pg_mailbox(&store, Duration::ZERO);
+    for n in 1..=3 {
+        holder.send(&message(n, "alice")).unwrap();
+    }
+    let mut fences = Vec::new();
+    for _ in 0..3 {
+        let m = holder.claim(&agent("alice")).unwrap().unwrap();
+        let fence =
+            s.db.as_ref()
+                .unwrap()
+                .query_text(&format!(
+                    "SELECT fence::text FROM troupe_messages WHERE id = '{}'",
+                    m.id()
+                ))
+                .unwrap()
+                .unwrap();
+        fences.push(fence.parse::<i64>().unwrap());
+        // Expired (lease zero) but nobody took it: the token still matches.
+        assert_eq!(holder.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+
+#[test]
+fn recovery_releases_expired_leases_only() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let dead = s.pg_mailbox(&store, Duration::ZERO);
+    let live = s.pg_mailbox(&store, Duration::from_secs(60));
+    dead.send(&message(1, "alice")).unwrap();
+    dead.send(&message(2, "alice")).unwrap();
+    // The live claim first: a zero lease would let it take the dead one's message.
+    let held = live.claim(&agent("alice")).unwrap().unwrap();
+    let lost = dead.claim(&agent("alice")).unwrap().unwrap();
+    assert_ne!(lost.id(), held.id());
+    let report = s.mailbox().recover(&agent("alice")).unwrap();
+    assert_eq!(report.released, vec![lost.id()]);
+    let counts = live.counts(&agent("alice")).unwrap();
+    assert_eq!((counts.ready, counts.processing), (1, 1));
+    assert_eq!(live.ack(&agent("alice"), &held).unwrap(), AckOutcome::Acked);
+}
+
+#[test]
+fn a_send_wakes_a_listener_after_its_row_is_visible() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    listen(&store, tx, stop.clone());
+    runtime.block_on(async {
+        assert_eq!(rx.recv().await, Some(Wake::Rescan));
+        let mailbox = s.mailbox();
+        mailbox.send(&message(1, "alice")).unwrap();
+        assert_eq!(rx.recv().await, Some(Wake::Agent("alice".into())));
+        // What the wake announced is there to claim.
+        assert!(mailbox.claim(&agent("alice")).unwrap().is_some());
+        // A release wakes too (the message is claimable again).
+        mailbox
+            .release(&agent("alice"), message(1, "alice").id())
+            .unwrap();
+        assert_eq!(rx.recv().await, Some(Wake::Agent("alice".into())));
+    });
+    stop.cancel();
+}
+
+#[test]
+fn a_schema_newer_than_the_binary_is_refused_and_migrating_twice_is_a_no_op() {
+    let Some(db) = TestDb::create() else { return };
+    let first = db.store("t");
+    drop(first);
+    let _again = db.store("t");
+    assert_eq!(
+        db.query_text("SELECT count(*)::text FROM troupe_schema")
+            .unwrap()
+            .as_deref(),
+        Some("1")
+    );
+    db.execute(&format!(
+        "INSERT INTO troupe_schema (version) VALUES ({})",
+        SCHEMA_VERSION + 1
+    ))
+    .unwrap();
+    let err = PgStore::connect(&db.url(), "t")
+        .err()
+        .expect("a newer schema was accepted");
+    assert_eq!(err.code(), "store_schema_newer");
+    assert!(err.to_string().contains("upgrade troupe"), "{err}");
+}
+
+#[test]
+fn teams_sharing_a_database_never_see_each_others_messages() {
+    let Some(s) = pg() else { return };
+    let db = s.db.as_ref().unwrap();
+    let a = s.pg_mailbox(&db.store("team-a"), Duration::from_secs(60));
+    let b = s.pg_mailbox(&db.store("team-b"), Duration::from_secs(60));
+    a.send(&message(1, "alice")).unwrap();
+    // The same id in another team is another message.
+    b.send(&message(1, "alice")).unwrap();
+    assert!(b.claim(&agent("alice")).unwrap().is_some());
+    assert_eq!(b.claim(&agent("alice")).unwrap(), None);
+    assert_eq!(a.counts(&agent("alice")).unwrap().ready, 1);
+    assert_eq!(
+        b.list(&agent("alice"), MailboxState::Processing)
+            .unwrap()
+            .len(),
+        1
+    );
+    let _ = Arc::new(());
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_with_a_stable_code() {
+    let err = PgStore::connect("postgres://troupe@127.0.0.1:1/none", "t")
+        .err()
+        .expect("connected to nothing");
+    assert_eq!(err.code(), "store_unavailable");
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+}

@@ -1,0 +1,133 @@
+//! One contract, two backends: the store tests written once, generic over the port, run against
+//! the file store and PostgreSQL (each PostgreSQL test in a schema of its own, created and
+//! dropped by the test; skipped with one notice where no server can be reached).
+//!
+//! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
+//! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
+//! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
+//!   wakeups, schema versions, teams sharing a database.
+
+mod leases;
+mod mailbox;
+mod protocol;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use troupe::clock::ManualClock;
+use troupe::ids::SequentialIds;
+use troupe::layout::Layout;
+use troupe::store::mailbox::{FileMailboxStore, MailboxStore};
+use troupe::store::postgres::testing::TestDb;
+use troupe::store::postgres::{PgMailboxStore, PgProtocolStore, PgStore, DEFAULT_LEASE};
+use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    File,
+    Postgres,
+}
+
+/// The stores of one team on one backend, with a manual clock and sequential ids.
+pub struct Stores {
+    _dir: TempDir,
+    pub layout: Layout,
+    pub db: Option<TestDb>,
+    pub pg: Option<PgStore>,
+    pub clock: ManualClock,
+    pub ids: Arc<SequentialIds>,
+    holders: std::sync::atomic::AtomicUsize,
+}
+
+impl Stores {
+    /// `None` when the backend is PostgreSQL and no server can be reached (notice printed).
+    pub fn new(backend: Backend) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let (db, pg) = match backend {
+            Backend::File => (None, None),
+            Backend::Postgres => {
+                let db = TestDb::create()?;
+                let pg = db.store("team-a");
+                (Some(db), Some(pg))
+            }
+        };
+        Some(Self {
+            _dir: dir,
+            layout,
+            db,
+            pg,
+            clock: ManualClock::at_spec_epoch(),
+            ids: Arc::new(SequentialIds::new()),
+            holders: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// A new mailbox store instance (for PostgreSQL: a holder of its own, default lease).
+    pub fn mailbox(&self) -> Arc<dyn MailboxStore> {
+        self.mailbox_with_lease(DEFAULT_LEASE)
+    }
+
+    /// A new instance whose claims are leased for `lease` (ignored by the file store, whose
+    /// claims last until the run lock's holder recovers them).
+    pub fn mailbox_with_lease(&self, lease: Duration) -> Arc<dyn MailboxStore> {
+        match &self.pg {
+            None => Arc::new(FileMailboxStore::new(
+                &self.layout,
+                Arc::new(self.clock.clone()),
+            )),
+            Some(pg) => Arc::new(self.pg_mailbox(pg, lease)),
+        }
+    }
+
+    pub fn pg_mailbox(&self, pg: &PgStore, lease: Duration) -> PgMailboxStore {
+        let n = self
+            .holders
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        PgMailboxStore::new(
+            pg.clone(),
+            Arc::new(self.clock.clone()),
+            &format!("holder-{n}"),
+            lease,
+        )
+    }
+
+    pub fn protocol(&self) -> Arc<dyn ProtocolStore> {
+        match &self.pg {
+            None => Arc::new(
+                JsonProtocolStore::open(
+                    &self.layout,
+                    Arc::new(self.clock.clone()),
+                    self.ids.clone(),
+                )
+                .unwrap(),
+            ),
+            Some(pg) => Arc::new(PgProtocolStore::new(
+                pg.clone(),
+                Arc::new(self.clock.clone()),
+                self.ids.clone(),
+            )),
+        }
+    }
+}
+
+/// One test per backend: `both!(name)` runs `fn name(Backend)` as `name::file` and
+/// `name::postgres`.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn file() {
+                    super::$name(super::super::Backend::File)
+                }
+                #[test]
+                fn postgres() {
+                    super::$name(super::super::Backend::Postgres)
+                }
+            }
+        )*
+    };
+}
+pub(crate) use both;

@@ -1,0 +1,255 @@
+//! The protocol store port's contract (SPEC §5, §6), on both backends.
+
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use troupe::store::protocol::{Delivery, ProtocolStore};
+use troupe::wire::{ProtocolMessage, RequestStatus};
+
+use super::{both, Backend, Stores};
+use crate::protocol::support::{announce, answer, code, mid, name, plan_of, shutdown_of, with_ttl};
+
+both!(
+    requests_are_registered_and_listed_in_creation_order,
+    a_response_is_consumed_exactly_once_and_replayed_unchanged,
+    mismatched_responses_change_nothing,
+    the_window_closes_and_the_clock_may_not_go_back,
+    an_answer_is_single_and_an_interrupted_delivery_is_finished_once,
+    threads_racing_to_consume_resolve_a_request_once,
+    threads_racing_to_answer_send_one_answer,
+);
+
+fn requests_are_registered_and_listed_in_creation_order(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let store = s.protocol();
+    let a = store.create(shutdown_of("alice")).unwrap();
+    s.clock.advance_millis(5);
+    let p1 = store.create(plan_of("alice")).unwrap();
+    let p2 = store.create(plan_of("alice")).unwrap();
+    let b = store.create(plan_of("bob")).unwrap();
+    assert_eq!(store.get(a.id()).unwrap(), Some(a.clone()));
+    let listed: Vec<_> = store.list().unwrap().iter().map(|r| r.id()).collect();
+    assert_eq!(listed, vec![a.id(), p1.id(), p2.id(), b.id()]);
+    assert_eq!(store.pending().unwrap().len(), 4);
+    // The latest plan by creation order, ties by registration.
+    assert_eq!(
+        store
+            .latest_plan_of(&name("alice"))
+            .unwrap()
+            .map(|r| r.id()),
+        Some(p2.id())
+    );
+    assert_eq!(store.latest_plan_of(&name("carol")).unwrap(), None);
+    // A request message must carry what was registered.
+    store.validate_request(&announce(&p1, mid(1))).unwrap();
+    // Another process sees the same (a second instance over the same backend).
+    assert_eq!(s.protocol().list().unwrap(), store.list().unwrap());
+}
+
+fn a_response_is_consumed_exactly_once_and_replayed_unchanged(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let store = s.protocol();
+    let request = store.create(plan_of("alice")).unwrap();
+    let yes = answer(&request, mid(1), true);
+    let checked = store.validate_response(&yes).unwrap();
+    assert!(!checked.replayed);
+    assert!(store.get(request.id()).unwrap().unwrap().is_pending());
+    let consumed = store.consume_response(&yes).unwrap();
+    assert!(!consumed.replayed);
+    assert_eq!(consumed.request.stored_status(), RequestStatus::Approved);
+    // The same message again: a replay, the stored result, nothing changed.
+    let replay = store.consume_response(&yes).unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.request, consumed.request);
+    // Another message: a duplicate, refused.
+    let no = answer(&request, mid(2), false);
+    assert_eq!(code(&store.consume_response(&no)), "protocol_state_error");
+    assert_eq!(store.get(request.id()).unwrap().unwrap(), consumed.request);
+    assert!(store.pending().unwrap().is_empty());
+}
+
+fn mismatched_responses_change_nothing(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let store = s.protocol();
+    let shutdown = store.create(shutdown_of("alice")).unwrap();
+    let plan = store.create(plan_of("bob")).unwrap();
+    // A shutdown answer to a plan request: the wrong kind.
+    let wrong_kind = crate::protocol::support::response(
+        &plan,
+        mid(1),
+        shutdown.kind().response_message_kind(),
+        plan.target(),
+        plan.sender(),
+        true,
+    );
+    assert_eq!(
+        code(&store.consume_response(&wrong_kind)),
+        "protocol_mismatch"
+    );
+    // From the wrong party.
+    let forged = crate::protocol::support::response(
+        &shutdown,
+        mid(2),
+        shutdown.kind().response_message_kind(),
+        &name("mallory"),
+        shutdown.sender(),
+        true,
+    );
+    assert_eq!(code(&store.consume_response(&forged)), "protocol_mismatch");
+    assert_eq!(
+        code(&store.answer(&forged, &|_| Ok(Delivery::Sent))),
+        "protocol_mismatch"
+    );
+    // An unknown request.
+    let other = Stores::new(backend).unwrap();
+    for _ in 0..10 {
+        troupe::ids::IdGenerator::request_id(other.ids.as_ref());
+    }
+    let elsewhere = other.protocol().create(shutdown_of("zed")).unwrap();
+    assert_eq!(
+        code(&store.consume_response(&answer(&elsewhere, mid(3), true))),
+        "protocol_not_found"
+    );
+    assert_eq!(store.pending().unwrap().len(), 2);
+}
+
+fn the_window_closes_and_the_clock_may_not_go_back(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let store = s.protocol();
+    let request = store
+        .create(with_ttl(shutdown_of("alice"), Duration::from_millis(100)))
+        .unwrap();
+    s.clock.advance_millis(100);
+    let late = answer(&request, mid(1), true);
+    assert_eq!(code(&store.consume_response(&late)), "protocol_expired");
+    assert_eq!(
+        code(&store.answer(&late, &|_| Ok(Delivery::Sent))),
+        "protocol_expired"
+    );
+    assert!(store.get(request.id()).unwrap().unwrap().is_pending());
+    s.clock.set(request.created_at_utc());
+    s.clock.advance_millis(-1);
+    assert_eq!(code(&store.create(plan_of("bob"))), "protocol_clock_error");
+}
+
+fn an_answer_is_single_and_an_interrupted_delivery_is_finished_once(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let store = s.protocol();
+    let request = store.create(plan_of("alice")).unwrap();
+    let delivered = Mutex::new(Vec::<ProtocolMessage>::new());
+    let failing = std::sync::atomic::AtomicBool::new(true);
+    let deliver = |m: &ProtocolMessage| {
+        if failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("mailbox down (injected)".to_owned());
+        }
+        let mut d = delivered.lock().unwrap();
+        if d.iter().any(|x| x.id() == m.id()) {
+            return Ok(Delivery::AlreadyThere);
+        }
+        d.push(m.clone());
+        Ok(Delivery::Sent)
+    };
+    let first = answer(&request, mid(1), true);
+    // Recorded, not delivered: that answer is *the* answer now.
+    assert_eq!(
+        code(&store.answer(&first, &deliver)),
+        "protocol_delivery_error"
+    );
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let second = answer(&request, mid(2), false);
+    let refused = store.answer(&second, &deliver);
+    assert_eq!(code(&refused), "protocol_state_error");
+    // The refusal finished the first answer's delivery, once.
+    assert_eq!(delivered.lock().unwrap().clone(), vec![first.clone()]);
+    assert_eq!(
+        store.deliver_recorded_answers(&deliver).unwrap(),
+        Vec::<ProtocolMessage>::new()
+    );
+    // Sending the recorded message again is allowed and changes nothing.
+    assert_eq!(
+        store.answer(&first, &deliver).unwrap(),
+        Delivery::AlreadyThere
+    );
+    assert_eq!(delivered.lock().unwrap().len(), 1);
+
+    // A run start delivers a recorded answer whose delivery never happened.
+    let other = store.create(plan_of("bob")).unwrap();
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let lone = answer(&other, mid(3), true);
+    assert_eq!(
+        code(&store.answer(&lone, &deliver)),
+        "protocol_delivery_error"
+    );
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let finished = s.protocol().deliver_recorded_answers(&deliver).unwrap();
+    assert_eq!(finished, vec![lone.clone()]);
+    assert_eq!(delivered.lock().unwrap().len(), 2);
+}
+
+fn threads_racing_to_consume_resolve_a_request_once(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let stores: Vec<Arc<dyn ProtocolStore>> = (0..4).map(|_| s.protocol()).collect();
+    let barrier = Barrier::new(8);
+    let wins = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for t in 0..8u64 {
+            let store = stores[t as usize % 4].clone();
+            let (barrier, wins, request) = (&barrier, &wins, &request);
+            scope.spawn(move || {
+                let message = answer(request, mid(100 + t), t % 2 == 0);
+                barrier.wait();
+                if let Ok(consumed) = store.consume_response(&message) {
+                    assert!(!consumed.replayed);
+                    wins.lock().unwrap().push(message.id());
+                }
+            });
+        }
+    });
+    let wins = wins.lock().unwrap().clone();
+    assert_eq!(wins.len(), 1, "winners: {wins:?}");
+    let resolved = s.protocol().get(request.id()).unwrap().unwrap();
+    assert_eq!(resolved.resolution().map(|r| r.message_id), Some(wins[0]));
+}
+
+fn threads_racing_to_answer_send_one_answer(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let stores: Vec<Arc<dyn ProtocolStore>> = (0..4).map(|_| s.protocol()).collect();
+    let barrier = Barrier::new(8);
+    let delivered = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for t in 0..8u64 {
+            let store = stores[t as usize % 4].clone();
+            let (barrier, delivered, request) = (&barrier, &delivered, &request);
+            scope.spawn(move || {
+                let message = answer(request, mid(200 + t), true);
+                barrier.wait();
+                let _ = store.answer(&message, &|m: &ProtocolMessage| {
+                    let mut d = delivered.lock().unwrap();
+                    if d.iter().any(|x: &ProtocolMessage| x.id() == m.id()) {
+                        return Ok(Delivery::AlreadyThere);
+                    }
+                    d.push(m.clone());
+                    Ok(Delivery::Sent)
+                });
+            });
+        }
+    });
+    assert_eq!(delivered.lock().unwrap().len(), 1);
+}
