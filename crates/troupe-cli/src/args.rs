@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// the workspace and the temp folder, no network), read-only, or off.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<troupe::sandbox::Mode>,
+    #[command(flatten)]
+    pub store: StoreFlags,
+    /// With --store: run no teammate in this process; `troupe worker` processes run them all.
+    #[arg(long)]
+    pub no_local_workers: bool,
 }
 
 /// Which model answers, for the commands that call one.
@@ -100,10 +105,53 @@ pub struct ModelFlags {
     pub context_window: Option<u32>,
 }
 
+/// Where a team's stores are, for the commands that open them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct StoreFlags {
+    /// Put every shared store in PostgreSQL (postgres://…) instead of files under .troupe/, so
+    /// that teammates can run in `troupe worker` processes on other hosts (also
+    /// TROUPE_STORE_URL).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: the team's key in the database; teams sharing one database are told
+    /// apart by it (also TROUPE_TEAM; default: `default`).
+    #[arg(long, value_name = "KEY")]
+    pub team: Option<String>,
+}
+
+/// `troupe worker`: runs teammates of a shared team in this process and workspace.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub store: StoreFlags,
+    /// How write and execute tools are approved.
+    #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
+    pub approval: ApprovalMode,
+    /// The most model calls in one turn of any agent.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub max_turns: usize,
+    /// The response window of protocol requests this worker's teammates make, e.g. 5m.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub request_ttl: String,
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Do not extract memories from its teammates' conversations.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// How the commands its teammates run are confined: workspace-write (default), read-only,
+    /// or off.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<troupe::sandbox::Mode>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the lead on a prompt, then keep the team going until it is quiescent.
     Run(RunArgs),
+    /// Run teammates of a team shared through PostgreSQL (--store), in this workspace, until
+    /// Ctrl-C or SIGTERM: it leases teammates as their messages arrive and takes over those of
+    /// a worker that died.
+    Worker(WorkerArgs),
     /// A scripted team scenario: no network, no key, approvals automatic.
     Demo {
         /// The workspace folder (default: a fresh temporary folder; a folder you name must not
@@ -142,6 +190,8 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Protocol requests; expired pending requests show as `expired`.
     Requests {
@@ -151,6 +201,8 @@ pub enum Command {
         /// Print JSON (`{"requests":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Background shell jobs and their status (running, completed, failed, cancelled, timed_out).
     Jobs {
@@ -180,6 +232,8 @@ pub enum Command {
         /// Print JSON (`{"agent":…,"messages":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Compact an agent's conversation now: older history summarised, recent exchanges kept.
     Compact {
@@ -294,7 +348,7 @@ impl Command {
     /// Whether the user asked for JSON: then errors are JSON too.
     pub fn json_output(&self) -> bool {
         match self {
-            Self::Status { json }
+            Self::Status { json, .. }
             | Self::Send { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json }
@@ -308,6 +362,7 @@ impl Command {
             | Self::Config { json, .. } => *json,
             Self::Log(args) => args.json,
             Self::Demo { .. }
+            | Self::Worker(_)
             | Self::Review { .. }
             | Self::Serve { .. }
             | Self::Timeline { .. }

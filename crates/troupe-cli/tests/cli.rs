@@ -44,6 +44,7 @@
 //!   `--sandbox off` (Landlock and bubblewrap); read-only mode, settings, refusal without a
 //!   mechanism.
 //! - `providers`: the team flow against a native Anthropic server; a run on Azure OpenAI.
+//! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -99,6 +100,8 @@ mod serve;
 mod sessions;
 #[path = "cli/settings.rs"]
 mod settings;
+#[path = "cli/shared_team.rs"]
+mod shared_team;
 #[path = "cli/special_files.rs"]
 mod special_files;
 /// The library tests' chunked streaming server, shared rather than copied.

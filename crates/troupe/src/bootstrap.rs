@@ -27,7 +27,7 @@ use crate::agent::compactor::Compactor;
 use crate::agent::context::{ContextBudget, Keep, REACTIVE_KEEP_GROUPS};
 use crate::agent::memory::{Memory, MemoryQueries};
 use crate::agent::observer::{CompactionReport, Trigger};
-use crate::agent::transcript::FileTranscript;
+use crate::agent::transcript::{FileTranscript, FileTranscripts, Transcripts};
 use crate::agent::usage::RunUsage;
 use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::{Clock, SystemClock};
@@ -75,6 +75,10 @@ use crate::tools::todo::TodoTool;
 use crate::tools::write_file::WriteFileTool;
 use crate::tools::{base_tools, Dispatcher, RegistryError, ToolHandler, ToolRegistry};
 use tokio::sync::mpsc::UnboundedReceiver;
+
+mod shared;
+pub use shared::{takeover_bound, PgOptions, StoreChoice};
+use shared::{PgParts, WakeGuard};
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
 pub const LEAD_TOOLS: [&str; 18] = [
@@ -207,6 +211,8 @@ pub struct TeamSettings {
     /// `settings.mcp_servers`); their tools are offered after the fixed ones, to the lead always
     /// and to a teammate when its definition lists them. Stopped by [`Team::close`].
     pub mcp: Arc<McpServers>,
+    /// Where the stores are: files under `.troupe/`, or PostgreSQL shared with workers.
+    pub store: StoreChoice,
 }
 
 /// How a run confines the commands its agents run.
@@ -332,6 +338,8 @@ pub enum BootstrapError {
     Cron(#[from] CronError),
     #[error(transparent)]
     Inspect(#[from] InspectError),
+    #[error(transparent)]
+    Backend(crate::store::BackendError),
 }
 
 impl ErrorCode for BootstrapError {
@@ -350,6 +358,7 @@ impl ErrorCode for BootstrapError {
             Self::Watch(_) => "watch_failed",
             Self::Cron(e) => e.code(),
             Self::Inspect(e) => e.code(),
+            Self::Backend(e) => e.code(),
         }
     }
 }
@@ -374,6 +383,8 @@ pub struct Team {
     cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
     watch: Option<MailboxWatch>,
     mcp: Arc<McpServers>,
+    /// A shared team's database parts and its wakeups from other processes.
+    shared: Option<(PgParts, WakeGuard)>,
     _run_lock: LockGuard,
 }
 
@@ -400,6 +411,10 @@ impl Team {
         self.jobs.close().await;
         self.mcp.stop().await;
         self.watch.take();
+        if let Some((parts, wakeups)) = self.shared.take() {
+            drop(wakeups);
+            parts.leave();
+        }
     }
 }
 
@@ -616,6 +631,9 @@ struct Stores {
     board: Arc<dyn TaskBoard>,
     /// How many messages recovery moved back to ready.
     recovered: usize,
+    transcripts: Arc<dyn Transcripts>,
+    /// The database parts of a shared team.
+    pg: Option<PgParts>,
 }
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
@@ -660,16 +678,43 @@ fn open_stores(
     layout: &Layout,
     settings: &TeamSettings,
     events: &Arc<EventLog>,
+    role: &str,
 ) -> Result<Stores, BootstrapError> {
-    let file_mailbox = FileMailboxStore::new(layout, settings.clock.clone());
+    let (mailbox, protocol, transcripts, pg): (
+        Arc<dyn MailboxStore>,
+        Arc<dyn ProtocolStore>,
+        Arc<dyn Transcripts>,
+        _,
+    ) = match &settings.store {
+        StoreChoice::Files => (
+            Arc::new(FileMailboxStore::new(layout, settings.clock.clone())),
+            Arc::new(JsonProtocolStore::open(
+                layout,
+                settings.clock.clone(),
+                settings.ids.clone(),
+            )?),
+            Arc::new(FileTranscripts(layout.clone())),
+            None,
+        ),
+        StoreChoice::Postgres(options) => {
+            let parts = shared::open(options, role)?;
+            (
+                Arc::new(parts.mailbox(settings.clock.clone())),
+                Arc::new(parts.protocol(settings.clock.clone(), settings.ids.clone())),
+                parts.transcripts(),
+                Some(parts),
+            )
+        }
+    };
+    // With files, the run lock says nobody else works on the mailboxes; in a database only
+    // expired leases are released (see `PgMailboxStore::recover`).
     let mut recovered = 0;
-    for agent in file_mailbox.agents()? {
-        recovered += file_mailbox.recover(&agent)?.released.len();
+    for agent in mailbox.agents()? {
+        recovered += mailbox.recover(&agent)?.released.len();
     }
-    let protocol = JsonProtocolStore::open(layout, settings.clock.clone(), settings.ids.clone())?;
     Ok(Stores {
-        mailbox: Arc::new(ObservedMailbox::new(Arc::new(file_mailbox), events.clone())),
-        protocol: Arc::new(ObservedProtocol::new(Arc::new(protocol), events.clone())),
+        mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
+        protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(JsonlAuditSink::open(layout, settings.clock.clone())?),
         board: Arc::new(FileTaskBoard::new(
             layout,
@@ -677,6 +722,8 @@ fn open_stores(
             settings.ids.clone(),
         )),
         recovered,
+        transcripts,
+        pg,
     })
 }
 
@@ -731,7 +778,6 @@ fn finish_earlier_run(
 }
 
 struct Factory {
-    layout: Layout,
     workspace: PathBuf,
     jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
@@ -751,6 +797,7 @@ struct Factory {
     model_settings: crate::settings::ModelSettings,
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
+    transcripts: Arc<dyn Transcripts>,
 }
 
 impl TeammateFactory for Factory {
@@ -855,14 +902,13 @@ impl TeammateFactory for Factory {
         Ok(self
             .kit
             .apply(runner, name, &model, true)
-            .with_transcript(Arc::new(FileTranscript::new(self.layout.transcript(name))))?)
+            .with_transcript(self.transcripts.open(name))?)
     }
 }
 
 /// The factory of teammates' runners: the base policy plus each teammate's plan gate, the
 /// teammate tools, the same redactor and jobs as the lead.
 fn teammate_factory(
-    layout: &Layout,
     settings: &TeamSettings,
     stores: &Stores,
     policy: &PermissionPolicy,
@@ -871,7 +917,6 @@ fn teammate_factory(
     definitions: Arc<Vec<AgentDefinition>>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
-        layout: layout.clone(),
         workspace: settings.workspace.clone(),
         jobs: jobs.clone(),
         models: settings.models.clone(),
@@ -888,6 +933,7 @@ fn teammate_factory(
         model_settings: settings.settings.model.clone(),
         sandbox: settings.sandbox.clone(),
         mcp: settings.mcp.clone(),
+        transcripts: stores.transcripts.clone(),
     })
 }
 
@@ -963,20 +1009,13 @@ fn read_definitions(workspace: &std::path::Path) -> Vec<AgentDefinition> {
     found
 }
 
-/// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
-pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
-    let layout = Layout::new(&settings.workspace);
-    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let events = open_events(&layout, &mut settings)?;
-    let stores = open_stores(&layout, &settings, &events)?;
-    finish_earlier_run(&layout, &settings, &stores)?;
-    let base_policy = PermissionPolicy::from_settings(
-        &settings.settings.rules,
-        &settings.workspace,
-        settings.approval.clone(),
-        stores.audit.clone(),
-    );
-
+/// The background jobs of a process, reporting to its event stream; their completions arrive
+/// on the receiver.
+fn job_supervisor(
+    layout: &Layout,
+    settings: &TeamSettings,
+    events: &Arc<EventLog>,
+) -> (Arc<JobSupervisor>, UnboundedReceiver<JobCompletion>) {
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
     let jobs = Arc::new(
         JobSupervisor::new(
@@ -988,6 +1027,126 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         .with_redactor(settings.redactor.clone())
         .with_events(events.clone()),
     );
+    (jobs, job_completions)
+}
+
+/// A worker process of a shared team (`troupe worker`): it runs the teammates whose leases it
+/// holds, in its own workspace, until it is closed.
+pub struct Worker {
+    pub runtime: TeamRuntime,
+    pub events: Arc<EventLog>,
+    /// This worker's id in the team's registry (what `troupe status` shows).
+    pub holder: String,
+    jobs: Arc<JobSupervisor>,
+    mcp: Arc<McpServers>,
+    shared: Option<(PgParts, WakeGuard)>,
+    _run_lock: LockGuard,
+}
+
+impl Worker {
+    /// Stops its teammates at a safe point (their claimed messages released, their leases
+    /// freed for other workers), then its background jobs and MCP servers.
+    pub async fn close(mut self) {
+        self.runtime.close().await;
+        self.jobs.close().await;
+        self.mcp.stop().await;
+        if let Some((parts, wakeups)) = self.shared.take() {
+            drop(wakeups);
+            parts.leave();
+        }
+    }
+}
+
+/// Builds a worker of the shared team `settings.store` names, on its own workspace (a checkout
+/// of the same repository as the lead's): it takes that workspace's run lock, registers in the
+/// team's worker registry, and leases teammates as their messages arrive or their earlier
+/// worker's leases run out.
+pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError> {
+    if !matches!(settings.store, StoreChoice::Postgres(_)) {
+        return Err(BootstrapError::Backend(crate::store::BackendError::new(
+            "invalid_arguments",
+            "troupe worker needs a shared store: --store postgres://…",
+        )));
+    }
+    let layout = Layout::new(&settings.workspace);
+    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    let events = open_events(&layout, &mut settings)?;
+    let mut stores = open_stores(&layout, &settings, &events, "worker")?;
+    finish_earlier_run(&layout, &settings, &stores)?;
+    let base_policy = PermissionPolicy::from_settings(
+        &settings.settings.rules,
+        &settings.workspace,
+        settings.approval.clone(),
+        stores.audit.clone(),
+    );
+    let (jobs, mut job_completions) = job_supervisor(&layout, &settings, &events);
+    // A teammate's background job ends in its worker; the lead is not in this process, so
+    // completions are only recorded (in the job's record and the event stream).
+    tokio::spawn(async move { while job_completions.recv().await.is_some() {} });
+    let kit = Arc::new(LongLivedKit::new(&layout, &settings, events.run_id()));
+    let definitions = Arc::new(read_definitions(&settings.workspace));
+    let runtime = TeamRuntime::new(
+        layout.clone(),
+        TeamPorts {
+            mailbox: stores.mailbox.clone(),
+            protocol: stores.protocol.clone(),
+            clock: settings.clock.clone(),
+            ids: settings.ids.clone(),
+            observer: settings.team_observer.clone(),
+            request_ttl: settings.request_ttl,
+            transcripts: stores.transcripts.clone(),
+            shared: shared_ports(&settings, &stores).map(|mut shared| {
+                shared.local_workers = true;
+                shared
+            }),
+        },
+        teammate_factory(&settings, &stores, &base_policy, &jobs, &kit, definitions),
+    )?;
+    let parts = stores.pg.take();
+    let holder = parts.as_ref().map(|p| p.holder.clone()).unwrap_or_default();
+    let shared = parts.map(|parts| {
+        let wakeups = parts.wakeups(&runtime, true);
+        (parts, wakeups)
+    });
+    runtime.wake_all();
+    Ok(Worker {
+        runtime,
+        events,
+        holder,
+        jobs,
+        mcp: settings.mcp.clone(),
+        shared,
+        _run_lock: run_lock,
+    })
+}
+
+/// The team runtime's view of a shared team: its roster and whether this process runs
+/// teammates.
+fn shared_ports(settings: &TeamSettings, stores: &Stores) -> Option<crate::team::Shared> {
+    let (StoreChoice::Postgres(options), Some(parts)) = (&settings.store, &stores.pg) else {
+        return None;
+    };
+    Some(crate::team::Shared {
+        roster: parts.roster.clone(),
+        local_workers: options.local_workers,
+    })
+}
+
+/// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
+pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
+    let layout = Layout::new(&settings.workspace);
+    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    let events = open_events(&layout, &mut settings)?;
+    let mut stores = open_stores(&layout, &settings, &events, "lead")?;
+    finish_earlier_run(&layout, &settings, &stores)?;
+    let base_policy = PermissionPolicy::from_settings(
+        &settings.settings.rules,
+        &settings.workspace,
+        settings.approval.clone(),
+        stores.audit.clone(),
+    );
+
+    let (jobs, job_completions) = job_supervisor(&layout, &settings, &events);
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron = CronRuntime::open(
         &layout,
@@ -1009,9 +1168,10 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
             ids: settings.ids.clone(),
             observer: settings.team_observer.clone(),
             request_ttl: settings.request_ttl,
+            transcripts: stores.transcripts.clone(),
+            shared: shared_ports(&settings, &stores),
         },
         teammate_factory(
-            &layout,
             &settings,
             &stores,
             &base_policy,
@@ -1031,7 +1191,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     )?;
     let lead_name = AgentName::lead();
     let earlier_session = if settings.long_lived.new_session {
-        crate::agent::transcript::set_aside(&layout.transcript(&lead_name))?
+        stores.transcripts.set_aside(&lead_name)?
     } else {
         None
     };
@@ -1068,13 +1228,17 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     .with_system_prompt(prompt);
     let lead = kit
         .apply(lead, &lead_name, &lead_model, true)
-        .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead_name))))?;
+        .with_transcript(stores.transcripts.open(&lead_name))?;
 
     let watch = if settings.watch {
         Some(watch::start(&layout, runtime.postman().clone())?)
     } else {
         None
     };
+    let shared = stores.pg.take().map(|parts| {
+        let wakeups = parts.wakeups(&runtime, false);
+        (parts, wakeups)
+    });
     runtime.wake_all();
     Ok(Team {
         runtime,
@@ -1091,8 +1255,46 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         cron_wakeups: Some(cron_wakeups),
         watch,
         mcp: settings.mcp.clone(),
+        shared,
         _run_lock: run_lock,
     })
+}
+
+/// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
+/// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
+/// already hold troupe's schema: inspection changes nothing).
+pub fn inspector_with(
+    workspace: &std::path::Path,
+    store: &StoreChoice,
+) -> Result<Inspector, BootstrapError> {
+    let StoreChoice::Postgres(options) = store else {
+        return Ok(inspector(workspace));
+    };
+    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let holder = format!("inspect:{}", std::process::id());
+    Ok(Inspector::shared(
+        Layout::new(workspace),
+        clock.clone(),
+        crate::inspect::SharedStores {
+            mailbox: Arc::new(crate::store::postgres::PgMailboxStore::new(
+                pg.clone(),
+                clock.clone(),
+                &holder,
+                Duration::ZERO,
+            )),
+            protocol: Arc::new(crate::store::postgres::PgProtocolStore::new(
+                pg.clone(),
+                clock,
+                Arc::new(RandomIds),
+            )),
+            roster: Arc::new(crate::store::postgres::PgRoster::new(
+                pg,
+                &holder,
+                crate::store::postgres::TEAMMATE_LEASE,
+            )),
+        },
+    ))
 }
 
 /// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,

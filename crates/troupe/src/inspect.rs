@@ -25,6 +25,7 @@ use crate::store::lock_probe::{self, LockState};
 use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
+use crate::store::postgres::{PgRoster, WorkerRow};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
 use crate::store::usage::{self, UsageTotals};
@@ -145,6 +146,10 @@ pub struct StatusReport {
     /// Token usage from `.troupe/usage.jsonl`: overall, per agent, the number of runs and the
     /// latest run's totals.
     pub usage: UsageTotals,
+    /// In a team shared through PostgreSQL: every process of the team (the lead and
+    /// `troupe worker`s), its last heartbeat and the teammates it holds. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<WorkerRow>>,
 }
 
 /// How many tasks of the task board are in each status.
@@ -189,11 +194,52 @@ pub struct MailboxReport {
 pub struct Inspector {
     layout: Layout,
     clock: Arc<dyn Clock>,
+    /// The team's shared stores, when it lives in PostgreSQL.
+    shared: Option<SharedStores>,
+}
+
+/// The stores of a team shared through PostgreSQL, as inspection reads them.
+pub struct SharedStores {
+    pub mailbox: Arc<dyn MailboxStore>,
+    pub protocol: Arc<dyn ProtocolStore>,
+    pub roster: Arc<PgRoster>,
 }
 
 impl Inspector {
     pub fn new(layout: Layout, clock: Arc<dyn Clock>) -> Self {
-        Self { layout, clock }
+        Self {
+            layout,
+            clock,
+            shared: None,
+        }
+    }
+
+    /// Inspection of a shared team: mailboxes, requests and the roster from its database; the
+    /// rest (jobs, tasks, usage, the run lock) from this workspace.
+    pub fn shared(layout: Layout, clock: Arc<dyn Clock>, stores: SharedStores) -> Self {
+        Self {
+            layout,
+            clock,
+            shared: Some(stores),
+        }
+    }
+
+    fn mailboxes(&self) -> Option<Arc<dyn MailboxStore>> {
+        match &self.shared {
+            Some(shared) => Some(shared.mailbox.clone()),
+            None => self
+                .mailbox_store()
+                .map(|s| Arc::new(s) as Arc<dyn MailboxStore>),
+        }
+    }
+
+    fn protocols(&self) -> Result<Option<Arc<dyn ProtocolStore>>, InspectError> {
+        match &self.shared {
+            Some(shared) => Ok(Some(shared.protocol.clone())),
+            None => Ok(self
+                .protocol_store()?
+                .map(|s| Arc::new(s) as Arc<dyn ProtocolStore>)),
+        }
     }
 
     fn mailbox_store(&self) -> Option<FileMailboxStore> {
@@ -223,7 +269,7 @@ impl Inspector {
     pub fn status(&self) -> Result<StatusReport, InspectError> {
         let now = self.clock.now();
         let mut mailboxes = Vec::new();
-        if let Some(store) = self.mailbox_store() {
+        if let Some(store) = self.mailboxes() {
             for agent in store.agents()? {
                 let c = store.counts(&agent)?;
                 mailboxes.push(MailboxSummary {
@@ -235,7 +281,7 @@ impl Inspector {
                 });
             }
         }
-        let pending_requests = match self.protocol_store()? {
+        let pending_requests = match self.protocols()? {
             Some(store) => store
                 .pending()?
                 .iter()
@@ -252,6 +298,10 @@ impl Inspector {
             jobs: self.jobs()?,
             tasks: TaskSummary::of(&self.tasks()?),
             usage: self.usage()?,
+            workers: match &self.shared {
+                Some(shared) => Some(shared.roster.workers().map_err(backend)?),
+                None => None,
+            },
         })
     }
 
@@ -283,7 +333,7 @@ impl Inspector {
         status: Option<RequestStatus>,
     ) -> Result<Vec<RequestView>, InspectError> {
         let now = self.clock.now();
-        let Some(store) = self.protocol_store()? else {
+        let Some(store) = self.protocols()? else {
             return Ok(Vec::new());
         };
         Ok(store
@@ -299,10 +349,16 @@ impl Inspector {
         agent: &AgentName,
         state: Option<MailboxState>,
     ) -> Result<MailboxReport, InspectError> {
-        let store = self
-            .mailbox_store()
-            .filter(|_| self.layout.mailbox_dir(agent).is_dir())
-            .ok_or_else(|| InspectError::UnknownAgent(agent.clone()))?;
+        let store = match &self.shared {
+            Some(shared) => {
+                Some(shared.mailbox.clone()).filter(|m| m.agents().is_ok_and(|a| a.contains(agent)))
+            }
+            None => self
+                .mailbox_store()
+                .filter(|_| self.layout.mailbox_dir(agent).is_dir())
+                .map(|s| Arc::new(s) as Arc<dyn MailboxStore>),
+        }
+        .ok_or_else(|| InspectError::UnknownAgent(agent.clone()))?;
         let states: Vec<MailboxState> = match state {
             Some(s) => vec![s],
             None => MailboxState::ALL.to_vec(),
@@ -333,6 +389,12 @@ impl Inspector {
 
     /// The roster in `team.json`; empty when there is none yet.
     pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+        if let Some(shared) = &self.shared {
+            return Ok(TeamRoster {
+                version: TeamRoster::VERSION,
+                teammates: shared.roster.all().map_err(backend)?,
+            });
+        }
         read_roster(&self.layout.team_file())
     }
 
@@ -360,6 +422,13 @@ impl Inspector {
             active: holder.is_some(),
             holder,
         })
+    }
+}
+
+fn backend(e: crate::store::BackendError) -> InspectError {
+    InspectError::Io {
+        path: "the team's PostgreSQL database".into(),
+        source: std::io::Error::other(format!("{e} [{}]", e.code)),
     }
 }
 

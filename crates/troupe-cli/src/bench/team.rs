@@ -80,6 +80,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(workspace.path()),
         mcp: Default::default(),
+        store: Default::default(),
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;

@@ -86,6 +86,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         settings: Default::default(),
         sandbox,
         mcp: Default::default(),
+        store: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
     let outcome = super::run::drive(settings, PROMPT, &interrupt, None, None);

@@ -9,18 +9,28 @@ use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, RequestStatus};
 
 use super::CliError;
+use crate::args::StoreFlags;
 use crate::render;
 
 fn inspector(workspace: &Path) -> Inspector {
     troupe::bootstrap::inspector(workspace)
 }
 
+/// The inspector of the team `store` names: files, or its shared database.
+fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
+    let choice = super::store_choice(store, false)?;
+    troupe::bootstrap::inspector_with(workspace, &choice)
+        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+}
+
 fn inspect_failed(error: InspectError) -> CliError {
     CliError::failed(format_args!("{} [{}]", error, error.code()))
 }
 
-pub fn status(workspace: &Path, json: bool) -> Result<(), CliError> {
-    let report = inspector(workspace).status().map_err(inspect_failed)?;
+pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let report = inspector_of(workspace, store)?
+        .status()
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {
@@ -28,12 +38,17 @@ pub fn status(workspace: &Path, json: bool) -> Result<(), CliError> {
     }
 }
 
-pub fn requests(workspace: &Path, status: Option<&str>, json: bool) -> Result<(), CliError> {
+pub fn requests(
+    workspace: &Path,
+    status: Option<&str>,
+    json: bool,
+    store: &StoreFlags,
+) -> Result<(), CliError> {
     let status = status
         .map(RequestStatus::parse)
         .transpose()
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let views = inspector(workspace)
+    let views = inspector_of(workspace, store)?
         .requests(status)
         .map_err(inspect_failed)?;
     if json {
@@ -68,6 +83,7 @@ pub fn mailbox(
     agent: &str,
     state: Option<&str>,
     json: bool,
+    store: &StoreFlags,
 ) -> Result<(), CliError> {
     let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
     let state = state
@@ -79,7 +95,7 @@ pub fn mailbox(
             })
         })
         .transpose()?;
-    let report = inspector(workspace)
+    let report = inspector_of(workspace, store)?
         .mailbox(&agent, state)
         .map_err(inspect_failed)?;
     if json {

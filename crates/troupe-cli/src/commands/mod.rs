@@ -13,6 +13,7 @@ pub mod review;
 mod run;
 mod send;
 mod timeline;
+mod worker;
 
 use std::path::PathBuf;
 
@@ -23,6 +24,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace), cli.verbose),
         Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args, cli.verbose),
+        Command::Worker(args) => {
+            worker::worker(&resolve_workspace(cli.workspace)?, args, cli.verbose)
+        }
         Command::Review {
             request_id,
             approve,
@@ -37,10 +41,19 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Send { agent, text, json } => {
             send::send(&resolve_workspace(cli.workspace)?, &agent, &text, json)
         }
-        Command::Status { json } => inspect::status(&resolve_workspace(cli.workspace)?, json),
-        Command::Requests { status, json } => {
-            inspect::requests(&resolve_workspace(cli.workspace)?, status.as_deref(), json)
+        Command::Status { json, store } => {
+            inspect::status(&resolve_workspace(cli.workspace)?, json, &store)
         }
+        Command::Requests {
+            status,
+            json,
+            store,
+        } => inspect::requests(
+            &resolve_workspace(cli.workspace)?,
+            status.as_deref(),
+            json,
+            &store,
+        ),
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
         Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
         Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
@@ -69,11 +82,17 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Config { model, json } => {
             config::config(&resolve_workspace(cli.workspace)?, &model, json)
         }
-        Command::Mailbox { agent, state, json } => inspect::mailbox(
+        Command::Mailbox {
+            agent,
+            state,
+            json,
+            store,
+        } => inspect::mailbox(
             &resolve_workspace(cli.workspace)?,
             &agent,
             state.as_deref(),
             json,
+            &store,
         ),
     }
 }
@@ -131,4 +150,41 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// Where the stores are: `--store`, else `TROUPE_STORE_URL`, else files; a store URL must be
+/// PostgreSQL's. The team key: `--team`, else `TROUPE_TEAM`, else `default`.
+pub fn store_choice(
+    flags: &crate::args::StoreFlags,
+    local_workers: bool,
+) -> Result<troupe::bootstrap::StoreChoice, CliError> {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let Some(url) = flags.store.clone().or_else(|| from_env("TROUPE_STORE_URL")) else {
+        if flags.team.is_some() {
+            return Err(CliError::Usage(
+                "--team names a team in a shared store: give --store postgres://… too".into(),
+            ));
+        }
+        return Ok(troupe::bootstrap::StoreChoice::Files);
+    };
+    if !troupe::store::postgres::is_postgres_url(&url) {
+        return Err(CliError::Usage(
+            "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
+        ));
+    }
+    let team = flags
+        .team
+        .clone()
+        .or_else(|| from_env("TROUPE_TEAM"))
+        .unwrap_or_else(|| "default".into());
+    if team.trim().is_empty() || team.len() > 200 {
+        return Err(CliError::Usage("--team must be 1 to 200 characters".into()));
+    }
+    Ok(troupe::bootstrap::StoreChoice::Postgres(
+        troupe::bootstrap::PgOptions {
+            url,
+            team,
+            local_workers,
+        },
+    ))
 }

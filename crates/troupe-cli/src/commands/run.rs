@@ -172,6 +172,14 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         return Err(CliError::Usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
+    let store = super::store_choice(&args.store, !args.no_local_workers)?;
+    if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
+        return Err(CliError::Usage(
+            "--no-local-workers needs --store postgres://…: without a shared store no other \
+             process can run the teammates"
+                .into(),
+        ));
+    }
     // The settings files first: a bad one is exit 2 before any state exists.
     let file_settings = super::config::load_settings(workspace)?;
     // Then the sandbox: a machine that cannot confine refuses before any state exists too.
@@ -239,6 +247,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         sandbox,
         // Started in `drive`, inside the runtime.
         mcp: Default::default(),
+        store,
     };
     let start_line = (!args.json).then_some(sandbox_line.as_str());
     let outcome = drive(settings, &args.prompt, &interrupt, notice, start_line);

@@ -136,6 +136,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
         mcp: Default::default(),
+        store: Default::default(),
     })
     .unwrap();
     let store = team.protocol.clone();

@@ -68,6 +68,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
         mcp: Default::default(),
+        store: Default::default(),
     })
     .unwrap();
     let script = ws.join("script.json");

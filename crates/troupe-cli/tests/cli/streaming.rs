@@ -179,7 +179,7 @@ fn streamed(response: &troupe::model::ModelResponse) -> String {
 /// Each agent answered by the demo's scripted scenario (lead spawns `writer` with
 /// plan_required; the writer plans, is denied a write while its plan is pending, is approved,
 /// writes, reports, and is shut down), streamed in 9-byte pieces.
-fn team(request: &Recorded) -> Reply {
+pub fn team(request: &Recorded) -> Reply {
     if request.body.get("tools").is_none() {
         return Reply::events(&[sse(&[chunk(json!({"content": "[]"}), Some("stop"))]) + DONE]);
     }

@@ -22,7 +22,7 @@ use super::history::History;
 use super::memory::Memory;
 use super::observer::{ProgressTo, RunObserver, Trigger};
 use super::prompt::SystemPromptSource;
-use super::transcript::{FileTranscript, Origin};
+use super::transcript::{Origin, Transcript};
 use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
 use crate::hooks::{CommandHooks, PromptBlocked};
@@ -248,7 +248,7 @@ impl Runner {
     /// Continues the conversation kept in `transcript` (if any) and keeps writing to it.
     pub fn with_transcript(
         mut self,
-        transcript: Arc<FileTranscript>,
+        transcript: Arc<dyn Transcript>,
     ) -> Result<Self, crate::store::IoError> {
         let loaded = transcript.load()?;
         let system_prompt = self.history.system_prompt().to_owned();

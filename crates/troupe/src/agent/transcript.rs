@@ -24,11 +24,13 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use troupe_wire::strict;
+use troupe_wire::{strict, AgentName};
 
 use crate::error::tool_error_text;
+use crate::layout::Layout;
 use crate::model::ChatMessage;
 use crate::store::{durable, journal, IoError};
 
@@ -144,42 +146,113 @@ impl FileTranscript {
         let Some(complete) = journal::read_complete(&self.path)? else {
             return Ok(Loaded::default());
         };
-        let mut loaded = Loaded::default();
-        for (n, line) in complete.split(|&b| b == b'\n').enumerate() {
-            if line.is_empty() {
-                continue;
+        parse(&complete).map_err(|e| IoError::new("read", &self.path, std::io::Error::other(e)))
+    }
+}
+
+/// A transcript that can be read back as well as appended to: what a runner continues from.
+pub trait Transcript: TranscriptSink {
+    fn load(&self) -> Result<Loaded, IoError>;
+}
+
+impl Transcript for FileTranscript {
+    fn load(&self) -> Result<Loaded, IoError> {
+        FileTranscript::load(self)
+    }
+}
+
+/// Complete transcript lines (each ending in `\n`) as a history; the error names the line.
+pub fn parse(complete: &[u8]) -> Result<Loaded, String> {
+    let mut loaded = Loaded::default();
+    for (n, line) in complete.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let parsed: AnyLine = strict::from_json_bytes(line, "").map_err(|e| {
+            format!(
+                "line {}: not a transcript entry or compaction boundary ({e})",
+                n + 1
+            )
+        })?;
+        match parsed {
+            AnyLine::Entry(entry) => {
+                let origin = entry
+                    .origin
+                    .unwrap_or_else(|| Origin::derived(entry.key.as_deref(), &entry.message));
+                if let Some(key) = entry.key {
+                    loaded.keys.insert(key);
+                }
+                loaded.messages.push(entry.message);
+                loaded.origins.push(origin);
             }
-            let parsed: AnyLine = strict::from_json_bytes(line, "").map_err(|e| {
-                IoError::new(
-                    "read",
-                    &self.path,
-                    std::io::Error::other(format!(
-                        "line {}: not a transcript entry or compaction boundary ({e})",
-                        n + 1
-                    )),
-                )
-            })?;
-            match parsed {
-                AnyLine::Entry(entry) => {
-                    let origin = entry
-                        .origin
-                        .unwrap_or_else(|| Origin::derived(entry.key.as_deref(), &entry.message));
-                    if let Some(key) = entry.key {
-                        loaded.keys.insert(key);
-                    }
-                    loaded.messages.push(entry.message);
-                    loaded.origins.push(origin);
-                }
-                AnyLine::Boundary(line) => {
-                    loaded.messages.clear();
-                    loaded.origins.clear();
-                    loaded.boundaries += 1;
-                    loaded.last_boundary = Some(line.compaction);
-                }
+            AnyLine::Boundary(line) => {
+                loaded.messages.clear();
+                loaded.origins.clear();
+                loaded.boundaries += 1;
+                loaded.last_boundary = Some(line.compaction);
             }
         }
-        answer_dangling_calls(&mut loaded.messages, &mut loaded.origins);
-        Ok(loaded)
+    }
+    answer_dangling_calls(&mut loaded.messages, &mut loaded.origins);
+    Ok(loaded)
+}
+
+/// The lines of a transcript kept somewhere else than a file (a database): appended one at a
+/// time, read back whole.
+pub trait TranscriptLines: Send + Sync {
+    /// Appends one line (no `\n`), durably.
+    fn append_line(&self, line: &[u8]) -> Result<(), String>;
+    /// Every line of the current conversation, each followed by `\n`.
+    fn read_lines(&self) -> Result<Vec<u8>, String>;
+    /// Where it is, for errors.
+    fn describe(&self) -> String;
+}
+
+/// A transcript on [`TranscriptLines`]: the same lines and rules as [`FileTranscript`].
+pub struct LinesTranscript<L>(pub L);
+
+impl<L: TranscriptLines> LinesTranscript<L> {
+    fn error(&self, action: &'static str, e: String) -> IoError {
+        IoError::new(
+            action,
+            std::path::Path::new(&self.0.describe()),
+            std::io::Error::other(e),
+        )
+    }
+
+    fn write(&self, line: &impl Serialize) -> Result<(), IoError> {
+        let bytes = serde_json::to_vec(line).map_err(|e| self.error("encode", e.to_string()))?;
+        self.0
+            .append_line(&bytes)
+            .map_err(|e| self.error("append", e))
+    }
+}
+
+impl<L: TranscriptLines> TranscriptSink for LinesTranscript<L> {
+    fn append(
+        &self,
+        key: Option<&str>,
+        message: &ChatMessage,
+        origin: Origin,
+    ) -> Result<(), IoError> {
+        self.write(&Line {
+            key: key.map(str::to_owned),
+            message: message.clone(),
+            origin: Some(origin),
+        })
+    }
+
+    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
+        self.write(&BoundaryLine {
+            compaction: boundary.clone(),
+        })
+    }
+}
+
+impl<L: TranscriptLines> Transcript for LinesTranscript<L> {
+    fn load(&self) -> Result<Loaded, IoError> {
+        let bytes = self.0.read_lines().map_err(|e| self.error("read", e))?;
+        parse(&bytes).map_err(|e| self.error("read", e))
     }
 }
 
@@ -213,6 +286,28 @@ impl TranscriptSink for FileTranscript {
         self.append_line(&BoundaryLine {
             compaction: boundary.clone(),
         })
+    }
+}
+
+/// Where every agent's transcript is kept: files under `.troupe/transcripts/`, or a database.
+pub trait Transcripts: Send + Sync {
+    /// The transcript of `agent`.
+    fn open(&self, agent: &AgentName) -> Arc<dyn Transcript>;
+    /// Sets `agent`'s conversation aside (kept, never deleted) so that it starts a fresh one;
+    /// where it went, or `None` when there was none.
+    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError>;
+}
+
+/// Transcripts as files: `.troupe/transcripts/<agent>.jsonl`.
+pub struct FileTranscripts(pub Layout);
+
+impl Transcripts for FileTranscripts {
+    fn open(&self, agent: &AgentName) -> Arc<dyn Transcript> {
+        Arc::new(FileTranscript::new(self.0.transcript(agent)))
+    }
+
+    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError> {
+        set_aside(&self.0.transcript(agent))
     }
 }
 

@@ -359,7 +359,7 @@ impl Driver {
     /// unfinished event, no teammate worker running, no background job running, nothing ready
     /// in the lead's mailbox. Changes nothing.
     fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
-        if open_requests || !self.unfinished.is_empty() || self.team.any_worker_running() {
+        if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy()? {
             return Ok(false);
         }
         // Idle here, the channels after (`drain_late_events`): a job's completion is sent

@@ -45,4 +45,4 @@ pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
 pub use plan_gate::{GateStart, PlanGateRule};
 pub use postman::{Postman, Waker};
 pub use protocol::ProtocolRuntime;
-pub use runtime::{Spawned, TeamHandle, TeamPorts, TeamRuntime, TeammateFactory};
+pub use runtime::{Shared, Spawned, TeamHandle, TeamPorts, TeamRuntime, TeammateFactory};

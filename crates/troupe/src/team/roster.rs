@@ -14,8 +14,9 @@ use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus, WireErr
 
 use crate::clock::Clock;
 use crate::layout::Layout;
+use crate::store::postgres::PgRoster;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
-use crate::store::{durable, IoError};
+use crate::store::{durable, BackendError, IoError};
 
 /// Why `team.json` could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +53,10 @@ pub fn read_file(path: &Path) -> Result<TeamRoster, RosterFileError> {
 pub struct Roster {
     layout: Layout,
     clock: Arc<dyn Clock>,
+    /// The records; with a database, the last ones read (used when a read fails).
     records: Mutex<BTreeMap<AgentName, TeammateRecord>>,
+    /// The roster in PostgreSQL: the truth, shared with workers in other processes.
+    pg: Option<Arc<PgRoster>>,
 }
 
 impl Roster {
@@ -84,7 +88,56 @@ impl Roster {
             layout: layout.clone(),
             clock,
             records: Mutex::new(records),
+            pg: None,
         })
+    }
+
+    /// The roster of a team in PostgreSQL. Teammates that were `running` or `failed` and whose
+    /// lease nobody holds any more (their worker is gone) come back `idle`, as in `load`.
+    pub fn open_pg(
+        layout: &Layout,
+        clock: Arc<dyn Clock>,
+        pg: Arc<PgRoster>,
+    ) -> Result<Self, BackendError> {
+        let held: std::collections::HashSet<String> = pg
+            .holders()?
+            .into_iter()
+            .filter(|h| h.live && h.holder.is_some())
+            .map(|h| h.name)
+            .collect();
+        for record in pg.all()? {
+            if matches!(
+                record.status,
+                TeammateStatus::Running | TeammateStatus::Failed
+            ) && !held.contains(record.name.as_str())
+            {
+                pg.set_status(&record.name, TeammateStatus::Idle, None, clock.now())?;
+            }
+        }
+        let roster = Self {
+            layout: layout.clone(),
+            clock,
+            records: Mutex::new(BTreeMap::new()),
+            pg: Some(pg),
+        };
+        roster.all();
+        Ok(roster)
+    }
+
+    /// The database roster, when there is one (for teammate leases).
+    pub fn pg(&self) -> Option<&Arc<PgRoster>> {
+        self.pg.as_ref()
+    }
+
+    /// Reads the database roster into the cache; on failure the cache stands (and says so).
+    fn refresh(&self) {
+        let Some(pg) = &self.pg else { return };
+        match pg.all() {
+            Ok(records) => {
+                *self.lock() = records.into_iter().map(|r| (r.name.clone(), r)).collect();
+            }
+            Err(e) => tracing::warn!("could not read the roster ({e}); using the last one read"),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<AgentName, TeammateRecord>> {
@@ -92,15 +145,38 @@ impl Roster {
     }
 
     pub fn get(&self, name: &AgentName) -> Option<TeammateRecord> {
+        if let Some(pg) = &self.pg {
+            match pg.get(name) {
+                Ok(Some(record)) => {
+                    self.lock().insert(name.clone(), record.clone());
+                    return Some(record);
+                }
+                Ok(None) => {
+                    self.lock().remove(name);
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!("could not read teammate {name} ({e}); using the last read")
+                }
+            }
+        }
         self.lock().get(name).cloned()
     }
 
     pub fn all(&self) -> Vec<TeammateRecord> {
+        self.refresh();
         self.lock().values().cloned().collect()
     }
 
     /// Adds a new teammate, durably; false if the name is taken.
     pub fn add(&self, record: TeammateRecord) -> Result<bool, IoError> {
+        if let Some(pg) = &self.pg {
+            let added = pg.add(&record).map_err(|e| self.db_error(e))?;
+            if added {
+                self.lock().insert(record.name.clone(), record);
+            }
+            return Ok(added);
+        }
         let mut records = self.lock();
         if records.contains_key(&record.name) {
             return Ok(false);
@@ -114,6 +190,13 @@ impl Roster {
     /// name (a respawn); false if there is none or it is running or idle. The old record is
     /// kept in memory if the write fails.
     pub fn replace_stopped(&self, record: TeammateRecord) -> Result<bool, IoError> {
+        if let Some(pg) = &self.pg {
+            let replaced = pg.replace_stopped(&record).map_err(|e| self.db_error(e))?;
+            if replaced {
+                self.lock().insert(record.name.clone(), record);
+            }
+            return Ok(replaced);
+        }
         let mut records = self.lock();
         let stopped = records.get(&record.name).is_some_and(|old| {
             matches!(
@@ -142,6 +225,16 @@ impl Roster {
         status: TeammateStatus,
         detail: Option<String>,
     ) -> Result<Option<TeammateStatus>, IoError> {
+        if let Some(pg) = &self.pg {
+            let previous = pg
+                .set_status(name, status, detail.clone(), self.clock.now())
+                .map_err(|e| self.db_error(e))?;
+            if let Some(record) = self.lock().get_mut(name) {
+                record.status = status;
+                record.detail = detail;
+            }
+            return Ok(previous);
+        }
         let mut records = self.lock();
         let Some(record) = records.get_mut(name) else {
             return Ok(None);
@@ -155,6 +248,14 @@ impl Roster {
         record.updated_at_utc = self.clock.now();
         self.save(&records, false)?;
         Ok(Some(previous))
+    }
+
+    fn db_error(&self, e: BackendError) -> IoError {
+        IoError::new(
+            "write",
+            std::path::Path::new("the roster in PostgreSQL"),
+            std::io::Error::other(e.to_string()),
+        )
     }
 
     fn save(

@@ -28,11 +28,13 @@ use super::protocol::{self as triage, ProtocolRuntime, TeammateStatuses};
 use super::roster::Roster;
 use super::worker::{self, WorkerContext};
 use super::workers::{Start, Workers};
-use crate::agent::{transcript, Runner};
+use crate::agent::transcript::Transcripts;
+use crate::agent::Runner;
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
+use crate::store::postgres::PgRoster;
 use crate::store::protocol::ProtocolStore;
 use crate::sync::{blocking, lock};
 
@@ -83,12 +85,24 @@ pub struct TeamPorts {
     pub observer: Arc<dyn TeamObserver>,
     /// The response window of new protocol requests.
     pub request_ttl: Duration,
+    /// Where teammates' conversations are kept.
+    pub transcripts: Arc<dyn Transcripts>,
+    /// Set when the team is shared with other processes through PostgreSQL.
+    pub shared: Option<Shared>,
+}
+
+/// A team shared with other processes (`--store postgres://…`): the roster lives in the
+/// database, and a teammate runs only in the process that holds its lease.
+#[derive(Clone)]
+pub struct Shared {
+    pub roster: Arc<PgRoster>,
+    /// Whether this process runs teammates at all (`troupe run --no-local-workers`: no).
+    pub local_workers: bool,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
 /// its [`WorkerContext`].
 struct TeamInner {
-    layout: Layout,
     postman: Arc<Postman>,
     protocol: Arc<ProtocolRuntime>,
     roster: Roster,
@@ -100,6 +114,11 @@ struct TeamInner {
     spawning: Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
+    /// In a shared team: the failed teammates the lead was told of (failures happen in other
+    /// processes, so the roster is where they are found).
+    failures_told: Mutex<std::collections::HashSet<AgentName>>,
+    transcripts: Arc<dyn Transcripts>,
+    shared: Option<Shared>,
     /// Signalled on every change the driver may be waiting for.
     changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
@@ -135,7 +154,11 @@ impl TeamRuntime {
         ports: TeamPorts,
         factory: Arc<dyn TeammateFactory>,
     ) -> Result<Self, TeamError> {
-        let roster = Roster::load(&layout, ports.clock.clone())?;
+        let roster = match &ports.shared {
+            None => Roster::load(&layout, ports.clock.clone())?,
+            Some(shared) => Roster::open_pg(&layout, ports.clock.clone(), shared.roster.clone())
+                .map_err(|e| TeamError::Invalid(format!("open the roster: {e}")))?,
+        };
         let inner = Arc::new_cyclic(|weak: &Weak<TeamInner>| {
             let postman = Arc::new(
                 Postman::new(
@@ -152,7 +175,6 @@ impl TeamRuntime {
                 ports.request_ttl,
             ));
             TeamInner {
-                layout,
                 postman,
                 protocol,
                 roster,
@@ -160,6 +182,9 @@ impl TeamRuntime {
                 workers: Workers::default(),
                 spawning: Mutex::new(()),
                 failures: Mutex::new(Vec::new()),
+                failures_told: Mutex::new(std::collections::HashSet::new()),
+                transcripts: ports.transcripts,
+                shared: ports.shared,
                 changed: Notify::new(),
                 closing: CancellationToken::new(),
                 observer: ports.observer,
@@ -224,6 +249,49 @@ impl TeamRuntime {
         self.inner.workers.any_running()
     }
 
+    /// Whether any teammate is at work, here or — in a shared team — in another process: a
+    /// worker of this process runs, or the roster says one is running, or a teammate that can
+    /// still take messages has some waiting or claimed.
+    pub fn any_teammate_busy(&self) -> Result<bool, TeamError> {
+        if self.inner.workers.any_running() {
+            return Ok(true);
+        }
+        if self.inner.shared.is_none() {
+            return Ok(false);
+        }
+        let mailbox = self.mailbox();
+        for record in self.inner.roster.all() {
+            match record.status {
+                TeammateStatus::Running => return Ok(true),
+                TeammateStatus::Shutdown | TeammateStatus::Failed => {}
+                TeammateStatus::Idle => {
+                    let counts = mailbox.counts(&record.name)?;
+                    if counts.ready + counts.processing > 0 {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Wakes `agent`: the lead's driver, or a teammate's worker (started here if this process
+    /// may run it). What a wakeup from another process calls.
+    pub fn wake(&self, agent: &AgentName) {
+        if agent.is_lead() {
+            self.inner.changed.notify_one();
+        } else {
+            self.inner.wake_teammate(agent);
+            // A teammate's change may be what the lead waits for (another process's worker).
+            self.inner.changed.notify_one();
+        }
+    }
+
+    /// Whether the team is shared with other processes.
+    pub fn is_shared(&self) -> bool {
+        self.inner.shared.is_some()
+    }
+
     /// Tells the driver to look again (e.g. after a test moved the clock).
     pub fn poke(&self) {
         self.inner.changed.notify_one();
@@ -260,7 +328,28 @@ impl TeamRuntime {
 
     /// Teammates that failed since the last call, with their reasons.
     pub fn take_failures(&self) -> Vec<(AgentName, String)> {
-        std::mem::take(&mut *lock(&self.inner.failures))
+        let mut failures = std::mem::take(&mut *lock(&self.inner.failures));
+        if self.inner.shared.is_some() {
+            let mut told = lock(&self.inner.failures_told);
+            for record in self.inner.roster.all() {
+                if record.status != TeammateStatus::Failed {
+                    told.remove(&record.name);
+                    continue;
+                }
+                if told.insert(record.name.clone())
+                    && !failures.iter().any(|(n, _)| n == &record.name)
+                {
+                    failures.push((
+                        record.name.clone(),
+                        record
+                            .detail
+                            .clone()
+                            .unwrap_or_else(|| "see troupe status".into()),
+                    ));
+                }
+            }
+        }
+        failures
     }
 
     /// Registers a teammate and delivers its first task. The name must be a slug and not
@@ -437,7 +526,7 @@ impl TeamInner {
             Some(earlier) => self.quarantine_leftovers(earlier)?,
             None => 0,
         };
-        let earlier_transcript = transcript::set_aside(&self.layout.transcript(name))?;
+        let earlier_transcript = self.transcripts.set_aside(name)?;
         let runner = self.factory.build(self.handle(), &record)?;
         let registered = self.workers.install(name, runner, || match &earlier {
             Some(_) => self.roster.replace_stopped(record.clone()),
@@ -520,6 +609,20 @@ impl TeamInner {
             TeammateStatus::Shutdown | TeammateStatus::Failed
         ) {
             return;
+        }
+        if let Some(shared) = &self.shared {
+            // In a shared team a teammate runs only where its lease is held.
+            if !shared.local_workers {
+                return;
+            }
+            match shared.roster.acquire(name) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!("could not lease teammate {name}: {e}");
+                    return;
+                }
+            }
         }
         let runner = match self.workers.start(name) {
             Start::Started(runner) => runner,

@@ -32,13 +32,17 @@
 
 mod mailbox;
 mod protocol;
+pub mod roster;
 mod schema;
 pub mod testing;
+mod transcript;
 pub mod wake;
 
 pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
 pub use protocol::PgProtocolStore;
+pub use roster::{lead_lock, LeadLock, PgRoster, WorkerRow, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
+pub use transcript::PgTranscriptLog;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -105,6 +109,21 @@ impl PgStore {
         team: &str,
         schema: Option<&str>,
     ) -> Result<Self, BackendError> {
+        Self::open(url, team, schema, true)
+    }
+
+    /// Connects to a database troupe already set up, changing nothing (inspection): a
+    /// database without troupe's schema, or with a newer one, is refused.
+    pub fn connect_existing(url: &str, team: &str) -> Result<Self, BackendError> {
+        Self::open(url, team, None, false)
+    }
+
+    fn open(
+        url: &str,
+        team: &str,
+        schema: Option<&str>,
+        migrate: bool,
+    ) -> Result<Self, BackendError> {
         if team.trim().is_empty() {
             return Err(BackendError::new(
                 "invalid_arguments",
@@ -170,7 +189,13 @@ impl PgStore {
         };
         store.block({
             let store = store.clone();
-            async move { schema::migrate(&store).await }
+            async move {
+                if migrate {
+                    schema::migrate(&store).await
+                } else {
+                    schema::check(&store).await
+                }
+            }
         })?;
         Ok(store)
     }
@@ -234,6 +259,13 @@ impl PgStore {
 /// The runtime is taken only in `Drop`, after which no method can be called.
 fn unreachable_runtime() -> ! {
     panic!("the database runtime is only taken when the store is dropped")
+}
+
+/// A team's advisory lock key (the first four bytes of the key's SHA-256), used with a class:
+/// 1 for the protocol store's transactions, 2 for the lead's lock.
+pub(crate) fn team_lock_key(team: &str) -> i32 {
+    let digest = Sha256::digest(team.as_bytes());
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
 /// `troupe_` and 16 hex digits of the key's SHA-256.

@@ -31,13 +31,6 @@ use crate::store::protocol::{
 };
 use crate::store::BackendError;
 
-/// Which advisory lock a team's protocol operations take (the key's hash, in the lock space
-/// `pg_advisory_xact_lock(int, int)` with class 1).
-fn lock_key(team: &str) -> i32 {
-    let digest = <sha2::Sha256 as sha2::Digest>::digest(team.as_bytes());
-    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
-}
-
 /// The protocol store of one team in PostgreSQL.
 pub struct PgProtocolStore {
     store: PgStore,
@@ -178,7 +171,7 @@ impl ProtocolStore for PgProtocolStore {
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
                 "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&lock_key(store.team())],
+                &[&super::team_lock_key(store.team())],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;
@@ -306,7 +299,7 @@ impl ProtocolStore for PgProtocolStore {
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
                 "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&lock_key(store.team())],
+                &[&super::team_lock_key(store.team())],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;
@@ -375,7 +368,7 @@ impl ProtocolStore for PgProtocolStore {
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
                 "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&lock_key(store.team())],
+                &[&super::team_lock_key(store.team())],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;

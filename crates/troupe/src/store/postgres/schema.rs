@@ -63,6 +63,42 @@ pub(super) async fn migrate(store: &PgStore) -> Result<(), BackendError> {
         .map_err(|e| db_error("commit the schema migration", e))
 }
 
+/// Checks, changing nothing, that the database holds troupe's schema at a version this binary
+/// reads.
+pub(super) async fn check(store: &PgStore) -> Result<(), BackendError> {
+    let client = store.client().await?;
+    let exists: bool = client
+        .query_one("SELECT to_regclass('troupe_schema') IS NOT NULL", &[])
+        .await
+        .map_err(|e| db_error("look for troupe's schema", e))?
+        .get(0);
+    if !exists {
+        return Err(BackendError::new(
+            "store_empty",
+            format!(
+                "the database at {} holds no troupe team yet (a `troupe run --store` sets it up)",
+                store.shown()
+            ),
+        ));
+    }
+    let current: i32 = client
+        .query_one("SELECT coalesce(max(version), 0) FROM troupe_schema", &[])
+        .await
+        .map_err(|e| db_error("read the schema version", e))?
+        .get(0);
+    if current > SCHEMA_VERSION {
+        return Err(BackendError::new(
+            "store_schema_newer",
+            format!(
+                "the database at {} has troupe schema version {current}, newer than this \
+                 troupe's {SCHEMA_VERSION}: upgrade troupe",
+                store.shown()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

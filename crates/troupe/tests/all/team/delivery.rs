@@ -169,6 +169,10 @@ fn parts(f: &Fixture) -> Parts {
             ids: f.ids.clone(),
             observer: f.recorder.clone(),
             request_ttl: Duration::from_secs(300),
+            transcripts: std::sync::Arc::new(troupe::agent::transcript::FileTranscripts(
+                f.layout.clone(),
+            )),
+            shared: None,
         },
         factory,
     )

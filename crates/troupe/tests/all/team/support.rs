@@ -364,6 +364,7 @@ impl Fixture {
             settings: Default::default(),
             sandbox: troupe::bootstrap::SandboxOptions::off(&self.workspace),
             mcp: Default::default(),
+            store: Default::default(),
         }
     }
 

@@ -1,0 +1,135 @@
+//! `troupe worker`: runs teammates of a team shared through PostgreSQL in this process and
+//! workspace, until Ctrl-C or SIGTERM. It takes the same model, approval, sandbox and settings
+//! options as `troupe run`; its teammates' file effects happen in this workspace.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+use troupe::agent::NullObserver;
+use troupe::bootstrap::{build_worker, EventOptions, LongLived, StoreChoice, TeamSettings};
+use troupe::clock::SystemClock;
+use troupe::error::ErrorCode;
+use troupe::ids::RandomIds;
+use troupe::team::NoTeamObserver;
+
+use super::run::{approval_provider, context_window, models, Models};
+use super::{parse_duration, CliError};
+use crate::args::{ApprovalMode, WorkerArgs};
+use crate::interrupt::Interrupt;
+use crate::observe::approval::PausingApproval;
+use crate::observe::{Console, Sink};
+
+pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), CliError> {
+    if args.max_turns == 0 {
+        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+    }
+    let ttl = parse_duration(&args.request_ttl)?;
+    let store = super::store_choice(&args.store, true)?;
+    let StoreChoice::Postgres(options) = &store else {
+        return Err(CliError::Usage(
+            "troupe worker runs teammates of a shared team: give --store postgres://… (or \
+             TROUPE_STORE_URL)"
+                .into(),
+        ));
+    };
+    let team_key = options.team.clone();
+    let file_settings = super::config::load_settings(workspace)?;
+    let (sandbox, sandbox_line) =
+        crate::sandboxing::options(workspace, args.sandbox, &file_settings, args.approval)?;
+    let context_window = context_window(&args.model, &file_settings)?;
+    let Models {
+        chooser: models,
+        redactor,
+        name: model_name,
+    } = models(workspace, &args.model, &file_settings)?;
+    let interrupt = Interrupt::default();
+    if args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal() {
+        eprintln!(
+            "troupe: no terminal to ask for approval: calls that need it will be denied; use \
+             --approval auto to allow them"
+        );
+    }
+    let console = Arc::new(Console::new(Sink::Stderr, verbose > 0));
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
+    if args.approval == ApprovalMode::Ask {
+        approval = Arc::new(PausingApproval {
+            inner: approval,
+            console: console.clone(),
+        });
+    }
+    let settings = TeamSettings {
+        workspace: workspace.to_path_buf(),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        models,
+        approval,
+        run_observer: Arc::new(NullObserver),
+        team_observer: Arc::new(NoTeamObserver),
+        max_turns: args.max_turns,
+        request_ttl: ttl,
+        shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
+        watch: false,
+        require_plans: false,
+        redactor,
+        long_lived: LongLived {
+            model_name,
+            context_window,
+            remember: !args.no_memory,
+            max_run_tokens: None,
+            new_session: false,
+        },
+        events: EventOptions {
+            listeners: vec![console.clone()],
+            prompt: format!("worker of team {team_key}"),
+        },
+        settings: file_settings,
+        sandbox,
+        mcp: Default::default(),
+        store,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    let result = runtime.block_on(async move {
+        let cancel = interrupt.run.clone();
+        crate::interrupt::listen(cancel.clone())?;
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|e| CliError::failed(format_args!("cannot watch SIGTERM: {e}")))?;
+        let mut settings = settings;
+        if !settings.settings.mcp_servers.is_empty() {
+            settings.mcp = Arc::new(
+                troupe::mcp::McpServers::start(&settings.settings.mcp_servers, &settings.workspace)
+                    .await,
+            );
+            settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
+        }
+        let mcp = settings.mcp.clone();
+        let worker = match build_worker(settings) {
+            Ok(worker) => worker,
+            Err(e) => {
+                mcp.stop().await;
+                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+            }
+        };
+        eprintln!("{sandbox_line}");
+        eprintln!(
+            "troupe: worker {} of team {team_key:?} is running; Ctrl-C or SIGTERM stops it",
+            worker.holder
+        );
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            _ = terminate.recv() => {}
+        }
+        eprintln!("troupe: stopping: teammates stop at a safe point and their leases are freed");
+        worker.runtime.start_closing();
+        interrupt.prompts.cancel();
+        worker.close().await;
+        Ok(())
+    });
+    console.finish();
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
+}

@@ -1,0 +1,226 @@
+//! The composition of a team shared through PostgreSQL (`--store postgres://…`): which stores
+//! go to the database, the teammate leases, wakeups from other processes, and the takeover of
+//! teammates whose worker is gone.
+//!
+//! In the database: mailboxes, the protocol store, the roster (with teammate leases and the
+//! worker registry) and every agent's transcript — everything a worker on another host needs
+//! to run a teammate. In each process's own workspace (`.troupe/`): its event stream, audit
+//! log, usage, memory, artifacts, background jobs, the task board and cron jobs (the lead's
+//! tools), as in a run on files.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe_wire::AgentName;
+
+use crate::agent::transcript::{LinesTranscript, Transcript, TranscriptLines, Transcripts};
+use crate::clock::Clock;
+use crate::store::postgres::wake::{self, Wake};
+use crate::store::postgres::{
+    lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTranscriptLog,
+    DEFAULT_LEASE, TEAMMATE_LEASE,
+};
+use crate::store::BackendError;
+use crate::team::TeamRuntime;
+
+use super::BootstrapError;
+
+/// Where a team's stores are.
+#[derive(Debug, Clone, Default)]
+pub enum StoreChoice {
+    /// Files under the workspace's `.troupe/` (the default).
+    #[default]
+    Files,
+    /// PostgreSQL, shared with other processes.
+    Postgres(PgOptions),
+}
+
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    pub url: String,
+    /// The team key: teams sharing one database are told apart by it.
+    pub team: String,
+    /// Whether this process runs teammates too (`troupe run --no-local-workers`: no).
+    pub local_workers: bool,
+}
+
+/// What a process holds of a shared team.
+pub(super) struct PgParts {
+    pub store: PgStore,
+    pub roster: Arc<PgRoster>,
+    pub holder: String,
+    /// The lead's lock (only a lead takes it), held while this value lives.
+    pub _lead_lock: Option<LeadLock>,
+}
+
+/// Connects (migrating the schema) and registers this process; a lead also takes the team's
+/// lead lock, refusing a second lead (`Busy`).
+pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, BootstrapError> {
+    let store = PgStore::connect(&options.url, &options.team)?;
+    let lead_lock = if role == "lead" {
+        match lead_lock(&store)? {
+            Some(lock) => Some(lock),
+            None => {
+                return Err(BootstrapError::Busy {
+                    holder: format!(
+                        "a lead of team {:?} runs on {} (another --team key gives another team)",
+                        options.team,
+                        store.shown()
+                    ),
+                })
+            }
+        }
+    } else {
+        None
+    };
+    let holder = format!(
+        "{}:{}:{}",
+        crate::store::postgres::roster::hostname(),
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let roster = Arc::new(PgRoster::new(store.clone(), &holder, TEAMMATE_LEASE));
+    roster.register(role)?;
+    Ok(PgParts {
+        store,
+        roster,
+        holder,
+        _lead_lock: lead_lock,
+    })
+}
+
+impl PgParts {
+    pub fn mailbox(&self, clock: Arc<dyn Clock>) -> PgMailboxStore {
+        PgMailboxStore::new(self.store.clone(), clock, &self.holder, DEFAULT_LEASE)
+    }
+
+    pub fn protocol(
+        &self,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn crate::ids::IdGenerator>,
+    ) -> PgProtocolStore {
+        PgProtocolStore::new(self.store.clone(), clock, ids)
+    }
+
+    pub fn transcripts(&self) -> Arc<dyn Transcripts> {
+        Arc::new(PgTranscripts(self.store.clone()))
+    }
+
+    /// Forwards wakeups from other processes to `runtime` until the guard drops; after a lost
+    /// connection, everyone is woken (a rescan). In a worker, also looks for teammates whose
+    /// lease ran out every half lease: that is how a dead worker's teammates are taken over.
+    pub fn wakeups(&self, runtime: &TeamRuntime, takeover: bool) -> WakeGuard {
+        let stop = CancellationToken::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        wake::listen(&self.store, tx, stop.clone());
+        let forward = runtime.clone();
+        let forward_stop = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    next = rx.recv() => next,
+                    () = forward_stop.cancelled() => return,
+                };
+                let Some(next) = next else { return };
+                crate::sync::blocking(|| match next {
+                    Wake::Agent(name) => {
+                        if let Ok(agent) = AgentName::parse(&name) {
+                            forward.wake(&agent);
+                        }
+                    }
+                    Wake::Rescan => forward.wake_all(),
+                });
+            }
+        });
+        if takeover {
+            let runtime = runtime.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(TEAMMATE_LEASE / 2) => {}
+                        () = stop.cancelled() => return,
+                    }
+                    if runtime.is_closing() {
+                        return;
+                    }
+                    crate::sync::blocking(|| runtime.wake_all());
+                }
+            });
+        }
+        WakeGuard(stop)
+    }
+
+    /// Frees this process's leases and leaves the worker registry (a clean exit).
+    pub fn leave(&self) {
+        if let Err(e) = self.roster.deregister() {
+            tracing::warn!("could not leave the team's workers cleanly: {e}");
+        }
+    }
+}
+
+/// Stops the wakeups when dropped.
+pub struct WakeGuard(CancellationToken);
+
+impl Drop for WakeGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Transcripts in the database.
+struct PgTranscripts(PgStore);
+
+struct PgLines(PgTranscriptLog);
+
+impl TranscriptLines for PgLines {
+    fn append_line(&self, line: &[u8]) -> Result<(), String> {
+        self.0.append(line).map_err(|e| e.to_string())
+    }
+
+    fn read_lines(&self) -> Result<Vec<u8>, String> {
+        self.0.read().map_err(|e| e.to_string())
+    }
+
+    fn describe(&self) -> String {
+        format!("the transcript of {} in PostgreSQL", self.0.agent())
+    }
+}
+
+impl Transcripts for PgTranscripts {
+    fn open(&self, agent: &AgentName) -> Arc<dyn Transcript> {
+        Arc::new(LinesTranscript(PgLines(PgTranscriptLog::new(
+            self.0.clone(),
+            agent.as_str(),
+        ))))
+    }
+
+    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, crate::store::IoError> {
+        let log = PgTranscriptLog::new(self.0.clone(), agent.as_str());
+        log.set_aside()
+            .map(|generation| {
+                generation.map(|g| PathBuf::from(format!("postgres:transcripts/{agent}/{g}")))
+            })
+            .map_err(|e| {
+                crate::store::IoError::new(
+                    "set aside",
+                    std::path::Path::new("the transcript in PostgreSQL"),
+                    std::io::Error::other(e.to_string()),
+                )
+            })
+    }
+}
+
+/// How long the takeover of a dead worker's teammate takes at most: its lease, plus the half
+/// lease between two looks.
+pub fn takeover_bound() -> Duration {
+    TEAMMATE_LEASE + TEAMMATE_LEASE / 2
+}
+
+impl From<BackendError> for BootstrapError {
+    fn from(e: BackendError) -> Self {
+        BootstrapError::Backend(e)
+    }
+}

@@ -1,0 +1,110 @@
+//! Agents' conversations in PostgreSQL (`troupe_transcripts`): the same JSON lines as
+//! `.troupe/transcripts/<agent>.jsonl`, one row each, in append order. Generation 0 is the
+//! current conversation; setting it aside (a new session, a respawned name) renumbers it to the
+//! next free generation, so nothing is ever deleted. A worker on any host continues a teammate
+//! from here. Each append is its own committed statement: durable before it returns.
+
+use super::{db_error, PgStore};
+use crate::store::BackendError;
+
+/// One agent's transcript lines.
+#[derive(Clone)]
+pub struct PgTranscriptLog {
+    store: PgStore,
+    agent: String,
+}
+
+impl PgTranscriptLog {
+    pub fn new(store: PgStore, agent: &str) -> Self {
+        Self {
+            store,
+            agent: agent.to_owned(),
+        }
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// Appends one line (without its `\n`).
+    pub fn append(&self, line: &[u8]) -> Result<(), BackendError> {
+        let store = self.store.clone();
+        let agent = self.agent.clone();
+        let line = String::from_utf8_lossy(line).into_owned();
+        self.store.block(async move {
+            let client = store.client().await?;
+            client
+                .execute(
+                    "INSERT INTO troupe_transcripts (team, agent, generation, line)
+                     VALUES ($1, $2, 0, $3)",
+                    &[&store.team(), &agent, &line],
+                )
+                .await
+                .map_err(|e| db_error("append to a transcript", e))?;
+            Ok(())
+        })
+    }
+
+    /// The current conversation's lines, each followed by `\n`.
+    pub fn read(&self) -> Result<Vec<u8>, BackendError> {
+        let store = self.store.clone();
+        let agent = self.agent.clone();
+        self.store.block(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT line FROM troupe_transcripts
+                      WHERE team = $1 AND agent = $2 AND generation = 0 ORDER BY seq",
+                    &[&store.team(), &agent],
+                )
+                .await
+                .map_err(|e| db_error("read a transcript", e))?;
+            let mut bytes = Vec::new();
+            for row in rows {
+                bytes.extend_from_slice(row.get::<_, &str>(0).as_bytes());
+                bytes.push(b'\n');
+            }
+            Ok(bytes)
+        })
+    }
+
+    /// Sets the current conversation aside; its new generation, or `None` when it was empty.
+    pub fn set_aside(&self) -> Result<Option<i32>, BackendError> {
+        let store = self.store.clone();
+        let agent = self.agent.clone();
+        self.store.block(async move {
+            let mut client = store.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| db_error("begin", e))?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(3, hashtext($1 || '/' || $2))",
+                &[&store.team(), &agent],
+            )
+            .await
+            .map_err(|e| db_error("lock a transcript", e))?;
+            let next: i32 = tx
+                .query_one(
+                    "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
+                      WHERE team = $1 AND agent = $2",
+                    &[&store.team(), &agent],
+                )
+                .await
+                .map_err(|e| db_error("read transcript generations", e))?
+                .get(0);
+            let moved = tx
+                .execute(
+                    "UPDATE troupe_transcripts SET generation = $3
+                      WHERE team = $1 AND agent = $2 AND generation = 0",
+                    &[&store.team(), &agent, &next],
+                )
+                .await
+                .map_err(|e| db_error("set a transcript aside", e))?;
+            tx.commit()
+                .await
+                .map_err(|e| db_error("commit a set-aside transcript", e))?;
+            Ok((moved > 0).then_some(next))
+        })
+    }
+}
