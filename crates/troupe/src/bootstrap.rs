@@ -798,6 +798,8 @@ struct Factory {
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
+    /// A shared team's roster: each teammate's effects run only under its lease.
+    leases: Option<Arc<crate::store::postgres::PgRoster>>,
 }
 
 impl TeammateFactory for Factory {
@@ -829,10 +831,15 @@ impl TeammateFactory for Factory {
         let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
             .starting(gate_start)
             .ignoring(teammate.earlier_plan);
-        let policy = self.policy.with_rules([
-            Arc::new(gate) as Arc<dyn crate::permissions::PermissionRule>,
-            Arc::new(LeadOnlyRule),
-        ]);
+        let mut rules: Vec<Arc<dyn crate::permissions::PermissionRule>> =
+            vec![Arc::new(gate), Arc::new(LeadOnlyRule)];
+        if let Some(roster) = &self.leases {
+            rules.push(Arc::new(crate::team::lease_gate::LeaseGate::new(
+                roster.clone(),
+                name.clone(),
+            )));
+        }
+        let policy = self.policy.with_rules(rules);
         let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
             Arc::new(
                 self.sandbox
@@ -934,6 +941,7 @@ fn teammate_factory(
         sandbox: settings.sandbox.clone(),
         mcp: settings.mcp.clone(),
         transcripts: stores.transcripts.clone(),
+        leases: stores.pg.as_ref().map(|parts| parts.roster.clone()),
     })
 }
 

@@ -105,7 +105,7 @@ impl PgParts {
     }
 
     pub fn transcripts(&self) -> Arc<dyn Transcripts> {
-        Arc::new(PgTranscripts(self.store.clone()))
+        Arc::new(PgTranscripts(self.store.clone(), self.holder.clone()))
     }
 
     /// Forwards wakeups from other processes to `runtime` until the guard drops; after a lost
@@ -170,8 +170,8 @@ impl Drop for WakeGuard {
     }
 }
 
-/// Transcripts in the database.
-struct PgTranscripts(PgStore);
+/// Transcripts in the database; a teammate's appends are fenced by this process's holder id.
+struct PgTranscripts(PgStore, String);
 
 struct PgLines(PgTranscriptLog);
 
@@ -191,10 +191,13 @@ impl TranscriptLines for PgLines {
 
 impl Transcripts for PgTranscripts {
     fn open(&self, agent: &AgentName) -> Arc<dyn Transcript> {
-        Arc::new(LinesTranscript(PgLines(PgTranscriptLog::new(
-            self.0.clone(),
-            agent.as_str(),
-        ))))
+        let log = PgTranscriptLog::new(self.0.clone(), agent.as_str());
+        let log = if agent.is_lead() {
+            log
+        } else {
+            log.fenced_by(&self.1)
+        };
+        Arc::new(LinesTranscript(PgLines(log)))
     }
 
     fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, crate::store::IoError> {

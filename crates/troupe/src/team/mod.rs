@@ -25,6 +25,7 @@ pub mod driver;
 pub mod error;
 pub mod events;
 pub mod lead_only;
+pub mod lease_gate;
 pub mod living_prompt;
 pub mod observer;
 pub mod plan_gate;

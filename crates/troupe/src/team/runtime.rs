@@ -34,7 +34,7 @@ use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
-use crate::store::postgres::PgRoster;
+use crate::store::postgres::{Lease, PgRoster};
 use crate::store::protocol::ProtocolStore;
 use crate::sync::{blocking, lock};
 
@@ -616,8 +616,12 @@ impl TeamInner {
                 return;
             }
             match shared.roster.acquire(name) {
-                Ok(true) => {}
-                Ok(false) => return,
+                Ok(Lease::Kept) => {}
+                // Newly ours: a runner this process kept from an earlier lease may be stale
+                // (another worker ran the teammate meanwhile); the next one is built from the
+                // durable transcript.
+                Ok(Lease::New) => self.workers.drop_idle(name),
+                Ok(Lease::Taken) => return,
                 Err(e) => {
                     tracing::warn!("could not lease teammate {name}: {e}");
                     return;
@@ -709,6 +713,29 @@ impl WorkerContext for TeamWorker {
 
     fn is_completed(&self, message: MessageId) -> bool {
         self.team.workers.is_completed(message)
+    }
+
+    fn holds_lease(&self) -> bool {
+        let Some(shared) = &self.team.shared else {
+            return true;
+        };
+        match shared.roster.holds(&self.name) {
+            Ok(holds) => holds,
+            Err(e) => {
+                tracing::warn!("could not check the lease of {}: {e}", self.name);
+                false
+            }
+        }
+    }
+
+    fn lost(&self) {
+        tracing::warn!(
+            "this worker lost its lease on {} (another worker runs it now); it stops running it",
+            self.name
+        );
+        self.team.workers.ended(&self.name);
+        self.team.workers.drop_idle(&self.name);
+        self.team.changed.notify_one();
     }
 
     fn mark_completed(&self, message: MessageId) {

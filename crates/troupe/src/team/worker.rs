@@ -50,6 +50,13 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
     fn is_completed(&self, message: MessageId) -> bool;
     fn mark_completed(&self, message: MessageId);
+    /// Whether this process still holds the teammate's lease (always, outside a shared team).
+    fn holds_lease(&self) -> bool {
+        true
+    }
+    /// The lease went to another worker: this one stops without touching the teammate's
+    /// status or messages (they are the new holder's).
+    fn lost(&self) {}
 
     fn mailbox(&self) -> &dyn MailboxStore {
         self.postman().mailbox().as_ref()
@@ -77,6 +84,8 @@ enum Handled {
     Cancelled,
     /// Released; the teammate is failed with this reason.
     Failed(String),
+    /// Another worker holds the teammate now; this one stops, touching nothing.
+    LeaseLost,
 }
 
 pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
@@ -85,6 +94,10 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     loop {
         if team.closing().is_cancelled() {
             blocking(|| team.end(TeammateStatus::Idle, None));
+            return;
+        }
+        if !blocking(|| team.holds_lease()) {
+            blocking(|| team.lost());
             return;
         }
         let message = match blocking(|| team.mailbox().claim(team.name())) {
@@ -124,6 +137,10 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
                     release(team, &message);
                     team.end(TeammateStatus::Failed, Some(reason));
                 });
+                return;
+            }
+            Handled::LeaseLost => {
+                blocking(|| team.lost());
                 return;
             }
         }
@@ -200,6 +217,11 @@ async fn run_and_report(
             },
             Err(e) => return Handled::Failed(format!("model call failed: {e}")),
         };
+        // A worker paused past its lease must not report a second time what the new holder
+        // reports (its tools were already denied by the lease gate).
+        if !blocking(|| team.holds_lease()) {
+            return Handled::LeaseLost;
+        }
         let sent = blocking(|| {
             team.postman()
                 .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)

@@ -112,6 +112,15 @@ impl Workers {
         Ok(Some(registered))
     }
 
+    /// Forgets the runner of `name` unless its worker runs (a lease taken anew: the runner's
+    /// history may be stale); the next start builds one from the transcript.
+    pub(super) fn drop_idle(&self, name: &AgentName) {
+        let mut slots = lock(&self.slots);
+        if slots.get(name).is_some_and(|slot| !slot.running) {
+            slots.remove(name);
+        }
+    }
+
     /// Whether a worker of `name` is running.
     pub(super) fn is_running(&self, name: &AgentName) -> bool {
         lock(&self.slots).get(name).is_some_and(|slot| slot.running)

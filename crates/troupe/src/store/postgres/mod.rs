@@ -40,7 +40,7 @@ pub mod wake;
 
 pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
 pub use protocol::PgProtocolStore;
-pub use roster::{lead_lock, LeadLock, PgRoster, WorkerRow, TEAMMATE_LEASE};
+pub use roster::{lead_lock, LeadLock, Lease, PgRoster, WorkerRow, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
 pub use transcript::PgTranscriptLog;
 

@@ -58,7 +58,21 @@ pub struct PgRoster {
     /// This process as a holder (also its `troupe_workers` id).
     holder: String,
     lease: Duration,
+    /// The fencing token of each teammate lease this holder took.
+    fences: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     stop: CancellationToken,
+}
+
+/// What [`PgRoster::acquire`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Another holder's lease is live.
+    Taken,
+    /// This holder had it already (same fencing token).
+    Kept,
+    /// This holder has it now under a new token: whatever it knew of the teammate may be
+    /// stale (another holder may have run it meanwhile).
+    New,
 }
 
 impl Drop for PgRoster {
@@ -88,6 +102,7 @@ impl PgRoster {
             store,
             holder: holder.to_owned(),
             lease,
+            fences: std::sync::Mutex::new(std::collections::HashMap::new()),
             stop: CancellationToken::new(),
         }
     }
@@ -250,28 +265,61 @@ impl PgRoster {
         Ok(before.map(|r| r.status))
     }
 
-    /// Takes (or keeps) the lease of `name` for this holder; false when another holder's lease
-    /// is live.
-    pub fn acquire(&self, name: &AgentName) -> Result<bool, BackendError> {
+    /// Takes (or keeps) the lease of `name` for this holder.
+    pub fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
         let store = self.store.clone();
-        let name = name.as_str().to_owned();
+        let name_s = name.as_str().to_owned();
         let holder = self.holder.clone();
         let lease = self.lease.as_secs_f64();
-        self.store.block(async move {
+        let fence = self.store.block(async move {
             let client = store.client().await?;
-            let n = client
-                .execute(
+            let row = client
+                .query_opt(
                     "UPDATE troupe_teammates
                         SET fence = CASE WHEN holder = $3 THEN fence ELSE nextval('troupe_fence') END,
                             holder = $3,
                             lease_until = clock_timestamp() + make_interval(secs => $4)
                       WHERE team = $1 AND name = $2
-                        AND (holder IS NULL OR holder = $3 OR lease_until < clock_timestamp())",
-                    &[&store.team(), &name, &holder, &lease],
+                        AND (holder IS NULL OR holder = $3 OR lease_until < clock_timestamp())
+                  RETURNING fence",
+                    &[&store.team(), &name_s, &holder, &lease],
                 )
                 .await
                 .map_err(|e| db_error("lease a teammate", e))?;
-            Ok(n > 0)
+            Ok(row.map(|r| r.get::<_, i64>(0)))
+        })?;
+        let Some(fence) = fence else {
+            return Ok(Lease::Taken);
+        };
+        let mut fences = crate::sync::lock(&self.fences);
+        let before = fences.insert(name.as_str().to_owned(), fence);
+        Ok(if before == Some(fence) {
+            Lease::Kept
+        } else {
+            Lease::New
+        })
+    }
+
+    /// Whether this holder still holds the lease of `name` it took (same fencing token; an
+    /// expired lease nobody took over is still its own).
+    pub fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+        let Some(fence) = crate::sync::lock(&self.fences).get(name.as_str()).copied() else {
+            return Ok(false);
+        };
+        let store = self.store.clone();
+        let name = name.as_str().to_owned();
+        let holder = self.holder.clone();
+        self.store.block(async move {
+            let client = store.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT 1 FROM troupe_teammates
+                      WHERE team = $1 AND name = $2 AND holder = $3 AND fence = $4",
+                    &[&store.team(), &name, &holder, &fence],
+                )
+                .await
+                .map_err(|e| db_error("check a teammate lease", e))?;
+            Ok(row.is_some())
         })
     }
 

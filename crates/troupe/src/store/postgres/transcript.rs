@@ -12,6 +12,10 @@ use crate::store::BackendError;
 pub struct PgTranscriptLog {
     store: PgStore,
     agent: String,
+    /// For a teammate: the holder this process leases teammates as. An append is refused
+    /// while another holder has a live lease on the teammate, so a worker that lost it (paused
+    /// past its lease) cannot interleave lines with the one that runs it now.
+    holder: Option<String>,
 }
 
 impl PgTranscriptLog {
@@ -19,7 +23,14 @@ impl PgTranscriptLog {
         Self {
             store,
             agent: agent.to_owned(),
+            holder: None,
         }
+    }
+
+    /// Appends only while no other holder has a live lease on this teammate.
+    pub fn fenced_by(mut self, holder: &str) -> Self {
+        self.holder = Some(holder.to_owned());
+        self
     }
 
     pub fn agent(&self) -> &str {
@@ -31,16 +42,30 @@ impl PgTranscriptLog {
         let store = self.store.clone();
         let agent = self.agent.clone();
         let line = String::from_utf8_lossy(line).into_owned();
+        let holder = self.holder.clone();
         self.store.block(async move {
             let client = store.client().await?;
-            client
+            let n = client
                 .execute(
                     "INSERT INTO troupe_transcripts (team, agent, generation, line)
-                     VALUES ($1, $2, 0, $3)",
-                    &[&store.team(), &agent, &line],
+                     SELECT $1, $2, 0, $3
+                      WHERE $4::text IS NULL OR NOT EXISTS (
+                            SELECT 1 FROM troupe_teammates
+                             WHERE team = $1 AND name = $2 AND holder IS NOT NULL
+                               AND holder <> $4::text AND lease_until >= clock_timestamp())",
+                    &[&store.team(), &agent, &line, &holder],
                 )
                 .await
                 .map_err(|e| db_error("append to a transcript", e))?;
+            if n == 0 {
+                return Err(BackendError::new(
+                    "mailbox_lease_lost",
+                    format!(
+                        "another worker holds {agent} now; this worker's lease ran out, so its \
+                         transcript line was not written"
+                    ),
+                ));
+            }
             Ok(())
         })
     }
