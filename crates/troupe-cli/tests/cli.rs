@@ -44,6 +44,8 @@
 //!   `--sandbox off` (Landlock and bubblewrap); read-only mode, settings, refusal without a
 //!   mechanism.
 //! - `providers`: the team flow against a native Anthropic server; a run on Azure OpenAI.
+//! - `shared_faults`: a shared team's faults with real processes: SIGKILL and SIGSTOP of a
+//!   worker, PostgreSQL restarted mid-run, a second lead.
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -100,6 +102,8 @@ mod serve;
 mod sessions;
 #[path = "cli/settings.rs"]
 mod settings;
+#[path = "cli/shared_faults.rs"]
+mod shared_faults;
 #[path = "cli/shared_team.rs"]
 mod shared_team;
 #[path = "cli/special_files.rs"]

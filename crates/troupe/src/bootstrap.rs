@@ -77,7 +77,7 @@ use crate::tools::{base_tools, Dispatcher, RegistryError, ToolHandler, ToolRegis
 use tokio::sync::mpsc::UnboundedReceiver;
 
 mod shared;
-pub use shared::{takeover_bound, PgOptions, StoreChoice};
+pub use shared::{takeover_bound, takeover_look, PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
 use shared::{PgParts, WakeGuard};
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
@@ -680,12 +680,13 @@ fn open_stores(
     events: &Arc<EventLog>,
     role: &str,
 ) -> Result<Stores, BootstrapError> {
-    let (mailbox, protocol, transcripts, pg): (
+    type Opened = (
         Arc<dyn MailboxStore>,
         Arc<dyn ProtocolStore>,
         Arc<dyn Transcripts>,
-        _,
-    ) = match &settings.store {
+        Option<PgParts>,
+    );
+    let (mailbox, protocol, transcripts, pg): Opened = match &settings.store {
         StoreChoice::Files => (
             Arc::new(FileMailboxStore::new(layout, settings.clock.clone())),
             Arc::new(JsonProtocolStore::open(

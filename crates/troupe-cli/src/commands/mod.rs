@@ -12,6 +12,7 @@ mod memory;
 pub mod review;
 mod run;
 mod send;
+mod store;
 mod timeline;
 mod worker;
 
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 
 use crate::args::{Cli, Command};
 pub use crate::error::CliError;
+pub use store::store_choice;
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -150,41 +152,4 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// Where the stores are: `--store`, else `TROUPE_STORE_URL`, else files; a store URL must be
-/// PostgreSQL's. The team key: `--team`, else `TROUPE_TEAM`, else `default`.
-pub fn store_choice(
-    flags: &crate::args::StoreFlags,
-    local_workers: bool,
-) -> Result<troupe::bootstrap::StoreChoice, CliError> {
-    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let Some(url) = flags.store.clone().or_else(|| from_env("TROUPE_STORE_URL")) else {
-        if flags.team.is_some() {
-            return Err(CliError::Usage(
-                "--team names a team in a shared store: give --store postgres://… too".into(),
-            ));
-        }
-        return Ok(troupe::bootstrap::StoreChoice::Files);
-    };
-    if !troupe::store::postgres::is_postgres_url(&url) {
-        return Err(CliError::Usage(
-            "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
-        ));
-    }
-    let team = flags
-        .team
-        .clone()
-        .or_else(|| from_env("TROUPE_TEAM"))
-        .unwrap_or_else(|| "default".into());
-    if team.trim().is_empty() || team.len() > 200 {
-        return Err(CliError::Usage("--team must be 1 to 200 characters".into()));
-    }
-    Ok(troupe::bootstrap::StoreChoice::Postgres(
-        troupe::bootstrap::PgOptions {
-            url,
-            team,
-            local_workers,
-        },
-    ))
 }

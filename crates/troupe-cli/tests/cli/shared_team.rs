@@ -14,7 +14,7 @@ use troupe::store::postgres::testing::TestDb;
 use super::sse_server::SseServer;
 use super::support::{command, json, troupe_in};
 
-const MODEL_ENV: [(&str, &str); 2] = [
+pub const MODEL_ENV: [(&str, &str); 2] = [
     ("OPENAI_API_KEY", "sk-shared-team-0123456789"),
     ("OPENAI_MODEL", "gpt-stream"),
 ];
@@ -28,6 +28,15 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub fn start(ws: &std::path::Path, url: &str, base_url: &str) -> Self {
+        Self::start_with(ws, url, base_url, &[])
+    }
+
+    pub fn start_with(
+        ws: &std::path::Path,
+        url: &str,
+        base_url: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut c = command(ws);
         c.args([
             "worker",
@@ -45,7 +54,7 @@ impl WorkerProcess {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-        for (k, v) in MODEL_ENV {
+        for (k, v) in MODEL_ENV.iter().chain(env) {
             c.env(k, v);
         }
         let mut child = c.spawn().unwrap();
@@ -77,12 +86,20 @@ impl WorkerProcess {
 
     /// SIGTERM, then its exit code.
     pub fn stop(mut self) -> i32 {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.signal(libc::SIGTERM);
         self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    pub fn signal(&self, signal: i32) {
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 }
 
-fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
+pub fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
     std::fs::read_to_string(ws.join(".troupe/audit.jsonl"))
         .unwrap_or_default()
         .lines()

@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::store::postgres::wake::{self, Wake};
 use crate::store::postgres::{
     lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTranscriptLog,
-    DEFAULT_LEASE, TEAMMATE_LEASE,
+    TEAMMATE_LEASE,
 };
 use crate::store::BackendError;
 use crate::team::TeamRuntime;
@@ -44,6 +44,9 @@ pub struct PgOptions {
     pub team: String,
     /// Whether this process runs teammates too (`troupe run --no-local-workers`: no).
     pub local_workers: bool,
+    /// How long a worker holds a teammate or a claimed message without a heartbeat
+    /// (`TROUPE_LEASE`; default [`TEAMMATE_LEASE`]): what a takeover waits for.
+    pub lease: Duration,
 }
 
 /// What a process holds of a shared team.
@@ -51,6 +54,7 @@ pub(super) struct PgParts {
     pub store: PgStore,
     pub roster: Arc<PgRoster>,
     pub holder: String,
+    pub lease: Duration,
     /// The lead's lock (only a lead takes it), held while this value lives.
     pub _lead_lock: Option<LeadLock>,
 }
@@ -81,19 +85,20 @@ pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, Bootstrap
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let roster = Arc::new(PgRoster::new(store.clone(), &holder, TEAMMATE_LEASE));
+    let roster = Arc::new(PgRoster::new(store.clone(), &holder, options.lease));
     roster.register(role)?;
     Ok(PgParts {
         store,
         roster,
         holder,
+        lease: options.lease,
         _lead_lock: lead_lock,
     })
 }
 
 impl PgParts {
     pub fn mailbox(&self, clock: Arc<dyn Clock>) -> PgMailboxStore {
-        PgMailboxStore::new(self.store.clone(), clock, &self.holder, DEFAULT_LEASE)
+        PgMailboxStore::new(self.store.clone(), clock, &self.holder, self.lease)
     }
 
     pub fn protocol(
@@ -137,10 +142,11 @@ impl PgParts {
         if takeover {
             let runtime = runtime.clone();
             let stop = stop.clone();
+            let every = takeover_look(self.lease);
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
-                        () = tokio::time::sleep(TEAMMATE_LEASE / 2) => {}
+                        () = tokio::time::sleep(every) => {}
                         () = stop.cancelled() => return,
                     }
                     if runtime.is_closing() {
@@ -216,11 +222,20 @@ impl Transcripts for PgTranscripts {
     }
 }
 
-/// How long the takeover of a dead worker's teammate takes at most: its lease, plus the half
-/// lease between two looks.
-pub fn takeover_bound() -> Duration {
-    TEAMMATE_LEASE + TEAMMATE_LEASE / 2
+/// How often a worker looks for teammates whose lease ran out: a tenth of the lease, at most a
+/// second, so a dead worker's teammate is taken over within its lease plus that. (A look is one
+/// query per teammate the roster holds.)
+pub fn takeover_look(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
+
+/// The longest a dead worker's teammate waits to be taken over, for a lease of `lease`.
+pub fn takeover_bound(lease: Duration) -> Duration {
+    lease + takeover_look(lease)
+}
+
+/// The lease of a shared team's claims unless `TROUPE_LEASE` says otherwise.
+pub const DEFAULT_SHARED_LEASE: Duration = TEAMMATE_LEASE;
 
 impl From<BackendError> for BootstrapError {
     fn from(e: BackendError) -> Self {

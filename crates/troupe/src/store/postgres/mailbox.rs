@@ -104,10 +104,11 @@ impl PgMailboxStore {
                     () = tokio::time::sleep(every) => {}
                     () = stop.cancelled() => return,
                 }
-                if lock(&claims).is_empty() {
+                let fences: Vec<i64> = lock(&claims).values().copied().collect();
+                if fences.is_empty() {
                     continue;
                 }
-                if let Err(e) = extend(&store, &holder, lease).await {
+                if let Err(e) = extend(&store, &holder, lease, &fences).await {
                     tracing::warn!("could not extend message leases: {e}");
                 }
             }
@@ -219,15 +220,23 @@ impl PgMailboxStore {
     }
 }
 
-/// Extends every lease `holder` has; the rows another holder took are no longer its.
-async fn extend(store: &PgStore, holder: &str, lease: Duration) -> Result<u64, BackendError> {
+/// Extends the leases of the claims this store made and still knows (by their fencing
+/// tokens); the rows another holder took are no longer its, and a claim whose answer was lost
+/// (a connection dropped mid-statement) is not kept alive: its lease runs out.
+async fn extend(
+    store: &PgStore,
+    holder: &str,
+    lease: Duration,
+    fences: &[i64],
+) -> Result<u64, BackendError> {
     let client = store.client().await?;
     client
         .execute(
             "UPDATE troupe_messages
                 SET lease_until = clock_timestamp() + make_interval(secs => $3)
-              WHERE team = $1 AND claimed_by = $2 AND state = 'processing'",
-            &[&store.team(), &holder, &lease.as_secs_f64()],
+              WHERE team = $1 AND claimed_by = $2 AND state = 'processing'
+                AND fence = ANY($4)",
+            &[&store.team(), &holder, &lease.as_secs_f64(), &fences],
         )
         .await
         .map_err(|e| db_error("extend message leases", e))

@@ -62,6 +62,8 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections per process.
 const POOL_SIZE: usize = 8;
+/// How long a store call waits for an unreachable server to come back (a restart).
+pub const OUTAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// Whether a store URL names PostgreSQL.
 pub fn is_postgres_url(url: &str) -> bool {
@@ -81,6 +83,9 @@ struct Shared {
     team: String,
     /// Where it is, without the password: for messages.
     shown: String,
+    /// Whether calls wait out an unreachable server (not while first connecting: a wrong URL
+    /// is said at once).
+    wait_for_outages: std::sync::atomic::AtomicBool,
 }
 
 /// The runtime the queries run on; shut down in the background when the store goes, so
@@ -166,7 +171,10 @@ impl PgStore {
             config.clone(),
             NoTls,
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // One empty query before a pooled connection is reused: a connection the
+                // server closed (a restart) is found dead and replaced before a statement is
+                // sent on it.
+                recycling_method: RecyclingMethod::Verified,
             },
         );
         let pool = Pool::builder(manager)
@@ -185,6 +193,7 @@ impl PgStore {
                 config,
                 team: team.to_owned(),
                 shown,
+                wait_for_outages: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         store.block({
@@ -197,6 +206,11 @@ impl PgStore {
                 }
             }
         })?;
+        // Connected once: from now on an outage is waited out.
+        store
+            .shared
+            .wait_for_outages
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(store)
     }
 
@@ -245,14 +259,33 @@ impl PgStore {
         }
     }
 
-    /// A pooled connection.
+    /// A pooled connection, checked alive (a server restart leaves idle connections dead).
+    /// While the server cannot be reached, waits with backoff (100 ms doubling to 2 s) for up
+    /// to [`OUTAGE_WAIT`]: a restart of PostgreSQL is ridden out, a server that stays down is
+    /// `store_unavailable`.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, BackendError> {
-        self.shared.pool.get().await.map_err(|e| {
-            BackendError::new(
-                "store_unavailable",
-                format!("cannot reach PostgreSQL at {}: {e}", self.shared.shown),
-            )
-        })
+        let started = std::time::Instant::now();
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let error = match self.shared.pool.get().await {
+                Ok(client) => return Ok(client),
+                Err(e) => e,
+            };
+            if started.elapsed() + backoff > OUTAGE_WAIT
+                || !self
+                    .shared
+                    .wait_for_outages
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Err(BackendError::new(
+                    "store_unavailable",
+                    format!("cannot reach PostgreSQL at {}: {error}", self.shared.shown),
+                ));
+            }
+            tracing::debug!("waiting for PostgreSQL at {}: {error}", self.shared.shown);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
     }
 }
 
@@ -261,12 +294,9 @@ fn unreachable_runtime() -> ! {
     panic!("the database runtime is only taken when the store is dropped")
 }
 
-/// A team's advisory lock key (the first four bytes of the key's SHA-256), used with a class:
-/// 1 for the protocol store's transactions, 2 for the lead's lock.
-pub(crate) fn team_lock_key(team: &str) -> i32 {
-    let digest = Sha256::digest(team.as_bytes());
-    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
-}
+// Advisory locks are taken on `hashtext(current_schema() || '/' || team)` with a class (1: the
+// protocol store's transactions, 2: the lead's lock, 3: a transcript's set-aside), so teams —
+// and troupe installations in different schemas of one database — never share a lock.
 
 /// `troupe_` and 16 hex digits of the key's SHA-256.
 pub fn channel_of(team: &str) -> String {

@@ -170,8 +170,8 @@ impl ProtocolStore for PgProtocolStore {
                 .await
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
-                "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&super::team_lock_key(store.team())],
+                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
+                &[&store.team()],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;
@@ -298,8 +298,8 @@ impl ProtocolStore for PgProtocolStore {
                 .await
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
-                "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&super::team_lock_key(store.team())],
+                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
+                &[&store.team()],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;
@@ -367,8 +367,8 @@ impl ProtocolStore for PgProtocolStore {
                 .await
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
-                "SELECT pg_advisory_xact_lock(1, $1)",
-                &[&super::team_lock_key(store.team())],
+                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
+                &[&store.team()],
             )
             .await
             .map_err(|e| db_error("lock the protocol store", e))?;

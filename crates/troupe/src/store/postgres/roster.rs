@@ -492,7 +492,7 @@ pub struct LeadLock {
 /// Takes the team's lead lock, or says it is held (`Ok(None)`).
 pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
     let config = store.config().clone();
-    let key = super::team_lock_key(store.team());
+    let team = store.team().to_owned();
     let shown = store.shown().to_owned();
     let handle = store.handle();
     let client = store.block(async move {
@@ -506,7 +506,10 @@ pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
             let _ = connection.await;
         });
         let got: bool = client
-            .query_one("SELECT pg_try_advisory_lock(2, $1)", &[&key])
+            .query_one(
+                "SELECT pg_try_advisory_lock(2, hashtext(current_schema() || '/' || $1))",
+                &[&team],
+            )
             .await
             .map_err(|e| db_error("take the lead lock", e))?
             .get(0);

@@ -104,7 +104,7 @@ impl PgTranscriptLog {
                 .await
                 .map_err(|e| db_error("begin", e))?;
             tx.execute(
-                "SELECT pg_advisory_xact_lock(3, hashtext($1 || '/' || $2))",
+                "SELECT pg_advisory_xact_lock(3, hashtext(current_schema() || '/' || $1 || '/' || $2))",
                 &[&store.team(), &agent],
             )
             .await
