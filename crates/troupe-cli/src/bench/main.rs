@@ -12,6 +12,7 @@
 //! cargo build --release --bins && target/release/troupe-bench events --json
 //! cargo build --release --bins && target/release/troupe-bench page-load --json
 //! cargo run --release --bin troupe-bench -- sandbox --json
+//! cargo run --release --bin troupe-bench -- pg --procs 4 --n 2500 --json
 //! ```
 
 // Shared with the browser tests of `troupe serve`, which use more of it.
@@ -26,6 +27,7 @@ mod events;
 mod longrun;
 mod mailbox;
 mod page_load;
+mod pg;
 mod protocol;
 mod sandbox;
 mod stats;
@@ -120,6 +122,31 @@ enum Suite {
         #[arg(long, default_value_t = 300)]
         rounds: usize,
     },
+    /// The PostgreSQL backend against the local server (TROUPE_TEST_PG_URL), the file store in
+    /// the same run: sends, claim+ack by `procs` processes, protocol round trips, wake latency,
+    /// and the takeover of a killed worker's teammate.
+    Pg {
+        #[arg(long, default_value_t = 4)]
+        procs: usize,
+        /// Messages per sending thread.
+        #[arg(long, default_value_t = 2500)]
+        n: usize,
+        /// The lease of claims and teammates (what a takeover waits for).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        lease: std::time::Duration,
+    },
+    /// Internal: one process of the pg suite.
+    #[command(hide = true)]
+    PgWorker {
+        #[arg(long)]
+        role: String,
+        #[arg(long)]
+        index: usize,
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 10_000)]
+        lease_ms: u64,
+    },
     /// Internal: one worker process of the contention suite.
     #[command(hide = true)]
     ContentionWorker {
@@ -147,6 +174,13 @@ fn main() -> ExitCode {
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
+        Suite::Pg { procs, n, lease } => pg::run(&dir, procs, n, lease),
+        Suite::PgWorker {
+            role,
+            index,
+            url,
+            lease_ms,
+        } => return pg::worker(&role, index, &url, lease_ms),
         Suite::ContentionWorker {
             workspace,
             role,

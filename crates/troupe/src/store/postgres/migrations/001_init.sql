@@ -2,28 +2,40 @@
 
 CREATE SEQUENCE troupe_fence;
 
--- Mailboxes (SPEC §3): one row per message; `state` is the folder it is in.
+-- Mailboxes (SPEC §3). Messages that can still be claimed (ready, processing) are the queue,
+-- `troupe_messages`; done and quarantined ones move to `troupe_messages_kept` in the same
+-- statement that finishes them. The queue stays as small as the backlog, so a claim's index scan
+-- never walks the history; a claim or release changes no indexed column, so it is a HOT update
+-- (fillfactor leaves room for it) and leaves no dead index entry behind.
 CREATE TABLE troupe_messages (
-    team           text    NOT NULL,
-    agent          text    NOT NULL,
-    id             uuid    NOT NULL,
-    created_ms     bigint  NOT NULL,
-    state          text    NOT NULL CHECK (state IN ('ready', 'processing', 'done', 'quarantine')),
-    body           text    NOT NULL,
+    team        text    NOT NULL,
+    agent       text    NOT NULL,
+    id          uuid    NOT NULL,
+    created_ms  bigint  NOT NULL,
+    state       text    NOT NULL CHECK (state IN ('ready', 'processing')),
+    body        text    NOT NULL,
     -- A claim is a lease: who holds it, its fencing token (from troupe_fence, so it only
     -- grows), and until when; an expired lease makes the message claimable again.
-    claimed_by     text,
-    fence          bigint,
-    lease_until    timestamptz,
+    claimed_by  text,
+    fence       bigint,
+    lease_until timestamptz,
+    PRIMARY KEY (team, agent, id)
+) WITH (fillfactor = 70);
+CREATE INDEX troupe_messages_claim ON troupe_messages (team, agent, created_ms, id);
+
+CREATE TABLE troupe_messages_kept (
+    team             text   NOT NULL,
+    agent            text   NOT NULL,
+    id               uuid   NOT NULL,
+    created_ms       bigint NOT NULL,
+    state            text   NOT NULL CHECK (state IN ('done', 'quarantine')),
+    body             text   NOT NULL,
     quarantined_from text,
-    quarantined_ms bigint,
-    reason         text,
+    quarantined_ms   bigint,
+    reason           text,
     PRIMARY KEY (team, agent, id)
 );
-CREATE INDEX troupe_messages_claim ON troupe_messages (team, agent, created_ms, id)
-    WHERE state IN ('ready', 'processing');
-CREATE INDEX troupe_messages_holder ON troupe_messages (team, claimed_by)
-    WHERE state = 'processing';
+CREATE INDEX troupe_messages_kept_listing ON troupe_messages_kept (team, agent, state, created_ms, id);
 
 -- The protocol store (SPEC §5): one row per request, the request's own JSON in `body`.
 CREATE TABLE troupe_requests (
