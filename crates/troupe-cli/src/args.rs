@@ -173,6 +173,8 @@ pub enum Command {
         /// What the teammate is told.
         #[arg(long)]
         feedback: Option<String>,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Send a message from you (sender `user`) to the lead or a teammate; a running team picks
     /// it up at once, otherwise the next run does.

@@ -50,6 +50,31 @@ pub fn status(report: &StatusReport) -> String {
         }
         out.push('\n');
     }
+    if let Some(workers) = &report.workers {
+        out.push_str("\nworkers (shared store)\n");
+        if workers.is_empty() {
+            out.push_str("  (none)\n");
+        } else {
+            out.push_str(&format!(
+                "  {:<28} {:<7} {:>10}  {}\n",
+                "worker", "role", "heartbeat", "teammates"
+            ));
+        }
+        for w in workers {
+            let teammates = if w.teammates.is_empty() {
+                "-".to_owned()
+            } else {
+                w.teammates.join(", ")
+            };
+            out.push_str(&format!(
+                "  {:<28} {:<7} {:>8.1}s  {}\n",
+                w.id,
+                w.role,
+                w.heartbeat_age_ms as f64 / 1000.0,
+                teammates
+            ));
+        }
+    }
     out.push_str("\nmailboxes\n");
     if report.mailboxes.is_empty() {
         out.push_str("  (none)\n");

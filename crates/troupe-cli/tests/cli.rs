@@ -79,7 +79,7 @@ mod model;
 #[path = "cli/orphans.rs"]
 mod orphans;
 #[path = "cli/plans.rs"]
-mod plans;
+pub mod plans;
 #[path = "cli/providers.rs"]
 mod providers;
 #[path = "cli/review.rs"]

@@ -1138,6 +1138,7 @@ fn shared_ports(settings: &TeamSettings, stores: &Stores) -> Option<crate::team:
     Some(crate::team::Shared {
         roster: parts.roster.clone(),
         local_workers: options.local_workers,
+        require_plans: settings.require_plans,
     })
 }
 
@@ -1319,6 +1320,8 @@ pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
     pub protocol: ProtocolRuntime,
     layout: Layout,
+    /// A shared team's roster, read from its database.
+    shared_roster: Option<Arc<crate::store::postgres::PgRoster>>,
 }
 
 impl PlanReview {
@@ -1347,11 +1350,64 @@ impl PlanReview {
             store,
             protocol,
             layout,
+            shared_roster: None,
         }))
     }
 
-    /// The roster as `team.json` has it now (read when asked: the run may change it).
+    /// [`Self::open`] for the team `store` names: a shared team's protocol store, mailboxes
+    /// (the answer's insert wakes the running team through its NOTIFY) and roster are its
+    /// database's, which must already hold troupe's schema.
+    pub fn open_with(
+        workspace: &std::path::Path,
+        store: &StoreChoice,
+    ) -> Result<Option<Self>, BootstrapError> {
+        let StoreChoice::Postgres(options) = store else {
+            return Self::open(workspace);
+        };
+        let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let ids: Arc<dyn IdGenerator> = Arc::new(RandomIds);
+        let holder = format!("review:{}", std::process::id());
+        let protocol_store: Arc<dyn ProtocolStore> = Arc::new(
+            crate::store::postgres::PgProtocolStore::new(pg.clone(), clock.clone(), ids.clone()),
+        );
+        let postman = Arc::new(Postman::new(
+            Arc::new(crate::store::postgres::PgMailboxStore::new(
+                pg.clone(),
+                clock.clone(),
+                &holder,
+                options.lease,
+            )),
+            clock,
+            ids,
+            Arc::new(NoTeamObserver),
+        ));
+        let protocol =
+            ProtocolRuntime::new(protocol_store.clone(), postman, Duration::from_secs(300));
+        Ok(Some(Self {
+            store: protocol_store,
+            protocol,
+            layout: Layout::new(workspace),
+            shared_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
+                pg,
+                &holder,
+                options.lease,
+            ))),
+        }))
+    }
+
+    /// The roster as `team.json` (or a shared team's database) has it now (read when asked:
+    /// the run may change it).
     pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+        if let Some(roster) = &self.shared_roster {
+            return Ok(TeamRoster {
+                version: TeamRoster::VERSION,
+                teammates: roster.all().map_err(|e| InspectError::Io {
+                    path: "the team's PostgreSQL database".into(),
+                    source: std::io::Error::other(format!("{e} [{}]", e.code)),
+                })?,
+            });
+        }
         read_roster(&self.layout.team_file())
     }
 }

@@ -51,12 +51,12 @@ enum Target<'a> {
 fn spawn_consumer(target: &Target<'_>, index: usize) -> BenchResult<Child> {
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let mut command = Command::new(exe);
-    command.arg("pg-worker").args(["--index", &index.to_string()]);
+    command
+        .arg("pg-worker")
+        .args(["--index", &index.to_string()]);
     match target {
         Target::Pg(url) => command.args(["--role", "consume", "--url", url]),
-        Target::Files(ws) => command
-            .args(["--role", "consume-files", "--url"])
-            .arg(ws),
+        Target::Files(ws) => command.args(["--role", "consume-files", "--url"]).arg(ws),
     };
     command
         .stdout(Stdio::piped())
@@ -172,9 +172,7 @@ fn round_trips(store: &dyn ProtocolStore, rounds: usize) -> BenchResult<f64> {
             true,
         )
         .map_err(|e| e.to_string())?;
-        store
-            .consume_response(&answer)
-            .map_err(|e| e.to_string())?;
+        store.consume_response(&answer).map_err(|e| e.to_string())?;
         samples.push(start.elapsed());
     }
     Ok(p50_us(&mut samples))
@@ -300,8 +298,8 @@ pub fn run(dir: &Path, procs: usize, n: usize, lease: Duration) -> BenchResult<V
         procs,
         total,
     )?;
-    let file_protocol = JsonProtocolStore::open(&layout, clock, Arc::new(RandomIds))
-        .map_err(|e| e.to_string())?;
+    let file_protocol =
+        JsonProtocolStore::open(&layout, clock, Arc::new(RandomIds)).map_err(|e| e.to_string())?;
     let file_round_trip = round_trips(&file_protocol, 300)?;
     let disk = crate::disk::durable_writes_per_s(dir, Duration::from_secs(2))?;
 
@@ -349,7 +347,10 @@ pub fn worker(role: &str, index: usize, url: &str, lease_ms: u64) -> ExitCode {
                 Arc::new(PgMailboxStore::new(pg, clock, &holder, lease))
             }
             Err(e) => {
-                println!("{}", json!({"acked": 0, "errors": 1, "first_error": e.to_string()}));
+                println!(
+                    "{}",
+                    json!({"acked": 0, "errors": 1, "first_error": e.to_string()})
+                );
                 return ExitCode::FAILURE;
             }
         },
@@ -376,7 +377,10 @@ pub fn worker(role: &str, index: usize, url: &str, lease_ms: u64) -> ExitCode {
             }
         }
     }
-    println!("{}", json!({"acked": acked, "errors": errors, "first_error": first}));
+    println!(
+        "{}",
+        json!({"acked": acked, "errors": errors, "first_error": first})
+    );
     ExitCode::SUCCESS
 }
 

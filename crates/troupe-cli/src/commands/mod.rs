@@ -34,11 +34,13 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             approve,
             reject: _,
             feedback,
+            store,
         } => review::review(
             &resolve_workspace(cli.workspace)?,
             &request_id,
             approve,
             feedback,
+            &store,
         ),
         Command::Send { agent, text, json } => {
             send::send(&resolve_workspace(cli.workspace)?, &agent, &text, json)

@@ -32,8 +32,10 @@ pub fn review(
     request_id: &str,
     approve: bool,
     feedback: Option<String>,
+    store: &crate::args::StoreFlags,
 ) -> Result<(), CliError> {
-    let answer = answer_plan(workspace, request_id, approve, feedback.as_deref())?;
+    let store = super::store_choice(store, false)?;
+    let answer = answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref())?;
     render::print_text(&format!(
         "{} plan request {}; response {} delivered to {}'s mailbox\n",
         if answer.approved {
@@ -55,8 +57,25 @@ pub fn answer_plan(
     approve: bool,
     feedback: Option<&str>,
 ) -> Result<PlanAnswer, CliError> {
+    answer_plan_in(
+        workspace,
+        &troupe::bootstrap::StoreChoice::Files,
+        request_id,
+        approve,
+        feedback,
+    )
+}
+
+/// [`answer_plan`] in the team `store` names (a shared team's database, or the workspace).
+pub fn answer_plan_in(
+    workspace: &Path,
+    store: &troupe::bootstrap::StoreChoice,
+    request_id: &str,
+    approve: bool,
+    feedback: Option<&str>,
+) -> Result<PlanAnswer, CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::Usage(e.to_string()))?;
-    let review = PlanReview::open(workspace)
+    let review = PlanReview::open_with(workspace, store)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?
         .ok_or_else(|| {
             CliError::Failed(format!(

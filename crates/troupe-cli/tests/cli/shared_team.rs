@@ -24,6 +24,8 @@ pub const MODEL_ENV: [(&str, &str); 2] = [
 pub struct WorkerProcess {
     pub child: Child,
     pub log: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Every later stderr line, as it comes.
+    pub lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl WorkerProcess {
@@ -37,6 +39,15 @@ impl WorkerProcess {
         base_url: &str,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::from_command(Self::command(ws, url, base_url, env))
+    }
+
+    fn command(
+        ws: &std::path::Path,
+        url: &str,
+        base_url: &str,
+        env: &[(&str, &str)],
+    ) -> std::process::Command {
         let mut c = command(ws);
         c.args([
             "worker",
@@ -57,6 +68,14 @@ impl WorkerProcess {
         for (k, v) in MODEL_ENV.iter().chain(env) {
             c.env(k, v);
         }
+        c
+    }
+
+    /// Starts `c` (a `troupe worker` command) and reads its stderr until it runs.
+    pub fn from_command(mut c: std::process::Command) -> Self {
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap());
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -74,14 +93,20 @@ impl WorkerProcess {
             }
         }
         let drained = log.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in lines.lines() {
                 let Ok(line) = line else { break };
                 drained.lock().unwrap().push_str(&line);
                 drained.lock().unwrap().push('\n');
+                let _ = tx.send(line);
             }
         });
-        Self { child, log }
+        Self {
+            child,
+            log,
+            lines: rx,
+        }
     }
 
     /// SIGTERM, then its exit code.
@@ -96,6 +121,19 @@ impl WorkerProcess {
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The first later stderr line that contains `needle` (a minute at most).
+    pub fn wait_for(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("the worker never said {needle:?} ({e}): {}", self.log()),
+            }
+        }
     }
 }
 
@@ -184,6 +222,19 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
         .cloned()
         .unwrap();
     assert_eq!(writer["status"], "shutdown", "{status:#}");
+    // The lead left the worker registry when it closed; the worker is there, holding the
+    // writer, with a recent heartbeat.
+    let workers = status["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 1, "{status:#}");
+    assert_eq!(workers[0]["role"], "worker");
+    assert_eq!(workers[0]["teammates"], serde_json::json!(["writer"]));
+    assert!(workers[0]["heartbeat_age_ms"].as_i64().unwrap() < 60_000);
+    let text = troupe_in(&lead_ws, &["status", "--store", &url]);
+    assert!(text.stdout.contains("workers (shared store)"), "{text:#?}");
+    // Without --store the lead's workspace shows no team: it is all in the database.
+    let local = json(&troupe_in(&lead_ws, &["status", "--json"]));
+    assert_eq!(local["teammates"], serde_json::json!([]));
+    assert!(local.get("workers").is_none());
     let plan = json(&troupe_in(
         &lead_ws,
         &["requests", "--json", "--store", &url],
@@ -199,4 +250,124 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
         .await
         .unwrap();
     assert_eq!(code, 0, "worker: {}", log.lock().unwrap());
+}
+
+/// A person reviews a plan of a teammate that runs in a worker: `troupe review --store` from a
+/// third process answers it through the database, the worker's teammate goes on, the lead's run
+/// ends. The lead runs with `--require-plans`, which reaches the worker through the roster.
+#[test]
+fn a_person_approves_from_a_third_process_a_plan_made_in_a_worker() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let (lead_dir, worker_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let lead_ws = std::fs::canonicalize(lead_dir.path()).unwrap();
+    let worker_ws = std::fs::canonicalize(worker_dir.path()).unwrap();
+    let tool = |name: &str, arguments: Value| serde_json::json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let text = |t: &str| serde_json::json!({"text": t});
+    let script = serde_json::json!({"agents": {
+        "lead": [
+            tool("spawn_teammate", serde_json::json!({
+                "name": "writer", "role": "writer", "prompt": "Write out.txt."})),
+            text("done"), text("done"), text("done"), text("done"), text("done"), text("done")
+        ],
+        "writer": [
+            tool("write_file", serde_json::json!({"path": "out.txt", "content": "too early"})),
+            tool("submit_plan", serde_json::json!({"plan": "Write out.txt."})),
+            text("plan submitted"),
+            tool("write_file", serde_json::json!({"path": "out.txt", "content": "approved"})),
+            text("wrote out.txt")
+        ]
+    }});
+    let script_path = lead_ws.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let worker_script = worker_ws.join("script.json");
+    std::fs::write(&worker_script, script.to_string()).unwrap();
+
+    let mut c = command(&worker_ws);
+    c.args([
+        "worker",
+        "--workspace",
+        worker_ws.to_str().unwrap(),
+        "--store",
+        &url,
+        "--approval",
+        "auto",
+        "--sandbox",
+        "off",
+        "--no-memory",
+        "--model-script",
+        worker_script.to_str().unwrap(),
+    ]);
+    let worker = WorkerProcess::from_command(c);
+    let mut lead = command(&lead_ws);
+    lead.args([
+        "run",
+        "--workspace",
+        lead_ws.to_str().unwrap(),
+        "--prompt",
+        "Have the writer write out.txt under a plan a person approves.",
+        "--approval",
+        "auto",
+        "--sandbox",
+        "off",
+        "--no-memory",
+        "--require-plans",
+        "--model-script",
+        script_path.to_str().unwrap(),
+        "--store",
+        &url,
+        "--no-local-workers",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    let child = lead.spawn().unwrap();
+    // The writer's plan, created in the worker's process.
+    let line = worker.wait_for("plan_approval request");
+    let request_id = line
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c| c == '(' || c == ')'))
+        .find(|t| troupe::wire::RequestId::parse(t).is_ok())
+        .unwrap_or_else(|| panic!("no request id in {line:?}"))
+        .to_owned();
+    let reviewed = troupe_in(
+        &lead_ws,
+        &["review", &request_id, "--approve", "--store", &url],
+    );
+    assert_eq!(reviewed.code, 0, "{reviewed:#?}");
+    let out = super::plans::wait(child);
+    assert_eq!(out.code, 0, "{out:#?}\nworker: {}", worker.log());
+    assert_eq!(out.stdout, "done\n");
+    assert_eq!(
+        std::fs::read_to_string(worker_ws.join("out.txt")).unwrap(),
+        "approved"
+    );
+    // Gated from its first call (the lead's --require-plans), then allowed once approved.
+    let audit: Vec<(String, String, String)> =
+        std::fs::read_to_string(worker_ws.join(".troupe/audit.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["agent"] == "writer")
+            .map(|l| {
+                (
+                    l["tool"].as_str().unwrap().to_owned(),
+                    l["decision"].as_str().unwrap().to_owned(),
+                    l["rule"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+    assert_eq!(
+        audit
+            .iter()
+            .map(|(t, d, _)| (t.as_str(), d.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("write_file", "deny"),
+            ("submit_plan", "allow"),
+            ("write_file", "allow")
+        ]
+    );
+    assert_eq!(audit[0].2, "plan_gate");
+    assert_eq!(worker.stop(), 0);
 }

@@ -70,6 +70,10 @@ impl ErrorCode for IoError {
 pub struct BackendError {
     pub code: &'static str,
     pub message: String,
+    /// The connection broke under the statement (a server restart): the statement did not
+    /// complete, or — for an autocommit statement — its outcome is unknown. Operations that are
+    /// safe to repeat are retried on such an error (`postgres::retrying`).
+    pub connection_lost: bool,
 }
 
 impl BackendError {
@@ -77,6 +81,7 @@ impl BackendError {
         Self {
             code,
             message: message.into(),
+            connection_lost: false,
         }
     }
 }

@@ -98,6 +98,9 @@ pub struct Shared {
     pub roster: Arc<PgRoster>,
     /// Whether this process runs teammates at all (`troupe run --no-local-workers`: no).
     pub local_workers: bool,
+    /// The lead's `--require-plans`: recorded as each new teammate's `plan_required`, since a
+    /// worker in another process builds the teammate from its record alone.
+    pub require_plans: bool,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
@@ -508,6 +511,7 @@ impl TeamInner {
                 }
             }
         }
+        let plan_required = plan_required || self.shared.as_ref().is_some_and(|s| s.require_plans);
         let record = TeammateRecord {
             name: name.clone(),
             role: role.to_owned(),

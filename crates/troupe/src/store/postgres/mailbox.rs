@@ -183,11 +183,16 @@ impl PgMailboxStore {
             let client = store.client().await?;
             let row = client
                 .query_opt(
-                    &client.prepare_cached("SELECT state, body, fence FROM troupe_messages
+                    &client
+                        .prepare_cached(
+                            "SELECT state, body, fence FROM troupe_messages
                       WHERE team = $1 AND agent = $2 AND id = $3
                      UNION ALL
                      SELECT state, body, NULL FROM troupe_messages_kept
-                      WHERE team = $1 AND agent = $2 AND id = $3").await.map_err(|e| db_error("prepare a statement", e))?,
+                      WHERE team = $1 AND agent = $2 AND id = $3",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[&store.team(), &agent, &id],
                 )
                 .await
@@ -243,13 +248,18 @@ impl PgMailboxStore {
             let moved = if to == "ready" {
                 client
                     .query(
-                        &client.prepare_cached("WITH moved AS (
+                        &client
+                            .prepare_cached(
+                                "WITH moved AS (
                              UPDATE troupe_messages
                                 SET state = 'ready', claimed_by = NULL, lease_until = NULL
                               WHERE team = $1 AND agent = $2 AND id = $3
                                 AND state = 'processing' AND fence = $4
                           RETURNING agent)
-                         SELECT pg_notify($5, agent)::text FROM moved").await.map_err(|e| db_error("prepare a statement", e))?,
+                         SELECT pg_notify($5, agent)::text FROM moved",
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
                         &[&store.team(), &agent_s, &uuid, &fence, &notify],
                     )
                     .await
@@ -257,7 +267,9 @@ impl PgMailboxStore {
                 let from = (to == "quarantine").then_some("processing");
                 client
                     .query(
-                        &client.prepare_cached("WITH moved AS (
+                        &client
+                            .prepare_cached(
+                                "WITH moved AS (
                              DELETE FROM troupe_messages
                               WHERE team = $1 AND agent = $2 AND id = $3
                                 AND state = 'processing' AND fence = $4
@@ -266,7 +278,10 @@ impl PgMailboxStore {
                                 (team, agent, id, created_ms, state, body,
                                  quarantined_from, quarantined_ms, reason)
                          SELECT team, agent, id, created_ms, $5, body, $6, $7, $8 FROM moved
-                         RETURNING 1").await.map_err(|e| db_error("prepare a statement", e))?,
+                         RETURNING 1",
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
                         &[
                             &store.team(),
                             &agent_s,
@@ -298,10 +313,15 @@ async fn extend(
     let client = store.client().await?;
     client
         .execute(
-            &client.prepare_cached("UPDATE troupe_messages
+            &client
+                .prepare_cached(
+                    "UPDATE troupe_messages
                 SET lease_until = clock_timestamp() + make_interval(secs => $3)
               WHERE team = $1 AND claimed_by = $2 AND state = 'processing'
-                AND fence = ANY($4)").await.map_err(|e| db_error("prepare a statement", e))?,
+                AND fence = ANY($4)",
+                )
+                .await
+                .map_err(|e| db_error("prepare a statement", e))?,
             &[&store.team(), &holder, &lease.as_secs_f64(), &fences],
         )
         .await
@@ -333,8 +353,9 @@ fn file_name(id: Uuid) -> String {
     format!("{id}.json")
 }
 
-impl MailboxStore for PgMailboxStore {
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+/// One attempt of each port operation; the port retries those safe to repeat.
+impl PgMailboxStore {
+    fn send_once(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let bytes = message.to_json_bytes();
         if bytes.len() as u64 > MAX_MESSAGE_BYTES {
             return Err(MailboxError::TooLarge {
@@ -352,7 +373,9 @@ impl MailboxStore for PgMailboxStore {
             let client = store.client().await?;
             let rows = client
                 .query(
-                    &client.prepare_cached("WITH ins AS (
+                    &client
+                        .prepare_cached(
+                            "WITH ins AS (
                          INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
                          SELECT $1, $2, $3, $4, 'ready', $5
                           WHERE NOT EXISTS (
@@ -360,7 +383,10 @@ impl MailboxStore for PgMailboxStore {
                                  WHERE team = $1 AND agent = $2 AND id = $3)
                          ON CONFLICT DO NOTHING
                          RETURNING agent)
-                     SELECT pg_notify($6, agent)::text FROM ins").await.map_err(|e| db_error("prepare a statement", e))?,
+                     SELECT pg_notify($6, agent)::text FROM ins",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[
                         &store.team(),
                         &agent,
@@ -387,7 +413,7 @@ impl MailboxStore for PgMailboxStore {
         })
     }
 
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+    fn claim_once(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
         loop {
             let store = self.store.clone();
             let agent_s = agent.as_str().to_owned();
@@ -397,7 +423,9 @@ impl MailboxStore for PgMailboxStore {
                 let client = store.client().await?;
                 let row = client
                     .query_opt(
-                        &client.prepare_cached("WITH next AS (
+                        &client
+                            .prepare_cached(
+                                "WITH next AS (
                              SELECT id FROM troupe_messages
                               WHERE team = $1 AND agent = $2
                                 AND (state = 'ready'
@@ -411,7 +439,10 @@ impl MailboxStore for PgMailboxStore {
                                 lease_until = clock_timestamp() + make_interval(secs => $4)
                            FROM next
                           WHERE m.team = $1 AND m.agent = $2 AND m.id = next.id
-                      RETURNING m.id, m.body, m.fence").await.map_err(|e| db_error("prepare a statement", e))?,
+                      RETURNING m.id, m.body, m.fence",
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
                         &[&store.team(), &agent_s, &holder, &lease],
                     )
                     .await
@@ -443,7 +474,9 @@ impl MailboxStore for PgMailboxStore {
                         let client = store.client().await?;
                         client
                             .execute(
-                                &client.prepare_cached("WITH moved AS (
+                                &client
+                                    .prepare_cached(
+                                        "WITH moved AS (
                                      DELETE FROM troupe_messages
                                       WHERE team = $1 AND agent = $2 AND id = $3 AND fence = $4
                                   RETURNING team, agent, id, created_ms, body)
@@ -451,7 +484,10 @@ impl MailboxStore for PgMailboxStore {
                                         (team, agent, id, created_ms, state, body,
                                          quarantined_from, quarantined_ms, reason)
                                  SELECT team, agent, id, created_ms, 'quarantine', body,
-                                        'ready', $5, $6 FROM moved").await.map_err(|e| db_error("prepare a statement", e))?,
+                                        'ready', $5, $6 FROM moved",
+                                    )
+                                    .await
+                                    .map_err(|e| db_error("prepare a statement", e))?,
                                 &[&store.team(), &agent_s, &uuid, &fence, &at, &reason],
                             )
                             .await
@@ -464,7 +500,11 @@ impl MailboxStore for PgMailboxStore {
         }
     }
 
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+    fn ack_once(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
         let id = message.id();
         if let Some(fence) = self.fence_of(agent, id) {
             if self.fenced_move(agent, id, fence, MailboxState::Done, None)? {
@@ -499,7 +539,7 @@ impl MailboxStore for PgMailboxStore {
         }
     }
 
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+    fn release_once(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
         let held = self.fence_of(agent, id);
         if let Some(fence) = held {
             if self.fenced_move(agent, id, fence, MailboxState::Ready, None)? {
@@ -514,7 +554,7 @@ impl MailboxStore for PgMailboxStore {
         Err(refusal)
     }
 
-    fn quarantine(
+    fn quarantine_once(
         &self,
         agent: &AgentName,
         id: MessageId,
@@ -550,7 +590,9 @@ impl MailboxStore for PgMailboxStore {
             let client = store.client().await?;
             let n = client
                 .execute(
-                    &client.prepare_cached("WITH moved AS (
+                    &client
+                        .prepare_cached(
+                            "WITH moved AS (
                          DELETE FROM troupe_messages
                           WHERE team = $1 AND agent = $2 AND id = $3 AND state = 'ready'
                       RETURNING team, agent, id, created_ms, body)
@@ -558,7 +600,10 @@ impl MailboxStore for PgMailboxStore {
                             (team, agent, id, created_ms, state, body,
                              quarantined_from, quarantined_ms, reason)
                      SELECT team, agent, id, created_ms, 'quarantine', body, 'ready', $4, $5
-                       FROM moved").await.map_err(|e| db_error("prepare a statement", e))?,
+                       FROM moved",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[&store.team(), &agent_s, &uuid, &at_ms, &why],
                 )
                 .await
@@ -575,20 +620,25 @@ impl MailboxStore for PgMailboxStore {
         Err(refusal)
     }
 
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+    fn recover_once(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
         let store = self.store.clone();
         let agent_s = agent.as_str().to_owned();
         let released = self.store.block(async move {
             let client = store.client().await?;
             let rows = client
                 .query(
-                    &client.prepare_cached("WITH released AS (
+                    &client
+                        .prepare_cached(
+                            "WITH released AS (
                          UPDATE troupe_messages
                             SET state = 'ready', claimed_by = NULL, lease_until = NULL
                           WHERE team = $1 AND agent = $2 AND state = 'processing'
                             AND lease_until < clock_timestamp()
                       RETURNING id, created_ms)
-                     SELECT id, pg_notify($3, $2)::text FROM released ORDER BY created_ms, id").await.map_err(|e| db_error("prepare a statement", e))?,
+                     SELECT id, pg_notify($3, $2)::text FROM released ORDER BY created_ms, id",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[&store.team(), &agent_s, &store.channel()],
                 )
                 .await
@@ -604,7 +654,7 @@ impl MailboxStore for PgMailboxStore {
         Ok(report)
     }
 
-    fn list(
+    fn list_once(
         &self,
         agent: &AgentName,
         state: MailboxState,
@@ -627,7 +677,13 @@ impl MailboxStore for PgMailboxStore {
         let rows = self.store.block(async move {
             let client = store.client().await?;
             let rows = client
-                .query(&client.prepare_cached(sql).await.map_err(|e| db_error("prepare a statement", e))?, &[&store.team(), &agent_s, &state_s])
+                .query(
+                    &client
+                        .prepare_cached(sql)
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
+                    &[&store.team(), &agent_s, &state_s],
+                )
                 .await
                 .map_err(|e| db_error("list messages", e))?;
             Ok(rows
@@ -662,18 +718,23 @@ impl MailboxStore for PgMailboxStore {
         Ok(entries)
     }
 
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+    fn counts_once(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
         let store = self.store.clone();
         let agent_s = agent.as_str().to_owned();
         let rows = self.store.block(async move {
             let client = store.client().await?;
             let rows = client
                 .query(
-                    &client.prepare_cached("SELECT state, count(*) FROM troupe_messages
+                    &client
+                        .prepare_cached(
+                            "SELECT state, count(*) FROM troupe_messages
                       WHERE team = $1 AND agent = $2 GROUP BY state
                      UNION ALL
                      SELECT state, count(*) FROM troupe_messages_kept
-                      WHERE team = $1 AND agent = $2 GROUP BY state").await.map_err(|e| db_error("prepare a statement", e))?,
+                      WHERE team = $1 AND agent = $2 GROUP BY state",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[&store.team(), &agent_s],
                 )
                 .await
@@ -696,16 +757,21 @@ impl MailboxStore for PgMailboxStore {
         Ok(counts)
     }
 
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+    fn agents_once(&self) -> Result<Vec<AgentName>, MailboxError> {
         let store = self.store.clone();
         let names = self.store.block(async move {
             let client = store.client().await?;
             let rows = client
                 .query(
-                    &client.prepare_cached("SELECT agent FROM troupe_messages WHERE team = $1
+                    &client
+                        .prepare_cached(
+                            "SELECT agent FROM troupe_messages WHERE team = $1
                      UNION
                      SELECT agent FROM troupe_messages_kept WHERE team = $1
-                     ORDER BY agent").await.map_err(|e| db_error("prepare a statement", e))?,
+                     ORDER BY agent",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
                     &[&store.team()],
                 )
                 .await
@@ -719,5 +785,68 @@ impl MailboxStore for PgMailboxStore {
             .iter()
             .filter_map(|n| AgentName::parse(n).ok())
             .collect())
+    }
+}
+
+impl MailboxStore for PgMailboxStore {
+    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        let mut attempt = 0;
+        super::retrying(|| {
+            attempt += 1;
+            match self.send_once(message) {
+                // The first attempt may have committed before its connection broke: the same
+                // message already there is this send's own.
+                Err(MailboxError::Duplicate { .. }) if attempt > 1 => {
+                    match self.row(message.recipient(), message.id())? {
+                        Some(row) if row.body.as_bytes() == message.to_json_bytes().as_slice() => {
+                            Ok(())
+                        }
+                        _ => self.send_once(message),
+                    }
+                }
+                other => other,
+            }
+        })
+    }
+
+    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        super::retrying(|| self.claim_once(agent))
+    }
+
+    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+        super::retrying(|| self.ack_once(agent, message))
+    }
+
+    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.release_once(agent, id)
+    }
+
+    fn quarantine(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        reason: &str,
+    ) -> Result<QuarantineRecord, MailboxError> {
+        self.quarantine_once(agent, id, reason)
+    }
+
+    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        super::retrying(|| self.recover_once(agent))
+    }
+
+    fn list(
+        &self,
+        agent: &AgentName,
+        state: MailboxState,
+    ) -> Result<Vec<MailboxEntry>, MailboxError> {
+        super::retrying(|| self.list_once(agent, state))
+    }
+
+    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        super::retrying(|| self.counts_once(agent))
+    }
+
+    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        super::retrying(|| self.agents_once())
     }
 }

@@ -62,6 +62,8 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections per process.
 const POOL_SIZE: usize = 8;
+/// Pooled connections idle for longer than this are checked alive before reuse.
+const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// How long a store call waits for an unreachable server to come back (a restart).
 pub const OUTAGE_WAIT: Duration = Duration::from_secs(30);
 
@@ -171,10 +173,9 @@ impl PgStore {
             config.clone(),
             NoTls,
             ManagerConfig {
-                // One empty query before a pooled connection is reused: a connection the
-                // server closed (a restart) is found dead and replaced before a statement is
-                // sent on it.
-                recycling_method: RecyclingMethod::Verified,
+                // A connection the client saw close is replaced; one idle for a while is
+                // checked too (`pre_recycle` below).
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = Pool::builder(manager)
@@ -182,6 +183,20 @@ impl PgStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(CONNECT_TIMEOUT))
+            .pre_recycle(deadpool_postgres::Hook::async_fn(|client, metrics| {
+                // A connection idle for longer than IDLE_CHECK may have been closed by the
+                // server (a restart) without the client knowing yet: one empty query finds
+                // out before a statement is sent on it. Busy connections skip the round trip.
+                let idle = metrics.last_used() > IDLE_CHECK;
+                Box::pin(async move {
+                    if idle && client.simple_query("").await.is_err() {
+                        return Err(deadpool_postgres::HookError::Message(
+                            "the connection was closed while idle".into(),
+                        ));
+                    }
+                    Ok(())
+                })
+            }))
             .build()
             .map_err(|e| {
                 BackendError::new("storage_error", format!("build the connection pool: {e}"))
@@ -336,7 +351,56 @@ pub(crate) fn db_error(what: &str, e: tokio_postgres::Error) -> BackendError {
         Some(db) => db.message().to_owned(),
         None => e.to_string(),
     };
-    BackendError::new(code, format!("{what}: {detail}"))
+    let mut error = BackendError::new(code, format!("{what}: {detail}"));
+    error.connection_lost = code == "store_unavailable";
+    error
+}
+
+/// How many times an operation that is safe to repeat is run again after its connection broke.
+const RETRIES: u32 = 3;
+
+/// Runs `op` again when its connection broke under it (a server restart), up to [`RETRIES`]
+/// times: for operations whose repetition changes nothing that the first run may have done
+/// (reads; claims, whose lost result only delays a message until its lease runs out; fenced
+/// moves, which a repeat finds done; idempotent updates). The next attempt's connection waits
+/// for the server to be back ([`PgStore::client`]).
+pub(crate) fn retrying<T, E>(mut op: impl FnMut() -> Result<T, E>) -> Result<T, E>
+where
+    E: ConnectionLost,
+{
+    let mut attempt = 0;
+    loop {
+        match op() {
+            Err(e) if e.connection_lost() && attempt < RETRIES => {
+                attempt += 1;
+                tracing::info!("the database connection broke; trying again ({attempt})");
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Errors that can say their connection broke.
+pub(crate) trait ConnectionLost {
+    fn connection_lost(&self) -> bool;
+}
+
+impl ConnectionLost for BackendError {
+    fn connection_lost(&self) -> bool {
+        self.connection_lost
+    }
+}
+
+impl ConnectionLost for crate::store::mailbox::MailboxError {
+    fn connection_lost(&self) -> bool {
+        matches!(self, Self::Backend(e) if e.connection_lost)
+    }
+}
+
+impl ConnectionLost for crate::store::protocol::ProtocolError {
+    fn connection_lost(&self) -> bool {
+        matches!(self, Self::Backend(e) if e.connection_lost)
+    }
 }
 
 #[cfg(test)]

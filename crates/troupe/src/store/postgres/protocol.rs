@@ -158,8 +158,9 @@ impl PgProtocolStore {
     }
 }
 
-impl ProtocolStore for PgProtocolStore {
-    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+/// One attempt of each port operation; the port retries those safe to repeat.
+impl PgProtocolStore {
+    fn create_once(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
         let store = self.store.clone();
         let clock = self.clock.clone();
         let ids = self.ids.clone();
@@ -231,18 +232,18 @@ impl ProtocolStore for PgProtocolStore {
         created
     }
 
-    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+    fn get_once(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
         self.fetch(id)?.map(|(body, _)| decode(&body)).transpose()
     }
 
-    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+    fn list_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         self.rows(
             "SELECT body FROM troupe_requests WHERE team = $1 ORDER BY created_ms, seq",
             None,
         )
     }
 
-    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+    fn pending_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         self.rows(
             "SELECT body FROM troupe_requests WHERE team = $1 AND pending \
              ORDER BY created_ms, seq",
@@ -250,7 +251,10 @@ impl ProtocolStore for PgProtocolStore {
         )
     }
 
-    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
+    fn latest_plan_of_once(
+        &self,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
         Ok(self
             .rows(
                 "SELECT body FROM troupe_requests
@@ -262,7 +266,7 @@ impl ProtocolStore for PgProtocolStore {
             .filter(|r| r.kind() == RequestKind::PlanApproval))
     }
 
-    fn validate_request(
+    fn validate_request_once(
         &self,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
@@ -271,7 +275,7 @@ impl ProtocolStore for PgProtocolStore {
         Ok(request)
     }
 
-    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+    fn validate_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let request = self.request(message.request_id())?;
         Ok(
             match rules::decide_response(&request, message, self.clock.now())? {
@@ -287,7 +291,7 @@ impl ProtocolStore for PgProtocolStore {
         )
     }
 
-    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+    fn consume_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let store = self.store.clone();
         let clock = self.clock.clone();
         let message = message.clone();
@@ -351,7 +355,7 @@ impl ProtocolStore for PgProtocolStore {
         })?
     }
 
-    fn answer(
+    fn answer_once(
         &self,
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
@@ -435,7 +439,7 @@ impl ProtocolStore for PgProtocolStore {
         }
     }
 
-    fn deliver_recorded_answers(
+    fn deliver_recorded_answers_once(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
@@ -486,4 +490,60 @@ fn new_request(
         now,
         expires,
     )?)
+}
+
+impl ProtocolStore for PgProtocolStore {
+    /// Not repeated after a broken connection: a first attempt that committed would leave a
+    /// second request registered.
+    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        self.create_once(new)
+    }
+
+    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        super::retrying(|| self.get_once(id))
+    }
+
+    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        super::retrying(|| self.list_once())
+    }
+
+    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        super::retrying(|| self.pending_once())
+    }
+
+    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        super::retrying(|| self.latest_plan_of_once(sender))
+    }
+
+    fn validate_request(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<ProtocolRequest, ProtocolError> {
+        super::retrying(|| self.validate_request_once(message))
+    }
+
+    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        super::retrying(|| self.validate_response_once(message))
+    }
+
+    /// Repeated after a broken connection: a first attempt that committed makes the repeat a
+    /// replay of the same message (the stored result, nothing changed).
+    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        super::retrying(|| self.consume_response_once(message))
+    }
+
+    fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError> {
+        super::retrying(|| self.answer_once(response, deliver))
+    }
+
+    fn deliver_recorded_answers(
+        &self,
+        deliver: Deliver<'_>,
+    ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
+        super::retrying(|| self.deliver_recorded_answers_once(deliver))
+    }
 }

@@ -95,6 +95,30 @@ fn encode(record: &TeammateRecord) -> Result<String, BackendError> {
     serde_json::to_string(record).map_err(|e| corrupt(format!("encode a teammate: {e}")))
 }
 
+/// The reads and the lease operations, repeated after a broken connection (a repeat changes
+/// nothing a first attempt did: a lease this holder took is kept, with its token).
+impl PgRoster {
+    pub fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+        super::retrying(|| self.all_once())
+    }
+
+    pub fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+        super::retrying(|| self.get_once(name))
+    }
+
+    pub fn holders(&self) -> Result<Vec<Holder>, BackendError> {
+        super::retrying(|| self.holders_once())
+    }
+
+    pub fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+        super::retrying(|| self.holds_once(name))
+    }
+
+    pub fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
+        super::retrying(|| self.acquire_once(name))
+    }
+}
+
 impl PgRoster {
     /// The roster as `holder`, with teammate leases of `lease`.
     pub fn new(store: PgStore, holder: &str, lease: Duration) -> Self {
@@ -111,7 +135,7 @@ impl PgRoster {
         &self.holder
     }
 
-    pub fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+    fn all_once(&self) -> Result<Vec<TeammateRecord>, BackendError> {
         let store = self.store.clone();
         let bodies = self.store.block(async move {
             let client = store.client().await?;
@@ -130,7 +154,7 @@ impl PgRoster {
         bodies.iter().map(|b| decode(b)).collect()
     }
 
-    pub fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+    fn get_once(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
         let store = self.store.clone();
         let name = name.as_str().to_owned();
         let body = self.store.block(async move {
@@ -266,7 +290,7 @@ impl PgRoster {
     }
 
     /// Takes (or keeps) the lease of `name` for this holder.
-    pub fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
+    fn acquire_once(&self, name: &AgentName) -> Result<Lease, BackendError> {
         let store = self.store.clone();
         let name_s = name.as_str().to_owned();
         let holder = self.holder.clone();
@@ -302,7 +326,7 @@ impl PgRoster {
 
     /// Whether this holder still holds the lease of `name` it took (same fencing token; an
     /// expired lease nobody took over is still its own).
-    pub fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+    fn holds_once(&self, name: &AgentName) -> Result<bool, BackendError> {
         let Some(fence) = crate::sync::lock(&self.fences).get(name.as_str()).copied() else {
             return Ok(false);
         };
@@ -324,7 +348,7 @@ impl PgRoster {
     }
 
     /// Who holds each teammate.
-    pub fn holders(&self) -> Result<Vec<Holder>, BackendError> {
+    fn holders_once(&self) -> Result<Vec<Holder>, BackendError> {
         let store = self.store.clone();
         self.store.block(async move {
             let client = store.client().await?;
