@@ -137,6 +137,16 @@ impl WorkerProcess {
     }
 }
 
+/// A test that fails must not leave its worker running.
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 pub fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
     std::fs::read_to_string(ws.join(".troupe/audit.jsonl"))
         .unwrap_or_default()

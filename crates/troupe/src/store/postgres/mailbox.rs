@@ -420,7 +420,7 @@ impl PgMailboxStore {
             let holder = self.holder.clone();
             let lease = self.lease.as_secs_f64();
             let claimed = self.store.block(async move {
-                let client = store.client().await?;
+                let client = store.claim_client().await?;
                 let row = client
                     .query_opt(
                         &client

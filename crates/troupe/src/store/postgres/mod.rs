@@ -81,6 +81,8 @@ pub struct PgStore {
 struct Shared {
     runtime: OwnRuntime,
     pool: Pool,
+    /// Connections whose commits do not wait for the WAL flush: claims only.
+    claim_pool: Pool,
     config: tokio_postgres::Config,
     team: String,
     /// Where it is, without the password: for messages.
@@ -169,42 +171,21 @@ impl PgStore {
             .map_err(|e| {
                 BackendError::new("storage_error", format!("start the database runtime: {e}"))
             })?;
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                // A connection the client saw close is replaced; one idle for a while is
-                // checked too (`pre_recycle` below).
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .pre_recycle(deadpool_postgres::Hook::async_fn(|client, metrics| {
-                // A connection idle for longer than IDLE_CHECK may have been closed by the
-                // server (a restart) without the client knowing yet: one empty query finds
-                // out before a statement is sent on it. Busy connections skip the round trip.
-                let idle = metrics.last_used() > IDLE_CHECK;
-                Box::pin(async move {
-                    if idle && client.simple_query("").await.is_err() {
-                        return Err(deadpool_postgres::HookError::Message(
-                            "the connection was closed while idle".into(),
-                        ));
-                    }
-                    Ok(())
-                })
-            }))
-            .build()
-            .map_err(|e| {
-                BackendError::new("storage_error", format!("build the connection pool: {e}"))
-            })?;
+        let pool = build_pool(config.clone())?;
+        // Claims commit without waiting for the WAL flush: a claim lost in a server crash leaves
+        // its message ready, to be claimed again — what at-least-once allows, and what the file
+        // store does too (its claim rename is not fsynced). Everything else commits durably.
+        let mut claims_config = config.clone();
+        claims_config.options(&format!(
+            "{} -c synchronous_commit=off",
+            config.get_options().unwrap_or_default()
+        ));
+        let claim_pool = build_pool(claims_config)?;
         let store = Self {
             shared: Arc::new(Shared {
                 runtime: OwnRuntime(Some(runtime)),
                 pool,
+                claim_pool,
                 config,
                 team: team.to_owned(),
                 shown,
@@ -274,15 +255,24 @@ impl PgStore {
         }
     }
 
+    /// A connection for claims (commits that need not be durable; see `claim_pool`).
+    pub(crate) async fn claim_client(&self) -> Result<deadpool_postgres::Object, BackendError> {
+        self.get_from(&self.shared.claim_pool).await
+    }
+
     /// A pooled connection, checked alive (a server restart leaves idle connections dead).
     /// While the server cannot be reached, waits with backoff (100 ms doubling to 2 s) for up
     /// to [`OUTAGE_WAIT`]: a restart of PostgreSQL is ridden out, a server that stays down is
     /// `store_unavailable`.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, BackendError> {
+        self.get_from(&self.shared.pool).await
+    }
+
+    async fn get_from(&self, pool: &Pool) -> Result<deadpool_postgres::Object, BackendError> {
         let started = std::time::Instant::now();
         let mut backoff = Duration::from_millis(100);
         loop {
-            let error = match self.shared.pool.get().await {
+            let error = match pool.get().await {
                 Ok(client) => return Ok(client),
                 Err(e) => e,
             };
@@ -302,6 +292,37 @@ impl PgStore {
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
+}
+
+/// A pool on `config`: connections the client saw close are replaced, and one idle for longer
+/// than [`IDLE_CHECK`] is checked alive first (a server restart closes idle connections
+/// without the client knowing yet; busy ones skip the round trip).
+fn build_pool(config: tokio_postgres::Config) -> Result<Pool, BackendError> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .pre_recycle(deadpool_postgres::Hook::async_fn(|client, metrics| {
+            let idle = metrics.last_used() > IDLE_CHECK;
+            Box::pin(async move {
+                if idle && client.simple_query("").await.is_err() {
+                    return Err(deadpool_postgres::HookError::Message(
+                        "the connection was closed while idle".into(),
+                    ));
+                }
+                Ok(())
+            })
+        }))
+        .build()
+        .map_err(|e| BackendError::new("storage_error", format!("build the connection pool: {e}")))
 }
 
 /// The runtime is taken only in `Drop`, after which no method can be called.
