@@ -176,7 +176,7 @@ impl PgStore {
         // its message ready, to be claimed again — what at-least-once allows, and what the file
         // store does too (its claim rename is not fsynced). Everything else commits durably.
         let mut claims_config = config.clone();
-        claims_config.options(&format!(
+        claims_config.options(format!(
             "{} -c synchronous_commit=off",
             config.get_options().unwrap_or_default()
         ));
