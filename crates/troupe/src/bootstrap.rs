@@ -1096,19 +1096,8 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
-        TeamPorts {
-            mailbox: stores.mailbox.clone(),
-            protocol: stores.protocol.clone(),
-            clock: settings.clock.clone(),
-            ids: settings.ids.clone(),
-            observer: settings.team_observer.clone(),
-            request_ttl: settings.request_ttl,
-            transcripts: stores.transcripts.clone(),
-            shared: shared_ports(&settings, &stores).map(|mut shared| {
-                shared.local_workers = true;
-                shared
-            }),
-        },
+        // A worker runs teammates whatever the lead's --no-local-workers says.
+        team_ports(&settings, &stores, Some(true)),
         teammate_factory(&settings, &stores, &base_policy, &jobs, &kit, definitions),
     )?;
     let parts = stores.pg.take();
@@ -1127,6 +1116,26 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
         shared,
         _run_lock: run_lock,
     })
+}
+
+/// What the team runtime is built on, from the opened stores; `local_workers` overrides the
+/// settings' choice (a worker always runs teammates).
+fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bool>) -> TeamPorts {
+    TeamPorts {
+        mailbox: stores.mailbox.clone(),
+        protocol: stores.protocol.clone(),
+        clock: settings.clock.clone(),
+        ids: settings.ids.clone(),
+        observer: settings.team_observer.clone(),
+        request_ttl: settings.request_ttl,
+        transcripts: stores.transcripts.clone(),
+        shared: shared_ports(settings, stores).map(|mut shared| {
+            if let Some(local) = local_workers {
+                shared.local_workers = local;
+            }
+            shared
+        }),
+    }
 }
 
 /// The team runtime's view of a shared team: its roster and whether this process runs
@@ -1171,16 +1180,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
-        TeamPorts {
-            mailbox: stores.mailbox.clone(),
-            protocol: stores.protocol.clone(),
-            clock: settings.clock.clone(),
-            ids: settings.ids.clone(),
-            observer: settings.team_observer.clone(),
-            request_ttl: settings.request_ttl,
-            transcripts: stores.transcripts.clone(),
-            shared: shared_ports(&settings, &stores),
-        },
+        team_ports(&settings, &stores, None),
         teammate_factory(
             &settings,
             &stores,

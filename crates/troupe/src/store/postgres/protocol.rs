@@ -31,6 +31,24 @@ use crate::store::protocol::{
 };
 use crate::store::BackendError;
 
+/// Begins a transaction holding the team's protocol lock (released by its commit or rollback).
+async fn locked<'a>(
+    client: &'a mut deadpool_postgres::Object,
+    team: &str,
+) -> Result<deadpool_postgres::Transaction<'a>, BackendError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin", e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
+        &[&team],
+    )
+    .await
+    .map_err(|e| db_error("lock the protocol store", e))?;
+    Ok(tx)
+}
+
 /// The protocol store of one team in PostgreSQL.
 pub struct PgProtocolStore {
     store: PgStore,
@@ -166,16 +184,7 @@ impl PgProtocolStore {
         let ids = self.ids.clone();
         let created = self.store.block(async move {
             let mut client = store.client().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin", e))?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
-                &[&store.team()],
-            )
-            .await
-            .map_err(|e| db_error("lock the protocol store", e))?;
+            let tx = locked(&mut client, store.team()).await?;
             // Read under the lock: two processes creating at once get times in lock order.
             let now = clock.now();
             let latest: Option<i64> = tx
@@ -277,18 +286,7 @@ impl PgProtocolStore {
 
     fn validate_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let request = self.request(message.request_id())?;
-        Ok(
-            match rules::decide_response(&request, message, self.clock.now())? {
-                Decision::Replay => Consumed {
-                    request,
-                    replayed: true,
-                },
-                Decision::Apply(resolved) => Consumed {
-                    request: resolved,
-                    replayed: false,
-                },
-            },
-        )
+        rules::would_consume(request, message, self.clock.now())
     }
 
     fn consume_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
@@ -297,16 +295,7 @@ impl PgProtocolStore {
         let message = message.clone();
         self.store.block(async move {
             let mut client = store.client().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin", e))?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
-                &[&store.team()],
-            )
-            .await
-            .map_err(|e| db_error("lock the protocol store", e))?;
+            let tx = locked(&mut client, store.team()).await?;
             let id = message.request_id();
             let row = tx
                 .query_opt(
@@ -366,16 +355,7 @@ impl PgProtocolStore {
         let step = self.store.block(async move {
             let response = response_owned;
             let mut client = store.client().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin", e))?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
-                &[&store.team()],
-            )
-            .await
-            .map_err(|e| db_error("lock the protocol store", e))?;
+            let tx = locked(&mut client, store.team()).await?;
             let id = response.request_id();
             let row = tx
                 .query_opt(

@@ -37,16 +37,7 @@ pub(super) async fn migrate(store: &PgStore) -> Result<(), BackendError> {
         .await
         .map_err(|e| db_error("read the schema version", e))?
         .get(0);
-    if current > SCHEMA_VERSION {
-        return Err(BackendError::new(
-            "store_schema_newer",
-            format!(
-                "the database at {} has troupe schema version {current}, newer than this \
-                 troupe's {SCHEMA_VERSION}: upgrade troupe (nothing was changed)",
-                store.shown()
-            ),
-        ));
-    }
+    refuse_newer(store, current)?;
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         tx.batch_execute(sql)
             .await
@@ -61,6 +52,22 @@ pub(super) async fn migrate(store: &PgStore) -> Result<(), BackendError> {
     tx.commit()
         .await
         .map_err(|e| db_error("commit the schema migration", e))
+}
+
+/// A database whose schema is newer than this binary's is refused: its rows may mean what
+/// this troupe does not know.
+fn refuse_newer(store: &PgStore, current: i32) -> Result<(), BackendError> {
+    if current > SCHEMA_VERSION {
+        return Err(BackendError::new(
+            "store_schema_newer",
+            format!(
+                "the database at {} has troupe schema version {current}, newer than this \
+                 troupe's {SCHEMA_VERSION}: upgrade troupe (nothing was changed)",
+                store.shown()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks, changing nothing, that the database holds troupe's schema at a version this binary
@@ -86,17 +93,7 @@ pub(super) async fn check(store: &PgStore) -> Result<(), BackendError> {
         .await
         .map_err(|e| db_error("read the schema version", e))?
         .get(0);
-    if current > SCHEMA_VERSION {
-        return Err(BackendError::new(
-            "store_schema_newer",
-            format!(
-                "the database at {} has troupe schema version {current}, newer than this \
-                 troupe's {SCHEMA_VERSION}: upgrade troupe",
-                store.shown()
-            ),
-        ));
-    }
-    Ok(())
+    refuse_newer(store, current)
 }
 
 #[cfg(test)]

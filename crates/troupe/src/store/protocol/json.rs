@@ -357,18 +357,7 @@ impl ProtocolStore for JsonProtocolStore {
     fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let (cache, _lock) = self.session()?;
         let (_, request) = cache.get(message.request_id())?;
-        Ok(
-            match rules::decide_response(&request, message, self.clock.now())? {
-                Decision::Replay => Consumed {
-                    request,
-                    replayed: true,
-                },
-                Decision::Apply(resolved) => Consumed {
-                    request: resolved,
-                    replayed: false,
-                },
-            },
-        )
+        rules::would_consume(request, message, self.clock.now())
     }
 
     fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {

@@ -237,6 +237,25 @@ pub(crate) fn decide_response(
     Ok(Decision::Apply(resolved))
 }
 
+/// What consuming `message` would give, changing nothing (`validate_response`): the resolved
+/// request, or the stored one for a replay.
+pub(crate) fn would_consume(
+    request: ProtocolRequest,
+    message: &ProtocolMessage,
+    now: UtcTime,
+) -> Result<super::Consumed, ProtocolError> {
+    Ok(match decide_response(&request, message, now)? {
+        Decision::Replay => super::Consumed {
+            request,
+            replayed: true,
+        },
+        Decision::Apply(resolved) => super::Consumed {
+            request: resolved,
+            replayed: false,
+        },
+    })
+}
+
 /// Checks that a `*_request` message announces `request`: same kind, same parties, still pending
 /// and inside its window.
 pub(crate) fn check_request_message(
