@@ -9,7 +9,18 @@ pub fn store_choice(
     local_workers: bool,
 ) -> Result<troupe::bootstrap::StoreChoice, CliError> {
     let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let Some(url) = flags.store.clone().or_else(|| from_env("TROUPE_STORE_URL")) else {
+    // `main` moved TROUPE_STORE_URL out of the environment (it may hold the database's
+    // password; no command an agent runs may read it).
+    let taken = troupe::secrets::environment::taken("TROUPE_STORE_URL")
+        .and_then(|v| v.to_str())
+        .map(str::to_owned)
+        .filter(|v| !v.trim().is_empty());
+    let Some(url) = flags
+        .store
+        .clone()
+        .or(taken)
+        .or_else(|| from_env("TROUPE_STORE_URL"))
+    else {
         if flags.team.is_some() {
             return Err(CliError::Usage(
                 "--team names a team in a shared store: give --store postgres://… too".into(),

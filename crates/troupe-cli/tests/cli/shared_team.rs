@@ -381,3 +381,56 @@ fn a_person_approves_from_a_third_process_a_plan_made_in_a_worker() {
     assert_eq!(audit[0].2, "plan_gate");
     assert_eq!(worker.stop(), 0);
 }
+
+/// `TROUPE_STORE_URL` may carry the database's password: troupe takes it out of its own
+/// environment at start, like the model keys, so no command an agent runs can read it — and the
+/// run still uses the store it names.
+#[test]
+fn the_store_url_from_the_environment_is_used_and_no_command_can_read_it() {
+    let Some(db) = TestDb::create() else { return };
+    let password = "s3cret-store-password";
+    let url = db.url().replacen(
+        "postgres://postgres@",
+        &format!("postgres://postgres:{password}@"),
+        1,
+    );
+    assert!(url.contains(password), "{url}");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let script = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "shell", "arguments": {
+            "command": "tr '\\0' '\\n' < /proc/$PPID/environ > environ.txt; echo \"own=${TROUPE_STORE_URL:-unset}\" >> environ.txt"}}]},
+        {"text": "done"}
+    ]});
+    std::fs::write(ws.join("script.json"), script.to_string()).unwrap();
+    let mut c = command(&ws);
+    c.args([
+        "run",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--prompt",
+        "look",
+        "--model-script",
+        "script.json",
+        "--sandbox",
+        "off",
+        "--approval",
+        "auto",
+        "--no-memory",
+    ])
+    .env("TROUPE_STORE_URL", &url)
+    .stdin(Stdio::null());
+    let out = super::support::ran(c.output().unwrap());
+    assert_eq!(out.code, 0, "{out:#?}");
+    let environ = std::fs::read_to_string(ws.join("environ.txt")).unwrap();
+    assert!(environ.lines().any(|l| l == "own=unset"), "{environ}");
+    assert!(!environ.contains("TROUPE_STORE_URL="), "{environ}");
+    assert!(!environ.contains(password), "{environ}");
+    assert!(!out.stderr.contains(password), "{out:#?}");
+    // The lead's conversation went to the database the variable named.
+    let lines = db
+        .query_text("SELECT count(*)::text FROM troupe_transcripts WHERE agent = 'lead'")
+        .unwrap()
+        .unwrap();
+    assert!(lines.parse::<u32>().unwrap() > 0, "{lines}");
+}

@@ -16,12 +16,13 @@ use std::ffi::{CStr, OsStr, OsString};
 use std::sync::OnceLock;
 
 /// The variables that hold credentials troupe runs with: one per provider (OpenAI, Anthropic,
-/// Azure OpenAI), each taken whether or not its provider is the one in use, so that no command
-/// ever sees any of them.
-pub const CREDENTIAL_VARS: [&str; 3] = [
+/// Azure OpenAI), each taken whether or not its provider is the one in use, and the shared
+/// store's URL (it may carry the database password), so that no command ever sees any of them.
+pub const CREDENTIAL_VARS: [&str; 4] = [
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "AZURE_OPENAI_API_KEY",
+    "TROUPE_STORE_URL",
 ];
 
 /// The values [`take_from_environment`] took, by variable.
