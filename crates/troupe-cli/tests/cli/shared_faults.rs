@@ -14,7 +14,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use troupe::store::postgres::testing::TestDb;
 
-use super::shared_team::{writer_audit, WorkerProcess, MODEL_ENV};
+use super::shared_team::{writer_audit, WorkerProcess};
 use super::sse_server::{Recorded, SseServer, Step};
 use super::support::{json, troupe_in};
 
@@ -65,28 +65,7 @@ fn server_pausing(
 }
 
 async fn lead_run(ws: &Path, url: &str, base_url: &str) -> super::support::Ran {
-    let mut env: Vec<(&str, &str)> = MODEL_ENV.to_vec();
-    env.push(("OPENAI_BASE_URL", base_url));
-    env.push(LEASE);
-    super::team_flow::run(
-        ws,
-        &[
-            "--prompt",
-            troupe::demo::PROMPT,
-            "--approval",
-            "auto",
-            "--sandbox",
-            "off",
-            "--no-memory",
-            "--max-turns",
-            "10",
-            "--store",
-            url,
-            "--no-local-workers",
-        ],
-        &env,
-    )
-    .await
+    super::shared_team::lead_run(ws, url, base_url, &[LEASE]).await
 }
 
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -222,12 +201,7 @@ async fn a_worker_stopped_past_its_lease_does_nothing_twice_when_it_continues() 
         0,
         "{a_log}"
     );
-    let denied: Vec<Value> = std::fs::read_to_string(a_ws.join(".troupe/audit.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|l| l["agent"] == "writer")
-        .collect();
+    let denied: Vec<Value> = super::shared_team::writer_audit_lines(&a_ws);
     assert!(!denied.is_empty(), "A ran no tool after it continued");
     assert!(
         denied

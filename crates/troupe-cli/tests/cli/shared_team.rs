@@ -147,12 +147,20 @@ impl Drop for WorkerProcess {
     }
 }
 
-pub fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
+/// The writer's audit lines in the workspace `ws` (none when there is no audit log).
+pub fn writer_audit_lines(ws: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(ws.join(".troupe/audit.jsonl"))
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|l| l["agent"] == "writer")
+        .collect()
+}
+
+/// The writer's audit as (tool, decision).
+pub fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
+    writer_audit_lines(ws)
+        .iter()
         .map(|l| {
             (
                 l["tool"].as_str().unwrap().to_owned(),
@@ -160,6 +168,38 @@ pub fn writer_audit(ws: &std::path::Path) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// `troupe run` of the demo's prompt as the lead of the shared team at `url`, with no local
+/// workers, against the model mock at `base_url`; `env` adds to the model's variables.
+pub async fn lead_run(
+    ws: &std::path::Path,
+    url: &str,
+    base_url: &str,
+    env: &[(&str, &str)],
+) -> super::support::Ran {
+    let mut all: Vec<(&str, &str)> = MODEL_ENV.to_vec();
+    all.push(("OPENAI_BASE_URL", base_url));
+    all.extend_from_slice(env);
+    super::team_flow::run(
+        ws,
+        &[
+            "--prompt",
+            troupe::demo::PROMPT,
+            "--approval",
+            "auto",
+            "--sandbox",
+            "off",
+            "--no-memory",
+            "--max-turns",
+            "10",
+            "--store",
+            url,
+            "--no-local-workers",
+        ],
+        &all,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,27 +219,7 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
             .await
             .unwrap()
     };
-    let mut env: Vec<(&str, &str)> = MODEL_ENV.to_vec();
-    env.push(("OPENAI_BASE_URL", &server.base_url));
-    let out = super::team_flow::run(
-        &lead_ws,
-        &[
-            "--prompt",
-            troupe::demo::PROMPT,
-            "--approval",
-            "auto",
-            "--sandbox",
-            "off",
-            "--no-memory",
-            "--max-turns",
-            "10",
-            "--store",
-            &url,
-            "--no-local-workers",
-        ],
-        &env,
-    )
-    .await;
+    let out = lead_run(&lead_ws, &url, &server.base_url, &[]).await;
     let log = worker.log.clone();
     assert_eq!(out.code, 0, "{out:#?}\nworker: {}", log.lock().unwrap());
     assert_eq!(
@@ -353,20 +373,16 @@ fn a_person_approves_from_a_third_process_a_plan_made_in_a_worker() {
         "approved"
     );
     // Gated from its first call (the lead's --require-plans), then allowed once approved.
-    let audit: Vec<(String, String, String)> =
-        std::fs::read_to_string(worker_ws.join(".troupe/audit.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|l| l["agent"] == "writer")
-            .map(|l| {
-                (
-                    l["tool"].as_str().unwrap().to_owned(),
-                    l["decision"].as_str().unwrap().to_owned(),
-                    l["rule"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
+    let audit: Vec<(String, String, String)> = writer_audit_lines(&worker_ws)
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap().to_owned(),
+                l["decision"].as_str().unwrap().to_owned(),
+                l["rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
     assert_eq!(
         audit
             .iter()
