@@ -47,6 +47,8 @@
 //! - `shared_faults`: a shared team's faults with real processes: SIGKILL and SIGSTOP of a
 //!   worker, PostgreSQL restarted mid-run, a second lead.
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
+//! - `store_settings`: `[store]` in the settings files: `troupe config` with sources and no
+//!   password, the file's store URL used unless `--store` says otherwise, a password refused.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -114,6 +116,8 @@ mod special_files;
 mod sse_server;
 #[path = "cli/state_files.rs"]
 mod state_files;
+#[path = "cli/store_settings.rs"]
+mod store_settings;
 #[path = "cli/streaming.rs"]
 mod streaming;
 #[path = "cli/support.rs"]

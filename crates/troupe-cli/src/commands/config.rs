@@ -3,8 +3,10 @@
 //!
 //! Precedence of the model values: flags > environment > `.env` > `troupe.toml` > the user's
 //! `config.toml` > defaults. Rules are listed per list, project entries before user entries;
-//! hooks project then user. Reads only: creates no state (no `.troupe/`). The API key is never
-//! shown, only where it is set.
+//! hooks project then user. `[store]` (where a team's stores are): `TROUPE_STORE_URL`,
+//! `TROUPE_TEAM`, `TROUPE_LEASE` > `troupe.toml` > `config.toml` > defaults, as a command without
+//! `--store` would use them. Reads only: creates no state (no `.troupe/`). The API key is never
+//! shown, only where it is set; a store URL's password neither (`***` in its place).
 
 use std::path::Path;
 
@@ -12,11 +14,12 @@ use serde_json::{json, Map, Value};
 use troupe::model::config::{
     process_env, read_env_file, EffectiveModel, ModelOverrides, Provider, ENV_FILE_NAME,
 };
-use troupe::settings::{user_config_path, McpTransport, Settings, Sourced};
+use troupe::settings::{store_url_shown, user_config_path, McpTransport, Settings, Sourced};
 
 use super::run::context_window_sourced;
+use super::store::{effective_store, EffectiveStore};
 use super::CliError;
-use crate::args::ModelFlags;
+use crate::args::{ModelFlags, StoreFlags};
 use crate::render;
 
 /// The workspace's `troupe.toml` and the user's `config.toml`, validated; a bad file is a usage
@@ -41,14 +44,17 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let context_window = context_window_sourced(flags, &settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, &settings)?;
+    let store = effective_store(&StoreFlags::default(), &settings)?;
     if json {
         let mut value = to_json(&settings, &effective, context_window.as_ref());
         value["sandbox"] = sandbox_json(&settings, &sandbox_mode);
+        value["store"] = store_json(&store);
         value["mcp_servers"] = mcp_json(&settings);
         return render::print_json(&value);
     }
     let mut text = to_text(&settings, &effective, context_window.as_ref());
     text.push_str(&sandbox_text(&settings, &sandbox_mode));
+    text.push_str(&store_text(&store));
     text.push_str(&mcp_text(&settings));
     render::print_text(&text)
 }
@@ -63,6 +69,57 @@ fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> V
         "deny_read": settings.sandbox.deny_read,
         "hooks": settings.sandbox.hooks.as_ref().is_some_and(|h| h.value),
     })
+}
+
+/// `[store]`: `url` null when it is the file store, or when it cannot be shown without its
+/// password (`source` still says where it is set); `lease_ms` in milliseconds.
+fn store_json(store: &EffectiveStore) -> Value {
+    let url = match &store.url {
+        Some(url) => json!({"value": store_url_shown(&url.value), "source": url.source.describe()}),
+        None => json!({"value": null, "source": null}),
+    };
+    json!({
+        "url": url,
+        "team": sourced_json(Some(&store.team)),
+        "lease_ms": {
+            "value": u64::try_from(store.lease.value.as_millis()).unwrap_or(u64::MAX),
+            "source": store.lease.source.describe(),
+        },
+    })
+}
+
+fn store_text(store: &EffectiveStore) -> String {
+    let mut out = String::from("\n[store]\n");
+    match &store.url {
+        Some(url) => {
+            let shown = match store_url_shown(&url.value) {
+                Some(shown) => format!("= {shown:?}"),
+                None => "  (set, not shown: it may hold a password)".into(),
+            };
+            out.push_str(&format!(
+                "{:<16} {shown}   ({})\n",
+                "url",
+                url.source.describe()
+            ));
+        }
+        None => out.push_str(&format!(
+            "{:<16}   (not set: the file store under .troupe/)\n",
+            "url"
+        )),
+    }
+    out.push_str(&format!(
+        "{:<16} = {:?}   ({})\n",
+        "team",
+        store.team.value,
+        store.team.source.describe()
+    ));
+    out.push_str(&format!(
+        "{:<16} = {:?}   ({})\n",
+        "lease",
+        humantime::format_duration(store.lease.value).to_string(),
+        store.lease.source.describe()
+    ));
+    out
 }
 
 /// `[[mcp_servers]]` as configured (`troupe mcp list` starts them to show their tools). The

@@ -18,7 +18,8 @@ fn inspector(workspace: &Path) -> Inspector {
 
 /// The inspector of the team `store` names: files, or its shared database.
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
-    let choice = super::store_choice(store, false)?;
+    let settings = super::config::load_settings(workspace)?;
+    let choice = super::store_choice(store, &settings, false)?;
     troupe::bootstrap::inspector_with(workspace, &choice)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
 }

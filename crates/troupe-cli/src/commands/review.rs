@@ -34,7 +34,8 @@ pub fn review(
     feedback: Option<String>,
     store: &crate::args::StoreFlags,
 ) -> Result<(), CliError> {
-    let store = super::store_choice(store, false)?;
+    let settings = super::config::load_settings(workspace)?;
+    let store = super::store_choice(store, &settings, false)?;
     let answer = answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref())?;
     render::print_text(&format!(
         "{} plan request {}; response {} delivered to {}'s mailbox\n",

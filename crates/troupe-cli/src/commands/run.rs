@@ -172,7 +172,9 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         return Err(CliError::Usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let store = super::store_choice(&args.store, !args.no_local_workers)?;
+    // The settings files first: a bad one is exit 2 before any state exists.
+    let file_settings = super::config::load_settings(workspace)?;
+    let store = super::store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
         return Err(CliError::Usage(
             "--no-local-workers needs --store postgres://…: without a shared store no other \
@@ -180,8 +182,6 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
                 .into(),
         ));
     }
-    // The settings files first: a bad one is exit 2 before any state exists.
-    let file_settings = super::config::load_settings(workspace)?;
     // Then the sandbox: a machine that cannot confine refuses before any state exists too.
     let (sandbox, sandbox_line) =
         crate::sandboxing::options(workspace, args.sandbox, &file_settings, args.approval)?;

@@ -1,68 +1,149 @@
-//! `--store`, `--team` and `TROUPE_LEASE`: where a team's stores are.
+//! `--store`, `--team`, `TROUPE_STORE_URL`, `TROUPE_TEAM`, `TROUPE_LEASE` and `[store]`: where
+//! a team's stores are. Each value: flag > environment > `troupe.toml` > the user's
+//! `config.toml` > default (the file store; team `default`; [`DEFAULT_SHARED_LEASE`]). The
+//! settings files' values were checked when they were loaded; the flags and the environment are
+//! checked here.
+
+use std::time::Duration;
+
+use troupe::bootstrap::{PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
+use troupe::settings::{Settings, Source, Sourced, MIN_STORE_LEASE};
 
 use super::{parse_duration, CliError};
+use crate::args::StoreFlags;
 
-/// Where the stores are: `--store`, else `TROUPE_STORE_URL`, else files; a store URL must be
-/// PostgreSQL's. The team key: `--team`, else `TROUPE_TEAM`, else `default`.
+/// The store values a command would use, each with where it came from (`troupe config` shows
+/// them). `team` and `lease` only matter with a `url`.
+#[derive(Debug, Clone)]
+pub struct EffectiveStore {
+    /// None: the file store under `.troupe/`. May carry a password (from the flag or the
+    /// environment): show it with `troupe::settings::store_url_shown`.
+    pub url: Option<Sourced<String>>,
+    pub team: Sourced<String>,
+    pub lease: Sourced<Duration>,
+}
+
+/// Where the stores are (see the module docs); a store URL must be PostgreSQL's, and `--team`
+/// without a URL from any source is a usage error.
 pub fn store_choice(
-    flags: &crate::args::StoreFlags,
+    flags: &StoreFlags,
+    settings: &Settings,
     local_workers: bool,
-) -> Result<troupe::bootstrap::StoreChoice, CliError> {
-    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    // `main` moved TROUPE_STORE_URL out of the environment (it may hold the database's
-    // password; no command an agent runs may read it).
-    let taken = troupe::secrets::environment::taken("TROUPE_STORE_URL")
-        .and_then(|v| v.to_str())
-        .map(str::to_owned)
-        .filter(|v| !v.trim().is_empty());
-    let Some(url) = flags
-        .store
-        .clone()
-        .or(taken)
-        .or_else(|| from_env("TROUPE_STORE_URL"))
-    else {
+) -> Result<StoreChoice, CliError> {
+    let Some(url) = store_url(flags, settings)? else {
         if flags.team.is_some() {
             return Err(CliError::Usage(
                 "--team names a team in a shared store: give --store postgres://… too".into(),
             ));
         }
-        return Ok(troupe::bootstrap::StoreChoice::Files);
+        return Ok(StoreChoice::Files);
     };
-    if !troupe::store::postgres::is_postgres_url(&url) {
-        return Err(CliError::Usage(
-            "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
-        ));
+    Ok(StoreChoice::Postgres(PgOptions {
+        url: url.value,
+        team: team(flags, settings)?.value,
+        local_workers,
+        lease: lease(settings)?.value,
+    }))
+}
+
+/// Every store value with its source, checked as [`store_choice`] checks them (`team` and
+/// `lease` too when there is no URL: `troupe config` shows what a shared store would use).
+pub fn effective_store(
+    flags: &StoreFlags,
+    settings: &Settings,
+) -> Result<EffectiveStore, CliError> {
+    Ok(EffectiveStore {
+        url: store_url(flags, settings)?,
+        team: team(flags, settings)?,
+        lease: lease(settings)?,
+    })
+}
+
+/// A non-blank environment variable.
+fn from_env(name: &str) -> Option<Sourced<String>> {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|value| Sourced {
+            value,
+            source: Source::Env(name.into()),
+        })
+}
+
+/// `--store`, else `TROUPE_STORE_URL`, else `[store] url`; none: files.
+fn store_url(flags: &StoreFlags, settings: &Settings) -> Result<Option<Sourced<String>>, CliError> {
+    // `main` moved TROUPE_STORE_URL out of the environment (it may hold the database's
+    // password; no command an agent runs may read it).
+    let taken = troupe::secrets::environment::taken("TROUPE_STORE_URL")
+        .and_then(|v| v.to_str())
+        .filter(|v| !v.trim().is_empty())
+        .map(|value| Sourced {
+            value: value.to_owned(),
+            source: Source::Env("TROUPE_STORE_URL".into()),
+        });
+    let given = flags
+        .store
+        .clone()
+        .map(|value| Sourced {
+            value,
+            source: Source::Flag("--store".into()),
+        })
+        .or(taken)
+        .or_else(|| from_env("TROUPE_STORE_URL"));
+    if let Some(url) = &given {
+        if !troupe::store::postgres::is_postgres_url(&url.value) {
+            return Err(CliError::Usage(
+                "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
+            ));
+        }
     }
-    let team = flags
+    Ok(given.or_else(|| settings.store.url.clone()))
+}
+
+/// `--team`, else `TROUPE_TEAM`, else `[store] team`, else `default`.
+fn team(flags: &StoreFlags, settings: &Settings) -> Result<Sourced<String>, CliError> {
+    let given = flags
         .team
         .clone()
-        .or_else(|| from_env("TROUPE_TEAM"))
-        .unwrap_or_else(|| "default".into());
-    if team.trim().is_empty() || team.len() > 200 {
-        return Err(CliError::Usage("--team must be 1 to 200 characters".into()));
-    }
-    let lease = match from_env("TROUPE_LEASE") {
-        None => troupe::bootstrap::DEFAULT_SHARED_LEASE,
-        Some(raw) => {
-            let lease = parse_duration(&raw).map_err(|_| {
-                CliError::Usage(format!(
-                    "TROUPE_LEASE must be a duration like 10s, not {raw:?}"
-                ))
-            })?;
-            if lease < std::time::Duration::from_millis(300) {
-                return Err(CliError::Usage(
-                    "TROUPE_LEASE must be at least 300ms".into(),
-                ));
-            }
-            lease
+        .map(|value| Sourced {
+            value,
+            source: Source::Flag("--team".into()),
+        })
+        .or_else(|| from_env("TROUPE_TEAM"));
+    if let Some(team) = &given {
+        if team.value.trim().is_empty() || team.value.len() > troupe::settings::MAX_TEAM_CHARS {
+            return Err(CliError::Usage("--team must be 1 to 200 characters".into()));
         }
-    };
-    Ok(troupe::bootstrap::StoreChoice::Postgres(
-        troupe::bootstrap::PgOptions {
-            url,
-            team,
-            local_workers,
-            lease,
-        },
-    ))
+    }
+    Ok(given
+        .or_else(|| settings.store.team.clone())
+        .unwrap_or_else(|| Sourced {
+            value: "default".into(),
+            source: Source::Default,
+        }))
+}
+
+/// `TROUPE_LEASE`, else `[store] lease`, else [`DEFAULT_SHARED_LEASE`].
+fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
+    if let Some(raw) = from_env("TROUPE_LEASE") {
+        let lease = parse_duration(&raw.value).map_err(|_| {
+            CliError::Usage(format!(
+                "TROUPE_LEASE must be a duration like 10s, not {:?}",
+                raw.value
+            ))
+        })?;
+        if lease < MIN_STORE_LEASE {
+            return Err(CliError::Usage(
+                "TROUPE_LEASE must be at least 300ms".into(),
+            ));
+        }
+        return Ok(Sourced {
+            value: lease,
+            source: raw.source,
+        });
+    }
+    Ok(settings.store.lease.clone().unwrap_or(Sourced {
+        value: DEFAULT_SHARED_LEASE,
+        source: Source::Default,
+    }))
 }

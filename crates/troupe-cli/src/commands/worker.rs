@@ -25,7 +25,8 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         return Err(CliError::Usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let store = super::store_choice(&args.store, true)?;
+    let file_settings = super::config::load_settings(workspace)?;
+    let store = super::store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::Usage(
             "troupe worker runs teammates of a shared team: give --store postgres://… (or \
@@ -34,7 +35,6 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         ));
     };
     let team_key = options.team.clone();
-    let file_settings = super::config::load_settings(workspace)?;
     let (sandbox, sandbox_line) =
         crate::sandboxing::options(workspace, args.sandbox, &file_settings, args.approval)?;
     let context_window = context_window(&args.model, &file_settings)?;

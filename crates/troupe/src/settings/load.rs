@@ -23,6 +23,12 @@
 //!   or `"loopback"`; `deny_read` a list of non-blank paths (absolute, `~/…` or relative to the
 //!   workspace); `hooks` a boolean (confine hook commands too). `mode`, `network` and `hooks`:
 //!   project over user; `deny_read`: both files' entries, project first.
+//! - `[store]`: where a team's stores are when no flag or environment variable says. `url` a
+//!   PostgreSQL URL (`postgres://…` or `postgresql://…`) that carries no password: one in the
+//!   user part, a `password` parameter or a key/value string is refused as a secret, without
+//!   echoing it (the whole URL goes in `TROUPE_STORE_URL` instead); `team` 1 to 200 characters,
+//!   not blank; `lease` like a hook's timeout, or in milliseconds (`"500ms"`), 300 ms to 1 h.
+//!   Project over user, per key.
 //! - `[[mcp_servers]]`: `name` (`[a-z0-9_-]+`, unique in its file) and exactly one of `command`
 //!   (with optional `args`, a list of strings, and `env`, a table of strings) or `url` (`http://`
 //!   or `https://`); `startup_timeout` (default 10 s) and `call_timeout` (default 60 s) like a
@@ -42,12 +48,13 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{SettingsError, SettingsErrorKind as Kind};
-use super::SandboxSettings;
 use super::{
     HookEvent, HookSpec, McpServerSpec, McpTransport, ModelSettings, RuleEntry, RuleList, Settings,
     Source, Sourced, DEFAULT_HOOK_TIMEOUT, DEFAULT_MCP_CALL_TIMEOUT, DEFAULT_MCP_STARTUP_TIMEOUT,
 };
+use super::{SandboxSettings, StoreSettings};
 use crate::sandbox::{Mode as SandboxMode, Network};
+use crate::store::postgres::is_postgres_url;
 use crate::store::read::{open_regular, Links};
 
 /// The project settings file, at the workspace root.
@@ -60,9 +67,22 @@ pub const MAX_HOOK_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const PROVIDERS: [&str; 3] = ["openai", "azure", "anthropic"];
 /// The smallest context window a setting may give (as `--context-window`).
 pub const MIN_CONTEXT_WINDOW: u32 = 1024;
+/// The longest team key, in characters (as `--team`).
+pub const MAX_TEAM_CHARS: usize = 200;
+/// The shortest teammate lease (as `TROUPE_LEASE`): a heartbeat every third of it has to keep up.
+pub const MIN_STORE_LEASE: Duration = Duration::from_millis(300);
+/// The longest lease a settings file may give: a takeover waits that long for a dead worker.
+pub const MAX_STORE_LEASE: Duration = Duration::from_secs(3600);
 
 const SECRET_HINT: &str =
     "secrets stay in the environment or .env (OPENAI_API_KEY), not in troupe.toml";
+/// Why `[store] url` may not carry a password. PostgreSQL's `PGPASSWORD` and `~/.pgpass` are not
+/// named: tokio-postgres reads neither, so troupe's only place for the password is the URL.
+const STORE_PASSWORD_HINT: &str = "`store.url` carries a password: a password never goes in a \
+     settings file, which may be committed; give the whole URL in TROUPE_STORE_URL instead (troupe \
+     takes it out of its environment at start, so no command an agent runs sees it)";
+/// What `[store] url` must look like.
+const STORE_URL_FORM: &str = "a PostgreSQL URL (postgres://user@host:port/database)";
 
 /// `$XDG_CONFIG_HOME/troupe/config.toml`, else `$HOME/.config/troupe/config.toml`; none when
 /// neither variable is set to an absolute path.
@@ -171,6 +191,11 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
         deny_read,
         hooks: first(&layers, |f| f.sandbox_hooks),
     };
+    let store = StoreSettings {
+        url: first(&layers, |f| f.store_url.clone()),
+        team: first(&layers, |f| f.store_team.clone()),
+        lease: first(&layers, |f| f.store_lease),
+    };
     let mut mcp_servers: Vec<McpServerSpec> = Vec::new();
     for (_, source, file) in &layers {
         for server in &file.mcp_servers {
@@ -188,6 +213,7 @@ fn merge(layers: Vec<(PathBuf, Source, ParsedFile)>) -> Settings {
         rules,
         hooks,
         sandbox,
+        store,
         mcp_servers,
         files: layers.into_iter().map(|(path, _, _)| path).collect(),
     }
@@ -211,6 +237,9 @@ struct ParsedFile {
     sandbox_network: Option<Network>,
     sandbox_deny_read: Vec<String>,
     sandbox_hooks: Option<bool>,
+    store_url: Option<String>,
+    store_team: Option<String>,
+    store_lease: Option<Duration>,
     mcp_servers: Vec<McpServerSpec>,
 }
 
@@ -235,7 +264,17 @@ struct RawFile {
     #[serde(default)]
     sandbox: RawSandbox,
     #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    url: Option<Spanned<String>>,
+    team: Option<Spanned<String>>,
+    lease: Option<Spanned<RawTimeout>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -523,6 +562,36 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
         file.sandbox_deny_read.push(path.into_inner());
     }
     file.sandbox_hooks = raw.sandbox.hooks;
+    if let Some(url) = raw.store.url {
+        file.store_url =
+            Some(store_url(url.get_ref()).map_err(|(kind, why)| {
+                SettingsError::new(kind, path, at(url.span().start), why)
+            })?);
+    }
+    if let Some(team) = raw.store.team {
+        let value = team.get_ref().trim();
+        if value.is_empty() || value.chars().count() > MAX_TEAM_CHARS {
+            return Err(invalid(
+                team.span().start,
+                format!("`store.team` must be 1 to {MAX_TEAM_CHARS} characters, not blank"),
+            ));
+        }
+        file.store_team = Some(value.to_owned());
+    }
+    if let Some(lease) = raw.store.lease {
+        file.store_lease = Some(
+            duration_of(lease.get_ref(), true)
+                .filter(|l| (MIN_STORE_LEASE..=MAX_STORE_LEASE).contains(l))
+                .ok_or_else(|| {
+                    invalid(
+                        lease.span().start,
+                        "`store.lease` must be 300ms to 1h: an integer of seconds (10) or a \
+                         string with a unit (\"500ms\", \"10s\", \"2m\")"
+                            .into(),
+                    )
+                })?,
+        );
+    }
     for (index, server) in raw.mcp_servers.into_iter().enumerate() {
         let start = server.span().start;
         let spec = mcp_server(index, server.into_inner(), start, &invalid)?;
@@ -806,23 +875,106 @@ pub fn check_rule(text: &str) -> Result<(), String> {
 
 /// `30` or `"30s"` / `"2m"` / `"1h"`, 1 to 3600 seconds.
 fn hook_timeout(raw: &RawTimeout) -> Option<Duration> {
-    let secs = match raw {
-        RawTimeout::Seconds(secs) => u64::try_from(*secs).ok()?,
+    duration_of(raw, false)
+        .filter(|timeout| (Duration::from_secs(1)..=MAX_HOOK_TIMEOUT).contains(timeout))
+}
+
+/// An integer of seconds (`30`) or a string with a unit (`"30s"`, `"2m"`, `"1h"`, and `"500ms"`
+/// when `millis`); the caller checks the range.
+fn duration_of(raw: &RawTimeout, millis: bool) -> Option<Duration> {
+    match raw {
+        RawTimeout::Seconds(secs) => u64::try_from(*secs).ok().map(Duration::from_secs),
         RawTimeout::Text(text) => {
             let text = text.trim();
             let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
             let number: u64 = number.parse().ok()?;
-            let scale = match unit.trim() {
-                "s" => 1,
-                "m" => 60,
-                "h" => 3600,
+            let scale_ms = match unit.trim() {
+                "ms" if millis => 1,
+                "s" => 1000,
+                "m" => 60_000,
+                "h" => 3_600_000,
                 _ => return None,
             };
-            number.checked_mul(scale)?
+            number.checked_mul(scale_ms).map(Duration::from_millis)
         }
+    }
+}
+
+/// Checks `[store] url` (see the module docs): the URL, trimmed, or why not. The password check
+/// comes first and uses PostgreSQL's own parsing, so that every way of writing one (the user
+/// part, `?password=`, a key/value string) is caught; no message repeats the value.
+fn store_url(raw: &str) -> Result<String, (Kind, String)> {
+    let url = raw.trim();
+    if url.is_empty() {
+        return Err((Kind::Invalid, "`store.url` must not be blank".into()));
+    }
+    match url.parse::<tokio_postgres::Config>() {
+        Ok(config) if config.get_password().is_some() => {
+            Err((Kind::Secret, STORE_PASSWORD_HINT.into()))
+        }
+        Ok(_) if is_postgres_url(url) => Ok(url.to_owned()),
+        Err(e) if is_postgres_url(url) => Err((
+            Kind::Invalid,
+            format!("`store.url` must be {STORE_URL_FORM}: {e}"),
+        )),
+        Ok(_) | Err(_) => Err((
+            Kind::Invalid,
+            format!("`store.url` must be {STORE_URL_FORM}"),
+        )),
+    }
+}
+
+/// A store URL as `troupe config` may print it (from any source: `TROUPE_STORE_URL` may carry a
+/// password): the password of the user part or of a `password=` parameter replaced by `***`.
+/// None when it cannot be shown safely (not parseable, a percent-encoded parameter name, a
+/// key/value string with a password).
+pub fn store_url_shown(url: &str) -> Option<String> {
+    let password_of = |url: &str| {
+        url.parse::<tokio_postgres::Config>()
+            .map(|c| c.get_password().map(<[u8]>::to_vec))
     };
-    let timeout = Duration::from_secs(secs);
-    (secs >= 1 && timeout <= MAX_HOOK_TIMEOUT).then_some(timeout)
+    match password_of(url) {
+        Ok(None) => return Some(url.to_owned()),
+        Ok(Some(_)) if is_postgres_url(url) => {}
+        Ok(Some(_)) | Err(_) => return None,
+    }
+    let (scheme, rest) = url.split_once("://")?;
+    // As tokio-postgres reads it: the credentials end at the first `@`, the password starts
+    // after their first `:`.
+    let (credentials, rest) = match rest.split_once('@') {
+        Some((credentials, rest)) => match credentials.split_once(':') {
+            Some((user, _)) => (format!("{user}:***@"), rest),
+            None => (format!("{credentials}@"), rest),
+        },
+        None => (String::new(), rest),
+    };
+    let (place, query) = match rest.split_once('?') {
+        Some((place, query)) => (place, Some(query)),
+        None => (rest, None),
+    };
+    let mut shown = format!("{scheme}://{credentials}{place}");
+    if let Some(query) = query {
+        let mut params = Vec::new();
+        for param in query.split('&') {
+            let key = param.split('=').next().unwrap_or_default();
+            if key.contains('%') {
+                return None;
+            }
+            params.push(if key == "password" {
+                "password=***"
+            } else {
+                param
+            });
+        }
+        shown.push('?');
+        shown.push_str(&params.join("&"));
+    }
+    // Whatever the reading above missed, the parser would see.
+    match password_of(&shown) {
+        Ok(None) => Some(shown),
+        Ok(Some(p)) if p == b"***" => Some(shown),
+        _ => None,
+    }
 }
 
 /// The text of a settings file; `None` when it does not exist. Opened like every file troupe
@@ -1299,6 +1451,198 @@ command = "cargo fmt --check"
             let err = load_err(text);
             assert!(err.to_string().contains(needle), "{text}: {err}");
             assert!(err.to_string().contains(":2"), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_store_section_loads_and_merges_project_over_user_per_key() {
+        let dir = workspace(Some(
+            "[store]\nurl = \" postgres://troupe@db.example:5432/team \"\nlease = \"500ms\"\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[store]\nurl = \"postgresql://me@localhost/mine\"\nteam = \" backend \"\nlease = 30\n",
+        )
+        .unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        let project = Source::Project(dir.path().join(PROJECT_FILE_NAME));
+        assert_eq!(
+            s.store,
+            StoreSettings {
+                url: Some(Sourced {
+                    value: "postgres://troupe@db.example:5432/team".into(),
+                    source: project.clone(),
+                }),
+                team: Some(Sourced {
+                    value: "backend".into(),
+                    source: Source::User(user.clone()),
+                }),
+                lease: Some(Sourced {
+                    value: Duration::from_millis(500),
+                    source: project,
+                }),
+            }
+        );
+        // The user's file alone, and the bounds of team and lease.
+        let dir = workspace(None);
+        let team = "é".repeat(MAX_TEAM_CHARS);
+        std::fs::write(
+            &user,
+            format!("[store]\nteam = \"{team}\"\nlease = \"1h\"\n"),
+        )
+        .unwrap();
+        let s = Settings::load(dir.path(), Some(&user)).unwrap();
+        assert_eq!(s.store.url, None);
+        assert_eq!(s.store.team.unwrap().value, team);
+        assert_eq!(s.store.lease.unwrap().value, MAX_STORE_LEASE);
+        for (lease, millis) in [
+            ("\"300ms\"", 300),
+            ("1", 1000),
+            ("\"10s\"", 10_000),
+            ("\"2m\"", 120_000),
+        ] {
+            let dir = workspace(Some(&format!("[store]\nlease = {lease}\n")));
+            let s = Settings::load(dir.path(), None).unwrap();
+            assert_eq!(
+                s.store.lease.unwrap().value,
+                Duration::from_millis(millis),
+                "{lease}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_store_values_are_refused_with_file_and_line_never_echoing_a_password() {
+        let long_team = "t".repeat(MAX_TEAM_CHARS + 1);
+        for (text, kind, line, needle) in [
+            (
+                "[store]\nteam = \"t\"\nurl = \"postgres://u:s3cret-pw@db.example/team\"\n".to_owned(),
+                Kind::Secret,
+                3,
+                "give the whole URL in TROUPE_STORE_URL",
+            ),
+            (
+                "[store]\nurl = \"postgresql://u@db.example/team?sslmode=disable&password=s3cret-pw\"\n".to_owned(),
+                Kind::Secret,
+                2,
+                "a password never goes in a settings file",
+            ),
+            (
+                "[store]\nurl = \"host=db.example user=u password=s3cret-pw dbname=team\"\n".to_owned(),
+                Kind::Secret,
+                2,
+                "TROUPE_STORE_URL",
+            ),
+            (
+                "[store]\nurl = \"postgres://u:s3cret-pw@db.example:port/team\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.url` must be a PostgreSQL URL",
+            ),
+            (
+                "[store]\nurl = \"mysql://u@db.example/team\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.url` must be a PostgreSQL URL (postgres://",
+            ),
+            (
+                "[store]\nurl = \"host=db.example dbname=team\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.url` must be a PostgreSQL URL",
+            ),
+            (
+                "[store]\nurl = \" \"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.url` must not be blank",
+            ),
+            (
+                "[store]\nurl = \"postgres://h/db\"\nteam = \"  \"\n".to_owned(),
+                Kind::Invalid,
+                3,
+                "`store.team` must be 1 to 200 characters",
+            ),
+            (
+                format!("[store]\nteam = \"{long_team}\"\n"),
+                Kind::Invalid,
+                2,
+                "`store.team` must be 1 to 200 characters",
+            ),
+            (
+                "[store]\nlease = \"299ms\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.lease` must be 300ms to 1h",
+            ),
+            (
+                "[store]\nlease = 0\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.lease` must be 300ms to 1h",
+            ),
+            (
+                "[store]\nlease = \"61m\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.lease` must be 300ms to 1h",
+            ),
+            (
+                "[store]\nlease = \"soon\"\n".to_owned(),
+                Kind::Invalid,
+                2,
+                "`store.lease` must be 300ms to 1h",
+            ),
+            (
+                "[store]\nurl = \"postgres://h/db\"\nschema = \"troupe\"\n".to_owned(),
+                Kind::UnknownKey,
+                3,
+                "unknown key `schema`",
+            ),
+            (
+                "[store]\npassword = \"s3cret-pw\"\n".to_owned(),
+                Kind::Secret,
+                2,
+                "`password` looks like a secret",
+            ),
+        ] {
+            let err = load_err(&text);
+            assert_eq!((err.kind, err.line), (kind, Some(line)), "{text}: {err}");
+            let shown = err.to_string();
+            assert!(
+                shown.contains(&format!("troupe.toml:{line}: ")),
+                "{text}: {err}"
+            );
+            assert!(shown.contains(needle), "{text}: {err}");
+            assert!(!shown.contains("s3cret"), "{text}: {err}");
+        }
+        // A hook's timeout still takes no milliseconds.
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\ntimeout = \"1500ms\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(4)), "{err}");
+    }
+
+    #[test]
+    fn store_urls_are_shown_without_their_password() {
+        for (url, shown) in [
+            ("postgres://u@h:5432/db", Some("postgres://u@h:5432/db")),
+            (
+                "postgres://u:s3cret@h:5432/db",
+                Some("postgres://u:***@h:5432/db"),
+            ),
+            (
+                "postgresql://u@h/db?sslmode=disable&password=s3cret",
+                Some("postgresql://u@h/db?sslmode=disable&password=***"),
+            ),
+            (
+                "postgres://u:s3cret@h/db?password=s3cret2&application_name=x",
+                Some("postgres://u:***@h/db?password=***&application_name=x"),
+            ),
+            ("postgres://u@h/db?pass%77ord=s3cret", None),
+            ("postgres://u:s3cret@h:port/db", None),
+            ("host=h password=s3cret", None),
+        ] {
+            assert_eq!(store_url_shown(url).as_deref(), shown, "{url}");
         }
     }
 }

@@ -15,7 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::{SettingsError, SettingsErrorKind};
-pub use load::{user_config_path, PROJECT_FILE_NAME};
+pub use load::{
+    store_url_shown, user_config_path, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE,
+    PROJECT_FILE_NAME,
+};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +165,21 @@ pub struct SandboxSettings {
     pub hooks: Option<Sourced<bool>>,
 }
 
+/// `[store]`: where a team's stores are when neither `--store`/`--team` nor `TROUPE_STORE_URL`,
+/// `TROUPE_TEAM` or `TROUPE_LEASE` say (the CLI lays those on top). Checked at load, so a value
+/// here is usable as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// `url`: a PostgreSQL URL without a password (a settings file may be committed; the password
+    /// stays in `TROUPE_STORE_URL`). None: the file store under `.troupe/`.
+    pub url: Option<Sourced<String>>,
+    /// `team`: the team key in the database, 1 to [`MAX_TEAM_CHARS`] characters, trimmed.
+    pub team: Option<Sourced<String>>,
+    /// `lease`: how long a worker holds a teammate without a heartbeat, [`MIN_STORE_LEASE`] to
+    /// [`MAX_STORE_LEASE`].
+    pub lease: Option<Sourced<Duration>>,
+}
+
 /// The default time an MCP server has to start and list its tools.
 pub const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default time one MCP tool call may take.
@@ -211,6 +229,8 @@ pub struct Settings {
     pub rules: Vec<RuleEntry>,
     pub hooks: Vec<HookSpec>,
     pub sandbox: SandboxSettings,
+    /// `[store]`: project over user, per key.
+    pub store: StoreSettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,
