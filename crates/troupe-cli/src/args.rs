@@ -223,6 +223,8 @@ pub enum Command {
         /// Print JSON (`{"tasks":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// The messages of one agent's mailbox.
     Mailbox {
@@ -355,7 +357,7 @@ impl Command {
             | Self::Requests { json, .. }
             | Self::Jobs { json }
             | Self::Cron { json }
-            | Self::Tasks { json }
+            | Self::Tasks { json, .. }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
             | Self::Mcp { json, .. }

@@ -683,25 +683,25 @@ fn open_stores(
     type Opened = (
         Arc<dyn MailboxStore>,
         Arc<dyn ProtocolStore>,
+        Arc<dyn TaskBoard>,
         Arc<dyn Transcripts>,
         Option<PgParts>,
     );
-    let (mailbox, protocol, transcripts, pg): Opened = match &settings.store {
+    let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
+    let (mailbox, protocol, board, transcripts, pg): Opened = match &settings.store {
         StoreChoice::Files => (
-            Arc::new(FileMailboxStore::new(layout, settings.clock.clone())),
-            Arc::new(JsonProtocolStore::open(
-                layout,
-                settings.clock.clone(),
-                settings.ids.clone(),
-            )?),
+            Arc::new(FileMailboxStore::new(layout, clock.clone())),
+            Arc::new(JsonProtocolStore::open(layout, clock.clone(), ids.clone())?),
+            Arc::new(FileTaskBoard::new(layout, clock, ids)),
             Arc::new(FileTranscripts(layout.clone())),
             None,
         ),
         StoreChoice::Postgres(options) => {
             let parts = shared::open(options, role)?;
             (
-                Arc::new(parts.mailbox(settings.clock.clone())),
-                Arc::new(parts.protocol(settings.clock.clone(), settings.ids.clone())),
+                Arc::new(parts.mailbox(clock.clone())),
+                Arc::new(parts.protocol(clock.clone(), ids.clone())),
+                Arc::new(parts.board(clock, ids)),
                 parts.transcripts(),
                 Some(parts),
             )
@@ -717,11 +717,7 @@ fn open_stores(
         mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(JsonlAuditSink::open(layout, settings.clock.clone())?),
-        board: Arc::new(FileTaskBoard::new(
-            layout,
-            settings.clock.clone(),
-            settings.ids.clone(),
-        )),
+        board,
         recovered,
         transcripts,
         pg,
@@ -1294,6 +1290,11 @@ pub fn inspector_with(
                 Duration::ZERO,
             )),
             protocol: Arc::new(crate::store::postgres::PgProtocolStore::new(
+                pg.clone(),
+                clock.clone(),
+                Arc::new(RandomIds),
+            )),
+            board: Arc::new(crate::store::postgres::PgTaskBoard::new(
                 pg.clone(),
                 clock,
                 Arc::new(RandomIds),

@@ -203,6 +203,7 @@ pub struct SharedStores {
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
     pub roster: Arc<PgRoster>,
+    pub board: Arc<dyn TaskBoard>,
 }
 
 impl Inspector {
@@ -323,8 +324,13 @@ impl Inspector {
     /// Every task of the task board, in creation order, with its open blockers. Reading takes
     /// no lock and creates nothing.
     pub fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
-        let board = FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds));
-        Ok(tasks::views(&board.list()?))
+        let listed = match &self.shared {
+            Some(shared) => shared.board.list()?,
+            None => {
+                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds)).list()?
+            }
+        };
+        Ok(tasks::views(&listed))
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.

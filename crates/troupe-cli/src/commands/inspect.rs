@@ -70,8 +70,10 @@ pub fn cron(workspace: &Path, json: bool) -> Result<(), CliError> {
     }
 }
 
-pub fn tasks(workspace: &Path, json: bool) -> Result<(), CliError> {
-    let views = inspector(workspace).tasks().map_err(inspect_failed)?;
+pub fn tasks(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let views = inspector_of(workspace, store)?
+        .tasks()
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "tasks": views }))
     } else {

@@ -60,7 +60,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         ),
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
         Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
-        Command::Tasks { json } => inspect::tasks(&resolve_workspace(cli.workspace)?, json),
+        Command::Tasks { json, store } => {
+            inspect::tasks(&resolve_workspace(cli.workspace)?, json, &store)
+        }
         Command::Compact {
             agent,
             model,

@@ -450,3 +450,69 @@ fn the_store_url_from_the_environment_is_used_and_no_command_can_read_it() {
         .unwrap();
     assert!(lines.parse::<u32>().unwrap() > 0, "{lines}");
 }
+
+/// The task board of a shared team is the database's: `troupe tasks --store` in any folder
+/// shows what another process put on it, per team; without `--store` the folder's own (empty)
+/// board.
+#[test]
+fn the_task_board_of_a_shared_team_is_read_through_the_store() {
+    use std::sync::Arc;
+    use troupe::store::tasks::{NewTask, TaskBoard};
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let board = troupe::store::postgres::PgTaskBoard::new(
+        db.store("default"),
+        Arc::new(troupe::clock::SystemClock),
+        Arc::new(troupe::ids::RandomIds),
+    );
+    let first = board
+        .create(NewTask {
+            subject: "write the notes".into(),
+            description: None,
+            blocked_by: vec![],
+        })
+        .unwrap();
+    board
+        .create(NewTask {
+            subject: "review the notes".into(),
+            description: None,
+            blocked_by: vec![first.id],
+        })
+        .unwrap();
+    board
+        .claim(&first.id, &troupe::wire::AgentName::parse("lead").unwrap())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let listed = json(&troupe_in(
+        dir.path(),
+        &["tasks", "--json", "--store", &url],
+    ));
+    let rows: Vec<(&str, &str, usize)> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["subject"].as_str().unwrap(),
+                t["status"].as_str().unwrap(),
+                t["open_blockers"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("write the notes", "in_progress", 0),
+            ("review the notes", "pending", 1)
+        ]
+    );
+    let text = troupe_in(dir.path(), &["tasks", "--store", &url]);
+    assert!(text.stdout.contains("write the notes"), "{text:#?}");
+    let other_team = json(&troupe_in(
+        dir.path(),
+        &["tasks", "--json", "--store", &url, "--team", "other"],
+    ));
+    assert_eq!(other_team["tasks"], serde_json::json!([]));
+    let local = json(&troupe_in(dir.path(), &["tasks", "--json"]));
+    assert_eq!(local["tasks"], serde_json::json!([]));
+}

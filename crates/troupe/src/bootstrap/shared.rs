@@ -19,8 +19,8 @@ use crate::agent::transcript::{LinesTranscript, Transcript, TranscriptLines, Tra
 use crate::clock::Clock;
 use crate::store::postgres::wake::{self, Wake};
 use crate::store::postgres::{
-    lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTranscriptLog,
-    TEAMMATE_LEASE,
+    lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTaskBoard,
+    PgTranscriptLog, TEAMMATE_LEASE,
 };
 use crate::store::BackendError;
 use crate::team::TeamRuntime;
@@ -107,6 +107,15 @@ impl PgParts {
         ids: Arc<dyn crate::ids::IdGenerator>,
     ) -> PgProtocolStore {
         PgProtocolStore::new(self.store.clone(), clock, ids)
+    }
+
+    /// The team's task board: every worker's teammates claim from the same board.
+    pub fn board(
+        &self,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn crate::ids::IdGenerator>,
+    ) -> PgTaskBoard {
+        PgTaskBoard::new(self.store.clone(), clock, ids)
     }
 
     pub fn transcripts(&self) -> Arc<dyn Transcripts> {

@@ -34,6 +34,7 @@ mod mailbox;
 mod protocol;
 pub mod roster;
 mod schema;
+mod tasks;
 pub mod testing;
 mod transcript;
 pub mod wake;
@@ -42,6 +43,7 @@ pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
 pub use protocol::PgProtocolStore;
 pub use roster::{lead_lock, LeadLock, Lease, PgRoster, WorkerRow, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
+pub use tasks::PgTaskBoard;
 pub use transcript::PgTranscriptLog;
 
 use std::future::Future;
@@ -66,6 +68,33 @@ const POOL_SIZE: usize = 8;
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// How long a store call waits for an unreachable server to come back (a restart).
 pub const OUTAGE_WAIT: Duration = Duration::from_secs(30);
+
+/// The stores whose changes are serialised per team by an advisory transaction lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lock {
+    Protocol = 1,
+    Tasks = 2,
+}
+
+/// Begins a transaction holding `lock` of `team` (released by its commit or rollback): the
+/// database's counterpart of a file store's mutex + lock file.
+pub(crate) async fn locked<'a>(
+    client: &'a mut deadpool_postgres::Object,
+    team: &str,
+    lock: Lock,
+) -> Result<deadpool_postgres::Transaction<'a>, BackendError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin", e))?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '/' || $2))",
+        &[&(lock as i32), &team],
+    )
+    .await
+    .map_err(|e| db_error("lock the store", e))?;
+    Ok(tx)
+}
 
 /// Whether a store URL names PostgreSQL.
 pub fn is_postgres_url(url: &str) -> bool {
@@ -413,6 +442,12 @@ impl ConnectionLost for BackendError {
 }
 
 impl ConnectionLost for crate::store::mailbox::MailboxError {
+    fn connection_lost(&self) -> bool {
+        matches!(self, Self::Backend(e) if e.connection_lost)
+    }
+}
+
+impl ConnectionLost for crate::store::tasks::TaskError {
     fn connection_lost(&self) -> bool {
         matches!(self, Self::Backend(e) if e.connection_lost)
     }

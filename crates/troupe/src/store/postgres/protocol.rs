@@ -22,7 +22,7 @@ use troupe_wire::{
     AgentName, MailboxMessage, ProtocolMessage, ProtocolRequest, RequestId, RequestKind, WireError,
 };
 
-use super::{db_error, PgStore};
+use super::{db_error, locked, Lock, PgStore};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::store::protocol::rules::{self, AnswerCheck, Decision};
@@ -30,24 +30,6 @@ use crate::store::protocol::{
     Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore,
 };
 use crate::store::BackendError;
-
-/// Begins a transaction holding the team's protocol lock (released by its commit or rollback).
-async fn locked<'a>(
-    client: &'a mut deadpool_postgres::Object,
-    team: &str,
-) -> Result<deadpool_postgres::Transaction<'a>, BackendError> {
-    let tx = client
-        .transaction()
-        .await
-        .map_err(|e| db_error("begin", e))?;
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(1, hashtext(current_schema() || '/' || $1))",
-        &[&team],
-    )
-    .await
-    .map_err(|e| db_error("lock the protocol store", e))?;
-    Ok(tx)
-}
 
 /// The protocol store of one team in PostgreSQL.
 pub struct PgProtocolStore {
@@ -184,7 +166,7 @@ impl PgProtocolStore {
         let ids = self.ids.clone();
         let created = self.store.block(async move {
             let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team()).await?;
+            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
             // Read under the lock: two processes creating at once get times in lock order.
             let now = clock.now();
             let latest: Option<i64> = tx
@@ -295,7 +277,7 @@ impl PgProtocolStore {
         let message = message.clone();
         self.store.block(async move {
             let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team()).await?;
+            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
             let id = message.request_id();
             let row = tx
                 .query_opt(
@@ -355,7 +337,7 @@ impl PgProtocolStore {
         let step = self.store.block(async move {
             let response = response_owned;
             let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team()).await?;
+            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
             let id = response.request_id();
             let row = tx
                 .query_opt(

@@ -7,10 +7,13 @@ use super::{db_error, PgStore};
 use crate::store::BackendError;
 
 /// The migrations, in order; a migration is never edited once released, only added after.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/001_init.sql")),
+    (2, include_str!("migrations/002_tasks.sql")),
+];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;

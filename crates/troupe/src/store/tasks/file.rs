@@ -170,7 +170,7 @@ fn task_bytes(task: &Task) -> Result<Vec<u8>, TaskError> {
 }
 
 /// By creation time, then id: the order tasks were created in, as far as the clock can tell.
-pub(super) fn sorted(tasks: impl IntoIterator<Item = Task>) -> Vec<Task> {
+pub(crate) fn sorted(tasks: impl IntoIterator<Item = Task>) -> Vec<Task> {
     let mut tasks: Vec<Task> = tasks.into_iter().collect();
     tasks.sort_by_key(|t| (t.created_at_utc, t.id));
     tasks

@@ -14,6 +14,7 @@
 //!   implementations below apply exactly these, so they cannot disagree.
 //! - [`file`]: [`FileTaskBoard`], one JSON file per task under `.troupe/tasks/`.
 //! - [`memory`]: [`MemoryTaskBoard`], for tests and embedding.
+//! - `store::postgres::PgTaskBoard`: one row per task, a team's board shared by workers.
 //!
 //! **Architecture Invariant:** the dependency graph is acyclic. Blockers are fixed when a task
 //! is created and must already exist, so creation alone cannot close a cycle; [`rules`] still
@@ -220,6 +221,9 @@ pub enum TaskError {
     Corrupt { path: String, reason: String },
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The database backend failed (its own stable code).
+    #[error(transparent)]
+    Backend(#[from] super::BackendError),
 }
 
 fn list(ids: &[TaskId]) -> String {
@@ -239,6 +243,7 @@ impl ErrorCode for TaskError {
             TaskError::Invalid(_) => "invalid_arguments",
             TaskError::Corrupt { .. } => "task_store_corrupt",
             TaskError::IdTaken(_) | TaskError::Io(_) => "storage_error",
+            TaskError::Backend(e) => e.code(),
         }
     }
 }

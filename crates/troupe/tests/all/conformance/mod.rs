@@ -4,12 +4,14 @@
 //!
 //! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
 //! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
+//! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
 
 mod leases;
 mod mailbox;
 mod protocol;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +22,11 @@ use troupe::ids::SequentialIds;
 use troupe::layout::Layout;
 use troupe::store::mailbox::{FileMailboxStore, MailboxStore};
 use troupe::store::postgres::testing::TestDb;
-use troupe::store::postgres::{PgMailboxStore, PgProtocolStore, PgStore, DEFAULT_LEASE};
+use troupe::store::postgres::{
+    PgMailboxStore, PgProtocolStore, PgStore, PgTaskBoard, DEFAULT_LEASE,
+};
 use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
+use troupe::store::tasks::{FileTaskBoard, TaskBoard};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -104,6 +109,24 @@ impl Stores {
                 .unwrap(),
             ),
             Some(pg) => Arc::new(PgProtocolStore::new(
+                pg.clone(),
+                Arc::new(self.clock.clone()),
+                self.ids.clone(),
+            )),
+        }
+    }
+}
+
+impl Stores {
+    /// A new task board instance over this team's board.
+    pub fn board(&self) -> Arc<dyn TaskBoard> {
+        match &self.pg {
+            None => Arc::new(FileTaskBoard::new(
+                &self.layout,
+                Arc::new(self.clock.clone()),
+                self.ids.clone(),
+            )),
+            Some(pg) => Arc::new(PgTaskBoard::new(
                 pg.clone(),
                 Arc::new(self.clock.clone()),
                 self.ids.clone(),

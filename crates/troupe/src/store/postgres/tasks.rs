@@ -1,0 +1,230 @@
+//! `PgTaskBoard`: the task board port on `troupe_tasks`.
+//!
+//! Every change (create, claim, complete) is **one transaction** holding the team's task-board
+//! advisory lock: the rows are read and checked exactly as the file board checks its files
+//! (each task's invariants, then the graph), the same pure rule decides
+//! (`store::tasks::rules`), the one row that changed is written, and the commit releases the
+//! lock. So of two workers on two hosts claiming one task, the second reads the first one's
+//! claim and is refused `task_claimed`; the claim and the board's state are one write, never two.
+//! Reads take no lock: a change writes one row, so a reader sees whole tasks.
+//!
+//! A row that does not parse, breaks a task's invariants or is stored under another id is
+//! `task_store_corrupt` naming the row, never skipped (a skipped blocker would silently unblock
+//! its dependants).
+
+use std::sync::Arc;
+
+use troupe_wire::{strict, AgentName};
+use uuid::Uuid;
+
+use super::{db_error, locked, Lock, PgStore};
+use crate::clock::Clock;
+use crate::ids::IdGenerator;
+use crate::store::tasks::file::sorted;
+use crate::store::tasks::rules::{self, Tasks};
+use crate::store::tasks::{NewTask, Task, TaskBoard, TaskError, TaskId};
+
+/// The task board of one team in PostgreSQL.
+pub struct PgTaskBoard {
+    store: PgStore,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+}
+
+/// How a change writes the task its rule returned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Insert,
+    Update,
+}
+
+fn row_name(team: &str, id: &Uuid) -> String {
+    format!("troupe_tasks row (team {team:?}, id {id})")
+}
+
+/// Decodes and checks one row.
+fn decode(team: &str, id: &Uuid, body: &str) -> Result<Task, TaskError> {
+    let corrupt = |reason: String| TaskError::Corrupt {
+        path: row_name(team, id),
+        reason,
+    };
+    let task: Task = strict::from_json_str(body, "").map_err(|e| corrupt(e.to_string()))?;
+    if task.id.to_string() != id.hyphenated().to_string() {
+        return Err(corrupt(format!("it holds task {}", task.id)));
+    }
+    task.check().map_err(corrupt)?;
+    Ok(task)
+}
+
+fn decode_all(team: &str, rows: &[(Uuid, String)]) -> Result<Tasks, TaskError> {
+    let mut tasks = Tasks::new();
+    for (id, body) in rows {
+        let task = decode(team, id, body)?;
+        tasks.insert(task.id, task);
+    }
+    rules::check_graph(&tasks).map_err(|reason| TaskError::Corrupt {
+        path: format!("troupe_tasks (team {team:?})"),
+        reason,
+    })?;
+    Ok(tasks)
+}
+
+fn encode(task: &Task) -> Result<String, TaskError> {
+    serde_json::to_string(task)
+        .map_err(|e| TaskError::Invalid(format!("cannot encode task {}: {e}", task.id)))
+}
+
+fn uuid_of(id: &TaskId) -> Result<Uuid, TaskError> {
+    Uuid::parse_str(&id.to_string()).map_err(|e| TaskError::Invalid(e.to_string()))
+}
+
+const ALL: &str = "SELECT id, body FROM troupe_tasks WHERE team = $1";
+
+fn rows_of(rows: Vec<tokio_postgres::Row>) -> Vec<(Uuid, String)> {
+    rows.iter()
+        .map(|r| (r.get::<_, Uuid>(0), r.get::<_, String>(1)))
+        .collect()
+}
+
+impl PgTaskBoard {
+    pub fn new(store: PgStore, clock: Arc<dyn Clock>, ids: Arc<dyn IdGenerator>) -> Self {
+        Self { store, clock, ids }
+    }
+
+    /// Runs one change in one locked transaction: `change` gets every task and returns the
+    /// task to write. A connection lost before the commit left nothing written, so the change
+    /// is decided again from the rows as they are then; a connection lost during the commit
+    /// leaves its outcome unknown and is reported, never repeated (a repeated claim would be
+    /// refused as the claimer's own).
+    fn change(
+        &self,
+        change: impl Fn(&Tasks) -> Result<Task, TaskError> + Send + Sync + 'static,
+        write: Write,
+    ) -> Result<Task, TaskError> {
+        let change = Arc::new(change);
+        super::retrying(|| {
+            let store = self.store.clone();
+            let change = change.clone();
+            self.store
+                .block(async move { Ok(change_once(&store, &*change, write).await) })
+                .map_err(TaskError::Backend)?
+        })
+    }
+
+    fn load(&self) -> Result<Tasks, TaskError> {
+        let rows = super::retrying(|| {
+            let store = self.store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query(ALL, &[&store.team()])
+                    .await
+                    .map(rows_of)
+                    .map_err(|e| db_error("read the task board", e))
+            })
+        })?;
+        decode_all(self.store.team(), &rows)
+    }
+}
+
+async fn change_once(
+    store: &PgStore,
+    change: &(dyn Fn(&Tasks) -> Result<Task, TaskError> + Send + Sync),
+    write: Write,
+) -> Result<Task, TaskError> {
+    let mut client = store.client().await?;
+    let tx = locked(&mut client, store.team(), Lock::Tasks).await?;
+    let rows = tx
+        .query(ALL, &[&store.team()])
+        .await
+        .map_err(|e| db_error("read the task board", e))?;
+    let tasks = decode_all(store.team(), &rows_of(rows))?;
+    let task = change(&tasks)?;
+    let id = uuid_of(&task.id)?;
+    let body = encode(&task)?;
+    let status = task.status.as_str();
+    let owner = task.owner.as_ref().map(|o| o.as_str().to_owned());
+    let sql = match write {
+        Write::Insert => {
+            "INSERT INTO troupe_tasks (team, id, status, owner, body)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
+        }
+        Write::Update => {
+            "UPDATE troupe_tasks SET status = $3, owner = $4, body = $5
+              WHERE team = $1 AND id = $2"
+        }
+    };
+    let written = tx
+        .execute(sql, &[&store.team(), &id, &status, &owner, &body])
+        .await
+        .map_err(|e| db_error("write a task", e))?;
+    if written != 1 {
+        // Under the lock the rule saw every row: an insert that finds its id taken, or an
+        // update whose row is gone, means a row changed outside troupe. Nothing is written.
+        return Err(match write {
+            Write::Insert => TaskError::IdTaken(task.id),
+            Write::Update => TaskError::NotFound(task.id),
+        });
+    }
+    tx.commit().await.map_err(|e| {
+        let mut error = db_error("commit a task change (its outcome is unknown)", e);
+        error.connection_lost = false;
+        error
+    })?;
+    Ok(task)
+}
+
+impl TaskBoard for PgTaskBoard {
+    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+        let id = TaskId::from_uuid(self.ids.next_uuid())?;
+        let now = self.clock.now();
+        self.change(
+            move |tasks| rules::create(tasks, id, new.clone(), now),
+            Write::Insert,
+        )
+    }
+
+    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+        let uuid = uuid_of(id)?;
+        let body = super::retrying(|| {
+            let store = self.store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query_opt(
+                        "SELECT body FROM troupe_tasks WHERE team = $1 AND id = $2",
+                        &[&store.team(), &uuid],
+                    )
+                    .await
+                    .map(|row| row.map(|r| r.get::<_, String>(0)))
+                    .map_err(|e| db_error("read a task", e))
+            })
+        })?;
+        match body {
+            Some(body) => decode(self.store.team(), &uuid, &body),
+            None => Err(TaskError::NotFound(*id)),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<Task>, TaskError> {
+        Ok(sorted(self.load()?.into_values()))
+    }
+
+    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        let (id, agent) = (*id, agent.clone());
+        self.change(
+            move |tasks| rules::claim(tasks, &id, &agent, now),
+            Write::Update,
+        )
+    }
+
+    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        let (id, agent) = (*id, agent.clone());
+        self.change(
+            move |tasks| rules::complete(tasks, &id, &agent, now),
+            Write::Update,
+        )
+    }
+}
