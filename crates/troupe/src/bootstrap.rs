@@ -47,12 +47,14 @@ use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, Permissio
 use crate::sandbox::{Mode as SandboxMode, Policy as SandboxPolicy, Sandbox};
 use crate::secrets::Redactor;
 use crate::store::artifacts::ArtifactStore;
-use crate::store::events::observed::{ObservedMailbox, ObservedProtocol};
+use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
 use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventSink, RUN_AGENT};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::PgResponseAck;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::response_ack::ResponseAck;
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
 use crate::store::usage::UsageLog;
 use crate::store::{durable, IoError};
@@ -632,6 +634,8 @@ struct Stores {
     /// How many messages recovery moved back to ready.
     recovered: usize,
     transcripts: Arc<dyn Transcripts>,
+    /// A shared team's one-transaction consume + ack (reporting to the event stream).
+    response_ack: Option<Arc<dyn ResponseAck>>,
     /// The database parts of a shared team.
     pg: Option<PgParts>,
 }
@@ -688,6 +692,7 @@ fn open_stores(
         Option<PgParts>,
     );
     let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
+    let mut response_ack: Option<Arc<dyn ResponseAck>> = None;
     let (mailbox, protocol, board, transcripts, pg): Opened = match &settings.store {
         StoreChoice::Files => (
             Arc::new(FileMailboxStore::new(layout, clock.clone())),
@@ -698,9 +703,19 @@ fn open_stores(
         ),
         StoreChoice::Postgres(options) => {
             let parts = shared::open(options, role)?;
+            let mailbox = Arc::new(parts.mailbox(clock.clone()));
+            let protocol = Arc::new(parts.protocol(clock.clone(), ids.clone()));
+            response_ack = Some(Arc::new(ObservedResponseAck::new(
+                Arc::new(PgResponseAck::new(
+                    parts.store.clone(),
+                    mailbox.clone(),
+                    protocol.clone(),
+                )),
+                events.clone(),
+            )));
             (
-                Arc::new(parts.mailbox(clock.clone())),
-                Arc::new(parts.protocol(clock.clone(), ids.clone())),
+                mailbox,
+                protocol,
                 Arc::new(parts.board(clock, ids)),
                 parts.transcripts(),
                 Some(parts),
@@ -720,6 +735,7 @@ fn open_stores(
         board,
         recovered,
         transcripts,
+        response_ack,
         pg,
     })
 }
@@ -1144,6 +1160,7 @@ fn shared_ports(settings: &TeamSettings, stores: &Stores) -> Option<crate::team:
         roster: parts.roster.clone(),
         local_workers: options.local_workers,
         require_plans: settings.require_plans,
+        response_ack: stores.response_ack.clone()?,
     })
 }
 

@@ -30,6 +30,7 @@ pub(crate) mod moves;
 pub mod postgres;
 pub mod protocol;
 pub mod read;
+pub mod response_ack;
 pub mod tasks;
 pub mod usage;
 

@@ -25,6 +25,7 @@ use crate::agent::{Runner, RunnerError, TurnEnd};
 use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
+use crate::store::response_ack::ResponseAckError;
 use crate::sync::blocking;
 
 /// How long the driver waits before retrying a failed ack, and the most retries of one event.
@@ -261,21 +262,30 @@ impl Driver {
         };
         if let MailboxMessage::Protocol(p) = message {
             if p.kind() == ProtocolMessageKind::ShutdownResponse {
-                match classify(self.team.protocol().store().consume_response(p)) {
-                    Triage::Ok(consumed) => {
-                        if !consumed.replayed {
-                            self.team
-                                .postman()
-                                .observer()
-                                .update(&TeamUpdate::Resolved(consumed.request));
-                        }
-                    }
-                    Triage::Quarantine(e) => {
+                // The consume and the ack together (one transaction in a shared store).
+                let finished =
+                    self.team
+                        .response_ack()
+                        .consume_and_ack(&AgentName::lead(), message, p);
+                let consumed = match finished {
+                    Ok((consumed, _)) => consumed,
+                    Err(ResponseAckError::Ack(e)) => return self.retry_later(event, e.to_string()),
+                    Err(ResponseAckError::Consume(e)) if TeamError::is_invalid_message(&e) => {
                         self.retries.remove(&event.key);
                         return self.quarantine(message, &e.to_string());
                     }
-                    Triage::Storage(e) => return self.retry_later(event, e.to_string()),
+                    Err(ResponseAckError::Consume(e)) => {
+                        return self.retry_later(event, e.to_string())
+                    }
+                };
+                self.retries.remove(&event.key);
+                if !consumed.replayed {
+                    self.team
+                        .postman()
+                        .observer()
+                        .update(&TeamUpdate::Resolved(consumed.request));
                 }
+                return Ok(());
             }
         }
         match self.team.mailbox().ack(&AgentName::lead(), message) {

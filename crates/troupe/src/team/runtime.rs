@@ -36,6 +36,7 @@ use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
 use crate::store::postgres::{Lease, PgRoster};
 use crate::store::protocol::ProtocolStore;
+use crate::store::response_ack::{InTurn, ResponseAck};
 use crate::sync::{blocking, lock};
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
@@ -101,6 +102,8 @@ pub struct Shared {
     /// The lead's `--require-plans`: recorded as each new teammate's `plan_required`, since a
     /// worker in another process builds the teammate from its record alone.
     pub require_plans: bool,
+    /// Consumes a protocol response and acks its message in one transaction.
+    pub response_ack: Arc<dyn ResponseAck>,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
@@ -210,6 +213,18 @@ impl TeamRuntime {
 
     pub fn mailbox(&self) -> &Arc<dyn MailboxStore> {
         self.inner.postman.mailbox()
+    }
+
+    /// How a protocol response is consumed and its message acked: in one transaction in a
+    /// shared store, one after the other on files (see `store::response_ack`).
+    pub fn response_ack(&self) -> Arc<dyn ResponseAck> {
+        match &self.inner.shared {
+            Some(shared) => shared.response_ack.clone(),
+            None => Arc::new(InTurn {
+                mailbox: self.mailbox().clone(),
+                protocol: self.protocol().store().clone(),
+            }),
+        }
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {

@@ -19,6 +19,7 @@ use crate::store::mailbox::{
 use crate::store::protocol::{
     Consumed, Deliver, Delivery, NewRequest, ProtocolError, ProtocolStore,
 };
+use crate::store::response_ack::{ResponseAck, ResponseAckError};
 
 /// A mailbox that reports sends, claims, acks, releases and quarantines.
 pub struct ObservedMailbox {
@@ -207,20 +208,7 @@ impl ProtocolStore for ObservedProtocol {
 
     fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let consumed = self.inner.consume_response(message)?;
-        if !consumed.replayed {
-            let mut fields = request_fields(&consumed.request);
-            fields.insert("message_id".into(), json!(message.id()));
-            fields.insert("approved".into(), json!(message.approved()));
-            fields.insert(
-                "status".into(),
-                json!(consumed.request.stored_status().to_string()),
-            );
-            self.events.emit(
-                message.recipient().as_str(),
-                kinds::REQUEST_CONSUMED,
-                fields,
-            );
-        }
+        report_consumed(self.events.as_ref(), message, &consumed);
         Ok(consumed)
     }
 
@@ -249,5 +237,57 @@ impl ProtocolStore for ObservedProtocol {
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
         self.inner.deliver_recorded_answers(deliver)
+    }
+}
+
+/// `request_consumed`, unless the consume was a replay.
+fn report_consumed(events: &dyn EventSink, message: &ProtocolMessage, consumed: &Consumed) {
+    if consumed.replayed {
+        return;
+    }
+    let mut fields = request_fields(&consumed.request);
+    fields.insert("message_id".into(), json!(message.id()));
+    fields.insert("approved".into(), json!(message.approved()));
+    fields.insert(
+        "status".into(),
+        json!(consumed.request.stored_status().to_string()),
+    );
+    events.emit(
+        message.recipient().as_str(),
+        kinds::REQUEST_CONSUMED,
+        fields,
+    );
+}
+
+/// A [`ResponseAck`] that reports the consume and the ack (for one that does both in one
+/// transaction, past the observed stores).
+pub struct ObservedResponseAck {
+    inner: Arc<dyn ResponseAck>,
+    events: Arc<dyn EventSink>,
+}
+
+impl ObservedResponseAck {
+    pub fn new(inner: Arc<dyn ResponseAck>, events: Arc<dyn EventSink>) -> Self {
+        Self { inner, events }
+    }
+}
+
+impl ResponseAck for ObservedResponseAck {
+    fn consume_and_ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+        response: &ProtocolMessage,
+    ) -> Result<(Consumed, AckOutcome), ResponseAckError> {
+        let (consumed, acked) = self.inner.consume_and_ack(agent, message, response)?;
+        report_consumed(self.events.as_ref(), response, &consumed);
+        if acked == AckOutcome::Acked {
+            self.events.emit(
+                agent.as_str(),
+                kinds::MESSAGE_ACKED,
+                kinds::fields(json!({"message_id": message.id()})),
+            );
+        }
+        Ok((consumed, acked))
     }
 }

@@ -166,11 +166,11 @@ impl PgMailboxStore {
         });
     }
 
-    fn fence_of(&self, agent: &AgentName, id: MessageId) -> Option<i64> {
+    pub(super) fn fence_of(&self, agent: &AgentName, id: MessageId) -> Option<i64> {
         lock(&self.claims).get(&(agent.clone(), id)).copied()
     }
 
-    fn forget(&self, agent: &AgentName, id: MessageId) {
+    pub(super) fn forget(&self, agent: &AgentName, id: MessageId) {
         lock(&self.claims).remove(&(agent.clone(), id));
         self.churn.fetch_add(1, Ordering::Relaxed);
     }
@@ -268,18 +268,7 @@ impl PgMailboxStore {
                 client
                     .query(
                         &client
-                            .prepare_cached(
-                                "WITH moved AS (
-                             DELETE FROM troupe_messages
-                              WHERE team = $1 AND agent = $2 AND id = $3
-                                AND state = 'processing' AND fence = $4
-                          RETURNING team, agent, id, created_ms, body)
-                         INSERT INTO troupe_messages_kept
-                                (team, agent, id, created_ms, state, body,
-                                 quarantined_from, quarantined_ms, reason)
-                         SELECT team, agent, id, created_ms, $5, body, $6, $7, $8 FROM moved
-                         RETURNING 1",
-                            )
+                            .prepare_cached(FINISH)
                             .await
                             .map_err(|e| db_error("prepare a statement", e))?,
                         &[
@@ -300,6 +289,18 @@ impl PgMailboxStore {
         })?)
     }
 }
+
+/// Moves a processing row held by `fence` to `troupe_messages_kept` as `$5` (`done` or
+/// `quarantine`, with `quarantined_from`, `quarantined_ms`, `reason`); a row when it moved.
+pub(super) const FINISH: &str = "WITH moved AS (
+     DELETE FROM troupe_messages
+      WHERE team = $1 AND agent = $2 AND id = $3
+        AND state = 'processing' AND fence = $4
+  RETURNING team, agent, id, created_ms, body)
+ INSERT INTO troupe_messages_kept
+        (team, agent, id, created_ms, state, body, quarantined_from, quarantined_ms, reason)
+ SELECT team, agent, id, created_ms, $5, body, $6, $7, $8 FROM moved
+ RETURNING 1";
 
 /// Extends the leases of the claims this store made and still knows (by their fencing
 /// tokens); the rows another holder took are no longer its, and a claim whose answer was lost

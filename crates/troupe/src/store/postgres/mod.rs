@@ -32,6 +32,7 @@
 
 mod mailbox;
 mod protocol;
+mod response_ack;
 pub mod roster;
 mod schema;
 mod tasks;
@@ -41,6 +42,7 @@ pub mod wake;
 
 pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
 pub use protocol::PgProtocolStore;
+pub use response_ack::PgResponseAck;
 pub use roster::{lead_lock, LeadLock, Lease, PgRoster, WorkerRow, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::PgTaskBoard;

@@ -273,57 +273,24 @@ impl PgProtocolStore {
 
     fn consume_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
         let store = self.store.clone();
-        let clock = self.clock.clone();
+        let now = self.clock.now();
         let message = message.clone();
         self.store.block(async move {
             let mut client = store.client().await?;
             let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-            let id = message.request_id();
-            let row = tx
-                .query_opt(
-                    "SELECT body FROM troupe_requests WHERE team = $1 AND id = $2",
-                    &[&store.team(), &id.as_uuid()],
-                )
-                .await
-                .map_err(|e| db_error("read a protocol request", e))?;
-            let Some(row) = row else {
-                return Ok(Err(ProtocolError::NotFound(id)));
-            };
-            let request = match decode(&row.get::<_, String>(0)) {
-                Ok(request) => request,
-                Err(e) => return Ok(Err(e)),
-            };
-            let decision = match rules::decide_response(&request, &message, clock.now()) {
-                Ok(decision) => decision,
-                Err(e) => return Ok(Err(e)),
-            };
-            match decision {
-                Decision::Replay => Ok(Ok(Consumed {
-                    request,
-                    replayed: true,
-                })),
-                Decision::Apply(resolved) => {
-                    let body = match encode(&resolved) {
-                        Ok(body) => body,
-                        Err(e) => return Ok(Err(e)),
-                    };
-                    tx.execute(
-                        "UPDATE troupe_requests SET pending = false, body = $3
-                          WHERE team = $1 AND id = $2",
-                        &[&store.team(), &id.as_uuid(), &body],
-                    )
+            let consumed = consume_in(&tx, &store, &message, now).await?;
+            if matches!(&consumed, Ok(c) if !c.replayed) {
+                tx.commit()
                     .await
-                    .map_err(|e| db_error("resolve a protocol request", e))?;
-                    tx.commit()
-                        .await
-                        .map_err(|e| db_error("commit a resolution", e))?;
-                    Ok(Ok(Consumed {
-                        request: resolved,
-                        replayed: false,
-                    }))
-                }
+                    .map_err(|e| db_error("commit a resolution", e))?;
             }
+            Ok(consumed)
         })?
+    }
+
+    /// The clock of this store (a transaction that consumes decides at its time).
+    pub(super) fn now(&self) -> troupe_wire::UtcTime {
+        self.clock.now()
     }
 
     fn answer_once(
@@ -508,4 +475,55 @@ impl ProtocolStore for PgProtocolStore {
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
         super::retrying(|| self.deliver_recorded_answers_once(deliver))
     }
+}
+
+/// Consumes `message` inside `tx`, which holds the protocol lock, without committing: the
+/// outer error is the database's, the inner one the rules' refusal (nothing written). A replay
+/// writes nothing either.
+pub(super) async fn consume_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    store: &PgStore,
+    message: &ProtocolMessage,
+    now: troupe_wire::UtcTime,
+) -> Result<Result<Consumed, ProtocolError>, BackendError> {
+    let id = message.request_id();
+    let row = tx
+        .query_opt(
+            "SELECT body FROM troupe_requests WHERE team = $1 AND id = $2",
+            &[&store.team(), &id.as_uuid()],
+        )
+        .await
+        .map_err(|e| db_error("read a protocol request", e))?;
+    let Some(row) = row else {
+        return Ok(Err(ProtocolError::NotFound(id)));
+    };
+    let request = match decode(&row.get::<_, String>(0)) {
+        Ok(request) => request,
+        Err(e) => return Ok(Err(e)),
+    };
+    let resolved = match rules::decide_response(&request, message, now) {
+        Ok(Decision::Replay) => {
+            return Ok(Ok(Consumed {
+                request,
+                replayed: true,
+            }))
+        }
+        Ok(Decision::Apply(resolved)) => resolved,
+        Err(e) => return Ok(Err(e)),
+    };
+    let body = match encode(&resolved) {
+        Ok(body) => body,
+        Err(e) => return Ok(Err(e)),
+    };
+    tx.execute(
+        "UPDATE troupe_requests SET pending = false, body = $3
+          WHERE team = $1 AND id = $2",
+        &[&store.team(), &id.as_uuid(), &body],
+    )
+    .await
+    .map_err(|e| db_error("resolve a protocol request", e))?;
+    Ok(Ok(Consumed {
+        request: resolved,
+        replayed: false,
+    }))
 }

@@ -190,3 +190,54 @@ fn an_unreachable_server_is_a_clear_error_with_a_stable_code() {
     assert_eq!(err.code(), "store_unavailable");
     assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
 }
+
+/// The lead pauses past the lease of a shutdown response it claimed, another lead process takes
+/// the message over: the paused one's consume + ack is refused as a whole — the request is not
+/// resolved by a holder that can no longer ack — and the new holder resolves it once.
+#[test]
+fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
+    use crate::protocol::support::{answer, mid, shutdown_of};
+    use troupe::store::response_ack::ResponseAckError;
+    use troupe::wire::RequestStatus;
+    let Some(s) = pg() else { return };
+    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let paused = s.claiming_mailbox(Duration::ZERO);
+    let other = s.claiming_mailbox(Duration::from_secs(60));
+    let lead = AgentName::lead();
+    let yes = answer(&request, mid(9), true);
+    paused
+        .port()
+        .send(&MailboxMessage::Protocol(yes.clone()))
+        .unwrap();
+    let m = paused.port().claim(&lead).unwrap().unwrap();
+    assert_eq!(other.port().claim(&lead).unwrap().unwrap(), m);
+    let err = s
+        .response_ack(&paused)
+        .consume_and_ack(&lead, &m, &yes)
+        .unwrap_err();
+    assert!(matches!(err, ResponseAckError::Ack(_)), "{err:?}");
+    assert_eq!(err.code(), "mailbox_lease_lost");
+    assert_eq!(
+        s.protocol()
+            .get(request.id())
+            .unwrap()
+            .unwrap()
+            .stored_status(),
+        RequestStatus::Pending,
+        "the late holder resolved the request"
+    );
+    let (consumed, acked) = s
+        .response_ack(&other)
+        .consume_and_ack(&lead, &m, &yes)
+        .unwrap();
+    assert!(!consumed.replayed);
+    assert_eq!(acked, AckOutcome::Acked);
+    assert_eq!(
+        s.protocol()
+            .get(request.id())
+            .unwrap()
+            .unwrap()
+            .stored_status(),
+        RequestStatus::Approved
+    );
+}

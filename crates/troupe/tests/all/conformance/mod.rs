@@ -23,9 +23,10 @@ use troupe::layout::Layout;
 use troupe::store::mailbox::{FileMailboxStore, MailboxStore};
 use troupe::store::postgres::testing::TestDb;
 use troupe::store::postgres::{
-    PgMailboxStore, PgProtocolStore, PgStore, PgTaskBoard, DEFAULT_LEASE,
+    PgMailboxStore, PgProtocolStore, PgResponseAck, PgStore, PgTaskBoard, DEFAULT_LEASE,
 };
 use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
+use troupe::store::response_ack::{InTurn, ResponseAck};
 use troupe::store::tasks::{FileTaskBoard, TaskBoard};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +119,34 @@ impl Stores {
 }
 
 impl Stores {
+    /// The consume + ack of protocol responses over `mailbox` (which must be the instance that
+    /// claims) and a protocol store: one transaction on PostgreSQL, one after the other on files.
+    pub fn response_ack(&self, mailbox: &Mailbox) -> Arc<dyn ResponseAck> {
+        match (mailbox, &self.pg) {
+            (Mailbox::Pg(pg_mailbox), Some(pg)) => Arc::new(PgResponseAck::new(
+                pg.clone(),
+                pg_mailbox.clone(),
+                Arc::new(PgProtocolStore::new(
+                    pg.clone(),
+                    Arc::new(self.clock.clone()),
+                    self.ids.clone(),
+                )),
+            )),
+            _ => Arc::new(InTurn {
+                mailbox: mailbox.port(),
+                protocol: self.protocol(),
+            }),
+        }
+    }
+
+    /// A mailbox instance that can also finish responses in one transaction.
+    pub fn claiming_mailbox(&self, lease: Duration) -> Mailbox {
+        match &self.pg {
+            None => Mailbox::File(self.mailbox()),
+            Some(pg) => Mailbox::Pg(Arc::new(self.pg_mailbox(pg, lease))),
+        }
+    }
+
     /// A new task board instance over this team's board.
     pub fn board(&self) -> Arc<dyn TaskBoard> {
         match &self.pg {
@@ -131,6 +160,21 @@ impl Stores {
                 Arc::new(self.clock.clone()),
                 self.ids.clone(),
             )),
+        }
+    }
+}
+
+/// A mailbox instance with its concrete type where the one-transaction path needs it.
+pub enum Mailbox {
+    File(Arc<dyn MailboxStore>),
+    Pg(Arc<PgMailboxStore>),
+}
+
+impl Mailbox {
+    pub fn port(&self) -> Arc<dyn MailboxStore> {
+        match self {
+            Mailbox::File(m) => m.clone(),
+            Mailbox::Pg(m) => m.clone(),
         }
     }
 }

@@ -4,11 +4,16 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
+use troupe::error::ErrorCode;
+use troupe::store::mailbox::AckOutcome;
 use troupe::store::protocol::{Delivery, ProtocolStore};
-use troupe::wire::{ProtocolMessage, RequestStatus};
+use troupe::store::response_ack::ResponseAckError;
+use troupe::wire::{MailboxMessage, ProtocolMessage, ProtocolMessageKind, RequestStatus};
 
 use super::{both, Backend, Stores};
-use crate::protocol::support::{announce, answer, code, mid, name, plan_of, shutdown_of, with_ttl};
+use crate::protocol::support::{
+    announce, answer, code, mid, name, plan_of, response, shutdown_of, with_ttl,
+};
 
 both!(
     requests_are_registered_and_listed_in_creation_order,
@@ -18,6 +23,8 @@ both!(
     an_answer_is_single_and_an_interrupted_delivery_is_finished_once,
     threads_racing_to_consume_resolve_a_request_once,
     threads_racing_to_answer_send_one_answer,
+    a_response_is_consumed_and_its_message_acked_together,
+    a_refused_response_is_neither_consumed_nor_acked,
 );
 
 fn requests_are_registered_and_listed_in_creation_order(backend: Backend) {
@@ -252,4 +259,77 @@ fn threads_racing_to_answer_send_one_answer(backend: Backend) {
         }
     });
     assert_eq!(delivered.lock().unwrap().len(), 1);
+}
+
+/// The lead claims a shutdown response: the consume and the ack finish it together, and a
+/// retry (a redelivery after a lost answer) is a replay that acks nothing twice.
+fn a_response_is_consumed_and_its_message_acked_together(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let mailbox = s.claiming_mailbox(Duration::from_secs(60));
+    let finish = s.response_ack(&mailbox);
+    let lead = troupe::wire::AgentName::lead();
+    let yes = answer(&request, mid(7), true);
+    mailbox
+        .port()
+        .send(&MailboxMessage::Protocol(yes.clone()))
+        .unwrap();
+    let claimed = mailbox.port().claim(&lead).unwrap().unwrap();
+    let (consumed, acked) = finish.consume_and_ack(&lead, &claimed, &yes).unwrap();
+    assert!(!consumed.replayed);
+    assert_eq!(acked, AckOutcome::Acked);
+    assert_eq!(
+        s.protocol()
+            .get(request.id())
+            .unwrap()
+            .unwrap()
+            .stored_status(),
+        RequestStatus::Approved
+    );
+    let counts = mailbox.port().counts(&lead).unwrap();
+    assert_eq!((counts.processing, counts.done), (0, 1));
+    let (again, acked) = finish.consume_and_ack(&lead, &claimed, &yes).unwrap();
+    assert!(again.replayed);
+    assert_eq!(acked, AckOutcome::AlreadyDone);
+    assert_eq!(mailbox.port().counts(&lead).unwrap().done, 1);
+}
+
+/// A response that does not pair with its request (here: a plan response to a shutdown) is
+/// refused by the consume; the message stays claimed (for the caller to quarantine) and the
+/// request pending.
+fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let mailbox = s.claiming_mailbox(Duration::from_secs(60));
+    let finish = s.response_ack(&mailbox);
+    let lead = troupe::wire::AgentName::lead();
+    let wrong = response(
+        &request,
+        mid(8),
+        ProtocolMessageKind::PlanApprovalResponse,
+        &name("alice"),
+        &lead,
+        true,
+    );
+    mailbox
+        .port()
+        .send(&MailboxMessage::Protocol(wrong.clone()))
+        .unwrap();
+    let claimed = mailbox.port().claim(&lead).unwrap().unwrap();
+    let err = finish.consume_and_ack(&lead, &claimed, &wrong).unwrap_err();
+    assert!(matches!(err, ResponseAckError::Consume(_)), "{err:?}");
+    assert_eq!(err.code(), "protocol_mismatch");
+    assert_eq!(
+        s.protocol()
+            .get(request.id())
+            .unwrap()
+            .unwrap()
+            .stored_status(),
+        RequestStatus::Pending
+    );
+    assert_eq!(mailbox.port().counts(&lead).unwrap().processing, 1);
 }
