@@ -186,6 +186,8 @@ pub enum Command {
         /// Print the message id as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Teammates and their status, mailbox counts per state, pending requests.
     Status {

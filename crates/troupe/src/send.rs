@@ -6,12 +6,18 @@
 //! arrive and wakes the recipient. The lead receives it as an event of kind `user_message`; a
 //! teammate as a message from `user`. The recipient must be the lead or a teammate in `team.json`
 //! that has not failed or shut down: a message for anyone else would wait forever.
+//!
+//! A team shared through PostgreSQL ([`send_to_shared_team`]) is written to the same way, in
+//! its database: the recipient is checked against the team's roster there, the message is
+//! inserted with its wakeup (`NOTIFY`), and whichever process holds the recipient sees it.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use troupe_wire::{
-    AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage, TeammateStatus,
+    AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage, TeammateRecord,
+    TeammateStatus,
 };
 
 use crate::clock::{Clock, SystemClock};
@@ -20,6 +26,8 @@ use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError};
 use crate::layout::Layout;
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
+use crate::store::postgres::{PgMailboxStore, PgRoster, PgStore, TEAMMATE_LEASE};
+use crate::store::BackendError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -33,6 +41,8 @@ pub enum SendError {
     Inspect(#[from] InspectError),
     #[error(transparent)]
     Mailbox(#[from] MailboxError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 impl ErrorCode for SendError {
@@ -43,6 +53,7 @@ impl ErrorCode for SendError {
             Self::Invalid(_) => "invalid_arguments",
             Self::Inspect(e) => e.code(),
             Self::Mailbox(e) => e.code(),
+            Self::Backend(e) => e.code(),
         }
     }
 }
@@ -71,22 +82,60 @@ pub fn send_with(
     ids: &dyn IdGenerator,
 ) -> Result<MessageId, SendError> {
     check_recipient(layout, to)?;
-    let content = Content::parse(text).map_err(|e| SendError::Invalid(e.to_string()))?;
-    let message = OrdinaryMessage {
-        id: ids.message_id(),
-        sender: AgentName::user(),
-        recipient: to.clone(),
-        kind: OrdinaryKind::Message,
-        content,
-        created_at_utc: clock.now(),
-    };
+    let message = user_message(to, text, clock.now(), ids)?;
     let id = message.id;
     FileMailboxStore::new(layout, clock).send(&MailboxMessage::Ordinary(message))?;
     Ok(id)
 }
 
+/// Sends `text` from `user` to `to` in the team `team` of the PostgreSQL database at `url`
+/// (which must hold troupe's schema: nothing is created), on the system clock and random ids.
+pub fn send_to_shared_team(
+    url: &str,
+    team: &str,
+    to: &AgentName,
+    text: &str,
+) -> Result<MessageId, SendError> {
+    let store = PgStore::connect_existing(url, team)?;
+    let holder = format!("send:{}", std::process::id());
+    let teammates = PgRoster::new(store.clone(), &holder, TEAMMATE_LEASE).all()?;
+    check_in(&teammates, to)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let message = user_message(to, text, clock.now(), &RandomIds)?;
+    let id = message.id;
+    PgMailboxStore::new(store, clock, &holder, Duration::ZERO)
+        .send(&MailboxMessage::Ordinary(message))?;
+    Ok(id)
+}
+
+fn user_message(
+    to: &AgentName,
+    text: &str,
+    now: troupe_wire::UtcTime,
+    ids: &dyn IdGenerator,
+) -> Result<OrdinaryMessage, SendError> {
+    let content = Content::parse(text).map_err(|e| SendError::Invalid(e.to_string()))?;
+    Ok(OrdinaryMessage {
+        id: ids.message_id(),
+        sender: AgentName::user(),
+        recipient: to.clone(),
+        kind: OrdinaryKind::Message,
+        content,
+        created_at_utc: now,
+    })
+}
+
 /// The lead, or a teammate of `team.json` that is running or idle.
 fn check_recipient(layout: &Layout, to: &AgentName) -> Result<(), SendError> {
+    if to.is_reserved() || to.is_lead() {
+        // Refused, or always there: no roster to read.
+        return check_in(&[], to);
+    }
+    check_in(&read_roster(&layout.team_file())?.teammates, to)
+}
+
+/// The lead, or one of `teammates` that is running or idle.
+fn check_in(teammates: &[TeammateRecord], to: &AgentName) -> Result<(), SendError> {
     if to.is_reserved() {
         return Err(SendError::UnknownAgent {
             agent: to.to_string(),
@@ -95,14 +144,13 @@ fn check_recipient(layout: &Layout, to: &AgentName) -> Result<(), SendError> {
     if to.is_lead() {
         return Ok(());
     }
-    let roster = read_roster(&layout.team_file())?;
-    let record = roster
-        .teammates
-        .iter()
-        .find(|t| &t.name == to)
-        .ok_or_else(|| SendError::UnknownAgent {
-            agent: to.to_string(),
-        })?;
+    let record =
+        teammates
+            .iter()
+            .find(|t| &t.name == to)
+            .ok_or_else(|| SendError::UnknownAgent {
+                agent: to.to_string(),
+            })?;
     match record.status {
         TeammateStatus::Running | TeammateStatus::Idle => Ok(()),
         status @ (TeammateStatus::Failed | TeammateStatus::Shutdown) => {

@@ -42,9 +42,18 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             feedback,
             &store,
         ),
-        Command::Send { agent, text, json } => {
-            send::send(&resolve_workspace(cli.workspace)?, &agent, &text, json)
-        }
+        Command::Send {
+            agent,
+            text,
+            json,
+            store,
+        } => send::send(
+            &resolve_workspace(cli.workspace)?,
+            &agent,
+            &text,
+            json,
+            &store,
+        ),
         Command::Status { json, store } => {
             inspect::status(&resolve_workspace(cli.workspace)?, json, &store)
         }

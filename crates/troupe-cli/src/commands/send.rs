@@ -1,19 +1,36 @@
 //! `troupe send AGENT TEXT`: a person messages the lead or a teammate, during a run or before the
 //! next (SPEC §10). The running team picks the message up through its mailbox watch; the lead
-//! gets it as a `user_message` event, a teammate as a message from `user`.
+//! gets it as a `user_message` event, a teammate as a message from `user`. With a store URL
+//! (`--store`, `TROUPE_STORE_URL`, `[store] url`) the message goes into the shared team's
+//! database, where whichever process holds the recipient is woken.
 
 use std::path::Path;
 
+use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
-use troupe::send::{send_from_user, SendError};
+use troupe::send::{send_from_user, send_to_shared_team, SendError};
 use troupe::wire::AgentName;
 
 use super::CliError;
+use crate::args::StoreFlags;
 use crate::render;
 
-pub fn send(workspace: &Path, agent: &str, text: &str, json: bool) -> Result<(), CliError> {
+pub fn send(
+    workspace: &Path,
+    agent: &str,
+    text: &str,
+    json: bool,
+    store: &StoreFlags,
+) -> Result<(), CliError> {
     let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
-    let id = send_from_user(workspace, &to, text).map_err(|e| match e {
+    let settings = super::config::load_settings(workspace)?;
+    let sent = match super::store_choice(store, &settings, false)? {
+        StoreChoice::Files => send_from_user(workspace, &to, text),
+        StoreChoice::Postgres(options) => {
+            send_to_shared_team(&options.url, &options.team, &to, text)
+        }
+    };
+    let id = sent.map_err(|e| match e {
         SendError::Invalid(_) => CliError::Usage(format!("{e} [{}]", e.code())),
         e => CliError::failed(format_args!("{e} [{}]", e.code())),
     })?;

@@ -26,7 +26,9 @@ pub fn send_from_user(
             LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
             LibError::Unavailable { .. } => StatusCode::CONFLICT,
             LibError::Invalid(_) => StatusCode::BAD_REQUEST,
-            LibError::Inspect(_) | LibError::Mailbox(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            LibError::Inspect(_) | LibError::Mailbox(_) | LibError::Backend(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         },
         code: e.code(),
         message: e.to_string(),

@@ -516,3 +516,43 @@ fn the_task_board_of_a_shared_team_is_read_through_the_store() {
     let local = json(&troupe_in(dir.path(), &["tasks", "--json"]));
     assert_eq!(local["tasks"], serde_json::json!([]));
 }
+
+/// A person steers a shared team from any machine: `troupe send --store` writes into the
+/// team's database (the lead's mailbox there, none in the local folder), and an agent the
+/// team's roster does not know is refused as on files.
+#[test]
+fn a_person_sends_to_a_shared_team_through_the_store() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    drop(db.store("default"));
+    let dir = tempfile::tempdir().unwrap();
+    let sent = json(&troupe_in(
+        dir.path(),
+        &[
+            "send",
+            "lead",
+            "please also update the changelog",
+            "--json",
+            "--store",
+            &url,
+        ],
+    ));
+    assert_eq!(sent["from"], "user");
+    let listed = json(&troupe_in(
+        dir.path(),
+        &["mailbox", "lead", "--json", "--store", &url],
+    ));
+    let messages = listed["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{listed:#}");
+    assert_eq!(
+        messages[0]["message"]["id"], sent["message_id"],
+        "{listed:#}"
+    );
+    assert_eq!(messages[0]["state"], "ready");
+    assert!(
+        !dir.path().join(".troupe").exists(),
+        "the local folder was written"
+    );
+    let refused = troupe_in(dir.path(), &["send", "ghost", "hello", "--store", &url]);
+    super::support::assert_fails(&refused, 1, "no agent named ghost");
+}

@@ -45,11 +45,14 @@ pub fn command(cwd: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command.current_dir(cwd);
     command.env("XDG_CONFIG_HOME", no_user_config());
-    for name in MODEL_VARIABLES {
+    for name in MODEL_VARIABLES.iter().chain(&STORE_VARIABLES) {
         command.env_remove(name);
     }
     command
 }
+
+/// A developer's shared-store settings must not turn a test's run into a database run.
+const STORE_VARIABLES: [&str; 3] = ["TROUPE_STORE_URL", "TROUPE_TEAM", "TROUPE_LEASE"];
 
 pub fn ran(output: Output) -> Ran {
     Ran {

@@ -17,6 +17,11 @@
 //! not the clock: an expired lease whose message nobody took yet can still be acked by its
 //! holder (no one else can be working on it).
 //!
+//! **Claims ahead.** A consumer that keeps finding messages (a backlog being drained) has its
+//! next claims made in one statement, a batch at a time, handed out one per `claim` — see
+//! `next_row` for why a row claimed ahead is never handed out once its lease may have run out.
+//! Meanwhile those rows show as `processing`, claimed by this holder.
+//!
 //! **Wakes.** `send` inserts the row and `pg_notify`s the recipient in the same statement, so
 //! the notification is sent on commit, never before the row is visible.
 //!
@@ -28,10 +33,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{AgentName, MailboxMessage, MessageId};
+use troupe_wire::{AgentName, MailboxMessage, MessageId, UtcTime};
 use uuid::Uuid;
 
 use super::{db_error, PgStore};
@@ -57,7 +62,31 @@ pub struct PgMailboxStore {
     claims: Arc<Mutex<HashMap<(AgentName, MessageId), i64>>>,
     /// Messages this store moved out of the queue or back into it since it last vacuumed it.
     churn: Arc<AtomicU64>,
+    /// Per agent: claims made ahead of the caller while it drains a backlog.
+    ahead: Mutex<HashMap<AgentName, Ahead>>,
     stop: CancellationToken,
+}
+
+/// How many messages one claim takes while a backlog is drained, and after how many claims in
+/// a row that found a message the store starts to: one round trip then serves a batch.
+const BATCH: i64 = 16;
+const BATCH_AFTER: u32 = 4;
+
+/// Claims made ahead for one agent: the streak of claims that found a message, and claimed
+/// rows not handed out yet (oldest first).
+#[derive(Default)]
+struct Ahead {
+    streak: u32,
+    rows: std::collections::VecDeque<AheadRow>,
+}
+
+struct AheadRow {
+    /// When its claim was sent, by the monotonic clock and by the injected one: the row is
+    /// fresh while both say less than half the lease has passed.
+    sent: (Instant, UtcTime),
+    id: Uuid,
+    body: String,
+    fence: i64,
 }
 
 /// How many finished claims make the queue worth vacuuming, and how often that is looked at.
@@ -87,6 +116,7 @@ impl PgMailboxStore {
             lease,
             claims: Arc::new(Mutex::new(HashMap::new())),
             churn: Arc::new(AtomicU64::new(0)),
+            ahead: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
         };
         mailbox.start_heartbeat();
@@ -414,49 +444,109 @@ impl PgMailboxStore {
         })
     }
 
+    /// The next claimed row for `agent`: one claimed ahead whose lease is surely still live, or
+    /// a new claim — of a batch, when the caller has been draining a backlog.
+    ///
+    /// **Claims ahead.** A consumer that keeps finding messages has its next claims made in
+    /// one statement ([`BATCH`] rows, oldest first). A row claimed ahead is not extended by the
+    /// heartbeat until it is handed out, and it is handed out only within half the lease after
+    /// its claim was sent (the database's lease started later), so a row handed out always has
+    /// half its lease left and the heartbeat (every third) keeps it; a row left longer (the
+    /// caller stopped claiming) is dropped here and its lease runs out in the database, so
+    /// another holder gets it — never this one, twice. With a zero lease nothing is claimed
+    /// ahead.
+    fn next_row(&self, agent: &AgentName) -> Result<Option<(Uuid, String, i64)>, MailboxError> {
+        let fresh = self.lease / 2;
+        {
+            let now = self.clock.now();
+            let mut ahead = lock(&self.ahead);
+            let entry = ahead.entry(agent.clone()).or_default();
+            while let Some(row) = entry.rows.pop_front() {
+                let (sent, sent_at) = row.sent;
+                let by_clock = now.unix_millis().saturating_sub(sent_at.unix_millis());
+                if sent.elapsed() < fresh && by_clock >= 0 && (by_clock as u128) < fresh.as_millis()
+                {
+                    entry.streak = entry.streak.saturating_add(1);
+                    return Ok(Some((row.id, row.body, row.fence)));
+                }
+            }
+        }
+        let batch = {
+            let ahead = lock(&self.ahead);
+            let streak = ahead.get(agent).map_or(0, |a| a.streak);
+            if streak >= BATCH_AFTER && !fresh.is_zero() {
+                BATCH
+            } else {
+                1
+            }
+        };
+        let store = self.store.clone();
+        let agent_s = agent.as_str().to_owned();
+        let holder = self.holder.clone();
+        let lease = self.lease.as_secs_f64();
+        let sent = (Instant::now(), self.clock.now());
+        let mut claimed = self.store.block(async move {
+            let client = store.claim_client().await?;
+            let rows = client
+                .query(
+                    &client
+                        .prepare_cached(
+                            "WITH next AS (
+                         SELECT id FROM troupe_messages
+                          WHERE team = $1 AND agent = $2
+                            AND (state = 'ready'
+                                 OR (state = 'processing' AND lease_until < clock_timestamp()))
+                          ORDER BY created_ms, id
+                          LIMIT $5
+                          FOR UPDATE SKIP LOCKED)
+                     UPDATE troupe_messages m
+                        SET state = 'processing', claimed_by = $3,
+                            fence = nextval('troupe_fence'),
+                            lease_until = clock_timestamp() + make_interval(secs => $4)
+                       FROM next
+                      WHERE m.team = $1 AND m.agent = $2 AND m.id = next.id
+                  RETURNING m.created_ms, m.id, m.body, m.fence",
+                        )
+                        .await
+                        .map_err(|e| db_error("prepare a statement", e))?,
+                    &[&store.team(), &agent_s, &holder, &lease, &batch],
+                )
+                .await
+                .map_err(|e| db_error("claim a message", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, Uuid>(1),
+                        r.get::<_, String>(2),
+                        r.get::<_, i64>(3),
+                    )
+                })
+                .collect::<Vec<_>>())
+        })?;
+        // RETURNING has no order: the oldest first, as the claim chose them.
+        claimed.sort_by_key(|(created, id, _, _)| (*created, *id));
+        let mut ahead = lock(&self.ahead);
+        let entry = ahead.entry(agent.clone()).or_default();
+        let mut rows = claimed.into_iter();
+        let Some((_, uuid, body, fence)) = rows.next() else {
+            entry.streak = 0;
+            return Ok(None);
+        };
+        entry.streak = entry.streak.saturating_add(1);
+        entry.rows.extend(rows.map(|(_, id, body, fence)| AheadRow {
+            sent,
+            id,
+            body,
+            fence,
+        }));
+        Ok(Some((uuid, body, fence)))
+    }
+
     fn claim_once(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
         loop {
-            let store = self.store.clone();
-            let agent_s = agent.as_str().to_owned();
-            let holder = self.holder.clone();
-            let lease = self.lease.as_secs_f64();
-            let claimed = self.store.block(async move {
-                let client = store.claim_client().await?;
-                let row = client
-                    .query_opt(
-                        &client
-                            .prepare_cached(
-                                "WITH next AS (
-                             SELECT id FROM troupe_messages
-                              WHERE team = $1 AND agent = $2
-                                AND (state = 'ready'
-                                     OR (state = 'processing' AND lease_until < clock_timestamp()))
-                              ORDER BY created_ms, id
-                              LIMIT 1
-                              FOR UPDATE SKIP LOCKED)
-                         UPDATE troupe_messages m
-                            SET state = 'processing', claimed_by = $3,
-                                fence = nextval('troupe_fence'),
-                                lease_until = clock_timestamp() + make_interval(secs => $4)
-                           FROM next
-                          WHERE m.team = $1 AND m.agent = $2 AND m.id = next.id
-                      RETURNING m.id, m.body, m.fence",
-                            )
-                            .await
-                            .map_err(|e| db_error("prepare a statement", e))?,
-                        &[&store.team(), &agent_s, &holder, &lease],
-                    )
-                    .await
-                    .map_err(|e| db_error("claim a message", e))?;
-                Ok(row.map(|r| {
-                    (
-                        r.get::<_, Uuid>(0),
-                        r.get::<_, String>(1),
-                        r.get::<_, i64>(2),
-                    )
-                }))
-            })?;
-            let Some((uuid, body, fence)) = claimed else {
+            let Some((uuid, body, fence)) = self.next_row(agent)? else {
                 return Ok(None);
             };
             match parse_body(agent, &body) {

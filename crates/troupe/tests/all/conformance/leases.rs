@@ -241,3 +241,101 @@ fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
         RequestStatus::Approved
     );
 }
+
+/// A consumer draining a backlog has its claims made in batches: it still gets every message
+/// once, oldest first, and the rows claimed ahead are its own (processing) until handed out.
+#[test]
+fn a_drained_backlog_comes_in_order_once_through_claims_made_ahead() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let consumer = s.pg_mailbox(&store, Duration::from_secs(60));
+    let sent: Vec<MailboxMessage> = (1..=40).map(|n| message(n, "alice")).collect();
+    for m in &sent {
+        consumer.send(m).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut most_processing = 0;
+    while let Some(m) = consumer.claim(&agent("alice")).unwrap() {
+        most_processing = most_processing.max(consumer.counts(&agent("alice")).unwrap().processing);
+        assert_eq!(
+            consumer.ack(&agent("alice"), &m).unwrap(),
+            AckOutcome::Acked
+        );
+        got.push(m);
+    }
+    assert_eq!(got, sent);
+    assert!(most_processing > 1, "no claims were made ahead");
+    let counts = consumer.counts(&agent("alice")).unwrap();
+    assert_eq!((counts.ready, counts.processing, counts.done), (0, 0, 40));
+}
+
+/// A row claimed ahead and not handed out within half the lease is never handed out by that
+/// store: its lease runs out in the database and another holder gets it, once.
+#[test]
+fn a_row_claimed_ahead_and_left_too_long_goes_to_the_next_holder_only() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let first = s.pg_mailbox(&store, Duration::from_secs(60));
+    let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
+    for m in &sent {
+        first.send(m).unwrap();
+    }
+    // Five claims: the fifth takes the rest of the backlog ahead.
+    for m in &sent[..5] {
+        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
+        first.ack(&agent("alice"), m).unwrap();
+    }
+    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    // Half the lease passes before the caller claims again.
+    s.clock.advance_millis(30_001);
+    assert_eq!(first.claim(&agent("alice")).unwrap(), None);
+    // Their leases run out (in the database's time); another holder takes them, in order.
+    s.db.as_ref()
+        .unwrap()
+        .execute("UPDATE troupe_messages SET lease_until = clock_timestamp() - interval '1 second'")
+        .unwrap();
+    let next = s.pg_mailbox(&store, Duration::from_secs(60));
+    let mut taken = Vec::new();
+    while let Some(m) = next.claim(&agent("alice")).unwrap() {
+        next.ack(&agent("alice"), &m).unwrap();
+        taken.push(m);
+    }
+    assert_eq!(taken, sent[5..].to_vec());
+    assert_eq!(first.claim(&agent("alice")).unwrap(), None);
+    assert_eq!(next.counts(&agent("alice")).unwrap().done, 10);
+}
+
+/// Four consumers (each its own store, as four processes) drain one backlog with claims made
+/// ahead: every message is done exactly once.
+#[test]
+fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let sender = s.pg_mailbox(&store, Duration::from_secs(60));
+    for n in 1..=200 {
+        sender.send(&message(n, "alice")).unwrap();
+    }
+    let consumers: Vec<_> = (0..4)
+        .map(|_| s.pg_mailbox(&store, Duration::from_secs(60)))
+        .collect();
+    let handled = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for consumer in &consumers {
+            let handled = &handled;
+            scope.spawn(move || {
+                while let Some(m) = consumer.claim(&agent("alice")).unwrap() {
+                    assert_eq!(
+                        consumer.ack(&agent("alice"), &m).unwrap(),
+                        AckOutcome::Acked
+                    );
+                    handled.lock().unwrap().push(m.id());
+                }
+            });
+        }
+    });
+    let mut handled = handled.into_inner().unwrap();
+    handled.sort();
+    handled.dedup();
+    assert_eq!(handled.len(), 200);
+    assert_eq!(sender.counts(&agent("alice")).unwrap().done, 200);
+}
