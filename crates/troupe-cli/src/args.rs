@@ -324,6 +324,10 @@ pub struct LogArgs {
     /// Print each event as its JSON line, exactly as stored.
     #[arg(long)]
     pub json: bool,
+    /// A shared team's whole stream (every process's events, in the team's order; `seq` is
+    /// that order), read from its database.
+    #[command(flatten)]
+    pub store: StoreFlags,
 }
 
 /// What `troupe mcp` does.

@@ -52,6 +52,7 @@ use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventS
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::PgResponseAck;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
@@ -642,9 +643,13 @@ struct Stores {
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
 /// caller's observers, so that every runner and the team report into the stream.
+///
+/// In a shared team every event is also copied to the team's stream in the database
+/// (`troupe log --store`), from the first one on.
 fn open_events(
     layout: &Layout,
     settings: &mut TeamSettings,
+    pg: Option<&PgParts>,
 ) -> Result<Arc<EventLog>, BootstrapError> {
     let log = EventLog::open(
         layout,
@@ -654,6 +659,9 @@ fn open_events(
     )?;
     for listener in &settings.events.listeners {
         log.subscribe(listener.clone());
+    }
+    if let Some(parts) = pg {
+        log.subscribe(PgEventMirror::start(&parts.store));
     }
     let log = Arc::new(log);
     let recorder = Arc::new(EventRecorder::new(log.clone()));
@@ -676,13 +684,21 @@ fn open_events(
     Ok(log)
 }
 
-/// Opens the stores; messages a dead run left in `processing/` go back to `ready/`. The
-/// mailbox and the protocol store report their transitions to `events`.
+/// Joins the shared team of `settings` as `role` (`lead`, `worker`), if the team is shared.
+fn open_shared(settings: &TeamSettings, role: &str) -> Result<Option<PgParts>, BootstrapError> {
+    match &settings.store {
+        StoreChoice::Files => Ok(None),
+        StoreChoice::Postgres(options) => Ok(Some(shared::open(options, role)?)),
+    }
+}
+
+/// Opens the stores (on `pg` for a shared team); messages a dead run left in `processing/` go
+/// back to `ready/`. The mailbox and the protocol store report their transitions to `events`.
 fn open_stores(
     layout: &Layout,
     settings: &TeamSettings,
     events: &Arc<EventLog>,
-    role: &str,
+    pg: Option<PgParts>,
 ) -> Result<Stores, BootstrapError> {
     type Opened = (
         Arc<dyn MailboxStore>,
@@ -693,16 +709,15 @@ fn open_stores(
     );
     let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
     let mut response_ack: Option<Arc<dyn ResponseAck>> = None;
-    let (mailbox, protocol, board, transcripts, pg): Opened = match &settings.store {
-        StoreChoice::Files => (
+    let (mailbox, protocol, board, transcripts, pg): Opened = match pg {
+        None => (
             Arc::new(FileMailboxStore::new(layout, clock.clone())),
             Arc::new(JsonProtocolStore::open(layout, clock.clone(), ids.clone())?),
             Arc::new(FileTaskBoard::new(layout, clock, ids)),
             Arc::new(FileTranscripts(layout.clone())),
             None,
         ),
-        StoreChoice::Postgres(options) => {
-            let parts = shared::open(options, role)?;
+        Some(parts) => {
             let mailbox = Arc::new(parts.mailbox(clock.clone()));
             let protocol = Arc::new(parts.protocol(clock.clone(), ids.clone()));
             response_ack = Some(Arc::new(ObservedResponseAck::new(
@@ -1091,8 +1106,9 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     }
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let events = open_events(&layout, &mut settings)?;
-    let mut stores = open_stores(&layout, &settings, &events, "worker")?;
+    let pg = open_shared(&settings, "worker")?;
+    let events = open_events(&layout, &mut settings, pg.as_ref())?;
+    let mut stores = open_stores(&layout, &settings, &events, pg)?;
     finish_earlier_run(&layout, &settings, &stores)?;
     let base_policy = PermissionPolicy::from_settings(
         &settings.settings.rules,
@@ -1168,8 +1184,9 @@ fn shared_ports(settings: &TeamSettings, stores: &Stores) -> Option<crate::team:
 pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let events = open_events(&layout, &mut settings)?;
-    let mut stores = open_stores(&layout, &settings, &events, "lead")?;
+    let pg = open_shared(&settings, "lead")?;
+    let events = open_events(&layout, &mut settings, pg.as_ref())?;
+    let mut stores = open_stores(&layout, &settings, &events, pg)?;
     finish_earlier_run(&layout, &settings, &stores)?;
     let base_policy = PermissionPolicy::from_settings(
         &settings.settings.rules,

@@ -6,16 +6,26 @@
 //! or on the workspace until the state folder appears. It ends on Ctrl-C or SIGTERM (exit 0: a
 //! follower stopped by its user ended normally) and as soon as nobody reads stdout any more
 //! (`troupe log -f | head -3`), quietly with exit 0.
+//!
+//! With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it prints a shared team's
+//! stream from its database instead: every process's events in the team's order, each `seq`
+//! replaced by its position in that order (so `--since` takes those positions). Following
+//! wakes on the stream's `NOTIFY` (and rereads after a lost connection), never on a timer.
 
 use std::io::Write;
 use std::path::Path;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use troupe::bootstrap::StoreChoice;
+use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
 use troupe::store::events::read::EventCursor;
+use troupe::store::postgres::events::{events_channel, PgEvents};
+use troupe::store::postgres::wake::listen_on;
+use troupe::store::postgres::PgStore;
 use troupe::wire::Event;
 
 use crate::args::LogArgs;
@@ -27,6 +37,12 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
         filter: Filter::new(args)?,
         json: args.json,
     };
+    let settings = super::config::load_settings(workspace)?;
+    if let StoreChoice::Postgres(options) = super::store_choice(&args.store, &settings, false)? {
+        let store = PgStore::connect_existing(&options.url, &options.team)
+            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        return shared_log(&PgEvents::new(store), args.follow, &mut printer);
+    }
     let path = Layout::new(workspace).events_log();
     if args.follow {
         return follow(&path, &mut printer);
@@ -191,6 +207,85 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
     })
 }
 
+/// How many events of a shared stream are read at a time.
+const SHARED_BATCH: i64 = 1000;
+
+/// Prints every event of the shared stream after `after`, moving it on; `Gone` when stdout's
+/// reader went away.
+fn print_shared(
+    events: &PgEvents,
+    after: &mut u64,
+    printer: &mut Printer,
+) -> Result<Batch, CliError> {
+    loop {
+        let batch = events
+            .after(*after, SHARED_BATCH)
+            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        let Some(last) = batch.last() else {
+            return Ok(Batch::Done);
+        };
+        *after = last.seq;
+        if printer.print(&batch)? == Reader::Gone {
+            return Ok(Batch::Gone);
+        }
+    }
+}
+
+fn shared_log(events: &PgEvents, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
+    let mut after = printer.filter.since;
+    if !follow {
+        print_shared(events, &mut after, printer)?;
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async {
+        let listen = |kind, name| {
+            signal(kind)
+                .map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
+        };
+        let mut interrupt = listen(SignalKind::interrupt(), "Ctrl-C")?;
+        let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
+        let (wake, mut woken) = unbounded_channel();
+        // Every NOTIFY of the stream, and every (re)connection of the listener, is a reason
+        // to read: what was inserted meanwhile is in the table.
+        let (notified, mut notifications) = unbounded_channel();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let _stop = stop.clone().drop_guard();
+        listen_on(
+            events.store(),
+            events_channel(events.store()),
+            notified,
+            stop,
+        );
+        let changed = wake.clone();
+        tokio::spawn(async move {
+            while notifications.recv().await.is_some() {
+                if changed.send(Wake::Changed).is_err() {
+                    return;
+                }
+            }
+        });
+        watch_reader(wake);
+        loop {
+            if print_shared(events, &mut after, printer)? == Batch::Gone {
+                return Ok(());
+            }
+            tokio::select! {
+                first = woken.recv() => {
+                    if !still_read(first, &mut woken) {
+                        return Ok(());
+                    }
+                }
+                _ = interrupt.recv() => return Ok(()),
+                _ = terminate.recv() => return Ok(()),
+            }
+        }
+    })
+}
+
 /// Takes every wakeup already queued after `first` (one read covers them all); false once
 /// stdout's reader is gone.
 fn still_read(first: Option<Wake>, woken: &mut UnboundedReceiver<Wake>) -> bool {
@@ -248,6 +343,7 @@ mod tests {
             kind: kind.iter().map(|k| (*k).to_owned()).collect(),
             since: Some(1),
             json: false,
+            store: crate::args::StoreFlags::default(),
         }
     }
 

@@ -13,6 +13,8 @@ use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::team::NoTeamObserver;
 
+use troupe::store::events::{kinds, EventSink, RUN_AGENT};
+
 use super::run::{approval_provider, context_window, models, Models};
 use super::{parse_duration, CliError};
 use crate::args::{ApprovalMode, WorkerArgs};
@@ -126,7 +128,15 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         eprintln!("troupe: stopping: teammates stop at a safe point and their leases are freed");
         worker.runtime.start_closing();
         interrupt.prompts.cancel();
+        let events = worker.events.clone();
         worker.close().await;
+        events.emit(
+            RUN_AGENT,
+            kinds::RUN_ENDED,
+            kinds::fields(serde_json::json!({"exit_code": 0, "outcome": "stopped"})),
+        );
+        // Every event is in the team's shared stream before the process ends.
+        events.close_listeners();
         Ok(())
     });
     console.finish();

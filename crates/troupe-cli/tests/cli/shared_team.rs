@@ -280,6 +280,46 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
         .await
         .unwrap();
     assert_eq!(code, 0, "worker: {}", log.lock().unwrap());
+    // The team's whole event stream, from a third folder: both processes' events, in one
+    // order; each process closed its copy of the stream when it ended.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stream = troupe_in(elsewhere.path(), &["log", "--json", "--store", &url]);
+    assert_eq!(stream.code, 0, "{stream:#?}");
+    let events: Vec<Value> = stream
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let started: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "run_started")
+        .map(|e| e["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        started.len(),
+        2,
+        "the lead's and the worker's runs: {stream:#?}"
+    );
+    let ended = events.iter().filter(|e| e["kind"] == "run_ended").count();
+    assert_eq!(ended, 2, "{stream:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["agent"] == "writer" && e["kind"] == "tool_finished"),
+        "the writer's tool calls, made in the worker: {stream:#?}"
+    );
+    assert!(events.iter().any(|e| e["agent"] == "lead"));
+    let text = troupe_in(
+        elsewhere.path(),
+        &["log", "--store", &url, "--agent", "writer"],
+    );
+    assert!(
+        text.stdout.lines().all(|l| l.contains(" writer ")),
+        "{text:#?}"
+    );
+    assert!(!elsewhere.path().join(".troupe").exists());
 }
 
 /// A person reviews a plan of a teammate that runs in a worker: `troupe review --store` from a
@@ -555,4 +595,63 @@ fn a_person_sends_to_a_shared_team_through_the_store() {
     );
     let refused = troupe_in(dir.path(), &["send", "ghost", "hello", "--store", &url]);
     super::support::assert_fails(&refused, 1, "no agent named ghost");
+}
+
+/// `troupe log -f --store` follows the shared stream: an event another process adds is printed
+/// when its NOTIFY arrives (the test waits on the follower's output, not on a clock).
+#[test]
+fn following_the_shared_stream_prints_what_another_process_adds() {
+    use std::sync::Arc;
+    use troupe::store::events::{EventListener, EventLog};
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let store = db.store("default");
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = command(dir.path())
+        .args(["log", "-f", "--json", "--store", &url, "--workspace"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    // A follower that never prints must not hang the suite: killed after a minute.
+    let pid = follower.id() as i32;
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err()
+        {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    // Another process's run writes two events; its mirror copies them to the database.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".troupe")).unwrap();
+    let log = EventLog::open(
+        &troupe::layout::Layout::new(ws.path()),
+        Arc::new(troupe::clock::SystemClock),
+        "run-elsewhere".into(),
+        troupe::secrets::Redactor::default(),
+    )
+    .unwrap();
+    let mirror = troupe::store::postgres::events::PgEventMirror::start(&store);
+    log.subscribe(mirror.clone() as Arc<dyn EventListener>);
+    use troupe::store::events::EventSink;
+    log.emit("lead", "run_started", serde_json::Map::new());
+    log.emit("lead", "assistant_text", {
+        let mut m = serde_json::Map::new();
+        m.insert("text".into(), "hello from elsewhere".into());
+        m
+    });
+    mirror.close();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let second: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["kind"], "run_started");
+    assert_eq!(second["text"], "hello from elsewhere");
+    assert_eq!(second["run_id"], "run-elsewhere");
+    let _ = done.send(());
+    unsafe { libc::kill(follower.id() as i32, libc::SIGTERM) };
+    assert_eq!(follower.wait().unwrap().code(), Some(0));
 }

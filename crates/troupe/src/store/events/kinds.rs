@@ -4,7 +4,7 @@
 //! | kind | agent | fields |
 //! |---|---|---|
 //! | `run_started` | `troupe` | `prompt` (preview), `workspace`, `model`, `sandbox` (mode, mechanism, network) |
-//! | `run_ended` | `troupe` | `exit_code`, `outcome` (`done`, `failed`, `interrupted`, `budget`), `answer`? , `error`? |
+//! | `run_ended` | `troupe` | `exit_code`, `outcome` (`done`, `failed`, `interrupted`, `budget`, `stopped`: a worker told to stop), `answer`? , `error`? |
 //! | `model_call_started` | agent | `call` (number in the turn), `purpose` (`turn`, `summary`, …) |
 //! | `model_retry` | agent | `model`, `attempt` (the failed one), `error`, `delay_ms` |
 //! | `model_fallback` | agent | `from`, `to`, `error` |

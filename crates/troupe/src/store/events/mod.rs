@@ -133,6 +133,18 @@ impl EventLog {
             .push(listener);
     }
 
+    /// Lets go of every listener (a listener that copies events elsewhere finishes its copy
+    /// when dropped); later events go to the file only.
+    pub fn close_listeners(&self) {
+        let listeners = std::mem::take(
+            &mut *self
+                .listeners
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        drop(listeners);
+    }
+
     /// Records one event and returns it as written (redacted).
     pub fn record(&self, agent: &str, kind: &'static str, mut fields: Map<String, Value>) -> Event {
         for value in fields.values_mut() {

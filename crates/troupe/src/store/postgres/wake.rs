@@ -32,8 +32,17 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Listens until `stop` is cancelled; the first `Rescan` says it listens.
 pub fn listen(store: &PgStore, wakes: UnboundedSender<Wake>, stop: CancellationToken) {
+    listen_on(store, store.channel(), wakes, stop);
+}
+
+/// [`listen`] on another channel of the team (its event stream's, say).
+pub fn listen_on(
+    store: &PgStore,
+    channel: String,
+    wakes: UnboundedSender<Wake>,
+    stop: CancellationToken,
+) {
     let config = store.config().clone();
-    let channel = store.channel();
     store.handle().spawn(async move {
         let mut backoff = FIRST_BACKOFF;
         loop {

@@ -339,3 +339,56 @@ fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
     assert_eq!(handled.len(), 200);
     assert_eq!(sender.counts(&agent("alice")).unwrap().done, 200);
 }
+
+/// The team's shared event stream: every process's events in one order, each `seq` replaced
+/// by its position; an event copied twice (a retried insert) is there once; teams apart.
+#[test]
+fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
+    use troupe::store::events::{EventListener, EventLog, EventSink};
+    use troupe::store::postgres::events::{PgEventMirror, PgEvents};
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let open = |run: &str| {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".troupe")).unwrap();
+        let log = EventLog::open(
+            &troupe::layout::Layout::new(ws.path()),
+            Arc::new(s.clock.clone()),
+            run.into(),
+            troupe::secrets::Redactor::default(),
+        )
+        .unwrap();
+        (ws, log)
+    };
+    let (_a_dir, lead) = open("run-lead");
+    let (_b_dir, worker) = open("run-worker");
+    let lead_mirror = PgEventMirror::start(&store);
+    let worker_mirror = PgEventMirror::start(&store);
+    lead.subscribe(lead_mirror.clone() as Arc<dyn EventListener>);
+    worker.subscribe(worker_mirror.clone() as Arc<dyn EventListener>);
+    lead.emit("lead", "run_started", serde_json::Map::new());
+    lead_mirror.close();
+    let copied = worker.record("writer", "run_started", serde_json::Map::new());
+    worker_mirror.close();
+    // The same event again (a retry after a lost answer): nothing is added.
+    let again = PgEventMirror::start(&store);
+    again.event(&copied);
+    again.close();
+    let events = PgEvents::new(store.clone()).after(0, 100).unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.run_id.as_str(), e.agent.as_str()))
+        .collect();
+    assert_eq!(seen, [("run-lead", "lead"), ("run-worker", "writer")]);
+    assert!(events[0].seq < events[1].seq);
+    // Both files started at seq 1; the shared stream's positions are its own.
+    assert_eq!(copied.seq, 1);
+    assert_eq!(
+        PgEvents::new(store.clone())
+            .after(events[0].seq, 100)
+            .unwrap(),
+        events[1..].to_vec()
+    );
+    let other_team = s.db.as_ref().unwrap().store("team-b");
+    assert_eq!(PgEvents::new(other_team).after(0, 100).unwrap(), vec![]);
+}
