@@ -96,8 +96,12 @@ const VACUUM_LOOK: Duration = Duration::from_millis(250);
 impl Drop for PgMailboxStore {
     fn drop(&mut self) {
         self.stop.cancel();
+        self.release_ahead();
     }
 }
+
+/// How long a store that goes away waits to give back the rows it claimed ahead.
+const RELEASE_AHEAD_WAIT: Duration = Duration::from_secs(2);
 
 struct Row {
     state: MailboxState,
@@ -162,6 +166,43 @@ impl PgMailboxStore {
                 }
             }
         });
+    }
+
+    /// Gives back, fenced, the rows claimed ahead and not handed out (a store going away: the
+    /// process ends, a worker stops), so the next holder need not wait for their leases; best
+    /// effort and bounded: a row not given back is claimable once its lease runs out.
+    fn release_ahead(&self) {
+        let fences: Vec<i64> = lock(&self.ahead)
+            .drain()
+            .flat_map(|(_, ahead)| ahead.rows.into_iter().map(|row| row.fence))
+            .collect();
+        if fences.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        let released = self.store.block(async move {
+            let work = async {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "WITH released AS (
+                             UPDATE troupe_messages
+                                SET state = 'ready', claimed_by = NULL, lease_until = NULL
+                              WHERE team = $1 AND state = 'processing' AND fence = ANY($2)
+                          RETURNING agent)
+                         SELECT pg_notify($3, agent) FROM (SELECT DISTINCT agent FROM released) a",
+                        &[&store.team(), &fences, &store.channel()],
+                    )
+                    .await
+                    .map_err(|e| db_error("give back messages claimed ahead", e))
+            };
+            tokio::time::timeout(RELEASE_AHEAD_WAIT, work)
+                .await
+                .map_err(|_| BackendError::new("store_timeout", "gave up giving back claims"))?
+        });
+        if let Err(e) = released {
+            tracing::info!("{e}: their leases run out instead");
+        }
     }
 
     /// Who this store claims as.

@@ -392,3 +392,30 @@ fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
     let other_team = s.db.as_ref().unwrap().store("team-b");
     assert_eq!(PgEvents::new(other_team).after(0, 100).unwrap(), vec![]);
 }
+
+/// A store that goes away (its worker stops) gives back the rows it claimed ahead: the next
+/// holder takes them at once, without waiting for their leases.
+#[test]
+fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let first = s.pg_mailbox(&store, Duration::from_secs(60));
+    let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
+    for m in &sent {
+        first.send(m).unwrap();
+    }
+    for m in &sent[..5] {
+        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
+        first.ack(&agent("alice"), m).unwrap();
+    }
+    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    drop(first);
+    let next = s.pg_mailbox(&store, Duration::from_secs(60));
+    assert_eq!(next.counts(&agent("alice")).unwrap().ready, 5);
+    let mut taken = Vec::new();
+    while let Some(m) = next.claim(&agent("alice")).unwrap() {
+        next.ack(&agent("alice"), &m).unwrap();
+        taken.push(m);
+    }
+    assert_eq!(taken, sent[5..].to_vec());
+}
