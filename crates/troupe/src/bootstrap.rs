@@ -53,11 +53,12 @@ use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::events::PgEventMirror;
+use crate::store::postgres::usage::PgUsage;
 use crate::store::postgres::PgResponseAck;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
-use crate::store::usage::UsageLog;
+use crate::store::usage::{UsageCopy, UsageLog};
 use crate::store::{durable, IoError};
 use crate::team::definitions::{self, AgentDefinition};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
@@ -554,7 +555,13 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    fn new(layout: &Layout, settings: &TeamSettings, events_run_id: &str) -> Self {
+    /// `usage_copy`: where every usage record is copied too (a shared team's database).
+    fn new(
+        layout: &Layout,
+        settings: &TeamSettings,
+        events_run_id: &str,
+        usage_copy: Option<Arc<dyn UsageCopy>>,
+    ) -> Self {
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
             let hooks = CommandHooks::with_matchers(
@@ -575,7 +582,7 @@ impl LongLivedKit {
             ids: settings.ids.clone(),
             usage: Arc::new(RunUsage::new(
                 run_id,
-                UsageLog::open(layout, settings.clock.clone()),
+                UsageLog::open(layout, settings.clock.clone()).with_copy(usage_copy),
             )),
             max_run_tokens: settings.long_lived.max_run_tokens,
             budget: ContextBudget::for_model(
@@ -639,6 +646,15 @@ struct Stores {
     response_ack: Option<Arc<dyn ResponseAck>>,
     /// The database parts of a shared team.
     pg: Option<PgParts>,
+}
+
+impl Stores {
+    /// A shared team's copy of every usage record (none on files).
+    fn usage_copy(&self) -> Option<Arc<dyn UsageCopy>> {
+        self.pg
+            .as_ref()
+            .map(|parts| Arc::new(PgUsage::new(parts.store.clone())) as Arc<dyn UsageCopy>)
+    }
 }
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
@@ -1120,7 +1136,12 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     // A teammate's background job ends in its worker; the lead is not in this process, so
     // completions are only recorded (in the job's record and the event stream).
     tokio::spawn(async move { while job_completions.recv().await.is_some() {} });
-    let kit = Arc::new(LongLivedKit::new(&layout, &settings, events.run_id()));
+    let kit = Arc::new(LongLivedKit::new(
+        &layout,
+        &settings,
+        events.run_id(),
+        stores.usage_copy(),
+    ));
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
@@ -1206,7 +1227,12 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     cron.report_to(events.clone());
     cron.start()?;
 
-    let kit = Arc::new(LongLivedKit::new(&layout, &settings, events.run_id()));
+    let kit = Arc::new(LongLivedKit::new(
+        &layout,
+        &settings,
+        events.run_id(),
+        stores.usage_copy(),
+    ));
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
         layout.clone(),
@@ -1333,6 +1359,7 @@ pub fn inspector_with(
                 clock,
                 Arc::new(RandomIds),
             )),
+            usage: Arc::new(PgUsage::new(pg.clone())),
             roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,

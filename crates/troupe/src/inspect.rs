@@ -143,8 +143,8 @@ pub struct StatusReport {
     /// Every background job's record (`.troupe/jobs/`), by start time.
     pub jobs: Vec<JobRecord>,
     pub tasks: TaskSummary,
-    /// Token usage from `.troupe/usage.jsonl`: overall, per agent, the number of runs and the
-    /// latest run's totals.
+    /// Token usage from `.troupe/usage.jsonl` (a shared team's: every process's, from its
+    /// database): overall, per agent, the number of runs and the latest run's totals.
     pub usage: UsageTotals,
     /// In a team shared through PostgreSQL: every process of the team (the lead and
     /// `troupe worker`s), its last heartbeat and the teammates it holds. Absent otherwise.
@@ -204,6 +204,8 @@ pub struct SharedStores {
     pub protocol: Arc<dyn ProtocolStore>,
     pub roster: Arc<PgRoster>,
     pub board: Arc<dyn TaskBoard>,
+    /// The team's token usage, every process's.
+    pub usage: Arc<crate::store::postgres::usage::PgUsage>,
 }
 
 impl Inspector {
@@ -215,8 +217,8 @@ impl Inspector {
         }
     }
 
-    /// Inspection of a shared team: mailboxes, requests and the roster from its database; the
-    /// rest (jobs, tasks, usage, the run lock) from this workspace.
+    /// Inspection of a shared team: mailboxes, requests, the roster, the task board and the
+    /// token usage from its database; the rest (jobs, cron, the run lock) from this workspace.
     pub fn shared(layout: Layout, clock: Arc<dyn Clock>, stores: SharedStores) -> Self {
         Self {
             layout,
@@ -306,9 +308,13 @@ impl Inspector {
         })
     }
 
-    /// The token usage recorded in `.troupe/usage.jsonl`; zeros when there is none. Reading
+    /// The token usage recorded in `.troupe/usage.jsonl` (a shared team's: every process's, from
+    /// its database); zeros when there is none. Reading
     /// creates nothing.
     pub fn usage(&self) -> Result<UsageTotals, InspectError> {
+        if let Some(shared) = &self.shared {
+            return shared.usage.totals().map_err(backend);
+        }
         usage::read_totals(&self.layout.usage_log()).map_err(|e: IoError| InspectError::Io {
             path: e.path,
             source: e.source,

@@ -259,6 +259,20 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
     assert_eq!(workers[0]["role"], "worker");
     assert_eq!(workers[0]["teammates"], serde_json::json!(["writer"]));
     assert!(workers[0]["heartbeat_age_ms"].as_i64().unwrap() < 60_000);
+    // Token usage: the team's, every process's model calls (each also in its own folder).
+    let own = |ws: &std::path::Path| {
+        json(&troupe_in(ws, &["status", "--json"]))["usage"]["total"]["total_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let (lead_tokens, worker_tokens) = (own(&lead_ws), own(&worker_ws));
+    assert!(lead_tokens > 0 && worker_tokens > 0);
+    assert_eq!(
+        status["usage"]["total"]["total_tokens"].as_u64(),
+        Some(lead_tokens + worker_tokens),
+        "{status:#}"
+    );
+    assert!(status["usage"]["agents"]["writer"]["total_tokens"].as_u64() > Some(0));
     let text = troupe_in(&lead_ws, &["status", "--store", &url]);
     assert!(text.stdout.contains("workers (shared store)"), "{text:#?}");
     // Without --store the lead's workspace shows no team: it is all in the database.

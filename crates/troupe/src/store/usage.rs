@@ -54,6 +54,15 @@ pub struct UsageLog {
     path: PathBuf,
     /// Stamps each record's `at`, so tests control it.
     clock: Arc<dyn Clock>,
+    /// Where each record is copied too (a shared team's database).
+    copy: Option<Arc<dyn UsageCopy>>,
+}
+
+/// Takes a copy of every record a [`UsageLog`] appends (after the append): a shared team's
+/// database, so that its totals cover every process. A copy that fails is the copy's to
+/// report; the log's own line is written.
+pub trait UsageCopy: Send + Sync {
+    fn copy(&self, record: &UsageRecord);
 }
 
 impl UsageLog {
@@ -61,7 +70,14 @@ impl UsageLog {
         Self {
             path: layout.usage_log(),
             clock,
+            copy: None,
         }
+    }
+
+    /// This log, copying every record to `copy` as well.
+    pub fn with_copy(mut self, copy: Option<Arc<dyn UsageCopy>>) -> Self {
+        self.copy = copy;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -81,7 +97,11 @@ impl UsageLog {
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
-        journal::append(&self.path, &line)
+        journal::append(&self.path, &line)?;
+        if let Some(copy) = &self.copy {
+            copy.copy(record);
+        }
+        Ok(())
     }
 }
 

@@ -39,6 +39,7 @@ mod schema;
 mod tasks;
 pub mod testing;
 mod transcript;
+pub mod usage;
 pub mod wake;
 
 pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};

@@ -11,10 +11,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("migrations/001_init.sql")),
     (2, include_str!("migrations/002_tasks.sql")),
     (3, include_str!("migrations/003_events.sql")),
+    (4, include_str!("migrations/004_usage.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;

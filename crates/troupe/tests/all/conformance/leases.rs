@@ -419,3 +419,70 @@ fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
     }
     assert_eq!(taken, sent[5..].to_vec());
 }
+
+/// A shared team's token usage adds up every process's records (each also in its own file),
+/// with the file's meaning: overall, per agent, runs, and the latest run.
+#[test]
+fn the_teams_usage_adds_up_every_processs_records() {
+    use troupe::store::postgres::usage::PgUsage;
+    use troupe::store::usage::{read_totals, TokenCounts, UsageCopy, UsageLog, UsageRecord};
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let record = |run: &str, agent: &str, prompt: u64, completion: u64| UsageRecord {
+        at: "2026-07-30T08:00:00.000Z".to_owned(),
+        run_id: run.to_owned(),
+        agent: agent.to_owned(),
+        model: "gpt-test".to_owned(),
+        purpose: "turn".to_owned(),
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+    };
+    let process = || {
+        let ws = tempfile::tempdir().unwrap();
+        let log = UsageLog::open(
+            &troupe::layout::Layout::new(ws.path()),
+            Arc::new(s.clock.clone()),
+        )
+        .with_copy(Some(
+            Arc::new(PgUsage::new(store.clone())) as Arc<dyn UsageCopy>
+        ));
+        (ws, log)
+    };
+    let (lead_ws, lead) = process();
+    let (worker_ws, worker) = process();
+    lead.append(&record("run-lead", "lead", 10, 5)).unwrap();
+    worker
+        .append(&record("run-worker", "writer", 100, 50))
+        .unwrap();
+    lead.append(&record("run-lead", "lead", 1, 1)).unwrap();
+    let totals = PgUsage::new(store.clone()).totals().unwrap();
+    let counts = |p: u64, c: u64| TokenCounts {
+        prompt_tokens: p,
+        completion_tokens: c,
+        total_tokens: p + c,
+    };
+    assert_eq!(totals.total, counts(111, 56));
+    assert_eq!(totals.agents["lead"], counts(11, 6));
+    assert_eq!(totals.agents["writer"], counts(100, 50));
+    assert_eq!(totals.runs, 2);
+    let latest = totals.latest_run.unwrap();
+    assert_eq!(
+        (latest.run_id.as_str(), latest.counts),
+        ("run-lead", counts(11, 6))
+    );
+    // Each process's own file keeps its records.
+    let lead_file = read_totals(&troupe::layout::Layout::new(lead_ws.path()).usage_log()).unwrap();
+    let worker_file =
+        read_totals(&troupe::layout::Layout::new(worker_ws.path()).usage_log()).unwrap();
+    assert_eq!(
+        lead_file.total.total_tokens + worker_file.total.total_tokens,
+        167
+    );
+    // Another team adds up to nothing.
+    let theirs = PgUsage::new(s.db.as_ref().unwrap().store("team-b"))
+        .totals()
+        .unwrap();
+    assert_eq!(theirs.total, TokenCounts::default());
+    assert_eq!((theirs.runs, theirs.latest_run), (0, None));
+}

@@ -1,0 +1,153 @@
+//! A shared team's token usage (`troupe_usage`): [`PgUsage`] takes a copy of every record each
+//! process appends to its own `.troupe/usage.jsonl` and adds up the team's totals for
+//! `troupe status --store`, with the same meaning as the file's: overall, per agent, how many
+//! runs, and the latest run (the run of the last record in the team's order).
+//!
+//! The copy is one insert per model call, after the file's line; one that fails is reported
+//! once on the tracing output (the file keeps the record).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::roster::hostname;
+use super::{db_error, PgStore};
+use crate::store::usage::{RunTotals, TokenCounts, UsageCopy, UsageRecord, UsageTotals};
+use crate::store::BackendError;
+
+pub struct PgUsage {
+    store: PgStore,
+    host: String,
+    pid: i32,
+    warned: AtomicBool,
+}
+
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn counts_of(row: &tokio_postgres::Row, from: usize) -> TokenCounts {
+    let get = |i: usize| u64::try_from(row.get::<_, i64>(from + i)).unwrap_or(0);
+    TokenCounts {
+        prompt_tokens: get(0),
+        completion_tokens: get(1),
+        total_tokens: get(2),
+    }
+}
+
+/// The sums of one group, as bigints (a sum of bigints is numeric in PostgreSQL).
+const SUMS: &str = "coalesce(sum(prompt_tokens), 0)::bigint, \
+                    coalesce(sum(completion_tokens), 0)::bigint, \
+                    coalesce(sum(total_tokens), 0)::bigint";
+
+impl PgUsage {
+    pub fn new(store: PgStore) -> Self {
+        Self {
+            store,
+            host: hostname(),
+            pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+            warned: AtomicBool::new(false),
+        }
+    }
+
+    fn insert(&self, record: &UsageRecord) -> Result<(), BackendError> {
+        let store = self.store.clone();
+        let record = record.clone();
+        let (host, pid) = (self.host.clone(), self.pid);
+        self.store.block(async move {
+            let client = store.client().await?;
+            client
+                .execute(
+                    "INSERT INTO troupe_usage (team, at, run_id, agent, model, purpose,
+                         prompt_tokens, completion_tokens, total_tokens, host, pid)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    &[
+                        &store.team(),
+                        &record.at,
+                        &record.run_id,
+                        &record.agent,
+                        &record.model,
+                        &record.purpose,
+                        &count(record.prompt_tokens),
+                        &count(record.completion_tokens),
+                        &count(record.total_tokens),
+                        &host,
+                        &pid,
+                    ],
+                )
+                .await
+                .map_err(|e| db_error("copy a usage record", e))?;
+            Ok(())
+        })
+    }
+
+    /// The team's totals, from every process's records.
+    pub fn totals(&self) -> Result<UsageTotals, BackendError> {
+        let store = self.store.clone();
+        super::retrying(|| {
+            let store = store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                let team = store.team();
+                let read = |e| db_error("read the team's usage", e);
+                let total = client
+                    .query_one(
+                        &format!(
+                            "SELECT {SUMS}, count(DISTINCT run_id) FROM troupe_usage
+                              WHERE team = $1"
+                        ),
+                        &[&team],
+                    )
+                    .await
+                    .map_err(read)?;
+                let agents = client
+                    .query(
+                        &format!(
+                            "SELECT agent, {SUMS} FROM troupe_usage WHERE team = $1
+                              GROUP BY agent"
+                        ),
+                        &[&team],
+                    )
+                    .await
+                    .map_err(read)?;
+                let latest = client
+                    .query_opt(
+                        &format!(
+                            "SELECT run_id, {SUMS} FROM troupe_usage
+                              WHERE team = $1 AND run_id = (
+                                  SELECT run_id FROM troupe_usage WHERE team = $1
+                                   ORDER BY id DESC LIMIT 1)
+                              GROUP BY run_id"
+                        ),
+                        &[&team],
+                    )
+                    .await
+                    .map_err(read)?;
+                Ok(UsageTotals {
+                    total: counts_of(&total, 0),
+                    agents: agents
+                        .iter()
+                        .map(|r| (r.get::<_, String>(0), counts_of(r, 1)))
+                        .collect::<BTreeMap<_, _>>(),
+                    runs: usize::try_from(total.get::<_, i64>(3)).unwrap_or(0),
+                    latest_run: latest.map(|r| RunTotals {
+                        run_id: r.get(0),
+                        counts: counts_of(&r, 1),
+                    }),
+                })
+            })
+        })
+    }
+}
+
+impl UsageCopy for PgUsage {
+    fn copy(&self, record: &UsageRecord) {
+        if let Err(e) = self.insert(record) {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "{e}: the team's usage totals miss this record (it is in this workspace's \
+                     .troupe/usage.jsonl)"
+                );
+            }
+        }
+    }
+}
