@@ -263,6 +263,12 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long, global = true)]
         json: bool,
+        /// A shared team's records, in its PostgreSQL database (also TROUPE_STORE_URL).
+        #[arg(long, value_name = "URL", global = true)]
+        store: Option<String>,
+        /// With --store: the team's key (also TROUPE_TEAM; default: `default`).
+        #[arg(long, value_name = "KEY", global = true)]
+        team: Option<String>,
     },
     /// A live web view of the workspace on 127.0.0.1 (the address, with its access token, is
     /// printed); serves until Ctrl-C.

@@ -53,8 +53,10 @@ use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::events::PgEventMirror;
+use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::usage::PgUsage;
 use crate::store::postgres::PgResponseAck;
+use crate::store::postgres::PgStore;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
@@ -534,6 +536,8 @@ struct LongLivedKit {
     /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
     /// hooks for the lead and teammates.
     hooks: Option<CommandHooks>,
+    /// The memory records: the workspace's, or a shared team's.
+    memory: MemoryStore,
 }
 
 /// A hook's `matcher` read like a permission rule (`shell`, `shell(cargo test:*)`,
@@ -555,13 +559,20 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    /// `usage_copy`: where every usage record is copied too (a shared team's database).
+    /// `shared`: a shared team's database, where every usage record is copied too and the
+    /// memory records are.
     fn new(
         layout: &Layout,
         settings: &TeamSettings,
         events_run_id: &str,
-        usage_copy: Option<Arc<dyn UsageCopy>>,
+        shared: Option<&PgStore>,
     ) -> Self {
+        let usage_copy =
+            shared.map(|store| Arc::new(PgUsage::new(store.clone())) as Arc<dyn UsageCopy>);
+        let memory = match shared {
+            Some(store) => MemoryStore::shared(layout, Arc::new(PgMemory::new(store.clone()))),
+            None => MemoryStore::open(layout),
+        };
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
             let hooks = CommandHooks::with_matchers(
@@ -591,6 +602,7 @@ impl LongLivedKit {
             ),
             remember: settings.long_lived.remember,
             hooks,
+            memory,
         }
     }
 
@@ -625,10 +637,7 @@ impl LongLivedKit {
             Some(hooks) => runner.with_hooks(hooks.clone()),
             None => runner,
         };
-        let memory = Memory::new(
-            MemoryStore::open(&self.layout),
-            MemoryQueries::new(model.clone()),
-        );
+        let memory = Memory::new(self.memory.clone(), MemoryQueries::new(model.clone()));
         runner.with_memory(Arc::new(memory), self.remember)
     }
 }
@@ -646,15 +655,6 @@ struct Stores {
     response_ack: Option<Arc<dyn ResponseAck>>,
     /// The database parts of a shared team.
     pg: Option<PgParts>,
-}
-
-impl Stores {
-    /// A shared team's copy of every usage record (none on files).
-    fn usage_copy(&self) -> Option<Arc<dyn UsageCopy>> {
-        self.pg
-            .as_ref()
-            .map(|parts| Arc::new(PgUsage::new(parts.store.clone())) as Arc<dyn UsageCopy>)
-    }
 }
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
@@ -1140,7 +1140,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
         &layout,
         &settings,
         events.run_id(),
-        stores.usage_copy(),
+        stores.pg.as_ref().map(|parts| &parts.store),
     ));
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(
@@ -1231,7 +1231,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         &layout,
         &settings,
         events.run_id(),
-        stores.usage_copy(),
+        stores.pg.as_ref().map(|parts| &parts.store),
     ));
     let definitions = Arc::new(read_definitions(&settings.workspace));
     let runtime = TeamRuntime::new(

@@ -2,22 +2,42 @@
 //!
 //! Read-only except `forget`, which takes only the memory lock (never the run lock), so a person
 //! can remove a record while a run is going. Nothing is created where there is no memory folder.
+//! With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`): a shared team's records, in
+//! its database.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
+use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::memory::{
     is_valid_name, MemoryCatalog, MemoryError, MemoryProblem, MemoryStore, MemoryType,
 };
+use troupe::store::postgres::memory::PgMemory;
+use troupe::store::postgres::PgStore;
 
 use super::CliError;
-use crate::args::MemoryAction;
+use crate::args::{MemoryAction, StoreFlags};
 use crate::render;
 
-pub fn memory(workspace: &Path, action: Option<MemoryAction>, json: bool) -> Result<(), CliError> {
-    let store = MemoryStore::open(&Layout::new(workspace));
+pub fn memory(
+    workspace: &Path,
+    action: Option<MemoryAction>,
+    json: bool,
+    flags: &StoreFlags,
+) -> Result<(), CliError> {
+    let settings = super::config::load_settings(workspace)?;
+    let layout = Layout::new(workspace);
+    let store = match super::store_choice(flags, &settings, false)? {
+        StoreChoice::Files => MemoryStore::open(&layout),
+        StoreChoice::Postgres(options) => {
+            let pg = PgStore::connect_existing(&options.url, &options.team)
+                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+            MemoryStore::shared(&layout, Arc::new(PgMemory::new(pg)))
+        }
+    };
     match action.unwrap_or(MemoryAction::List) {
         MemoryAction::List => list(&store, json),
         MemoryAction::Show { name } => show(&store, &name, json),

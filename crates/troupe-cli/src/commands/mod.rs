@@ -84,9 +84,17 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             no_memory,
             json,
         ),
-        Command::Memory { action, json } => {
-            memory::memory(&resolve_workspace(cli.workspace)?, action, json)
-        }
+        Command::Memory {
+            action,
+            json,
+            store,
+            team,
+        } => memory::memory(
+            &resolve_workspace(cli.workspace)?,
+            action,
+            json,
+            &crate::args::StoreFlags { store, team },
+        ),
         Command::Serve { port } => crate::serve::serve(&resolve_workspace(cli.workspace)?, port),
         Command::Timeline { html } => {
             timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html)

@@ -669,3 +669,50 @@ fn following_the_shared_stream_prints_what_another_process_adds() {
     unsafe { libc::kill(follower.id() as i32, libc::SIGTERM) };
     assert_eq!(follower.wait().unwrap().code(), Some(0));
 }
+
+/// A shared team's memory is the database's: `troupe memory --store` lists, shows and forgets
+/// the records every process of the team sees; the local folder is not touched.
+#[test]
+fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
+    use std::sync::Arc;
+    use troupe::store::memory::{MemoryRecord, MemoryStore, MemoryType};
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = MemoryStore::shared(
+        &troupe::layout::Layout::new(dir.path()),
+        Arc::new(troupe::store::postgres::memory::PgMemory::new(
+            db.store("default"),
+        )),
+    );
+    shared
+        .put(
+            &MemoryRecord::new(
+                "prefers-tabs",
+                MemoryType::Feedback,
+                "the team indents with tabs",
+                "Use tabs, width 4.",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let listed = json(&troupe_in(
+        dir.path(),
+        &["memory", "list", "--json", "--store", &url],
+    ));
+    assert_eq!(listed["records"][0]["name"], "prefers-tabs", "{listed:#}");
+    let shown = troupe_in(
+        dir.path(),
+        &["memory", "show", "prefers-tabs", "--store", &url],
+    );
+    assert!(shown.stdout.contains("Use tabs, width 4."), "{shown:#?}");
+    let local = json(&troupe_in(dir.path(), &["memory", "list", "--json"]));
+    assert_eq!(local["records"], serde_json::json!([]));
+    let forgot = troupe_in(
+        dir.path(),
+        &["memory", "forget", "prefers-tabs", "--store", &url],
+    );
+    assert_eq!(forgot.code, 0, "{forgot:#?}");
+    assert_eq!(shared.get("prefers-tabs").unwrap(), None);
+    assert!(!dir.path().join(".troupe").exists());
+}

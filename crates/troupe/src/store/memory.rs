@@ -23,11 +23,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::read::{read_regular, Links};
-use super::{durable, lock, IoError};
+use super::{durable, lock, BackendError, IoError};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
 
@@ -258,6 +259,9 @@ pub enum MemoryError {
     /// Reading or writing the memory folder failed.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The shared team's database failed (its own stable code).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     /// The model's answer to a memory query was not what was asked for; nothing was written.
     #[error("the model's {purpose} answer is invalid: {reason}")]
     Answer {
@@ -279,6 +283,7 @@ impl ErrorCode for MemoryError {
             Self::Malformed { .. } => "memory_malformed",
             Self::NotFound { .. } => "memory_not_found",
             Self::Io(_) => "memory_io",
+            Self::Backend(e) => e.code(),
             Self::Answer { .. } => "memory_answer_invalid",
             Self::Model { .. } => "memory_model_failed",
         }
@@ -301,11 +306,39 @@ pub struct MemoryCatalog {
     pub problems: Vec<MemoryProblem>,
 }
 
-/// The records of one workspace. Opening creates nothing; the folder appears at the first write.
-#[derive(Debug, Clone)]
+/// The records of one workspace — or, for a team shared through a database, of the team
+/// ([`MemoryStore::shared`]): the same records, names and rules, kept as rows. Opening creates
+/// nothing; the folder appears at the first write.
+#[derive(Clone)]
 pub struct MemoryStore {
     dir: PathBuf,
     lock: PathBuf,
+    shared: Option<Arc<dyn SharedMemory>>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("dir", &self.dir)
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
+}
+
+/// A team's records as rows of text (each a record rendered as its file would be), by name:
+/// what a database keeps for [`MemoryStore::shared`]. Every method is one atomic step.
+pub trait SharedMemory: Send + Sync {
+    /// Where the rows are, for messages (`troupe_memory (team "default")`).
+    fn place(&self) -> String;
+    /// Every row, by name.
+    fn rows(&self) -> Result<Vec<(String, String)>, BackendError>;
+    fn row(&self, name: &str) -> Result<Option<String>, BackendError>;
+    /// Creates or replaces the row `name`.
+    fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError>;
+    /// Removes the row `name`; whether there was one.
+    fn delete_row(&self, name: &str) -> Result<bool, BackendError>;
+    /// Writes `name` and removes `removed`, in one transaction.
+    fn merge_rows(&self, name: &str, text: &str, removed: &[String]) -> Result<(), BackendError>;
 }
 
 impl MemoryStore {
@@ -313,12 +346,36 @@ impl MemoryStore {
         Self {
             dir: layout.memory_dir(),
             lock: layout.memory_lock(),
+            shared: None,
         }
     }
 
-    /// The folder of the records.
+    /// A shared team's records in `shared` (the workspace's folder is not used).
+    pub fn shared(layout: &Layout, shared: Arc<dyn SharedMemory>) -> Self {
+        Self {
+            shared: Some(shared),
+            ..Self::open(layout)
+        }
+    }
+
+    /// The folder of the records (unused by a shared store).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A row of a shared store as a record, or why not (named like a file would be).
+    fn parse_row(place: &str, name: &str, text: &str) -> Result<MemoryRecord, MemoryProblem> {
+        let file = format!("{place} row {name:?}");
+        if !is_valid_name(name) {
+            return Err(MemoryProblem {
+                file,
+                reason: "the name is not a valid memory name (a lowercase slug)".to_owned(),
+            });
+        }
+        MemoryRecord::parse(name, text).map_err(|reason| MemoryProblem {
+            file,
+            reason: one_line(&reason),
+        })
     }
 
     /// The path of a record, once its name is known to be valid.
@@ -332,6 +389,18 @@ impl MemoryStore {
     /// Other entries (temp files, the lock) are ignored. No folder: an empty catalog.
     pub fn list(&self) -> Result<MemoryCatalog, MemoryError> {
         let mut catalog = MemoryCatalog::default();
+        if let Some(shared) = &self.shared {
+            let place = shared.place();
+            for (name, text) in shared.rows()? {
+                match Self::parse_row(&place, &name, &text) {
+                    Ok(record) => catalog.records.push(record),
+                    Err(problem) => catalog.problems.push(problem),
+                }
+            }
+            catalog.records.sort_by(|a, b| a.name.cmp(&b.name));
+            catalog.problems.sort_by(|a, b| a.file.cmp(&b.file));
+            return Ok(catalog);
+        }
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(catalog),
@@ -377,6 +446,18 @@ impl MemoryStore {
     /// The record named `name`, `None` if there is none. A name that is not a slug is refused
     /// before any path is built.
     pub fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
+        if let Some(shared) = &self.shared {
+            check_name(name)?;
+            let Some(text) = shared.row(name)? else {
+                return Ok(None);
+            };
+            return Self::parse_row(&shared.place(), name, &text)
+                .map(Some)
+                .map_err(|p| MemoryError::Malformed {
+                    file: p.file,
+                    reason: p.reason,
+                });
+        }
         let path = self.path_of(name)?;
         let Some(bytes) = read_regular(&path, Links::Refuse, MAX_RECORD_FILE_BYTES)? else {
             return Ok(None);
@@ -392,6 +473,9 @@ impl MemoryStore {
     /// Creates or replaces a record, atomically, under the memory lock.
     pub fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
         record.validate()?;
+        if let Some(shared) = &self.shared {
+            return Ok(shared.put_row(&record.name, &record.render())?);
+        }
         let _guard = self.lock()?;
         self.write_locked(record)
     }
@@ -399,6 +483,9 @@ impl MemoryStore {
     /// Removes a record; `false` if there was none. Creates nothing when the folder is missing.
     pub fn forget(&self, name: &str) -> Result<bool, MemoryError> {
         let path = self.path_of(name)?;
+        if let Some(shared) = &self.shared {
+            return Ok(shared.delete_row(name)?);
+        }
         if !self.dir_exists()? {
             return Ok(false);
         }
@@ -420,6 +507,14 @@ impl MemoryStore {
             .filter(|name| **name != into.name)
             .map(|name| self.path_of(name))
             .collect::<Result<BTreeSet<_>, _>>()?;
+        if let Some(shared) = &self.shared {
+            let removed: Vec<String> = merged_names
+                .iter()
+                .filter(|name| **name != into.name)
+                .cloned()
+                .collect();
+            return Ok(shared.merge_rows(&into.name, &into.render(), &removed)?);
+        }
         let _guard = self.lock()?;
         self.write_locked(into)?;
         for path in paths {

@@ -32,6 +32,7 @@
 
 pub mod events;
 mod mailbox;
+pub mod memory;
 mod protocol;
 mod response_ack;
 pub mod roster;

@@ -12,10 +12,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("migrations/002_tasks.sql")),
     (3, include_str!("migrations/003_events.sql")),
     (4, include_str!("migrations/004_usage.sql")),
+    (5, include_str!("migrations/005_memory.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;

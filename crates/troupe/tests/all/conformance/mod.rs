@@ -4,12 +4,14 @@
 //!
 //! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
 //! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
+//! - `memory`: the memory records, a workspace's folder or a shared team's rows.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
 
 mod leases;
 mod mailbox;
+mod memory;
 mod protocol;
 mod tasks;
 
@@ -144,6 +146,17 @@ impl Stores {
         match &self.pg {
             None => Mailbox::File(self.mailbox()),
             Some(pg) => Mailbox::Pg(Arc::new(self.pg_mailbox(pg, lease))),
+        }
+    }
+
+    /// A new memory store instance over this team's records.
+    pub fn memory(&self) -> troupe::store::memory::MemoryStore {
+        match &self.pg {
+            None => troupe::store::memory::MemoryStore::open(&self.layout),
+            Some(pg) => troupe::store::memory::MemoryStore::shared(
+                &self.layout,
+                Arc::new(troupe::store::postgres::memory::PgMemory::new(pg.clone())),
+            ),
         }
     }
 

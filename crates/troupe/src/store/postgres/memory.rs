@@ -1,0 +1,127 @@
+//! `PgMemory`: a shared team's memory records in `troupe_memory`, one row per record, so that
+//! every process of the team — and a teammate taken over by another worker — remembers the
+//! same things. The rules (names, the record format, problems reported beside valid records)
+//! stay `store::memory`'s; this keeps rows. Every change is one statement, a merge one
+//! transaction.
+
+use super::{db_error, PgStore};
+use crate::store::memory::SharedMemory;
+use crate::store::BackendError;
+
+pub struct PgMemory {
+    store: PgStore,
+}
+
+impl PgMemory {
+    pub fn new(store: PgStore) -> Self {
+        Self { store }
+    }
+}
+
+impl SharedMemory for PgMemory {
+    fn place(&self) -> String {
+        format!("troupe_memory (team {:?})", self.store.team())
+    }
+
+    fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
+        super::retrying(|| {
+            let store = self.store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query(
+                        "SELECT name, text FROM troupe_memory WHERE team = $1 ORDER BY name",
+                        &[&store.team()],
+                    )
+                    .await
+                    .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                    .map_err(|e| db_error("read the team's memory", e))
+            })
+        })
+    }
+
+    fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
+        super::retrying(|| {
+            let store = self.store.clone();
+            let name = name.to_owned();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query_opt(
+                        "SELECT text FROM troupe_memory WHERE team = $1 AND name = $2",
+                        &[&store.team(), &name],
+                    )
+                    .await
+                    .map(|row| row.map(|r| r.get(0)))
+                    .map_err(|e| db_error("read a memory record", e))
+            })
+        })
+    }
+
+    fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
+        // An upsert: repeating it after a lost answer writes the same row.
+        super::retrying(|| {
+            let store = self.store.clone();
+            let (name, text) = (name.to_owned(), text.to_owned());
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "INSERT INTO troupe_memory (team, name, text) VALUES ($1, $2, $3)
+                         ON CONFLICT (team, name) DO UPDATE SET text = excluded.text",
+                        &[&store.team(), &name, &text],
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| db_error("write a memory record", e))
+            })
+        })
+    }
+
+    fn delete_row(&self, name: &str) -> Result<bool, BackendError> {
+        let store = self.store.clone();
+        let name = name.to_owned();
+        self.store.block(async move {
+            let client = store.client().await?;
+            client
+                .execute(
+                    "DELETE FROM troupe_memory WHERE team = $1 AND name = $2",
+                    &[&store.team(), &name],
+                )
+                .await
+                .map(|n| n > 0)
+                .map_err(|e| db_error("remove a memory record", e))
+        })
+    }
+
+    fn merge_rows(&self, name: &str, text: &str, removed: &[String]) -> Result<(), BackendError> {
+        // Repeatable: the upsert writes the same row, the removals find what is left.
+        super::retrying(|| {
+            let store = self.store.clone();
+            let (name, text, removed) = (name.to_owned(), text.to_owned(), removed.to_vec());
+            self.store.block(async move {
+                let mut client = store.client().await?;
+                let tx = client
+                    .transaction()
+                    .await
+                    .map_err(|e| db_error("begin a memory merge", e))?;
+                tx.execute(
+                    "INSERT INTO troupe_memory (team, name, text) VALUES ($1, $2, $3)
+                     ON CONFLICT (team, name) DO UPDATE SET text = excluded.text",
+                    &[&store.team(), &name, &text],
+                )
+                .await
+                .map_err(|e| db_error("write a merged memory record", e))?;
+                tx.execute(
+                    "DELETE FROM troupe_memory WHERE team = $1 AND name = ANY($2)",
+                    &[&store.team(), &removed],
+                )
+                .await
+                .map_err(|e| db_error("remove merged memory records", e))?;
+                tx.commit()
+                    .await
+                    .map_err(|e| db_error("commit a memory merge", e))
+            })
+        })
+    }
+}
