@@ -52,6 +52,7 @@ use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventS
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::audit::PgAudit;
 use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::usage::PgUsage;
@@ -762,7 +763,10 @@ fn open_stores(
     Ok(Stores {
         mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
-        audit: Arc::new(JsonlAuditSink::open(layout, settings.clock.clone())?),
+        audit: Arc::new(
+            JsonlAuditSink::open(layout, settings.clock.clone())?
+                .with_copy(pg.as_ref().map(|parts| PgAudit::new(parts.store.clone()))),
+        ),
         board,
         recovered,
         transcripts,

@@ -242,6 +242,16 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
         .map(|(t, d)| (t.to_owned(), d.to_owned()))
     );
     assert!(writer_audit(&lead_ws).is_empty());
+    // And the team's audit in the database holds the same decisions, in order.
+    assert_eq!(
+        db.query_text(
+            "SELECT string_agg(tool || ':' || decision, ',' ORDER BY id) FROM troupe_audit \
+             WHERE agent = 'writer'"
+        )
+        .unwrap()
+        .as_deref(),
+        Some("submit_plan:allow,write_file:deny,write_file:allow")
+    );
     // The shared state, seen from a third process through the store.
     let status = json(&troupe_in(&lead_ws, &["status", "--json", "--store", &url]));
     let writer = status["teammates"]

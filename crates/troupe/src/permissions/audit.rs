@@ -27,6 +27,7 @@ use crate::error::ErrorCode;
 use crate::layout::Layout;
 use crate::store::durable;
 use crate::store::journal::{Durability, Journal};
+use crate::store::postgres::audit::PgAudit;
 
 /// A decision before it is stamped with the sink's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +143,10 @@ pub struct JsonlAuditSink {
     /// Kept open: one `open` per run, one append per decision.
     log: Journal,
     clock: Arc<dyn Clock>,
+    /// A shared team's audit table, where every line is copied too.
+    copy: Option<PgAudit>,
+    /// Whether a failed copy was reported already (once per run).
+    copy_warned: std::sync::atomic::AtomicBool,
 }
 
 impl JsonlAuditSink {
@@ -161,7 +166,19 @@ impl JsonlAuditSink {
             path: path.display().to_string(),
             source: e.source,
         })?;
-        Ok(Self { log, clock })
+        Ok(Self {
+            log,
+            clock,
+            copy: None,
+            copy_warned: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// This sink, copying every line to a shared team's audit table as well (after the file's
+    /// append; a failed copy is reported once and the decision stands).
+    pub fn with_copy(mut self, copy: Option<PgAudit>) -> Self {
+        self.copy = copy;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -180,7 +197,23 @@ impl AuditSink for JsonlAuditSink {
         line.push(b'\n');
         self.log
             .append(&line, Durability::Unsynced)
-            .map_err(|e| fail(e.source))
+            .map_err(|e| fail(e.source))?;
+        if let Some(copy) = &self.copy {
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+            if let Err(e) = copy.insert(record.agent.as_str(), &record.tool, record.decision, &text)
+            {
+                if !self
+                    .copy_warned
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "{e}: the team's audit misses this decision (it is in {})",
+                        self.log.path().display()
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -30,6 +30,7 @@
 //! - `roster.rs`: teammates and their worker leases; workers and their heartbeats.
 //! - `transcript.rs`: agents' conversations.
 
+pub mod audit;
 pub mod events;
 mod mailbox;
 pub mod memory;

@@ -486,3 +486,46 @@ fn the_teams_usage_adds_up_every_processs_records() {
     assert_eq!(theirs.total, TokenCounts::default());
     assert_eq!((theirs.runs, theirs.latest_run), (0, None));
 }
+
+/// A shared team's audit: each process's decisions copied, line for line, after its own file's
+/// append, in one team-wide order.
+#[test]
+fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
+    use troupe::permissions::{AuditEntry, AuditSink, JsonlAuditSink};
+    use troupe::store::postgres::audit::PgAudit;
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let sink = |ws: &std::path::Path| {
+        JsonlAuditSink::open(&troupe::layout::Layout::new(ws), Arc::new(s.clock.clone()))
+            .unwrap()
+            .with_copy(Some(PgAudit::new(store.clone())))
+    };
+    let entry = |agent: &str, tool: &str, allowed: bool| AuditEntry {
+        agent: agent.parse().unwrap(),
+        tool: tool.into(),
+        allowed,
+        rule: "default".into(),
+        reason: "test".into(),
+        input_digest: "0123456789abcdef".into(),
+        sandbox: None,
+    };
+    let (lead_ws, worker_ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (lead, worker) = (sink(lead_ws.path()), sink(worker_ws.path()));
+    lead.record(entry("lead", "spawn_teammate", true)).unwrap();
+    worker.record(entry("writer", "write_file", false)).unwrap();
+    let rows = PgAudit::new(store.clone()).after(0, 10).unwrap();
+    let seen: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r.agent.as_str(), r.tool.as_str(), r.decision.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("lead", "spawn_teammate", "allow"),
+            ("writer", "write_file", "deny")
+        ]
+    );
+    let file =
+        std::fs::read_to_string(troupe::layout::Layout::new(worker_ws.path()).audit_log()).unwrap();
+    assert_eq!(file, format!("{}\n", rows[1].line));
+}
