@@ -219,6 +219,8 @@ pub enum Command {
         /// Print JSON (`{"jobs":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// The task board: every task with its status, owner and open blockers.
     Tasks {
@@ -368,7 +370,7 @@ impl Command {
             | Self::Send { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json }
-            | Self::Cron { json }
+            | Self::Cron { json, .. }
             | Self::Tasks { json, .. }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }

@@ -31,6 +31,7 @@ use crate::agent::transcript::{FileTranscript, FileTranscripts, Transcripts};
 use crate::agent::usage::RunUsage;
 use crate::agent::{RunObserver, Runner, SubagentTool};
 use crate::clock::{Clock, SystemClock};
+use crate::cron::store::CronStore;
 use crate::cron::{CronError, CronRuntime, CronWakeup, ScheduleCronTool};
 use crate::error::ErrorCode;
 use crate::hooks::CommandHooks;
@@ -1222,8 +1223,14 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
 
     let (jobs, job_completions) = job_supervisor(&layout, &settings, &events);
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
-    let cron = CronRuntime::open(
-        &layout,
+    // A shared team's lead keeps its durable jobs in the database: a lead started on another
+    // host goes on with them.
+    let cron_store = match &stores.pg {
+        Some(parts) => CronStore::shared(&layout, parts.store.clone()),
+        None => CronStore::new(&layout),
+    };
+    let cron = CronRuntime::open_store(
+        cron_store,
         settings.clock.clone(),
         settings.ids.clone(),
         cron_tx,
@@ -1364,6 +1371,7 @@ pub fn inspector_with(
                 Arc::new(RandomIds),
             )),
             usage: Arc::new(PgUsage::new(pg.clone())),
+            cron: CronStore::shared(&Layout::new(workspace), pg.clone()),
             roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,

@@ -206,6 +206,8 @@ pub struct SharedStores {
     pub board: Arc<dyn TaskBoard>,
     /// The team's token usage, every process's.
     pub usage: Arc<crate::store::postgres::usage::PgUsage>,
+    /// The lead's durable cron jobs.
+    pub cron: CronStore,
 }
 
 impl Inspector {
@@ -218,7 +220,8 @@ impl Inspector {
     }
 
     /// Inspection of a shared team: mailboxes, requests, the roster, the task board and the
-    /// token usage from its database; the rest (jobs, cron, the run lock) from this workspace.
+    /// token usage and the cron jobs from its database; the rest (jobs, the run lock) from this
+    /// workspace.
     pub fn shared(layout: Layout, clock: Arc<dyn Clock>, stores: SharedStores) -> Self {
         Self {
             layout,
@@ -387,14 +390,15 @@ impl Inspector {
         })
     }
 
-    /// The durable cron jobs in `.troupe/cron.json`, soonest first; none when there is no file.
+    /// The durable cron jobs in `.troupe/cron.json` (a shared team's: in its database), soonest
+    /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
     pub fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
-        let mut jobs: Vec<CronJobView> = CronStore::new(&self.layout)
-            .load()?
-            .iter()
-            .map(CronJob::view)
-            .collect();
+        let store = match &self.shared {
+            Some(shared) => shared.cron.clone(),
+            None => CronStore::new(&self.layout),
+        };
+        let mut jobs: Vec<CronJobView> = store.load()?.iter().map(CronJob::view).collect();
         jobs.sort_by_key(|v| (v.next_fire_utc, v.id));
         Ok(jobs)
     }

@@ -61,8 +61,10 @@ pub fn requests(
 
 /// JSON: `{"jobs":[{id, cron, timezone, prompt, recurring, durable, next_fire_utc,
 /// next_fire_local}]}`.
-pub fn cron(workspace: &Path, json: bool) -> Result<(), CliError> {
-    let jobs = inspector(workspace).cron_jobs().map_err(inspect_failed)?;
+pub fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let jobs = inspector_of(workspace, store)?
+        .cron_jobs()
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "jobs": jobs }))
     } else {

@@ -68,7 +68,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             &store,
         ),
         Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
-        Command::Cron { json } => inspect::cron(&resolve_workspace(cli.workspace)?, json),
+        Command::Cron { json, store } => {
+            inspect::cron(&resolve_workspace(cli.workspace)?, json, &store)
+        }
         Command::Tasks { json, store } => {
             inspect::tasks(&resolve_workspace(cli.workspace)?, json, &store)
         }

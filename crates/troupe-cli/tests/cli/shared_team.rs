@@ -726,3 +726,39 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     assert_eq!(shared.get("prefers-tabs").unwrap(), None);
     assert!(!dir.path().join(".troupe").exists());
 }
+
+/// A shared team's lead keeps its durable cron jobs in the database: `troupe cron --store`
+/// lists them from any folder; the folder's own file has none.
+#[test]
+fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
+    use std::sync::Arc;
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let cron = troupe::cron::CronRuntime::open_store(
+        troupe::cron::CronStore::shared(
+            &troupe::layout::Layout::new(dir.path()),
+            db.store("default"),
+        ),
+        Arc::new(troupe::clock::SystemClock),
+        Arc::new(troupe::ids::RandomIds),
+        tx,
+    )
+    .unwrap();
+    let job = cron
+        .schedule(troupe::cron::ScheduleRequest {
+            cron: "30 2 * * *".into(),
+            prompt: "run the nightly checks".into(),
+            timezone: "UTC".into(),
+            recurring: true,
+            durable: true,
+        })
+        .unwrap();
+    let listed = json(&troupe_in(dir.path(), &["cron", "--json", "--store", &url]));
+    assert_eq!(listed["jobs"][0]["id"], job.id.to_string(), "{listed:#}");
+    assert_eq!(listed["jobs"][0]["prompt"], "run the nightly checks");
+    let local = json(&troupe_in(dir.path(), &["cron", "--json"]));
+    assert_eq!(local["jobs"], serde_json::json!([]));
+    assert!(!dir.path().join(".troupe").exists());
+}

@@ -102,7 +102,16 @@ impl CronRuntime {
         ids: Arc<dyn IdGenerator>,
         wakeups: UnboundedSender<CronWakeup>,
     ) -> Result<Self, CronError> {
-        let store = CronStore::new(layout);
+        Self::open_store(CronStore::new(layout), clock, ids, wakeups)
+    }
+
+    /// [`Self::open`] on `store` (a shared team's: its database).
+    pub fn open_store(
+        store: CronStore,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGenerator>,
+        wakeups: UnboundedSender<CronWakeup>,
+    ) -> Result<Self, CronError> {
         let jobs = store.load()?;
         let closed = CancellationToken::new();
         Ok(Self {

@@ -14,7 +14,8 @@
 //!
 //! Every write is a read-modify-write under the cross-process lock `.troupe/.cron.lock`, through
 //! [`durable::replace`] (temp file, fsync, rename, folder fsync): a failed write leaves the old
-//! file.
+//! file. A shared team keeps the same document in its database (`troupe_documents`, name
+//! `cron`), read and checked the same way, changed in one locked transaction.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,10 @@ use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
+use crate::store::postgres::document::PgDocument;
+use crate::store::postgres::PgStore;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
-use crate::store::{durable, lock, IoError};
+use crate::store::{durable, lock, BackendError, IoError};
 
 /// The version this code reads and writes.
 pub const CRON_FILE_VERSION: u32 = 1;
@@ -36,6 +39,9 @@ pub const CRON_FILE_VERSION: u32 = 1;
 pub enum CronStoreError {
     #[error(transparent)]
     Io(#[from] IoError),
+    /// A shared team's database failed (its own stable code).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     #[error("{path} is not a valid cron store: {reason}")]
     Corrupt { path: String, reason: String },
 }
@@ -44,6 +50,7 @@ impl ErrorCode for CronStoreError {
     fn code(&self) -> &'static str {
         match self {
             Self::Io(e) => e.code(),
+            Self::Backend(e) => e.code(),
             Self::Corrupt { .. } => "cron_state_corrupt",
         }
     }
@@ -96,12 +103,23 @@ pub enum CronChange {
     Remove(CronJobId),
 }
 
-/// The durable jobs of one workspace.
-#[derive(Debug, Clone)]
+/// The durable jobs of one workspace — or of a shared team ([`CronStore::shared`]): the same
+/// document, kept in its database and changed under its lock there.
+#[derive(Clone)]
 pub struct CronStore {
     state_dir: PathBuf,
     path: PathBuf,
     lock_path: PathBuf,
+    shared: Option<PgDocument>,
+}
+
+impl std::fmt::Debug for CronStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CronStore")
+            .field("path", &self.path)
+            .field("shared", &self.shared.as_ref().map(PgDocument::place))
+            .finish()
+    }
 }
 
 impl CronStore {
@@ -110,6 +128,15 @@ impl CronStore {
             state_dir: layout.state_dir(),
             path: layout.cron_file(),
             lock_path: layout.cron_lock(),
+            shared: None,
+        }
+    }
+
+    /// A shared team's durable jobs: the document `cron` of its database.
+    pub fn shared(layout: &Layout, store: PgStore) -> Self {
+        Self {
+            shared: Some(PgDocument::new(store, "cron")),
+            ..Self::new(layout)
         }
     }
 
@@ -119,6 +146,12 @@ impl CronStore {
 
     /// The stored jobs in file order (all durable). A missing file is no jobs.
     pub fn load(&self) -> Result<Vec<CronJob>, CronStoreError> {
+        if let Some(doc) = &self.shared {
+            return match doc.read()? {
+                Some(text) => self.parse(text.as_bytes()),
+                None => Ok(Vec::new()),
+            };
+        }
         match read_regular(&self.path, Links::Refuse, MAX_STATE_FILE_BYTES)? {
             Some(bytes) => self.parse(&bytes),
             None => Ok(Vec::new()),
@@ -130,36 +163,48 @@ impl CronStore {
         if changes.is_empty() {
             return Ok(());
         }
+        if let Some(doc) = &self.shared {
+            let this = self.clone();
+            let changes = changes.to_vec();
+            return doc
+                .update(Box::new(move |current| {
+                    let reason = |e: CronStoreError| match e {
+                        CronStoreError::Corrupt { reason, .. } => reason,
+                        other => other.to_string(),
+                    };
+                    let jobs = match current {
+                        Some(text) => this.parse(text.as_bytes()).map_err(reason)?,
+                        None => Vec::new(),
+                    };
+                    let bytes = this.render(changed(jobs, &changes)).map_err(reason)?;
+                    String::from_utf8(bytes).map_err(|e| e.to_string())
+                }))?
+                .map_err(|reason| self.corrupt(reason));
+        }
         durable::ensure_real_dir(&self.state_dir)?;
         let _guard = lock::lock_exclusive(&self.lock_path)?;
-        let mut jobs = self.load()?;
-        for change in changes {
-            match change {
-                CronChange::Put(job) => match jobs.iter_mut().find(|j| j.id == job.id) {
-                    Some(stored) => *stored = (**job).clone(),
-                    None => jobs.push((**job).clone()),
-                },
-                CronChange::Reschedule { id, next_fire_utc } => {
-                    if let Some(stored) = jobs.iter_mut().find(|j| j.id == *id) {
-                        stored.next_fire_utc = *next_fire_utc;
-                    }
-                }
-                CronChange::Remove(id) => jobs.retain(|j| j.id != *id),
-            }
-        }
+        let jobs = changed(self.load()?, changes);
+        durable::replace(&self.path, &self.render(jobs)?)?;
+        Ok(())
+    }
+
+    /// The document of `jobs`, as the file holds it.
+    fn render(&self, jobs: Vec<CronJob>) -> Result<Vec<u8>, CronStoreError> {
         let file = CronFile {
             version: CRON_FILE_VERSION,
             jobs: jobs.iter().map(JobRecord::of).collect(),
         };
         let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| self.corrupt(e))?;
         bytes.push(b'\n');
-        durable::replace(&self.path, &bytes)?;
-        Ok(())
+        Ok(bytes)
     }
 
     fn corrupt(&self, reason: impl std::fmt::Display) -> CronStoreError {
         CronStoreError::Corrupt {
-            path: self.path.display().to_string(),
+            path: match &self.shared {
+                Some(doc) => doc.place(),
+                None => self.path.display().to_string(),
+            },
             reason: reason.to_string(),
         }
     }
@@ -198,4 +243,23 @@ impl CronStore {
         }
         Ok(jobs)
     }
+}
+
+/// `jobs` with `changes` applied in order.
+fn changed(mut jobs: Vec<CronJob>, changes: &[CronChange]) -> Vec<CronJob> {
+    for change in changes {
+        match change {
+            CronChange::Put(job) => match jobs.iter_mut().find(|j| j.id == job.id) {
+                Some(stored) => *stored = (**job).clone(),
+                None => jobs.push((**job).clone()),
+            },
+            CronChange::Reschedule { id, next_fire_utc } => {
+                if let Some(stored) = jobs.iter_mut().find(|j| j.id == *id) {
+                    stored.next_fire_utc = *next_fire_utc;
+                }
+            }
+            CronChange::Remove(id) => jobs.retain(|j| j.id != *id),
+        }
+    }
+    jobs
 }

@@ -31,6 +31,7 @@
 //! - `transcript.rs`: agents' conversations.
 
 pub mod audit;
+pub mod document;
 pub mod events;
 mod mailbox;
 pub mod memory;
@@ -80,6 +81,7 @@ pub const OUTAGE_WAIT: Duration = Duration::from_secs(30);
 pub(crate) enum Lock {
     Protocol = 1,
     Tasks = 2,
+    Documents = 3,
 }
 
 /// Begins a transaction holding `lock` of `team` (released by its commit or rollback): the

@@ -4,11 +4,13 @@
 //!
 //! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
 //! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
+//! - `cron`: the lead's durable cron jobs, a workspace's file or a shared team's document.
 //! - `memory`: the memory records, a workspace's folder or a shared team's rows.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
 
+mod cron;
 mod leases;
 mod mailbox;
 mod memory;
@@ -146,6 +148,14 @@ impl Stores {
         match &self.pg {
             None => Mailbox::File(self.mailbox()),
             Some(pg) => Mailbox::Pg(Arc::new(self.pg_mailbox(pg, lease))),
+        }
+    }
+
+    /// A new cron store instance over this team's durable jobs.
+    pub fn cron(&self) -> troupe::cron::CronStore {
+        match &self.pg {
+            None => troupe::cron::CronStore::new(&self.layout),
+            Some(pg) => troupe::cron::CronStore::shared(&self.layout, pg.clone()),
         }
     }
 

@@ -1,0 +1,86 @@
+//! `PgDocument`: one small whole document of a team in `troupe_documents` (the lead's durable
+//! cron jobs are the document `cron`, the text `cron.json` would hold), read whole and changed
+//! by one read-modify-write in a transaction under the team's documents lock — the database's
+//! counterpart of a file replaced under a lock file. The caller parses and checks the text.
+
+use super::{db_error, locked, Lock, PgStore};
+use crate::store::BackendError;
+
+/// A change: the current text (none yet) → the new text, or why not (nothing is written).
+pub type Change = Box<dyn FnOnce(Option<String>) -> Result<String, String> + Send>;
+
+#[derive(Clone)]
+pub struct PgDocument {
+    store: PgStore,
+    name: String,
+}
+
+impl PgDocument {
+    pub fn new(store: PgStore, name: &str) -> Self {
+        Self {
+            store,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Where it is, for messages.
+    pub fn place(&self) -> String {
+        format!(
+            "troupe_documents {:?} (team {:?})",
+            self.name,
+            self.store.team()
+        )
+    }
+
+    pub fn read(&self) -> Result<Option<String>, BackendError> {
+        super::retrying(|| {
+            let store = self.store.clone();
+            let name = self.name.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query_opt(
+                        "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
+                        &[&store.team(), &name],
+                    )
+                    .await
+                    .map(|row| row.map(|r| r.get(0)))
+                    .map_err(|e| db_error("read a document", e))
+            })
+        })
+    }
+
+    /// Applies `change` to the current text in one locked transaction: `Ok(Err(why))` when the
+    /// change refused (nothing written).
+    pub fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
+        let store = self.store.clone();
+        let name = self.name.clone();
+        self.store.block(async move {
+            let mut client = store.client().await?;
+            let tx = locked(&mut client, store.team(), Lock::Documents).await?;
+            let current: Option<String> = tx
+                .query_opt(
+                    "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
+                    &[&store.team(), &name],
+                )
+                .await
+                .map_err(|e| db_error("read a document", e))?
+                .map(|r| r.get(0));
+            let text = match change(current) {
+                Ok(text) => text,
+                Err(why) => return Ok(Err(why)),
+            };
+            tx.execute(
+                "INSERT INTO troupe_documents (team, name, text) VALUES ($1, $2, $3)
+                 ON CONFLICT (team, name) DO UPDATE SET text = excluded.text",
+                &[&store.team(), &name, &text],
+            )
+            .await
+            .map_err(|e| db_error("write a document", e))?;
+            tx.commit()
+                .await
+                .map_err(|e| db_error("commit a document", e))?;
+            Ok(Ok(()))
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! The lead's durable cron jobs on both backends: what one runtime schedules, the next one
+//! (another run, on files; another lead process, in a shared team's database) loads as it was;
+//! a removed job is gone; a document that is not a cron store is a clear error naming it.
+
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+use tokio::sync::mpsc::unbounded_channel;
+use troupe::cron::CronRuntime;
+use troupe::error::ErrorCode;
+use troupe::ids::SequentialIds;
+
+use super::{both, Backend, Stores};
+use crate::cron::request;
+
+both!(durable_jobs_outlive_the_runtime_that_scheduled_them,);
+
+fn runtime(s: &Stores, prefix: u16) -> CronRuntime {
+    let (tx, _rx) = unbounded_channel();
+    CronRuntime::open_store(
+        s.cron(),
+        Arc::new(s.clock.clone()),
+        Arc::new(SequentialIds::with_prefix(prefix)),
+        tx,
+    )
+    .unwrap()
+}
+
+fn durable_jobs_outlive_the_runtime_that_scheduled_them(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let first = runtime(&s, 1);
+    let daily = first
+        .schedule(request("30 2 * * *", "Europe/Berlin", true, true))
+        .unwrap();
+    let once = first
+        .schedule(request("0 9 * * *", "UTC", false, true))
+        .unwrap();
+    first
+        .schedule(request("*/5 * * * *", "UTC", true, false))
+        .unwrap();
+    drop(first);
+    let second = runtime(&s, 2);
+    let mut ids: Vec<_> = second.jobs().iter().map(|j| (j.id, j.durable)).collect();
+    ids.sort();
+    let mut want = vec![(daily.id, true), (once.id, true)];
+    want.sort();
+    assert_eq!(ids, want, "only the durable jobs, as they were");
+    assert!(second.remove(once.id).unwrap());
+    let stored: Vec<_> = s.cron().load().unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(stored, vec![daily.id]);
+}
+
+/// A document that is not a cron store stops the lead from starting with a clear error, and
+/// is never overwritten by a change.
+#[test]
+fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    s.db.as_ref()
+        .unwrap()
+        .execute(
+            "INSERT INTO troupe_documents (team, name, text) VALUES ('team-a', 'cron', '{\"version\": 9, \"jobs\": []}')",
+        )
+        .unwrap();
+    let err = s.cron().load().unwrap_err();
+    assert_eq!(err.code(), "cron_state_corrupt");
+    assert!(
+        err.to_string().contains("troupe_documents \"cron\""),
+        "{err}"
+    );
+    assert!(err.to_string().contains("version 9"), "{err}");
+    let (tx, _rx) = unbounded_channel();
+    assert!(CronRuntime::open_store(
+        s.cron(),
+        Arc::new(s.clock.clone()),
+        Arc::new(SequentialIds::new()),
+        tx
+    )
+    .is_err());
+}
