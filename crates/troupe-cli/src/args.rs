@@ -213,6 +213,8 @@ pub enum Command {
         /// Print JSON (`{"jobs":[…]}`) instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// The durable cron jobs in `.troupe/cron.json`, soonest first.
     Cron {
@@ -369,7 +371,7 @@ impl Command {
             Self::Status { json, .. }
             | Self::Send { json, .. }
             | Self::Requests { json, .. }
-            | Self::Jobs { json }
+            | Self::Jobs { json, .. }
             | Self::Cron { json, .. }
             | Self::Tasks { json, .. }
             | Self::Mailbox { json, .. }

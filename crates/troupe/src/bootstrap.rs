@@ -55,6 +55,7 @@ use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::audit::PgAudit;
 use crate::store::postgres::events::PgEventMirror;
+use crate::store::postgres::jobs::PgJobs;
 use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::usage::PgUsage;
 use crate::store::postgres::PgResponseAck;
@@ -809,8 +810,12 @@ fn finish_earlier_run(
     ));
     ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
         .deliver_recorded_answers()?;
-    let orphans =
-        crate::jobs::orphans::settle_orphans(layout, settings.clock.now()).map_err(|e| {
+    let copy = stores
+        .pg
+        .as_ref()
+        .map(|parts| PgJobs::new(parts.store.clone()));
+    let orphans = crate::jobs::orphans::settle_orphans(layout, copy.as_ref(), settings.clock.now())
+        .map_err(|e| {
             IoError::new(
                 "settle",
                 &layout.jobs_dir(),
@@ -1072,6 +1077,7 @@ fn job_supervisor(
     layout: &Layout,
     settings: &TeamSettings,
     events: &Arc<EventLog>,
+    stores: &Stores,
 ) -> (Arc<JobSupervisor>, UnboundedReceiver<JobCompletion>) {
     let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
     let jobs = Arc::new(
@@ -1080,6 +1086,12 @@ fn job_supervisor(
             settings.clock.clone(),
             settings.ids.clone(),
             job_tx,
+        )
+        .with_copy(
+            stores
+                .pg
+                .as_ref()
+                .map(|parts| PgJobs::new(parts.store.clone())),
         )
         .with_redactor(settings.redactor.clone())
         .with_events(events.clone()),
@@ -1137,7 +1149,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
         settings.approval.clone(),
         stores.audit.clone(),
     );
-    let (jobs, mut job_completions) = job_supervisor(&layout, &settings, &events);
+    let (jobs, mut job_completions) = job_supervisor(&layout, &settings, &events, &stores);
     // A teammate's background job ends in its worker; the lead is not in this process, so
     // completions are only recorded (in the job's record and the event stream).
     tokio::spawn(async move { while job_completions.recv().await.is_some() {} });
@@ -1221,7 +1233,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         stores.audit.clone(),
     );
 
-    let (jobs, job_completions) = job_supervisor(&layout, &settings, &events);
+    let (jobs, job_completions) = job_supervisor(&layout, &settings, &events, &stores);
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     // A shared team's lead keeps its durable jobs in the database: a lead started on another
     // host goes on with them.
@@ -1372,6 +1384,7 @@ pub fn inspector_with(
             )),
             usage: Arc::new(PgUsage::new(pg.clone())),
             cron: CronStore::shared(&Layout::new(workspace), pg.clone()),
+            jobs: Arc::new(PgJobs::new(pg.clone())),
             roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,

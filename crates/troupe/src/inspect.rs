@@ -208,6 +208,8 @@ pub struct SharedStores {
     pub usage: Arc<crate::store::postgres::usage::PgUsage>,
     /// The lead's durable cron jobs.
     pub cron: CronStore,
+    /// Every process's background job records.
+    pub jobs: Arc<crate::store::postgres::jobs::PgJobs>,
 }
 
 impl Inspector {
@@ -220,8 +222,8 @@ impl Inspector {
     }
 
     /// Inspection of a shared team: mailboxes, requests, the roster, the task board and the
-    /// token usage and the cron jobs from its database; the rest (jobs, the run lock) from this
-    /// workspace.
+    /// token usage, the cron jobs and every process's job records from its database; the run
+    /// lock from this workspace.
     pub fn shared(layout: Layout, clock: Arc<dyn Clock>, stores: SharedStores) -> Self {
         Self {
             layout,
@@ -327,6 +329,9 @@ impl Inspector {
     /// Every background job's record, by start time then id; none when `.troupe/jobs/` does
     /// not exist.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
+        if let Some(shared) = &self.shared {
+            return Ok(job_record::read_all_shared(&shared.jobs)?);
+        }
         Ok(job_record::read_all(&self.layout)?)
     }
 

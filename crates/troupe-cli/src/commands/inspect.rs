@@ -12,10 +12,6 @@ use super::CliError;
 use crate::args::StoreFlags;
 use crate::render;
 
-fn inspector(workspace: &Path) -> Inspector {
-    troupe::bootstrap::inspector(workspace)
-}
-
 /// The inspector of the team `store` names: files, or its shared database.
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
     let settings = super::config::load_settings(workspace)?;
@@ -110,8 +106,10 @@ pub fn mailbox(
     }
 }
 
-pub fn jobs(workspace: &Path, json: bool) -> Result<(), CliError> {
-    let jobs = inspector(workspace).jobs().map_err(inspect_failed)?;
+pub fn jobs(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let jobs = inspector_of(workspace, store)?
+        .jobs()
+        .map_err(inspect_failed)?;
     if json {
         // A struct rather than `json!`, so each record keeps its documented key order.
         #[derive(serde::Serialize)]

@@ -67,7 +67,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             json,
             &store,
         ),
-        Command::Jobs { json } => inspect::jobs(&resolve_workspace(cli.workspace)?, json),
+        Command::Jobs { json, store } => {
+            inspect::jobs(&resolve_workspace(cli.workspace)?, json, &store)
+        }
         Command::Cron { json, store } => {
             inspect::cron(&resolve_workspace(cli.workspace)?, json, &store)
         }

@@ -269,6 +269,16 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
     assert_eq!(workers[0]["role"], "worker");
     assert_eq!(workers[0]["teammates"], serde_json::json!(["writer"]));
     assert!(workers[0]["heartbeat_age_ms"].as_i64().unwrap() < 60_000);
+    // The lead's background job ran on the lead's host; the team's job list has it.
+    let jobs = json(&troupe_in(&worker_ws, &["jobs", "--json", "--store", &url]));
+    let commands: Vec<&str> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["wc -l NOTES.md"], "{jobs:#}");
+    assert_ne!(jobs["jobs"][0]["status"], "running", "{jobs:#}");
     // Token usage: the team's, every process's model calls (each also in its own folder).
     let own = |ws: &std::path::Path| {
         json(&troupe_in(ws, &["status", "--json"]))["usage"]["total"]["total_tokens"]

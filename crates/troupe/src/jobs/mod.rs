@@ -45,6 +45,9 @@ pub enum JobError {
     /// A record file that does not parse or breaks an invariant; never repaired silently.
     #[error("job record {path} is corrupt: {why}")]
     Corrupt { path: String, why: String },
+    /// A shared team's database failed (its own stable code).
+    #[error(transparent)]
+    Backend(crate::store::BackendError),
 }
 
 impl ErrorCode for JobError {
@@ -55,6 +58,7 @@ impl ErrorCode for JobError {
             Self::Start(_) => "job_start_failed",
             Self::Storage(e) => e.code(),
             Self::Corrupt { .. } => "job_record_corrupt",
+            Self::Backend(e) => e.code(),
         }
     }
 }

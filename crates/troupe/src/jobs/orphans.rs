@@ -144,8 +144,13 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
 
 /// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
 /// such record was left by a run that is gone. What is left of its process group is stopped when
-/// it is provably the job's (see [`stop_orphan`]). Returns the ids.
-pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobError> {
+/// it is provably the job's (see [`stop_orphan`]). The settled records are copied to `copy`
+/// (a shared team's job table) too. Returns the ids.
+pub fn settle_orphans(
+    layout: &Layout,
+    copy: Option<&crate::store::postgres::jobs::PgJobs>,
+    now: UtcTime,
+) -> Result<Vec<JobId>, JobError> {
     let mut settled = Vec::new();
     for record in record::read_all(layout)? {
         if record.state != JobState::Running {
@@ -165,7 +170,7 @@ pub fn settle_orphans(layout: &Layout, now: UtcTime) -> Result<Vec<JobId>, JobEr
             },
             ..record
         };
-        record::write(layout, &finished)?;
+        record::write_and_copy(layout, copy, &finished)?;
         settled.push(id);
     }
     Ok(settled)

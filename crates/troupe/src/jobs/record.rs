@@ -24,6 +24,7 @@ use super::JobError;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::durable;
+use crate::store::postgres::jobs::PgJobs;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 
 /// A canonical job id (UUID v4 or v7, like every id of SPEC §2).
@@ -272,6 +273,42 @@ pub fn write(layout: &Layout, record: &JobRecord) -> Result<(), JobError> {
     durable::ensure_real_dir(&layout.jobs_dir())?;
     durable::replace(&record_path(layout, record.id), &record.to_json_bytes())?;
     Ok(())
+}
+
+/// [`write`], then a copy to a shared team's table (reported once if it fails: the file has
+/// the record).
+pub fn write_and_copy(
+    layout: &Layout,
+    copy: Option<&PgJobs>,
+    record: &JobRecord,
+) -> Result<(), JobError> {
+    write(layout, record)?;
+    if let Some(copy) = copy {
+        let text = String::from_utf8_lossy(&record.to_json_bytes()).into_owned();
+        if let Err(e) = copy.put(record.id.0, &text) {
+            tracing::warn!(job = %record.id, "{e}: the team's job list misses this record");
+        }
+    }
+    Ok(())
+}
+
+/// Every record of a shared team (every host's), by start time then id; a row that is not a
+/// record is [`JobError::Corrupt`] naming it.
+pub fn read_all_shared(jobs: &PgJobs) -> Result<Vec<JobRecord>, JobError> {
+    let mut records = Vec::new();
+    for (id, host, text) in jobs.all().map_err(JobError::Backend)? {
+        let corrupt = |why: String| JobError::Corrupt {
+            path: format!("troupe_jobs row {id} (host {host})"),
+            why,
+        };
+        let record = JobRecord::from_json_bytes(text.as_bytes()).map_err(corrupt)?;
+        if record.id.to_string() != id.hyphenated().to_string() {
+            return Err(corrupt(format!("it holds job {}", record.id)));
+        }
+        records.push(record);
+    }
+    records.sort_by_key(|r| (r.started_at_utc, r.id));
+    Ok(records)
 }
 
 /// Every record of the workspace, by start time then id. No `.troupe/jobs/` is no jobs (the

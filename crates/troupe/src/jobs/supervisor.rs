@@ -37,6 +37,7 @@ use crate::process::{CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP};
 use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 use crate::store::events::{kinds, EventSink, NoEvents};
+use crate::store::postgres::jobs::PgJobs;
 
 /// A job's default time limit. The run is not quiescent while a job runs, so a job that never
 /// ends (a dev server) would otherwise hold `troupe run` open for ever; half an hour leaves room
@@ -99,6 +100,8 @@ pub struct JobSupervisor {
 /// What the job tasks share with the supervisor.
 struct Shared {
     layout: Layout,
+    /// A shared team's job table, where every record is copied too.
+    copy: Option<PgJobs>,
     clock: Arc<dyn Clock>,
     completions: UnboundedSender<JobCompletion>,
     /// Jobs whose completion has not been sent yet.
@@ -134,6 +137,7 @@ impl JobSupervisor {
         Self {
             shared: Arc::new(Shared {
                 layout,
+                copy: None,
                 clock,
                 completions,
                 running: AtomicUsize::new(0),
@@ -150,6 +154,15 @@ impl JobSupervisor {
     }
 
     /// Reports every job's start and end to `events`.
+    /// Copies every record to a shared team's job table as well. Only before the first job:
+    /// later, the supervisor's state is shared with its jobs and this changes nothing.
+    pub fn with_copy(mut self, copy: Option<PgJobs>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.copy = copy;
+        }
+        self
+    }
+
     pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
         self.events = events;
         self
@@ -228,7 +241,7 @@ impl JobSupervisor {
             started_at_utc: self.shared.clock.now(),
             state: JobState::Running,
         };
-        record::write(&self.shared.layout, &running)?;
+        record::write_and_copy(&self.shared.layout, self.shared.copy.as_ref(), &running)?;
         // Spawning under the lock orders every start before or after `close`: a job that
         // starts is in `handles` when `close` takes them.
         let mut tasks = self.shared.tasks();
@@ -322,7 +335,7 @@ impl Shared {
             },
             ..running
         };
-        if let Err(e) = record::write(&self.layout, &finished) {
+        if let Err(e) = record::write_and_copy(&self.layout, self.copy.as_ref(), &finished) {
             tracing::warn!(job = %finished.id, error = %e, "cannot record an unstarted job");
         }
     }
@@ -380,7 +393,11 @@ impl Watch {
             finished_at_utc: self.shared.finished_at(job.started_at_utc),
         };
         crate::sync::blocking(|| {
-            if let Err(e) = record::write(&self.shared.layout, &completion.record()) {
+            if let Err(e) = record::write_and_copy(
+                &self.shared.layout,
+                self.shared.copy.as_ref(),
+                &completion.record(),
+            ) {
                 // The completion still goes out: the lead learning how the job ended matters
                 // more than the inspection record.
                 tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");

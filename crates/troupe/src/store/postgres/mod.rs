@@ -33,6 +33,7 @@
 pub mod audit;
 pub mod document;
 pub mod events;
+pub mod jobs;
 mod mailbox;
 pub mod memory;
 mod protocol;

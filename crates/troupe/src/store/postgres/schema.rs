@@ -15,10 +15,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("migrations/005_memory.sql")),
     (6, include_str!("migrations/006_audit.sql")),
     (7, include_str!("migrations/007_documents.sql")),
+    (8, include_str!("migrations/008_jobs.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;

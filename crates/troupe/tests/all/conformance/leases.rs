@@ -529,3 +529,64 @@ fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
         std::fs::read_to_string(troupe::layout::Layout::new(worker_ws.path()).audit_log()).unwrap();
     assert_eq!(file, format!("{}\n", rows[1].line));
 }
+
+/// A shared team's job records: each process's copies, read back as the files are (by start
+/// time), a finished record replacing its running one; a row that is not a record is an error
+/// naming it.
+#[test]
+fn the_teams_job_records_are_every_processs_and_checked_like_files() {
+    use troupe::jobs::record::{read_all_shared, write_and_copy, JobId, JobRecord, JobState};
+    use troupe::jobs::JobEnd;
+    use troupe::store::postgres::jobs::PgJobs;
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let copy = PgJobs::new(store.clone());
+    let record = |n: u128, command: &str, start: i64| JobRecord {
+        id: JobId::from_uuid(uuid::Uuid::from_u128((0x4000 << 64) | (0x8000 << 48) | n)).unwrap(),
+        agent: AgentName::lead(),
+        command: command.into(),
+        started_at_utc: at(start),
+        state: JobState::Running,
+    };
+    let (a_ws, b_ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let later = record(1, "make test", 20);
+    let earlier = record(2, "make lint", 10);
+    write_and_copy(
+        &troupe::layout::Layout::new(a_ws.path()),
+        Some(&copy),
+        &later,
+    )
+    .unwrap();
+    write_and_copy(
+        &troupe::layout::Layout::new(b_ws.path()),
+        Some(&copy),
+        &earlier,
+    )
+    .unwrap();
+    let finished = JobRecord {
+        state: JobState::Finished {
+            end: JobEnd::Completed,
+            exit_code: Some(0),
+            finished_at_utc: at(30),
+            output_tail: "ok\n".into(),
+        },
+        ..later.clone()
+    };
+    write_and_copy(
+        &troupe::layout::Layout::new(a_ws.path()),
+        Some(&copy),
+        &finished,
+    )
+    .unwrap();
+    assert_eq!(read_all_shared(&copy).unwrap(), vec![earlier, finished]);
+    s.db.as_ref()
+        .unwrap()
+        .execute(
+            "INSERT INTO troupe_jobs (team, id, host, record) VALUES \
+             ('team-a', '00000000-0000-4000-8000-0000000000ee', 'h', 'not json')",
+        )
+        .unwrap();
+    let err = read_all_shared(&copy).unwrap_err();
+    assert_eq!(err.code(), "job_record_corrupt");
+    assert!(err.to_string().contains("0000000000ee"), "{err}");
+}
