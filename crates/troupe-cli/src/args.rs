@@ -286,6 +286,9 @@ pub enum Command {
         /// The HTML file to write (replaced if it exists; not inside .troupe/).
         #[arg(long, value_name = "FILE")]
         html: PathBuf,
+        /// A shared team's whole stream, from its database.
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// The run's event stream (`.troupe/events.jsonl`), during or after a run; creates nothing.
     Log(LogArgs),

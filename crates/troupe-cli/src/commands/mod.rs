@@ -100,8 +100,8 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             &crate::args::StoreFlags { store, team },
         ),
         Command::Serve { port } => crate::serve::serve(&resolve_workspace(cli.workspace)?, port),
-        Command::Timeline { html } => {
-            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html)
+        Command::Timeline { html, store } => {
+            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html, &store)
         }
         Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),

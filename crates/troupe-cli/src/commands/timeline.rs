@@ -1,18 +1,25 @@
 //! `troupe timeline --html FILE`: the web view's timeline as one self-contained HTML file — the
 //! events embedded as JSON, the page's script and style inlined; no token, no requests, works
-//! from `file://`. Written durably (atomic replace); never into `.troupe/`.
+//! from `file://`. Written durably (atomic replace); never into `.troupe/`. With a store URL:
+//! a shared team's whole stream (every process's events, in the team's order), from its
+//! database.
 
 use std::path::{Path, PathBuf};
 
+use troupe::bootstrap::StoreChoice;
+use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::durable;
 use troupe::store::events::read::read_all;
+use troupe::store::postgres::events::PgEvents;
+use troupe::store::postgres::PgStore;
 
 use super::CliError;
+use crate::args::StoreFlags;
 use crate::render;
 use crate::serve::page;
 
-pub fn timeline_html(workspace: &Path, file: &Path) -> Result<(), CliError> {
+pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Result<(), CliError> {
     let layout = Layout::new(workspace);
     let dest = resolve_destination(file)?;
     let state_dir =
@@ -24,8 +31,13 @@ pub fn timeline_html(workspace: &Path, file: &Path) -> Result<(), CliError> {
             state_dir.display()
         )));
     }
-    let events = read_all(&layout.events_log())
-        .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?;
+    let settings = super::config::load_settings(workspace)?;
+    let events = match super::store_choice(store, &settings, false)? {
+        StoreChoice::Files => read_all(&layout.events_log())
+            .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
+        StoreChoice::Postgres(options) => shared_events(&options.url, &options.team)
+            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?,
+    };
     let json = serde_json::Value::Array(events.iter().map(troupe::wire::Event::to_json).collect());
     let html = page::standalone(&json.to_string());
     durable::replace(&dest, html.as_bytes())
@@ -35,6 +47,23 @@ pub fn timeline_html(workspace: &Path, file: &Path) -> Result<(), CliError> {
         events.len(),
         dest.display()
     ))
+}
+
+/// Every event of a shared team's stream, in its order.
+fn shared_events(
+    url: &str,
+    team: &str,
+) -> Result<Vec<troupe::wire::Event>, troupe::store::BackendError> {
+    let events = PgEvents::new(PgStore::connect_existing(url, team)?);
+    let mut all = Vec::new();
+    loop {
+        let after = all.last().map_or(0, |e: &troupe::wire::Event| e.seq);
+        let batch = events.after(after, 1000)?;
+        if batch.is_empty() {
+            return Ok(all);
+        }
+        all.extend(batch);
+    }
 }
 
 /// The file's absolute path, with its folder resolved (symlinks included), so that the

@@ -345,6 +345,23 @@ async fn the_demo_flow_runs_with_the_lead_and_the_writer_in_two_processes() {
         "the writer's tool calls, made in the worker: {stream:#?}"
     );
     assert!(events.iter().any(|e| e["agent"] == "lead"));
+    // The timeline of the whole team, as one page.
+    let page = elsewhere.path().join("team.html");
+    let written = troupe_in(
+        elsewhere.path(),
+        &[
+            "timeline",
+            "--html",
+            page.to_str().unwrap(),
+            "--store",
+            &url,
+        ],
+    );
+    assert_eq!(
+        written.stdout,
+        format!("wrote {} events to {}\n", events.len(), page.display()),
+        "{written:#?}"
+    );
     let text = troupe_in(
         elsewhere.path(),
         &["log", "--store", &url, "--agent", "writer"],
