@@ -280,6 +280,9 @@ pub enum Command {
         /// The port to listen on; 0 picks a free one.
         #[arg(long, value_name = "N", default_value_t = 0)]
         port: u16,
+        /// A shared team, from its database.
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// Write the event timeline as one self-contained HTML file (works offline).
     Timeline {

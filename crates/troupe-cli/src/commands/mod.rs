@@ -3,7 +3,7 @@
 
 mod compact;
 mod completions;
-mod config;
+pub(crate) mod config;
 mod demo;
 mod inspect;
 mod log;
@@ -99,7 +99,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             json,
             &crate::args::StoreFlags { store, team },
         ),
-        Command::Serve { port } => crate::serve::serve(&resolve_workspace(cli.workspace)?, port),
+        Command::Serve { port, store } => {
+            crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store)
+        }
         Command::Timeline { html, store } => {
             timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html, &store)
         }

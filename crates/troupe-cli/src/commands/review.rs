@@ -4,7 +4,7 @@
 //! arrive in the teammate's mailbox through its filesystem watch. Unlike the tool, it takes a
 //! unique prefix of at least 8 characters for the request id (people type these).
 //!
-//! [`answer_plan`] is the one path: `troupe review` and the web view's `POST /api/review` both
+//! [`answer_plan_in`] is the one path: `troupe review` and the web view's `POST /api/review` both
 //! call it.
 
 use std::path::Path;
@@ -50,24 +50,9 @@ pub fn review(
     ))
 }
 
-/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead. Errors end
-/// with their stable code (` [code]`); a malformed or ambiguous id is a usage error.
-pub fn answer_plan(
-    workspace: &Path,
-    request_id: &str,
-    approve: bool,
-    feedback: Option<&str>,
-) -> Result<PlanAnswer, CliError> {
-    answer_plan_in(
-        workspace,
-        &troupe::bootstrap::StoreChoice::Files,
-        request_id,
-        approve,
-        feedback,
-    )
-}
-
-/// [`answer_plan`] in the team `store` names (a shared team's database, or the workspace).
+/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
+/// `store` names (a shared team's database, or the workspace). Errors end with their stable code
+/// (` [code]`); a malformed or ambiguous id is a usage error.
 pub fn answer_plan_in(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,

@@ -11,17 +11,20 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use troupe::agent::transcript::FileTranscript;
+use troupe::agent::transcript::{parse, FileTranscript};
+use troupe::bootstrap::StoreChoice;
 use troupe::layout::Layout;
+use troupe::store::events::read::EventCursor;
+use troupe::store::postgres::{PgStore, PgTranscriptLog};
 use troupe::wire::AgentName;
 
-use super::cache::EventCache;
+use super::cache::{EventCache, EventSource};
 use super::changes::Changes;
 use super::http::{self, error, query_param, respond, Body};
 use super::state;
 use super::token::Token;
 use super::{page, send, sse};
-use crate::commands::review::answer_plan;
+use crate::commands::review::answer_plan_in;
 use crate::error::CliError;
 
 /// The largest request body accepted (JSON of a review or a message).
@@ -38,6 +41,37 @@ pub struct Shared {
     pub port: u16,
     pub changes: Changes,
     pub cache: Mutex<EventCache>,
+    /// The team served: the workspace's files, or a shared team's database.
+    pub team: Team,
+}
+
+/// Where the served team lives.
+pub enum Team {
+    Files,
+    /// A team shared through PostgreSQL: its roster, requests, usage, stream and conversations
+    /// from the database; answers and messages go there.
+    Shared {
+        choice: StoreChoice,
+        store: PgStore,
+    },
+}
+
+impl Shared {
+    /// A new reader of the served team's events, from the first.
+    pub fn source(&self) -> EventSource {
+        match &self.team {
+            Team::Files => EventSource::File(EventCursor::new(&self.layout.events_log())),
+            Team::Shared { store, .. } => EventSource::shared(store.clone()),
+        }
+    }
+
+    /// The store choice of the served team (for the functions the commands share).
+    pub fn choice(&self) -> StoreChoice {
+        match &self.team {
+            Team::Files => StoreChoice::Files,
+            Team::Shared { choice, .. } => choice.clone(),
+        }
+    }
 }
 
 pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
@@ -145,7 +179,7 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 }
 
 fn state_view(shared: &Shared) -> Response<Body> {
-    match state::state(&shared.layout, &shared.cache) {
+    match state::state(&shared.layout, &shared.choice(), &shared.cache) {
         Ok(value) => http::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
@@ -184,11 +218,7 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
             "application/json",
             cache.json_after(since, limit),
         ),
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "storage_error",
-            &e.to_string(),
-        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
 }
 
@@ -200,8 +230,16 @@ fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    let transcript = FileTranscript::new(shared.layout.transcript(&agent));
-    match transcript.load() {
+    let loaded = match &shared.team {
+        Team::Files => FileTranscript::new(shared.layout.transcript(&agent))
+            .load()
+            .map_err(|e| e.to_string()),
+        Team::Shared { store, .. } => PgTranscriptLog::new(store.clone(), agent.as_str())
+            .read()
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| parse(&bytes).map_err(|e| e.to_string())),
+    };
+    match loaded {
         Ok(loaded) => {
             let messages: Vec<Value> = loaded
                 .messages
@@ -214,11 +252,7 @@ fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
                 &json!({"agent": agent, "compactions": loaded.boundaries, "messages": messages}),
             )
         }
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "storage_error",
-            &e.to_string(),
-        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "storage_error", &e),
     }
 }
 
@@ -238,7 +272,13 @@ fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
     };
     let feedback = body.feedback.as_deref().filter(|f| !f.trim().is_empty());
-    match answer_plan(&shared.workspace, &body.request_id, body.approve, feedback) {
+    match answer_plan_in(
+        &shared.workspace,
+        &shared.choice(),
+        &body.request_id,
+        body.approve,
+        feedback,
+    ) {
         Ok(answer) => http::json(
             StatusCode::OK,
             &json!({
@@ -270,7 +310,7 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    match send::send_from_user(&shared.workspace, &agent, &body.text) {
+    match send::send_from_user(&shared.workspace, &shared.choice(), &agent, &body.text) {
         Ok(id) => http::json(
             StatusCode::OK,
             &json!({"ok": true, "message_id": id.to_string(), "agent": agent, "to": agent, "from": "user"}),

@@ -5,29 +5,91 @@
 
 use std::collections::BTreeMap;
 
+use troupe::error::ErrorCode;
 use troupe::store::events::kinds;
 use troupe::store::events::read::EventCursor;
-use troupe::store::events::EventLogError;
+use troupe::store::postgres::events::PgEvents;
+use troupe::store::postgres::PgStore;
+use troupe::wire::Event;
+
+/// How many events of a shared stream one read takes.
+const SHARED_BATCH: i64 = 1000;
+
+/// Why events could not be read: a message with its stable code.
+#[derive(Debug)]
+pub struct ReadError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Where a server's events come from: the workspace's file, or a shared team's stream.
+pub enum EventSource {
+    File(EventCursor),
+    Shared { events: PgEvents, after: u64 },
+}
+
+impl EventSource {
+    pub fn shared(store: PgStore) -> Self {
+        Self::Shared {
+            events: PgEvents::new(store),
+            after: 0,
+        }
+    }
+
+    /// The next batch of events not read yet (a file: up to `bytes` of it; a shared stream:
+    /// up to a thousand); empty when there are none.
+    pub fn read_batch(&mut self, bytes: usize) -> Result<Vec<Event>, ReadError> {
+        match self {
+            Self::File(cursor) => cursor.read_batch(bytes).map_err(|e| ReadError {
+                code: "storage_error",
+                message: e.to_string(),
+            }),
+            Self::Shared { events, after } => {
+                let batch = events.after(*after, SHARED_BATCH).map_err(|e| ReadError {
+                    code: e.code(),
+                    message: e.to_string(),
+                })?;
+                if let Some(last) = batch.last() {
+                    *after = last.seq;
+                }
+                Ok(batch)
+            }
+        }
+    }
+}
+
+/// How much of the events file one read of the cache takes.
+const READ_BYTES: usize = 1024 * 1024;
 
 pub struct EventCache {
-    cursor: EventCursor,
+    cursor: EventSource,
     /// `(seq, JSON text)`, by seq.
     events: Vec<(u64, String)>,
     models: BTreeMap<String, String>,
 }
 
 impl EventCache {
-    pub fn new(events_file: &std::path::Path) -> Self {
+    pub fn new(source: EventSource) -> Self {
         Self {
-            cursor: EventCursor::new(events_file),
+            cursor: source,
             events: Vec::new(),
             models: BTreeMap::new(),
         }
     }
 
     /// Reads what was appended since the last call.
-    pub fn refresh(&mut self) -> Result<(), EventLogError> {
-        for event in self.cursor.read_new()? {
+    pub fn refresh(&mut self) -> Result<(), ReadError> {
+        loop {
+            let batch = self.cursor.read_batch(READ_BYTES)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.add(batch);
+        }
+    }
+
+    fn add(&mut self, events: Vec<Event>) {
+        for event in events {
             if event.kind == kinds::MODEL_CALL_FINISHED {
                 if let Some(model) = event.str("model") {
                     self.models.insert(event.agent.clone(), model.to_owned());
@@ -35,7 +97,11 @@ impl EventCache {
             }
             self.events.push((event.seq, event.to_json().to_string()));
         }
-        Ok(())
+    }
+
+    /// The `seq` of the last event read (0: none).
+    pub fn last_seq(&self) -> u64 {
+        self.events.last().map_or(0, |(seq, _)| *seq)
     }
 
     /// A JSON array of at most `limit` events with `seq > since`, oldest first.
@@ -83,7 +149,7 @@ mod tests {
         .join("\n")
             + "\n";
         std::fs::write(&path, text).unwrap();
-        let mut cache = EventCache::new(&path);
+        let mut cache = EventCache::new(EventSource::File(EventCursor::new(&path)));
         cache.refresh().unwrap();
         let all: serde_json::Value = serde_json::from_str(&cache.json_after(0, 10)).unwrap();
         assert_eq!(all.as_array().unwrap().len(), 3);

@@ -11,12 +11,25 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use troupe::layout::Layout;
 use troupe::store::events::follow::{watch_file, FileWatch, FollowError};
+use troupe::store::postgres::events::events_channel;
+use troupe::store::postgres::wake::listen_on;
+use troupe::store::postgres::PgStore;
 
 /// Keeps the watches alive; dropping it stops the wakeups.
 pub struct Changes {
     rx: watch::Receiver<u64>,
-    _state_dir_watch: FileWatch,
-    _events_watch: Arc<Mutex<Option<FileWatch>>>,
+    _keep: Keep,
+}
+
+/// What the wakeups come from.
+enum Keep {
+    Files {
+        _state_dir_watch: FileWatch,
+        _events_watch: Arc<Mutex<Option<FileWatch>>>,
+    },
+    /// A shared team's stream: its `NOTIFY`s (and every reconnection of the listener), until
+    /// the guard cancels the listener.
+    Shared(#[allow(dead_code)] tokio_util::sync::DropGuard),
 }
 
 impl Changes {
@@ -43,9 +56,29 @@ impl Changes {
         ensure(false);
         Ok(Self {
             rx,
-            _state_dir_watch: state_dir_watch,
-            _events_watch: events_watch,
+            _keep: Keep::Files {
+                _state_dir_watch: state_dir_watch,
+                _events_watch: events_watch,
+            },
         })
+    }
+
+    /// The wakeups of a shared team's stream: `LISTEN` on its events channel. Must be called
+    /// inside a Tokio runtime (the forwarding task runs there).
+    pub fn shared(store: &PgStore) -> Self {
+        let (tx, rx) = watch::channel(0u64);
+        let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+        let stop = tokio_util::sync::CancellationToken::new();
+        listen_on(store, events_channel(store), notified, stop.clone());
+        tokio::spawn(async move {
+            while notifications.recv().await.is_some() {
+                tx.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        });
+        Self {
+            rx,
+            _keep: Keep::Shared(stop.drop_guard()),
+        }
     }
 
     /// A receiver that sees every later change.

@@ -6,7 +6,10 @@
 //! or SIGTERM (exit 0). It only reads troupe's state, never takes the run lock and never creates
 //! `.troupe/` (a workspace without it shows an empty team and is followed once it appears); the
 //! two POST routes answer a plan and send a message through the same functions as `troupe review`
-//! and `troupe send`.
+//! and `troupe send`. With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it serves a
+//! team shared through PostgreSQL instead: its roster, requests, usage, whole event stream and
+//! conversations from the database, live through the stream's `NOTIFY`; answers and messages
+//! go there.
 
 mod api;
 mod cache;
@@ -23,21 +26,38 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use troupe::bootstrap::StoreChoice;
+use troupe::error::ErrorCode;
 use troupe::layout::Layout;
+use troupe::store::events::read::EventCursor;
+use troupe::store::postgres::PgStore;
 
+use crate::args::StoreFlags;
 use crate::error::CliError;
-use api::Shared;
+use api::{Shared, Team};
 
-pub fn serve(workspace: &Path, port: u16) -> Result<(), CliError> {
+pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
+    let settings = crate::commands::config::load_settings(workspace)?;
+    let team = match crate::commands::store_choice(store, &settings, false)? {
+        StoreChoice::Files => Team::Files,
+        choice @ StoreChoice::Postgres(_) => {
+            let StoreChoice::Postgres(options) = &choice else {
+                unreachable!("matched above")
+            };
+            let store = PgStore::connect_existing(&options.url, &options.team)
+                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+            Team::Shared { choice, store }
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(workspace, port))
+    runtime.block_on(run(workspace, port, team))
 }
 
-async fn run(workspace: &Path, port: u16) -> Result<(), CliError> {
+async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .map_err(|e| CliError::failed(format_args!("cannot listen on 127.0.0.1:{port}: {e}")))?;
@@ -48,13 +68,21 @@ async fn run(workspace: &Path, port: u16) -> Result<(), CliError> {
     let layout = Layout::new(workspace);
     let token = token::Token::generate()
         .map_err(|e| CliError::failed(format_args!("cannot read /dev/urandom: {e}")))?;
-    let changes = changes::Changes::start(&layout)
-        .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?;
+    let changes = match &team {
+        Team::Files => changes::Changes::start(&layout)
+            .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
+        Team::Shared { store, .. } => changes::Changes::shared(store),
+    };
+    let source = match &team {
+        Team::Files => cache::EventSource::File(EventCursor::new(&layout.events_log())),
+        Team::Shared { store, .. } => cache::EventSource::shared(store.clone()),
+    };
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
-        cache: Mutex::new(cache::EventCache::new(&layout.events_log())),
+        cache: Mutex::new(cache::EventCache::new(source)),
         layout,
+        team,
         token,
         port,
         changes,

@@ -1,9 +1,11 @@
 //! `POST /api/send`: a person's message to an agent through the one function `troupe send`
-//! calls (`troupe::send::send_from_user`), its errors as HTTP answers with their stable codes.
+//! calls (`troupe::send::send_from_user`, or `send_to_shared_team` for a shared team), its errors
+//! as HTTP answers with their stable codes.
 
 use std::path::Path;
 
 use hyper::StatusCode;
+use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
 use troupe::send::SendError as LibError;
 use troupe::wire::{AgentName, MessageId};
@@ -18,10 +20,17 @@ pub struct SendError {
 /// No such agent 404; a failed or shut-down one 409; bad text 400; storage 500.
 pub fn send_from_user(
     workspace: &Path,
+    team: &StoreChoice,
     agent: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    troupe::send::send_from_user(workspace, agent, text).map_err(|e| SendError {
+    let sent = match team {
+        StoreChoice::Files => troupe::send::send_from_user(workspace, agent, text),
+        StoreChoice::Postgres(options) => {
+            troupe::send::send_to_shared_team(&options.url, &options.team, agent, text)
+        }
+    };
+    sent.map_err(|e| SendError {
         status: match &e {
             LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
             LibError::Unavailable { .. } => StatusCode::CONFLICT,

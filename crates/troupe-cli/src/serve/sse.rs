@@ -1,6 +1,6 @@
 //! `GET /api/events/stream`: the events as server-sent events. First every event after the
 //! client's `Last-Event-ID` (or `?since=`), then each new one as it is appended — woken by the
-//! file watch of [`super::changes`], never by a timer. Each event is
+//! file watch of [`super::changes`] (a shared team's: its stream's `NOTIFY`), never by a timer. Each event is
 //! `id: <seq>\nevent: event\ndata: <json>\n\n`; a comment line every 15 s keeps proxies and
 //! browsers from closing an idle stream. A browser that reconnects sends the last id it saw, so
 //! nothing is lost or repeated.
@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use tokio::sync::mpsc;
-use troupe::store::events::read::EventCursor;
 
 use super::api::Shared;
 use super::http::{set_common_headers, Body};
@@ -28,9 +27,8 @@ const CHUNK: usize = 256 * 1024;
 pub fn stream(shared: &Arc<Shared>, since: u64) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let mut changes = shared.changes.subscribe();
-    let path = shared.layout.events_log();
+    let mut cursor = shared.source();
     tokio::spawn(async move {
-        let mut cursor = EventCursor::new(&path);
         let mut sent = since;
         if tx
             .send(Bytes::from_static(b"retry: 1000\n\n"))
@@ -46,8 +44,7 @@ pub fn stream(shared: &Arc<Shared>, since: u64) -> Response<Body> {
             let events = match read {
                 Ok(events) => events,
                 Err(e) => {
-                    let data =
-                        serde_json::json!({"code": "storage_error", "message": e.to_string()});
+                    let data = serde_json::json!({"code": e.code, "message": e.message});
                     let _ = tx
                         .send(Bytes::from(format!("event: error\ndata: {data}\n\n")))
                         .await;

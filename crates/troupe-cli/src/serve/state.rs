@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
+use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::events::read::last_seq;
@@ -22,27 +23,39 @@ pub struct StateError {
     pub message: String,
 }
 
-pub fn state(layout: &Layout, cache: &Mutex<EventCache>) -> Result<Value, StateError> {
-    let report = troupe::bootstrap::inspector(layout.workspace())
+pub fn state(
+    layout: &Layout,
+    team: &StoreChoice,
+    cache: &Mutex<EventCache>,
+) -> Result<Value, StateError> {
+    let report = troupe::bootstrap::inspector_with(layout.workspace(), team)
+        .map_err(|e| StateError {
+            code: e.code(),
+            message: e.to_string(),
+        })?
         .status()
         .map_err(|e| StateError {
             code: e.code(),
             message: e.to_string(),
         })?;
-    let last = last_seq(&layout.events_log()).map_err(|e| StateError {
-        code: "storage_error",
-        message: e.to_string(),
-    })?;
-    let models = {
+    let (models, cached_last) = {
         let mut cache = cache.lock().map_err(|_| StateError {
             code: "internal",
             message: "the event cache is poisoned".to_owned(),
         })?;
         cache.refresh().map_err(|e| StateError {
+            code: e.code,
+            message: e.message,
+        })?;
+        (cache.models().clone(), cache.last_seq())
+    };
+    let last = match team {
+        StoreChoice::Files => last_seq(&layout.events_log()).map_err(|e| StateError {
             code: "storage_error",
             message: e.to_string(),
-        })?;
-        cache.models().clone()
+        })?,
+        // The shared stream's positions are the cache's, read just now.
+        StoreChoice::Postgres(_) => cached_last,
     };
     let lead_status = if report.run.active { "running" } else { "idle" };
     let mut agents = vec![agent("lead", "lead", lead_status, &report.usage, &models)];

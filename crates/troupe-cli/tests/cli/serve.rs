@@ -12,6 +12,7 @@
 //!   refusal of a second answer); bodies must be JSON, without duplicate keys.
 //! - The server listens on 127.0.0.1 only.
 //! - `timeline --html` writes one offline file holding the events, never inside `.troupe/`.
+//! - `serve --store`: a shared team served from its database, live through its NOTIFY.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -45,9 +46,15 @@ struct Server {
 
 impl Server {
     fn start(workspace: &Path) -> Self {
+        Self::start_with(workspace, &[])
+    }
+
+    /// `troupe serve` with `extra` arguments (`--store URL`).
+    fn start_with(workspace: &Path, extra: &[&str]) -> Self {
         let mut child = command(workspace)
             .args(["serve", "--port", "0", "--workspace"])
             .arg(workspace)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -860,4 +867,79 @@ fn timeline_html_is_one_offline_file_with_the_events() {
     let refused = troupe_in(&ws, &["timeline", "--html", sneaky.to_str().unwrap()]);
     assert_fails(&refused, 2, "state folder");
     assert!(!inside.exists());
+}
+
+/// A team shared through PostgreSQL, served from a folder with no state: its whole stream
+/// (written by other processes), live through the database's NOTIFY; a message from the page
+/// goes into the team's database; the folder stays empty.
+#[test]
+fn a_shared_team_is_served_from_its_database() {
+    use troupe::store::events::{EventListener, EventLog, EventSink};
+    use troupe::store::postgres::events::PgEventMirror;
+    use troupe::store::postgres::testing::TestDb;
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let store = db.store("default");
+    // Another process of the team writes its events.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(elsewhere.path().join(".troupe")).unwrap();
+    let log = EventLog::open(
+        &Layout::new(elsewhere.path()),
+        Arc::new(SystemClock),
+        "run-elsewhere".into(),
+        troupe::secrets::Redactor::default(),
+    )
+    .unwrap();
+    let mirror = PgEventMirror::start(&store);
+    log.subscribe(mirror.clone() as Arc<dyn EventListener>);
+    log.emit("troupe", "run_started", serde_json::Map::new());
+    log.emit("lead", "assistant_text", {
+        let mut m = serde_json::Map::new();
+        m.insert("text".into(), "hello".into());
+        m
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // Wait for the copies: the server's first read must see both.
+    mirror.close();
+    let server = Server::start_with(dir.path(), &["--store", &url]);
+    let state = server.get_json("/api/state");
+    assert_eq!(state["agents"][0]["name"], "lead", "{state:#}");
+    let events = server.get_json("/api/events");
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run_started", "assistant_text"]);
+    let last = events[1]["seq"].as_u64().unwrap();
+    assert_eq!(state["last_seq"].as_u64(), Some(last));
+    // Live: an event another process adds reaches an open stream.
+    let mut stream = open_stream(&server, &[]);
+    assert_eq!(read_ids_until(&mut stream, last).last(), Some(&last));
+    let follower = PgEventMirror::start(&store);
+    log.subscribe(follower.clone() as Arc<dyn EventListener>);
+    log.emit("lead", "assistant_text", {
+        let mut m = serde_json::Map::new();
+        m.insert("text".into(), "later".into());
+        m
+    });
+    follower.close();
+    assert_eq!(read_ids_until(&mut stream, last + 1), vec![last + 1]);
+    // Conversations come from the database (the lead has none yet).
+    let conversation = server.get_json("/api/conversation?agent=lead");
+    assert_eq!(conversation["messages"], json!([]), "{conversation:#}");
+    // A message from the page lands in the team's database.
+    let sent = server.post(
+        "/api/send",
+        r#"{"agent":"lead","text":"also the changelog"}"#,
+    );
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let mailbox = troupe_in(dir.path(), &["mailbox", "lead", "--json", "--store", &url]);
+    let mailbox: Value = serde_json::from_str(&mailbox.stdout).unwrap();
+    assert_eq!(
+        mailbox["messages"][0]["message"]["content"],
+        "also the changelog"
+    );
+    assert!(!dir.path().join(".troupe").exists());
 }
