@@ -258,10 +258,18 @@ struct PrivateServer {
     dir: tempfile::TempDir,
     bin: std::path::PathBuf,
     port: u16,
+    /// More server options (`-c ssl=on …`).
+    extra: Mutex<String>,
 }
 
 impl PrivateServer {
     fn start() -> Option<Self> {
+        Self::start_with(|_| Some(String::new()))
+    }
+
+    /// [`Self::start`], with `setup` run on the initialised server (its folder in hand) before
+    /// it starts; it returns more `-c` options.
+    fn start_with(setup: impl FnOnce(&Self) -> Option<String>) -> Option<Self> {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()?
             .filter_map(|e| e.ok())
@@ -281,7 +289,12 @@ impl PrivateServer {
             .local_addr()
             .ok()?
             .port();
-        let server = Self { dir, bin, port };
+        let server = Self {
+            dir,
+            bin,
+            port,
+            extra: Mutex::new(String::new()),
+        };
         let data = server.data();
         let init = server.as_postgres(&[
             server.bin.join("initdb").to_str()?,
@@ -297,6 +310,8 @@ impl PrivateServer {
             eprintln!("notice: initdb did not run as postgres; restart test skipped");
             return None;
         }
+        let extra = setup(&server)?;
+        *server.extra.lock().unwrap() = extra;
         server.pg_ctl("start").then_some(server)
     }
 
@@ -320,9 +335,10 @@ impl PrivateServer {
 
     fn pg_ctl(&self, action: &str) -> bool {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.extra.lock().unwrap()
         );
         let log = self.dir.path().join("log").display().to_string();
         self.as_postgres(&[
@@ -404,5 +420,158 @@ async fn the_run_completes_when_postgresql_restarts_mid_run() {
     assert_eq!(
         tokio::task::spawn_blocking(move || a.stop()).await.unwrap(),
         0
+    );
+}
+
+/// Runs `openssl` with `args` in `dir`; whether it succeeded.
+fn openssl(dir: &Path, args: &[&str]) -> bool {
+    Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A test CA and a server certificate for `localhost` signed by it, in `dir`: `ca.pem`,
+/// `server.crt`, `server.key`.
+fn certificates(dir: &Path) -> bool {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost\n").is_ok()
+        && openssl(
+            dir,
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=troupe test CA",
+                ],
+            ]
+            .concat(),
+        )
+        && openssl(
+            dir,
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+        )
+        && openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+            ],
+        )
+}
+
+/// `sslmode=require` connects over TLS only, checking the server's certificate against
+/// `TROUPE_STORE_CA` (here a private CA) and its name against the URL's host; without the CA
+/// the certificate is refused, and a server that takes TLS only refuses the plain connection.
+/// `troupe status --store` on the fresh server says `store_empty`: it got in.
+#[test]
+fn a_store_url_with_sslmode_require_connects_over_checked_tls_only() {
+    let certs = tempfile::tempdir().unwrap();
+    if !certificates(certs.path()) {
+        eprintln!("notice: openssl could not make test certificates; TLS test skipped");
+        return;
+    }
+    let Some(server) = PrivateServer::start_with(|server| {
+        let data = std::path::PathBuf::from(server.data());
+        for name in ["server.crt", "server.key"] {
+            std::fs::copy(certs.path().join(name), data.join(name)).ok()?;
+        }
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 reject\n",
+        )
+        .ok()?;
+        let owned = Command::new("chown")
+            .args(["-R", "postgres:postgres", data.to_str()?])
+            .status()
+            .ok()?
+            .success();
+        let private = Command::new("chmod")
+            .args(["600", data.join("server.key").to_str()?])
+            .status()
+            .ok()?
+            .success();
+        (owned && private).then(|| "-c ssl=on".to_owned())
+    }) else {
+        return;
+    };
+    let url = |mode: &str| {
+        format!(
+            "postgres://postgres@localhost:{}/postgres?sslmode={mode}&hostaddr=127.0.0.1",
+            server.port
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let status = |mode: &str, ca: Option<&Path>| {
+        let mut c = super::support::command(dir.path());
+        c.args(["status", "--json", "--store", &url(mode), "--workspace"])
+            .arg(dir.path());
+        if let Some(ca) = ca {
+            c.env("TROUPE_STORE_CA", ca);
+        }
+        super::support::ran(c.output().unwrap())
+    };
+    let trusted = status("require", Some(&certs.path().join("ca.pem")));
+    let log = || std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default();
+    assert!(
+        trusted.stdout.contains("store_empty"),
+        "{trusted:#?}\nserver log:\n{}",
+        log()
+    );
+    let untrusted = status("require", None);
+    assert!(
+        untrusted.stdout.contains("store_unavailable"),
+        "{untrusted:#?}"
+    );
+    assert!(
+        untrusted.stdout.to_lowercase().contains("certificate"),
+        "{untrusted:#?}"
+    );
+    let plain = status("disable", None);
+    assert!(plain.stdout.contains("store_unavailable"), "{plain:#?}");
+    assert!(
+        plain.stdout.contains("no encryption") || plain.stdout.contains("pg_hba"),
+        "{plain:#?}"
     );
 }

@@ -42,6 +42,7 @@ pub mod roster;
 mod schema;
 mod tasks;
 pub mod testing;
+pub mod tls;
 mod transcript;
 pub mod usage;
 pub mod wake;
@@ -122,6 +123,8 @@ struct Shared {
     /// Connections whose commits do not wait for the WAL flush: claims only.
     claim_pool: Pool,
     config: tokio_postgres::Config,
+    /// TLS or not, as the URL's `sslmode` says.
+    tls: tls::Tls,
     team: String,
     /// Where it is, without the password: for messages.
     shown: String,
@@ -201,6 +204,7 @@ impl PgStore {
             config.application_name("troupe");
         }
         let shown = show(&config);
+        let tls = tls::Tls::of(&config)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("troupe-pg")
@@ -209,7 +213,7 @@ impl PgStore {
             .map_err(|e| {
                 BackendError::new("storage_error", format!("start the database runtime: {e}"))
             })?;
-        let pool = build_pool(config.clone())?;
+        let pool = build_pool(config.clone(), &tls)?;
         // Claims commit without waiting for the WAL flush: a claim lost in a server crash leaves
         // its message ready, to be claimed again — what at-least-once allows, and what the file
         // store does too (its claim rename is not fsynced). Everything else commits durably.
@@ -218,13 +222,14 @@ impl PgStore {
             "{} -c synchronous_commit=off",
             config.get_options().unwrap_or_default()
         ));
-        let claim_pool = build_pool(claims_config)?;
+        let claim_pool = build_pool(claims_config, &tls)?;
         let store = Self {
             shared: Arc::new(Shared {
                 runtime: OwnRuntime(Some(runtime)),
                 pool,
                 claim_pool,
                 config,
+                tls,
                 team: team.to_owned(),
                 shown,
                 wait_for_outages: std::sync::atomic::AtomicBool::new(false),
@@ -259,6 +264,34 @@ impl PgStore {
     }
 
     /// The connection settings (for the listener's own connection).
+    /// How this store's connections are made (TLS or not).
+    pub(crate) fn tls(&self) -> &tls::Tls {
+        &self.shared.tls
+    }
+
+    /// A connection of its own, outside the pools, its driver on this store's runtime (for a
+    /// session that must last: the lead's lock).
+    pub(crate) async fn dedicated(&self) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+        let config = &self.shared.config;
+        let handle = self.handle();
+        match &self.shared.tls {
+            tls::Tls::Off => {
+                let (client, connection) = config.connect(NoTls).await?;
+                handle.spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+            tls::Tls::Required(connect) => {
+                let (client, connection) = config.connect(connect.clone()).await?;
+                handle.spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(client)
+            }
+        }
+    }
+
     pub(crate) fn config(&self) -> &tokio_postgres::Config {
         &self.shared.config
     }
@@ -322,7 +355,11 @@ impl PgStore {
             {
                 return Err(BackendError::new(
                     "store_unavailable",
-                    format!("cannot reach PostgreSQL at {}: {error}", self.shared.shown),
+                    format!(
+                        "cannot reach PostgreSQL at {}: {}",
+                        self.shared.shown,
+                        with_causes(&error)
+                    ),
                 ));
             }
             tracing::debug!("waiting for PostgreSQL at {}: {error}", self.shared.shown);
@@ -332,17 +369,35 @@ impl PgStore {
     }
 }
 
+/// An error and its causes, `outer: inner: …` (a TLS handshake failure says why only in its
+/// source).
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
 /// A pool on `config`: connections the client saw close are replaced, and one idle for longer
 /// than [`IDLE_CHECK`] is checked alive first (a server restart closes idle connections
 /// without the client knowing yet; busy ones skip the round trip).
-fn build_pool(config: tokio_postgres::Config) -> Result<Pool, BackendError> {
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+fn build_pool(config: tokio_postgres::Config, tls: &tls::Tls) -> Result<Pool, BackendError> {
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls {
+        tls::Tls::Off => Manager::from_config(config, NoTls, manager_config),
+        tls::Tls::Required(connect) => {
+            Manager::from_config(config, connect.clone(), manager_config)
+        }
+    };
     Pool::builder(manager)
         .max_size(POOL_SIZE)
         .runtime(deadpool_postgres::Runtime::Tokio1)

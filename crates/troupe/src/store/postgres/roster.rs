@@ -20,7 +20,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, TeammateRecord, TeammateStatus, UtcTime};
 
@@ -515,20 +514,19 @@ pub struct LeadLock {
 
 /// Takes the team's lead lock, or says it is held (`Ok(None)`).
 pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
-    let config = store.config().clone();
     let team = store.team().to_owned();
     let shown = store.shown().to_owned();
-    let handle = store.handle();
+    let own = store.clone();
     let client = store.block(async move {
-        let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+        let client = own.dedicated().await.map_err(|e| {
             BackendError::new(
                 "store_unavailable",
-                format!("cannot reach PostgreSQL at {shown}: {e}"),
+                format!(
+                    "cannot reach PostgreSQL at {shown}: {}",
+                    super::with_causes(&e)
+                ),
             )
         })?;
-        handle.spawn(async move {
-            let _ = connection.await;
-        });
         let got: bool = client
             .query_one(
                 "SELECT pg_try_advisory_lock(2, hashtext(current_schema() || '/' || $1))",

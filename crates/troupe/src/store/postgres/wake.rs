@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use futures_util::{stream, StreamExt};
 use tokio::sync::mpsc::UnboundedSender;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{AsyncMessage, NoTls, Socket};
 use tokio_util::sync::CancellationToken;
 
+use super::tls::Tls;
 use super::PgStore;
 
 /// What a listener reports.
@@ -43,13 +45,20 @@ pub fn listen_on(
     stop: CancellationToken,
 ) {
     let config = store.config().clone();
+    let tls = store.tls().clone();
     store.handle().spawn(async move {
         let mut backoff = FIRST_BACKOFF;
         loop {
             if stop.is_cancelled() || wakes.is_closed() {
                 return;
             }
-            match session(&config, &channel, &wakes, &stop).await {
+            let session = match &tls {
+                Tls::Off => session(&config, NoTls, &channel, &wakes, &stop).await,
+                Tls::Required(connect) => {
+                    session(&config, connect.clone(), &channel, &wakes, &stop).await
+                }
+            };
+            match session {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::warn!("database wakeups lost ({e}); reconnecting");
@@ -65,13 +74,18 @@ pub fn listen_on(
 }
 
 /// One connection's life: listen, then forward until it breaks (an error) or `stop` (Ok).
-async fn session(
+async fn session<T>(
     config: &tokio_postgres::Config,
+    tls: T,
     channel: &str,
     wakes: &UnboundedSender<Wake>,
     stop: &CancellationToken,
-) -> Result<(), String> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
+) -> Result<(), String>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, mut connection) = config.connect(tls).await.map_err(|e| e.to_string())?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = stream::poll_fn(move |cx| connection.poll_message(cx));
