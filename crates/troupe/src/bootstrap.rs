@@ -1134,7 +1134,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     if !matches!(settings.store, StoreChoice::Postgres(_)) {
         return Err(BootstrapError::Backend(crate::store::BackendError::new(
             "invalid_arguments",
-            "troupe worker needs a shared store: --store postgres://…",
+            "troupe worker needs a shared store: --store postgres://… (or TROUPE_STORE_URL, or [store] url in troupe.toml)",
         )));
     }
     let layout = Layout::new(&settings.workspace);
