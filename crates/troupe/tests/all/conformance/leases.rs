@@ -269,23 +269,42 @@ fn a_drained_backlog_comes_in_order_once_through_claims_made_ahead() {
     assert_eq!((counts.ready, counts.processing, counts.done), (0, 0, 40));
 }
 
+/// A store that sent ten messages to alice and claimed and acked the first five, the fifth
+/// claim taking the other five ahead (still processing, its own); and the ten.
+fn five_handled_five_ahead(
+    s: &Stores,
+    store: &PgStore,
+) -> (troupe::store::postgres::PgMailboxStore, Vec<MailboxMessage>) {
+    let first = s.pg_mailbox(store, Duration::from_secs(60));
+    let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
+    for m in &sent {
+        first.send(m).unwrap();
+    }
+    for m in &sent[..5] {
+        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
+        first.ack(&agent("alice"), m).unwrap();
+    }
+    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    (first, sent)
+}
+
+/// Claims and acks alice's messages until there are none; what it got, in order.
+fn drain(mailbox: &dyn MailboxStore) -> Vec<MailboxMessage> {
+    let mut taken = Vec::new();
+    while let Some(m) = mailbox.claim(&agent("alice")).unwrap() {
+        assert_eq!(mailbox.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+        taken.push(m);
+    }
+    taken
+}
+
 /// A row claimed ahead and not handed out within half the lease is never handed out by that
 /// store: its lease runs out in the database and another holder gets it, once.
 #[test]
 fn a_row_claimed_ahead_and_left_too_long_goes_to_the_next_holder_only() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let first = s.pg_mailbox(&store, Duration::from_secs(60));
-    let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
-    for m in &sent {
-        first.send(m).unwrap();
-    }
-    // Five claims: the fifth takes the rest of the backlog ahead.
-    for m in &sent[..5] {
-        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
-        first.ack(&agent("alice"), m).unwrap();
-    }
-    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    let (first, sent) = five_handled_five_ahead(&s, &store);
     // Half the lease passes before the caller claims again.
     s.clock.advance_millis(30_001);
     assert_eq!(first.claim(&agent("alice")).unwrap(), None);
@@ -295,11 +314,7 @@ fn a_row_claimed_ahead_and_left_too_long_goes_to_the_next_holder_only() {
         .execute("UPDATE troupe_messages SET lease_until = clock_timestamp() - interval '1 second'")
         .unwrap();
     let next = s.pg_mailbox(&store, Duration::from_secs(60));
-    let mut taken = Vec::new();
-    while let Some(m) = next.claim(&agent("alice")).unwrap() {
-        next.ack(&agent("alice"), &m).unwrap();
-        taken.push(m);
-    }
+    let taken = drain(&next);
     assert_eq!(taken, sent[5..].to_vec());
     assert_eq!(first.claim(&agent("alice")).unwrap(), None);
     assert_eq!(next.counts(&agent("alice")).unwrap().done, 10);
@@ -399,16 +414,7 @@ fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
 fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let first = s.pg_mailbox(&store, Duration::from_secs(60));
-    let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
-    for m in &sent {
-        first.send(m).unwrap();
-    }
-    for m in &sent[..5] {
-        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
-        first.ack(&agent("alice"), m).unwrap();
-    }
-    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    let (first, sent) = five_handled_five_ahead(&s, &store);
     drop(first);
     let next = s.pg_mailbox(&store, Duration::from_secs(60));
     assert_eq!(next.counts(&agent("alice")).unwrap().ready, 5);
