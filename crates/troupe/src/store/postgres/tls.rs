@@ -22,10 +22,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
 
+use crate::store::read::{read_regular, Links};
 use crate::store::BackendError;
 
 /// The variable naming a PEM file of CA certificates to trust instead of the web's roots.
 pub const CA_VARIABLE: &str = "TROUPE_STORE_CA";
+
+/// The largest CA file read (a bundle of every public root is about 200 KiB).
+const MAX_CA_BYTES: u64 = 4 << 20;
 
 /// How a store's connections are made.
 #[derive(Clone)]
@@ -68,8 +72,12 @@ impl RustlsConnect {
                         ),
                     )
                 };
-                let certs = CertificateDer::pem_file_iter(path)
-                    .map_err(|e| bad(e.to_string()))?
+                // A regular file only, read without blocking on a FIFO, and of a CA file's
+                // size: a path is input like any other.
+                let pem = read_regular(std::path::Path::new(path), Links::Follow, MAX_CA_BYTES)
+                    .map_err(|e| bad(e.source.to_string()))?
+                    .ok_or_else(|| bad("no such file".to_owned()))?;
+                let certs = CertificateDer::pem_slice_iter(&pem)
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| bad(e.to_string()))?;
                 if certs.is_empty() {
@@ -199,5 +207,14 @@ mod tests {
         assert!(err.message.contains("TROUPE_STORE_CA"), "{}", err.message);
         let missing = dir.path().join("missing.pem");
         assert!(RustlsConnect::new(Some(missing.as_os_str())).is_err());
+        // A FIFO in its place is refused at once, never waited on.
+        let fifo = dir.path().join("fifo.pem");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = RustlsConnect::new(Some(fifo.as_os_str()))
+            .err()
+            .expect("a FIFO was accepted");
+        assert_eq!(err.code, "invalid_arguments");
     }
 }
