@@ -23,8 +23,7 @@ use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
 use troupe::store::events::read::EventCursor;
-use troupe::store::postgres::events::{events_channel, PgEvents};
-use troupe::store::postgres::wake::listen_on;
+use troupe::store::postgres::events::{on_change, PgEvents};
 use troupe::store::postgres::PgStore;
 use troupe::wire::Event;
 
@@ -166,6 +165,33 @@ enum Wake {
 }
 
 fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
+    let mut cursor = EventCursor::new(path);
+    let path = path.to_owned();
+    follow_with(
+        // The watch starts before the first read, so that nothing appended in between is
+        // missed.
+        move |changed| {
+            watch_file_in_new_folder(&path, move || {
+                let _ = changed.send(Wake::Changed);
+            })
+            .map_err(CliError::failed)
+        },
+        || loop {
+            match print_batch(&mut cursor, printer)? {
+                Batch::More => {}
+                done => return Ok(done),
+            }
+        },
+    )
+}
+
+/// Follows a stream until Ctrl-C, SIGTERM or stdout's reader goes. `wakes` starts what says
+/// the stream changed (before the first read; what it returns is kept alive meanwhile);
+/// `print` prints everything new, `Gone` when stdout's reader went away.
+fn follow_with<K>(
+    wakes: impl FnOnce(UnboundedSender<Wake>) -> Result<K, CliError>,
+    mut print: impl FnMut() -> Result<Batch, CliError>,
+) -> Result<(), CliError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -178,21 +204,11 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
         let mut interrupt = listen(SignalKind::interrupt(), "Ctrl-C")?;
         let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
         let (wake, mut woken) = unbounded_channel();
-        let changed = wake.clone();
-        // The watch starts before the first read, so that nothing appended in between is missed.
-        let _watch = watch_file_in_new_folder(path, move || {
-            let _ = changed.send(Wake::Changed);
-        })
-        .map_err(CliError::failed)?;
+        let _kept = wakes(wake.clone())?;
         watch_reader(wake);
-        let mut cursor = EventCursor::new(path);
         loop {
-            loop {
-                match print_batch(&mut cursor, printer)? {
-                    Batch::More => {}
-                    Batch::Done => break,
-                    Batch::Gone => return Ok(()),
-                }
+            if print()? == Batch::Gone {
+                return Ok(());
             }
             tokio::select! {
                 first = woken.recv() => {
@@ -237,53 +253,16 @@ fn shared_log(events: &PgEvents, follow: bool, printer: &mut Printer) -> Result<
         print_shared(events, &mut after, printer)?;
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
-        let listen = |kind, name| {
-            signal(kind)
-                .map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
-        };
-        let mut interrupt = listen(SignalKind::interrupt(), "Ctrl-C")?;
-        let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
-        let (wake, mut woken) = unbounded_channel();
-        // Every NOTIFY of the stream, and every (re)connection of the listener, is a reason
-        // to read: what was inserted meanwhile is in the table.
-        let (notified, mut notifications) = unbounded_channel();
-        let stop = tokio_util::sync::CancellationToken::new();
-        let _stop = stop.clone().drop_guard();
-        listen_on(
-            events.store(),
-            events_channel(events.store()),
-            notified,
-            stop,
-        );
-        let changed = wake.clone();
-        tokio::spawn(async move {
-            while notifications.recv().await.is_some() {
-                if changed.send(Wake::Changed).is_err() {
-                    return;
-                }
-            }
-        });
-        watch_reader(wake);
-        loop {
-            if print_shared(events, &mut after, printer)? == Batch::Gone {
-                return Ok(());
-            }
-            tokio::select! {
-                first = woken.recv() => {
-                    if !still_read(first, &mut woken) {
-                        return Ok(());
-                    }
-                }
-                _ = interrupt.recv() => return Ok(()),
-                _ = terminate.recv() => return Ok(()),
-            }
-        }
-    })
+    follow_with(
+        // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
+        // to read.
+        |changed| {
+            Ok(on_change(events.store(), move || {
+                changed.send(Wake::Changed).is_ok()
+            }))
+        },
+        || print_shared(events, &mut after, printer),
+    )
 }
 
 /// Takes every wakeup already queued after `first` (one read covers them all); false once

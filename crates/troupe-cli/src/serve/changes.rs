@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use troupe::layout::Layout;
 use troupe::store::events::follow::{watch_file, FileWatch, FollowError};
-use troupe::store::postgres::events::events_channel;
-use troupe::store::postgres::wake::listen_on;
+use troupe::store::postgres::events::on_change;
 use troupe::store::postgres::PgStore;
 
 /// Keeps the watches alive; dropping it stops the wakeups.
@@ -67,17 +66,13 @@ impl Changes {
     /// inside a Tokio runtime (the forwarding task runs there).
     pub fn shared(store: &PgStore) -> Self {
         let (tx, rx) = watch::channel(0u64);
-        let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
-        let stop = tokio_util::sync::CancellationToken::new();
-        listen_on(store, events_channel(store), notified, stop.clone());
-        tokio::spawn(async move {
-            while notifications.recv().await.is_some() {
-                tx.send_modify(|n| *n = n.wrapping_add(1));
-            }
+        let guard = on_change(store, move || {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+            true
         });
         Self {
             rx,
-            _keep: Keep::Shared(stop.drop_guard()),
+            _keep: Keep::Shared(guard),
         }
     }
 

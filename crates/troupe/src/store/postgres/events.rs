@@ -38,6 +38,27 @@ pub fn events_channel(store: &PgStore) -> String {
     format!("{}_events", store.channel())
 }
 
+/// Calls `changed` on every `NOTIFY` of the team's events channel and every (re)connection of
+/// its listener (what was inserted meanwhile is in the table), until the returned guard is
+/// dropped or `changed` returns false. Must be called inside a Tokio runtime: the forwarding
+/// task runs there.
+pub fn on_change(
+    store: &PgStore,
+    changed: impl Fn() -> bool + Send + 'static,
+) -> tokio_util::sync::DropGuard {
+    let (notified, mut notifications) = unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    super::wake::listen_on(store, events_channel(store), notified, stop.clone());
+    tokio::spawn(async move {
+        while notifications.recv().await.is_some() {
+            if !changed() {
+                return;
+            }
+        }
+    });
+    stop.drop_guard()
+}
+
 /// Copies every event it is given into `troupe_events`.
 pub struct PgEventMirror {
     queue: Mutex<Option<UnboundedSender<(String, u64, String)>>>,
