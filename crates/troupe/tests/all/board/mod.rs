@@ -3,7 +3,7 @@
 //! with the default permission policy and an in-memory audit.
 
 mod skills;
-mod store;
+pub mod store;
 mod store_process;
 mod tasks;
 mod todo;

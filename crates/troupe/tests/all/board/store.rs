@@ -283,7 +283,7 @@ fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
 
 /// `claimers` threads, each with its own board instance (another open lock file, as another
 /// process would have), race to claim one task after a barrier.
-fn race_threads(boards: Vec<Arc<dyn TaskBoard>>, id: TaskId) -> Vec<(AgentName, bool)> {
+pub fn race_threads(boards: Vec<Arc<dyn TaskBoard>>, id: TaskId) -> Vec<(AgentName, bool)> {
     let barrier = Arc::new(Barrier::new(boards.len()));
     let handles: Vec<_> = boards
         .into_iter()

@@ -431,19 +431,10 @@ fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
 #[test]
 fn the_teams_usage_adds_up_every_processs_records() {
     use troupe::store::postgres::usage::PgUsage;
-    use troupe::store::usage::{read_totals, TokenCounts, UsageCopy, UsageLog, UsageRecord};
+    use troupe::store::usage::{read_totals, TokenCounts, UsageCopy, UsageLog};
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let record = |run: &str, agent: &str, prompt: u64, completion: u64| UsageRecord {
-        at: "2026-07-30T08:00:00.000Z".to_owned(),
-        run_id: run.to_owned(),
-        agent: agent.to_owned(),
-        model: "gpt-test".to_owned(),
-        purpose: "turn".to_owned(),
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        total_tokens: prompt + completion,
-    };
+    use crate::state::usage::record;
     let process = || {
         let ws = tempfile::tempdir().unwrap();
         let log = UsageLog::open(

@@ -2,7 +2,7 @@
 //! durability across instances, claims raced by instances of their own (one owner), and a
 //! corrupt record reported, never skipped.
 
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 use troupe::clock::Clock;
@@ -11,6 +11,7 @@ use troupe::store::tasks::{NewTask, TaskBoard, TaskId, TaskStatus};
 use troupe::wire::AgentName;
 
 use super::{both, Backend, Stores};
+use crate::board::store::race_threads;
 
 both!(
     tasks_follow_the_rules_and_outlive_the_instance,
@@ -103,28 +104,10 @@ fn instances_racing_to_claim_give_one_owner(backend: Backend) {
     for round in 0..3 {
         let id = s.board().create(new_task("contested", vec![])).unwrap().id;
         let boards: Vec<Arc<dyn TaskBoard>> = (0..6).map(|_| s.board()).collect();
-        let barrier = Arc::new(Barrier::new(boards.len()));
-        let handles: Vec<_> = boards
+        let winners: Vec<AgentName> = race_threads(boards, id)
             .into_iter()
-            .enumerate()
-            .map(|(i, board)| {
-                let barrier = barrier.clone();
-                std::thread::spawn(move || {
-                    let me = agent(&format!("claimer-{i}"));
-                    barrier.wait();
-                    match board.claim(&id, &me) {
-                        Ok(task) => Some(task.owner.unwrap()),
-                        Err(e) => {
-                            assert_eq!(e.code(), "task_claimed", "{e}");
-                            None
-                        }
-                    }
-                })
-            })
-            .collect();
-        let winners: Vec<AgentName> = handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap())
+            .filter(|(_, won)| *won)
+            .map(|(who, _)| who)
             .collect();
         assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
         assert_eq!(

@@ -3,7 +3,7 @@
 
 mod duplicate_keys;
 mod torn_tails;
-mod usage;
+pub mod usage;
 
 /// `bytes` (a JSON object) with `"key": value` inserted as its first entry, so the key appears
 /// twice and a lenient parser would keep the original (last) value.

@@ -12,7 +12,7 @@ use troupe::model::{ModelResponse, Purpose, Usage};
 use troupe::store::usage::{read_totals, RunTotals, TokenCounts, UsageLog, UsageRecord};
 use troupe::wire::AgentName;
 
-fn record(run: &str, agent: &str, prompt: u64, completion: u64) -> UsageRecord {
+pub fn record(run: &str, agent: &str, prompt: u64, completion: u64) -> UsageRecord {
     UsageRecord {
         at: "2026-07-30T08:00:00.000Z".to_owned(),
         run_id: run.to_owned(),
