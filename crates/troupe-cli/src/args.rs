@@ -20,6 +20,12 @@ pub struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
+    /// Trust the workspace's own troupe.toml and .env for this command (hooks, MCP servers, the
+    /// model server, allow rules, a looser sandbox) without recording it: for CI. Also
+    /// TROUPE_TRUST_WORKSPACE=1. See `troupe trust`.
+    #[arg(long, global = true)]
+    pub trust_workspace: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -305,6 +311,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Review what the workspace's own troupe.toml and .env would do that needs your trust
+    /// (hooks and MCP servers it would run, the server your API key would go to, allow rules, a
+    /// looser sandbox) and trust it. Recorded in your config folder (trusted.json), per
+    /// workspace and per content: a later change to those values needs trust again.
+    Trust {
+        /// Show what needs trust and whether it is trusted; change nothing.
+        #[arg(long, conflicts_with_all = ["revoke", "yes"])]
+        show: bool,
+        /// Forget the trust in this workspace.
+        #[arg(long, conflicts_with = "yes")]
+        revoke: bool,
+        /// Trust without asking (no terminal needed).
+        #[arg(long)]
+        yes: bool,
+    },
     /// The MCP servers of the settings (`[[mcp_servers]]`): each started briefly (within its
     /// startup timeout) to show its state and tools, then stopped. Creates nothing.
     Mcp {
@@ -392,7 +413,8 @@ impl Command {
             | Self::Review { .. }
             | Self::Serve { .. }
             | Self::Timeline { .. }
-            | Self::Completions { .. } => false,
+            | Self::Completions { .. }
+            | Self::Trust { .. } => false,
         }
     }
 }

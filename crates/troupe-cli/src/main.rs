@@ -16,6 +16,7 @@ mod render;
 mod sandboxing;
 mod save_allow;
 mod serve;
+mod trust;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         Err(error) => return usage_error(&error),
     };
     observe::logging::init(cli.verbose);
+    trust::set_flag(cli.trust_workspace);
     let json = cli.command.json_output();
     match commands::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,13 +18,26 @@ pub fn project_file(workspace: &Path) -> PathBuf {
 }
 
 /// The saver the terminal prompt calls: saves into `workspace`'s `troupe.toml` and answers with
-/// the file's name (or why it could not).
-pub fn saver(workspace: &Path) -> SaveAllow {
+/// the file's name (or why it could not). `keep_trust`: the person's trust in the workspace is
+/// recorded (or nothing in it needed trust), so the entry they just saved — an allow rule, which
+/// needs trust — is recorded as trusted with the rest, and the next run does not ask again.
+pub fn saver(workspace: &Path, keep_trust: bool) -> SaveAllow {
     let file = project_file(workspace);
+    let workspace = workspace.to_path_buf();
     Arc::new(move |entry: &str| {
-        append_allow(&file, entry)
-            .map(|()| file.display().to_string())
-            .map_err(|e| e.to_string())
+        append_allow(&file, entry).map_err(|e| e.to_string())?;
+        if keep_trust {
+            let recorded = crate::trust::review(&workspace, true)
+                .and_then(|review| crate::trust::record(&workspace, &review.items));
+            if let Err(e) = recorded {
+                eprintln!(
+                    "troupe: saved, but the trust record was not updated ({}); the next run \
+                     asks again",
+                    e.message()
+                );
+            }
+        }
+        Ok(file.display().to_string())
     })
 }
 

@@ -49,6 +49,8 @@
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
 //! - `store_settings`: `[store]` in the settings files: `troupe config` with sources and no
 //!   password, the file's store URL used unless `--store` says otherwise, a password refused.
+//! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
+//!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -130,5 +132,7 @@ mod team_flow;
 mod terminal;
 #[path = "cli/token_usage.rs"]
 mod token_usage;
+#[path = "cli/trust.rs"]
+mod trust;
 #[path = "cli/usage.rs"]
 mod usage;

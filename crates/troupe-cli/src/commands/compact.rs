@@ -22,9 +22,9 @@ pub fn compact(
     json: bool,
 ) -> Result<(), CliError> {
     let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
-    let settings = super::config::load_settings(workspace)?;
-    let context_window = context_window(flags, &settings)?;
-    let models = models(workspace, flags, &settings)?;
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let context_window = context_window(flags, &loaded.settings)?;
+    let models = models(flags, &loaded)?;
     let long_lived = LongLived {
         model_name: models.name.clone(),
         context_window,

@@ -11,28 +11,22 @@
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
-use troupe::model::config::{
-    process_env, read_env_file, EffectiveModel, ModelOverrides, Provider, ENV_FILE_NAME,
-};
-use troupe::settings::{store_url_shown, user_config_path, McpTransport, Settings, Sourced};
+use troupe::model::config::{process_env, EffectiveModel, ModelOverrides, Provider, ENV_FILE_NAME};
+use troupe::settings::trust::{TrustKind, TrustState, TrustStore};
+use troupe::settings::{store_url_shown, McpTransport, Settings, Sourced, PROJECT_FILE_NAME};
 
 use super::run::context_window_sourced;
 use super::store::{effective_store, EffectiveStore};
 use super::CliError;
 use crate::args::{ModelFlags, StoreFlags};
 use crate::render;
-
-/// The workspace's `troupe.toml` and the user's `config.toml`, validated; a bad file is a usage
-/// error (exit 2) naming the file and line.
-pub fn load_settings(workspace: &Path) -> Result<Settings, CliError> {
-    Settings::load(workspace, user_config_path().as_deref())
-        .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))
-}
+use crate::trust::Loaded;
 
 pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), CliError> {
-    let settings = load_settings(workspace)?;
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Show)?;
+    let waiting = Waiting::of(&loaded);
+    let (settings, dotenv) = (&loaded.settings, &loaded.dotenv);
     let env = process_env().map_err(|e| CliError::Usage(e.to_string()))?;
-    let dotenv = read_env_file(&workspace.join(ENV_FILE_NAME)).map_err(|e| CliError::failed(&e))?;
     let overrides = ModelOverrides {
         provider: flags.provider,
         model: flags.model.clone(),
@@ -40,23 +34,150 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
         fallback_model: flags.fallback_model.clone(),
         ..ModelOverrides::default()
     };
-    let effective = EffectiveModel::resolve(&env, &dotenv, &overrides, &settings.model)
+    let effective = EffectiveModel::resolve(&env, dotenv, &overrides, &settings.model)
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let context_window = context_window_sourced(flags, &settings)?;
-    let sandbox_mode = crate::sandboxing::mode(None, &settings)?;
-    let store = effective_store(&StoreFlags::default(), &settings)?;
+    let context_window = context_window_sourced(flags, settings)?;
+    let sandbox_mode = crate::sandboxing::mode(None, settings)?;
+    let store = effective_store(&StoreFlags::default(), settings)?;
     if json {
-        let mut value = to_json(&settings, &effective, context_window.as_ref());
-        value["sandbox"] = sandbox_json(&settings, &sandbox_mode);
+        let mut value = to_json(settings, &effective, context_window.as_ref());
+        value["trust"] = trust_json(workspace, &loaded);
+        value["sandbox"] = sandbox_json(settings, &sandbox_mode);
         value["store"] = store_json(&store);
-        value["mcp_servers"] = mcp_json(&settings);
+        value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
-    let mut text = to_text(&settings, &effective, context_window.as_ref());
-    text.push_str(&sandbox_text(&settings, &sandbox_mode));
+    let mut text = trust_text(workspace, &loaded);
+    text.push_str(&to_text(settings, &effective, context_window.as_ref()));
+    text.push_str(&sandbox_text(settings, &sandbox_mode));
     text.push_str(&store_text(&store));
-    text.push_str(&mcp_text(&settings));
-    render::print_text(&text)
+    text.push_str(&mcp_text(settings));
+    render::print_text(&waiting.mark(&text))
+}
+
+/// The values of the text view that wait for trust, found by their rendered lines: each
+/// trust-requiring item's value on a line of its section gets ` [waits for trust]`.
+struct Waiting {
+    /// (section heading, text in the line) of each waiting value.
+    marks: Vec<(&'static str, String)>,
+}
+
+impl Waiting {
+    fn of(loaded: &Loaded) -> Self {
+        if loaded.applied && (loaded.by_flag || loaded.state.allows()) {
+            return Self { marks: Vec::new() };
+        }
+        let marks = loaded
+            .items
+            .iter()
+            .map(|item| {
+                let section = match item.kind {
+                    TrustKind::Hook => "[[hooks]]",
+                    TrustKind::McpServer => "[[mcp_servers]]",
+                    TrustKind::ModelServer | TrustKind::Provider => "[model]",
+                    TrustKind::Store => "[store]",
+                    TrustKind::Allow => "[permissions]",
+                    TrustKind::SandboxOff | TrustKind::Network | TrustKind::UnconfinedHooks => {
+                        "[sandbox]"
+                    }
+                };
+                let needle = match item.kind {
+                    TrustKind::Hook => format!("{:?}", hook_command(&item.content)),
+                    TrustKind::McpServer => String::new(),
+                    TrustKind::ModelServer if item.file == ENV_FILE_NAME => {
+                        format!("(.env {}", item.content.split('=').next().unwrap_or(""))
+                    }
+                    TrustKind::Provider if item.file == ENV_FILE_NAME => {
+                        "(.env TROUPE_PROVIDER".to_owned()
+                    }
+                    TrustKind::ModelServer | TrustKind::Provider | TrustKind::Store => {
+                        format!("{:?}   (", item.content)
+                    }
+                    TrustKind::Allow => format!("allow  {:?}", item.content),
+                    TrustKind::SandboxOff => "mode ".to_owned(),
+                    TrustKind::Network => "network ".to_owned(),
+                    TrustKind::UnconfinedHooks => "hooks ".to_owned(),
+                };
+                (section, needle)
+            })
+            .collect();
+        Self { marks }
+    }
+
+    fn mark(&self, text: &str) -> String {
+        if self.marks.is_empty() {
+            return text.to_owned();
+        }
+        let mut section = "";
+        let mut out = String::new();
+        for line in text.lines() {
+            if line.starts_with('[') {
+                section = line.trim();
+            }
+            out.push_str(line);
+            let waits = line.starts_with(' ') || line.starts_with('[') || section.is_empty();
+            let from_project = line.contains(PROJECT_FILE_NAME) || line.contains("(.env ");
+            if !waits
+                && from_project
+                && self.marks.iter().any(|(s, needle)| {
+                    *s == section && (needle.is_empty() || line.contains(needle.as_str()))
+                })
+            {
+                out.push_str("   [waits for trust]");
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A hook item's command (its content is `event\nmatcher\ncommand\ntimeout`).
+fn hook_command(content: &str) -> &str {
+    content
+        .splitn(3, '\n')
+        .nth(2)
+        .and_then(|rest| rest.rsplit_once('\n'))
+        .map_or("", |(c, _)| c)
+}
+
+/// The trust state: whether the workspace's trust-requiring values apply, and each of them.
+fn trust_json(workspace: &Path, loaded: &Loaded) -> Value {
+    let items: Vec<Value> = loaded
+        .items
+        .iter()
+        .map(|i| json!({"file": i.file, "kind": i.kind.as_str(), "what": i.shown}))
+        .collect();
+    json!({
+        "workspace": workspace.display().to_string(),
+        "state": loaded.state.as_str(),
+        "by_flag": loaded.by_flag,
+        "applies": loaded.by_flag || loaded.state.allows(),
+        "items": items,
+        "record": TrustStore::user().map(|s| s.path().display().to_string()),
+    })
+}
+
+fn trust_text(workspace: &Path, loaded: &Loaded) -> String {
+    let mut out = String::from("trust:\n");
+    let how = match (loaded.by_flag, loaded.state) {
+        (_, TrustState::NotNeeded) => "nothing in troupe.toml or .env needs trust".to_owned(),
+        (true, _) => "trusted for this command (--trust-workspace / TROUPE_TRUST_WORKSPACE)".into(),
+        (false, TrustState::Trusted) => "trusted (troupe trust --revoke to undo)".into(),
+        (false, TrustState::Changed) => "changed since you trusted it: the values marked \
+             [waits for trust] apply once you trust it again (troupe trust)"
+            .into(),
+        (false, TrustState::Untrusted) => "not trusted: the values marked [waits for trust] \
+             apply once you trust it (troupe trust)"
+            .into(),
+    };
+    out.push_str(&format!("  {}: {how}\n", workspace.display()));
+    if loaded.state != TrustState::NotNeeded && !(loaded.by_flag || loaded.state.allows()) {
+        for item in &loaded.items {
+            out.push_str(&format!("  {:<12} {}\n", item.file, item.shown));
+        }
+    }
+    out.push('\n');
+    out
 }
 
 /// `[sandbox]`: the mode (`TROUPE_SANDBOX` over the files; `--sandbox` of a run over both), the

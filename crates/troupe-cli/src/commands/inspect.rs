@@ -14,7 +14,7 @@ use crate::render;
 
 /// The inspector of the team `store` names: files, or its shared database.
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = super::store_choice(store, &settings, false)?;
     troupe::bootstrap::inspector_with(workspace, &choice)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))

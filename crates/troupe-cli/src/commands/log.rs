@@ -36,7 +36,7 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
         filter: Filter::new(args)?,
         json: args.json,
     };
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     if let StoreChoice::Postgres(options) = super::store_choice(&args.store, &settings, false)? {
         let store = PgStore::connect_existing(&options.url, &options.team)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;

@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 use troupe::mcp::{McpServers, ServerState};
 use troupe::tools::mcp::tool_name;
 
-use super::config::load_settings;
 use super::CliError;
 use crate::args::McpAction;
 use crate::render;
@@ -24,7 +23,7 @@ pub fn mcp(workspace: &Path, action: McpAction, json: bool) -> Result<(), CliErr
 }
 
 fn list(workspace: &Path, json: bool) -> Result<(), CliError> {
-    let settings = load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -28,7 +28,7 @@ pub fn memory(
     json: bool,
     flags: &StoreFlags,
 ) -> Result<(), CliError> {
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let layout = Layout::new(workspace);
     let store = match super::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),

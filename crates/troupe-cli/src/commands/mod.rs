@@ -14,6 +14,7 @@ mod run;
 mod send;
 mod store;
 mod timeline;
+mod trust;
 mod worker;
 
 use std::path::PathBuf;
@@ -108,6 +109,10 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
         Command::Mcp { action, json } => mcp::mcp(&resolve_workspace(cli.workspace)?, action, json),
+        Command::Trust { show, revoke, yes } => trust::trust(
+            &resolve_workspace(cli.workspace)?,
+            trust::Action::of(show, revoke, yes),
+        ),
         Command::Config { model, json } => {
             config::config(&resolve_workspace(cli.workspace)?, &model, json)
         }

@@ -34,7 +34,7 @@ pub fn review(
     feedback: Option<String>,
     store: &crate::args::StoreFlags,
 ) -> Result<(), CliError> {
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = super::store_choice(store, &settings, false)?;
     let answer = answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref())?;
     render::print_text(&format!(

@@ -19,6 +19,8 @@ use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
 use troupe::settings::{Settings, Source, Sourced};
+
+use crate::trust::Loaded;
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
@@ -39,12 +41,14 @@ pub fn approval_provider(
     mode: ApprovalMode,
     cancel: &CancellationToken,
     workspace: &Path,
+    loaded: &Loaded,
 ) -> Arc<dyn ApprovalProvider> {
+    let keep_trust = !loaded.by_flag && loaded.state.allows();
     match mode {
         ApprovalMode::Ask => Arc::new(
             TerminalApproval::stdio()
                 .with_cancel(cancel.clone())
-                .with_saver(crate::save_allow::saver(workspace)),
+                .with_saver(crate::save_allow::saver(workspace, keep_trust)),
         ),
         ApprovalMode::Auto => Arc::new(AutoApproval),
         ApprovalMode::Deny => Arc::new(DenyApproval),
@@ -55,11 +59,8 @@ pub fn approval_provider(
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
 /// the credentials `main` took out of the environment). The settings files' model values come
 /// below the flags, the environment and `.env`.
-pub fn models(
-    workspace: &Path,
-    args: &ModelFlags,
-    settings: &Settings,
-) -> Result<Models, CliError> {
+pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
+    let settings = &loaded.settings;
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
@@ -77,12 +78,11 @@ pub fn models(
         ..ModelOverrides::default()
     };
     let env = troupe::model::config::process_env().map_err(|e| CliError::Usage(e.to_string()))?;
-    let config = ModelConfig::load_layers(&env, workspace, &overrides, &settings.model).map_err(
-        |e| match e.code() {
+    let config = ModelConfig::resolve_layers(&env, &loaded.dotenv, &overrides, &settings.model)
+        .map_err(|e| match e.code() {
             "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
             _ => CliError::failed(&e),
-        },
-    )?;
+        })?;
     // A cloned repository's troupe.toml can name the server that gets the user's API key: say
     // so, every run, before anything is sent.
     if let Some(url) = &settings.model.base_url {
@@ -172,8 +172,16 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         return Err(CliError::Usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    // The settings files first: a bad one is exit 2 before any state exists.
-    let file_settings = super::config::load_settings(workspace)?;
+    // The settings files first: a bad one is exit 2 before any state exists, and so is a
+    // workspace whose own files would run commands or redirect the key before the person
+    // trusted it (on a terminal they are asked).
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let mut file_settings = loaded.settings.clone();
+    let can_ask = args.approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
+    crate::trust::cap_workspace_allows(
+        &mut file_settings,
+        args.approval == ApprovalMode::Auto || can_ask,
+    );
     let store = super::store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
         return Err(CliError::Usage(
@@ -190,7 +198,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         chooser: models,
         redactor,
         name: model_name,
-    } = models(workspace, &args.model, &file_settings)?;
+    } = models(&args.model, &loaded)?;
     tracing::debug!(
         max_turns = args.max_turns,
         request_ttl = ?ttl,
@@ -210,7 +218,7 @@ pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError>
         .then_some(NO_TERMINAL_NOTICE);
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
-    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace, &loaded);
     let console = (!args.json).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
     let listener: Arc<dyn EventListener> = match &console {
         Some(console) => {

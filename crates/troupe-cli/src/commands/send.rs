@@ -23,7 +23,7 @@ pub fn send(
     store: &StoreFlags,
 ) -> Result<(), CliError> {
     let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let sent = match super::store_choice(store, &settings, false)? {
         StoreChoice::Files => send_from_user(workspace, &to, text),
         StoreChoice::Postgres(options) => {

@@ -31,7 +31,7 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
             state_dir.display()
         )));
     }
-    let settings = super::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let events = match super::store_choice(store, &settings, false)? {
         StoreChoice::Files => read_all(&layout.events_log())
             .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,

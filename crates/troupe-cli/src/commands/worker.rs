@@ -27,7 +27,13 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         return Err(CliError::Usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let file_settings = super::config::load_settings(workspace)?;
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let mut file_settings = loaded.settings.clone();
+    let can_ask = args.approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
+    crate::trust::cap_workspace_allows(
+        &mut file_settings,
+        args.approval == ApprovalMode::Auto || can_ask,
+    );
     let store = super::store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::Usage(
@@ -44,7 +50,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         chooser: models,
         redactor,
         name: model_name,
-    } = models(workspace, &args.model, &file_settings)?;
+    } = models(&args.model, &loaded)?;
     let interrupt = Interrupt::default();
     if args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal() {
         eprintln!(
@@ -53,7 +59,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         );
     }
     let console = Arc::new(Console::new(Sink::Stderr, verbose > 0));
-    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace, &loaded);
     if args.approval == ApprovalMode::Ask {
         approval = Arc::new(PausingApproval {
             inner: approval,

@@ -37,7 +37,7 @@ use crate::error::CliError;
 use api::{Shared, Team};
 
 pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
-    let settings = crate::commands::config::load_settings(workspace)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     let team = match crate::commands::store_choice(store, &settings, false)? {
         StoreChoice::Files => Team::Files,
         choice @ StoreChoice::Postgres(_) => {

@@ -43,6 +43,7 @@ fn always_save_and_no_with_a_reason_at_the_terminal() {
     let (mut typed, slave) = pty();
     let mut c = command(&ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .arg("--trust-workspace")
         .args(["--model-script", path.to_str().unwrap()])
         .stdin(Stdio::from(slave.try_clone().unwrap()))
         .stdout(Stdio::null())
@@ -148,6 +149,7 @@ fn a_command_the_sandbox_refused_is_rerun_unconfined_only_when_the_person_says_s
     let (mut typed, slave) = pty();
     let mut c = command(&ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .arg("--trust-workspace")
         .args(["--model-script", path.to_str().unwrap()])
         .env("TMPDIR", &tmp)
         .env_remove("TROUPE_SANDBOX")

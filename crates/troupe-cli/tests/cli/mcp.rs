@@ -35,7 +35,7 @@ fn workspace() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn mcp_list_shows_servers_states_and_tools_and_creates_nothing() {
     let (_dir, ws) = workspace();
-    let out = troupe_in(&ws, &["mcp", "list", "--json"]);
+    let out = troupe_in(&ws, &["mcp", "list", "--json", "--trust-workspace"]);
     assert_eq!(out.code, 0, "{out:#?}");
     let listed: Value = serde_json::from_str(&out.stdout).unwrap();
     let servers = listed["servers"].as_array().unwrap();
@@ -60,7 +60,7 @@ fn mcp_list_shows_servers_states_and_tools_and_creates_nothing() {
         "{listed}"
     );
     assert!(!ws.join(".troupe").exists(), "mcp list creates no state");
-    let text = troupe_in(&ws, &["mcp", "list"]);
+    let text = troupe_in(&ws, &["mcp", "list", "--trust-workspace"]);
     assert_eq!(text.code, 0, "{text:#?}");
     assert!(
         text.stdout.contains("fixture (stdio): up"),
@@ -130,6 +130,7 @@ fn a_teammate_uses_an_mcp_tool_under_the_plan_gate() {
             "run",
             "--prompt",
             "Have fixer echo.",
+            "--trust-workspace",
             "--model-script",
             script_path.to_str().unwrap(),
             "--approval",
@@ -182,7 +183,14 @@ fn a_server_that_does_not_start_is_reported_once_and_the_run_goes_on() {
     .unwrap();
     let out = troupe_in(
         &ws,
-        &["run", "--prompt", "hi", "--model-script", "script.json"],
+        &[
+            "run",
+            "--prompt",
+            "hi",
+            "--model-script",
+            "script.json",
+            "--trust-workspace",
+        ],
     );
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.stdout, "done\n");

@@ -75,9 +75,10 @@ async fn dotenv_fills_in_the_environment_wins_and_the_answer_is_on_stdout() {
     )
     .unwrap();
     // No memory extraction at the end: one request to count.
+    // The base URL comes from the workspace's .env: the workspace must be trusted.
     let out = run(
         &ws,
-        &["--prompt", "hi", "--no-memory"],
+        &["--prompt", "hi", "--no-memory", "--trust-workspace"],
         &[("OPENAI_MODEL", "model-from-env")],
     )
     .await;
@@ -95,7 +96,13 @@ async fn dotenv_fills_in_the_environment_wins_and_the_answer_is_on_stdout() {
     // A flag beats both.
     let out = run(
         &ws,
-        &["--prompt", "hi", "--model", "model-from-flag"],
+        &[
+            "--prompt",
+            "hi",
+            "--model",
+            "model-from-flag",
+            "--trust-workspace",
+        ],
         &[("OPENAI_MODEL", "model-from-env")],
     )
     .await;

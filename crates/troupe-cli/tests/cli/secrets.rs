@@ -182,7 +182,13 @@ async fn a_key_a_tool_prints_reaches_neither_the_model_nor_any_file_of_troupe() 
     // sandbox.rs); here the redaction of what a command prints is under test.
     let out = run(
         &ws,
-        &["--prompt", "show me the config", "--sandbox", "off"],
+        &[
+            "--prompt",
+            "show me the config",
+            "--sandbox",
+            "off",
+            "--trust-workspace",
+        ],
         &[],
     )
     .await;

@@ -421,7 +421,7 @@ fn a_valid_troupe_toml_lets_a_run_go() {
         &f.ws,
         "hi",
         &json!({"responses": [{"text": "fine"}]}),
-        &["--no-memory"],
+        &["--no-memory", "--trust-workspace"],
     );
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.stdout, "fine\n");
@@ -451,7 +451,15 @@ async fn the_model_in_troupe_toml_is_the_one_the_server_is_asked_for() {
     f.write_user("[model]\nmodel = \"model-from-user\"\n");
     let run = |env: Vec<(&'static str, &'static str)>| {
         let f = &f;
-        let args = ["run", "--prompt", "hi", "--no-memory", "--approval", "deny"];
+        let args = [
+            "run",
+            "--prompt",
+            "hi",
+            "--no-memory",
+            "--approval",
+            "deny",
+            "--trust-workspace",
+        ];
         let mut all = env;
         all.push(("OPENAI_API_KEY", "sk-test"));
         let mut c = command(&f.ws);

@@ -59,6 +59,8 @@ impl Folders {
             .env_remove("TROUPE_STORE_URL")
             .env_remove("TROUPE_TEAM")
             .env_remove("TROUPE_LEASE")
+            // The store URL of the workspace's own troupe.toml applies once it is trusted.
+            .env("TROUPE_TRUST_WORKSPACE", "1")
             .stdin(std::process::Stdio::null());
         for (k, v) in env {
             c.env(k, v);

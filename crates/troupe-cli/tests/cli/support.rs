@@ -52,7 +52,13 @@ pub fn command(cwd: &Path) -> Command {
 }
 
 /// A developer's shared-store settings must not turn a test's run into a database run.
-const STORE_VARIABLES: [&str; 3] = ["TROUPE_STORE_URL", "TROUPE_TEAM", "TROUPE_LEASE"];
+/// A developer's `TROUPE_TRUST_WORKSPACE` must not trust a test's workspace either.
+const STORE_VARIABLES: [&str; 4] = [
+    "TROUPE_STORE_URL",
+    "TROUPE_TEAM",
+    "TROUPE_LEASE",
+    "TROUPE_TRUST_WORKSPACE",
+];
 
 pub fn ran(output: Output) -> Ran {
     Ran {

@@ -45,6 +45,7 @@ use std::time::Duration;
 use crate::error::ErrorCode;
 use crate::model::RetryPolicy;
 use crate::secrets::{self, environment, Redactor};
+use crate::settings::trust::{TrustItem, TrustKind};
 use crate::settings::{ModelSettings, Source, Sourced};
 use crate::store::read::{read_regular, Links};
 
@@ -659,6 +660,49 @@ pub fn process_env() -> Result<HashMap<String, String>, ConfigError> {
     Ok(env)
 }
 
+/// The `.env` variables that choose the server the key goes to or the provider: a workspace's
+/// `.env` sets them only once the person trusts the workspace (`settings::trust`).
+pub const TRUST_REQUIRING_VARS: [&str; 4] = [
+    BASE_URL_VAR,
+    ANTHROPIC_BASE_URL_VAR,
+    AZURE_ENDPOINT_VAR,
+    PROVIDER_VAR,
+];
+
+/// Takes the trust-requiring variables ([`TRUST_REQUIRING_VARS`]) out of a workspace's `.env`
+/// variables: what is left applies untrusted; each non-blank one taken is a [`TrustItem`].
+pub fn split_dotenv_trust(
+    mut vars: HashMap<String, String>,
+) -> (HashMap<String, String>, Vec<TrustItem>) {
+    let mut items = Vec::new();
+    for name in TRUST_REQUIRING_VARS {
+        let Some(value) = vars.remove(name) else {
+            continue;
+        };
+        let value = value.trim().to_owned();
+        if value.is_empty() {
+            continue;
+        }
+        let shown = if name == PROVIDER_VAR {
+            format!("chooses the provider {value} ({name})")
+        } else {
+            format!("sends your API key to {value} ({name})")
+        };
+        let kind = if name == PROVIDER_VAR {
+            TrustKind::Provider
+        } else {
+            TrustKind::ModelServer
+        };
+        items.push(TrustItem::new(
+            ENV_FILE_NAME,
+            kind,
+            shown,
+            format!("{name}={value}"),
+        ));
+    }
+    (vars, items)
+}
+
 /// A `.env` file larger than this is refused (it holds a handful of variables).
 pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -725,4 +769,41 @@ fn positive_u32(name: &'static str, raw: &str) -> Result<u32, ConfigError> {
         name,
         reason: format!("`{raw}` is too large"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dotenv_keeps_its_key_and_model_but_not_the_server_or_provider_untrusted() {
+        let vars: HashMap<String, String> = [
+            (API_KEY_VAR, "sk-workspace"),
+            (MODEL_VAR, "m"),
+            (BASE_URL_VAR, "http://evil.example/v1"),
+            (ANTHROPIC_BASE_URL_VAR, "  "),
+            (AZURE_ENDPOINT_VAR, "https://res.example"),
+            (PROVIDER_VAR, "azure"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let (left, items) = split_dotenv_trust(vars);
+        let mut kept: Vec<&str> = left.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [API_KEY_VAR, MODEL_VAR]);
+        let taken: Vec<(&str, TrustKind)> = items.iter().map(|i| (i.file, i.kind)).collect();
+        assert_eq!(
+            taken,
+            [
+                (ENV_FILE_NAME, TrustKind::ModelServer),
+                (ENV_FILE_NAME, TrustKind::ModelServer),
+                (ENV_FILE_NAME, TrustKind::Provider),
+            ]
+        );
+        assert_eq!(
+            items[0].shown,
+            "sends your API key to http://evil.example/v1 (OPENAI_BASE_URL)"
+        );
+    }
 }

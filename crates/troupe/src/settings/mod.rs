@@ -10,13 +10,14 @@
 
 pub mod error;
 pub mod load;
+pub mod trust;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::{SettingsError, SettingsErrorKind};
 pub use load::{
-    store_url_shown, user_config_path, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE,
+    store_url_shown, user_config_path, Reviewed, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE,
     PROJECT_FILE_NAME,
 };
 

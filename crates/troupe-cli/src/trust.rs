@@ -1,0 +1,343 @@
+//! The trust gate (issue 22): a workspace's own `troupe.toml` and `.env` may tighten at once,
+//! but their trust-requiring values (hooks, MCP servers, the model server, the provider, the
+//! store, allow rules, a looser sandbox; `troupe::settings::trust` lists them) apply only once
+//! the person trusts the workspace: recorded with `troupe trust` or at the prompt, or for one
+//! command with `--trust-workspace` / `TROUPE_TRUST_WORKSPACE=1`. The person's own settings
+//! (user `config.toml`, environment, flags) need no trust.
+//!
+//! Every command reads its settings through [`load`], in one of three ways ([`Use`]):
+//! commands that run agents, commands or servers (`run`, `worker`, `serve`, `compact`, `mcp`)
+//! ask on a terminal — trust / run without them / quit — and without one exit 2 before anything
+//! is created, with one line naming `troupe trust` and `--trust-workspace`; read-only and
+//! steering commands leave the values out (saying so when the store they would use was one);
+//! `troupe config` shows everything and marks what waits.
+
+use std::collections::HashMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use troupe::error::ErrorCode;
+use troupe::model::config::{read_env_file, split_dotenv_trust, ENV_FILE_NAME};
+use troupe::settings::trust::{TrustItem, TrustKind, TrustState, TrustStore, TRUST_WORKSPACE_VAR};
+use troupe::settings::{user_config_path, Settings};
+
+use crate::error::CliError;
+
+/// The stable code of a command refused because its workspace is not trusted.
+pub const UNTRUSTED_CODE: &str = "workspace_untrusted";
+
+/// `--trust-workspace`, set once by `main` (a global flag).
+static FLAG: OnceLock<bool> = OnceLock::new();
+
+/// Records `--trust-workspace` for this process.
+pub fn set_flag(on: bool) {
+    let _ = FLAG.set(on);
+}
+
+/// Whether this command trusts the workspace without a record: `--trust-workspace`, or
+/// `TROUPE_TRUST_WORKSPACE` set to `1`, `true` or `yes`.
+pub fn opted_in() -> bool {
+    FLAG.get().copied().unwrap_or(false)
+        || std::env::var(TRUST_WORKSPACE_VAR)
+            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+/// How a command uses its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// It runs agents, commands or servers: untrusted values need the person's answer.
+    Run,
+    /// It reads or steers state: untrusted values are left out.
+    Read,
+    /// `troupe config`: every value, with the trust state beside them.
+    Show,
+}
+
+/// A workspace's settings as a command may use them.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub settings: Settings,
+    /// The workspace `.env`'s variables that apply (read into memory only).
+    pub dotenv: HashMap<String, String>,
+    /// Every trust-requiring value of the workspace's files.
+    pub items: Vec<TrustItem>,
+    pub state: TrustState,
+    /// Whether the trust-requiring values apply to this command.
+    pub applied: bool,
+    /// They apply because of `--trust-workspace` / `TROUPE_TRUST_WORKSPACE`, not a record.
+    pub by_flag: bool,
+}
+
+/// What the workspace's files hold, read once.
+pub struct Review {
+    pub trusted: Settings,
+    pub untrusted: Settings,
+    pub dotenv: HashMap<String, String>,
+    pub dotenv_untrusted: HashMap<String, String>,
+    pub items: Vec<TrustItem>,
+}
+
+/// Reads `troupe.toml`, the user's `config.toml` and `.env` (a bad settings file is exit 2
+/// naming the file and line) and sets their trust-requiring values apart. `lenient_dotenv`: an
+/// unreadable `.env` counts as empty (for commands that never call a model).
+pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError> {
+    let reviewed = Settings::load_reviewed(workspace, user_config_path().as_deref())
+        .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
+    let dotenv = match read_env_file(&workspace.join(ENV_FILE_NAME)) {
+        Ok(vars) => vars,
+        Err(_) if lenient_dotenv => HashMap::new(),
+        Err(e) => return Err(CliError::Usage(format!("{e} [{}]", e.code()))),
+    };
+    let (dotenv_untrusted, dotenv_items) = split_dotenv_trust(dotenv.clone());
+    let mut items = reviewed.items;
+    items.extend(dotenv_items);
+    Ok(Review {
+        trusted: reviewed.trusted,
+        untrusted: reviewed.untrusted,
+        dotenv,
+        dotenv_untrusted,
+        items,
+    })
+}
+
+/// The person's record for the workspace's current content.
+pub fn state(workspace: &Path, items: &[TrustItem]) -> Result<TrustState, CliError> {
+    if items.is_empty() {
+        return Ok(TrustState::NotNeeded);
+    }
+    match TrustStore::user() {
+        Some(store) => store
+            .state(workspace, items)
+            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code()))),
+        None => Ok(TrustState::Untrusted),
+    }
+}
+
+/// The settings `workspace`'s command may use (see the module docs).
+pub fn load(workspace: &Path, how: Use) -> Result<Loaded, CliError> {
+    let review = review(workspace, how == Use::Read)?;
+    let by_flag = !review.items.is_empty() && opted_in();
+    let recorded = match state(workspace, &review.items) {
+        Ok(state) => state,
+        // A trust record that cannot be read trusts nothing; a command that would run the
+        // workspace's values says why.
+        Err(e) if how == Use::Run && !by_flag => return Err(e),
+        Err(_) => TrustState::Untrusted,
+    };
+    if by_flag || recorded.allows() || how == Use::Show {
+        return Ok(loaded(review, recorded, true, by_flag));
+    }
+    match how {
+        Use::Run => ask(workspace, review, recorded),
+        Use::Read | Use::Show => {
+            if review.trusted.store.url != review.untrusted.store.url {
+                eprintln!(
+                    "troupe: the [store] url of {} is left out until you trust this workspace \
+                     (troupe trust)",
+                    troupe::settings::PROJECT_FILE_NAME
+                );
+            }
+            Ok(loaded(review, recorded, false, false))
+        }
+    }
+}
+
+fn loaded(review: Review, state: TrustState, applied: bool, by_flag: bool) -> Loaded {
+    let (settings, dotenv) = if applied {
+        (review.trusted, review.dotenv)
+    } else {
+        (review.untrusted, review.dotenv_untrusted)
+    };
+    Loaded {
+        settings,
+        dotenv,
+        items: review.items,
+        state,
+        applied,
+        by_flag,
+    }
+}
+
+/// An untrusted workspace for a command that would run its values: the prompt on a terminal,
+/// else exit 2 with one line.
+fn ask(workspace: &Path, review: Review, state: TrustState) -> Result<Loaded, CliError> {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !interactive {
+        return Err(refusal(workspace, &review.items, state));
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", describe(workspace, &review.items, state));
+    let _ = writeln!(
+        err,
+        "troupe runs none of this until you trust the workspace; trust is recorded in your \
+         config folder, not in the workspace."
+    );
+    loop {
+        let _ = write!(
+            err,
+            "[t]rust and run / [r]un without them / [q]uit (default q): "
+        );
+        let _ = err.flush();
+        let mut answer = String::new();
+        let read = std::io::stdin().lock().read_line(&mut answer);
+        let answer = match read {
+            Ok(0) | Err(_) => "q".to_owned(),
+            Ok(_) => answer.trim().to_ascii_lowercase(),
+        };
+        match answer.as_str() {
+            "t" | "trust" => {
+                record(workspace, &review.items)?;
+                let _ = writeln!(err, "troupe: trusted {}", workspace.display());
+                return Ok(loaded(review, TrustState::Trusted, true, false));
+            }
+            "r" | "run" => {
+                let _ = writeln!(
+                    err,
+                    "troupe: running without the workspace's trust-requiring settings"
+                );
+                return Ok(loaded(review, state, false, false));
+            }
+            "" | "q" | "quit" => {
+                return Err(CliError::Usage(format!(
+                    "quit: workspace {} is not trusted; nothing ran [{UNTRUSTED_CODE}]",
+                    workspace.display()
+                )))
+            }
+            _ => continue,
+        }
+    }
+}
+
+/// Records the person's trust in `items` of `workspace`, now.
+pub fn record(workspace: &Path, items: &[TrustItem]) -> Result<(), CliError> {
+    let store = TrustStore::user().ok_or_else(no_config_folder)?;
+    let now = troupe::wire::UtcTime::from_datetime(chrono::Utc::now()).to_string();
+    store
+        .record(workspace, items, &now)
+        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+}
+
+/// The one line of a refusal without a terminal.
+fn refusal(workspace: &Path, items: &[TrustItem], state: TrustState) -> CliError {
+    let ws = workspace.display();
+    let why = match state {
+        TrustState::Changed => "its trust-requiring settings changed since you trusted it",
+        _ => "it is not trusted",
+    };
+    CliError::Usage(format!(
+        "workspace {ws}: {why}, and its files would {}; review them with `troupe trust \
+         --workspace {ws}`, or pass --trust-workspace (TROUPE_TRUST_WORKSPACE=1) to trust it \
+         for this command [{UNTRUSTED_CODE}]",
+        summary(items)
+    ))
+}
+
+/// `run 1 hook, send your API key to http://…, allow shell` — what the items would do, short.
+pub fn summary(items: &[TrustItem]) -> String {
+    let count = |kind: TrustKind| items.iter().filter(|i| i.kind == kind).count();
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let mut parts = Vec::new();
+    if count(TrustKind::Hook) > 0 {
+        parts.push(format!(
+            "run {}",
+            plural(count(TrustKind::Hook), "hook", "hooks")
+        ));
+    }
+    if count(TrustKind::McpServer) > 0 {
+        parts.push(format!(
+            "start {}",
+            plural(count(TrustKind::McpServer), "MCP server", "MCP servers")
+        ));
+    }
+    for item in items {
+        match item.kind {
+            // `sends your API key to …` → `send your API key to …`
+            TrustKind::ModelServer | TrustKind::Provider | TrustKind::Store => {
+                parts.push(match item.shown.split_once(' ') {
+                    Some((verb, rest)) => {
+                        format!("{} {rest}", verb.strip_suffix('s').unwrap_or(verb))
+                    }
+                    None => item.shown.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    let allows: Vec<&str> = items
+        .iter()
+        .filter(|i| i.kind == TrustKind::Allow)
+        .map(|i| i.content.as_str())
+        .collect();
+    if !allows.is_empty() {
+        parts.push(format!("allow {} without asking", allows.join(", ")));
+    }
+    for (kind, what) in [
+        (TrustKind::UnconfinedHooks, "run hooks unconfined"),
+        (TrustKind::SandboxOff, "turn the sandbox off"),
+        (TrustKind::Network, "give commands the network"),
+    ] {
+        if count(kind) > 0 {
+            parts.push(what.to_owned());
+        }
+    }
+    parts.join(", ")
+}
+
+/// The review: a heading, then each item with its file.
+pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> String {
+    let heading = match state {
+        TrustState::NotNeeded => {
+            return format!(
+                "{}: its files hold nothing that needs trust\n",
+                workspace.display()
+            )
+        }
+        TrustState::Trusted => "is trusted; its files",
+        TrustState::Changed => {
+            "changed since you trusted it (its trust-requiring settings differ); its files now"
+        }
+        TrustState::Untrusted => "is not trusted; its files would",
+    };
+    let mut out = format!("{} {heading}:\n", workspace.display());
+    for item in items {
+        out.push_str(&format!("  {:<12} {}\n", item.file, item.shown));
+    }
+    out
+}
+
+/// The person's `--approval` decides over a workspace's rules in the widening direction: when
+/// no one can be asked (`--approval deny`, or `ask` without a terminal) the workspace's own
+/// `allow` rules are left out, so a workspace never turns "ask → denied" into "allowed". The
+/// person's own rules (user `config.toml`) stay. Says once what it left out.
+pub fn cap_workspace_allows(settings: &mut Settings, someone_answers: bool) {
+    if someone_answers {
+        return;
+    }
+    let before = settings.rules.len();
+    settings.rules.retain(|rule| {
+        !(rule.list == troupe::settings::RuleList::Allow
+            && matches!(rule.source, troupe::settings::Source::Project(_)))
+    });
+    let left_out = before - settings.rules.len();
+    if left_out > 0 {
+        eprintln!(
+            "troupe: {left_out} allow rule(s) of {} left out: no one can approve in this run \
+             (--approval deny, or ask without a terminal), and a workspace's rules never allow \
+             what you would be asked about",
+            troupe::settings::PROJECT_FILE_NAME
+        );
+    }
+}
+
+/// Trust cannot be recorded without a config folder.
+pub fn no_config_folder() -> CliError {
+    let e = troupe::settings::trust::TrustError::NoConfigFolder;
+    CliError::failed(format_args!("{e} [{}]", e.code()))
+}
