@@ -280,7 +280,7 @@ pub fn summary(items: &[TrustItem]) -> String {
     }
     for (kind, what) in [
         (TrustKind::UnconfinedHooks, "run hooks unconfined"),
-        (TrustKind::SandboxOff, "turn the sandbox off"),
+        (TrustKind::SandboxMode, "loosen the sandbox"),
         (TrustKind::Network, "give commands the network"),
     ] {
         if count(kind) > 0 {

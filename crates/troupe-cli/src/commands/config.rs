@@ -77,7 +77,7 @@ impl Waiting {
                     TrustKind::ModelServer | TrustKind::Provider => "[model]",
                     TrustKind::Store => "[store]",
                     TrustKind::Allow => "[permissions]",
-                    TrustKind::SandboxOff | TrustKind::Network | TrustKind::UnconfinedHooks => {
+                    TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
                     }
                 };
@@ -94,7 +94,7 @@ impl Waiting {
                         format!("{:?}   (", item.content)
                     }
                     TrustKind::Allow => format!("allow  {:?}", item.content),
-                    TrustKind::SandboxOff => "mode ".to_owned(),
+                    TrustKind::SandboxMode => "mode ".to_owned(),
                     TrustKind::Network => "network ".to_owned(),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
                 };

@@ -144,14 +144,43 @@ impl Settings {
             }
         }
         let mut untrusted_layers = layers.clone();
-        if let (Some(tight), Some(first)) = (tightened, untrusted_layers.first_mut()) {
-            first.2 = tight;
+        if let Some(mut tight) = tightened {
+            // The project's mode may tighten the user's, not loosen it: `workspace-write` (the
+            // default) over a user's `read-only` needs trust too.
+            let user_mode = untrusted_layers.get(1).and_then(|(_, _, f)| f.sandbox_mode);
+            if let (Some(project), Some(user)) = (tight.sandbox_mode, user_mode) {
+                if strictness(user) > strictness(project) {
+                    tight.sandbox_mode = None;
+                    items.push(TrustItem::new(
+                        PROJECT_FILE_NAME,
+                        TrustKind::SandboxMode,
+                        format!(
+                            "runs commands under {} instead of your {} ([sandbox] mode)",
+                            project.as_str(),
+                            user.as_str()
+                        ),
+                        project.as_str().into(),
+                    ));
+                }
+            }
+            if let Some(first) = untrusted_layers.first_mut() {
+                first.2 = tight;
+            }
         }
         Ok(Reviewed {
             trusted: merge(layers),
             untrusted: merge(untrusted_layers),
             items,
         })
+    }
+}
+
+/// How strictly a mode confines: read-only > workspace-write > off.
+fn strictness(mode: SandboxMode) -> u8 {
+    match mode {
+        SandboxMode::Off => 0,
+        SandboxMode::WorkspaceWrite => 1,
+        SandboxMode::ReadOnly => 2,
     }
 }
 
@@ -243,7 +272,7 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     if file.sandbox_mode == Some(SandboxMode::Off) {
         file.sandbox_mode = None;
         items.push(item(
-            TrustKind::SandboxOff,
+            TrustKind::SandboxMode,
             "runs commands unconfined ([sandbox] mode = \"off\")".into(),
             "off".into(),
         ));
@@ -1210,7 +1239,7 @@ command = "server"
                 TrustKind::Provider,
                 TrustKind::Store,
                 TrustKind::Allow,
-                TrustKind::SandboxOff,
+                TrustKind::SandboxMode,
                 TrustKind::Network,
             ]
         );
@@ -1257,6 +1286,22 @@ command = "server"
             untrusted.store.team.as_ref().map(|t| t.value.as_str()),
             Some("t")
         );
+    }
+
+    #[test]
+    fn a_mode_looser_than_the_users_waits_for_trust() {
+        let dir = workspace(Some("[sandbox]\nmode = \"workspace-write\"\n"));
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[sandbox]\nmode = \"read-only\"\n").unwrap();
+        let reviewed = Settings::load_reviewed(dir.path(), Some(&user)).unwrap();
+        let mode = |s: &Settings| s.sandbox.mode.as_ref().map(|m| m.value);
+        assert_eq!(mode(&reviewed.untrusted), Some(SandboxMode::ReadOnly));
+        assert_eq!(mode(&reviewed.trusted), Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(reviewed.items.len(), 1, "{:?}", reviewed.items);
+        assert_eq!(reviewed.items[0].kind, TrustKind::SandboxMode);
+        assert!(reviewed.items[0]
+            .shown
+            .contains("instead of your read-only"));
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! - anything that decides where the key goes or which server is called: `[model] base_url` and
 //!   `provider`, `[store] url`, and the `.env` variables that choose the server or the provider
 //!   (`model::config` lists them);
-//! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"`,
-//!   `[sandbox] network` other than off.
+//! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
+//!   mode looser than the person's own config's), `[sandbox] network` other than off.
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
 //! the user `config.toml`), never in the workspace: per workspace, its real path and a digest of
@@ -51,8 +51,8 @@ pub enum TrustKind {
     Store,
     /// An `allow` rule.
     Allow,
-    /// `[sandbox] mode = "off"`.
-    SandboxOff,
+    /// `[sandbox] mode = "off"`, or a mode looser than the person's own `config.toml` says.
+    SandboxMode,
     /// `[sandbox] network` other than off.
     Network,
 }
@@ -68,7 +68,7 @@ impl TrustKind {
             Self::Provider => "provider",
             Self::Store => "store",
             Self::Allow => "allow",
-            Self::SandboxOff => "sandbox_off",
+            Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",
         }
     }
