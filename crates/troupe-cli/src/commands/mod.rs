@@ -152,12 +152,7 @@ fn resolve_workspace(raw: Option<PathBuf>) -> Result<PathBuf, CliError> {
 /// zero.
 pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {
     let raw = raw.trim();
-    let parsed = if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
-        raw.parse().ok().map(std::time::Duration::from_secs)
-    } else {
-        humantime::parse_duration(raw).ok()
-    };
-    parsed.filter(|d| !d.is_zero()).ok_or_else(|| {
+    troupe::settings::parse_duration(raw).ok_or_else(|| {
         CliError::Usage(format!(
             "invalid duration {raw:?}: expected e.g. 90s, 5m, 1h30m"
         ))

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use troupe::bootstrap::{PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
-use troupe::settings::{Settings, Source, Sourced, MIN_STORE_LEASE};
+use troupe::settings::{parse_lease, Settings, Source, Sourced, LEASE_FORM};
 
-use super::{parse_duration, CliError};
+use super::CliError;
 use crate::args::StoreFlags;
 
 /// The store values a command would use, each with where it came from (`troupe config` shows
@@ -126,17 +126,12 @@ fn team(flags: &StoreFlags, settings: &Settings) -> Result<Sourced<String>, CliE
 /// `TROUPE_LEASE`, else `[store] lease`, else [`DEFAULT_SHARED_LEASE`].
 fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     if let Some(raw) = from_env("TROUPE_LEASE") {
-        let lease = parse_duration(&raw.value).map_err(|_| {
+        let lease = parse_lease(&raw.value).ok_or_else(|| {
             CliError::Usage(format!(
-                "TROUPE_LEASE must be a duration like 10s, not {:?}",
+                "TROUPE_LEASE must be {LEASE_FORM}, not {:?}",
                 raw.value
             ))
         })?;
-        if lease < MIN_STORE_LEASE {
-            return Err(CliError::Usage(
-                "TROUPE_LEASE must be at least 300ms".into(),
-            ));
-        }
         return Ok(Sourced {
             value: lease,
             source: raw.source,

@@ -122,6 +122,21 @@ fn config_shows_the_store_values_and_where_each_came_from() {
             "lease_ms": {"value": 700, "source": "env TROUPE_LEASE"},
         })
     );
+    // TROUPE_LEASE is read and bounded like `[store] lease`: compound forms, at most 1h.
+    let mut lease_env = env;
+    lease_env[2] = ("TROUPE_LEASE", "1m30s");
+    let ran = f.troupe(&["config", "--json"], &lease_env);
+    assert_eq!(parse_json(&ran)["store"]["lease_ms"]["value"], 90_000);
+    for bad in ["2h", "299ms", "soon"] {
+        lease_env[2] = ("TROUPE_LEASE", bad);
+        let ran = f.troupe(&["config"], &lease_env);
+        assert_eq!(ran.code, 2, "{bad}: {ran:#?}");
+        assert!(
+            ran.stderr
+                .contains("TROUPE_LEASE must be 300ms to 1h: an integer of seconds"),
+            "{bad}: {ran:#?}"
+        );
+    }
     let ran = f.troupe(&["config"], &env);
     assert_eq!(ran.code, 0, "{ran:#?}");
     assert!(!ran.stdout.contains("s3cret"), "{ran:#?}");

@@ -12,7 +12,7 @@
 //! - `[permissions]` entries are `name` or `name(arg)`: name `[a-z0-9_]+`, a non-empty argument,
 //!   the `)` last. `[[hooks]]`: `event` one of `PreToolUse`, `PostToolUse`, `UserPromptSubmit`,
 //!   `Stop`; a non-blank `command`; `timeout` 1 to 3600 seconds, an integer (`30`) or a string
-//!   with a unit (`"30s"`, `"2m"`, `"1h"`), default 60 s. `[model]`: `model` and
+//!   with units (`"30s"`, `"2m"`, `"1h"`, `"1m30s"`: `parse_duration`, the one reading of durations flags and variables use too), default 60 s. `[model]`: `model` and
 //!   `fallback_model` and `api_version` non-blank, `provider` one of `openai`, `azure`,
 //!   `anthropic`, `base_url` an `http://` or `https://` URL, `context_window` an
 //!   integer of at least 1024 tokens; `[model.agents]` agent name = model name.
@@ -756,9 +756,7 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
                 .ok_or_else(|| {
                     invalid(
                         lease.span().start,
-                        "`store.lease` must be 300ms to 1h: an integer of seconds (10) or a \
-                         string with a unit (\"500ms\", \"10s\", \"2m\")"
-                            .into(),
+                        format!("`store.lease` must be {LEASE_FORM}"),
                     )
                 })?,
         );
@@ -1050,25 +1048,35 @@ fn hook_timeout(raw: &RawTimeout) -> Option<Duration> {
         .filter(|timeout| (Duration::from_secs(1)..=MAX_HOOK_TIMEOUT).contains(timeout))
 }
 
-/// An integer of seconds (`30`) or a string with a unit (`"30s"`, `"2m"`, `"1h"`, and `"500ms"`
-/// when `millis`); the caller checks the range.
+/// An integer of seconds (`30`) or a string [`parse_duration`] reads (`"30s"`, `"2m"`,
+/// `"1h30m"`, and parts of a second only when `millis`); the caller checks the range.
 fn duration_of(raw: &RawTimeout, millis: bool) -> Option<Duration> {
     match raw {
         RawTimeout::Seconds(secs) => u64::try_from(*secs).ok().map(Duration::from_secs),
-        RawTimeout::Text(text) => {
-            let text = text.trim();
-            let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
-            let number: u64 = number.parse().ok()?;
-            let scale_ms = match unit.trim() {
-                "ms" if millis => 1,
-                "s" => 1000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                _ => return None,
-            };
-            number.checked_mul(scale_ms).map(Duration::from_millis)
-        }
+        RawTimeout::Text(text) => parse_duration(text).filter(|d| millis || d.subsec_nanos() == 0),
     }
+}
+
+/// troupe's one reading of a duration, for settings files, flags and variables alike: plain
+/// seconds (`90`), or humantime's units, compound forms too (`90s`, `5m`, `1h30m`, `1h 30m`,
+/// `1.5h`, `250ms`); never zero.
+pub fn parse_duration(raw: &str) -> Option<Duration> {
+    let raw = raw.trim();
+    let parsed = if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
+        raw.parse().ok().map(Duration::from_secs)
+    } else {
+        humantime::parse_duration(raw).ok()
+    };
+    parsed.filter(|d| !d.is_zero())
+}
+
+/// What a lease may be, said the same way for `[store] lease` and `TROUPE_LEASE`.
+pub const LEASE_FORM: &str = "300ms to 1h: an integer of seconds (10) or a duration with units \
+     (\"500ms\", \"10s\", \"2m\", \"1h30m\")";
+
+/// A lease within [`MIN_STORE_LEASE`]..=[`MAX_STORE_LEASE`], read by [`parse_duration`].
+pub fn parse_lease(raw: &str) -> Option<Duration> {
+    parse_duration(raw).filter(|l| (MIN_STORE_LEASE..=MAX_STORE_LEASE).contains(l))
 }
 
 /// Checks `[store] url` (see the module docs): the URL, trimmed, or why not. The password check
@@ -1541,8 +1549,8 @@ command = "cargo fmt --check"
             "-1",
             "\"0s\"",
             "\"61m\"",
-            "\"30\"",
-            "\"30 sec\"",
+            "\"soon\"",
+            "\"500ms\"",
             "1.5",
         ] {
             let err = load_err(&format!(
@@ -1558,6 +1566,10 @@ command = "cargo fmt --check"
             ("1", 1),
             ("3600", 3600),
             ("\"30s\"", 30),
+            // One reading of durations everywhere: plain seconds and compound forms too.
+            ("\"30\"", 30),
+            ("\"30 sec\"", 30),
+            ("\"1m30s\"", 90),
             ("\"2m\"", 120),
             ("\"1h\"", 3600),
         ] {
@@ -1793,6 +1805,9 @@ command = "cargo fmt --check"
             ("1", 1000),
             ("\"10s\"", 10_000),
             ("\"2m\"", 120_000),
+            // The same reading as flags and TROUPE_LEASE: compound forms too.
+            ("\"1m30s\"", 90_000),
+            ("\"1.5m\"", 90_000),
         ] {
             let dir = workspace(Some(&format!("[store]\nlease = {lease}\n")));
             let s = Settings::load(dir.path(), None).unwrap();

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 pub use error::{SettingsError, SettingsErrorKind};
 pub use load::{
-    store_url_shown, user_config_path, Reviewed, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE,
-    PROJECT_FILE_NAME,
+    parse_duration, parse_lease, store_url_shown, user_config_path, Reviewed, LEASE_FORM,
+    MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE, PROJECT_FILE_NAME,
 };
 
 /// Where a value came from.
