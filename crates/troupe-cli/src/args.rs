@@ -43,7 +43,7 @@ pub enum ApprovalMode {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The task for the lead.
+    /// The task for the lead; `-` reads it from standard input.
     #[arg(long)]
     pub prompt: String,
     /// How write and execute tools are approved.
@@ -187,7 +187,7 @@ pub enum Command {
     Send {
         /// The lead (`lead`) or a teammate that has not failed or shut down.
         agent: String,
-        /// The message.
+        /// The message; `-` reads it from standard input.
         text: String,
         /// Print the message id as JSON.
         #[arg(long)]

@@ -148,6 +148,32 @@ fn resolve_workspace(raw: Option<PathBuf>) -> Result<PathBuf, CliError> {
         .map_err(|e| CliError::Failed(format!("cannot resolve workspace {}: {e}", path.display())))
 }
 
+/// The largest text read from standard input for `--prompt -` or `troupe send AGENT -`.
+pub const MAX_STDIN_TEXT_BYTES: u64 = 1024 * 1024;
+
+/// `raw` itself, or for `-` the whole of standard input (UTF-8, at most
+/// [`MAX_STDIN_TEXT_BYTES`]), as other agent CLIs read a piped prompt. `what` names it in errors.
+pub fn text_or_stdin(raw: &str, what: &str) -> Result<String, CliError> {
+    if raw != "-" {
+        return Ok(raw.to_owned());
+    }
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_STDIN_TEXT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::Failed(format!("cannot read {what} from standard input: {e}")))?;
+    if bytes.len() as u64 > MAX_STDIN_TEXT_BYTES {
+        return Err(CliError::Usage(format!(
+            "{what} on standard input is over {} MiB",
+            MAX_STDIN_TEXT_BYTES / (1024 * 1024)
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| CliError::Usage(format!("{what} on standard input is not valid UTF-8")))
+}
+
 /// `90s`, `5m`, `1h30m`, `1h 30m`, `1.5h`, `250ms` (humantime's units), or plain seconds; never
 /// zero.
 pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {

@@ -161,7 +161,8 @@ fn positive_window(tokens: u32) -> Result<u32, CliError> {
     Ok(tokens)
 }
 
-pub fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError> {
+pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
+    args.prompt = super::text_or_stdin(&args.prompt, "--prompt")?;
     if args.prompt.trim().is_empty() {
         return Err(CliError::Usage("--prompt must not be blank".into()));
     }

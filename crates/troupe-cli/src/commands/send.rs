@@ -23,6 +23,7 @@ pub fn send(
     store: &StoreFlags,
 ) -> Result<(), CliError> {
     let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let text = &super::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let sent = match super::store_choice(store, &settings, false)? {
         StoreChoice::Files => send_from_user(workspace, &to, text),

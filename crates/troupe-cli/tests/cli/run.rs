@@ -112,3 +112,74 @@ fn a_second_run_fails_at_start_naming_the_holder() {
     assert_eq!(third.code, 0, "{third:#?}");
     assert_eq!(third.stdout, "hi\n");
 }
+
+/// Runs `troupe ARGS --workspace WS` with `input` on standard input.
+fn piped(ws: &std::path::Path, args: &[&str], input: &[u8]) -> super::support::Ran {
+    use std::io::Write;
+    let mut child = command(ws)
+        .args(args)
+        .args(["--workspace", ws.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    ran(child.wait_with_output().unwrap())
+}
+
+/// Every file under `dir` whose text contains `needle`.
+fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if std::fs::read_to_string(&path).is_ok_and(|t| t.contains(needle)) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_prompt_and_a_message_can_be_piped_with_a_dash() {
+    let (_dir, ws) = empty_workspace();
+    let script = ws.join("script.json");
+    std::fs::write(&script, r#"{"responses": [{"text": "done"}]}"#).unwrap();
+    let run_args = [
+        "run",
+        "--prompt",
+        "-",
+        "--no-memory",
+        "--model-script",
+        script.to_str().unwrap(),
+    ];
+    let out = piped(
+        &ws,
+        &run_args,
+        "a task from a pipe\nwith two lines\n".as_bytes(),
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    let lead = std::fs::read_to_string(ws.join(".troupe/transcripts/lead.jsonl")).unwrap();
+    assert!(
+        lead.contains("a task from a pipe\\nwith two lines"),
+        "{lead}"
+    );
+
+    let sent = piped(&ws, &["send", "lead", "-", "--json"], b"steer from a pipe");
+    assert_eq!(sent.code, 0, "{sent:#?}");
+    assert_eq!(
+        files_containing(&ws.join(".troupe"), "steer from a pipe").len(),
+        1,
+        "the message is in the lead's mailbox"
+    );
+
+    // A blank or non-UTF-8 prompt is refused before anything else.
+    assert_fails(
+        &piped(&ws, &run_args, b"  \n"),
+        2,
+        "--prompt must not be blank",
+    );
+    assert_fails(&piped(&ws, &run_args, &[0xff, 0xfe]), 2, "not valid UTF-8");
+}
