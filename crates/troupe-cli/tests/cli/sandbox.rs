@@ -256,7 +256,7 @@ fn read_only_mode_and_the_settings_file_are_honoured() {
     let script = json!({"responses": [
         {"tool_calls": [
             shell("cat README > /dev/null && touch ok_read"),
-            shell("cat README > \"$TMPDIR/copy\" && touch \"$TMPDIR/ok_temp\""),
+            shell("cat README > \"$TMPDIR/copy\" && cat \"$TMPDIR/copy\" && echo TEMP-$((40 + 2))"),
             shell("echo x > made.txt"),
             shell("cat private/notes"),
         ]},
@@ -269,12 +269,13 @@ fn read_only_mode_and_the_settings_file_are_honoured() {
         !p.ws.join("ok_read").exists(),
         "read-only cannot even touch"
     );
-    assert!(
-        p.tmp.join("ok_temp").exists(),
-        "the temp folder stays writable"
-    );
     assert!(!p.ws.join("made.txt").exists());
     let transcript = read(&p.ws.join(".troupe/transcripts/lead.jsonl"));
+    // The run's private temp folder is writable (in place of the machine's), which is not
+    // touched, and the private one is gone after the run.
+    assert!(transcript.contains("TEMP-42"), "{transcript}");
+    assert!(!p.tmp.join("copy").exists());
+    assert_eq!(std::fs::read_dir(&p.tmp).unwrap().count(), 0, "left behind");
     assert!(!transcript.contains("PRIVATE-NOTE"), "{transcript}");
     assert!(
         transcript.contains("sandbox: write denied, this agent's commands are read-only"),

@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{Mode, Network, Sandbox};
+use super::{Network, Sandbox};
 
 /// `bwrap` on `PATH`.
 pub fn find() -> Option<PathBuf> {
@@ -27,14 +27,25 @@ pub fn arguments(sandbox: &Sandbox) -> Vec<OsString> {
     push(&["--dev".as_ref(), "/dev".as_ref()]);
     let mut writable = paths.writable(sandbox.mode());
     writable.sort_by_key(|p| p.components().count());
-    for root in &writable {
-        push(&["--bind".as_ref(), root.as_os_str(), root.as_os_str()]);
+    let over_host = paths.temp_mounted_over_host();
+    let mut binds: Vec<(PathBuf, PathBuf)> = writable
+        .iter()
+        .map(|root| match (over_host, root == paths.temp()) {
+            // The private temp folder is seen in place of the host's.
+            (true, true) => (root.clone(), paths.host_temp().to_path_buf()),
+            _ => (root.clone(), root.clone()),
+        })
+        .collect();
+    binds.sort_by_key(|(_, at)| at.components().count());
+    for (root, at) in &binds {
+        push(&["--bind".as_ref(), root.as_os_str(), at.as_os_str()]);
     }
-    if sandbox.mode() == Mode::WorkspaceWrite {
-        for path in paths.read_only() {
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink()) {
-                push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
-            }
+    // Whatever writable folder contains them, in every mode.
+    for path in paths.read_only() {
+        if writable.iter().any(|w| path.starts_with(w))
+            && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink())
+        {
+            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
     for denied in paths.deny_read() {

@@ -6,9 +6,16 @@
 //! fork and exec, or in a `bwrap` process that then runs the command.
 //!
 //! - `workspace-write` (the default): writes inside the workspace — minus `.troupe/`,
-//!   `troupe.toml`, `.git/hooks` and `.git/config`, which stay readable — the temp folder
-//!   (`$TMPDIR`, else `/tmp`) and harmless devices (`/dev/null`, …).
-//! - `read-only`: writes only to the temp folder and those devices.
+//!   `troupe.toml`, `.git/hooks` and `.git/config`, which stay readable — the run's private
+//!   temp folder and harmless devices (`/dev/null`, …).
+//! - `read-only`: writes only to the private temp folder and those devices.
+//!
+//! The private temp folder (`private_temp`) is made in the host's (`$TMPDIR`, else `/tmp`) and
+//! mounted over it for the command when the workspace is not inside it, so `/tmp/x` lands
+//! there; otherwise the host's temp folder is not writable and `TMPDIR` names the private one.
+//! Either way a command never writes the host's temp folder, where a workspace (or a
+//! neighbour's project) may live. A protected path stays protected whatever writable folder
+//! contains it, in every mode.
 //! - `off`: no confinement.
 //!
 //! In both confined modes nothing under `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.config/gcloud`, the
@@ -33,10 +40,12 @@ mod denial;
 mod landlock_rules;
 mod namespace;
 mod paths;
+mod private_temp;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -167,6 +176,8 @@ pub struct Sandbox {
     network: Network,
     paths: Protected,
     mechanism: Option<Mechanism>,
+    /// The run's private temp folder (confined only), shared by every clone.
+    private_temp: Option<Arc<private_temp::PrivateTemp>>,
 }
 
 impl Sandbox {
@@ -181,6 +192,7 @@ impl Sandbox {
             network: Network::On,
             paths,
             mechanism: None,
+            private_temp: None,
         }
     }
 
@@ -192,10 +204,12 @@ impl Sandbox {
 
     /// [`Sandbox::new`] with the home, temp folder and forced mechanism given.
     pub fn new_on(policy: &Policy, workspace: &Path, host: &Host) -> Result<Self, SandboxError> {
-        let paths = Protected::resolve(workspace, &policy.deny_read, host);
+        let mut paths = Protected::resolve(workspace, &policy.deny_read, host);
         if policy.mode == Mode::Off {
             return Ok(Self::unconfined(paths));
         }
+        let private_temp = Arc::new(private_temp::PrivateTemp::create(paths.host_temp())?);
+        paths.use_private_temp(private_temp.path());
         let forced = host.mechanism.clone();
         let mut reasons = Vec::new();
         for candidate in ["landlock", "bubblewrap"] {
@@ -222,6 +236,7 @@ impl Sandbox {
                 network: policy.network,
                 paths: paths.clone(),
                 mechanism: Some(mechanism),
+                private_temp: Some(private_temp.clone()),
             };
             match sandbox.probe() {
                 Ok(()) => return Ok(sandbox),
@@ -272,6 +287,14 @@ impl Sandbox {
         &self.paths
     }
 
+    /// The run's private temp folder (confined only), as it is on the host: removed when the
+    /// last clone of this sandbox is dropped.
+    pub fn private_temp(&self) -> Option<&Path> {
+        self.private_temp
+            .as_deref()
+            .map(private_temp::PrivateTemp::path)
+    }
+
     /// One line for the start of a run: `workspace-write (landlock, network off)`.
     pub fn describe(&self) -> String {
         match &self.mechanism {
@@ -287,7 +310,8 @@ impl Sandbox {
 
     /// `sh -c command`, confined. The caller sets the working folder, stdio, environment and
     /// process group.
-    /// Confined commands get `TMPDIR` set to the temp folder they may write.
+    /// Confined commands get `TMPDIR` set to the temp folder they may write: the run's private
+    /// one (see [`Protected::temp_mounted_over_host`] for where they see it).
     pub fn shell(&self, command: &str) -> Result<tokio::process::Command, SandboxError> {
         let std_command = self.shell_std(command)?;
         Ok(tokio::process::Command::from(std_command))
@@ -296,7 +320,7 @@ impl Sandbox {
     fn shell_std(&self, command: &str) -> Result<std::process::Command, SandboxError> {
         let mut c = self.shell_unset(command)?;
         if self.mechanism.is_some() {
-            c.env("TMPDIR", self.paths.temp());
+            c.env("TMPDIR", self.paths.command_temp());
         }
         Ok(c)
     }

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use super::{landlock_rules, Mode, Network, Sandbox, SandboxError};
+use super::{landlock_rules, Network, Sandbox, SandboxError};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const AT_RECURSIVE: libc::c_int = 0x8000;
@@ -30,6 +30,8 @@ struct MountAttr {
 /// Everything the child needs, made before the fork.
 pub struct Prepared {
     ruleset: OwnedFd,
+    /// The run's private temp folder, bound over the host's: (private, host).
+    temp_over: Option<(CString, CString)>,
     unshare: libc::c_int,
     uid_map: CString,
     gid_map: CString,
@@ -52,15 +54,22 @@ impl Prepared {
         let paths = sandbox.protected();
         let writable = paths.writable(sandbox.mode());
         let mut read_only = Vec::new();
-        if sandbox.mode() == Mode::WorkspaceWrite {
-            for path in paths.read_only() {
-                // A symlink is judged on its target; only what is really there is bound.
-                match std::fs::symlink_metadata(&path) {
-                    Ok(m) if !m.file_type().is_symlink() => read_only.push(c_path(&path)?),
-                    _ => {}
-                }
+        // Whatever writable folder contains them, in every mode.
+        for path in paths.read_only() {
+            if !writable.iter().any(|w| path.starts_with(w)) {
+                continue;
+            }
+            // A symlink is judged on its target; only what is really there is bound.
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if !m.file_type().is_symlink() => read_only.push(c_path(&path)?),
+                _ => {}
             }
         }
+        let temp_over = if paths.temp_mounted_over_host() {
+            Some((c_path(paths.temp())?, c_path(paths.host_temp())?))
+        } else {
+            None
+        };
         let mut mask_folders = Vec::new();
         let mut mask_files = Vec::new();
         for denied in paths.deny_read() {
@@ -83,6 +92,7 @@ impl Prepared {
         let map = |id: u32| CString::new(format!("{id} {id} 1\n")).unwrap_or_default();
         Ok(Self {
             ruleset: landlock_rules::ruleset(sandbox)?,
+            temp_over,
             unshare,
             uid_map: map(uid),
             gid_map: map(gid),
@@ -109,6 +119,15 @@ impl Prepared {
             write_file(c"/proc/self/setgroups", c"deny")?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            if let Some((private, host)) = &self.temp_over {
+                check(libc::mount(
+                    private.as_ptr(),
+                    host.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+            }
             for target in &self.read_only {
                 check(libc::mount(
                     target.as_ptr(),

@@ -43,6 +43,10 @@ impl Host {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Protected {
     workspace: PathBuf,
+    /// The machine's temp folder (`$TMPDIR`, else `/tmp`).
+    host_temp: PathBuf,
+    /// The temp folder commands may write: the host's until [`Protected::use_private_temp`],
+    /// then a private folder of the run's.
     temp: PathBuf,
     deny_read: Vec<PathBuf>,
 }
@@ -70,8 +74,41 @@ impl Protected {
         deny_read.dedup();
         Self {
             workspace,
+            host_temp: temp.clone(),
             temp,
             deny_read,
+        }
+    }
+
+    /// Confined commands write `dir` (a fresh folder of the run's) instead of the host's temp
+    /// folder.
+    pub fn use_private_temp(&mut self, dir: &Path) {
+        self.temp = real(dir);
+    }
+
+    pub fn host_temp(&self) -> &Path {
+        &self.host_temp
+    }
+
+    /// Whether confined commands see the private temp folder in place of the host's (mounted
+    /// over it), so that `/tmp/x` written by a command lands in the private folder. Not when
+    /// the workspace lies in the host's temp folder or contains it (the mount would hide
+    /// workspace files): then the host's temp folder is simply not writable, and `TMPDIR`
+    /// names the private folder.
+    pub fn temp_mounted_over_host(&self) -> bool {
+        self.temp != self.host_temp
+            && self.host_temp.parent().is_some()
+            && !self.workspace.starts_with(&self.host_temp)
+            && !self.host_temp.starts_with(&self.workspace)
+            && self.host_temp.is_dir()
+    }
+
+    /// The temp folder as confined commands see it (their `TMPDIR`).
+    pub fn command_temp(&self) -> &Path {
+        if self.temp_mounted_over_host() {
+            &self.host_temp
+        } else {
+            &self.temp
         }
     }
 

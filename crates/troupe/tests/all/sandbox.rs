@@ -721,3 +721,90 @@ async fn a_masked_path_is_never_changed_and_a_refused_write_is_explained() {
         "{notes:?} {out}"
     );
 }
+
+/// A workspace inside the host's temp folder (as `troupe demo` makes them), with a neighbour's
+/// project beside it.
+fn place_in_temp() -> Place {
+    let p = place();
+    let ws = p.tmp.join("ws");
+    std::fs::rename(&p.ws, &ws).unwrap();
+    std::fs::create_dir_all(p.tmp.join("neighbour")).unwrap();
+    std::fs::write(ws.join("troupe.toml"), "[permissions]\n").unwrap();
+    Place { ws, ..p }
+}
+
+#[tokio::test]
+async fn a_workspace_inside_the_temp_folder_keeps_its_protected_paths_in_every_mode() {
+    for mechanism in mechanisms() {
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            let p = place_in_temp();
+            let confined = sandbox(&p, mode, Network::Off, mechanism);
+            let what = format!("{mechanism} {mode}");
+            for (command, path) in [
+                ("echo x > .troupe/planted", p.ws.join(".troupe/planted")),
+                ("echo x >> troupe.toml", p.ws.join("troupe.toml")),
+                (
+                    "echo x > ../neighbour/planted",
+                    p.tmp.join("neighbour/planted"),
+                ),
+                ("echo x > ../planted", p.tmp.join("planted")),
+            ] {
+                let (ok, out) = run(&confined, &p.ws, command).await;
+                assert!(!ok, "{what}: `{command}` was allowed: {out}");
+                let changed = std::fs::read_to_string(&path).is_ok_and(|t| t.contains('x'));
+                assert!(!changed, "{what}: `{command}` changed {}", path.display());
+            }
+            let (ok, out) = run(&confined, &p.ws, "echo x > made.txt").await;
+            assert_eq!(ok, mode == Mode::WorkspaceWrite, "{what}: {out}");
+            // The command's own temp folder works in both.
+            let (ok, out) = run(
+                &confined,
+                &p.ws,
+                "t=$(mktemp) && echo tmp > \"$t\" && cat \"$t\"",
+            )
+            .await;
+            assert!(ok && out.contains("tmp"), "{what}: {out}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn confined_commands_write_a_private_temp_folder_removed_with_the_sandbox() {
+    for mechanism in mechanisms() {
+        let p = place();
+        let confined = sandbox(&p, Mode::WorkspaceWrite, Network::Off, mechanism);
+        let private = confined.private_temp().unwrap().to_path_buf();
+        assert!(
+            private.starts_with(&p.tmp) && private.is_dir(),
+            "{private:?}"
+        );
+        // `/tmp/x` (here: the host temp folder's path) lands in the private folder, and
+        // `TMPDIR` names it; a background job of the same run (a clone) sees the same files.
+        let host = p.tmp.display().to_string();
+        let (ok, out) = run(
+            &confined,
+            &p.ws,
+            &format!("echo mine > {host}/scratch && test \"$TMPDIR\" = {host} && mktemp"),
+        )
+        .await;
+        assert!(ok, "{mechanism}: {out}");
+        assert!(
+            !p.tmp.join("scratch").exists(),
+            "{mechanism}: the host's temp was written"
+        );
+        assert_eq!(
+            std::fs::read_to_string(private.join("scratch")).unwrap(),
+            "mine\n"
+        );
+        let job = confined.clone();
+        let (ok, out) = run(&job, &p.ws, &format!("cat {host}/scratch")).await;
+        assert!(ok && out.contains("mine"), "{mechanism}: {out}");
+        drop(confined);
+        assert!(private.exists(), "a clone still holds it");
+        drop(job);
+        assert!(
+            !private.exists(),
+            "{mechanism}: removed with the last holder"
+        );
+    }
+}
