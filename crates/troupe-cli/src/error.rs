@@ -31,10 +31,23 @@ impl CliError {
     }
 
     /// A usage error found by clap (unknown flag, missing value, …), already rendered by it.
+    /// A first line that ends in `:` (`the following required arguments were not provided:`)
+    /// takes the indented lines under it (`<AGENT>`), so the one line names what is missing.
     pub fn from_clap(error: &clap::Error) -> Self {
         let rendered = error.render().to_string();
-        let first = rendered.lines().next().unwrap_or("invalid arguments");
-        Self::Usage(first.strip_prefix("error: ").unwrap_or(first).to_owned())
+        let mut lines = rendered.lines();
+        let first = lines.next().unwrap_or("invalid arguments");
+        let mut message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+        if message.ends_with(':') {
+            let listed: Vec<&str> = lines
+                .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            if !listed.is_empty() {
+                message = format!("{} {}", message, listed.join(", "));
+            }
+        }
+        Self::Usage(message)
     }
 
     pub fn exit_code(&self) -> u8 {

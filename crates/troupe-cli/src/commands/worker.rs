@@ -38,7 +38,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::Usage(
             "troupe worker runs teammates of a shared team: give --store postgres://… (or \
-             TROUPE_STORE_URL)"
+             TROUPE_STORE_URL, or [store] url in troupe.toml or your config.toml)"
                 .into(),
         ));
     };

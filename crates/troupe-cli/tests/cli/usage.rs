@@ -54,6 +54,18 @@ fn with_json_every_error_is_one_json_object_on_stdout() {
             .contains("--bogus"),
         "{unknown_flag}"
     );
+    // A missing argument is named in the one line.
+    let no_agent = json_error(&troupe_in(&ws, &["mailbox", "--json"]), 2);
+    assert_eq!(
+        no_agent["error"]["message"],
+        "the following required arguments were not provided: <AGENT>"
+    );
+    // A worker without a store names every way to give one.
+    super::support::assert_fails(
+        &troupe_in(&ws, &["worker"]),
+        2,
+        "[store] url in troupe.toml",
+    );
     let missing = ws.join("no-such-folder");
     let not_a_folder = json_error(
         &troupe(
