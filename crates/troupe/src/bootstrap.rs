@@ -845,8 +845,8 @@ struct Factory {
     shell_timeout: Duration,
     redactor: Redactor,
     kit: Arc<LongLivedKit>,
-    /// The agent definitions read at run start.
-    definitions: Arc<Vec<AgentDefinition>>,
+    /// The agent definitions read at run start (and why the invalid ones were skipped).
+    definitions: Definitions,
     /// `[model.agents]` and the rest of the model settings.
     model_settings: crate::settings::ModelSettings,
     sandbox: SandboxOptions,
@@ -862,11 +862,27 @@ impl TeammateFactory for Factory {
     }
 
     fn definition(&self, name: &AgentName) -> Option<AgentDefinition> {
-        self.definitions.iter().find(|d| &d.name == name).cloned()
+        self.definitions
+            .found
+            .iter()
+            .find(|d| &d.name == name)
+            .cloned()
     }
 
     fn definition_names(&self) -> Vec<AgentName> {
-        self.definitions.iter().map(|d| d.name.clone()).collect()
+        self.definitions
+            .found
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
+    }
+
+    fn definition_problem(&self, name: &str) -> Option<String> {
+        self.definitions
+            .problems
+            .iter()
+            .find(|p| p.file.file_stem().is_some_and(|stem| stem == name))
+            .map(|p| p.message.clone())
     }
 
     fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
@@ -975,7 +991,7 @@ fn teammate_factory(
     policy: &PermissionPolicy,
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
-    definitions: Arc<Vec<AgentDefinition>>,
+    definitions: Definitions,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         workspace: settings.workspace.clone(),
@@ -1062,13 +1078,24 @@ fn lead_tools(
 }
 
 /// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a
-/// warning naming its file and the reason (shown on stderr at run start).
-fn read_definitions(workspace: &std::path::Path) -> Vec<AgentDefinition> {
+/// warning naming its file and the reason (shown on stderr at run start), and kept so that a
+/// `spawn_teammate` naming it is told why.
+fn read_definitions(workspace: &std::path::Path) -> Definitions {
     let (found, problems) = definitions::load_definitions(workspace, &TEAMMATE_TOOLS);
-    for problem in problems {
+    for problem in &problems {
         tracing::warn!("{problem}");
     }
-    found
+    Definitions {
+        found: Arc::new(found),
+        problems: Arc::new(problems),
+    }
+}
+
+/// The valid agent definitions and the problems of the invalid ones.
+#[derive(Clone)]
+struct Definitions {
+    found: Arc<Vec<AgentDefinition>>,
+    problems: Arc<Vec<definitions::Problem>>,
 }
 
 /// The background jobs of a process, reporting to its event stream; their completions arrive
@@ -1159,7 +1186,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
         events.run_id(),
         stores.pg.as_ref().map(|parts| &parts.store),
     ));
-    let definitions = Arc::new(read_definitions(&settings.workspace));
+    let definitions = read_definitions(&settings.workspace);
     let runtime = TeamRuntime::new(
         layout.clone(),
         // A worker runs teammates whatever the lead's --no-local-workers says.
@@ -1256,7 +1283,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         events.run_id(),
         stores.pg.as_ref().map(|parts| &parts.store),
     ));
-    let definitions = Arc::new(read_definitions(&settings.workspace));
+    let definitions = read_definitions(&settings.workspace);
     let runtime = TeamRuntime::new(
         layout.clone(),
         team_ports(&settings, &stores, None),
@@ -1285,7 +1312,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         None
     };
     let mut identity = lead_system_prompt(&settings.workspace, settings.require_plans);
-    let listed = definitions::render_for_lead(&definitions);
+    let listed = definitions::render_for_lead(&definitions.found);
     if !listed.is_empty() {
         identity.push('\n');
         identity.push_str(listed.trim_end());

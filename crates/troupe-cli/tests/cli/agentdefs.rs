@@ -84,6 +84,10 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
                 json!({"name": "rev", "agent": "reviewer", "role": "Reviews changes without editing", "prompt": "review src/"}),
             ),
             ("spawn_teammate", json!({"name": "norole", "prompt": "x"})),
+            (
+                "spawn_teammate",
+                json!({"name": "b2", "agent": "broken", "role": "r", "prompt": "x"}),
+            ),
         ]))
         .up_to_n_times(1)
         .with_priority(2)
@@ -168,7 +172,14 @@ async fn a_teammate_from_a_definition_runs_on_its_model_with_its_tools_and_instr
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(results.len(), 3, "{results:#?}");
+    assert_eq!(results.len(), 4, "{results:#?}");
+    // A definition that was skipped says why.
+    assert!(
+        results[3].contains("unknown agent definition \"broken\" (agents/broken.md was skipped:")
+            && results[3].contains("colour"),
+        "{}",
+        results[3]
+    );
     assert!(
         results[2].contains("invalid_arguments") && results[2].contains("role"),
         "role is required (SPEC §4): {}",

@@ -20,7 +20,8 @@
 //! server's, `mcp__<server>__*` — a teammate gets an MCP tool only when its list names it),
 //! `plan_required` (`true`/`false`) and `sandbox`
 //! (`workspace-write`, `read-only`, `off`; only ever tightens the run's) are optional.
-//! Blank lines and `#` comments are ignored; a value may be quoted.
+//! Blank lines and `#` comments (a whole line, or after a space as in YAML) are ignored; a value
+//! may be quoted.
 //!
 //! Definitions are read once at run start. **An invalid file never stops a run**: it is skipped
 //! and reported as a [`Problem`] naming the file (a name that is not an agent name, a reserved
@@ -313,8 +314,8 @@ fn split_front_matter(text: &str) -> Result<(&str, &str), String> {
 fn parse_front_matter(front: &str) -> Result<Vec<(String, Value)>, String> {
     let mut entries: Vec<(String, Value)> = Vec::new();
     for (number, raw) in front.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
+        let line = strip_comment(raw).trim();
+        if line.is_empty() {
             continue;
         }
         let at = |message: String| format!("front matter line {}: {message}", number + 2);
@@ -354,6 +355,29 @@ fn parse_front_matter(front: &str) -> Result<Vec<(String, Value)>, String> {
         entries.push((key, value));
     }
     Ok(entries)
+}
+
+/// `raw` without its comment: a `#` at the start or after whitespace, outside quotes, starts
+/// one (as in YAML), so `model: gpt-4.1-nano   # optional` is `model: gpt-4.1-nano`. A `#`
+/// inside a word (`C#`) or quotes (`"issue #12"`) is kept.
+fn strip_comment(raw: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut previous = ' ';
+    for (at, c) in raw.char_indices() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'')
+                if previous.is_whitespace() || previous == ':' || previous == '[' =>
+            {
+                quote = Some(c)
+            }
+            (None, '#') if previous.is_whitespace() => return &raw[..at],
+            (None, _) => {}
+        }
+        previous = c;
+    }
+    raw
 }
 
 fn unquote(value: &str) -> String {
@@ -397,6 +421,26 @@ mod tests {
 
     fn parse(text: &str, stem: &str) -> Result<AgentDefinition, String> {
         parse_definition(text, stem, &TOOLS)
+    }
+
+    #[test]
+    fn comments_after_values_are_ignored_as_in_yaml() {
+        let text = "---\nname: reviewer                 # must equal the file name\n\
+                    description: Reviews C# code and \"issue #12\" fixes  # a comment\n\
+                    model: gpt-4.1-nano            # optional\n\
+                    tools: [read_file, shell]      # optional\n\
+                    plan_required: true            # optional\n\
+                    # a whole-line comment\n\
+                    sandbox: read-only             # optional\n---\nBody.\n";
+        let d = parse(text, "reviewer").unwrap();
+        assert_eq!(d.description, "Reviews C# code and \"issue #12\" fixes");
+        assert_eq!(d.model.as_deref(), Some("gpt-4.1-nano"));
+        assert_eq!(
+            d.tools,
+            Some(vec!["read_file".to_owned(), "shell".to_owned()])
+        );
+        assert!(d.plan_required);
+        assert_eq!(d.sandbox, Some(crate::sandbox::Mode::ReadOnly));
     }
 
     #[test]

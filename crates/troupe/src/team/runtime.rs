@@ -61,6 +61,11 @@ pub trait TeammateFactory: Send + Sync {
     fn definition_names(&self) -> Vec<AgentName> {
         Vec::new()
     }
+
+    /// Why the definition file `agents/<name>.md` was skipped, if it was. The default: none.
+    fn definition_problem(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// What `spawn_teammate` did.
@@ -243,6 +248,11 @@ impl TeamRuntime {
     /// The names of the agent definitions teammates can be spawned from.
     pub fn definition_names(&self) -> Vec<AgentName> {
         self.inner.factory.definition_names()
+    }
+
+    /// Why `agents/<name>.md` was skipped at run start, if it was.
+    pub fn definition_problem(&self, name: &str) -> Option<String> {
+        self.inner.factory.definition_problem(name)
     }
 
     pub fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {

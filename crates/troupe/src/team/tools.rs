@@ -130,7 +130,13 @@ fn definition_arg(team: &TeamRuntime, raw: &str) -> Result<AgentDefinition, Tool
         } else {
             known.join(", ")
         };
-        ToolError::InvalidArguments(format!("unknown agent definition {raw:?}; known: {known}"))
+        let why = team
+            .definition_problem(raw)
+            .map(|why| format!(" (agents/{raw}.md was skipped: {why})"))
+            .unwrap_or_default();
+        ToolError::InvalidArguments(format!(
+            "unknown agent definition {raw:?}{why}; known: {known}"
+        ))
     })
 }
 
