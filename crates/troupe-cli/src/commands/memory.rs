@@ -106,8 +106,14 @@ fn list_text(catalog: &MemoryCatalog) -> String {
             .records
             .iter()
             .map(|r| r.name.len())
+            .chain(std::iter::once("name".len()))
             .max()
             .unwrap_or(0);
+        // The column names, like every other listing.
+        out.push_str(&format!(
+            "{:<width$}  {:<9}  {}\n",
+            "name", "type", "description"
+        ));
         for r in &catalog.records {
             out.push_str(&format!(
                 "{:<width$}  {:<9}  {}\n",

@@ -88,17 +88,21 @@ fn list_shows_records_by_name_and_problems() {
     let text = troupe_within(&ws, &["memory"]);
     assert_eq!(text.code, 0, "{text:#?}");
     let lines: Vec<&str> = text.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{text:#?}");
-    assert!(
-        lines[0].starts_with("deploy-freeze  project    No deploys on Friday"),
+    assert_eq!(lines.len(), 4, "{text:#?}");
+    assert_eq!(
+        lines[0], "name           type       description",
         "{text:#?}"
     );
     assert!(
-        lines[1].starts_with("use-tabs       feedback   Indent with tabs"),
+        lines[1].starts_with("deploy-freeze  project    No deploys on Friday"),
         "{text:#?}"
     );
     assert!(
-        lines[2].starts_with("problem: ") && lines[2].contains("stuck.md"),
+        lines[2].starts_with("use-tabs       feedback   Indent with tabs"),
+        "{text:#?}"
+    );
+    assert!(
+        lines[3].starts_with("problem: ") && lines[3].contains("stuck.md"),
         "{text:#?}"
     );
 }
