@@ -462,7 +462,7 @@ pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> S
 fn living_prompt(
     agent: &AgentName,
     identity: String,
-    registry: &ToolRegistry,
+    registry: &Arc<ToolRegistry>,
     workspace: &std::path::Path,
     team: TeamHandle,
     clock: Arc<dyn Clock>,
@@ -471,7 +471,7 @@ fn living_prompt(
         agent.clone(),
         FixedParts {
             identity,
-            tools: registry.names().into_iter().map(str::to_owned).collect(),
+            tools: registry.clone(),
             workspace: workspace.display().to_string(),
             skills: skills::render_catalog(&skills::catalog(workspace)),
         },
@@ -954,6 +954,7 @@ impl TeammateFactory for Factory {
                 d.name, d.instructions
             ));
         }
+        let tools = Arc::new(tools);
         let prompt = living_prompt(
             name,
             identity,
@@ -962,7 +963,7 @@ impl TeammateFactory for Factory {
             team,
             self.clock.clone(),
         );
-        let dispatcher = Dispatcher::new(Arc::new(tools), policy, self.kit.tool_hooks())
+        let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone());
         let model_name = agent_model(&self.model_settings, name, definition.as_ref());
         let model = self.models.model_named(name, model_name.as_deref());
@@ -1317,6 +1318,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         identity.push('\n');
         identity.push_str(listed.trim_end());
     }
+    let tools = Arc::new(tools);
     let prompt = living_prompt(
         &lead_name,
         identity,
@@ -1334,7 +1336,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         String::new(),
         lead_model.clone(),
         Arc::new(
-            Dispatcher::new(Arc::new(tools), base_policy, kit.tool_hooks())
+            Dispatcher::new(tools, base_policy, kit.tool_hooks())
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.workspace.clone(),

@@ -2,8 +2,10 @@
 //! tools, the workspace, the skills catalog, selected memory, the current roster and the pending
 //! protocol requests — always in that order.
 //!
-//! The first four are fixed when the agent is built; memory is set by the runner before each
-//! turn; roster and requests are read from the team when the prompt is asked for. The text is
+//! Identity, workspace and skills are fixed when the agent is built; the tools are its registry's
+//! available ones (an MCP server that went down takes its tools out); memory is set by the
+//! runner before each turn; roster and requests are read from the team when the prompt is
+//! asked for. The text is
 //! re-rendered only when one of those inputs changed: the same inputs give the very same
 //! string, so the request prefix (and a provider's prompt cache) stays stable while nothing
 //! changes. A request is shown as `expired` once its window has closed, so expiry changes the
@@ -17,13 +19,15 @@ use super::runtime::TeamHandle;
 use crate::agent::prompt::SystemPromptSource;
 use crate::clock::Clock;
 use crate::sync::lock;
+use crate::tools::ToolRegistry;
 
 /// The parts fixed when the agent is built.
 pub struct FixedParts {
     /// Who the agent is, its role, how the team works for it.
     pub identity: String,
-    /// The tools it is offered, in order.
-    pub tools: Vec<String>,
+    /// The tools it is offered, in order; a tool that is unavailable when the prompt is
+    /// rendered (its MCP server went down) is left out of it, as it is of the model's list.
+    pub tools: Arc<ToolRegistry>,
     pub workspace: String,
     /// The skills catalog as rendered for the prompt (empty: no skills).
     pub skills: String,
@@ -41,6 +45,7 @@ pub struct LivingPrompt {
 /// What can change, as compared between renders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Inputs {
+    tools: Vec<String>,
     memory: String,
     roster: Vec<String>,
     pending: Vec<String>,
@@ -65,8 +70,15 @@ impl LivingPrompt {
 
     fn inputs(&self) -> Inputs {
         let memory = lock(&self.memory).clone();
+        let tools = self
+            .fixed
+            .tools
+            .available_definitions()
+            .map(|t| t.name.clone())
+            .collect();
         let Ok(team) = self.team.upgrade() else {
             return Inputs {
+                tools,
                 memory,
                 roster: Vec::new(),
                 pending: Vec::new(),
@@ -100,6 +112,7 @@ impl LivingPrompt {
             .map(|r| describe_request(&r, now))
             .collect();
         Inputs {
+            tools,
             memory,
             roster,
             pending,
@@ -108,7 +121,7 @@ impl LivingPrompt {
 
     fn render_with(&self, inputs: &Inputs) -> String {
         let mut out = self.fixed.identity.trim_end().to_owned();
-        section(&mut out, "Tools", &self.fixed.tools.join(", "));
+        section(&mut out, "Tools", &inputs.tools.join(", "));
         section(&mut out, "Workspace", &self.fixed.workspace);
         section(
             &mut out,

@@ -448,6 +448,10 @@ async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_c
         expected,
         "the fixed SPEC order, then the server's tools"
     );
+    // The living system prompt names the tools it offers: the withdrawn ones leave it too.
+    let system = |n: usize| -> String { lead.wire_messages(n)[0]["content"].to_string() };
+    assert!(system(1).contains("mcp__fix__echo"), "{}", system(1));
+    assert!(!system(2).contains("mcp__fix__echo"), "{}", system(2));
     let second = lead.wire_messages(2);
     let result = second.last().unwrap()["content"].as_str().unwrap();
     assert!(result.starts_with("Error [mcp_server_down]"), "{result}");
