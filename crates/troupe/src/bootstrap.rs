@@ -640,7 +640,9 @@ impl LongLivedKit {
             Some(hooks) => runner.with_hooks(hooks.clone()),
             None => runner,
         };
-        let memory = Memory::new(self.memory.clone(), MemoryQueries::new(model.clone()));
+        let queries =
+            MemoryQueries::new(model.clone()).with_usage(agent.clone(), self.usage.clone());
+        let memory = Memory::new(self.memory.clone(), queries);
         runner.with_memory(Arc::new(memory), self.remember)
     }
 }
@@ -1567,13 +1569,13 @@ pub async fn compact_conversation(
         agent.clone(),
         ContextBudget::for_model(&long_lived.model_name, long_lived.context_window),
         model.clone(),
-        usage,
+        usage.clone(),
         Arc::new(crate::agent::NullObserver),
     );
     if long_lived.remember {
         compactor.set_memory(Some(Arc::new(Memory::new(
             MemoryStore::open(&layout),
-            MemoryQueries::new(model),
+            MemoryQueries::new(model).with_usage(agent.clone(), usage),
         ))));
     }
     let messages = history.len();

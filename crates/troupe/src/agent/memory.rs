@@ -15,6 +15,9 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use troupe_wire::AgentName;
+
+use super::usage::UsageSink;
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelRequest, Purpose};
 use crate::store::memory::{MemoryError, MemoryRecord, MemoryStore, MemoryType};
@@ -70,6 +73,9 @@ pub struct Merge {
 #[derive(Clone)]
 pub struct MemoryQueries {
     model: Arc<dyn ModelClient>,
+    /// Where each answer's token usage is recorded, and for whom (`usage.jsonl` lists the
+    /// `memory_extract` and `memory_select` calls like every other).
+    usage: Option<(AgentName, Arc<dyn UsageSink>)>,
 }
 
 /// A record as the model writes it: exactly these keys.
@@ -98,7 +104,13 @@ struct MergeAnswer {
 
 impl MemoryQueries {
     pub fn new(model: Arc<dyn ModelClient>) -> Self {
-        Self { model }
+        Self { model, usage: None }
+    }
+
+    /// Records the usage of every answer for `agent`.
+    pub fn with_usage(mut self, agent: AgentName, usage: Arc<dyn UsageSink>) -> Self {
+        self.usage = Some((agent, usage));
+        self
     }
 
     /// The records worth keeping from `conversation`; `catalog` is shown so that an update reuses
@@ -236,6 +248,9 @@ impl MemoryQueries {
                 purpose: purpose.as_str(),
                 message: format!("{e} [{}]", e.code()),
             })?;
+        if let Some((agent, usage)) = &self.usage {
+            usage.record(agent, purpose, &response);
+        }
         if !response.message.tool_calls.is_empty() {
             return Err(answer_error(purpose, "the answer calls tools".into()));
         }

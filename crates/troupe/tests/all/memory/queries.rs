@@ -354,3 +354,64 @@ fn the_prompt_section() {
         "{text}"
     );
 }
+
+/// The scripted model, its answers carrying token usage as a server would report it.
+struct Reporting(Arc<ScriptedModel>);
+
+#[async_trait::async_trait]
+impl troupe::model::ModelClient for Reporting {
+    async fn complete(
+        &self,
+        request: &troupe::model::ModelRequest,
+    ) -> Result<troupe::model::ModelResponse, troupe::model::ModelError> {
+        let mut response = self.0.complete(request).await?;
+        response.usage = Some(troupe::model::Usage {
+            prompt_tokens: 120,
+            completion_tokens: 30,
+            total_tokens: 150,
+            ..Default::default()
+        });
+        Ok(response)
+    }
+}
+
+/// A usage sink that keeps what it was told.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<(String, &'static str, u64)>>);
+
+impl troupe::agent::UsageSink for Recorded {
+    fn record(
+        &self,
+        agent: &troupe::wire::AgentName,
+        purpose: Purpose,
+        response: &troupe::model::ModelResponse,
+    ) {
+        let total = response.usage.map_or(0, |u| u.total_tokens);
+        self.0
+            .lock()
+            .unwrap()
+            .push((agent.to_string(), purpose.as_str(), total));
+    }
+    fn run_total(&self) -> u64 {
+        0
+    }
+    fn per_agent(&self) -> Vec<(troupe::wire::AgentName, troupe::model::Usage)> {
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn the_tokens_of_memory_calls_are_recorded_for_their_agent() {
+    let answer = json!([record_json("use-tabs")]).to_string();
+    let scripted = Arc::new(ScriptedModel::new().side_text(Purpose::MemoryExtract, answer));
+    let sink = Arc::new(Recorded::default());
+    let (_dir, store) = store();
+    let queries = MemoryQueries::new(Arc::new(Reporting(scripted)))
+        .with_usage(troupe::wire::AgentName::lead(), sink.clone());
+    let memory = Memory::new(store, queries);
+    memory.remember(&conversation()).await.unwrap();
+    assert_eq!(
+        *sink.0.lock().unwrap(),
+        vec![("lead".to_owned(), "memory_extract", 150)]
+    );
+}
