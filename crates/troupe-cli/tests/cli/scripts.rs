@@ -96,3 +96,41 @@ fn a_script_naming_an_invalid_agent_is_refused_before_anything_runs() {
     assert!(run.stderr.contains("Writer"), "{run:#?}");
     assert!(!ws.join(".troupe").exists());
 }
+
+/// The README's scripted-model example, taken from the README itself, runs to the lead's last
+/// answer (an example that stops working fails here).
+#[test]
+fn the_readmes_script_example_runs_as_written() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let section = &readme[readme.find("### Scripted models").unwrap()..];
+    let start = section.find("```json\n").unwrap() + "```json\n".len();
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let script = ws.join("example.json");
+    std::fs::write(&script, example).unwrap();
+    let out = super::support::troupe_in(
+        &ws,
+        &[
+            "run",
+            "--prompt",
+            "go",
+            "--approval",
+            "auto",
+            "--no-memory",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "The writer reported back; done.\n", "{out:#?}");
+    // The writer's usage entry reached usage.jsonl.
+    let usage = std::fs::read_to_string(ws.join(".troupe/usage.jsonl")).unwrap();
+    assert!(
+        usage.contains("\"agent\":\"writer\"") && usage.contains("\"total_tokens\":15"),
+        "{usage}"
+    );
+}
