@@ -57,7 +57,7 @@ pub fn tool_name_matcher(pattern: Option<&str>) -> ToolMatcher {
 pub fn hook_name(spec: &HookSpec) -> String {
     format!(
         "{} hooks[{}] {}",
-        spec.source.describe(),
+        spec.source.short(),
         spec.index,
         spec.event.as_str()
     )

@@ -52,6 +52,19 @@ impl Source {
             Self::Inferred(why) => format!("inferred: {why}"),
         }
     }
+
+    /// Like [`Source::describe`], but a settings file by its name only (`troupe.toml`,
+    /// `config.toml`): what audit lines and messages that may be shared or committed say, so
+    /// they never carry the person's folder layout.
+    pub fn short(&self) -> String {
+        match self {
+            Self::User(p) | Self::Project(p) => p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            other => other.describe(),
+        }
+    }
 }
 
 /// A value and where it came from.
@@ -107,11 +120,12 @@ pub struct RuleEntry {
 }
 
 impl RuleEntry {
-    /// How the audit names it: `troupe.toml allow[2] "shell(cargo test:*)"`.
+    /// How the audit names it: `troupe.toml allow[2] "shell(cargo test:*)"` (the file by its
+    /// name, never its folder).
     pub fn describe(&self) -> String {
         format!(
             "{} {}[{}] {:?}",
-            self.source.describe(),
+            self.source.short(),
             self.list.as_str(),
             self.index,
             self.text
