@@ -1535,8 +1535,8 @@ impl PlanReview {
 pub enum Compacted {
     /// The conversation was compacted.
     Done(CompactionReport),
-    /// Its older part was too small to compact.
-    Nothing { messages: usize },
+    /// Its older part was too small to compact: its length and size, unchanged.
+    Nothing { messages: usize, bytes: usize },
 }
 
 /// `troupe compact`: compacts `agent`'s conversation now — under the run lock, so never while a
@@ -1561,16 +1561,21 @@ pub async fn compact_conversation(
     let transcript = Arc::new(FileTranscript::new(path));
     let loaded = transcript.load()?;
     let mut history = crate::agent::History::restore(String::new(), loaded, transcript);
-    let usage = Arc::new(RunUsage::new(
-        RandomIds.next_uuid().to_string(),
-        UsageLog::open(&layout, clock),
-    ));
+    let run_id = RandomIds.next_uuid().to_string();
+    // The compaction is recorded in the event stream like a run's (trigger `manual`).
+    let events = Arc::new(EventLog::open(
+        &layout,
+        clock.clone(),
+        run_id.clone(),
+        crate::secrets::process_redactor(),
+    )?);
+    let usage = Arc::new(RunUsage::new(run_id, UsageLog::open(&layout, clock)));
     let mut compactor = Compactor::new(
         agent.clone(),
         ContextBudget::for_model(&long_lived.model_name, long_lived.context_window),
         model.clone(),
         usage.clone(),
-        Arc::new(crate::agent::NullObserver),
+        Arc::new(EventRecorder::new(events)),
     );
     if long_lived.remember {
         compactor.set_memory(Some(Arc::new(Memory::new(
@@ -1579,6 +1584,7 @@ pub async fn compact_conversation(
         ))));
     }
     let messages = history.len();
+    let bytes = crate::agent::context::micro::sent_bytes(history.messages(), &[]);
     let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
     let cancel = tokio_util::sync::CancellationToken::new();
     Ok(
@@ -1587,7 +1593,7 @@ pub async fn compact_conversation(
             .await
         {
             Some(report) => Compacted::Done(report),
-            None => Compacted::Nothing { messages },
+            None => Compacted::Nothing { messages, bytes },
         },
     )
 }

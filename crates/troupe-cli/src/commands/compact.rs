@@ -67,8 +67,13 @@ pub fn compact(
                 ),
             )
         }
-        Compacted::Nothing { messages } => (
-            json!({"agent": agent.as_str(), "compacted": false, "messages_before": messages}),
+        // Every documented field, unchanged values included.
+        Compacted::Nothing { messages, bytes } => (
+            json!({
+                "agent": agent.as_str(), "compacted": false, "kind": null,
+                "messages_before": messages, "messages_after": messages,
+                "bytes_before": bytes, "bytes_after": bytes,
+            }),
             format!("{agent}: nothing older to compact ({messages} messages)\n"),
         ),
     };

@@ -204,7 +204,35 @@ fn compact_summarises_a_conversation_now_and_says_so() {
     assert_eq!(report["kind"], "summary");
     assert!(report["messages_after"].as_u64() < report["messages_before"].as_u64());
     assert!(transcript_text(&ws, "lead.jsonl").contains("\"compaction\""));
-    // Nothing older left to compact the second time.
+    // The event stream records it, trigger `manual`.
+    let events = std::fs::read_to_string(ws.join(".troupe/events.jsonl")).unwrap();
+    let compaction: Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "compaction" && e["trigger"] == "manual")
+        .unwrap_or_else(|| panic!("no manual compaction event: {events}"));
+    assert_eq!(compaction["agent"], "lead");
+    assert_eq!(compaction["messages_after"], report["messages_after"]);
+    // Nothing older left to compact the second time: every documented field, unchanged.
+    let again = compact(&["--json"]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    let unchanged: Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(
+        super::support::keys(&unchanged),
+        [
+            "agent",
+            "bytes_after",
+            "bytes_before",
+            "compacted",
+            "kind",
+            "messages_after",
+            "messages_before"
+        ]
+    );
+    assert_eq!(unchanged["compacted"], false);
+    assert_eq!(unchanged["kind"], Value::Null);
+    assert_eq!(unchanged["messages_before"], unchanged["messages_after"]);
+    assert_eq!(unchanged["bytes_before"], unchanged["bytes_after"]);
     let again = compact(&[]);
     assert_eq!(again.code, 0, "{again:#?}");
     assert!(
