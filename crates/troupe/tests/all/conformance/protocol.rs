@@ -430,3 +430,64 @@ fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
     );
     assert_eq!(mailbox.port().counts(&lead).unwrap().processing, 1);
 }
+
+/// PostgreSQL: a writer whose connection ends mid-delivery (its process killed, its host gone)
+/// leaves its delivery lock behind no more than a dead run leaves `run.lock`: the server drops
+/// it, and the next answerer finishes the delivery, once.
+#[test]
+fn a_writer_whose_connection_died_mid_delivery_has_its_answer_finished_once() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let db = s.db.as_ref().unwrap();
+    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let (store_a, store_c) = (s.protocol(), s.protocol());
+    let first = answer(&request, mid(1), true);
+    let mailbox = Mailbox::default();
+    let (mid_delivery, held) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    // The connection holding the delivery lock of this request (class 4, keyed by
+    // schema/team/request), ended as a killed process's would be.
+    let kill_the_writers_connection = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks
+          WHERE locktype = 'advisory' AND classid = 4 AND objsubid = 2 AND granted
+            AND objid::bigint = (hashtext('{}/team-a/{}')::bigint + 4294967296) % 4294967296",
+        db.schema(),
+        request.id()
+    );
+    std::thread::scope(|scope| {
+        let a_answer = &first;
+        let a = scope.spawn(move || {
+            store_a.answer(a_answer, &|_: &ProtocolMessage| {
+                mid_delivery.send(()).unwrap();
+                released.recv().unwrap();
+                Err("killed mid-delivery (injected)".to_owned())
+            })
+        });
+        held.recv().unwrap();
+        assert_eq!(
+            db.query_text(&kill_the_writers_connection).unwrap(),
+            Some("t".to_owned()),
+            "the writer holds its delivery lock while it delivers"
+        );
+        // The server ends the session asynchronously: wait until its lock is gone.
+        while db
+            .query_text(&kill_the_writers_connection)
+            .unwrap()
+            .is_some()
+        {
+            std::thread::yield_now();
+        }
+        let deliver = |m: &ProtocolMessage| mailbox.deliver("c", m);
+        let refused = store_c.answer(&answer(&request, mid(2), false), &deliver);
+        assert_eq!(code(&refused), "protocol_state_error");
+        assert_eq!(mailbox.delivered(), vec![("c", first.clone())]);
+        assert_eq!(
+            store_c.deliver_recorded_answers(&deliver).unwrap(),
+            Vec::<ProtocolMessage>::new()
+        );
+        release.send(()).unwrap();
+        assert_eq!(code(&a.join().unwrap()), "protocol_delivery_error");
+    });
+    assert_eq!(mailbox.delivered().len(), 1);
+}
