@@ -559,3 +559,191 @@ fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
         );
     }
 }
+
+// ---- A shared team (PostgreSQL) ---------------------------------------------------------------
+
+use troupe::store::postgres::testing::TestDb;
+use troupe::store::postgres::{PgMailboxStore, PgProtocolStore, PgRoster, PgStore, DEFAULT_LEASE};
+
+const TEAM: &str = "race";
+
+/// A shared team whose `writer` is idle, and its protocol store.
+fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
+    let pg = db.store(TEAM);
+    let roster = PgRoster::new(pg.clone(), "test", DEFAULT_LEASE);
+    let writer = TeammateRecord {
+        name: AgentName::parse("writer").unwrap(),
+        role: "writer".into(),
+        status: TeammateStatus::Idle,
+        detail: None,
+        updated_at_utc: troupe::clock::Clock::now(&SystemClock),
+        plan_required: false,
+        earlier_plan: None,
+        definition: None,
+    };
+    assert!(roster.add(&writer).unwrap());
+    let protocol = PgProtocolStore::new(pg.clone(), Arc::new(SystemClock), Arc::new(RandomIds));
+    (pg, protocol)
+}
+
+fn plan_of_writer(protocol: &PgProtocolStore) -> RequestId {
+    protocol
+        .create(NewRequest {
+            kind: RequestKind::PlanApproval,
+            sender: AgentName::parse("writer").unwrap(),
+            target: AgentName::lead(),
+            content: Content::parse("Write NOTES.md.").unwrap(),
+            ttl: Duration::from_secs(3600),
+        })
+        .unwrap()
+        .id()
+}
+
+/// The plan responses to `plan` in the shared writer's mailbox, any state.
+fn shared_answers_to_writer(pg: &PgStore, plan: RequestId) -> Vec<troupe::wire::ProtocolMessage> {
+    let writer = AgentName::parse("writer").unwrap();
+    let mailbox = PgMailboxStore::new(pg.clone(), Arc::new(SystemClock), "test", DEFAULT_LEASE);
+    MailboxState::ALL
+        .into_iter()
+        .flat_map(|state| mailbox.list(&writer, state).unwrap())
+        .filter_map(|entry| match entry {
+            MailboxEntry::Message(MailboxMessage::Protocol(p)) if p.request_id() == plan => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+fn shared_review(ws: &Path, url: &str, plan: RequestId, decision: &str) -> std::process::Command {
+    let mut c = command(ws);
+    c.args(["review", &plan.to_string(), decision])
+        .args([
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--store",
+            url,
+            "--team",
+            TEAM,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Racing `troupe review`s of a shared team: the winner's answer is committed before it is
+/// delivered, so the losers find it recorded while the winner may still be delivering it. A
+/// loser leaves that delivery to the winner and prints its refusal, one line — no warning that
+/// it "delivered a recorded answer whose delivery had been interrupted". The reviewers queue on
+/// the team's protocol lock, which this test holds until all of them wait, then lets go: the
+/// first loser reads the record right after the winner's commit, while the winner delivers.
+#[test]
+fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
+    const REVIEWERS: usize = 4;
+    const ROUNDS: usize = 8;
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let (pg, protocol) = shared_team_with_writer(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    // The team's protocol lock (class 1 on schema/team), as `PgProtocolStore` takes it.
+    let key = format!("hashtext('{}/{TEAM}')", db.schema());
+    let waiting = format!(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1 \
+         AND objsubid = 2 AND NOT granted \
+         AND objid::bigint = ({key}::bigint + 4294967296) % 4294967296"
+    );
+    for round in 0..ROUNDS {
+        let plan = plan_of_writer(&protocol);
+        let gate = db
+            .hold(&format!("SELECT pg_advisory_xact_lock(1, {key})"))
+            .unwrap();
+        let children: Vec<_> = (0..REVIEWERS)
+            .map(|i| {
+                let decision = if i % 2 == 0 { "--approve" } else { "--reject" };
+                shared_review(&ws, &url, plan, decision).spawn().unwrap()
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + WAIT;
+        while db.query_text(&waiting).unwrap().as_deref() != Some(&REVIEWERS.to_string()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: the reviewers never all queued on the lock"
+            );
+            std::thread::yield_now();
+        }
+        drop(gate);
+        let results: Vec<_> = children
+            .into_iter()
+            .map(|c| ran(c.wait_with_output().unwrap()))
+            .collect();
+        let winners: Vec<_> = results.iter().filter(|r| r.code == 0).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:#?}");
+        for loser in results.iter().filter(|r| r.code != 0) {
+            assert_fails(loser, 1, "was already answered");
+        }
+        let answers = shared_answers_to_writer(&pg, plan);
+        assert_eq!(answers.len(), 1, "round {round}: one answer exists");
+        assert!(
+            winners[0].stdout.contains(&answers[0].id().to_string()),
+            "{winners:#?}"
+        );
+    }
+}
+
+/// A shared team's reviewer recorded its answer and died before delivering it (its delivery
+/// lock went with its connection): the next `troupe review` delivers it, once, and says so.
+#[test]
+fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let (pg, protocol) = shared_team_with_writer(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let plan = plan_of_writer(&protocol);
+    let recorded = troupe::wire::ProtocolMessage::response(
+        troupe::wire::message::Envelope {
+            id: troupe::wire::MessageId::parse("0195a1b2-0000-4000-9000-00000000a002").unwrap(),
+            sender: AgentName::lead(),
+            recipient: AgentName::parse("writer").unwrap(),
+            content: Content::parse("Go.").unwrap(),
+            created_at_utc: troupe::clock::Clock::now(&SystemClock),
+        },
+        ProtocolMessageKind::PlanApprovalResponse,
+        plan,
+        true,
+    )
+    .unwrap();
+    let died = protocol.answer(&recorded, &|_| Err("killed (injected)".to_owned()));
+    assert_eq!(
+        troupe::error::ErrorCode::code(&died.unwrap_err()),
+        "protocol_delivery_error"
+    );
+    for round in 0..2 {
+        let refused = ran(shared_review(&ws, &url, plan, "--reject").output().unwrap());
+        let (warnings, rest): (Vec<&str>, Vec<&str>) =
+            refused.stderr.lines().partition(|l| l.contains(" WARN "));
+        assert_eq!(warnings.len(), usize::from(round == 0), "{refused:#?}");
+        assert!(
+            warnings
+                .iter()
+                .all(|l| l.contains("delivered a recorded answer")),
+            "{refused:#?}"
+        );
+        let refused = Ran {
+            stderr: rest.iter().map(|l| format!("{l}\n")).collect(),
+            ..refused
+        };
+        assert_fails(
+            &refused,
+            1,
+            &format!(
+                "was already answered (approved) by lead in message {}",
+                recorded.id()
+            ),
+        );
+        assert_eq!(
+            shared_answers_to_writer(&pg, plan),
+            vec![recorded.clone()],
+            "delivered once"
+        );
+    }
+}

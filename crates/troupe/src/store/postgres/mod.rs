@@ -27,10 +27,13 @@
 //!   is followed by a rescan, so no wake is lost.
 //! - `mailbox.rs`: [`PgMailboxStore`] — leased claims with fencing tokens.
 //! - `protocol.rs`: [`PgProtocolStore`] — the protocol store, each operation one transaction.
+//! - `delivery_lock.rs`: the lock an answer's writer holds until its delivery returned, so that
+//!   only an answer whose writer is gone is delivered by someone else.
 //! - `roster.rs`: teammates and their worker leases; workers and their heartbeats.
 //! - `transcript.rs`: agents' conversations.
 
 pub mod audit;
+mod delivery_lock;
 pub mod document;
 pub mod events;
 pub mod jobs;
@@ -424,8 +427,9 @@ fn unreachable_runtime() -> ! {
 }
 
 // Advisory locks are taken on `hashtext(current_schema() || '/' || team)` with a class (1: the
-// protocol store's transactions, 2: the lead's lock, 3: a transcript's set-aside), so teams —
-// and troupe installations in different schemas of one database — never share a lock.
+// protocol store's transactions, 2: the lead's lock, 3: a transcript's set-aside, 4: an answer's
+// delivery, with the request id in the key too), so teams — and troupe installations in
+// different schemas of one database — never share a lock.
 
 /// `troupe_` and 16 hex digits of the key's SHA-256.
 pub fn channel_of(team: &str) -> String {

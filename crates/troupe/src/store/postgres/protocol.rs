@@ -7,11 +7,17 @@
 //! processes answering or consuming at once are serialised, and exactly one wins.
 //!
 //! **Answers are single.** `answer` records the response in `troupe_answers` and commits, then
-//! delivers it; a later attempt finds the record, refuses, and first finishes a delivery a
-//! crash interrupted (mailbox sends are idempotent by message id, so finishing twice delivers
-//! once). Unlike the file store, the delivery runs after the commit, outside the lock: a
-//! delivery is a query of its own, and a lock held across it would hold a pooled connection
-//! idle in a transaction for as long as the mailbox takes.
+//! delivers it. Unlike the file store, the delivery runs after the commit, outside the protocol
+//! lock: a delivery is a query of its own, and a lock held across it would hold a pooled
+//! connection idle in a transaction for as long as the mailbox takes. So a later attempt can
+//! find a record whose message is not in the mailbox *yet*. It refuses; whether it also
+//! delivers that message is decided by the answer's **delivery lock** (`delivery_lock`), which
+//! the writer takes before committing its record and holds until its delivery returned, on a
+//! connection of its own: a finisher — a refused answerer, a run's start — delivers a recorded
+//! answer only if it can take that lock, that is only if the writer finished or is gone (the
+//! server drops a session's locks when its connection ends). A writer still delivering is left
+//! alone: the refused answerer prints its refusal and nothing else. Mailbox sends are
+//! idempotent by message id, so a finisher that comes after a finished writer delivers nothing.
 //!
 //! Requests are kept whole (their JSON in `body`) with the columns the queries need; there is
 //! no archive: an index on creation order keeps `list`, `pending` and `latest_plan_of` cheap.
@@ -22,6 +28,7 @@ use troupe_wire::{
     AgentName, MailboxMessage, ProtocolMessage, ProtocolRequest, RequestId, RequestKind, WireError,
 };
 
+use super::delivery_lock::DeliveryLock;
 use super::{db_error, locked, Lock, PgStore};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
@@ -78,9 +85,10 @@ type Fetched = Option<(String, Option<String>)>;
 
 /// What a locked transaction hands back to the caller's thread.
 enum AnswerStep {
-    /// Committed: deliver this message.
-    Deliver(ProtocolMessage),
-    /// Refused; deliver the recorded answer first (best effort), then report.
+    /// Committed: deliver this message, holding its delivery lock when this attempt recorded it.
+    Deliver(ProtocolMessage, Option<DeliveryLock>),
+    /// Refused; finish the recorded answer's delivery if its writer is gone (best effort), then
+    /// report.
     Refuse(ProtocolError, Option<ProtocolMessage>),
 }
 
@@ -142,16 +150,38 @@ impl PgProtocolStore {
         })
     }
 
-    fn finish_recorded(deliver: Deliver<'_>, recorded: &ProtocolMessage) {
-        match deliver(recorded) {
-            Ok(Delivery::AlreadyThere) => {}
-            Ok(Delivery::Sent) => tracing::warn!(
+    /// Delivers `recorded` if its writer finished or is gone (its delivery lock is free), and
+    /// says whether it was written now; `None` when the writer holds the lock, still delivering.
+    fn finish(
+        &self,
+        deliver: Deliver<'_>,
+        recorded: &ProtocolMessage,
+    ) -> Result<Option<Delivery>, ProtocolError> {
+        let store = self.store.clone();
+        let id = recorded.request_id();
+        let Some(lock) = self
+            .store
+            .block(async move { DeliveryLock::try_take(&store, id).await })?
+        else {
+            return Ok(None);
+        };
+        let delivered = Self::deliver(deliver, recorded);
+        lock.release();
+        delivered.map(Some)
+    }
+
+    /// Before refusing a second answer: finishes the recorded one's delivery if its writer is
+    /// gone (a process that died between record and delivery), and says so.
+    fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
+        match self.finish(deliver, recorded) {
+            Ok(None | Some(Delivery::AlreadyThere)) => {}
+            Ok(Some(Delivery::Sent)) => tracing::warn!(
                 request = %recorded.request_id(),
                 "delivered a recorded answer whose delivery had been interrupted"
             ),
             Err(cause) => tracing::warn!(
                 request = %recorded.request_id(),
-                cause,
+                cause = %cause,
                 "a recorded answer is still undelivered"
             ),
         }
@@ -332,6 +362,8 @@ impl PgProtocolStore {
             };
             match rules::check_answer(&request, &response, recorded.as_ref(), clock.now()) {
                 Ok(AnswerCheck::New) => {
+                    // Held from before the record is visible until the delivery returned.
+                    let lock = DeliveryLock::take(&store, id).await?;
                     let body = String::from_utf8_lossy(
                         &MailboxMessage::Protocol(response.clone()).to_json_bytes(),
                     )
@@ -345,9 +377,10 @@ impl PgProtocolStore {
                     tx.commit()
                         .await
                         .map_err(|e| db_error("commit an answer", e))?;
-                    Ok(AnswerStep::Deliver(response))
+                    Ok(AnswerStep::Deliver(response, Some(lock)))
                 }
-                Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver(response)),
+                // The recorded message itself again: its own sender retrying, idempotent.
+                Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver(response, None)),
                 Err(refused) => {
                     let finish = match &refused {
                         ProtocolError::Answered { .. } => recorded,
@@ -358,10 +391,16 @@ impl PgProtocolStore {
             }
         })?;
         match step {
-            AnswerStep::Deliver(message) => Self::deliver(deliver, &message),
+            AnswerStep::Deliver(message, lock) => {
+                let delivered = Self::deliver(deliver, &message);
+                if let Some(lock) = lock {
+                    lock.release();
+                }
+                delivered
+            }
             AnswerStep::Refuse(refused, recorded) => {
                 if let Some(recorded) = recorded {
-                    Self::finish_recorded(deliver, &recorded);
+                    self.finish_recorded(deliver, &recorded);
                 }
                 Err(refused)
             }
@@ -394,7 +433,8 @@ impl PgProtocolStore {
         for (request, answer) in rows {
             let request = decode(&request)?;
             let answer = decode_answer(&request, &answer)?;
-            if Self::deliver(deliver, &answer)? == Delivery::Sent {
+            // A writer still delivering its answer is left to finish it.
+            if self.finish(deliver, &answer)? == Some(Delivery::Sent) {
                 delivered.push(answer);
             }
         }

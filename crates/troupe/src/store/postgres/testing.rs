@@ -96,6 +96,70 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Begins a transaction in this schema, runs `sql` in it (a test takes a lock that way: a
+    /// starting gate), and keeps it open, on a thread of its own, until the returned value is
+    /// dropped.
+    pub fn hold(&self, sql: &str) -> Result<HeldTransaction, BackendError> {
+        let url = self.url.clone();
+        let sql = format!("SET search_path = {}; BEGIN; {sql}", self.schema);
+        let (ready, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready.send(Err(BackendError::new("storage_error", e.to_string())));
+                    return;
+                }
+            };
+            let client = runtime.block_on(async {
+                let client = connect(&url).await?;
+                client
+                    .batch_execute(&sql)
+                    .await
+                    .map_err(|e| BackendError::new("store_error", e.to_string()))?;
+                Ok(client)
+            });
+            let client = match client {
+                Ok(client) => client,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let _ = released.recv();
+            let _ = runtime.block_on(client.batch_execute("COMMIT"));
+        });
+        started.recv().unwrap_or_else(|_| {
+            Err(BackendError::new("storage_error", "the SQL thread stopped"))
+        })?;
+        Ok(HeldTransaction {
+            release: Some(release),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// An open transaction of [`TestDb::hold`]; committed (its locks released) when dropped.
+pub struct HeldTransaction {
+    release: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for HeldTransaction {
+    fn drop(&mut self) {
+        drop(self.release.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let _ = run_sql(

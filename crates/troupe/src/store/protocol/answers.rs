@@ -17,7 +17,14 @@
 //! delivers the message, both under its locks. So a record without its message exists only if a
 //! process died (or a mailbox write failed) in between, and the record holds everything needed
 //! to finish: the next answer attempt delivers the recorded message before it refuses, and a run
-//! delivers the recorded answers of pending requests at start. Mailbox `send` refuses a second
+//! delivers the recorded answers of pending requests at start.
+//!
+//! **Only a gone writer's answer is finished by someone else.** The writer holds `.protocol.lock`
+//! from before its record exists until its delivery returned, and the kernel releases the lock
+//! if the writer dies; a finisher works under the same lock. So whoever finds a record without
+//! its message has the lock, and its writer therefore finished (a mailbox write that failed,
+//! reported as `Undelivered`) or is dead — never one still delivering. (The PostgreSQL store
+//! delivers after its commit, and keeps the same rule with a per-request delivery lock.) Mailbox `send` refuses a second
 //! file with the same message id in any folder, so finishing twice delivers once. A message
 //! without its record cannot exist. A record is never changed, and removed only by the very
 //! write that failed to create it (before any delivery).

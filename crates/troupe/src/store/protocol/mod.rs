@@ -54,7 +54,11 @@
 //! across processes without scanning mailboxes; the `answers` module says why, and how a crash
 //! between the record and the delivery is finished: by the next answer attempt (which delivers
 //! the recorded message before refusing) or at the next run's start
-//! ([`ProtocolStore::deliver_recorded_answers`]).
+//! ([`ProtocolStore::deliver_recorded_answers`]). Only a writer that is gone has its answer
+//! finished by someone else: here the writer holds `.protocol.lock` until its delivery returned
+//! (the kernel releases it if the writer dies), so a finisher, which needs that lock, never
+//! races a writer still delivering. The PostgreSQL store keeps the same rule with a
+//! per-request delivery lock (`store/postgres/delivery_lock.rs`).
 //!
 //! # Layout
 //!
@@ -222,8 +226,9 @@ pub trait ProtocolStore: Send + Sync {
     /// resolved, and — like `consume_response` — a response that does not pair with the
     /// request, or comes too late; else records it in `answers/` and calls `deliver` before
     /// the locks are released. A refusal writes nothing of its own; it only finishes the
-    /// delivery of the recorded answer if a crash interrupted it. Sending the recorded message
-    /// itself again is allowed (`deliver` is called; nothing else changes).
+    /// delivery of the recorded answer if its writer is gone (crashed or failed between record
+    /// and delivery) — never while the writer is still delivering it. Sending the recorded
+    /// message itself again is allowed (`deliver` is called; nothing else changes).
     fn answer(
         &self,
         response: &ProtocolMessage,
@@ -231,8 +236,8 @@ pub trait ProtocolStore: Send + Sync {
     ) -> Result<Delivery, ProtocolError>;
 
     /// Calls `deliver` (under the locks) for the recorded answer of every request that is still
-    /// pending, in creation order, and returns the answers it wrote now: those a crash between
-    /// record and delivery had left undelivered. A run calls it at start. Stops at the first
+    /// pending and whose writer is gone, in creation order, and returns the answers it wrote
+    /// now: those a crash between record and delivery had left undelivered. A run calls it at start. Stops at the first
     /// delivery that fails (`Undelivered`).
     fn deliver_recorded_answers(
         &self,

@@ -23,6 +23,7 @@ both!(
     an_answer_is_single_and_an_interrupted_delivery_is_finished_once,
     threads_racing_to_consume_resolve_a_request_once,
     threads_racing_to_answer_send_one_answer,
+    an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone,
     a_response_is_consumed_and_its_message_acked_together,
     a_refused_response_is_neither_consumed_nor_acked,
 );
@@ -261,6 +262,102 @@ fn threads_racing_to_answer_send_one_answer(backend: Backend) {
     assert_eq!(delivered.lock().unwrap().len(), 1);
 }
 
+/// A mailbox for these tests: delivers each message id once, and says who delivered what.
+#[derive(Default)]
+struct Mailbox(Mutex<Vec<(&'static str, ProtocolMessage)>>);
+
+impl Mailbox {
+    fn deliver(&self, by: &'static str, m: &ProtocolMessage) -> Result<Delivery, String> {
+        let mut d = self.0.lock().unwrap();
+        if d.iter().any(|(_, x)| x.id() == m.id()) {
+            return Ok(Delivery::AlreadyThere);
+        }
+        d.push((by, m.clone()));
+        Ok(Delivery::Sent)
+    }
+
+    fn delivered(&self) -> Vec<(&'static str, ProtocolMessage)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// How many processes or threads wait for the file store's protocol lock (`/proc/locks`).
+fn waiting_for_protocol_lock(s: &Stores) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(s.layout.protocol_lock()).unwrap().ino();
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("-> FLOCK") && l.contains(&format!(":{inode} ")))
+        .count()
+}
+
+/// Answerer A recorded its answer and is delivering it (held there) when B answers: B is
+/// refused and delivers nothing — the answer is A's to deliver, and A is alive. On PostgreSQL B
+/// returns while A is still held; on files B waits for the protocol lock A holds across its
+/// delivery. Then A dies before its message is written: the next answerer finishes the
+/// delivery, once, and a run's start finds nothing left.
+fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let (store_a, store_b, store_c) = (s.protocol(), s.protocol(), s.protocol());
+    let first = answer(&request, mid(1), true);
+    let mailbox = Mailbox::default();
+    let (mid_delivery, held) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let a_answer = &first;
+        let a = scope.spawn(move || {
+            store_a.answer(a_answer, &|_: &ProtocolMessage| {
+                mid_delivery.send(()).unwrap();
+                released.recv().unwrap();
+                // A dies here, before its message is written.
+                Err("killed mid-delivery (injected)".to_owned())
+            })
+        });
+        held.recv().unwrap();
+        let b = scope.spawn(|| {
+            let deliver = |m: &ProtocolMessage| mailbox.deliver("b", m);
+            let refused = store_b.answer(&answer(&request, mid(2), false), &deliver);
+            (refused, store_b.deliver_recorded_answers(&deliver))
+        });
+        let (refused, started) = if backend == Backend::Postgres {
+            let b = b.join().unwrap();
+            release.send(()).unwrap();
+            b
+        } else {
+            while waiting_for_protocol_lock(&s) == 0 {
+                std::thread::yield_now();
+            }
+            release.send(()).unwrap();
+            b.join().unwrap()
+        };
+        assert_eq!(code(&refused), "protocol_state_error", "{refused:?}");
+        if backend == Backend::Postgres {
+            assert_eq!(started.unwrap(), Vec::<ProtocolMessage>::new());
+        }
+        assert_eq!(code(&a.join().unwrap()), "protocol_delivery_error");
+    });
+    // A is gone: the next answerer delivers A's answer, once — C on PostgreSQL (B had left it
+    // to A); on files B itself, whose turn came only after A had died.
+    let deliver = |m: &ProtocolMessage| mailbox.deliver("c", m);
+    let refused = store_c.answer(&answer(&request, mid(3), true), &deliver);
+    assert_eq!(code(&refused), "protocol_state_error");
+    let finisher = if backend == Backend::Postgres {
+        "c"
+    } else {
+        "b"
+    };
+    assert_eq!(mailbox.delivered(), vec![(finisher, first.clone())]);
+    assert_eq!(
+        store_c.deliver_recorded_answers(&deliver).unwrap(),
+        Vec::<ProtocolMessage>::new()
+    );
+    assert_eq!(mailbox.delivered().len(), 1);
+}
+
 /// The lead claims a shutdown response: the consume and the ack finish it together, and a
 /// retry (a redelivery after a lost answer) is a replay that acks nothing twice.
 fn a_response_is_consumed_and_its_message_acked_together(backend: Backend) {
@@ -332,4 +429,65 @@ fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
         RequestStatus::Pending
     );
     assert_eq!(mailbox.port().counts(&lead).unwrap().processing, 1);
+}
+
+/// PostgreSQL: a writer whose connection ends mid-delivery (its process killed, its host gone)
+/// leaves its delivery lock behind no more than a dead run leaves `run.lock`: the server drops
+/// it, and the next answerer finishes the delivery, once.
+#[test]
+fn a_writer_whose_connection_died_mid_delivery_has_its_answer_finished_once() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let db = s.db.as_ref().unwrap();
+    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let (store_a, store_c) = (s.protocol(), s.protocol());
+    let first = answer(&request, mid(1), true);
+    let mailbox = Mailbox::default();
+    let (mid_delivery, held) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    // The connection holding the delivery lock of this request (class 4, keyed by
+    // schema/team/request), ended as a killed process's would be.
+    let kill_the_writers_connection = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks
+          WHERE locktype = 'advisory' AND classid = 4 AND objsubid = 2 AND granted
+            AND objid::bigint = (hashtext('{}/team-a/{}')::bigint + 4294967296) % 4294967296",
+        db.schema(),
+        request.id()
+    );
+    std::thread::scope(|scope| {
+        let a_answer = &first;
+        let a = scope.spawn(move || {
+            store_a.answer(a_answer, &|_: &ProtocolMessage| {
+                mid_delivery.send(()).unwrap();
+                released.recv().unwrap();
+                Err("killed mid-delivery (injected)".to_owned())
+            })
+        });
+        held.recv().unwrap();
+        assert_eq!(
+            db.query_text(&kill_the_writers_connection).unwrap(),
+            Some("t".to_owned()),
+            "the writer holds its delivery lock while it delivers"
+        );
+        // The server ends the session asynchronously: wait until its lock is gone.
+        while db
+            .query_text(&kill_the_writers_connection)
+            .unwrap()
+            .is_some()
+        {
+            std::thread::yield_now();
+        }
+        let deliver = |m: &ProtocolMessage| mailbox.deliver("c", m);
+        let refused = store_c.answer(&answer(&request, mid(2), false), &deliver);
+        assert_eq!(code(&refused), "protocol_state_error");
+        assert_eq!(mailbox.delivered(), vec![("c", first.clone())]);
+        assert_eq!(
+            store_c.deliver_recorded_answers(&deliver).unwrap(),
+            Vec::<ProtocolMessage>::new()
+        );
+        release.send(()).unwrap();
+        assert_eq!(code(&a.join().unwrap()), "protocol_delivery_error");
+    });
+    assert_eq!(mailbox.delivered().len(), 1);
 }
