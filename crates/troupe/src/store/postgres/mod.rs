@@ -426,10 +426,16 @@ fn unreachable_runtime() -> ! {
     panic!("the database runtime is only taken when the store is dropped")
 }
 
-// Advisory locks are taken on `hashtext(current_schema() || '/' || team)` with a class (1: the
-// protocol store's transactions, 2: the lead's lock, 3: a transcript's set-aside, 4: an answer's
-// delivery, with the request id in the key too), so teams — and troupe installations in
-// different schemas of one database — never share a lock.
+// Advisory locks are taken on `hashtext(current_schema() || '/' || team)` with a class of their
+// own (the `Lock` classes 1–3: the protocol store's, the task board's and the documents'
+// transactions; 3 also, with the agent in the key, a transcript's set-aside; 4: an answer's
+// delivery, with the request id in the key too; 5: the lead's lock, held for a whole run), so
+// teams — and troupe installations in different schemas of one database — never share a lock,
+// and no two kinds of lock of one team share a key.
+
+/// The class of the lead's session lock: apart from every transaction lock's, so that a
+/// running lead never blocks the team's task board (class 2).
+pub(crate) const LEAD_LOCK_CLASS: i32 = 5;
 
 /// `troupe_` and 16 hex digits of the key's SHA-256.
 pub fn channel_of(team: &str) -> String {

@@ -529,8 +529,8 @@ pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
         })?;
         let got: bool = client
             .query_one(
-                "SELECT pg_try_advisory_lock(2, hashtext(current_schema() || '/' || $1))",
-                &[&team],
+                "SELECT pg_try_advisory_lock($2, hashtext(current_schema() || '/' || $1))",
+                &[&team, &super::LEAD_LOCK_CLASS],
             )
             .await
             .map_err(|e| db_error("take the lead lock", e))?

@@ -172,3 +172,30 @@ fn a_corrupt_row_is_reported_never_skipped() {
     );
     assert_eq!(board.get(&task.id).unwrap().status, TaskStatus::Pending);
 }
+
+/// The lead's lock, held for a whole run, is not the task board's: a board change of the same
+/// team goes through while a lead holds it (they once shared a key, and every change waited
+/// for the run to end).
+#[test]
+fn a_running_lead_does_not_block_the_task_board() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let pg = s.pg.as_ref().unwrap();
+    let _lead = troupe::store::postgres::lead_lock(pg)
+        .unwrap()
+        .expect("the lead lock is free");
+    let board = s.board();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(
+            board
+                .create(new_task("while a lead runs", vec![]))
+                .map(|t| t.id),
+        );
+    });
+    let created = finished
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("a board change waited for the lead's lock");
+    assert!(created.is_ok(), "{created:?}");
+}
