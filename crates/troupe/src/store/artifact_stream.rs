@@ -12,6 +12,11 @@
 //! ([`Redactor::cut_end`], with [`Redactor::margin`] bytes of look-ahead), so a secret split
 //! across two reads is still seen whole. The bytes are otherwise kept as printed (not
 //! converted to UTF-8).
+//!
+//! Each chunk is written when it is pushed, on the reading task: one pipe read's worth into the
+//! page cache, no fsync. The one `sync_all` is in [`ArtifactStream::finish`], which a caller on
+//! an async runtime runs as blocking work; until then the file has a temp name nobody reads
+//! ([`super::durable::StagedFile`]), so writing it unsynced loses nothing a crash could expose.
 
 use super::artifacts::{ArtifactDraft, ArtifactRef, ArtifactStore};
 use crate::secrets::Redactor;
