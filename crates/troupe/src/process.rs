@@ -331,6 +331,15 @@ pub fn describe_duration(d: Duration) -> String {
     }
 }
 
+/// The start and the end of a cut output, as [`CappedOutput::excerpt`] shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excerpt {
+    pub head: String,
+    pub tail: String,
+    /// Output bytes between the two (the secrets a cut moved around included).
+    pub omitted: usize,
+}
+
 /// Keeps at most the first `head_cap` and the last `tail_cap` bytes of a stream, and counts the
 /// rest.
 ///
@@ -416,7 +425,7 @@ impl CappedOutput {
             all.extend_from_slice(&tail);
             self.shown(&all)
         } else {
-            let (head, tail) = self.kept_parts(&tail);
+            let (head, tail) = self.kept_parts(&tail, self.head_cap, self.tail_cap);
             let omitted = self.total - head.len() - tail.len();
             let mut text = self.shown(&head);
             if !text.is_empty() && !text.ends_with('\n') {
@@ -438,21 +447,44 @@ impl CappedOutput {
         text
     }
 
-    /// The head and the tail to show when the middle is left out, cut at their caps or just
-    /// short of them, so that no secret is cut.
-    fn kept_parts(&self, tail: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    /// Bytes pushed so far.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether more was pushed than is kept: [`render`](Self::render) would leave bytes out.
+    pub fn is_cut(&self) -> bool {
+        self.total > self.head_cap + self.tail_cap
+    }
+
+    /// At most the first `head` and the last `tail` bytes of a cut output (each no more than
+    /// its cap), as text without secrets: cut short rather than through a secret.
+    pub fn excerpt(&self, head: usize, tail: usize) -> Excerpt {
+        let kept_tail: Vec<u8> = self.tail.iter().copied().collect();
+        let (head, tail) =
+            self.kept_parts(&kept_tail, head.min(self.head_cap), tail.min(self.tail_cap));
+        Excerpt {
+            omitted: self.total.saturating_sub(head.len() + tail.len()),
+            head: self.shown(&head),
+            tail: self.shown(&tail),
+        }
+    }
+
+    /// The head (up to `head_cap`) and the tail (up to `tail_cap`) to show when the middle is
+    /// left out, cut at those caps or just short of them, so that no secret is cut.
+    fn kept_parts(&self, tail: &[u8], head_cap: usize, tail_cap: usize) -> (Vec<u8>, Vec<u8>) {
         if self.head.len() + tail.len() == self.total {
             // The kept bytes are the whole output (the margins met): cut it in one piece.
             let mut all = self.head.clone();
             all.extend_from_slice(tail);
-            let head_end = self.redactor.cut_end(&all, self.head_cap);
-            let tail_start = self.redactor.cut_start(&all, self.total - self.tail_cap);
+            let head_end = self.redactor.cut_end(&all, head_cap);
+            let tail_start = self.redactor.cut_start(&all, self.total - tail_cap);
             return (all[..head_end].to_vec(), all[tail_start..].to_vec());
         }
-        let head_end = self.redactor.cut_end(&self.head, self.head_cap);
+        let head_end = self.redactor.cut_end(&self.head, head_cap);
         let tail_start = self
             .redactor
-            .cut_start(tail, tail.len().saturating_sub(self.tail_cap));
+            .cut_start(tail, tail.len().saturating_sub(tail_cap));
         (self.head[..head_end].to_vec(), tail[tail_start..].to_vec())
     }
 

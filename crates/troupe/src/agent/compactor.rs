@@ -35,6 +35,7 @@ use super::observer::{CompactionReport, RunObserver, Trigger};
 use super::transcript::{Boundary, BoundaryKind, Origin};
 use super::usage::UsageSink;
 use crate::model::{ChatMessage, ModelClient, ModelRequest, ToolSpec};
+use crate::store::artifacts::ArtifactStore;
 
 /// How many exchanges a reactive compaction keeps (the server refused the request as too long).
 pub const REACTIVE_KEEP_EXCHANGES: usize = 5;
@@ -222,6 +223,11 @@ impl Results {
         if let Some(budget) = &mut self.0 {
             budget.start_batch();
         }
+    }
+
+    /// Where results too large for the history are kept (`None`: nowhere).
+    pub fn artifacts(&self) -> Option<ArtifactStore> {
+        self.0.as_ref().map(|budget| budget.store().clone())
     }
 
     pub fn admit(&mut self, content: String) -> String {

@@ -360,7 +360,8 @@ impl Runner {
             let calls = message.tool_calls.clone();
             self.history.push(ChatMessage::Assistant(message));
             let ctx = ToolContext::new(self.agent.clone(), self.workspace.clone())
-                .with_cancel(cancel.child_token());
+                .with_cancel(cancel.child_token())
+                .with_artifacts(self.results.artifacts());
             self.results.start_batch();
             for call in &calls {
                 if cancel.is_cancelled() {

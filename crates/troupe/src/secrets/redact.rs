@@ -72,6 +72,19 @@ impl Redactor {
         text
     }
 
+    /// `bytes` with every occurrence of every secret replaced by [`REDACTED`], as
+    /// [`redact`](Self::redact) does for text (for output kept as it was printed, which need
+    /// not be UTF-8); borrowed when there was none.
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut bytes = Cow::Borrowed(bytes);
+        for secret in self.secrets.iter() {
+            if let Some(replaced) = replace_all(&bytes, secret.as_bytes()) {
+                bytes = Cow::Owned(replaced);
+            }
+        }
+        bytes
+    }
+
     /// Replaces every secret in `text`, in place.
     pub fn redact_in_place(&self, text: &mut String) {
         if let Cow::Owned(redacted) = self.redact(text) {
@@ -142,6 +155,39 @@ impl Redactor {
     }
 }
 
+/// `haystack` with every occurrence of `needle` (left to right, not overlapping) replaced by
+/// [`REDACTED`], or `None` when there is none.
+fn replace_all(haystack: &[u8], needle: &[u8]) -> Option<Vec<u8>> {
+    let mut found = find(haystack, needle, 0)?;
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut from = 0;
+    loop {
+        out.extend_from_slice(&haystack[from..found]);
+        out.extend_from_slice(REDACTED.as_bytes());
+        from = found + needle.len();
+        match find(haystack, needle, from) {
+            Some(next) => found = next,
+            None => break,
+        }
+    }
+    out.extend_from_slice(&haystack[from..]);
+    Some(out)
+}
+
+/// The first occurrence of a non-empty `needle` in `haystack` at or after `from`.
+fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut at = from;
+    while at + needle.len() <= haystack.len() {
+        let candidate = at + haystack[at..].iter().position(|byte| *byte == first)?;
+        if haystack.get(candidate..candidate + needle.len()) == Some(needle) {
+            return Some(candidate);
+        }
+        at = candidate + 1;
+    }
+    None
+}
+
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the secrets themselves.
@@ -165,6 +211,33 @@ mod tests {
         assert!(matches!(redactor.redact("ollama"), Cow::Borrowed("ollama")));
         assert!(Redactor::new(["ollama"]).is_empty());
         assert_eq!(format!("{redactor:?}"), "Redactor(1 secret(s))");
+    }
+
+    #[test]
+    fn bytes_are_redacted_like_text() {
+        let inner = &KEY[3..14];
+        let redactor = Redactor::new([inner, KEY]);
+        for text in [
+            format!("a {KEY} b {KEY}"),
+            format!("{KEY}{KEY}{inner}"),
+            format!("{inner} {KEY}x"),
+            "nothing".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(
+                redactor.redact_bytes(text.as_bytes()).as_ref(),
+                redactor.redact(&text).as_bytes(),
+                "{text}"
+            );
+        }
+        // Not UTF-8 around the key: still found.
+        let mut bytes = vec![0xff, 0xfe];
+        bytes.extend_from_slice(KEY.as_bytes());
+        bytes.push(0x80);
+        assert_eq!(
+            redactor.redact_bytes(&bytes).as_ref(),
+            b"\xff\xfe[redacted]\x80"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! The model sees only a preview of such a result and the artifact's workspace-relative path,
 //! which `read_file` can open (tools may read `.troupe/`, never write it). Each artifact is
 //! `.troupe/artifacts/<agent>/<id>.txt`: the name comes from the id generator — never from
-//! anything the model wrote — and the file is created with [`durable::create_new`], so it
-//! appears whole or not at all and an existing artifact is never overwritten.
+//! anything the model wrote — and the file is created with [`durable::create_new`] (or, written
+//! piece by piece, placed by [`durable::StagedFile`]), so it appears whole or not at all and an
+//! existing artifact is never overwritten.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,14 +70,37 @@ impl ArtifactStore {
     /// Writes `content` durably to a new artifact and returns where it is.
     pub fn write(&self, content: &str) -> Result<ArtifactRef, IoError> {
         self.ensure_dirs()?;
+        let bytes = content.len();
+        self.place(bytes, |dest| durable::create_new(dest, content.as_bytes()))
+    }
+
+    /// Starts an artifact written piece by piece ([`ArtifactDraft`]): nothing appears under
+    /// the artifacts folder's names until [`ArtifactDraft::finish`].
+    pub fn draft(&self) -> Result<ArtifactDraft, IoError> {
+        self.ensure_dirs()?;
+        // The temp file's name only; the artifact's own name is chosen when it is placed.
+        let staged = durable::StagedFile::create(&self.dir.join("draft.txt"))?;
+        Ok(ArtifactDraft {
+            store: self.clone(),
+            staged,
+            bytes: 0,
+        })
+    }
+
+    /// Runs `create` on fresh names until one is free, and names the artifact it created.
+    fn place(
+        &self,
+        bytes: usize,
+        mut create: impl FnMut(&Path) -> Result<(), IoError>,
+    ) -> Result<ArtifactRef, IoError> {
         let mut last_error = None;
         for _ in 0..NAME_ATTEMPTS {
             let name = format!("{}.txt", self.ids.next_uuid());
-            match durable::create_new(&self.dir.join(&name), content.as_bytes()) {
+            match create(&self.dir.join(&name)) {
                 Ok(()) => {
                     return Ok(ArtifactRef {
                         relative_path: format!("{}/{name}", self.relative_dir),
-                        bytes: content.len(),
+                        bytes,
                     })
                 }
                 Err(err) if err.source.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -102,5 +126,38 @@ impl ArtifactStore {
             durable::ensure_real_dir(root)?;
         }
         durable::ensure_real_dir(&self.dir)
+    }
+}
+
+/// An artifact being written piece by piece (a command's output as it is read): a temp file in
+/// the agent's artifacts folder, placed under a fresh name by [`finish`](Self::finish), or
+/// removed if dropped before.
+pub struct ArtifactDraft {
+    /// Names and places the finished artifact.
+    store: ArtifactStore,
+    /// The bytes written so far, not yet under an artifact's name.
+    staged: durable::StagedFile,
+    /// Bytes written so far.
+    bytes: usize,
+}
+
+impl ArtifactDraft {
+    /// Appends `bytes`.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), IoError> {
+        self.staged.write_all(bytes)?;
+        self.bytes += bytes.len();
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Syncs the artifact and places it under a fresh name (blocking I/O).
+    pub fn finish(mut self) -> Result<ArtifactRef, IoError> {
+        let bytes = self.bytes;
+        let store = self.store.clone();
+        store.place(bytes, |dest| self.staged.place_new(dest))
     }
 }

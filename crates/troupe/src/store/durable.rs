@@ -113,6 +113,77 @@ pub fn create_new(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     fsync_dir(parent_of(dest))
 }
 
+/// A file written piece by piece (a command's output as it is read) and placed under its final
+/// name only when complete: the same temp → `sync_all` → no-clobber link → folder fsync as
+/// [`create_new`], with the writes spread over time. Writing before the single `sync_all` is
+/// fine: the file has no name anyone reads until it is linked, so a crash leaves at most a
+/// stale temp file, never a partial file under the final name. Dropped before it is placed, the
+/// temp file is removed.
+pub struct StagedFile {
+    file: std::fs::File,
+    /// The temp file's path; `None` once it has been placed (or removed).
+    temp: Option<PathBuf>,
+}
+
+impl StagedFile {
+    /// Creates a temp file for a file that will be placed at `dest` (same folder). Opened
+    /// through [`super::read::open_regular_with`]: never through a symlink, and nothing but a
+    /// fresh regular file.
+    pub fn create(dest: &Path) -> Result<Self, IoError> {
+        let temp = temp_path_for(dest);
+        let file = super::read::open_regular_with(
+            &temp,
+            OpenOptions::new().write(true).create_new(true),
+            super::read::Links::Refuse,
+        )?;
+        Ok(Self {
+            file,
+            temp: Some(temp),
+        })
+    }
+
+    /// Appends `bytes` (no fsync: see the type's doc).
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), IoError> {
+        let temp = self.temp.as_deref().unwrap_or(Path::new("."));
+        self.file
+            .write_all(bytes)
+            .map_err(|e| IoError::new("write", temp, e))
+    }
+
+    /// Syncs the bytes and places them at `dest`, failing with `AlreadyExists` (the staged file
+    /// kept, to be placed under another name) if `dest` exists.
+    pub fn place_new(&mut self, dest: &Path) -> Result<(), IoError> {
+        let Some(temp) = self.temp.clone() else {
+            return Err(IoError::new(
+                "create",
+                dest,
+                std::io::Error::other("the staged file was already placed"),
+            ));
+        };
+        self.file
+            .sync_all()
+            .map_err(|e| IoError::new("write", &temp, e))?;
+        let placed = match super::moves::atomic_rename_noreplace(&temp, dest) {
+            Some(result) => result,
+            None => fs::hard_link(&temp, dest),
+        };
+        placed.map_err(|e| IoError::new("create", dest, e))?;
+        if temp.exists() {
+            let _ = fs::remove_file(&temp);
+        }
+        self.temp = None;
+        fsync_dir(parent_of(dest))
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = fs::remove_file(temp);
+        }
+    }
+}
+
 /// Cuts `dest` back to `len` bytes and fsyncs it (removing the torn tail of an append-only log).
 pub fn truncate(dest: &Path, len: u64) -> Result<(), IoError> {
     OpenOptions::new()
@@ -237,6 +308,34 @@ mod tests {
         let err = create_new(&dest, b"second").unwrap_err();
         assert_eq!(err.source.kind(), std::io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&dest).unwrap(), b"first");
+    }
+
+    #[test]
+    fn a_staged_file_appears_only_when_placed_and_never_over_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let taken = dir.path().join("taken.txt");
+        create_new(&taken, b"first").unwrap();
+        let dest = dir.path().join("new.txt");
+        let mut staged = StagedFile::create(&dest).unwrap();
+        staged.write_all(b"one ").unwrap();
+        staged.write_all(b"two").unwrap();
+        assert!(!dest.exists());
+        let err = staged.place_new(&taken).unwrap_err();
+        assert_eq!(err.source.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&taken).unwrap(), b"first");
+        staged.place_new(&dest).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"one two");
+        drop(staged);
+        let mut names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["new.txt", "taken.txt"]);
+        // Dropped unplaced: nothing is left behind.
+        let staged = StagedFile::create(&dir.path().join("gone.txt")).unwrap();
+        drop(staged);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! - [`durable`]: atomic replace (temp file → fsync → rename → folder fsync), no-clobber create,
 //!   durable rename. **Architecture Invariant:** no other module writes a durable file itself.
-//! - [`artifacts`]: tool results too large for a history, kept whole under `.troupe/artifacts/`.
+//! - [`artifacts`]: tool results too large for a history, kept whole under `.troupe/artifacts/`;
+//!   [`artifact_stream`]: a command's output written to one as it is read, redacted and bounded.
 //! - [`events`]: `.troupe/events.jsonl`, the run's event stream (SPEC §10): cheap appends with a
 //!   gapless `seq`, readers that follow it, and the stores' decorators that report to it.
 //! - [`journal`]: append-only logs (transcripts, audit, quarantine journals, the protocol
@@ -18,6 +19,7 @@
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
 
+pub mod artifact_stream;
 pub mod artifacts;
 pub mod durable;
 pub mod events;

@@ -9,7 +9,7 @@
 //! - [`dispatch`]: **the** call path of every tool (SPEC §4.2). No other code runs a handler.
 //! - [`confine`]: workspace confinement shared by every file tool.
 //! - `sh -c` in its own process group is [`crate::process`], shared by [`shell`] and the
-//!   background jobs; the `task` tool lives beside the runner it runs
+//!   background jobs ([`shell_output`]: what `shell` keeps of a command's output); the `task` tool lives beside the runner it runs
 //!   ([`crate::agent::subagent_tool`]).
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
 //! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
@@ -34,6 +34,7 @@ pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod shell;
+pub mod shell_output;
 pub mod skills;
 pub mod tasks;
 pub mod testing;
@@ -50,6 +51,7 @@ use troupe_wire::AgentName;
 
 use crate::error::{tool_error_text, ErrorCode};
 use crate::secrets::Redactor;
+use crate::store::artifacts::ArtifactStore;
 
 /// A tool declares its effect and scope; the permission rules judge them, so they live there.
 pub use crate::permissions::{Effect, Scope};
@@ -93,6 +95,9 @@ pub struct ToolContext {
     /// result itself; a tool that cuts text (an output cap, a partial read) uses it to cut where
     /// no secret straddles the cut, which redacting afterwards could not repair.
     pub redactor: Redactor,
+    /// The calling agent's artifacts, where a tool keeps output too large for its result
+    /// (`shell`); `None` when the runner keeps none (the result then says the rest is lost).
+    pub artifacts: Option<ArtifactStore>,
 }
 
 impl ToolContext {
@@ -102,7 +107,13 @@ impl ToolContext {
             workspace: workspace.into(),
             cancel: CancellationToken::new(),
             redactor: Redactor::default(),
+            artifacts: None,
         }
+    }
+
+    pub fn with_artifacts(mut self, artifacts: Option<ArtifactStore>) -> Self {
+        self.artifacts = artifacts;
+        self
     }
 
     pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {

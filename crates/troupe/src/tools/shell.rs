@@ -15,8 +15,11 @@
 //! so that no secret of the call's redactor is split by the cap (the dispatcher then redacts
 //! the whole result).
 //!
-//! Output is capped at [`OUTPUT_CAP`] bytes: the first and last half are kept and the result
-//! says how much was left out. The result always states the exit code.
+//! Output is capped at [`OUTPUT_CAP`] bytes. Longer output is streamed, as it is read, to an
+//! artifact of the calling agent (up to [`ARTIFACT_LIMIT_BYTES`]), and the result's first line
+//! says how many bytes the command printed, how many the artifact holds and how many were
+//! dropped, before the start and the end of the output ([`super::shell_output`]). The result
+//! always states the exit code.
 //!
 //! With a [`Sandbox`] ([`ShellTool::with_sandbox`]) every command, foreground or background, runs
 //! confined; a failed command whose output shows the sandbox refusing gets `sandbox: …` notes
@@ -32,13 +35,12 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::confine::Workspace;
+use super::shell_output::{ShellOutput, ARTIFACT_LIMIT_BYTES};
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 use crate::error::ErrorCode;
 use crate::jobs::JobSupervisor;
 use crate::permissions::{PermissionPolicy, PermissionRequest, Scope};
-use crate::process::{
-    describe_duration, describe_status, CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP,
-};
+use crate::process::{describe_duration, describe_status, Ending, GroupChild, Stop, OUTPUT_CAP};
 use crate::sandbox::{Mode, Sandbox};
 
 pub use crate::process::SCRUBBED_ENV;
@@ -50,6 +52,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct ShellTool {
     timeout: Duration,
     output_cap: usize,
+    /// The most output bytes an artifact keeps of one command.
+    artifact_limit: u64,
     /// Where `run_in_background` commands go; `None` refuses the option.
     jobs: Option<Arc<JobSupervisor>>,
     /// Confines every command; `None` runs them as they are (the library's default).
@@ -74,6 +78,7 @@ impl Default for ShellTool {
         Self {
             timeout: DEFAULT_TIMEOUT,
             output_cap: OUTPUT_CAP,
+            artifact_limit: ARTIFACT_LIMIT_BYTES,
             jobs: None,
             sandbox: None,
             reruns: None,
@@ -95,6 +100,12 @@ impl ShellTool {
     /// Another output cap (tests use small ones).
     pub fn with_output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = bytes.max(2);
+        self
+    }
+
+    /// Another limit on the output kept in an artifact (tests use small ones).
+    pub fn with_artifact_limit(mut self, bytes: u64) -> Self {
+        self.artifact_limit = bytes;
         self
     }
 
@@ -170,10 +181,12 @@ impl ToolHandler for ShellTool {
                  stdout and stderr followed by its exit code. Stdin is closed, so interactive \
                  commands fail. The command is killed (with every process it started) after \
                  {} seconds; processes it leaves running are killed when it exits. Output \
-                 over {OUTPUT_CAP} bytes is cut to its first and last {} bytes, and the \
-                 result says so.{background}{}",
+                 over {OUTPUT_CAP} bytes is kept (up to {} bytes) in a file under \
+                 .troupe/artifacts/ that read_file can open; the result then starts with a \
+                 line naming it and saying how many bytes were printed, kept and dropped, and \
+                 shows the start and the end of the output.{background}{}",
                 self.timeout.as_secs(),
-                OUTPUT_CAP / 2,
+                self.artifact_limit,
                 self.sandbox_description()
             ),
             parameters: json!({
@@ -284,15 +297,20 @@ impl ShellTool {
             None => GroupChild::spawn(command, cwd),
         };
         let group = spawned.map_err(|e| ToolError::Failed(format!("cannot start sh: {e}")))?;
-        // The dispatcher redacts the result; the output must also be cut around any secret.
-        let mut output =
-            CappedOutput::head_and_tail(self.output_cap).redacting(ctx.redactor.clone());
+        // The dispatcher redacts the result; the output must also be cut around any secret, and
+        // the artifact, which the dispatcher never sees, is redacted as it is written.
+        let mut output = ShellOutput::new(
+            self.output_cap,
+            &ctx.redactor,
+            ctx.artifacts.clone(),
+            self.artifact_limit,
+        );
         let deadline = tokio::time::Instant::now() + self.timeout;
         let ending = group
             .run(&mut output, Some(deadline), &ctx.cancel, Stop::Kill)
             .await
             .map_err(|e| ToolError::Failed(format!("cannot wait for sh: {e}")))?;
-        let text = output.render();
+        let text = crate::sync::blocking(|| output.render());
         match ending {
             Ending::Exited(status) => Ok((
                 status.success(),

@@ -47,6 +47,11 @@ impl ResultBudget {
         }
     }
 
+    /// Where results too large for the history are kept.
+    pub fn store(&self) -> &ArtifactStore {
+        &self.store
+    }
+
     /// Starts a new batch: the runner calls it before the results of each model response.
     pub fn start_batch(&mut self) {
         self.batch_bytes = 0;

@@ -8,6 +8,7 @@ mod registry;
 mod secrets;
 /// Public for the pid helpers that the jobs tests share.
 pub mod shell;
+mod shell_output;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -105,7 +105,7 @@ async fn a_key_cut_by_the_shell_output_cap_leaves_no_piece() {
             json!({ "command": command }),
         )
         .await;
-        assert!(content.contains("[output truncated"), "{content}");
+        assert!(content.contains("[Output truncated"), "{content}");
         assert_no_piece_of_the_key(&content);
     }
 }
