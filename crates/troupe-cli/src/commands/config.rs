@@ -260,6 +260,8 @@ fn mcp_json(settings: &Settings) -> Value {
             json!({
                 "name": server.name,
                 "transport": transport,
+                "sandbox": server.sandbox.map(|m| m.as_str()),
+                "network": server.network.map(|n| n.as_str()),
                 "startup_timeout_secs": server.startup_timeout.as_secs(),
                 "call_timeout_secs": server.call_timeout.as_secs(),
                 "source": server.source.describe(),

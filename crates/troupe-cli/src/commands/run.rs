@@ -295,8 +295,12 @@ pub fn drive(
             // A server that does not start is reported (a warning) and its tools left out;
             // the run goes on.
             settings.mcp = Arc::new(
-                troupe::mcp::McpServers::start(&settings.settings.mcp_servers, &settings.workspace)
-                    .await,
+                troupe::mcp::McpServers::start(
+                    &settings.settings.mcp_servers,
+                    &settings.workspace,
+                    &settings.sandbox.sandbox,
+                )
+                .await,
             );
             // A token a server was given must not come back through its results either.
             settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());

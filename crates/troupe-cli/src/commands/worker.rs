@@ -109,8 +109,12 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         let mut settings = settings;
         if !settings.settings.mcp_servers.is_empty() {
             settings.mcp = Arc::new(
-                troupe::mcp::McpServers::start(&settings.settings.mcp_servers, &settings.workspace)
-                    .await,
+                troupe::mcp::McpServers::start(
+                    &settings.settings.mcp_servers,
+                    &settings.workspace,
+                    &settings.sandbox.sandbox,
+                )
+                .await,
             );
             settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
         }

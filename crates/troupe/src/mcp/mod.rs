@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ErrorCode;
+use crate::sandbox::Sandbox;
 use crate::settings::McpServerSpec;
 
 pub use server::{McpServer, McpToolInfo, ServerState, ServerStatus};
@@ -95,14 +96,15 @@ impl McpServers {
 
     /// Starts every server at once, each within its own startup timeout, and lists its tools.
     /// Never fails: a server that cannot start is reported and kept as failed.
-    pub async fn start(specs: &[McpServerSpec], workspace: &Path) -> Self {
+    pub async fn start(specs: &[McpServerSpec], workspace: &Path, sandbox: &Sandbox) -> Self {
         let mut starting = Vec::new();
         for spec in specs {
             let spec = spec.clone();
             let workspace = workspace.to_path_buf();
+            let sandbox = sandbox.clone();
             starting.push((
                 spec.name.clone(),
-                tokio::spawn(async move { McpServer::start(spec, &workspace).await }),
+                tokio::spawn(async move { McpServer::start(spec, &workspace, &sandbox).await }),
             ));
         }
         let mut servers = Vec::new();

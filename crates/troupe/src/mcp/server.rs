@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use super::stderr::StderrLog;
 use super::{content, McpError};
+use crate::sandbox::{Network, Sandbox};
 use crate::settings::load::{env_reference, looks_secret};
 use crate::settings::{McpServerSpec, McpTransport};
 
@@ -89,7 +90,9 @@ pub struct McpServer {
 impl McpServer {
     /// Starts the server and lists its tools within its startup timeout. Never fails: a server
     /// that does not come up is returned failed (and reported).
-    pub async fn start(spec: McpServerSpec, workspace: &Path) -> McpServer {
+    /// A stdio server runs under `sandbox` as its settings adjust it (`sandbox`, `network`);
+    /// a failure of a confined one says so and names those settings.
+    pub async fn start(spec: McpServerSpec, workspace: &Path, sandbox: &Sandbox) -> McpServer {
         let stderr = Arc::new(StderrLog::default());
         let mut server = McpServer {
             tools: Vec::new(),
@@ -102,17 +105,45 @@ impl McpServer {
             secrets: Vec::new(),
             spec,
         };
-        let started = tokio::time::timeout(
-            server.spec.startup_timeout,
-            connect(
-                &server.spec,
-                workspace,
-                &stderr,
-                &mut server.pgid,
-                &mut server.secrets,
+        let confined = match &server.spec.transport {
+            McpTransport::Stdio { .. } => Some(sandbox.for_server(
+                server.spec.sandbox,
+                server.spec.network.unwrap_or(Network::Off),
+            )),
+            McpTransport::Http { .. } => None,
+        };
+        let hint = match &confined {
+            Some(Ok(s)) if s.mechanism().is_some() => format!(
+                " (it ran confined: {}; if it needs more, set `sandbox` or `network` of \
+                 [[mcp_servers]] {})",
+                s.describe(),
+                server.spec.name
             ),
-        )
-        .await;
+            _ => String::new(),
+        };
+        let started = match confined.transpose() {
+            Err(e) => Ok(Err(McpError::StartFailed {
+                server: server.spec.name.clone(),
+                reason: format!(
+                    "{e}; set `sandbox = \"off\"` of [[mcp_servers]] {} to run it unconfined",
+                    server.spec.name
+                ),
+            })),
+            Ok(confined) => {
+                tokio::time::timeout(
+                    server.spec.startup_timeout,
+                    connect(
+                        &server.spec,
+                        workspace,
+                        confined.as_ref(),
+                        &stderr,
+                        &mut server.pgid,
+                        &mut server.secrets,
+                    ),
+                )
+                .await
+            }
+        };
         let error = match started {
             Ok(Ok((session, tools))) => {
                 server.peer = Some(session.peer().clone());
@@ -132,7 +163,7 @@ impl McpServer {
             },
         };
         server.kill_group();
-        server.mark(ServerState::Failed(error.to_string()));
+        server.mark(ServerState::Failed(format!("{error}{hint}")));
         server
     }
 
@@ -362,6 +393,7 @@ impl McpServer {
 async fn connect(
     spec: &McpServerSpec,
     workspace: &Path,
+    sandbox: Option<&Sandbox>,
     stderr: &Arc<StderrLog>,
     pgid: &mut Option<i32>,
     secrets: &mut Vec<String>,
@@ -372,9 +404,16 @@ async fn connect(
     };
     let session = match &spec.transport {
         McpTransport::Stdio { command, args, env } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args)
-                .current_dir(workspace)
+            let confined = match sandbox {
+                Some(sandbox) => sandbox.command(command, args),
+                None => Ok(std::process::Command::new(command)),
+            }
+            .map_err(|e| failed(format!("cannot confine {command:?}: {e}")))?;
+            let mut cmd = tokio::process::Command::from(confined);
+            if sandbox.is_none() {
+                cmd.args(args);
+            }
+            cmd.current_dir(workspace)
                 .process_group(0)
                 .kill_on_drop(true);
             for name in crate::secrets::environment::CREDENTIAL_VARS {

@@ -318,33 +318,62 @@ impl Sandbox {
     }
 
     fn shell_std(&self, command: &str) -> Result<std::process::Command, SandboxError> {
-        let mut c = self.shell_unset(command)?;
+        self.command("sh", &["-c".to_owned(), command.to_owned()])
+    }
+
+    /// `program` with `args`, confined like a command (an MCP server's process). The caller
+    /// sets the working folder, stdio, environment and process group.
+    pub fn command(
+        &self,
+        program: &str,
+        args: &[String],
+    ) -> Result<std::process::Command, SandboxError> {
+        let mut c = match &self.mechanism {
+            None => {
+                let mut c = std::process::Command::new(program);
+                c.args(args);
+                c
+            }
+            Some(Mechanism::Landlock { .. }) => {
+                let prepared = namespace::Prepared::new(self)?;
+                let mut c = std::process::Command::new(program);
+                c.args(args);
+                prepared.install(&mut c);
+                c
+            }
+            Some(Mechanism::Bubblewrap(bwrap)) => {
+                let mut c = std::process::Command::new(bwrap);
+                c.args(bubblewrap::arguments(self));
+                c.arg("--").arg(program).args(args);
+                c
+            }
+        };
         if self.mechanism.is_some() {
             c.env("TMPDIR", self.paths.command_temp());
         }
         Ok(c)
     }
 
-    fn shell_unset(&self, command: &str) -> Result<std::process::Command, SandboxError> {
-        match &self.mechanism {
-            None => {
-                let mut c = std::process::Command::new("sh");
-                c.arg("-c").arg(command);
-                Ok(c)
-            }
-            Some(Mechanism::Landlock { .. }) => {
-                let prepared = namespace::Prepared::new(self)?;
-                let mut c = std::process::Command::new("sh");
-                c.arg("-c").arg(command);
-                prepared.install(&mut c);
-                Ok(c)
-            }
-            Some(Mechanism::Bubblewrap(bwrap)) => {
-                let mut c = std::process::Command::new(bwrap);
-                c.args(bubblewrap::arguments(self));
-                c.arg("--").arg("sh").arg("-c").arg(command);
-                Ok(c)
-            }
+    /// The sandbox an MCP server runs under: `mode` (else this sandbox's) and `network`, on the
+    /// same machine, protected paths and private temp folder. From `off` a mechanism must
+    /// still be found, so this may refuse.
+    pub fn for_server(&self, mode: Option<Mode>, network: Network) -> Result<Self, SandboxError> {
+        let mode = mode.unwrap_or(self.mode);
+        match (mode, &self.mechanism) {
+            (Mode::Off, _) => Ok(Self::unconfined(self.paths.clone())),
+            (_, Some(_)) => Ok(Self {
+                mode,
+                network,
+                ..self.clone()
+            }),
+            (_, None) => Self::new(
+                &Policy {
+                    mode,
+                    network,
+                    deny_read: Vec::new(),
+                },
+                self.paths.workspace(),
+            ),
         }
     }
 

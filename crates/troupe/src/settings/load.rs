@@ -32,7 +32,8 @@
 //! - `[[mcp_servers]]`: `name` (`[a-z0-9_-]+`, unique in its file) and exactly one of `command`
 //!   (with optional `args`, a list of strings, and `env`, a table of strings) or `url` (`http://`
 //!   or `https://`); `startup_timeout` (default 10 s) and `call_timeout` (default 60 s) like a
-//!   hook's timeout. Project entries first, then the user's; a name in both is the project's.
+//!   hook's timeout; for a stdio server `sandbox` (a mode, default the run's) and `network`
+//!   (like `[sandbox] network`, default off). Project entries first, then the user's; a name in both is the project's.
 //! - Secrets in `mcp_servers.env`: a server often needs a token. A secret-looking variable name
 //!   (`GITHUB_TOKEN`) is accepted there only when its value is a reference to troupe's own
 //!   environment, exactly `"${NAME}"`, expanded when the server starts; a literal value under a
@@ -221,9 +222,22 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
                 } else {
                     format!(" (environment: {})", names.join(", "))
                 };
+                let confined = match (server.sandbox, server.network) {
+                    (Some(SandboxMode::Off), _) => " unconfined".to_owned(),
+                    (_, Some(network)) if network != Network::Off => {
+                        format!(" with the network ({})", network.as_str())
+                    }
+                    _ => String::new(),
+                };
                 (
-                    format!("runs MCP server {}: {line}{with_env}", server.name),
-                    format!("stdio\n{}\n{command}\n{args:?}\n{env:?}", server.name),
+                    format!(
+                        "runs MCP server {}{confined}: {line}{with_env}",
+                        server.name
+                    ),
+                    format!(
+                        "stdio\n{}\n{command}\n{args:?}\n{env:?}\n{:?}\n{:?}",
+                        server.name, server.sandbox, server.network
+                    ),
                 )
             }
             McpTransport::Http { url } => (
@@ -452,6 +466,8 @@ struct RawStore {
 #[serde(deny_unknown_fields)]
 struct RawMcpServer {
     name: Spanned<String>,
+    sandbox: Option<Spanned<String>>,
+    network: Option<Spanned<RawNetwork>>,
     command: Option<Spanned<String>>,
     #[serde(default)]
     args: Vec<String>,
@@ -711,17 +727,10 @@ fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
         );
     }
     if let Some(network) = raw.sandbox.network {
-        file.sandbox_network = Some(match network.get_ref() {
-            RawNetwork::Flag(true) => Network::On,
-            RawNetwork::Flag(false) => Network::Off,
-            RawNetwork::Text(t) if t == "loopback" => Network::Loopback,
-            RawNetwork::Text(t) => {
-                return Err(invalid(
-                    network.span().start,
-                    format!("sandbox.network must be true, false or \"loopback\", not {t:?}"),
-                ))
-            }
-        });
+        file.sandbox_network = Some(
+            network_of(network.get_ref())
+                .map_err(|why| invalid(network.span().start, format!("sandbox.network {why}")))?,
+        );
     }
     for (index, path) in raw.sandbox.deny_read.into_iter().enumerate() {
         if path.get_ref().trim().is_empty() {
@@ -872,9 +881,37 @@ fn mcp_server(
             )
         }),
     };
+    let stdio = matches!(transport, McpTransport::Stdio { .. });
+    let only_stdio = |key: &str, start: usize| {
+        invalid(
+            start,
+            format!(
+                "{at}.{key} confines a stdio server (`command`); an HTTP server runs elsewhere"
+            ),
+        )
+    };
+    let sandbox = match raw.sandbox {
+        None => None,
+        Some(mode) if !stdio => return Err(only_stdio("sandbox", mode.span().start)),
+        Some(mode) => Some(
+            mode.get_ref()
+                .parse::<SandboxMode>()
+                .map_err(|why| invalid(mode.span().start, format!("{at}.sandbox: {why}")))?,
+        ),
+    };
+    let network = match raw.network {
+        None => None,
+        Some(network) if !stdio => return Err(only_stdio("network", network.span().start)),
+        Some(network) => Some(
+            network_of(network.get_ref())
+                .map_err(|why| invalid(network.span().start, format!("{at}.network {why}")))?,
+        ),
+    };
     Ok(McpServerSpec {
         name: name.to_owned(),
         transport,
+        sandbox,
+        network,
         startup_timeout: timeout(
             "startup_timeout",
             raw.startup_timeout,
@@ -883,6 +920,16 @@ fn mcp_server(
         call_timeout: timeout("call_timeout", raw.call_timeout, DEFAULT_MCP_CALL_TIMEOUT)?,
         source: Source::Default,
     })
+}
+
+/// `true`, `false` or `"loopback"`.
+fn network_of(raw: &RawNetwork) -> Result<Network, String> {
+    match raw {
+        RawNetwork::Flag(true) => Ok(Network::On),
+        RawNetwork::Flag(false) => Ok(Network::Off),
+        RawNetwork::Text(t) if t == "loopback" => Ok(Network::Loopback),
+        RawNetwork::Text(t) => Err(format!("must be true, false or \"loopback\", not {t:?}")),
+    }
 }
 
 /// Whether `value` is exactly a reference to an environment variable, `${NAME}`; its name.
@@ -1313,6 +1360,31 @@ command = "server"
     }
 
     #[test]
+    fn an_mcp_servers_own_sandbox_and_network_are_read_for_stdio_only() {
+        let dir = workspace(Some(
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nsandbox = \"off\"\nnetwork = \"loopback\"\n",
+        ));
+        let s = Settings::load(dir.path(), None).unwrap();
+        assert_eq!(s.mcp_servers[0].sandbox, Some(SandboxMode::Off));
+        assert_eq!(s.mcp_servers[0].network, Some(Network::Loopback));
+        let reviewed = Settings::load_reviewed(dir.path(), None).unwrap();
+        assert!(
+            reviewed.items[0]
+                .shown
+                .contains("runs MCP server a unconfined: x"),
+            "{:?}",
+            reviewed.items
+        );
+        for bad in [
+            "[[mcp_servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\nsandbox = \"off\"\n",
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nnetwork = \"wide\"\n",
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nsandbox = \"open\"\n",
+        ] {
+            assert_eq!(load_err(bad).kind, Kind::Invalid, "{bad}");
+        }
+    }
+
+    #[test]
     fn a_stricter_sandbox_needs_no_trust() {
         let dir = workspace(Some(
             "[sandbox]\nmode = \"read-only\"\nnetwork = false\nhooks = true\n[permissions]\ndeny = [\"shell\"]\n",
@@ -1394,8 +1466,8 @@ command = "cargo fmt --check"
             ]
         );
         let rules: Vec<String> = s.rules.iter().map(RuleEntry::describe).collect();
-        let p = dir.path().join(PROJECT_FILE_NAME).display().to_string();
-        let u = user.display().to_string();
+        // The audit names each file by its name only, never its folder.
+        let (p, u) = (PROJECT_FILE_NAME, "user.toml");
         assert_eq!(
             rules,
             vec![

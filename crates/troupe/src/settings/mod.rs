@@ -206,6 +206,10 @@ pub struct McpServerSpec {
     /// `[a-z0-9_-]+`, unique: the `<server>` of its tools' names `mcp__<server>__<tool>`.
     pub name: String,
     pub transport: McpTransport,
+    /// `sandbox`: the mode a stdio server runs under; none: the run's (commands').
+    pub sandbox: Option<crate::sandbox::Mode>,
+    /// `network`: what a confined stdio server may reach; none: no network.
+    pub network: Option<crate::sandbox::Network>,
     pub startup_timeout: Duration,
     pub call_timeout: Duration,
     pub source: Source,

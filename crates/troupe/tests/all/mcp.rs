@@ -10,6 +10,7 @@ use serde_json::json;
 use troupe::clock::ManualClock;
 use troupe::mcp::{McpServers, ServerState};
 use troupe::permissions::{AutoApproval, MemoryAuditSink, PermissionPolicy};
+use troupe::sandbox::{Host, Mode, Network, Policy, Sandbox};
 use troupe::secrets::Redactor;
 use troupe::settings::{McpServerSpec, McpTransport, Source};
 use troupe::tools::mcp::{mcp_tools, register_all};
@@ -31,6 +32,8 @@ fn fixture_spec(name: &str, mode: &str, env: Vec<(String, String)>) -> McpServer
         },
         startup_timeout: Duration::from_secs(20),
         call_timeout: Duration::from_secs(20),
+        sandbox: None,
+        network: None,
         source: Source::Default,
     }
 }
@@ -64,6 +67,7 @@ async fn the_fixture_server_s_tools_run_through_the_dispatcher() {
             )],
         )],
         dir.path(),
+        &Sandbox::off(dir.path()),
     )
     .await;
     let status = &servers.statuses()[0];
@@ -176,7 +180,8 @@ async fn a_server_slower_than_its_startup_timeout_is_reported_and_offers_nothing
             "${TROUPE_TEST_SURELY_UNSET_VAR}".into(),
         )],
     );
-    let servers = McpServers::start(&[slow, missing_env], dir.path()).await;
+    let servers =
+        McpServers::start(&[slow, missing_env], dir.path(), &Sandbox::off(dir.path())).await;
     let statuses = servers.statuses();
     match &statuses[0].state {
         ServerState::Failed(reason) => {
@@ -199,7 +204,7 @@ async fn a_call_beyond_the_call_timeout_is_a_timeout_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = fixture_spec("fix", "ok", vec![]);
     spec.call_timeout = Duration::from_millis(300);
-    let servers = McpServers::start(&[spec], dir.path()).await;
+    let servers = McpServers::start(&[spec], dir.path(), &Sandbox::off(dir.path())).await;
     let (dispatcher, _) = dispatcher(&servers, "unused-secret-value-123");
     let hang = dispatcher
         .dispatch(&lead_ctx(dir.path()), "mcp__fix__hang", "{}")
@@ -222,7 +227,7 @@ async fn a_server_that_cannot_run_is_reported() {
         args: vec![],
         env: vec![],
     };
-    let servers = McpServers::start(&[spec], dir.path()).await;
+    let servers = McpServers::start(&[spec], dir.path(), &Sandbox::off(dir.path())).await;
     match &servers.statuses()[0].state {
         ServerState::Failed(reason) => assert!(reason.contains("cannot run"), "{reason}"),
         other => panic!("{other:?}"),
@@ -295,9 +300,11 @@ async fn the_reference_time_server_lists_and_answers() {
         },
         startup_timeout: Duration::from_secs(60),
         call_timeout: Duration::from_secs(30),
+        sandbox: None,
+        network: None,
         source: Source::Default,
     };
-    let servers = McpServers::start(&[spec], dir.path()).await;
+    let servers = McpServers::start(&[spec], dir.path(), &Sandbox::off(dir.path())).await;
     assert_eq!(
         servers.statuses()[0].state,
         ServerState::Up,
@@ -365,9 +372,11 @@ async fn a_streamable_http_server_s_tools_are_called_too() {
         },
         startup_timeout: Duration::from_secs(20),
         call_timeout: Duration::from_secs(20),
+        sandbox: None,
+        network: None,
         source: Source::Default,
     };
-    let servers = McpServers::start(&[spec], dir.path()).await;
+    let servers = McpServers::start(&[spec], dir.path(), &Sandbox::off(dir.path())).await;
     let status = &servers.statuses()[0];
     assert_eq!(
         (status.transport, &status.state),
@@ -404,8 +413,14 @@ async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_c
     use troupe::bootstrap::{build_team, LEAD_TOOLS};
 
     let fx = Fixture::new();
-    let servers =
-        Arc::new(McpServers::start(&[fixture_spec("fix", "family", vec![])], &fx.workspace).await);
+    let servers = Arc::new(
+        McpServers::start(
+            &[fixture_spec("fix", "family", vec![])],
+            &fx.workspace,
+            &Sandbox::off(&fx.workspace),
+        )
+        .await,
+    );
     let pids = std::fs::read_to_string(fx.workspace.join("fixture.pids")).unwrap();
     let pids: Vec<i32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
     let (server_pid, grandchild) = (pids[0], pids[1]);
@@ -465,5 +480,71 @@ async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_c
     assert!(
         !alive(grandchild),
         "closing the team killed the server's process group"
+    );
+}
+
+/// A stdio server runs under the run's sandbox: it cannot write outside the workspace, and a
+/// server that says `sandbox = "off"` can; a confined server that fails says how it was
+/// confined and names the settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_servers_run_confined_unless_their_settings_say_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (ws, tmp) = (root.join("ws"), root.join("tmp"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let host = Host {
+        home: None,
+        temp: tmp,
+        mechanism: None,
+    };
+    let run = Sandbox::new_on(
+        &Policy {
+            mode: Mode::WorkspaceWrite,
+            network: Network::Off,
+            deny_read: Vec::new(),
+        },
+        &ws,
+        &host,
+    )
+    .unwrap();
+    let outside = root.join("touched-outside");
+    let touching = |name: &str, mode: Option<Mode>| McpServerSpec {
+        sandbox: mode,
+        ..fixture_spec(
+            name,
+            "touch",
+            vec![("FIXTURE_TOUCH".into(), outside.display().to_string())],
+        )
+    };
+    let servers = McpServers::start(&[touching("confined", None)], &ws, &run).await;
+    assert_eq!(servers.statuses()[0].state, ServerState::Up);
+    assert!(
+        !outside.exists(),
+        "a confined server wrote outside the workspace"
+    );
+    servers.stop().await;
+
+    let servers = McpServers::start(&[touching("open", Some(Mode::Off))], &ws, &run).await;
+    assert_eq!(servers.statuses()[0].state, ServerState::Up);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "touched");
+    servers.stop().await;
+
+    let missing = McpServerSpec {
+        transport: McpTransport::Stdio {
+            command: "/nonexistent/server".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+        },
+        ..fixture_spec("gone", "ok", Vec::new())
+    };
+    let servers = McpServers::start(&[missing], &ws, &run).await;
+    let ServerState::Failed(reason) = &servers.statuses()[0].state else {
+        panic!("{:?}", servers.statuses());
+    };
+    assert!(
+        reason.contains("it ran confined: workspace-write")
+            && reason.contains("`sandbox` or `network` of [[mcp_servers]] gone"),
+        "{reason}"
     );
 }
