@@ -37,6 +37,8 @@ pub fn listen(cancel: CancellationToken) -> Result<(), CliError> {
         cancel.cancel();
         if interrupts.recv().await.is_some() {
             eprintln!("troupe: interrupted again; exiting at once");
+            // Nothing is dropped on this exit: no command, hook or job may outlive it.
+            troupe::process::kill_every_group();
             std::process::exit(i32::from(INTERRUPTED_EXIT));
         }
     });

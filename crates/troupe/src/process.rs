@@ -6,7 +6,8 @@
 //!
 //! **Architecture Invariant:** nothing a command started outlives its [`GroupChild`]: the group
 //! is killed when the command exits, when it is stopped (timeout, cancellation) and when the
-//! value is dropped (the owner's future dropped, an early return).
+//! value is dropped (the owner's future dropped, an early return) — and, for a process that
+//! exits at once without dropping anything (a second Ctrl-C), by [`kill_every_group`].
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -47,7 +48,23 @@ struct GroupGuard {
     pgid: libc::pid_t,
 }
 
+/// The groups of every live [`GroupChild`] of this process.
+static LIVE_GROUPS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+/// Kills the group of every live command, hook and job of this process: for an exit that drops
+/// nothing (`std::process::exit` on a second Ctrl-C), so that none outlives troupe.
+pub fn kill_every_group() {
+    for pgid in crate::sync::lock(&LIVE_GROUPS).iter() {
+        signal_group(*pgid, libc::SIGKILL);
+    }
+}
+
 impl GroupGuard {
+    fn new(pgid: libc::pid_t) -> Self {
+        crate::sync::lock(&LIVE_GROUPS).push(pgid);
+        Self { pgid }
+    }
+
     fn signal(&self, signal: libc::c_int) {
         signal_group(self.pgid, signal);
     }
@@ -60,6 +77,10 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+        let mut live = crate::sync::lock(&LIVE_GROUPS);
+        if let Some(at) = live.iter().position(|p| *p == self.pgid) {
+            live.swap_remove(at);
+        }
     }
 }
 
@@ -163,7 +184,7 @@ impl GroupChild {
         Ok(Self {
             child,
             // process_group(0) makes the child's pid its group id.
-            guard: GroupGuard { pgid: pid },
+            guard: GroupGuard::new(pid),
             stdout,
             stderr,
         })

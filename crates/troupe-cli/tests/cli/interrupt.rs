@@ -369,3 +369,59 @@ fn a_second_ctrl_c_exits_at_once_while_the_first_cannot_reach_a_safe_point() {
     assert_eq!(code, 130, "{text}");
     drop(lock);
 }
+
+/// Whether process `pid` is gone (a zombie counts as gone: it runs nothing).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_second_ctrl_c_leaves_no_hook_running() {
+    let (_dir, ws) = workspace();
+    // The hook records its pid (exec keeps it) and holds the run before any model call.
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[[hooks]]\nevent = \"UserPromptSubmit\"\ncommand = \"echo $$ > hook.pid && exec sleep 30\"\n",
+    )
+    .unwrap();
+    let script = ws.join("script.json");
+    std::fs::write(&script, r#"{"responses": [{"text": "done"}]}"#).unwrap();
+    let (run, stderr) = start_run(
+        &ws,
+        &[
+            "--trust-workspace",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    let pid = loop {
+        let text = std::fs::read_to_string(ws.join("hook.pid")).unwrap_or_default();
+        if let Ok(pid) = text.trim().parse::<i32>() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook never started"
+        );
+        std::thread::yield_now();
+    };
+    run.interrupt();
+    stderr.wait_for("the first interrupt", |t| t.contains("closing the team"));
+    run.interrupt();
+    assert_eq!(run.exit_code(), 130);
+    let deadline = std::time::Instant::now() + WAIT;
+    while !gone(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook's process {pid} outlived troupe"
+        );
+        std::thread::yield_now();
+    }
+}
