@@ -12,6 +12,8 @@
 //! - [`micro`]: micro-compaction of what is *sent*: results of tool exchanges older than the
 //!   last 3 become a placeholder; the transcript keeps the originals. Plus [`sent_bytes`], the
 //!   size estimate every budget uses.
+//! - [`prefix`]: a request as a provider's prompt cache sees it, and the prefix two requests
+//!   share (what `cache_prefix_share` measures).
 //! - [`window`]: the model's context window (a built-in table, an override, a default) and the
 //!   request size at which summary compaction runs.
 //! - [`summary`]: the summary JSON object, its strict parse, the tool-less request asking for
@@ -28,6 +30,7 @@ pub mod budget;
 pub mod groups;
 pub mod micro;
 pub mod plan;
+pub mod prefix;
 pub mod summary;
 pub mod window;
 
@@ -41,6 +44,7 @@ pub use plan::{
     carried_person_words, compacted, drop_oldest, plan, Keep, Plan, PERSON_WORDS_BYTES,
     REACTIVE_KEEP_GROUPS,
 };
+pub use prefix::{cache_bytes, shared_prefix};
 pub use summary::{
     parse_summary, render_summary, summary_request, summary_request_within, Summary, SummaryError,
     SUMMARY_HEADER,
