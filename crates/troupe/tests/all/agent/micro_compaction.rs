@@ -188,7 +188,7 @@ async fn results_under_a_kilobyte_are_never_cleared_even_under_pressure() {
     let setup = Setup::new();
     setup.file("large.txt", "a large result line", 6_000);
     setup.file("small.txt", "a small result line", 900);
-    assert!(900 < MIN_CLEARABLE_RESULT_BYTES);
+    const { assert!(900 < MIN_CLEARABLE_RESULT_BYTES) };
     // Four large reads, then twenty small ones: about 47 KB of results, past the trigger
     // (half the budget) but under the budget, so no summary runs.
     let mut files = vec!["large.txt"; 4];
