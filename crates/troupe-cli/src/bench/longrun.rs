@@ -6,13 +6,17 @@
 //! answer: two requests per turn. `bytes_sent_total_uncompacted` is what the same conversation
 //! would have sent with no compaction at all — every result whole in every later request —
 //! computed from the messages, not run (a server would have refused it long before the end).
+//! `cache_prefix_share` is the part of all bytes sent (summary requests included) that a
+//! provider's prompt cache could reuse: for each turn request, the bytes that are a
+//! byte-identical prefix of the agent's previous turn request (`context::shared_prefix` on
+//! `context::cache_bytes`); `bytes_sent_uncached` is the rest, what a provider bills uncached.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use troupe::agent::context::{sent_bytes, ContextBudget};
+use troupe::agent::context::{cache_bytes, sent_bytes, shared_prefix, ContextBudget};
 use troupe::agent::observer::CompactionReport;
 use troupe::agent::{RunObserver, Runner};
 use troupe::clock::SystemClock;
@@ -43,6 +47,23 @@ impl RunObserver for Compactions {
     }
 }
 
+/// The turn requests' bytes a prompt cache could reuse (see the module docs).
+#[derive(Default)]
+struct PrefixShare {
+    /// The previous turn request, as a cache sees it.
+    previous: Vec<u8>,
+    /// Bytes of each request that are a prefix of the one before, summed.
+    shared: usize,
+}
+
+impl PrefixShare {
+    fn record(&mut self, request: &ModelRequest) {
+        let bytes = cache_bytes(request);
+        self.shared += shared_prefix(&self.previous, &bytes);
+        self.previous = bytes;
+    }
+}
+
 /// A deterministic size in 1..=80 KB for blob `i` (a small LCG: the same sizes on every run).
 fn blob_size(i: usize) -> usize {
     let x = (i as u64)
@@ -69,9 +90,14 @@ pub fn run(dir: &Path, turns: usize, window_tokens: u32) -> BenchResult<Value> {
     // Sizes of the turn requests as sent, in order.
     let sent: Arc<Mutex<Vec<usize>>> = Arc::default();
     let recorded = sent.clone();
+    let prefix: Arc<Mutex<PrefixShare>> = Arc::default();
+    let prefix_recorded = prefix.clone();
     let model = Arc::new(ScriptedModel::from_fn(move |request: &ModelRequest| {
         if let Ok(mut sizes) = recorded.lock() {
             sizes.push(sent_bytes(&request.messages, &request.tools));
+        }
+        if let Ok(mut prefix) = prefix_recorded.lock() {
+            prefix.record(request);
         }
         let last = request.messages.last();
         Ok(match last {
@@ -186,6 +212,12 @@ pub fn run(dir: &Path, turns: usize, window_tokens: u32) -> BenchResult<Value> {
     };
     let total: usize = sizes.iter().sum::<usize>() + summaries;
     let compactions = compactions.0.lock().map(|n| *n).unwrap_or(0);
+    let shared = prefix.lock().map(|p| p.shared).unwrap_or(0);
+    let cache_prefix_share = if total == 0 {
+        0.0
+    } else {
+        (shared as f64 / total as f64 * 1000.0).round() / 1000.0
+    };
     Ok(json!({
         "suite": "longrun",
         "turns": turns,
@@ -202,6 +234,8 @@ pub fn run(dir: &Path, turns: usize, window_tokens: u32) -> BenchResult<Value> {
         "bytes_sent_total": total,
         "bytes_sent_total_uncompacted": uncompacted_total,
         "sent_ratio": if uncompacted_total == 0 { 0.0 } else { crate::stats::round2(total as f64 / uncompacted_total as f64 * 1000.0) / 1000.0 },
+        "cache_prefix_share": cache_prefix_share,
+        "bytes_sent_uncached": total - shared,
         "failed_turns": failed_turns,
     }))
 }

@@ -2,8 +2,11 @@
 //!
 //! Before every model call the runner asks [`Compactor::request`] for the request to send:
 //!
-//! 1. the history, **micro-compacted** (tool results older than the last 3 exchanges replaced
-//!    by a placeholder — in what is sent only; the transcript keeps the originals);
+//! 1. the history, **micro-compacted**: when the request passes the trigger (half the budget),
+//!    one batch of the oldest large tool results is cleared down to a target (a quarter of
+//!    it), never the last 3 exchanges' nor results under 1 KB; the cleared ones stay cleared
+//!    (the history holds how many and the transcript records it) so every request until the
+//!    next batch is the previous one plus appended messages — see `context::micro`;
 //! 2. if that request is still larger than the model's budget (three quarters of its context
 //!    window, see `context::window`), a **summary compaction** first: the older history is
 //!    summarised by one tool-less model call into the strict summary object, and the history
@@ -26,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
 use super::context::{
-    compacted, drop_oldest, micro_compact, parse_summary, plan, render_summary, sent_bytes,
-    summary_request_within, ContextBudget, Keep, ResultBudget, Summary,
+    compacted, drop_oldest, next_batch, parse_summary, plan, render_summary, sent_bytes,
+    summary_request_within, ContextBudget, Keep, MicroPolicy, ResultBudget, Summary,
 };
 use super::history::History;
 use super::memory::Memory;
@@ -96,6 +99,7 @@ impl Compactor {
         tools: &[ToolSpec],
         cancel: &CancellationToken,
     ) -> ModelRequest {
+        self.clear_under_pressure(history, tools);
         let request = build(history, tools);
         if sent_bytes(&request.messages, tools) <= self.budget.budget_bytes {
             return request;
@@ -108,7 +112,23 @@ impl Compactor {
         {
             return request;
         }
+        self.clear_under_pressure(history, tools);
         build(history, tools)
+    }
+
+    /// Micro-compaction: when the request for `history` passes the trigger, one batch of old
+    /// results is cleared from now on (see `context::micro`).
+    fn clear_under_pressure(&self, history: &mut History, tools: &[ToolSpec]) {
+        let policy = MicroPolicy::for_budget(&self.budget);
+        let cleared = history.cleared_results();
+        if let Some(count) = next_batch(history.messages(), tools, cleared, &policy) {
+            tracing::debug!(
+                agent = %self.agent,
+                "micro-compaction: {} more tool results cleared",
+                count - cleared
+            );
+            history.clear_results(count);
+        }
     }
 
     /// Compacts `history` now, keeping `keep` of its recent part. `None` when there was nothing
@@ -123,7 +143,7 @@ impl Compactor {
     ) -> Option<CompactionReport> {
         let plan = plan(history.messages(), history.origins(), keep)?;
         let messages_before = history.len();
-        let bytes_before = sent_bytes(&micro_compact(history.messages()), tools);
+        let bytes_before = sent_bytes(&history.sent_messages(), tools);
         let older = &history.messages()[plan.summarise.clone()];
         let older_origins = &history.origins()[plan.summarise.clone()];
         if let Some(memory) = &self.memory {
@@ -161,7 +181,7 @@ impl Compactor {
             messages_before,
             messages_after: history.len(),
             bytes_before,
-            bytes_after: sent_bytes(&micro_compact(history.messages()), tools),
+            bytes_after: sent_bytes(&history.sent_messages(), tools),
         };
         self.observer.compacted(&self.agent, &report);
         Some(report)
@@ -209,9 +229,9 @@ impl Compactor {
     }
 }
 
-/// The request for `history` as it is, micro-compacted.
+/// The request for `history` as it is, its cleared results replaced by the placeholder.
 fn build(history: &History, tools: &[ToolSpec]) -> ModelRequest {
-    ModelRequest::turn(micro_compact(history.messages()), tools.to_vec())
+    ModelRequest::turn(history.sent_messages(), tools.to_vec())
 }
 
 /// Admits tool results into a history (see [`ResultBudget`]); without a store, results go in

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::transcript::{Boundary, Loaded, Origin, TranscriptSink};
+use super::transcript::{Boundary, Loaded, MicroCompaction, Origin, TranscriptSink};
 use crate::model::ChatMessage;
 
 #[derive(Clone, Default)]
@@ -20,6 +20,10 @@ pub struct History {
     origins: Vec<Origin>,
     /// Keys of inputs already appended.
     applied: HashSet<String>,
+    /// How many clearable tool results (counted from the start) are sent cleared: the sticky
+    /// state of micro-compaction (`context::micro`). `messages` keeps the originals; this
+    /// count is recorded in the transcript so a later run sends the same bytes.
+    cleared_results: usize,
     /// Where each appended entry is also written (a transcript), if anywhere.
     sink: Option<Arc<dyn TranscriptSink>>,
 }
@@ -30,6 +34,7 @@ impl std::fmt::Debug for History {
             .field("messages", &self.messages)
             .field("origins", &self.origins)
             .field("applied", &self.applied)
+            .field("cleared_results", &self.cleared_results)
             .field("transcript", &self.sink.is_some())
             .finish()
     }
@@ -41,6 +46,7 @@ impl History {
             messages: vec![ChatMessage::system(system_prompt)],
             origins: vec![Origin::Runtime],
             applied: HashSet::new(),
+            cleared_results: 0,
             sink: None,
         }
     }
@@ -68,6 +74,7 @@ impl History {
             messages: loaded.messages,
             origins: loaded.origins,
             applied: loaded.keys,
+            cleared_results: loaded.cleared_results,
             sink: Some(sink),
         };
         history
@@ -152,9 +159,39 @@ impl History {
         self.applied.contains(key)
     }
 
+    /// How many clearable tool results are sent cleared (see `context::micro`).
+    pub fn cleared_results(&self) -> usize {
+        self.cleared_results
+    }
+
+    /// Sends the first `count` clearable tool results cleared from now on (a micro-compaction
+    /// batch), recorded in the transcript. The messages themselves are not changed.
+    pub fn clear_results(&mut self, count: usize) {
+        if count == self.cleared_results {
+            return;
+        }
+        self.cleared_results = count;
+        if let Some(sink) = &self.sink {
+            let cleared = MicroCompaction {
+                cleared_results: count,
+            };
+            if let Err(e) = crate::sync::blocking(|| sink.micro_compaction(&cleared)) {
+                // This run sends the same bytes; the next one may clear differently, once.
+                tracing::warn!("micro-compaction not written to the transcript: {e}");
+            }
+        }
+    }
+
+    /// What is sent for this history: its messages with the cleared results replaced by a
+    /// placeholder.
+    pub fn sent_messages(&self) -> Vec<ChatMessage> {
+        super::context::sent_messages(&self.messages, self.cleared_results)
+    }
+
     /// Replaces the whole history (a compaction): `messages` must start with the system
     /// message. The transcript gets a boundary and the new history after it, so the next run
-    /// loads the compacted conversation; the keys seen so far stay known.
+    /// loads the compacted conversation; the keys seen so far stay known. No result of the new
+    /// history is sent cleared (a boundary resets micro-compaction too).
     pub fn replace(
         &mut self,
         messages: Vec<ChatMessage>,
@@ -182,6 +219,7 @@ impl History {
         }
         self.messages = messages;
         self.origins = origins;
+        self.cleared_results = 0;
     }
 }
 

@@ -15,6 +15,12 @@
 //! compacted conversation — while the text before it stays in the file for people, and the keys
 //! of every line, before or after, are still known.
 //!
+//! **Cleared results.** When micro-compaction clears a batch of old tool results from what is
+//! sent (see `context::micro`), a line `{"micro_compaction": {"cleared_results": N}}` records
+//! how many clearable results are now sent cleared. The originals stay in the file; a load
+//! takes the last such line after the last boundary (a boundary resets it to 0), so the next run
+//! sends the very bytes the last one did and the provider's prompt cache keeps hitting.
+//!
 //! Loading is forgiving where a crash can leave a trace and strict elsewhere: a last line without
 //! its `\n` (an interrupted append) is ignored, and cut off before the next append (see
 //! `store::journal`); a tool call whose result never made it to the file is answered with
@@ -45,6 +51,10 @@ pub trait TranscriptSink: Send + Sync {
 
     /// Records that the history was replaced (a compaction): what follows is the whole history.
     fn boundary(&self, boundary: &Boundary) -> Result<(), IoError>;
+
+    /// Records that the first `cleared.cleared_results` clearable tool results are now sent
+    /// cleared (a micro-compaction batch).
+    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError>;
 }
 
 /// Who put a message in the history. Compaction keeps a person's words verbatim (SPEC §9), so
@@ -91,6 +101,21 @@ pub enum BoundaryKind {
     Dropped,
 }
 
+/// A micro-compaction batch (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MicroCompaction {
+    /// How many clearable tool results, counted from the start of the history after the last
+    /// boundary, are sent cleared.
+    pub cleared_results: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MicroCompactionLine {
+    micro_compaction: MicroCompaction,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line {
@@ -112,6 +137,7 @@ struct BoundaryLine {
 enum AnyLine {
     Entry(Line),
     Boundary(BoundaryLine),
+    MicroCompaction(MicroCompactionLine),
 }
 
 /// A transcript file (appends are fsynced: a message the model saw is not forgotten).
@@ -130,6 +156,9 @@ pub struct Loaded {
     pub boundaries: usize,
     /// The last of them, if any.
     pub last_boundary: Option<Boundary>,
+    /// How many clearable tool results are sent cleared (the last micro-compaction line after
+    /// the last boundary; 0 when there is none).
+    pub cleared_results: usize,
 }
 
 impl FileTranscript {
@@ -190,6 +219,10 @@ pub fn parse(complete: &[u8]) -> Result<Loaded, String> {
                 loaded.origins.clear();
                 loaded.boundaries += 1;
                 loaded.last_boundary = Some(line.compaction);
+                loaded.cleared_results = 0;
+            }
+            AnyLine::MicroCompaction(line) => {
+                loaded.cleared_results = line.micro_compaction.cleared_results;
             }
         }
     }
@@ -247,6 +280,12 @@ impl<L: TranscriptLines> TranscriptSink for LinesTranscript<L> {
             compaction: boundary.clone(),
         })
     }
+
+    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
+        self.write(&MicroCompactionLine {
+            micro_compaction: *cleared,
+        })
+    }
 }
 
 impl<L: TranscriptLines> Transcript for LinesTranscript<L> {
@@ -285,6 +324,12 @@ impl TranscriptSink for FileTranscript {
     fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
         self.append_line(&BoundaryLine {
             compaction: boundary.clone(),
+        })
+    }
+
+    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
+        self.append_line(&MicroCompactionLine {
+            micro_compaction: *cleared,
         })
     }
 }
@@ -501,6 +546,31 @@ mod tests {
         // The text before the boundaries stays in the file for people.
         let text = std::fs::read_to_string(t.path()).unwrap();
         assert!(text.contains("old prompt"));
+    }
+
+    #[test]
+    fn a_load_takes_the_last_micro_compaction_after_the_last_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = FileTranscript::new(dir.path().join("lead.jsonl"));
+        let cleared = |n| MicroCompaction { cleared_results: n };
+        t.append(None, &ChatMessage::user("go"), Origin::Person)
+            .unwrap();
+        t.micro_compaction(&cleared(2)).unwrap();
+        t.micro_compaction(&cleared(5)).unwrap();
+        assert_eq!(t.load().unwrap().cleared_results, 5);
+        t.boundary(&Boundary {
+            kind: BoundaryKind::Summary,
+            replaced: 3,
+        })
+        .unwrap();
+        assert_eq!(t.load().unwrap().cleared_results, 0, "a boundary resets it");
+        t.micro_compaction(&cleared(1)).unwrap();
+        let loaded = t.load().unwrap();
+        assert_eq!(loaded.cleared_results, 1);
+        assert!(
+            loaded.messages.is_empty(),
+            "a micro-compaction line is no message"
+        );
     }
 
     #[test]

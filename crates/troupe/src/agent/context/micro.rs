@@ -1,48 +1,138 @@
-//! Micro-compaction: old tool results left out of what is sent (SPEC §9, issue 10 item 2).
+//! Micro-compaction: old tool results cleared from what is sent, under pressure only (SPEC §9,
+//! issue 23 point 1).
 //!
-//! An agent rarely needs the full output of a tool it ran ten exchanges ago, and re-running it
-//! is cheap. So in every request the results of tool exchanges older than the last
-//! [`KEEP_RECENT_EXCHANGES`] become [`COMPACTED_TOOL_RESULT`]; the calls stay (the model sees
-//! what it did) and the transcript keeps the originals (only what is sent changes).
+//! An agent rarely needs the full output of a tool it ran long ago, but it does need the facts
+//! it just learned (the id `create_task` returned four exchanges back), and every change to an
+//! early byte of a request makes the provider's prompt cache miss everything after it. So:
 //!
-//! **Prefix stability.** Providers cache request prefixes, so a request should differ from the
-//! previous one only at its end. [`micro_compact`] is a pure function of the history that is
-//! monotone under appending: an exchange compacted in one request stays compacted in every
-//! later request of the same history with messages appended, and each new tool exchange
-//! compacts exactly one more (the one that falls out of the last 3). Between two new exchanges
-//! requests share their whole prefix; when one is added, the prefix is kept up to the exchange
-//! that was just compacted.
+//! - **Nothing is cleared while the request is under the trigger**, [`TRIGGER_PERCENT`] of the
+//!   budget: a small conversation is sent whole.
+//! - **Past it, one batch**: the oldest clearable results are cleared, oldest first, until the
+//!   request is under the target, [`TARGET_PERCENT`] of the budget — well below the trigger,
+//!   so the next batch is many requests away. A batch that would free less than
+//!   [`MIN_BATCH_PERCENT`] of the budget is not made (breaking the cache for a few bytes is not
+//!   worth it; past the budget, summary compaction takes over).
+//! - A result under [`MIN_CLEARABLE_RESULT_BYTES`] is never cleared (its placeholder would
+//!   save nothing), and the results of the last [`KEEP_RECENT_EXCHANGES`] tool exchanges stay
+//!   whole. A cleared result becomes [`CLEARED_TOOL_RESULT`]; its call stays.
+//!
+//! **The sticky state is one number**, the history's `cleared_results`: the first that many
+//! clearable results of the history (counted in order, originals only) are sent cleared. Since
+//! batches clear oldest first, the cleared results are always such a prefix, so this count says
+//! everything. The history keeps the originals; the count is recorded in the transcript (a
+//! `micro_compaction` line) so a later run sends the same bytes; a summary compaction, which
+//! replaces the history, resets it to 0. Between two batches the count does not change, and
+//! [`sent_messages`] of a history with messages appended is the previous request plus those
+//! messages: the prompt cache keeps hitting.
 
 use serde::Serialize;
 
 use super::groups::groups;
+use super::window::ContextBudget;
 use crate::model::{ChatMessage, ToolSpec};
 
-/// The tool exchanges whose results are sent whole.
+/// The request size, in percent of the budget, past which a batch of results is cleared.
+pub const TRIGGER_PERCENT: usize = 50;
+/// The request size, in percent of the budget, a batch clears down to (when it can).
+pub const TARGET_PERCENT: usize = 25;
+/// The least a batch must free, in percent of the budget, to be made at all.
+pub const MIN_BATCH_PERCENT: usize = 10;
+/// A result shorter than this (in bytes) is never cleared.
+pub const MIN_CLEARABLE_RESULT_BYTES: usize = 1_024;
+/// The tool exchanges, most recent first, whose results are never cleared.
 pub const KEEP_RECENT_EXCHANGES: usize = 3;
-/// What replaces an older tool result in what is sent.
-pub const COMPACTED_TOOL_RESULT: &str = "[Earlier tool result compacted. Re-run if needed.]";
+/// What replaces a cleared tool result in what is sent.
+pub const CLEARED_TOOL_RESULT: &str =
+    "[Older tool result cleared to save context. Re-run the tool if you need it again.]";
 
-/// `messages` with the results of every tool exchange older than the last
-/// [`KEEP_RECENT_EXCHANGES`] replaced by [`COMPACTED_TOOL_RESULT`]; every other message is
-/// returned unchanged.
-pub fn micro_compact(messages: &[ChatMessage]) -> Vec<ChatMessage> {
-    let exchanges: Vec<_> = groups(messages)
-        .into_iter()
-        .filter(|group| group.tool_exchange)
-        .collect();
-    let older = exchanges.len().saturating_sub(KEEP_RECENT_EXCHANGES);
-    let mut sent = messages.to_vec();
-    for group in &exchanges[..older] {
-        for message in &mut sent[group.range.clone()] {
-            if let ChatMessage::Tool { content, .. } = message {
-                if content != COMPACTED_TOOL_RESULT {
-                    *content = COMPACTED_TOOL_RESULT.to_owned();
-                }
-            }
+/// The sizes micro-compaction works with, for one budget (the constants above, in bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MicroPolicy {
+    /// A request larger than this triggers a batch.
+    pub trigger_bytes: usize,
+    /// A batch clears until the request is no larger than this.
+    pub target_bytes: usize,
+    /// A batch freeing fewer bytes than this is not made.
+    pub min_batch_bytes: usize,
+}
+
+impl MicroPolicy {
+    pub fn for_budget(budget: &ContextBudget) -> Self {
+        let percent = |p: usize| budget.budget_bytes / 100 * p;
+        Self {
+            trigger_bytes: percent(TRIGGER_PERCENT),
+            target_bytes: percent(TARGET_PERCENT),
+            min_batch_bytes: percent(MIN_BATCH_PERCENT),
         }
     }
-    sent
+}
+
+/// Whether a message is a tool result that may be cleared (counted by `cleared_results`).
+fn clearable(message: &ChatMessage) -> bool {
+    matches!(message, ChatMessage::Tool { content, .. }
+        if content.len() >= MIN_CLEARABLE_RESULT_BYTES)
+}
+
+/// What is sent for `messages`: the first `cleared` clearable results replaced by
+/// [`CLEARED_TOOL_RESULT`], every other message unchanged.
+pub fn sent_messages(messages: &[ChatMessage], cleared: usize) -> Vec<ChatMessage> {
+    let mut left = cleared;
+    messages
+        .iter()
+        .map(|message| match message {
+            ChatMessage::Tool { tool_call_id, .. } if left > 0 && clearable(message) => {
+                left -= 1;
+                ChatMessage::tool_result(tool_call_id, CLEARED_TOOL_RESULT)
+            }
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// The new count of cleared results when the request for `messages` (with `cleared` results
+/// cleared already) passes the trigger and a batch is worth making; `None` otherwise.
+///
+/// The batch continues the cleared prefix: the next clearable results in order, none in the
+/// last [`KEEP_RECENT_EXCHANGES`] tool exchanges, until the request fits the target.
+pub fn next_batch(
+    messages: &[ChatMessage],
+    tools: &[ToolSpec],
+    cleared: usize,
+    policy: &MicroPolicy,
+) -> Option<usize> {
+    let size = sent_bytes(&sent_messages(messages, cleared), tools);
+    if size <= policy.trigger_bytes {
+        return None;
+    }
+    let placeholder = json_len(CLEARED_TOOL_RESULT);
+    let mut freed = 0usize;
+    let mut count = cleared;
+    let candidates = messages[..protected_from(messages)]
+        .iter()
+        .filter(|m| clearable(m))
+        .skip(cleared);
+    for message in candidates {
+        if size - freed <= policy.target_bytes {
+            break;
+        }
+        if let ChatMessage::Tool { content, .. } = message {
+            freed += json_len(content.as_str()).saturating_sub(placeholder);
+            count += 1;
+        }
+    }
+    (freed >= policy.min_batch_bytes && count > cleared).then_some(count)
+}
+
+/// Where the last [`KEEP_RECENT_EXCHANGES`] tool exchanges start (the history's length when
+/// there are none): results from there on are never cleared.
+fn protected_from(messages: &[ChatMessage]) -> usize {
+    groups(messages)
+        .iter()
+        .rev()
+        .filter(|group| group.tool_exchange)
+        .nth(KEEP_RECENT_EXCHANGES.saturating_sub(1))
+        .map_or(messages.len(), |group| group.range.start)
+        .min(messages.len())
 }
 
 /// The estimated size in bytes of a request made of `messages` and `tools`: the length of

@@ -9,9 +9,12 @@
 //! - [`budget`]: the tool-result budget. A result over 30,000 bytes, or one that would push a
 //!   model response's batch of results past 200,000 bytes, is kept whole as an artifact and
 //!   replaced by a head-and-tail preview naming it.
-//! - [`micro`]: micro-compaction of what is *sent*: results of tool exchanges older than the
-//!   last 3 become a placeholder; the transcript keeps the originals. Plus [`sent_bytes`], the
-//!   size estimate every budget uses.
+//! - [`micro`]: micro-compaction of what is *sent*, under pressure only: past half the budget,
+//!   the oldest large results (not those of the last 3 exchanges) are cleared in one batch down
+//!   to a quarter of it, and stay cleared — the history holds how many, the transcript records
+//!   it, the originals stay. Plus [`sent_bytes`], the size estimate every budget uses.
+//! - [`prefix`]: a request as a provider's prompt cache sees it, and the prefix two requests
+//!   share (what `cache_prefix_share` measures).
 //! - [`window`]: the model's context window (a built-in table, an override, a default) and the
 //!   request size at which summary compaction runs.
 //! - [`summary`]: the summary JSON object, its strict parse, the tool-less request asking for
@@ -28,6 +31,7 @@ pub mod budget;
 pub mod groups;
 pub mod micro;
 pub mod plan;
+pub mod prefix;
 pub mod summary;
 pub mod window;
 
@@ -36,11 +40,15 @@ pub use budget::{
     TURN_BUDGET_BYTES,
 };
 pub use groups::{groups, Group};
-pub use micro::{micro_compact, sent_bytes, COMPACTED_TOOL_RESULT, KEEP_RECENT_EXCHANGES};
+pub use micro::{
+    next_batch, sent_bytes, sent_messages, MicroPolicy, CLEARED_TOOL_RESULT, KEEP_RECENT_EXCHANGES,
+    MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT, TRIGGER_PERCENT,
+};
 pub use plan::{
     carried_person_words, compacted, drop_oldest, plan, Keep, Plan, PERSON_WORDS_BYTES,
     REACTIVE_KEEP_GROUPS,
 };
+pub use prefix::{cache_bytes, shared_prefix};
 pub use summary::{
     parse_summary, render_summary, summary_request, summary_request_within, Summary, SummaryError,
     SUMMARY_HEADER,

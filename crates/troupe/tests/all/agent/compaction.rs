@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use troupe::agent::context::{ContextBudget, COMPACTED_TOOL_RESULT, SUMMARY_HEADER};
+use troupe::agent::context::{ContextBudget, CLEARED_TOOL_RESULT, SUMMARY_HEADER};
 use troupe::agent::transcript::{FileTranscript, Origin};
 use troupe::agent::{NullObserver, Runner, TurnEnd};
 use troupe::clock::ManualClock;
@@ -249,7 +249,7 @@ async fn a_request_too_long_even_after_compaction_fails_the_turn_with_a_clear_er
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn older_results_are_sent_compacted_and_a_large_one_becomes_an_artifact() {
+async fn a_large_result_becomes_an_artifact_and_a_small_conversation_is_sent_whole() {
     let setup = Setup::new();
     std::fs::write(setup.workspace.path().join("big.txt"), "x".repeat(50_000)).unwrap();
     let model = Arc::new(
@@ -285,7 +285,7 @@ async fn older_results_are_sent_compacted_and_a_large_one_becomes_an_artifact() 
         })
         .expect("a preview naming the artifact");
     assert!(preview.len() < 5_000, "{}", preview.len());
-    // The last request: the first exchange's result compacted, the last three whole.
+    // The last request, far under the trigger: every result as the history holds it.
     let last = model.requests().last().unwrap().clone();
     let results: Vec<&str> = last
         .messages
@@ -296,12 +296,9 @@ async fn older_results_are_sent_compacted_and_a_large_one_becomes_an_artifact() 
         })
         .collect();
     assert_eq!(results.len(), 4);
-    assert_eq!(results[0], COMPACTED_TOOL_RESULT);
+    assert_eq!(results[0], preview);
     assert!(results[1..].iter().all(|r| r.starts_with("0123456789")));
-    // The history itself keeps the preview (only what is sent changes).
-    assert!(runner.history().messages().iter().all(
-        |m| !matches!(m, ChatMessage::Tool { content, .. } if content == COMPACTED_TOOL_RESULT)
-    ));
+    assert!(results.iter().all(|r| *r != CLEARED_TOOL_RESULT));
 }
 
 /// A system prompt whose memory section is what the runner selected.

@@ -5,6 +5,7 @@ mod compaction;
 mod context;
 mod hooks;
 mod loop_;
+mod micro_compaction;
 mod recovery;
 
 use std::collections::VecDeque;

@@ -1,13 +1,15 @@
-//! Micro-compaction and the request size estimate.
+//! Micro-compaction (under pressure only, in batches, sticky) and the request size estimate.
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::agent::context::{
-    micro_compact, sent_bytes, COMPACTED_TOOL_RESULT, KEEP_RECENT_EXCHANGES,
+    next_batch, sent_bytes, sent_messages, ContextBudget, MicroPolicy, CLEARED_TOOL_RESULT,
+    KEEP_RECENT_EXCHANGES, MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT,
+    TRIGGER_PERCENT,
 };
 use troupe::model::{ChatMessage, ToolSpec};
 
-use super::{exchange, Built};
+use super::Built;
 
 fn results(messages: &[ChatMessage]) -> Vec<&str> {
     messages
@@ -19,110 +21,163 @@ fn results(messages: &[ChatMessage]) -> Vec<&str> {
         .collect()
 }
 
+/// A policy with round numbers: trigger 50,000 bytes, target 25,000, batches of 10,000 or more.
+fn policy() -> MicroPolicy {
+    MicroPolicy {
+        trigger_bytes: 50_000,
+        target_bytes: 25_000,
+        min_batch_bytes: 10_000,
+    }
+}
+
 #[test]
-fn results_older_than_the_last_three_exchanges_become_the_placeholder() {
-    assert_eq!(KEEP_RECENT_EXCHANGES, 3);
+fn the_constants_and_the_policy_of_a_budget() {
     assert_eq!(
-        COMPACTED_TOOL_RESULT,
-        "[Earlier tool result compacted. Re-run if needed.]"
+        (TRIGGER_PERCENT, TARGET_PERCENT, MIN_BATCH_PERCENT),
+        (50, 25, 10)
     );
-    let history = Built::new()
+    assert_eq!(
+        (MIN_CLEARABLE_RESULT_BYTES, KEEP_RECENT_EXCHANGES),
+        (1_024, 3)
+    );
+    assert!(CLEARED_TOOL_RESULT.len() < MIN_CLEARABLE_RESULT_BYTES);
+    assert_eq!(
+        MicroPolicy::for_budget(&ContextBudget::for_window(32_768)),
+        MicroPolicy {
+            trigger_bytes: 49_150,
+            target_bytes: 24_575,
+            min_batch_bytes: 9_830,
+        }
+    );
+}
+
+#[test]
+fn under_the_trigger_nothing_is_cleared_however_old() {
+    // Ten exchanges of 4 KB: 40 KB, under the 50 KB trigger.
+    let mut built = Built::new().person("go");
+    for n in 0..10 {
+        built = built.exchange(&format!("x{n}"), 1, 4_000);
+    }
+    assert!(sent_bytes(&built.messages, &[]) < 50_000);
+    assert_eq!(next_batch(&built.messages, &[], 0, &policy()), None);
+    assert_eq!(sent_messages(&built.messages, 0), built.messages);
+}
+
+#[test]
+fn past_the_trigger_the_oldest_large_results_are_cleared_down_to_the_target() {
+    // Small results are never cleared; large ones oldest first, until the request is under
+    // the target; the last three exchanges stay whole.
+    let built = Built::new()
         .person("go")
-        .exchange("a", 2, 10)
+        .exchange("small", 2, 900)
+        .exchange("a", 1, 10_000)
         .say("thinking")
-        .exchange("b", 1, 10)
-        .exchange("c", 1, 10)
+        .exchange("b", 2, 10_000)
         .input("an event")
-        .exchange("d", 3, 10)
-        .exchange("e", 1, 10)
-        .messages;
-    let sent = micro_compact(&history);
-    let r = "r".repeat(10);
+        .exchange("c", 1, 10_000)
+        .exchange("d", 1, 3_000)
+        .exchange("e", 1, 3_000)
+        .exchange("f", 1, 3_000);
+    let before = sent_bytes(&built.messages, &[]);
+    assert!(before > 50_000, "{before}");
+    let count = next_batch(&built.messages, &[], 0, &policy()).expect("a batch");
+    let sent = sent_messages(&built.messages, count);
+    let (big, small, last) = ("r".repeat(10_000), "r".repeat(900), "r".repeat(3_000));
+    // Clearing a, b_0 and b_1 is enough: c stays whole.
+    assert_eq!(count, 3);
     assert_eq!(
         results(&sent),
         vec![
-            COMPACTED_TOOL_RESULT,
-            COMPACTED_TOOL_RESULT,
-            COMPACTED_TOOL_RESULT,
-            &r,
-            &r,
-            &r,
-            &r,
-            &r
+            small.as_str(),
+            &small,
+            CLEARED_TOOL_RESULT,
+            CLEARED_TOOL_RESULT,
+            CLEARED_TOOL_RESULT,
+            &big,
+            &last,
+            &last,
+            &last
         ]
     );
-    // Everything but the old results is byte-identical, calls included.
-    assert_eq!(sent.len(), history.len());
-    for (before, after) in history.iter().zip(&sent) {
+    assert!(
+        sent_bytes(&sent, &[]) <= 25_000,
+        "{}",
+        sent_bytes(&sent, &[])
+    );
+    // Everything but the cleared results is byte-identical, calls included.
+    assert_eq!(sent.len(), built.messages.len());
+    for (before, after) in built.messages.iter().zip(&sent) {
         if !matches!(before, ChatMessage::Tool { .. }) {
             assert_eq!(before, after);
         }
     }
-}
-
-#[test]
-fn three_exchanges_or_fewer_are_sent_unchanged() {
-    let history = Built::new()
-        .person("go")
-        .exchange("a", 1, 10)
-        .exchange("b", 1, 10)
-        .exchange("c", 4, 10)
-        .messages;
-    assert_eq!(micro_compact(&history), history);
-}
-
-#[test]
-fn a_result_already_compacted_stays_as_it_is() {
-    let mut history = Built::new().person("go").messages;
-    history.extend(exchange("a", 1, 0));
-    history[3] = ChatMessage::tool_result("a_0", COMPACTED_TOOL_RESULT);
-    for tag in ["b", "c", "d"] {
-        history.extend(exchange(tag, 1, 5));
-    }
-    let sent = micro_compact(&history);
-    assert_eq!(sent[3], history[3]);
-    assert_eq!(
-        micro_compact(&sent),
-        sent,
-        "compacting twice changes nothing more"
+    // The last three exchanges are never cleared, however far past the trigger.
+    let everything = next_batch(
+        &built.messages,
+        &[],
+        0,
+        &MicroPolicy {
+            target_bytes: 0,
+            ..policy()
+        },
     );
+    assert_eq!(everything, Some(4));
 }
 
 #[test]
-fn compaction_is_monotone_and_each_new_exchange_changes_only_one_older_exchange() {
-    let mut history = Built::new().person("go").messages;
-    let mut previous: Vec<ChatMessage> = micro_compact(&history);
-    for step in 0..12 {
-        history.extend(exchange(&format!("x{step}"), 1 + step % 3, 20));
-        if step % 4 == 0 {
-            history.push(ChatMessage::user(format!("more {step}")));
+fn results_under_a_kilobyte_are_never_cleared_even_far_past_the_trigger() {
+    let mut built = Built::new().person("go");
+    for n in 0..80 {
+        built = built.exchange(&format!("x{n}"), 1, MIN_CLEARABLE_RESULT_BYTES - 1);
+    }
+    assert!(sent_bytes(&built.messages, &[]) > 80_000);
+    assert_eq!(next_batch(&built.messages, &[], 0, &policy()), None);
+    assert_eq!(sent_messages(&built.messages, 1_000), built.messages);
+}
+
+#[test]
+fn a_batch_too_small_to_be_worth_a_cache_miss_is_not_made() {
+    // Past the trigger, but the only clearable result outside the last three exchanges frees
+    // under 10 KB: nothing is cleared (past the budget, summary compaction takes over).
+    let built = Built::new()
+        .person("go")
+        .exchange("a", 1, 5_000)
+        .exchange("b", 1, 16_000)
+        .exchange("c", 1, 16_000)
+        .exchange("d", 1, 16_000);
+    assert!(sent_bytes(&built.messages, &[]) > 50_000);
+    assert_eq!(next_batch(&built.messages, &[], 0, &policy()), None);
+}
+
+#[test]
+fn cleared_results_stay_cleared_and_requests_only_grow_at_their_end_between_batches() {
+    // 4 KB results, one exchange at a time; the count is kept as the history would keep it.
+    let mut built = Built::new().person("go");
+    let mut cleared = 0;
+    let mut previous = sent_messages(&built.messages, cleared);
+    let mut batches = Vec::new();
+    for step in 0..60 {
+        built = built.exchange(&format!("x{step}"), 1 + step % 2, 4_000);
+        if let Some(count) = next_batch(&built.messages, &[], cleared, &policy()) {
+            assert!(count > cleared);
+            cleared = count;
+            batches.push(step);
         }
-        let sent = micro_compact(&history);
-        // Every message sent before is sent again the same, except the results of the one
-        // exchange that just fell out of the last three.
-        let changed: Vec<usize> = (0..previous.len())
-            .filter(|&i| previous[i] != sent[i])
-            .collect();
-        for &i in &changed {
-            assert_eq!(
-                sent[i],
-                match &previous[i] {
-                    ChatMessage::Tool { tool_call_id, .. } =>
-                        ChatMessage::tool_result(tool_call_id, COMPACTED_TOOL_RESULT),
-                    other => panic!("a non-result changed: {other:?}"),
-                }
-            );
-        }
-        if step >= KEEP_RECENT_EXCHANGES {
-            let calls_of_that_exchange = 1 + (step - KEEP_RECENT_EXCHANGES) % 3;
-            assert_eq!(changed.len(), calls_of_that_exchange, "step {step}");
-            // The request prefix is stable up to the first changed message.
-            assert!(changed.windows(2).all(|w| w[1] == w[0] + 1));
-        } else {
-            assert!(changed.is_empty());
-        }
+        let sent = sent_messages(&built.messages, cleared);
+        assert!(sent_bytes(&sent, &[]) <= 50_000 + 2 * 8_200, "step {step}");
+        let appended = sent[..previous.len()] == previous[..];
+        assert_eq!(appended, batches.last() != Some(&step), "step {step}");
         previous = sent;
     }
+    // Each batch clears from about 50 KB down toward 25 KB: the first ones five steps (of 6 KB
+    // on average) apart, never two in a row. They come closer as placeholders add up (in the
+    // runner a summary compaction ends that).
+    assert!(batches.len() >= 8, "{batches:?}");
+    assert!(batches.windows(2).all(|w| w[1] - w[0] >= 2), "{batches:?}");
+    assert!(
+        batches.windows(2).take(4).all(|w| w[1] - w[0] >= 4),
+        "{batches:?}"
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use troupe::agent::context::{
-    compacted, drop_oldest, micro_compact, plan, render_summary, Keep, Origin, Summary,
+    compacted, drop_oldest, plan, render_summary, sent_messages, Keep, Origin, Summary,
 };
 use troupe::model::{AssistantMessage, ChatMessage, ToolCall};
 
@@ -118,7 +118,7 @@ proptest! {
         let latest = latest_request(&built);
         let system = ChatMessage::system("rebuilt");
 
-        check(&micro_compact(&built.messages), None, &latest);
+        check(&sent_messages(&built.messages, usize::MAX), None, &latest);
 
         let (dropped, dropped_origins) =
             drop_oldest(system.clone(), &built.messages, &built.origins, keep);
@@ -132,7 +132,7 @@ proptest! {
             let (messages, origins) =
                 compacted(system.clone(), &planned, text, &built.messages, &built.origins);
             check(&messages, Some(&origins), &latest);
-            check(&micro_compact(&messages), None, &latest);
+            check(&sent_messages(&messages, usize::MAX), None, &latest);
 
             // The compacted history, continued, compacts again just as safely.
             let mut continued = Built { messages, origins };
