@@ -55,6 +55,20 @@ pub fn approval_provider(
     }
 }
 
+/// The settings of a command that runs agents (`run`, `worker`): through the trust gate (asked
+/// on a terminal, exit 2 without one), then the workspace's allow rules left out when no one can
+/// be asked under `approval`. The gate's result too (for the model and the approval saver).
+pub fn settings_for_agents(
+    workspace: &Path,
+    approval: ApprovalMode,
+) -> Result<(Loaded, Settings), CliError> {
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let mut settings = loaded.settings.clone();
+    let can_ask = approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
+    crate::trust::cap_workspace_allows(&mut settings, approval == ApprovalMode::Auto || can_ask);
+    Ok((loaded, settings))
+}
+
 /// Chooses the model before anything touches the workspace: missing configuration exits 2
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
 /// the credentials `main` took out of the environment). The settings files' model values come
@@ -176,13 +190,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
     // trusted it (on a terminal they are asked).
-    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let mut file_settings = loaded.settings.clone();
-    let can_ask = args.approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
-    crate::trust::cap_workspace_allows(
-        &mut file_settings,
-        args.approval == ApprovalMode::Auto || can_ask,
-    );
+    let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
     let store = super::store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
         return Err(CliError::Usage(

@@ -27,13 +27,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         return Err(CliError::Usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let mut file_settings = loaded.settings.clone();
-    let can_ask = args.approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
-    crate::trust::cap_workspace_allows(
-        &mut file_settings,
-        args.approval == ApprovalMode::Auto || can_ask,
-    );
+    let (loaded, file_settings) = super::run::settings_for_agents(workspace, args.approval)?;
     let store = super::store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::Usage(

@@ -235,15 +235,20 @@ fn an_untrusted_workspace_neither_loosens_the_sandbox_nor_allows_what_would_be_a
 /// A Chat Completions server that answers "ok" and records what it was sent.
 async fn model_server() -> MockServer {
     let server = MockServer::start().await;
+    answer_ok(&server).await;
+    server
+}
+
+/// Makes `server` answer every completion with "ok" (again, after a reset).
+async fn answer_ok(server: &MockServer) {
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "id": "c1", "object": "chat.completion", "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
         })))
-        .mount(&server)
+        .mount(server)
         .await;
-    server
 }
 
 /// `troupe run` with the person's key in the environment, off the async runtime.
@@ -302,14 +307,7 @@ async fn the_persons_key_goes_to_no_server_a_workspace_names_until_it_is_trusted
             "{file}"
         );
         server.reset().await;
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "id": "c1", "object": "chat.completion", "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
-            })))
-            .mount(&server)
-            .await;
+        answer_ok(&server).await;
     }
 }
 
