@@ -349,6 +349,10 @@ pub struct LogArgs {
     /// stdout goes away); waits for the stream if there is none yet.
     #[arg(short, long)]
     pub follow: bool,
+    /// With --follow: stop once the run being followed ends (its `run_ended`) — the run going
+    /// on when the follower starts, else the next one to start.
+    #[arg(long, requires = "follow")]
+    pub until_end: bool,
     /// Only events about this agent (repeatable), e.g. `lead`, or `troupe` for the run itself.
     #[arg(long, value_name = "A")]
     pub agent: Vec<String>,

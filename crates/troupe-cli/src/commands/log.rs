@@ -35,6 +35,7 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     let mut printer = Printer {
         filter: Filter::new(args)?,
         json: args.json,
+        until_end: args.until_end.then(UntilEnd::default),
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     if let StoreChoice::Postgres(options) = super::store_choice(&args.store, &settings, false)? {
@@ -116,26 +117,84 @@ enum Reader {
 struct Printer {
     filter: Filter,
     json: bool,
+    /// `--until-end`: the run followed, and whether it ended.
+    until_end: Option<UntilEnd>,
+}
+
+/// Which run `--until-end` waits for: the one going on when the follower has read the stream
+/// as it was (the latest started and not ended), else the next one to start.
+#[derive(Debug, Default)]
+struct UntilEnd {
+    /// Runs started and not ended yet, in the order they started.
+    open: Vec<String>,
+    target: Option<String>,
+    caught_up: bool,
+    ended: bool,
+}
+
+impl UntilEnd {
+    fn see(&mut self, event: &Event) {
+        match event.kind.as_str() {
+            kinds::RUN_STARTED => {
+                self.open.push(event.run_id.clone());
+                if self.caught_up && self.target.is_none() {
+                    self.target = Some(event.run_id.clone());
+                }
+            }
+            kinds::RUN_ENDED => {
+                self.open.retain(|run| *run != event.run_id);
+                self.ended |= self.target.as_deref() == Some(event.run_id.as_str());
+            }
+            _ => {}
+        }
+    }
+
+    /// The stream as it was at start has been read.
+    fn catch_up(&mut self) {
+        if !self.caught_up {
+            self.caught_up = true;
+            self.target = self.open.last().cloned();
+        }
+    }
 }
 
 impl Printer {
-    /// Prints the events the filter shows, in one write, and flushes.
+    /// The stream read so far is all there was (for `--until-end`).
+    fn caught_up(&mut self) {
+        if let Some(until) = &mut self.until_end {
+            until.catch_up();
+        }
+    }
+
+    /// Prints the events the filter shows, in one write, and flushes; `Gone` too once the run
+    /// `--until-end` follows has ended (its `run_ended` printed, nothing after it).
     fn print(&mut self, events: &[Event]) -> Result<Reader, CliError> {
         let mut text = String::new();
-        for event in events.iter().filter(|e| self.filter.shows(e)) {
-            if self.json {
-                text.push_str(&event.to_line());
-            } else {
-                text.push_str(&line(event));
+        let mut ended = false;
+        for event in events {
+            if self.filter.shows(event) {
+                if self.json {
+                    text.push_str(&event.to_line());
+                } else {
+                    text.push_str(&line(event));
+                }
+                text.push('\n');
             }
-            text.push('\n');
+            if let Some(until) = &mut self.until_end {
+                until.see(event);
+                if until.ended {
+                    ended = true;
+                    break;
+                }
+            }
         }
+        let done = if ended { Reader::Gone } else { Reader::Open };
         if text.is_empty() {
-            return Ok(Reader::Open);
+            return Ok(done);
         }
         let mut out = std::io::stdout().lock();
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => Ok(Reader::Open),
+            Ok(()) => Ok(done),
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Reader::Gone),
             Err(e) => Err(CliError::failed(format_args!(
                 "cannot write to stdout: {e}"
@@ -179,7 +238,11 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
         || loop {
             match print_batch(&mut cursor, printer)? {
                 Batch::More => {}
-                done => return Ok(done),
+                Batch::Done => {
+                    printer.caught_up();
+                    return Ok(Batch::Done);
+                }
+                Batch::Gone => return Ok(Batch::Gone),
             }
         },
     )
@@ -238,6 +301,7 @@ fn print_shared(
             .after(*after, SHARED_BATCH)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         let Some(last) = batch.last() else {
+            printer.caught_up();
             return Ok(Batch::Done);
         };
         *after = last.seq;

@@ -46,12 +46,17 @@ fn field(line: &str, key: &str) -> serde_json::Value {
 }
 
 fn open_log(ws: &Path) -> EventLog {
+    open_run_log(ws, "00000000-0000-4000-8000-00000000001f")
+}
+
+/// The stream of `ws` as run `run_id` writes it.
+fn open_run_log(ws: &Path, run_id: &str) -> EventLog {
     let layout = Layout::new(ws);
     std::fs::create_dir_all(layout.state_dir()).unwrap();
     EventLog::open(
         &layout,
         Arc::new(SystemClock),
-        "00000000-0000-4000-8000-00000000001f".into(),
+        run_id.into(),
         Redactor::default(),
     )
     .unwrap()
@@ -201,8 +206,13 @@ impl Follower {
     /// Starts following `ws`; the reader of its stdout stops (closing the pipe) after `keep`
     /// lines, if given.
     fn start(ws: &Path, keep: Option<usize>) -> Self {
+        Self::start_with(ws, keep, &[])
+    }
+
+    fn start_with(ws: &Path, keep: Option<usize>, extra: &[&str]) -> Self {
         let mut child = command(ws)
             .args(["log", "-f", "--json", "--workspace", ws.to_str().unwrap()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -319,4 +329,44 @@ fn follow_ends_when_its_reader_goes_away() {
     assert_eq!(field(&follower.next_line(), "seq"), 1);
     assert_eq!(field(&follower.next_line(), "seq"), 2);
     assert_eq!(follower.exit_code(), 0, "a closed stdout ends it quietly");
+}
+
+/// `--until-end` stops at the end of the run going on when it starts, or of the next one —
+/// never at an earlier run's end it reads from the history.
+#[test]
+fn until_end_stops_when_the_followed_run_ends() {
+    let (_dir, ws) = empty_workspace();
+    let empty = kinds::fields(serde_json::json!({}));
+    let earlier = open_run_log(&ws, "00000000-0000-4000-8000-0000000000a1");
+    earlier.record("troupe", kinds::RUN_STARTED, empty.clone());
+    earlier.record("troupe", kinds::RUN_ENDED, empty.clone());
+    let follower = Follower::start_with(&ws, None, &["--until-end"]);
+    assert_eq!(field(&follower.next_line(), "kind"), "run_started");
+    assert_eq!(field(&follower.next_line(), "kind"), "run_ended");
+    follower.wait_until_watching();
+    assert!(
+        follower.exited.try_recv().is_err(),
+        "an earlier run's end does not stop it"
+    );
+    let next = open_run_log(&ws, "00000000-0000-4000-8000-0000000000b2");
+    next.record("troupe", kinds::RUN_STARTED, empty.clone());
+    say(&next, "lead", "working");
+    next.record("troupe", kinds::RUN_ENDED, empty.clone());
+    // A later run after it is never printed: it stopped at the followed run's end.
+    next.record("troupe", kinds::RUN_STARTED, empty);
+    let printed: Vec<String> = (0..3).map(|_| follower.next_line()).collect();
+    assert_eq!(follower.exit_code(), 0, "{printed:#?}");
+    assert_eq!(field(&printed[2], "kind"), "run_ended");
+    assert_eq!(
+        field(&printed[2], "run_id"),
+        "00000000-0000-4000-8000-0000000000b2"
+    );
+    assert!(follower.lines.try_recv().is_err(), "nothing after the end");
+}
+
+#[test]
+fn until_end_needs_follow() {
+    let (_dir, ws) = empty_workspace();
+    let out = troupe_in(&ws, &["log", "--until-end"]);
+    assert_eq!(out.code, 2, "{out:#?}");
 }
