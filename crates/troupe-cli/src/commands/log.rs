@@ -382,6 +382,7 @@ mod tests {
     fn args(kind: &[&str]) -> LogArgs {
         LogArgs {
             follow: false,
+            until_end: false,
             agent: vec!["lead".into()],
             kind: kind.iter().map(|k| (*k).to_owned()).collect(),
             since: Some(1),
