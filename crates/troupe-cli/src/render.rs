@@ -121,8 +121,18 @@ pub fn status(report: &StatusReport) -> String {
 fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
     use troupe::agent::usage::thousands;
     let counts = |c: &troupe::store::usage::TokenCounts| {
+        // Of the input, what a prompt cache served, when a provider said so.
+        let cached = if c.cache_read_tokens > 0 || c.cache_write_tokens > 0 {
+            format!(
+                "; {} cached, {} written to the cache",
+                thousands(c.cache_read_tokens),
+                thousands(c.cache_write_tokens)
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} tokens ({} in / {} out)",
+            "{} tokens ({} in / {} out{cached})",
             thousands(c.total_tokens),
             thousands(c.prompt_tokens),
             thousands(c.completion_tokens)
@@ -138,16 +148,17 @@ fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
         totals.runs
     );
     out.push_str(&format!(
-        "  {:<20} {:>12} {:>12} {:>12}\n",
-        "agent", "prompt", "completion", "total"
+        "  {:<20} {:>12} {:>12} {:>12} {:>12}\n",
+        "agent", "prompt", "completion", "total", "cached"
     ));
     for (agent, c) in &totals.agents {
         out.push_str(&format!(
-            "  {:<20} {:>12} {:>12} {:>12}\n",
+            "  {:<20} {:>12} {:>12} {:>12} {:>12}\n",
             agent,
             thousands(c.prompt_tokens),
             thousands(c.completion_tokens),
-            thousands(c.total_tokens)
+            thousands(c.total_tokens),
+            thousands(c.cache_read_tokens)
         ));
     }
     if let Some(latest) = &totals.latest_run {

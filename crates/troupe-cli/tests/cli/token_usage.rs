@@ -43,14 +43,17 @@ fn status_json_has_usage_totals_per_agent_and_runs() {
     assert_eq!(
         status["usage"],
         json!({
-            "total": {"prompt_tokens": 1534, "completion_tokens": 76, "total_tokens": 1610},
+            "total": {"prompt_tokens": 1534, "completion_tokens": 76, "total_tokens": 1610,
+                      "cache_read_tokens": 0, "cache_write_tokens": 0},
             "agents": {
-                "lead": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290},
-                "writer": {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320}
+                "lead": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290,
+                         "cache_read_tokens": 0, "cache_write_tokens": 0},
+                "writer": {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320,
+                           "cache_read_tokens": 0, "cache_write_tokens": 0}
             },
             "runs": 2,
             "latest_run": {"run_id": "run-2", "prompt_tokens": 234, "completion_tokens": 16,
-                           "total_tokens": 250}
+                           "total_tokens": 250, "cache_read_tokens": 0, "cache_write_tokens": 0}
         })
     );
     // The keys that were there before are all still there.
@@ -85,9 +88,9 @@ fn status_text_shows_usage_per_agent_and_the_latest_run() {
     assert_eq!(
         usage,
         "usage      1,610 tokens (1,534 in / 76 out) over 2 runs\n\
-         \x20 agent                      prompt   completion        total\n\
-         \x20 lead                        1,234           56        1,290\n\
-         \x20 writer                        300           20          320\n\
+         \x20 agent                      prompt   completion        total       cached\n\
+         \x20 lead                        1,234           56        1,290            0\n\
+         \x20 writer                        300           20          320            0\n\
          \x20 latest run run-2: 250 tokens (234 in / 16 out)\n"
     );
 }
@@ -102,7 +105,8 @@ fn status_without_a_usage_log_shows_none_and_creates_nothing() {
     assert_eq!(
         status["usage"],
         json!({
-            "total": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "total": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+                      "cache_read_tokens": 0, "cache_write_tokens": 0},
             "agents": {},
             "runs": 0,
             "latest_run": null
@@ -128,4 +132,24 @@ fn a_corrupt_usage_line_fails_status_naming_the_line() {
     assert_fails(&ran, 1, "usage.jsonl");
     assert!(ran.stderr.contains("line 2"), "{ran:#?}");
     assert!(ran.stderr.contains("[storage_error]"), "{ran:#?}");
+}
+
+/// Cache tokens a provider reported (a line without them reads as 0) are added up and shown.
+#[test]
+fn cache_tokens_are_added_up_and_shown() {
+    let cached = "{\"at\":\"2026-07-30T08:00:00.000Z\",\"run_id\":\"run-1\",\"agent\":\"lead\",\
+                  \"model\":\"m\",\"purpose\":\"turn\",\"prompt_tokens\":2000,\
+                  \"completion_tokens\":10,\"total_tokens\":2010,\"cache_read_tokens\":1500,\
+                  \"cache_write_tokens\":300}\n";
+    let dir = workspace_with_usage(&format!("{}{cached}", line("run-1", "lead", 100, 5)));
+    let status = json(&troupe_in(dir.path(), &["status", "--json"]));
+    assert_eq!(status["usage"]["total"]["cache_read_tokens"], 1500);
+    assert_eq!(status["usage"]["total"]["cache_write_tokens"], 300);
+    assert_eq!(status["usage"]["agents"]["lead"]["prompt_tokens"], 2100);
+    let text = troupe_in(dir.path(), &["status"]);
+    assert!(
+        text.stdout
+            .contains("2,115 tokens (2,100 in / 15 out; 1,500 cached, 300 written to the cache)"),
+        "{text:#?}"
+    );
 }

@@ -68,6 +68,8 @@ impl UsageSink for RunUsage {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
         };
         // An append under the log's lock: off the async threads.
         if let Err(error) = crate::sync::blocking(|| self.log.append(&record)) {

@@ -342,10 +342,18 @@ pub(crate) fn usage(usage: &Value) -> Option<Usage> {
     }
     let prompt_tokens = prompt.unwrap_or(0);
     let completion_tokens = completion.unwrap_or(0);
+    // Of the prompt, what the server's prompt cache served (OpenAI, and compatible servers that
+    // report it the same way).
+    let cached = usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     Some(Usage {
         prompt_tokens,
         completion_tokens,
         total_tokens: total.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+        cache_read_tokens: cached.min(prompt_tokens),
         ..Usage::default()
     })
 }

@@ -16,10 +16,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("migrations/006_audit.sql")),
     (7, include_str!("migrations/007_documents.sql")),
     (8, include_str!("migrations/008_jobs.sql")),
+    (9, include_str!("migrations/009_usage_cache.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;

@@ -31,13 +31,20 @@ fn counts_of(row: &tokio_postgres::Row, from: usize) -> TokenCounts {
         prompt_tokens: get(0),
         completion_tokens: get(1),
         total_tokens: get(2),
+        cache_read_tokens: get(3),
+        cache_write_tokens: get(4),
     }
 }
+
+/// How many columns [`SUMS`] selects (the fields of `TokenCounts`).
+const SUMS_COUNT: usize = 5;
 
 /// The sums of one group, as bigints (a sum of bigints is numeric in PostgreSQL).
 const SUMS: &str = "coalesce(sum(prompt_tokens), 0)::bigint, \
                     coalesce(sum(completion_tokens), 0)::bigint, \
-                    coalesce(sum(total_tokens), 0)::bigint";
+                    coalesce(sum(total_tokens), 0)::bigint, \
+                    coalesce(sum(cache_read_tokens), 0)::bigint, \
+                    coalesce(sum(cache_write_tokens), 0)::bigint";
 
 impl PgUsage {
     pub fn new(store: PgStore) -> Self {
@@ -58,8 +65,9 @@ impl PgUsage {
             client
                 .execute(
                     "INSERT INTO troupe_usage (team, at, run_id, agent, model, purpose,
-                         prompt_tokens, completion_tokens, total_tokens, host, pid)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                         prompt_tokens, completion_tokens, total_tokens, host, pid,
+                         cache_read_tokens, cache_write_tokens)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                     &[
                         &store.team(),
                         &record.at,
@@ -72,6 +80,8 @@ impl PgUsage {
                         &count(record.total_tokens),
                         &host,
                         &pid,
+                        &count(record.cache_read_tokens),
+                        &count(record.cache_write_tokens),
                     ],
                 )
                 .await
@@ -128,7 +138,8 @@ impl PgUsage {
                         .iter()
                         .map(|r| (r.get::<_, String>(0), counts_of(r, 1)))
                         .collect::<BTreeMap<_, _>>(),
-                    runs: usize::try_from(total.get::<_, i64>(3)).unwrap_or(0),
+                    // After the sums (`SUMS_COUNT` columns), the count of runs.
+                    runs: usize::try_from(total.get::<_, i64>(SUMS_COUNT)).unwrap_or(0),
                     latest_run: latest.map(|r| RunTotals {
                         run_id: r.get(0),
                         counts: counts_of(&r, 1),

@@ -458,6 +458,7 @@ fn the_teams_usage_adds_up_every_processs_records() {
         prompt_tokens: p,
         completion_tokens: c,
         total_tokens: p + c,
+        ..TokenCounts::default()
     };
     assert_eq!(totals.total, counts(111, 56));
     assert_eq!(totals.agents["lead"], counts(11, 6));

@@ -279,6 +279,25 @@ async fn tool_calls_are_parsed_and_invalid_argument_json_passes_through() {
 }
 
 #[tokio::test]
+async fn cached_prompt_tokens_are_read_as_cache_reads() {
+    let server = MockServer::start().await;
+    let mut body = completion(json!({"role": "assistant", "content": "ok"}), "stop");
+    body["usage"] = json!({"prompt_tokens": 2000, "completion_tokens": 5, "total_tokens": 2005,
+                           "prompt_tokens_details": {"cached_tokens": 1536, "audio_tokens": 0}});
+    mount(&server, ResponseTemplate::new(200).set_body_json(body)).await;
+
+    let usage = client(&config(&server))
+        .complete(&hello())
+        .await
+        .unwrap()
+        .usage
+        .unwrap();
+
+    assert_eq!((usage.prompt_tokens, usage.cache_read_tokens), (2000, 1536));
+    assert_eq!(usage.cache_write_tokens, 0);
+}
+
+#[tokio::test]
 async fn text_answer_keeps_finish_reason_and_usage() {
     let server = MockServer::start().await;
     mount(

@@ -22,6 +22,8 @@ pub fn record(run: &str, agent: &str, prompt: u64, completion: u64) -> UsageReco
         prompt_tokens: prompt,
         completion_tokens: completion,
         total_tokens: prompt + completion,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
     }
 }
 
@@ -30,6 +32,7 @@ fn counts(prompt: u64, completion: u64) -> TokenCounts {
         prompt_tokens: prompt,
         completion_tokens: completion,
         total_tokens: prompt + completion,
+        ..TokenCounts::default()
     }
 }
 
