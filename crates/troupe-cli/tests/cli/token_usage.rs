@@ -153,3 +153,44 @@ fn cache_tokens_are_added_up_and_shown() {
         "{text:#?}"
     );
 }
+
+/// A model's cache use reaches usage.jsonl and the model call's event.
+#[test]
+fn a_runs_cache_tokens_reach_the_usage_log_and_the_event_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let script = ws.join("script.json");
+    std::fs::write(
+        &script,
+        json!({"responses": [{"text": "done", "usage": {"prompt_tokens": 100,
+            "completion_tokens": 5, "total_tokens": 105, "cache_read_tokens": 80,
+            "cache_write_tokens": 20}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let ran = troupe_in(
+        &ws,
+        &[
+            "run",
+            "--prompt",
+            "hi",
+            "--no-memory",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    let usage = std::fs::read_to_string(ws.join(".troupe/usage.jsonl")).unwrap();
+    assert!(
+        usage.contains("\"cache_read_tokens\":80,\"cache_write_tokens\":20"),
+        "{usage}"
+    );
+    let events = std::fs::read_to_string(ws.join(".troupe/events.jsonl")).unwrap();
+    let call: serde_json::Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "model_call_finished")
+        .unwrap();
+    assert_eq!(call["tokens_cached"], 80, "{call}");
+    assert_eq!(call["tokens_cache_write"], 20, "{call}");
+}

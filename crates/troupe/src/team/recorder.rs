@@ -114,6 +114,9 @@ impl RunObserver for EventRecorder {
                 "latency_ms": latency,
                 "tokens_in": usage.map(|u| u.prompt_tokens),
                 "tokens_out": usage.map(|u| u.completion_tokens),
+                // Of `tokens_in`, what a prompt cache served and took (left out when none).
+                "tokens_cached": usage.map(|u| u.cache_read_tokens).filter(|n| *n > 0),
+                "tokens_cache_write": usage.map(|u| u.cache_write_tokens).filter(|n| *n > 0),
                 "finish_reason": response.finish_reason.as_str(),
                 "attempts": attempts,
                 "fallback_used": fallback,

@@ -8,7 +8,7 @@
 //! | `model_call_started` | agent | `call` (number in the turn), `purpose` (`turn`, `summary`, …) |
 //! | `model_retry` | agent | `model`, `attempt` (the failed one), `error`, `delay_ms` |
 //! | `model_fallback` | agent | `from`, `to`, `error` |
-//! | `model_call_finished` | agent | `model`, `latency_ms`, `tokens_in`, `tokens_out`, `finish_reason`, `attempts`, `fallback_used` |
+//! | `model_call_finished` | agent | `model`, `latency_ms`, `tokens_in`, `tokens_out`, `tokens_cached`?, `tokens_cache_write`?, `finish_reason`, `attempts`, `fallback_used` |
 //! | `model_call_failed` | agent | `error`, `code`, `latency_ms` |
 //! | `assistant_text` | agent | `text` |
 //! | `tool_started` | agent | `call_id`, `tool`, `args_digest` (sha-256 of the arguments, 16 hex), `preview` |
