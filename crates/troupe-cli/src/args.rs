@@ -123,6 +123,10 @@ pub struct StoreFlags {
     /// apart by it (also TROUPE_TEAM; default: `default`).
     #[arg(long, value_name = "KEY")]
     pub team: Option<String>,
+    /// Use this workspace's own files under .troupe/ even when TROUPE_STORE_URL or a
+    /// `[store] url` names a shared store.
+    #[arg(long, conflicts_with_all = ["store", "team"])]
+    pub local: bool,
 }
 
 /// `troupe worker`: runs teammates of a shared team in this process and workspace.
@@ -307,6 +311,9 @@ pub enum Command {
     Config {
         #[command(flatten)]
         model: ModelFlags,
+        /// The store values as a command with these flags would use them.
+        #[command(flatten)]
+        store: StoreFlags,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

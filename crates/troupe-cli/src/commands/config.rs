@@ -22,7 +22,12 @@ use crate::args::{ModelFlags, StoreFlags};
 use crate::render;
 use crate::trust::Loaded;
 
-pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), CliError> {
+pub fn config(
+    workspace: &Path,
+    flags: &ModelFlags,
+    store_flags: &StoreFlags,
+    json: bool,
+) -> Result<(), CliError> {
     let loaded = crate::trust::load(workspace, crate::trust::Use::Show)?;
     let waiting = Waiting::of(&loaded);
     let (settings, dotenv) = (&loaded.settings, &loaded.dotenv);
@@ -38,7 +43,7 @@ pub fn config(workspace: &Path, flags: &ModelFlags, json: bool) -> Result<(), Cl
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let context_window = context_window_sourced(flags, settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, settings)?;
-    let store = effective_store(&StoreFlags::default(), settings)?;
+    let store = effective_store(store_flags, settings)?;
     if json {
         let mut value = to_json(settings, &effective, context_window.as_ref());
         value["trust"] = trust_json(workspace, &loaded);

@@ -98,7 +98,11 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             &resolve_workspace(cli.workspace)?,
             action,
             json,
-            &crate::args::StoreFlags { store, team },
+            &crate::args::StoreFlags {
+                store,
+                team,
+                ..Default::default()
+            },
         ),
         Command::Serve { port, store } => {
             crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store)
@@ -113,8 +117,8 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             &resolve_workspace(cli.workspace)?,
             trust::Action::of(show, revoke, yes),
         ),
-        Command::Config { model, json } => {
-            config::config(&resolve_workspace(cli.workspace)?, &model, json)
+        Command::Config { model, store, json } => {
+            config::config(&resolve_workspace(cli.workspace)?, &model, &store, json)
         }
         Command::Mailbox {
             agent,

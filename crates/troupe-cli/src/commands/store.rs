@@ -30,6 +30,9 @@ pub fn store_choice(
     settings: &Settings,
     local_workers: bool,
 ) -> Result<StoreChoice, CliError> {
+    if flags.local {
+        return Ok(StoreChoice::Files);
+    }
     let Some(url) = store_url(flags, settings)? else {
         if flags.team.is_some() {
             return Err(CliError::Usage(
@@ -53,7 +56,11 @@ pub fn effective_store(
     settings: &Settings,
 ) -> Result<EffectiveStore, CliError> {
     Ok(EffectiveStore {
-        url: store_url(flags, settings)?,
+        url: if flags.local {
+            None
+        } else {
+            store_url(flags, settings)?
+        },
         team: team(flags, settings)?,
         lease: lease(settings)?,
     })

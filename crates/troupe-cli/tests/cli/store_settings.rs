@@ -185,6 +185,31 @@ fn commands_open_the_store_of_the_file_unless_a_flag_says_otherwise() {
     );
     assert_fails(&ran, 1, "127.0.0.1:1/env_db as env");
     assert!(!f.ws.join(".troupe").exists());
+    // `--local` reads this workspace's files whatever names a store.
+    for args in [&["status", "--local", "--json"][..], &["tasks", "--local"]] {
+        let ran = f.troupe(
+            args,
+            &[("TROUPE_STORE_URL", "postgres://env@127.0.0.1:1/env_db")],
+        );
+        assert_eq!(ran.code, 0, "{args:?}: {ran:#?}");
+    }
+    let ran = f.troupe(&["status", "--local", "--store", PROJECT_URL], &[]);
+    assert_eq!(ran.code, 2, "{ran:#?}");
+    // `troupe config` shows what a command with the same flags would use.
+    let shown = |args: &[&str]| parse_json(&f.troupe(args, &[]))["store"]["url"].clone();
+    assert_eq!(
+        shown(&[
+            "config",
+            "--json",
+            "--store",
+            "postgres://flag@127.0.0.1:1/flag_db"
+        ]),
+        json!({"value": "postgres://flag@127.0.0.1:1/flag_db", "source": "flag --store"})
+    );
+    assert_eq!(
+        shown(&["config", "--json", "--local"]),
+        json!({"value": null, "source": null})
+    );
 
     // Without a URL from any source, `--team` is still a usage error; `[store] team` alone
     // leaves the file store.
