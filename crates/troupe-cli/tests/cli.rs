@@ -17,6 +17,7 @@
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
 //!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
+//! - `readme`: the README's settings, MCP, agent-definition and memory examples, as written.
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
@@ -86,6 +87,8 @@ mod orphans;
 pub mod plans;
 #[path = "cli/providers.rs"]
 mod providers;
+#[path = "cli/readme.rs"]
+mod readme;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]
