@@ -42,38 +42,7 @@ impl Setup {
     /// The lead's runner on `model`, with a context window of `window` tokens, artifacts and
     /// its transcript.
     fn runner(&self, model: Arc<dyn ModelClient>, window: u32) -> Runner {
-        let ws = self.workspace.path();
-        let layout = Layout::new(ws);
-        let clock = Arc::new(ManualClock::at_spec_epoch());
-        let audit = Arc::new(JsonlAuditSink::open(&layout, clock).unwrap());
-        let mut registry = ToolRegistry::new();
-        for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10))) {
-            registry.register(tool).unwrap();
-        }
-        let dispatcher = Dispatcher::new(
-            Arc::new(registry),
-            PermissionPolicy::default_policy(Arc::new(AutoApproval), audit),
-            Hooks::new(),
-        );
-        let lead = AgentName::lead();
-        Runner::new(
-            lead.clone(),
-            "You are lead.",
-            model,
-            Arc::new(dispatcher),
-            ws,
-            Arc::new(NullObserver),
-        )
-        .with_context(
-            ContextBudget::for_window(window),
-            Some(ArtifactStore::new(
-                &layout,
-                &lead,
-                Arc::new(SequentialIds::new()),
-            )),
-        )
-        .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead))))
-        .unwrap()
+        lead_runner(self.workspace.path(), model, window)
     }
 
     fn transcript(&self) -> String {
@@ -106,6 +75,47 @@ fn tool_pairs_are_whole(messages: &[ChatMessage]) {
             _ => assert!(open.is_empty(), "a call without its result"),
         }
     }
+}
+
+/// The lead's runner in `ws` on `model`, with a context window of `window` tokens, the base
+/// tools (approved), artifacts and its transcript (a second runner continues the first one's
+/// conversation).
+pub(super) fn lead_runner(
+    ws: &std::path::Path,
+    model: Arc<dyn ModelClient>,
+    window: u32,
+) -> Runner {
+    let layout = Layout::new(ws);
+    let clock = Arc::new(ManualClock::at_spec_epoch());
+    let audit = Arc::new(JsonlAuditSink::open(&layout, clock).unwrap());
+    let mut registry = ToolRegistry::new();
+    for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10))) {
+        registry.register(tool).unwrap();
+    }
+    let dispatcher = Dispatcher::new(
+        Arc::new(registry),
+        PermissionPolicy::default_policy(Arc::new(AutoApproval), audit),
+        Hooks::new(),
+    );
+    let lead = AgentName::lead();
+    Runner::new(
+        lead.clone(),
+        "You are lead.",
+        model,
+        Arc::new(dispatcher),
+        ws,
+        Arc::new(NullObserver),
+    )
+    .with_context(
+        ContextBudget::for_window(window),
+        Some(ArtifactStore::new(
+            &layout,
+            &lead,
+            Arc::new(SequentialIds::new()),
+        )),
+    )
+    .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead))))
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

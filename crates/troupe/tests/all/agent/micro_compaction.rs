@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -16,18 +15,8 @@ use troupe::agent::context::{
     cache_bytes, sent_bytes, shared_prefix, ContextBudget, KEEP_RECENT_EXCHANGES,
     MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT, TRIGGER_PERCENT,
 };
-use troupe::agent::transcript::FileTranscript;
-use troupe::agent::{NullObserver, Runner};
-use troupe::clock::ManualClock;
-use troupe::ids::SequentialIds;
-use troupe::layout::Layout;
+use troupe::agent::Runner;
 use troupe::model::{ChatMessage, ModelClient, ModelRequest, ScriptedModel, ToolSpec};
-use troupe::permissions::hooks::Hooks;
-use troupe::permissions::{AutoApproval, JsonlAuditSink, PermissionPolicy};
-use troupe::store::artifacts::ArtifactStore;
-use troupe::tools::shell::ShellTool;
-use troupe::tools::{base_tools, Dispatcher, ToolRegistry};
-use troupe::wire::AgentName;
 
 struct Setup {
     workspace: tempfile::TempDir,
@@ -50,40 +39,9 @@ impl Setup {
     /// The lead's runner on `model` with a budget of `budget_bytes`, artifacts and its
     /// transcript (a second runner continues the first one's conversation).
     fn runner(&self, model: Arc<dyn ModelClient>, budget_bytes: usize) -> Runner {
-        let ws = self.workspace.path();
-        let layout = Layout::new(ws);
-        let clock = Arc::new(ManualClock::at_spec_epoch());
-        let audit = Arc::new(JsonlAuditSink::open(&layout, clock).unwrap());
-        let mut registry = ToolRegistry::new();
-        for tool in base_tools(ShellTool::new().with_timeout(Duration::from_secs(10))) {
-            registry.register(tool).unwrap();
-        }
-        let dispatcher = Dispatcher::new(
-            Arc::new(registry),
-            PermissionPolicy::default_policy(Arc::new(AutoApproval), audit),
-            Hooks::new(),
-        );
-        let lead = AgentName::lead();
         // A window of w tokens is a budget of 3w bytes (4 bytes a token, three quarters).
         let window = u32::try_from(budget_bytes / 3).unwrap();
-        Runner::new(
-            lead.clone(),
-            "You are lead.",
-            model,
-            Arc::new(dispatcher),
-            ws,
-            Arc::new(NullObserver),
-        )
-        .with_context(
-            ContextBudget::for_window(window),
-            Some(ArtifactStore::new(
-                &layout,
-                &lead,
-                Arc::new(SequentialIds::new()),
-            )),
-        )
-        .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead))))
-        .unwrap()
+        super::compaction::lead_runner(self.workspace.path(), model, window)
     }
 
     /// The bytes the lead's tools add to every request.
