@@ -1,6 +1,5 @@
-//! The README's examples, taken from the README itself and run as written: the settings file,
-//! the MCP servers' settings, an agent definition and a memory record (the scripted-model example
-//! is run in `scripts`). An example that stops working fails here, not in a newcomer's hands.
+//! The README's examples, taken from the README itself and run as written: the scripted model,
+//! the settings file, the MCP servers' settings, an agent definition and a memory record. An example that stops working fails here, not in a newcomer's hands.
 
 use serde_json::{json, Value};
 
@@ -37,6 +36,40 @@ fn troupe(ws: &std::path::Path, args: &[&str]) -> Ran {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap())
+}
+
+/// `troupe run --prompt go` in `ws` on the scripted model in `script`, approvals automatic.
+fn run_script(ws: &std::path::Path, script: &std::path::Path) -> Ran {
+    troupe(
+        ws,
+        &[
+            "run",
+            "--prompt",
+            "go",
+            "--approval",
+            "auto",
+            "--no-memory",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+    )
+}
+
+/// The scripted-model example runs to the lead's last answer.
+#[test]
+fn the_script_example_runs_as_written() {
+    let (_dir, ws) = workspace();
+    let script = ws.join("example.json");
+    std::fs::write(&script, block(&readme(), "### Scripted models", "json")).unwrap();
+    let out = run_script(&ws, &script);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "The writer reported back; done.\n", "{out:#?}");
+    // The writer's usage entry reached usage.jsonl.
+    let usage = std::fs::read_to_string(ws.join(".troupe/usage.jsonl")).unwrap();
+    assert!(
+        usage.contains("\"agent\":\"writer\"") && usage.contains("\"total_tokens\":15"),
+        "{usage}"
+    );
 }
 
 #[test]
@@ -83,19 +116,7 @@ fn the_agent_definition_example_is_spawned_as_written() {
         .to_string(),
     )
     .unwrap();
-    let out = troupe(
-        &ws,
-        &[
-            "run",
-            "--prompt",
-            "go",
-            "--approval",
-            "auto",
-            "--no-memory",
-            "--model-script",
-            script.to_str().unwrap(),
-        ],
-    );
+    let out = run_script(&ws, &script);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(
         !out.stderr.contains("agents/reviewer.md"),
