@@ -282,6 +282,21 @@ fn set_status(ws: &Path, status: TeammateStatus) {
     std::fs::write(Layout::new(ws).team_file(), roster.to_json_bytes()).unwrap();
 }
 
+/// The outcome of one round of racing reviewers: exactly one won, every other lost with the one
+/// line, one answer exists and the winner named it.
+fn assert_one_winner(round: usize, results: &[Ran], answers: &[troupe::wire::ProtocolMessage]) {
+    let winners: Vec<_> = results.iter().filter(|r| r.code == 0).collect();
+    assert_eq!(winners.len(), 1, "round {round}: {results:#?}");
+    for loser in results.iter().filter(|r| r.code != 0) {
+        assert_fails(loser, 1, "was already answered");
+    }
+    assert_eq!(answers.len(), 1, "round {round}: one answer exists");
+    assert!(
+        winners[0].stdout.contains(&answers[0].id().to_string()),
+        "{winners:#?}"
+    );
+}
+
 /// The plan responses in the writer's mailbox, any folder.
 fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
     let writer = AgentName::parse("writer").unwrap();
@@ -398,20 +413,11 @@ fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
             .into_iter()
             .map(|c| ran(c.wait_with_output().unwrap()))
             .collect();
-        let winners: Vec<_> = results.iter().filter(|r| r.code == 0).collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:#?}");
-        for loser in results.iter().filter(|r| r.code != 0) {
-            assert_fails(loser, 1, "was already answered");
-        }
         let answers: Vec<_> = answers_to_writer(&ws)
             .into_iter()
             .filter(|a| a.request_id() == *plan)
             .collect();
-        assert_eq!(answers.len(), 1, "round {round}: one answer exists");
-        assert!(
-            winners[0].stdout.contains(&answers[0].id().to_string()),
-            "{winners:#?}"
-        );
+        assert_one_winner(round, &results, &answers);
     }
 }
 
@@ -675,17 +681,7 @@ fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
             .into_iter()
             .map(|c| ran(c.wait_with_output().unwrap()))
             .collect();
-        let winners: Vec<_> = results.iter().filter(|r| r.code == 0).collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:#?}");
-        for loser in results.iter().filter(|r| r.code != 0) {
-            assert_fails(loser, 1, "was already answered");
-        }
-        let answers = shared_answers_to_writer(&pg, plan);
-        assert_eq!(answers.len(), 1, "round {round}: one answer exists");
-        assert!(
-            winners[0].stdout.contains(&answers[0].id().to_string()),
-            "{winners:#?}"
-        );
+        assert_one_winner(round, &results, &shared_answers_to_writer(&pg, plan));
     }
 }
 
