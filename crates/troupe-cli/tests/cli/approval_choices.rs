@@ -6,12 +6,11 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{json, Value};
 
 use super::support::command;
-use super::terminal::{pty, Collected};
+use super::terminal::on_typed_terminal;
 
 const PROMPT_END: &str = "/N] ";
 
@@ -40,17 +39,11 @@ fn always_save_and_no_with_a_reason_at_the_terminal() {
     ]}});
     let path = ws.join("script.json");
     std::fs::write(&path, script.to_string()).unwrap();
-    let (mut typed, slave) = pty();
     let mut c = command(&ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
         .arg("--trust-workspace")
-        .args(["--model-script", path.to_str().unwrap()])
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(slave));
-    let mut child = c.spawn().unwrap();
-    drop(c);
-    let text = Collected::from(typed.try_clone().unwrap());
+        .args(["--model-script", path.to_str().unwrap()]);
+    let (mut child, mut typed, text) = on_typed_terminal(c);
     let prompts = |n: usize| {
         text.wait_until(&format!("prompt {n}"), move |t, _| {
             t.matches(PROMPT_END).count() == n
@@ -146,19 +139,13 @@ fn a_command_the_sandbox_refused_is_rerun_unconfined_only_when_the_person_says_s
     ]}});
     let path = root.join("script.json");
     std::fs::write(&path, script.to_string()).unwrap();
-    let (mut typed, slave) = pty();
     let mut c = command(&ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
         .arg("--trust-workspace")
         .args(["--model-script", path.to_str().unwrap()])
         .env("TMPDIR", &tmp)
-        .env_remove("TROUPE_SANDBOX")
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(slave));
-    let mut child = c.spawn().unwrap();
-    drop(c);
-    let text = Collected::from(typed.try_clone().unwrap());
+        .env_remove("TROUPE_SANDBOX");
+    let (mut child, mut typed, text) = on_typed_terminal(c);
     let prompts = |n: usize| {
         text.wait_until(&format!("prompt {n}"), move |t, _| {
             t.matches(PROMPT_END).count() == n

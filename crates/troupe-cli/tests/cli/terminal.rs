@@ -314,6 +314,24 @@ pub(super) fn pty() -> (std::fs::File, std::fs::File) {
     }
 }
 
+/// Starts `command` with its stdin and stderr on a fresh pseudo-terminal (stdout dropped): the
+/// child, the terminal's side to type into, and what the child writes there.
+pub(super) fn on_typed_terminal(
+    mut command: std::process::Command,
+) -> (std::process::Child, std::fs::File, Collected) {
+    let (typed, slave) = pty();
+    let child = command
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    // `command` holds no copy of the slave once spawned: the master reads EIO at the exit.
+    drop(command);
+    let text = Collected::from(typed.try_clone().unwrap());
+    (child, typed, text)
+}
+
 /// Starts `command` with its stderr on a fresh pseudo-terminal (stdout is a pipe, dropped).
 fn on_terminal(mut command: std::process::Command) -> (std::process::Child, Collected) {
     let (master, slave) = pty();
@@ -614,16 +632,10 @@ fn nothing_is_drawn_over_the_approval_prompt_and_held_lines_follow_the_answer() 
     }});
     let path = ws.join("script.json");
     std::fs::write(&path, script.to_string()).unwrap();
-    let (mut typed, slave) = pty();
     let mut c = command(&ws);
     c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
-        .args(["--model-script", path.to_str().unwrap(), "--require-plans"])
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(slave));
-    let mut child = c.spawn().unwrap();
-    drop(c);
-    let text = Collected::from(typed.try_clone().unwrap());
+        .args(["--model-script", path.to_str().unwrap(), "--require-plans"]);
+    let (mut child, mut typed, text) = on_typed_terminal(c);
 
     // The lead's prompt is up, and the writer's plan waits for an answer.
     let shown = text.wait_for(PROMPT_END);

@@ -14,7 +14,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::support::{assert_fails, command, ran, Ran};
-use super::terminal::{pty, Collected};
+use super::terminal::on_typed_terminal;
 
 const UNTRUSTED: &str = "[workspace_untrusted]";
 const TRUST_PROMPT: &str = "[t]rust and run / [r]un without them / [q]uit (default q): ";
@@ -363,7 +363,6 @@ fn on_a_terminal_the_person_is_asked_once_before_anything_runs() {
     ]});
     let on_terminal = |typed_answer: &str| {
         let path = p.script(&script);
-        let (mut typed, slave) = pty();
         let mut c = p.command(&[
             "run",
             "--prompt",
@@ -372,13 +371,8 @@ fn on_a_terminal_the_person_is_asked_once_before_anything_runs() {
             "--approval",
             "auto",
         ]);
-        c.args(["--model-script", path.to_str().unwrap()])
-            .stdin(Stdio::from(slave.try_clone().unwrap()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(slave));
-        let mut child = c.spawn().unwrap();
-        drop(c);
-        let text = Collected::from(typed.try_clone().unwrap());
+        c.args(["--model-script", path.to_str().unwrap()]);
+        let (mut child, mut typed, text) = on_typed_terminal(c);
         let shown = text.wait_for(TRUST_PROMPT);
         assert!(!marker.exists(), "asked before the hook runs");
         typed.write_all(typed_answer.as_bytes()).unwrap();
