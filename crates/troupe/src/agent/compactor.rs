@@ -4,7 +4,8 @@
 //!
 //! 1. the history, **micro-compacted**: when the request passes the trigger (half the budget),
 //!    one batch of the oldest large tool results is cleared down to a target (a quarter of
-//!    it), never the last 3 exchanges' nor results under 1 KB; the cleared ones stay cleared
+//!    it), never the last exchange's (nor, while they fit in the target, those
+//!    of the two before it) nor results under 1 KB; the cleared ones stay cleared
 //!    (the history holds how many and the transcript records it) so every request until the
 //!    next batch is the previous one plus appended messages — see `context::micro`;
 //! 2. if that request is still larger than the model's budget (three quarters of its context

@@ -13,8 +13,10 @@
 //!   [`MIN_BATCH_PERCENT`] of the budget is not made (breaking the cache for a few bytes is not
 //!   worth it; past the budget, summary compaction takes over).
 //! - A result under [`MIN_CLEARABLE_RESULT_BYTES`] is never cleared (its placeholder would
-//!   save nothing), and the results of the last [`KEEP_RECENT_EXCHANGES`] tool exchanges stay
-//!   whole. A cleared result becomes [`CLEARED_TOOL_RESULT`]; its call stays.
+//!   save nothing), and the results of the last tool exchange stay whole, with those of the
+//!   exchanges before it — up to [`KEEP_RECENT_EXCHANGES`] in all — while the kept exchanges
+//!   together fit in [`KEEP_PERCENT`] of the budget. A cleared result becomes [`CLEARED_TOOL_RESULT`]; its call
+//!   stays.
 //!
 //! **The sticky state is one number**, the history's `cleared_results`: the first that many
 //! clearable results of the history (counted in order, originals only) are sent cleared. Since
@@ -37,9 +39,13 @@ pub const TRIGGER_PERCENT: usize = 50;
 pub const TARGET_PERCENT: usize = 25;
 /// The least a batch must free, in percent of the budget, to be made at all.
 pub const MIN_BATCH_PERCENT: usize = 10;
+/// The most the kept recent exchanges may take together, in percent of the budget (the last
+/// exchange is kept whatever its size). Equal to the target, so a batch can reach it.
+pub const KEEP_PERCENT: usize = 25;
 /// A result shorter than this (in bytes) is never cleared.
 pub const MIN_CLEARABLE_RESULT_BYTES: usize = 1_024;
-/// The tool exchanges, most recent first, whose results are never cleared.
+/// The most tool exchanges, most recent first, whose results are never cleared: the last one
+/// always, the others while the kept ones together fit in [`KEEP_PERCENT`] of the budget.
 pub const KEEP_RECENT_EXCHANGES: usize = 3;
 /// What replaces a cleared tool result in what is sent.
 pub const CLEARED_TOOL_RESULT: &str =
@@ -54,6 +60,9 @@ pub struct MicroPolicy {
     pub target_bytes: usize,
     /// A batch freeing fewer bytes than this is not made.
     pub min_batch_bytes: usize,
+    /// The recent exchanges kept whole take at most this many bytes together (the last one
+    /// is kept whatever its size).
+    pub keep_bytes: usize,
 }
 
 impl MicroPolicy {
@@ -63,6 +72,7 @@ impl MicroPolicy {
             trigger_bytes: percent(TRIGGER_PERCENT),
             target_bytes: percent(TARGET_PERCENT),
             min_batch_bytes: percent(MIN_BATCH_PERCENT),
+            keep_bytes: percent(KEEP_PERCENT),
         }
     }
 }
@@ -93,7 +103,7 @@ pub fn sent_messages(messages: &[ChatMessage], cleared: usize) -> Vec<ChatMessag
 /// cleared already) passes the trigger and a batch is worth making; `None` otherwise.
 ///
 /// The batch continues the cleared prefix: the next clearable results in order, none in the
-/// last [`KEEP_RECENT_EXCHANGES`] tool exchanges, until the request fits the target.
+/// recent exchanges kept whole (see `protected_from`), until the request fits the target.
 pub fn next_batch(
     messages: &[ChatMessage],
     tools: &[ToolSpec],
@@ -107,7 +117,7 @@ pub fn next_batch(
     let placeholder = json_len(CLEARED_TOOL_RESULT);
     let mut freed = 0usize;
     let mut count = cleared;
-    let candidates = messages[..protected_from(messages)]
+    let candidates = messages[..protected_from(messages, policy.keep_bytes)]
         .iter()
         .filter(|m| clearable(m))
         .skip(cleared);
@@ -123,16 +133,30 @@ pub fn next_batch(
     (freed >= policy.min_batch_bytes && count > cleared).then_some(count)
 }
 
-/// Where the last [`KEEP_RECENT_EXCHANGES`] tool exchanges start (the history's length when
-/// there are none): results from there on are never cleared.
-fn protected_from(messages: &[ChatMessage]) -> usize {
-    groups(messages)
-        .iter()
+/// Where the results that are never cleared start (the history's length when there are no tool
+/// exchanges): the last tool exchange always, and the ones before it, up to
+/// [`KEEP_RECENT_EXCHANGES`] in all, while together they fit in `keep_bytes`.
+///
+/// Why the bound (a quarter of the budget, the target): kept results that alone pass the target
+/// leave every batch short of it, so
+/// the request is back over the trigger a turn or two later and each new batch breaks the
+/// prompt cache again (in a 32K window three 30 KB results are the whole budget). Keeping them
+/// within the target lets a batch reach it, so batches — and cache misses — stay rare.
+fn protected_from(messages: &[ChatMessage], keep_bytes: usize) -> usize {
+    let mut from = messages.len();
+    let mut kept_bytes = 0usize;
+    let exchanges = groups(messages)
+        .into_iter()
         .rev()
-        .filter(|group| group.tool_exchange)
-        .nth(KEEP_RECENT_EXCHANGES.saturating_sub(1))
-        .map_or(messages.len(), |group| group.range.start)
-        .min(messages.len())
+        .filter(|g| g.tool_exchange);
+    for (kept, group) in exchanges.take(KEEP_RECENT_EXCHANGES).enumerate() {
+        kept_bytes += json_len(&messages[group.range.clone()]);
+        if kept > 0 && kept_bytes > keep_bytes {
+            break;
+        }
+        from = group.range.start;
+    }
+    from.min(messages.len())
 }
 
 /// The estimated size in bytes of a request made of `messages` and `tools`: the length of

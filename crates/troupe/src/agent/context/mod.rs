@@ -10,7 +10,8 @@
 //!   model response's batch of results past 200,000 bytes, is kept whole as an artifact and
 //!   replaced by a head-and-tail preview naming it.
 //! - [`micro`]: micro-compaction of what is *sent*, under pressure only: past half the budget,
-//!   the oldest large results (not those of the last 3 exchanges) are cleared in one batch down
+//!   the oldest large results (not those of the last exchange, nor of the two before it while
+//!   they fit in the target) are cleared in one batch down
 //!   to a quarter of it, and stay cleared — the history holds how many, the transcript records
 //!   it, the originals stay. Plus [`sent_bytes`], the size estimate every budget uses.
 //! - [`prefix`]: a request as a provider's prompt cache sees it, and the prefix two requests
@@ -41,8 +42,9 @@ pub use budget::{
 };
 pub use groups::{groups, Group};
 pub use micro::{
-    next_batch, sent_bytes, sent_messages, MicroPolicy, CLEARED_TOOL_RESULT, KEEP_RECENT_EXCHANGES,
-    MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT, TRIGGER_PERCENT,
+    next_batch, sent_bytes, sent_messages, MicroPolicy, CLEARED_TOOL_RESULT, KEEP_PERCENT,
+    KEEP_RECENT_EXCHANGES, MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT,
+    TRIGGER_PERCENT,
 };
 pub use plan::{
     carried_person_words, compacted, drop_oldest, plan, Keep, Plan, PERSON_WORDS_BYTES,

@@ -4,8 +4,8 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::agent::context::{
     next_batch, sent_bytes, sent_messages, ContextBudget, MicroPolicy, CLEARED_TOOL_RESULT,
-    KEEP_RECENT_EXCHANGES, MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES, TARGET_PERCENT,
-    TRIGGER_PERCENT,
+    KEEP_PERCENT, KEEP_RECENT_EXCHANGES, MIN_BATCH_PERCENT, MIN_CLEARABLE_RESULT_BYTES,
+    TARGET_PERCENT, TRIGGER_PERCENT,
 };
 use troupe::model::{ChatMessage, ToolSpec};
 
@@ -21,20 +21,27 @@ fn results(messages: &[ChatMessage]) -> Vec<&str> {
         .collect()
 }
 
-/// A policy with round numbers: trigger 50,000 bytes, target 25,000, batches of 10,000 or more.
+/// A policy with round numbers: trigger 50,000 bytes, target 25,000, batches of 10,000 or more,
+/// recent exchanges kept whole within 25,000.
 fn policy() -> MicroPolicy {
     MicroPolicy {
         trigger_bytes: 50_000,
         target_bytes: 25_000,
         min_batch_bytes: 10_000,
+        keep_bytes: 25_000,
     }
 }
 
 #[test]
 fn the_constants_and_the_policy_of_a_budget() {
     assert_eq!(
-        (TRIGGER_PERCENT, TARGET_PERCENT, MIN_BATCH_PERCENT),
-        (50, 25, 10)
+        (
+            TRIGGER_PERCENT,
+            TARGET_PERCENT,
+            MIN_BATCH_PERCENT,
+            KEEP_PERCENT
+        ),
+        (50, 25, 10, 25)
     );
     assert_eq!(
         (MIN_CLEARABLE_RESULT_BYTES, KEEP_RECENT_EXCHANGES),
@@ -47,6 +54,7 @@ fn the_constants_and_the_policy_of_a_budget() {
             trigger_bytes: 49_150,
             target_bytes: 24_575,
             min_batch_bytes: 9_830,
+            keep_bytes: 24_575,
         }
     );
 }
@@ -139,14 +147,56 @@ fn results_under_a_kilobyte_are_never_cleared_even_far_past_the_trigger() {
 fn a_batch_too_small_to_be_worth_a_cache_miss_is_not_made() {
     // Past the trigger, but the only clearable result outside the last three exchanges frees
     // under 10 KB: nothing is cleared (past the budget, summary compaction takes over).
-    let built = Built::new()
-        .person("go")
+    let mut built = Built::new().person("go");
+    for n in 0..40 {
+        built = built.exchange(&format!("small{n}"), 1, MIN_CLEARABLE_RESULT_BYTES - 1);
+    }
+    let built = built
         .exchange("a", 1, 5_000)
-        .exchange("b", 1, 16_000)
-        .exchange("c", 1, 16_000)
-        .exchange("d", 1, 16_000);
+        .exchange("b", 1, 4_000)
+        .exchange("c", 1, 4_000)
+        .exchange("d", 1, 4_000);
     assert!(sent_bytes(&built.messages, &[]) > 50_000);
     assert_eq!(next_batch(&built.messages, &[], 0, &policy()), None);
+}
+
+#[test]
+fn recent_exchanges_are_kept_whole_only_while_they_fit_in_the_target() {
+    // The last exchange is kept whatever its size; the two before it only while the kept
+    // ones fit in the 25 KB target. Kept results past the target would leave every batch
+    // short of it and bring the next batch (and the next cache miss) a turn later.
+    let built = Built::new()
+        .person("go")
+        .exchange("a", 1, 12_000)
+        .exchange("b", 1, 12_000)
+        .exchange("c", 1, 12_000)
+        .exchange("d", 1, 30_000);
+    let everything = MicroPolicy {
+        trigger_bytes: 0,
+        target_bytes: 0,
+        min_batch_bytes: 0,
+        ..policy()
+    };
+    // d alone passes the target: a, b and c may all be cleared, d stays.
+    assert_eq!(next_batch(&built.messages, &[], 0, &everything), Some(3));
+    let sent = sent_messages(&built.messages, 3);
+    assert_eq!(results(&sent)[3], "r".repeat(30_000));
+    // With d at 6 KB, c fits beside it (18 KB together) but b would not (30 KB): a and b go.
+    let built = Built::new()
+        .person("go")
+        .exchange("a", 1, 12_000)
+        .exchange("b", 1, 12_000)
+        .exchange("c", 1, 12_000)
+        .exchange("d", 1, 6_000);
+    assert_eq!(next_batch(&built.messages, &[], 0, &everything), Some(2));
+    let built = Built::new()
+        .person("go")
+        .exchange("a", 1, 40_000)
+        .exchange("b", 1, 7_000)
+        .exchange("c", 1, 7_000)
+        .exchange("d", 1, 7_000);
+    // Three small recent exchanges (21 KB) are all kept: only a goes.
+    assert_eq!(next_batch(&built.messages, &[], 0, &everything), Some(1));
 }
 
 #[test]
