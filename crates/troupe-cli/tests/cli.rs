@@ -17,7 +17,10 @@
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
 //!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
-//! - `readme`: the README's settings, MCP, agent-definition and memory examples, as written.
+//! - `readme`: the README's and docs' settings, script, MCP, agent-definition and memory
+//!   examples, as written.
+//! - `readme_blocks`: every fenced block of the README and `docs/` run by a test or marked with
+//!   why not (the marker convention is at the top of the file).
 //! - `review`: `troupe review` from another process while a team runs in this one.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
@@ -89,6 +92,8 @@ pub mod plans;
 mod providers;
 #[path = "cli/readme.rs"]
 mod readme;
+#[path = "cli/readme_blocks.rs"]
+mod readme_blocks;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/run.rs"]

@@ -4,7 +4,7 @@
 //!
 //! **API Boundary:** nothing here writes. Inspecting a workspace that has no `.troupe/` yet shows
 //! an empty team; it does not create the folder. The views are `Serialize`, and their JSON is the
-//! documented `--json` output of the CLI (README, "Inspecting a workspace").
+//! documented `--json` output of the CLI (docs/cli.md, "Inspecting a workspace").
 
 use std::path::Path;
 use std::sync::Arc;

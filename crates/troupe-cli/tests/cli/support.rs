@@ -45,6 +45,13 @@ pub fn command(cwd: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command.current_dir(cwd);
     command.env("XDG_CONFIG_HOME", no_user_config());
+    without_settings_variables(&mut command);
+    command
+}
+
+/// Removes from `command`'s environment every model and store variable (and
+/// `TROUPE_TRUST_WORKSPACE`), for a command that runs troupe in a shell.
+pub fn without_settings_variables(command: &mut Command) -> &mut Command {
     for name in MODEL_VARIABLES.iter().chain(&STORE_VARIABLES) {
         command.env_remove(name);
     }

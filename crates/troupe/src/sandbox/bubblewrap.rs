@@ -2,8 +2,9 @@
 //! the Landlock mechanism, built by `bwrap` with mounts, for machines without Landlock (or
 //! without unprivileged user namespaces, where `bwrap` may be allowed them).
 //!
-//! The differences, documented in the README: a protected path reads as an empty folder (or an
-//! empty file) instead of "permission denied", and `network = off` still has a private loopback.
+//! The differences, documented in docs/sandbox.md: a protected path reads as an empty folder (or
+//! an empty file) instead of "permission denied", and `network = off` still has a private
+//! loopback.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
