@@ -47,12 +47,13 @@ use crate::permissions::patterns::{RulePattern, Use};
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::sandbox::{Mode as SandboxMode, Policy as SandboxPolicy, Sandbox};
 use crate::secrets::Redactor;
-use crate::store::artifacts::ArtifactStore;
+use crate::store::artifacts::{ArtifactCopy, ArtifactStore, FilesOnly};
 use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
 use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventSink, RUN_AGENT};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::artifacts::PgArtifacts;
 use crate::store::postgres::audit::PgAudit;
 use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::jobs::PgJobs;
@@ -541,6 +542,8 @@ struct LongLivedKit {
     hooks: Option<CommandHooks>,
     /// The memory records: the workspace's, or a shared team's.
     memory: MemoryStore,
+    /// Where artifacts are copied too and recovered from: a shared team's database, or nowhere.
+    artifact_copy: Arc<dyn ArtifactCopy>,
 }
 
 /// A hook's `matcher` read like a permission rule (`shell`, `shell(cargo test:*)`,
@@ -562,8 +565,8 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    /// `shared`: a shared team's database, where every usage record is copied too and the
-    /// memory records are.
+    /// `shared`: a shared team's database, where every usage record and artifact is copied too
+    /// and the memory records are.
     fn new(
         layout: &Layout,
         settings: &TeamSettings,
@@ -575,6 +578,10 @@ impl LongLivedKit {
         let memory = match shared {
             Some(store) => MemoryStore::shared(layout, Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
+        };
+        let artifact_copy: Arc<dyn ArtifactCopy> = match shared {
+            Some(store) => Arc::new(PgArtifacts::new(store.clone())),
+            None => Arc::new(FilesOnly),
         };
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
@@ -606,6 +613,7 @@ impl LongLivedKit {
             remember: settings.long_lived.remember,
             hooks,
             memory,
+            artifact_copy,
         }
     }
 
@@ -631,7 +639,10 @@ impl LongLivedKit {
             .with_usage(self.usage.clone(), self.max_run_tokens)
             .with_context(
                 self.budget,
-                Some(ArtifactStore::new(&self.layout, agent, self.ids.clone())),
+                Some(
+                    ArtifactStore::new(&self.layout, agent, self.ids.clone())
+                        .with_copy(self.artifact_copy.clone()),
+                ),
             );
         if !with_memory {
             return runner;

@@ -6,7 +6,8 @@
 //! worker registry) and every agent's transcript — everything a worker on another host needs
 //! to run a teammate. In each process's own workspace (`.troupe/`): its event stream, audit
 //! log, usage, memory, artifacts, background jobs, the task board and cron jobs (the lead's
-//! tools), as in a run on files.
+//! tools), as in a run on files; artifacts are copied to the database too (their first 8 MiB),
+//! so that a worker in another workspace can make those a teammate's history names.
 
 use std::path::PathBuf;
 use std::sync::Arc;
