@@ -789,3 +789,55 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     assert_eq!(local["jobs"], serde_json::json!([]));
     assert!(!dir.path().join(".troupe").exists());
 }
+
+/// An artifact travels with its team: the lead, run in one clone, reads a file too large for its
+/// history (an artifact under that clone's `.troupe/artifacts/`, copied to the database); the
+/// lead's next run, in another clone on "another host", goes on from the same conversation and
+/// reads the artifact its history names — made there from the team's copy.
+#[test]
+fn an_artifact_written_in_one_clone_is_read_by_the_team_in_another() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = std::fs::canonicalize(dir_a.path()).unwrap();
+    let b = std::fs::canonicalize(dir_b.path()).unwrap();
+    let big: String = (0..4_000).map(|i| format!("log line {i:05}\n")).collect();
+    std::fs::write(a.join("build.log"), &big).unwrap();
+    let shared = ["--store", url.as_str(), "--no-memory"];
+    let first = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "build.log"}}]},
+        {"text": "read it"}
+    ]});
+    let out = super::sessions::run_scripted(&a, "read the log", &first, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let name = db
+        .query_text("SELECT name FROM troupe_artifacts WHERE team = 'default' AND agent = 'lead'")
+        .unwrap()
+        .expect("no artifact in the team's store");
+    let path = format!(".troupe/artifacts/lead/{name}");
+    assert_eq!(std::fs::read_to_string(a.join(&path)).unwrap(), big);
+    let named = db
+        .query_text(&format!(
+            "SELECT count(*)::text FROM troupe_transcripts WHERE agent = 'lead' AND line LIKE '%{path}%'"
+        ))
+        .unwrap();
+    assert_ne!(named.as_deref(), Some("0"), "the history names {path}");
+
+    // The other clone has no artifacts; the lead's next run there reads it all the same.
+    assert!(!b.join(".troupe").exists());
+    let second = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": path, "limit": 2}}]},
+        {"text": "read it again"}
+    ]});
+    let out = super::sessions::run_scripted(&b, "read it again", &second, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(std::fs::read_to_string(b.join(&path)).unwrap(), big);
+    let result = db
+        .query_text(
+            "SELECT line FROM troupe_transcripts WHERE agent = 'lead'
+               AND line LIKE '%made from the team''s store%' ORDER BY seq DESC LIMIT 1",
+        )
+        .unwrap()
+        .expect("no tool result made from the team's store");
+    assert!(result.contains("log line 00000"), "{result}");
+}
