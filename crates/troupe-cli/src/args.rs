@@ -268,6 +268,8 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
     },
     /// The durable memory records in `.troupe/memory` (default: list them).
     Memory {

@@ -47,12 +47,13 @@ use crate::permissions::patterns::{RulePattern, Use};
 use crate::permissions::{ApprovalProvider, AuditError, JsonlAuditSink, PermissionPolicy};
 use crate::sandbox::{Mode as SandboxMode, Policy as SandboxPolicy, Sandbox};
 use crate::secrets::Redactor;
-use crate::store::artifacts::ArtifactStore;
+use crate::store::artifacts::{ArtifactCopy, ArtifactStore, FilesOnly};
 use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
 use crate::store::events::{kinds, EventListener, EventLog, EventLogError, EventSink, RUN_AGENT};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
+use crate::store::postgres::artifacts::PgArtifacts;
 use crate::store::postgres::audit::PgAudit;
 use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::jobs::PgJobs;
@@ -327,6 +328,8 @@ pub enum BootstrapError {
     Busy { holder: String },
     #[error("{agent} has no conversation in this workspace (no transcript)")]
     NoConversation { agent: String },
+    #[error("{agent} has no conversation in team {team:?} of the shared store")]
+    NoSharedConversation { agent: String, team: String },
     #[error(transparent)]
     Io(#[from] IoError),
     #[error(transparent)]
@@ -355,7 +358,7 @@ impl ErrorCode for BootstrapError {
     fn code(&self) -> &'static str {
         match self {
             Self::Busy { .. } => "workspace_busy",
-            Self::NoConversation { .. } => "no_conversation",
+            Self::NoConversation { .. } | Self::NoSharedConversation { .. } => "no_conversation",
             Self::Io(e) => e.code(),
             Self::Events(EventLogError::Io(e)) => e.code(),
             Self::Events(EventLogError::Corrupt { .. }) => "invalid_format",
@@ -541,6 +544,8 @@ struct LongLivedKit {
     hooks: Option<CommandHooks>,
     /// The memory records: the workspace's, or a shared team's.
     memory: MemoryStore,
+    /// Where artifacts are copied too and recovered from: a shared team's database, or nowhere.
+    artifact_copy: Arc<dyn ArtifactCopy>,
 }
 
 /// A hook's `matcher` read like a permission rule (`shell`, `shell(cargo test:*)`,
@@ -562,8 +567,8 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    /// `shared`: a shared team's database, where every usage record is copied too and the
-    /// memory records are.
+    /// `shared`: a shared team's database, where every usage record and artifact is copied too
+    /// and the memory records are.
     fn new(
         layout: &Layout,
         settings: &TeamSettings,
@@ -575,6 +580,10 @@ impl LongLivedKit {
         let memory = match shared {
             Some(store) => MemoryStore::shared(layout, Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
+        };
+        let artifact_copy: Arc<dyn ArtifactCopy> = match shared {
+            Some(store) => Arc::new(PgArtifacts::new(store.clone())),
+            None => Arc::new(FilesOnly),
         };
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
@@ -606,6 +615,7 @@ impl LongLivedKit {
             remember: settings.long_lived.remember,
             hooks,
             memory,
+            artifact_copy,
         }
     }
 
@@ -631,7 +641,10 @@ impl LongLivedKit {
             .with_usage(self.usage.clone(), self.max_run_tokens)
             .with_context(
                 self.budget,
-                Some(ArtifactStore::new(&self.layout, agent, self.ids.clone())),
+                Some(
+                    ArtifactStore::new(&self.layout, agent, self.ids.clone())
+                        .with_copy(self.artifact_copy.clone()),
+                ),
             );
         if !with_memory {
             return runner;
@@ -1543,43 +1556,86 @@ pub enum Compacted {
 /// run is continuing it — keeping the last few exchanges, with the run's summary rules (a
 /// summary retried once, else the older part dropped with a note) and, with `remember`,
 /// memories extracted from what is summarised first. The tokens it spends go to `usage.jsonl`.
+///
+/// On a shared team (`store`: PostgreSQL) the conversation is the one in the team's database,
+/// compacted under the team's lead lock as well (a running lead of the team refuses it,
+/// `workspace_busy`, as a run holding the run lock does) and — for a teammate — only while no
+/// worker holds its lease; the event goes to the team's stream too, the usage to its totals,
+/// memories to its records.
 pub async fn compact_conversation(
     workspace: &std::path::Path,
     agent: &AgentName,
     model: Arc<dyn ModelClient>,
     long_lived: &LongLived,
+    store: &StoreChoice,
 ) -> Result<Compacted, BootstrapError> {
     let layout = Layout::new(workspace);
-    let path = layout.transcript(agent);
-    if !path.exists() {
-        return Err(BootstrapError::NoConversation {
-            agent: agent.to_string(),
-        });
-    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let shared = match store {
+        StoreChoice::Files => None,
+        StoreChoice::Postgres(options) => Some(shared::open_to_compact(options, agent)?),
+    };
+    let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &shared {
+        None => {
+            let path = layout.transcript(agent);
+            if !path.exists() {
+                return Err(BootstrapError::NoConversation {
+                    agent: agent.to_string(),
+                });
+            }
+            Arc::new(FileTranscript::new(path))
+        }
+        Some(compaction) => compaction.transcript.clone(),
+    };
     let _run_lock = take_run_lock(&layout, clock.as_ref())?;
-    let transcript = Arc::new(FileTranscript::new(path));
     let loaded = transcript.load()?;
+    if let Some(compaction) = &shared {
+        if loaded.messages.is_empty() && loaded.boundaries == 0 {
+            return Err(BootstrapError::NoSharedConversation {
+                agent: agent.to_string(),
+                team: compaction.store.team().to_owned(),
+            });
+        }
+    }
     let mut history = crate::agent::History::restore(String::new(), loaded, transcript);
     let run_id = RandomIds.next_uuid().to_string();
     // The compaction is recorded in the event stream like a run's (trigger `manual`).
-    let events = Arc::new(EventLog::open(
+    let events = EventLog::open(
         &layout,
         clock.clone(),
         run_id.clone(),
         crate::secrets::process_redactor(),
-    )?);
-    let usage = Arc::new(RunUsage::new(run_id, UsageLog::open(&layout, clock)));
+    )?;
+    let mirror = shared
+        .as_ref()
+        .map(|compaction| PgEventMirror::start(&compaction.store));
+    if let Some(mirror) = &mirror {
+        events.subscribe(mirror.clone());
+    }
+    let events = Arc::new(events);
+    let usage_copy = shared
+        .as_ref()
+        .map(|compaction| Arc::new(PgUsage::new(compaction.store.clone())) as Arc<dyn UsageCopy>);
+    let usage = Arc::new(RunUsage::new(
+        run_id,
+        UsageLog::open(&layout, clock).with_copy(usage_copy),
+    ));
     let mut compactor = Compactor::new(
         agent.clone(),
         ContextBudget::for_model(&long_lived.model_name, long_lived.context_window),
         model.clone(),
         usage.clone(),
-        Arc::new(EventRecorder::new(events)),
+        Arc::new(EventRecorder::new(events.clone())),
     );
     if long_lived.remember {
+        let memory = match &shared {
+            Some(compaction) => {
+                MemoryStore::shared(&layout, Arc::new(PgMemory::new(compaction.store.clone())))
+            }
+            None => MemoryStore::open(&layout),
+        };
         compactor.set_memory(Some(Arc::new(Memory::new(
-            MemoryStore::open(&layout),
+            memory,
             MemoryQueries::new(model).with_usage(agent.clone(), usage),
         ))));
     }
@@ -1587,13 +1643,15 @@ pub async fn compact_conversation(
     let bytes = crate::agent::context::micro::sent_bytes(history.messages(), &[]);
     let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
     let cancel = tokio_util::sync::CancellationToken::new();
-    Ok(
-        match compactor
-            .compact(&mut history, &[], keep, Trigger::Manual, &cancel)
-            .await
-        {
-            Some(report) => Compacted::Done(report),
-            None => Compacted::Nothing { messages, bytes },
-        },
-    )
+    let outcome = compactor
+        .compact(&mut history, &[], keep, Trigger::Manual, &cancel)
+        .await;
+    if let Some(mirror) = mirror {
+        // The team's stream gets the event before the command ends (a bounded wait).
+        crate::sync::blocking(|| mirror.close());
+    }
+    Ok(match outcome {
+        Some(report) => Compacted::Done(report),
+        None => Compacted::Nothing { messages, bytes },
+    })
 }

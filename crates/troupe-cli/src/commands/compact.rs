@@ -1,5 +1,7 @@
-//! `troupe compact [--agent A]`: compacts one agent's conversation now (SPEC §9), with the model
-//! the run would use (or `--model-script`), under the workspace's run lock.
+//! `troupe compact [--agent A] [--store URL]`: compacts one agent's conversation now (SPEC §9),
+//! with the model the run would use (or `--model-script`), under the workspace's run lock — on
+//! a shared team (`--store`, `TROUPE_STORE_URL`, `[store] url`), the conversation in the
+//! team's database, under the team's lead lock too.
 
 use std::path::Path;
 
@@ -11,7 +13,7 @@ use troupe::wire::AgentName;
 
 use super::run::{context_window, models};
 use super::CliError;
-use crate::args::ModelFlags;
+use crate::args::{ModelFlags, StoreFlags};
 use crate::render;
 
 pub fn compact(
@@ -20,9 +22,11 @@ pub fn compact(
     flags: &ModelFlags,
     no_memory: bool,
     json: bool,
+    store: &StoreFlags,
 ) -> Result<(), CliError> {
     let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let store = super::store_choice(store, &loaded.settings, false)?;
     let context_window = context_window(flags, &loaded.settings)?;
     let models = models(flags, &loaded)?;
     let long_lived = LongLived {
@@ -38,7 +42,13 @@ pub fn compact(
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
     let outcome = runtime
-        .block_on(compact_conversation(workspace, &agent, model, &long_lived))
+        .block_on(compact_conversation(
+            workspace,
+            &agent,
+            model,
+            &long_lived,
+            &store,
+        ))
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
     let (value, text) = match outcome {
         Compacted::Done(report) => {

@@ -82,12 +82,14 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             model,
             no_memory,
             json,
+            store,
         } => compact::compact(
             &resolve_workspace(cli.workspace)?,
             &agent,
             &model,
             no_memory,
             json,
+            &store,
         ),
         Command::Memory {
             action,

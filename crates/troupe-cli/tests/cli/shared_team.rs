@@ -789,3 +789,132 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     assert_eq!(local["jobs"], serde_json::json!([]));
     assert!(!dir.path().join(".troupe").exists());
 }
+
+/// `troupe compact --store` compacts an agent's conversation in the team's database, from any
+/// folder: the boundary is in the team's transcript, the event (trigger `manual`) in the
+/// team's stream, and the next run goes on from the compacted history. While a lead of the
+/// team runs (it holds the team's lead lock) compact is refused, as the run lock refuses it on
+/// files.
+#[test]
+fn compact_with_a_store_compacts_the_teams_conversation_unless_a_lead_runs() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(ws.join("blob.txt"), "small\n").unwrap();
+    let read = serde_json::json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "blob.txt"}}]});
+    let script = serde_json::json!({"responses": [read, read, read, read, read, read, read, {"text": "ok"}]});
+    let shared = ["--store", url.as_str(), "--no-memory"];
+    let out = super::sessions::run_scripted(&ws, "read a lot", &script, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(!ws.join(".troupe/transcripts/lead.jsonl").exists());
+
+    // Another folder: the conversation is the database's, not a workspace's.
+    let other = tempfile::tempdir().unwrap();
+    let other = std::fs::canonicalize(other.path()).unwrap();
+    let model = other.join("compact-script.json");
+    std::fs::write(&model, serde_json::json!({"responses": []}).to_string()).unwrap();
+    let compact = |args: &[&str]| {
+        let mut all = vec!["compact", "--model-script", model.to_str().unwrap()];
+        all.extend(["--store", url.as_str()]);
+        all.extend(args);
+        troupe_in(&other, &all)
+    };
+    let report = json(&compact(&["--json", "--no-memory"]));
+    assert_eq!(report["compacted"], true, "{report:#}");
+    assert_eq!(report["kind"], "summary");
+    let after = report["messages_after"].as_u64().unwrap();
+    assert!(after < report["messages_before"].as_u64().unwrap());
+    let boundaries = db
+        .query_text(
+            "SELECT count(*)::text FROM troupe_transcripts WHERE team = 'default'
+               AND agent = 'lead' AND generation = 0 AND line LIKE '%\"compaction\"%'",
+        )
+        .unwrap();
+    assert_eq!(boundaries.as_deref(), Some("1"));
+    let event = db
+        .query_text(
+            "SELECT line FROM troupe_events WHERE team = 'default'
+               AND line LIKE '%\"kind\":\"compaction\"%' ORDER BY id DESC LIMIT 1",
+        )
+        .unwrap()
+        .expect("no compaction event in the team's stream");
+    let event: Value = serde_json::from_str(&event).unwrap();
+    assert_eq!(event["agent"], "lead", "{event:#}");
+    assert_eq!(event["trigger"], "manual", "{event:#}");
+    assert_eq!(event["messages_after"], after, "{event:#}");
+
+    // The next run loads the compacted conversation and adds its exchange to it.
+    let next = serde_json::json!({"responses": [{"text": "still here"}]});
+    let out = super::sessions::run_scripted(&ws, "and now?", &next, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let again = json(&compact(&["--json", "--no-memory"]));
+    assert_eq!(again["messages_before"], after + 2, "{again:#}");
+
+    // A running lead of the team holds its lead lock: refused, nothing changed.
+    let lead = troupe::store::postgres::lead_lock(&db.store("default"))
+        .unwrap()
+        .expect("the lead lock is free");
+    let busy = compact(&[]);
+    super::support::assert_fails(&busy, 1, "[workspace_busy]");
+    assert!(
+        busy.stderr.contains("a lead of team \"default\""),
+        "{busy:#?}"
+    );
+    drop(lead);
+    // An agent without a conversation in the team.
+    let unknown = compact(&["--agent", "nobody"]);
+    super::support::assert_fails(&unknown, 1, "[no_conversation]");
+}
+
+/// An artifact travels with its team: the lead, run in one clone, reads a file too large for its
+/// history (an artifact under that clone's `.troupe/artifacts/`, copied to the database); the
+/// lead's next run, in another clone on "another host", goes on from the same conversation and
+/// reads the artifact its history names — made there from the team's copy.
+#[test]
+fn an_artifact_written_in_one_clone_is_read_by_the_team_in_another() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = std::fs::canonicalize(dir_a.path()).unwrap();
+    let b = std::fs::canonicalize(dir_b.path()).unwrap();
+    let big: String = (0..4_000).map(|i| format!("log line {i:05}\n")).collect();
+    std::fs::write(a.join("build.log"), &big).unwrap();
+    let shared = ["--store", url.as_str(), "--no-memory"];
+    let first = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "build.log"}}]},
+        {"text": "read it"}
+    ]});
+    let out = super::sessions::run_scripted(&a, "read the log", &first, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let name = db
+        .query_text("SELECT name FROM troupe_artifacts WHERE team = 'default' AND agent = 'lead'")
+        .unwrap()
+        .expect("no artifact in the team's store");
+    let path = format!(".troupe/artifacts/lead/{name}");
+    assert_eq!(std::fs::read_to_string(a.join(&path)).unwrap(), big);
+    let named = db
+        .query_text(&format!(
+            "SELECT count(*)::text FROM troupe_transcripts WHERE agent = 'lead' AND line LIKE '%{path}%'"
+        ))
+        .unwrap();
+    assert_ne!(named.as_deref(), Some("0"), "the history names {path}");
+
+    // The other clone has no artifacts; the lead's next run there reads it all the same.
+    assert!(!b.join(".troupe").exists());
+    let second = serde_json::json!({"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": path, "limit": 2}}]},
+        {"text": "read it again"}
+    ]});
+    let out = super::sessions::run_scripted(&b, "read it again", &second, &shared);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(std::fs::read_to_string(b.join(&path)).unwrap(), big);
+    let result = db
+        .query_text(
+            "SELECT line FROM troupe_transcripts WHERE agent = 'lead'
+               AND line LIKE '%made from the team''s store%' ORDER BY seq DESC LIMIT 1",
+        )
+        .unwrap()
+        .expect("no tool result made from the team's store");
+    assert!(result.contains("log line 00000"), "{result}");
+}

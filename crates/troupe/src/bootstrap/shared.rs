@@ -6,7 +6,8 @@
 //! worker registry) and every agent's transcript — everything a worker on another host needs
 //! to run a teammate. In each process's own workspace (`.troupe/`): its event stream, audit
 //! log, usage, memory, artifacts, background jobs, the task board and cron jobs (the lead's
-//! tools), as in a run on files.
+//! tools), as in a run on files; artifacts are copied to the database too (their first 8 MiB),
+//! so that a worker in another workspace can make those a teammate's history names.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,6 +60,17 @@ pub(super) struct PgParts {
     pub _lead_lock: Option<LeadLock>,
 }
 
+/// A running lead of the team holds its lead lock.
+fn lead_busy(options: &PgOptions, store: &PgStore) -> BootstrapError {
+    BootstrapError::Busy {
+        holder: format!(
+            "a lead of team {:?} runs on {} (another --team key gives another team)",
+            options.team,
+            store.shown()
+        ),
+    }
+}
+
 /// Connects (migrating the schema) and registers this process; a lead also takes the team's
 /// lead lock, refusing a second lead (`Busy`).
 pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, BootstrapError> {
@@ -66,15 +78,7 @@ pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, Bootstrap
     let lead_lock = if role == "lead" {
         match lead_lock(&store)? {
             Some(lock) => Some(lock),
-            None => {
-                return Err(BootstrapError::Busy {
-                    holder: format!(
-                        "a lead of team {:?} runs on {} (another --team key gives another team)",
-                        options.team,
-                        store.shown()
-                    ),
-                })
-            }
+            None => return Err(lead_busy(options, &store)),
         }
     } else {
         None
@@ -93,6 +97,55 @@ pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, Bootstrap
         holder,
         lease: options.lease,
         _lead_lock: lead_lock,
+    })
+}
+
+/// What `troupe compact --store` holds of a shared team while it compacts a conversation.
+pub(super) struct Compaction {
+    pub store: PgStore,
+    /// The agent's conversation in the database (a teammate's appends fenced by the lease).
+    pub transcript: Arc<dyn Transcript>,
+    /// The team's lead lock: no lead runs (or starts) while the conversation is compacted.
+    _lead_lock: LeadLock,
+}
+
+/// Connects to a team troupe already set up and takes its lead lock (`Busy` while a lead
+/// runs, as a lead that finds another is refused); for a teammate, also refuses while a worker
+/// holds its lease. Nothing is registered: compacting is no worker.
+pub(super) fn open_to_compact(
+    options: &PgOptions,
+    agent: &AgentName,
+) -> Result<Compaction, BootstrapError> {
+    let store = PgStore::connect_existing(&options.url, &options.team)?;
+    let Some(lock) = lead_lock(&store)? else {
+        return Err(lead_busy(options, &store));
+    };
+    let holder = format!(
+        "compact:{}:{}",
+        crate::store::postgres::roster::hostname(),
+        std::process::id()
+    );
+    if !agent.is_lead() {
+        let roster = PgRoster::new(store.clone(), &holder, options.lease);
+        let held = roster
+            .holders()?
+            .into_iter()
+            .find(|h| h.name == agent.as_str() && h.live && h.holder.is_some());
+        if let Some(held) = held {
+            return Err(BootstrapError::Busy {
+                holder: format!(
+                    "the worker {} runs {agent} of team {:?}",
+                    held.holder.unwrap_or_default(),
+                    options.team
+                ),
+            });
+        }
+    }
+    let transcript = PgTranscripts(store.clone(), holder).open(agent);
+    Ok(Compaction {
+        store,
+        transcript,
+        _lead_lock: lock,
     })
 }
 

@@ -47,6 +47,11 @@ impl Workspace {
         Ok(resolved.path)
     }
 
+    /// Resolves a path in the workspace that may not exist (its missing part plain names).
+    pub fn resolve_maybe_missing(&self, raw: &str) -> Result<PathBuf, ToolError> {
+        self.resolve(raw).map(|resolved| resolved.path)
+    }
+
     /// Resolves a path to write: inside the workspace, outside `.troupe/`. It may not exist
     /// yet; its missing folders will be created inside the workspace.
     pub fn resolve_write(&self, raw: &str) -> Result<PathBuf, ToolError> {

@@ -7,6 +7,11 @@
 //! small file. Only what is shown must be UTF-8; a cut that falls inside a character keeps the
 //! whole characters before it, and a cut that falls inside a secret (the API key in a file)
 //! keeps nothing of it.
+//!
+//! On a shared team, an artifact another workspace wrote (a teammate taken over by a worker
+//! here: its history names the first host's artifacts) is made here from the team's copy when
+//! the file is missing ([`ArtifactStore::recover`]), then read as any file; only a path that
+//! resolves to `.troupe/artifacts/<agent>/<uuid>.txt` qualifies.
 
 use std::fs::File;
 use std::io::Read;
@@ -17,7 +22,9 @@ use serde_json::{json, Value};
 
 use super::confine::Workspace;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::layout::Layout;
 use crate::secrets::Redactor;
+use crate::store::artifacts::{ArtifactKey, ArtifactStore, Recovered, SHARED_ARTIFACT_BYTES};
 use crate::store::read::{open_regular, Links};
 
 /// Files larger than this are cut (the model's context is the limit, not the disk).
@@ -59,13 +66,83 @@ impl ToolHandler for ReadFileTool {
             .and_then(Value::as_u64)
             .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
         let workspace = Workspace::new(&ctx.workspace)?;
-        let path = workspace.resolve_read(&raw)?;
+        let (path, recovered) = match workspace.resolve_read(&raw) {
+            Ok(path) => (path, None),
+            Err(ToolError::NotFound(message)) => {
+                let key = artifact_named(&workspace, &raw);
+                match (key, ctx.artifacts.clone()) {
+                    (Some(key), Some(store)) => {
+                        recover(&workspace, &raw, key, store, message).await?
+                    }
+                    _ => return Err(ToolError::NotFound(message)),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         // Reading a file is blocking work, however small the part read.
         let redactor = ctx.redactor.clone();
-        tokio::task::spawn_blocking(move || read(&path, &raw, limit, &redactor))
+        let text = tokio::task::spawn_blocking(move || read(&path, &raw, limit, &redactor))
             .await
-            .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))?
+            .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))??;
+        Ok(match recovered {
+            Some(recovered) => with_recovery_note(text, &recovered),
+            None => text,
+        })
     }
+}
+
+/// The artifact `raw` names, if it resolves to `.troupe/artifacts/<agent>/<name>` of this
+/// workspace with an agent's name and an artifact's file name (nothing else is fetched).
+fn artifact_named(workspace: &Workspace, raw: &str) -> Option<ArtifactKey> {
+    let path = workspace.resolve_maybe_missing(raw).ok()?;
+    let rest = path
+        .strip_prefix(workspace.root().join(Layout::STATE_DIR).join("artifacts"))
+        .ok()?;
+    let mut parts = rest.components();
+    let (Some(std::path::Component::Normal(agent)), Some(std::path::Component::Normal(name)), None) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    ArtifactKey::parse(agent.to_str()?, name.to_str()?)
+}
+
+/// Makes the missing artifact `key` from the team's copy and resolves it again; the file's own
+/// "no such file" when there is no copy.
+async fn recover(
+    workspace: &Workspace,
+    raw: &str,
+    key: ArtifactKey,
+    store: ArtifactStore,
+    not_found: String,
+) -> Result<(std::path::PathBuf, Option<Recovered>), ToolError> {
+    let recovered = tokio::task::spawn_blocking(move || store.recover(&key))
+        .await
+        .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))?
+        .map_err(|e| ToolError::coded(&e))?;
+    let Some(recovered) = recovered else {
+        return Err(ToolError::NotFound(not_found));
+    };
+    Ok((workspace.resolve_read(raw)?, Some(recovered)))
+}
+
+/// `text` with a last line saying where it came from, and whether the copy is cut.
+fn with_recovery_note(mut text: String, recovered: &Recovered) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if recovered.is_cut() {
+        text.push_str(&format!(
+            "[this workspace had no copy of this artifact; it was made from the team's store, \
+             which keeps the first {SHARED_ARTIFACT_BYTES} bytes of each: {} of its {} bytes]",
+            recovered.kept, recovered.bytes
+        ));
+    } else {
+        text.push_str(
+            "[this workspace had no copy of this artifact; it was made from the team's store]",
+        );
+    }
+    text
 }
 
 /// Opens `path` (confinement already resolved it, so a link is followed) as a regular file.

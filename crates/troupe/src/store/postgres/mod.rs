@@ -31,7 +31,9 @@
 //!   only an answer whose writer is gone is delivered by someone else.
 //! - `roster.rs`: teammates and their worker leases; workers and their heartbeats.
 //! - `transcript.rs`: agents' conversations.
+//! - `artifacts.rs`: a copy of every artifact, for the workers of other workspaces.
 
+pub mod artifacts;
 pub mod audit;
 mod delivery_lock;
 pub mod document;

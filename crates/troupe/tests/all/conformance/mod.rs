@@ -9,7 +9,10 @@
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
+//! - `artifacts` (PostgreSQL only): an artifact written in one workspace read in another of
+//!   the team, the copy's bound, names that are never fetched.
 
+mod artifacts;
 mod cron;
 mod leases;
 mod mailbox;
