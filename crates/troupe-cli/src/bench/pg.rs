@@ -5,6 +5,9 @@
 //! - `sends_per_s`: `procs` threads send `n` messages each to one mailbox;
 //! - `claim_ack_per_s`: `procs` consumer processes claim and ack them all (each message done
 //!   exactly once, checked);
+//! - `raw_commits_per_s`: what the server allows — `procs` connections each committing `n`
+//!   single-row inserts, one transaction each, at once (same server, same run); with
+//!   `claim_ack_vs_commits` and `sends_vs_commits`, troupe's rates as a share of it;
 //! - `protocol_round_trip_us_p50`: create + consume of a plan request;
 //! - `wake_latency_ms_p50`: a send → a listener in another connection sees its NOTIFY;
 //! - `takeover_s`: a worker process holding a teammate and a claimed message is SIGKILLed →
@@ -285,6 +288,7 @@ pub fn run(dir: &Path, procs: usize, n: usize, lease: Duration) -> BenchResult<V
     let pg_round_trip = round_trips(&pg_protocol, 300)?;
     let wake = wake_latency(&pg, pg_mailbox.as_ref(), 200)?;
     let takeover_s = takeover(&url, &pg, lease)?;
+    let raw_commits = db.raw_commits_per_s(procs, n).map_err(|e| e.to_string())?;
 
     // The file store, same shapes, same machine, same run.
     let ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
@@ -313,6 +317,9 @@ pub fn run(dir: &Path, procs: usize, n: usize, lease: Duration) -> BenchResult<V
         "postgres": {
             "sends_per_s": round2(pg_sends),
             "claim_ack_per_s": round2(pg_claims),
+            "raw_commits_per_s": round2(raw_commits),
+            "claim_ack_vs_commits": round2(pg_claims / raw_commits),
+            "sends_vs_commits": round2(pg_sends / raw_commits),
             "exactly_once": pg_once,
             "protocol_round_trip_us_p50": round2(pg_round_trip),
             "wake_latency_ms_p50": round2(wake),

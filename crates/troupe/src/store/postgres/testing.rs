@@ -97,6 +97,57 @@ impl TestDb {
 }
 
 impl TestDb {
+    /// What the server allows, for comparison: `clients` connections, each committing
+    /// `per_client` single-row inserts (one transaction each, durable commits as troupe's
+    /// own) into a scratch table of this schema, all at once; commits per second over the
+    /// whole span. The client side is as thin as it gets (one async task per connection), so
+    /// the figure is the server's and the machine's.
+    pub fn raw_commits_per_s(
+        &self,
+        clients: usize,
+        per_client: usize,
+    ) -> Result<f64, BackendError> {
+        self.execute(
+            "CREATE TABLE IF NOT EXISTS raw_commits (id bigserial PRIMARY KEY, body text)",
+        )?;
+        let url = self.url();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| BackendError::new("storage_error", e.to_string()))?;
+        runtime.block_on(async move {
+            let mut connected = Vec::with_capacity(clients);
+            for _ in 0..clients {
+                connected.push(connect(&url).await?);
+            }
+            let start = std::time::Instant::now();
+            let tasks: Vec<_> = connected
+                .into_iter()
+                .map(|client| {
+                    tokio::spawn(async move {
+                        let insert = client
+                            .prepare("INSERT INTO raw_commits (body) VALUES ($1)")
+                            .await?;
+                        for _ in 0..per_client {
+                            client.execute(&insert, &[&"x"]).await?;
+                        }
+                        Ok::<_, tokio_postgres::Error>(())
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await
+                    .map_err(|e| BackendError::new("storage_error", e.to_string()))?
+                    .map_err(|e| BackendError::new("store_error", e.to_string()))?;
+            }
+            let elapsed = start.elapsed().as_secs_f64().max(f64::MIN_POSITIVE);
+            Ok((clients * per_client) as f64 / elapsed)
+        })
+    }
+}
+
+impl TestDb {
     /// Begins a transaction in this schema, runs `sql` in it (a test takes a lock that way: a
     /// starting gate), and keeps it open, on a thread of its own, until the returned value is
     /// dropped.

@@ -588,3 +588,16 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
     assert_eq!(err.code(), "job_record_corrupt");
     assert!(err.to_string().contains("0000000000ee"), "{err}");
 }
+
+#[test]
+fn the_raw_commit_figure_commits_what_it_counts() {
+    // The benchmark's yardstick (`troupe-bench pg` `raw_commits_per_s`): every insert it
+    // counts is committed, by as many connections as asked.
+    let Some(db) = TestDb::create() else { return };
+    let rate = db.raw_commits_per_s(3, 40).unwrap();
+    assert!(rate > 0.0, "{rate}");
+    assert_eq!(
+        db.query_text("SELECT count(*)::text FROM raw_commits").unwrap(),
+        Some("120".to_owned())
+    );
+}
