@@ -54,7 +54,6 @@ use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::artifacts::PgArtifacts;
-use crate::store::postgres::audit::PgAudit;
 use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::jobs::PgJobs;
 use crate::store::postgres::memory::PgMemory;
@@ -64,7 +63,7 @@ use crate::store::postgres::PgStore;
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
 use crate::store::tasks::{FileTaskBoard, TaskBoard};
-use crate::store::usage::{UsageCopy, UsageLog};
+use crate::store::usage::UsageLog;
 use crate::store::{durable, IoError};
 use crate::team::definitions::{self, AgentDefinition};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
@@ -575,8 +574,6 @@ impl LongLivedKit {
         events_run_id: &str,
         shared: Option<&PgStore>,
     ) -> Self {
-        let usage_copy =
-            shared.map(|store| Arc::new(PgUsage::new(store.clone())) as Arc<dyn UsageCopy>);
         let memory = match shared {
             Some(store) => MemoryStore::shared(layout, Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
@@ -605,7 +602,8 @@ impl LongLivedKit {
             ids: settings.ids.clone(),
             usage: Arc::new(RunUsage::new(
                 run_id,
-                UsageLog::open(layout, settings.clock.clone()).with_copy(usage_copy),
+                UsageLog::open(layout, settings.clock.clone())
+                    .with_copy(shared::copies::usage(shared)),
             )),
             max_run_tokens: settings.long_lived.max_run_tokens,
             budget: ContextBudget::for_model(
@@ -782,7 +780,7 @@ fn open_stores(
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(
             JsonlAuditSink::open(layout, settings.clock.clone())?
-                .with_copy(pg.as_ref().map(|parts| PgAudit::new(parts.store.clone()))),
+                .with_copy(shared::copies::audit(pg.as_ref().map(|parts| &parts.store))),
         ),
         board,
         recovered,
@@ -825,11 +823,8 @@ fn finish_earlier_run(
     ));
     ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
         .deliver_recorded_answers()?;
-    let copy = stores
-        .pg
-        .as_ref()
-        .map(|parts| PgJobs::new(parts.store.clone()));
-    let orphans = crate::jobs::orphans::settle_orphans(layout, copy.as_ref(), settings.clock.now())
+    let copy = shared::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
+    let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .map_err(|e| {
             IoError::new(
                 "settle",
@@ -1130,12 +1125,9 @@ fn job_supervisor(
             settings.ids.clone(),
             job_tx,
         )
-        .with_copy(
-            stores
-                .pg
-                .as_ref()
-                .map(|parts| PgJobs::new(parts.store.clone())),
-        )
+        .with_copy(shared::copies::jobs(
+            stores.pg.as_ref().map(|parts| &parts.store),
+        ))
         .with_redactor(settings.redactor.clone())
         .with_events(events.clone()),
     );
@@ -1613,9 +1605,7 @@ pub async fn compact_conversation(
         events.subscribe(mirror.clone());
     }
     let events = Arc::new(events);
-    let usage_copy = shared
-        .as_ref()
-        .map(|compaction| Arc::new(PgUsage::new(compaction.store.clone())) as Arc<dyn UsageCopy>);
+    let usage_copy = shared::copies::usage(shared.as_ref().map(|compaction| &compaction.store));
     let usage = Arc::new(RunUsage::new(
         run_id,
         UsageLog::open(&layout, clock).with_copy(usage_copy),

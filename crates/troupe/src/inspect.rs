@@ -205,11 +205,11 @@ pub struct SharedStores {
     pub roster: Arc<PgRoster>,
     pub board: Arc<dyn TaskBoard>,
     /// The team's token usage, every process's.
-    pub usage: Arc<crate::store::postgres::usage::PgUsage>,
+    pub usage: Arc<dyn crate::store::usage::TeamUsage>,
     /// The lead's durable cron jobs.
     pub cron: CronStore,
     /// Every process's background job records.
-    pub jobs: Arc<crate::store::postgres::jobs::PgJobs>,
+    pub jobs: Arc<dyn crate::store::team_copy::TeamJobs>,
 }
 
 impl Inspector {
@@ -330,7 +330,7 @@ impl Inspector {
     /// not exist.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
         if let Some(shared) = &self.shared {
-            return Ok(job_record::read_all_shared(&shared.jobs)?);
+            return Ok(job_record::read_all_shared(shared.jobs.as_ref())?);
         }
         Ok(job_record::read_all(&self.layout)?)
     }

@@ -304,3 +304,32 @@ impl From<BackendError> for BootstrapError {
         BootstrapError::Backend(e)
     }
 }
+
+/// Where the records a process keeps locally are copied (a shared team's tables, or nowhere):
+/// the one choice for audit lines, usage records and job records.
+pub(super) mod copies {
+    use std::sync::Arc;
+
+    use crate::store::postgres::audit::PgAudit;
+    use crate::store::postgres::jobs::PgJobs;
+    use crate::store::postgres::usage::PgUsage;
+    use crate::store::postgres::PgStore;
+    use crate::store::team_copy::{AuditLine, CopyTo, JobLine, TeamCopy};
+    use crate::store::usage::UsageRecord;
+
+    pub fn audit(pg: Option<&PgStore>) -> CopyTo<AuditLine> {
+        let target = pg.map(|s| Arc::new(PgAudit::new(s.clone())) as Arc<dyn TeamCopy<AuditLine>>);
+        CopyTo::to(target, "the team's audit misses this decision")
+    }
+
+    pub fn usage(pg: Option<&PgStore>) -> CopyTo<UsageRecord> {
+        let target =
+            pg.map(|s| Arc::new(PgUsage::new(s.clone())) as Arc<dyn TeamCopy<UsageRecord>>);
+        CopyTo::to(target, "the team's usage totals miss this record")
+    }
+
+    pub fn jobs(pg: Option<&PgStore>) -> CopyTo<JobLine> {
+        let target = pg.map(|s| Arc::new(PgJobs::new(s.clone())) as Arc<dyn TeamCopy<JobLine>>);
+        CopyTo::to(target, "the team's job list misses this record")
+    }
+}

@@ -148,7 +148,7 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
 /// (a shared team's job table) too. Returns the ids.
 pub fn settle_orphans(
     layout: &Layout,
-    copy: Option<&crate::store::postgres::jobs::PgJobs>,
+    copy: &crate::store::team_copy::CopyTo<crate::store::team_copy::JobLine>,
     now: UtcTime,
 ) -> Result<Vec<JobId>, JobError> {
     let mut settled = Vec::new();

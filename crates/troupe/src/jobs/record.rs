@@ -24,8 +24,8 @@ use super::JobError;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::durable;
-use crate::store::postgres::jobs::PgJobs;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
+use crate::store::team_copy::{CopyTo, JobLine, TeamJobs};
 
 /// A canonical job id (UUID v4 or v7, like every id of SPEC §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -279,22 +279,23 @@ pub fn write(layout: &Layout, record: &JobRecord) -> Result<(), JobError> {
 /// the record).
 pub fn write_and_copy(
     layout: &Layout,
-    copy: Option<&PgJobs>,
+    copy: &CopyTo<JobLine>,
     record: &JobRecord,
 ) -> Result<(), JobError> {
     write(layout, record)?;
-    if let Some(copy) = copy {
-        let text = String::from_utf8_lossy(&record.to_json_bytes()).into_owned();
-        if let Err(e) = copy.put(record.id.0, &text) {
-            tracing::warn!(job = %record.id, "{e}: the team's job list misses this record");
-        }
+    if copy.is_on() {
+        let line = JobLine {
+            id: record.id.0,
+            record: String::from_utf8_lossy(&record.to_json_bytes()).into_owned(),
+        };
+        copy.copy(&line, &record_path(layout, record.id).display());
     }
     Ok(())
 }
 
 /// Every record of a shared team (every host's), by start time then id; a row that is not a
 /// record is [`JobError::Corrupt`] naming it.
-pub fn read_all_shared(jobs: &PgJobs) -> Result<Vec<JobRecord>, JobError> {
+pub fn read_all_shared(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
     let mut records = Vec::new();
     for (id, host, text) in jobs.all().map_err(JobError::Backend)? {
         let corrupt = |why: String| JobError::Corrupt {

@@ -37,7 +37,7 @@ use crate::process::{CappedOutput, Ending, GroupChild, Stop, OUTPUT_CAP};
 use crate::sandbox::Sandbox;
 use crate::secrets::Redactor;
 use crate::store::events::{kinds, EventSink, NoEvents};
-use crate::store::postgres::jobs::PgJobs;
+use crate::store::team_copy::{CopyTo, JobLine};
 
 /// A job's default time limit. The run is not quiescent while a job runs, so a job that never
 /// ends (a dev server) would otherwise hold `troupe run` open for ever; half an hour leaves room
@@ -101,7 +101,7 @@ pub struct JobSupervisor {
 struct Shared {
     layout: Layout,
     /// A shared team's job table, where every record is copied too.
-    copy: Option<PgJobs>,
+    copy: CopyTo<JobLine>,
     clock: Arc<dyn Clock>,
     completions: UnboundedSender<JobCompletion>,
     /// Jobs whose completion has not been sent yet.
@@ -137,7 +137,7 @@ impl JobSupervisor {
         Self {
             shared: Arc::new(Shared {
                 layout,
-                copy: None,
+                copy: CopyTo::nowhere(),
                 clock,
                 completions,
                 running: AtomicUsize::new(0),
@@ -156,7 +156,7 @@ impl JobSupervisor {
     /// Reports every job's start and end to `events`.
     /// Copies every record to a shared team's job table as well. Only before the first job:
     /// later, the supervisor's state is shared with its jobs and this changes nothing.
-    pub fn with_copy(mut self, copy: Option<PgJobs>) -> Self {
+    pub fn with_copy(mut self, copy: CopyTo<JobLine>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.copy = copy;
         }
@@ -241,7 +241,7 @@ impl JobSupervisor {
             started_at_utc: self.shared.clock.now(),
             state: JobState::Running,
         };
-        record::write_and_copy(&self.shared.layout, self.shared.copy.as_ref(), &running)?;
+        record::write_and_copy(&self.shared.layout, &self.shared.copy, &running)?;
         // Spawning under the lock orders every start before or after `close`: a job that
         // starts is in `handles` when `close` takes them.
         let mut tasks = self.shared.tasks();
@@ -335,7 +335,7 @@ impl Shared {
             },
             ..running
         };
-        if let Err(e) = record::write_and_copy(&self.layout, self.copy.as_ref(), &finished) {
+        if let Err(e) = record::write_and_copy(&self.layout, &self.copy, &finished) {
             tracing::warn!(job = %finished.id, error = %e, "cannot record an unstarted job");
         }
     }
@@ -393,11 +393,9 @@ impl Watch {
             finished_at_utc: self.shared.finished_at(job.started_at_utc),
         };
         crate::sync::blocking(|| {
-            if let Err(e) = record::write_and_copy(
-                &self.shared.layout,
-                self.shared.copy.as_ref(),
-                &completion.record(),
-            ) {
+            if let Err(e) =
+                record::write_and_copy(&self.shared.layout, &self.shared.copy, &completion.record())
+            {
                 // The completion still goes out: the lead learning how the job ended matters
                 // more than the inspection record.
                 tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");

@@ -27,7 +27,7 @@ use crate::error::ErrorCode;
 use crate::layout::Layout;
 use crate::store::durable;
 use crate::store::journal::{Durability, Journal};
-use crate::store::postgres::audit::PgAudit;
+use crate::store::team_copy::{AuditLine, CopyTo};
 
 /// A decision before it is stamped with the sink's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,9 +144,7 @@ pub struct JsonlAuditSink {
     log: Journal,
     clock: Arc<dyn Clock>,
     /// A shared team's audit table, where every line is copied too.
-    copy: Option<PgAudit>,
-    /// Whether a failed copy was reported already (once per run).
-    copy_warned: std::sync::atomic::AtomicBool,
+    copy: CopyTo<AuditLine>,
 }
 
 impl JsonlAuditSink {
@@ -169,14 +167,13 @@ impl JsonlAuditSink {
         Ok(Self {
             log,
             clock,
-            copy: None,
-            copy_warned: std::sync::atomic::AtomicBool::new(false),
+            copy: CopyTo::nowhere(),
         })
     }
 
     /// This sink, copying every line to a shared team's audit table as well (after the file's
     /// append; a failed copy is reported once and the decision stands).
-    pub fn with_copy(mut self, copy: Option<PgAudit>) -> Self {
+    pub fn with_copy(mut self, copy: CopyTo<AuditLine>) -> Self {
         self.copy = copy;
         self
     }
@@ -198,20 +195,14 @@ impl AuditSink for JsonlAuditSink {
         self.log
             .append(&line, Durability::Unsynced)
             .map_err(|e| fail(e.source))?;
-        if let Some(copy) = &self.copy {
-            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
-            if let Err(e) = copy.insert(record.agent.as_str(), &record.tool, record.decision, &text)
-            {
-                if !self
-                    .copy_warned
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        "{e}: the team's audit misses this decision (it is in {})",
-                        self.log.path().display()
-                    );
-                }
-            }
+        if self.copy.is_on() {
+            let copied = AuditLine {
+                agent: record.agent.as_str().to_owned(),
+                tool: record.tool.clone(),
+                decision: record.decision.to_owned(),
+                line: String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
+            };
+            self.copy.copy(&copied, &self.log.path().display());
         }
         Ok(())
     }

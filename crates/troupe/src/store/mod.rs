@@ -18,6 +18,8 @@
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
+//! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
+//!   a shared team's store.
 
 pub mod artifact_stream;
 pub mod artifacts;
@@ -34,6 +36,7 @@ pub mod protocol;
 pub mod read;
 pub mod response_ack;
 pub mod tasks;
+pub mod team_copy;
 pub mod usage;
 
 use crate::error::ErrorCode;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::team_copy::CopyTo;
 use super::{durable, journal, IoError};
 use crate::clock::Clock;
 use crate::layout::Layout;
@@ -63,21 +64,21 @@ impl UsageRecord {
     }
 }
 
+/// A team's usage totals, every process's (a shared team's table): what `troupe status
+/// --store` shows.
+pub trait TeamUsage: Send + Sync {
+    fn totals(&self) -> Result<UsageTotals, super::BackendError>;
+}
+
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first
 /// append creates the file.
 pub struct UsageLog {
     path: PathBuf,
     /// Stamps each record's `at`, so tests control it.
     clock: Arc<dyn Clock>,
-    /// Where each record is copied too (a shared team's database).
-    copy: Option<Arc<dyn UsageCopy>>,
-}
-
-/// Takes a copy of every record a [`UsageLog`] appends (after the append): a shared team's
-/// database, so that its totals cover every process. A copy that fails is the copy's to
-/// report; the log's own line is written.
-pub trait UsageCopy: Send + Sync {
-    fn copy(&self, record: &UsageRecord);
+    /// Where each record is copied too (a shared team's database, so that its totals cover
+    /// every process): after the append; a failed copy is reported once, the line stands.
+    copy: CopyTo<UsageRecord>,
 }
 
 impl UsageLog {
@@ -85,12 +86,12 @@ impl UsageLog {
         Self {
             path: layout.usage_log(),
             clock,
-            copy: None,
+            copy: CopyTo::nowhere(),
         }
     }
 
     /// This log, copying every record to `copy` as well.
-    pub fn with_copy(mut self, copy: Option<Arc<dyn UsageCopy>>) -> Self {
+    pub fn with_copy(mut self, copy: CopyTo<UsageRecord>) -> Self {
         self.copy = copy;
         self
     }
@@ -113,9 +114,7 @@ impl UsageLog {
             durable::ensure_real_dir(dir)?;
         }
         journal::append(&self.path, &line)?;
-        if let Some(copy) = &self.copy {
-            copy.copy(record);
-        }
+        self.copy.copy(record, &self.path.display());
         Ok(())
     }
 }

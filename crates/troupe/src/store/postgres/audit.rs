@@ -5,6 +5,7 @@
 
 use super::roster::hostname;
 use super::{db_error, PgStore};
+use crate::store::team_copy::{AuditLine, TeamCopy};
 use crate::store::BackendError;
 
 /// One decision as the table keeps it.
@@ -24,6 +25,12 @@ pub struct PgAudit {
     store: PgStore,
     host: String,
     pid: i32,
+}
+
+impl TeamCopy<AuditLine> for PgAudit {
+    fn copy(&self, record: &AuditLine) -> Result<(), BackendError> {
+        self.insert(&record.agent, &record.tool, &record.decision, &record.line)
+    }
 }
 
 impl PgAudit {

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::roster::hostname;
 use super::{db_error, PgStore};
+use crate::store::team_copy::{JobLine, TeamCopy, TeamJobs};
 use crate::store::BackendError;
 
 pub struct PgJobs {
@@ -63,5 +64,17 @@ impl PgJobs {
                     .map_err(|e| db_error("read the team's job records", e))
             })
         })
+    }
+}
+
+impl TeamCopy<JobLine> for PgJobs {
+    fn copy(&self, record: &JobLine) -> Result<(), BackendError> {
+        self.put(record.id, &record.record)
+    }
+}
+
+impl TeamJobs for PgJobs {
+    fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
+        PgJobs::all(self)
     }
 }

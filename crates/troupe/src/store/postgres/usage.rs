@@ -3,22 +3,21 @@
 //! `troupe status --store`, with the same meaning as the file's: overall, per agent, how many
 //! runs, and the latest run (the run of the last record in the team's order).
 //!
-//! The copy is one insert per model call, after the file's line; one that fails is reported
-//! once on the tracing output (the file keeps the record).
+//! The copy is one insert per model call, after the file's line (a [`TeamCopy`]: one that
+//! fails is reported once by the log's `CopyTo`; the file keeps the record).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::roster::hostname;
 use super::{db_error, PgStore};
-use crate::store::usage::{RunTotals, TokenCounts, UsageCopy, UsageRecord, UsageTotals};
+use crate::store::team_copy::TeamCopy;
+use crate::store::usage::{RunTotals, TeamUsage, TokenCounts, UsageRecord, UsageTotals};
 use crate::store::BackendError;
 
 pub struct PgUsage {
     store: PgStore,
     host: String,
     pid: i32,
-    warned: AtomicBool,
 }
 
 fn count(n: u64) -> i64 {
@@ -52,7 +51,6 @@ impl PgUsage {
             store,
             host: hostname(),
             pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
-            warned: AtomicBool::new(false),
         }
     }
 
@@ -150,15 +148,14 @@ impl PgUsage {
     }
 }
 
-impl UsageCopy for PgUsage {
-    fn copy(&self, record: &UsageRecord) {
-        if let Err(e) = self.insert(record) {
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    "{e}: the team's usage totals miss this record (it is in this workspace's \
-                     .troupe/usage.jsonl)"
-                );
-            }
-        }
+impl TeamCopy<UsageRecord> for PgUsage {
+    fn copy(&self, record: &UsageRecord) -> Result<(), BackendError> {
+        self.insert(record)
+    }
+}
+
+impl TeamUsage for PgUsage {
+    fn totals(&self) -> Result<UsageTotals, BackendError> {
+        PgUsage::totals(self)
     }
 }

@@ -431,7 +431,8 @@ fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
 #[test]
 fn the_teams_usage_adds_up_every_processs_records() {
     use troupe::store::postgres::usage::PgUsage;
-    use troupe::store::usage::{read_totals, TokenCounts, UsageCopy, UsageLog};
+    use troupe::store::team_copy::{CopyTo, TeamCopy};
+    use troupe::store::usage::{read_totals, TokenCounts, UsageLog, UsageRecord};
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     use crate::state::usage::record;
@@ -441,8 +442,9 @@ fn the_teams_usage_adds_up_every_processs_records() {
             &troupe::layout::Layout::new(ws.path()),
             Arc::new(s.clock.clone()),
         )
-        .with_copy(Some(
-            Arc::new(PgUsage::new(store.clone())) as Arc<dyn UsageCopy>
+        .with_copy(CopyTo::to(
+            Some(Arc::new(PgUsage::new(store.clone())) as Arc<dyn TeamCopy<UsageRecord>>),
+            "the team's usage misses it",
         ));
         (ws, log)
     };
@@ -491,12 +493,16 @@ fn the_teams_usage_adds_up_every_processs_records() {
 fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
     use troupe::permissions::{AuditEntry, AuditSink, JsonlAuditSink};
     use troupe::store::postgres::audit::PgAudit;
+    use troupe::store::team_copy::{AuditLine, CopyTo, TeamCopy};
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     let sink = |ws: &std::path::Path| {
         JsonlAuditSink::open(&troupe::layout::Layout::new(ws), Arc::new(s.clock.clone()))
             .unwrap()
-            .with_copy(Some(PgAudit::new(store.clone())))
+            .with_copy(CopyTo::to(
+                Some(Arc::new(PgAudit::new(store.clone())) as Arc<dyn TeamCopy<AuditLine>>),
+                "the team's audit misses it",
+            ))
     };
     let entry = |agent: &str, tool: &str, allowed: bool| AuditEntry {
         agent: agent.parse().unwrap(),
@@ -536,9 +542,14 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
     use troupe::jobs::record::{read_all_shared, write_and_copy, JobId, JobRecord, JobState};
     use troupe::jobs::JobEnd;
     use troupe::store::postgres::jobs::PgJobs;
+    use troupe::store::team_copy::{CopyTo, JobLine, TeamCopy};
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let copy = PgJobs::new(store.clone());
+    let jobs = Arc::new(PgJobs::new(store.clone()));
+    let copy = CopyTo::to(
+        Some(jobs.clone() as Arc<dyn TeamCopy<JobLine>>),
+        "the team's job list misses it",
+    );
     let record = |n: u128, command: &str, start: i64| JobRecord {
         id: JobId::from_uuid(uuid::Uuid::from_u128((0x4000 << 64) | (0x8000 << 48) | n)).unwrap(),
         agent: AgentName::lead(),
@@ -549,18 +560,8 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
     let (a_ws, b_ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let later = record(1, "make test", 20);
     let earlier = record(2, "make lint", 10);
-    write_and_copy(
-        &troupe::layout::Layout::new(a_ws.path()),
-        Some(&copy),
-        &later,
-    )
-    .unwrap();
-    write_and_copy(
-        &troupe::layout::Layout::new(b_ws.path()),
-        Some(&copy),
-        &earlier,
-    )
-    .unwrap();
+    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &later).unwrap();
+    write_and_copy(&troupe::layout::Layout::new(b_ws.path()), &copy, &earlier).unwrap();
     let finished = JobRecord {
         state: JobState::Finished {
             end: JobEnd::Completed,
@@ -570,13 +571,11 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
         },
         ..later.clone()
     };
-    write_and_copy(
-        &troupe::layout::Layout::new(a_ws.path()),
-        Some(&copy),
-        &finished,
-    )
-    .unwrap();
-    assert_eq!(read_all_shared(&copy).unwrap(), vec![earlier, finished]);
+    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &finished).unwrap();
+    assert_eq!(
+        read_all_shared(jobs.as_ref()).unwrap(),
+        vec![earlier, finished]
+    );
     s.db.as_ref()
         .unwrap()
         .execute(
@@ -584,7 +583,7 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
              ('team-a', '00000000-0000-4000-8000-0000000000ee', 'h', 'not json')",
         )
         .unwrap();
-    let err = read_all_shared(&copy).unwrap_err();
+    let err = read_all_shared(jobs.as_ref()).unwrap_err();
     assert_eq!(err.code(), "job_record_corrupt");
     assert!(err.to_string().contains("0000000000ee"), "{err}");
 }
@@ -597,7 +596,8 @@ fn the_raw_commit_figure_commits_what_it_counts() {
     let rate = db.raw_commits_per_s(3, 40).unwrap();
     assert!(rate > 0.0, "{rate}");
     assert_eq!(
-        db.query_text("SELECT count(*)::text FROM raw_commits").unwrap(),
+        db.query_text("SELECT count(*)::text FROM raw_commits")
+            .unwrap(),
         Some("120".to_owned())
     );
 }
