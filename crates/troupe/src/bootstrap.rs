@@ -863,7 +863,7 @@ struct Factory {
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
     /// A shared team's roster: each teammate's effects run only under its lease.
-    leases: Option<Arc<crate::store::postgres::PgRoster>>,
+    leases: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
 }
 
 impl TeammateFactory for Factory {
@@ -1022,7 +1022,10 @@ fn teammate_factory(
         sandbox: settings.sandbox.clone(),
         mcp: settings.mcp.clone(),
         transcripts: stores.transcripts.clone(),
-        leases: stores.pg.as_ref().map(|parts| parts.roster.clone()),
+        leases: stores
+            .pg
+            .as_ref()
+            .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
     })
 }
 
@@ -1273,7 +1276,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     // A shared team's lead keeps its durable jobs in the database: a lead started on another
     // host goes on with them.
     let cron_store = match &stores.pg {
-        Some(parts) => CronStore::shared(&layout, parts.store.clone()),
+        Some(parts) => CronStore::shared(&layout, parts.cron_document()),
         None => CronStore::new(&layout),
     };
     let cron = CronRuntime::open_store(
@@ -1385,6 +1388,28 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     })
 }
 
+/// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
+/// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
+/// system clock and random ids.
+pub fn send_to_shared_team(
+    url: &str,
+    team: &str,
+    to: &AgentName,
+    text: &str,
+) -> Result<troupe_wire::MessageId, crate::send::SendError> {
+    let store = crate::store::postgres::PgStore::connect_existing(url, team)?;
+    let holder = format!("send:{}", std::process::id());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let roster = crate::store::postgres::PgRoster::new(
+        store.clone(),
+        &holder,
+        crate::store::postgres::TEAMMATE_LEASE,
+    );
+    let mailbox =
+        crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
+    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text)
+}
+
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
 /// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
 /// already hold troupe's schema: inspection changes nothing).
@@ -1419,7 +1444,13 @@ pub fn inspector_with(
                 Arc::new(RandomIds),
             )),
             usage: Arc::new(PgUsage::new(pg.clone())),
-            cron: CronStore::shared(&Layout::new(workspace), pg.clone()),
+            cron: CronStore::shared(
+                &Layout::new(workspace),
+                Arc::new(crate::store::postgres::document::PgDocument::new(
+                    pg.clone(),
+                    crate::cron::store::CRON_DOCUMENT,
+                )),
+            ),
             jobs: Arc::new(PgJobs::new(pg.clone())),
             roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
@@ -1444,7 +1475,7 @@ pub struct PlanReview {
     pub protocol: ProtocolRuntime,
     layout: Layout,
     /// A shared team's roster, read from its database.
-    shared_roster: Option<Arc<crate::store::postgres::PgRoster>>,
+    shared_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
 }
 
 impl PlanReview {

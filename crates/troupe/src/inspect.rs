@@ -25,8 +25,8 @@ use crate::store::lock_probe::{self, LockState};
 use crate::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
-use crate::store::postgres::{PgRoster, WorkerRow};
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
+use crate::store::roster::{LeasedRoster, WorkerRow};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
 use crate::store::usage::{self, UsageTotals};
 use crate::store::IoError;
@@ -202,7 +202,7 @@ pub struct Inspector {
 pub struct SharedStores {
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
-    pub roster: Arc<PgRoster>,
+    pub roster: Arc<dyn LeasedRoster>,
     pub board: Arc<dyn TaskBoard>,
     /// The team's token usage, every process's.
     pub usage: Arc<dyn crate::store::usage::TeamUsage>,

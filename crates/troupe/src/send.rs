@@ -7,13 +7,13 @@
 //! teammate as a message from `user`. The recipient must be the lead or a teammate in `team.json`
 //! that has not failed or shut down: a message for anyone else would wait forever.
 //!
-//! A team shared through PostgreSQL ([`send_to_shared_team`]) is written to the same way, in
+//! A team shared through PostgreSQL ([`send_to_team`], which bootstrap's
+//! `send_to_shared_team` gives the team's roster and mailboxes) is written to the same way, in
 //! its database: the recipient is checked against the team's roster there, the message is
 //! inserted with its wakeup (`NOTIFY`), and whichever process holds the recipient sees it.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use troupe_wire::{
     AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage, TeammateRecord,
@@ -26,7 +26,7 @@ use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError};
 use crate::layout::Layout;
 use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
-use crate::store::postgres::{PgMailboxStore, PgRoster, PgStore, TEAMMATE_LEASE};
+use crate::store::roster::LeasedRoster;
 use crate::store::BackendError;
 
 #[derive(Debug, thiserror::Error)]
@@ -88,23 +88,19 @@ pub fn send_with(
     Ok(id)
 }
 
-/// Sends `text` from `user` to `to` in the team `team` of the PostgreSQL database at `url`
-/// (which must hold troupe's schema: nothing is created), on the system clock and random ids.
-pub fn send_to_shared_team(
-    url: &str,
-    team: &str,
+/// Sends `text` from `user` to `to` in a shared team, whose roster and mailboxes these are,
+/// on `clock` and random ids.
+pub fn send_to_team(
+    roster: &dyn LeasedRoster,
+    mailbox: &dyn MailboxStore,
+    clock: &dyn Clock,
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    let store = PgStore::connect_existing(url, team)?;
-    let holder = format!("send:{}", std::process::id());
-    let teammates = PgRoster::new(store.clone(), &holder, TEAMMATE_LEASE).all()?;
-    check_in(&teammates, to)?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    check_in(&roster.all()?, to)?;
     let message = user_message(to, text, clock.now(), &RandomIds)?;
     let id = message.id;
-    PgMailboxStore::new(store, clock, &holder, Duration::ZERO)
-        .send(&MailboxMessage::Ordinary(message))?;
+    mailbox.send(&MailboxMessage::Ordinary(message))?;
     Ok(id)
 }
 

@@ -6,9 +6,10 @@
 
 use std::path::Path;
 
+use troupe::bootstrap::send_to_shared_team;
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
-use troupe::send::{send_from_user, send_to_shared_team, SendError};
+use troupe::send::{send_from_user, SendError};
 use troupe::wire::AgentName;
 
 use super::CliError;

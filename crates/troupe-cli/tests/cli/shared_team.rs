@@ -766,7 +766,10 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     let cron = troupe::cron::CronRuntime::open_store(
         troupe::cron::CronStore::shared(
             &troupe::layout::Layout::new(dir.path()),
-            db.store("default"),
+            Arc::new(troupe::store::postgres::document::PgDocument::new(
+                db.store("default"),
+                troupe::cron::store::CRON_DOCUMENT,
+            )),
         ),
         Arc::new(troupe::clock::SystemClock),
         Arc::new(troupe::ids::RandomIds),

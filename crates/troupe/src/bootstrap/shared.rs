@@ -150,6 +150,14 @@ pub(super) fn open_to_compact(
 }
 
 impl PgParts {
+    /// The team's document of the lead's durable cron jobs.
+    pub fn cron_document(&self) -> Arc<dyn crate::store::document::TeamDocument> {
+        Arc::new(crate::store::postgres::document::PgDocument::new(
+            self.store.clone(),
+            crate::cron::store::CRON_DOCUMENT,
+        ))
+    }
+
     pub fn mailbox(&self, clock: Arc<dyn Clock>) -> PgMailboxStore {
         PgMailboxStore::new(self.store.clone(), clock, &self.holder, self.lease)
     }

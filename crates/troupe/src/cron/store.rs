@@ -19,6 +19,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use troupe_wire::{strict, Content, UtcTime};
@@ -27,10 +28,12 @@ use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
-use crate::store::postgres::document::PgDocument;
-use crate::store::postgres::PgStore;
+use crate::store::document::TeamDocument;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::{durable, lock, BackendError, IoError};
+
+/// The name of a shared team's document of durable jobs.
+pub const CRON_DOCUMENT: &str = "cron";
 
 /// The version this code reads and writes.
 pub const CRON_FILE_VERSION: u32 = 1;
@@ -110,14 +113,14 @@ pub struct CronStore {
     state_dir: PathBuf,
     path: PathBuf,
     lock_path: PathBuf,
-    shared: Option<PgDocument>,
+    shared: Option<Arc<dyn TeamDocument>>,
 }
 
 impl std::fmt::Debug for CronStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CronStore")
             .field("path", &self.path)
-            .field("shared", &self.shared.as_ref().map(PgDocument::place))
+            .field("shared", &self.shared.as_ref().map(|doc| doc.place()))
             .finish()
     }
 }
@@ -132,10 +135,10 @@ impl CronStore {
         }
     }
 
-    /// A shared team's durable jobs: the document `cron` of its database.
-    pub fn shared(layout: &Layout, store: PgStore) -> Self {
+    /// A shared team's durable jobs: its document [`CRON_DOCUMENT`].
+    pub fn shared(layout: &Layout, document: Arc<dyn TeamDocument>) -> Self {
         Self {
-            shared: Some(PgDocument::new(store, "cron")),
+            shared: Some(document),
             ..Self::new(layout)
         }
     }

@@ -56,7 +56,7 @@ use super::{
 };
 use super::{SandboxSettings, StoreSettings};
 use crate::sandbox::{Mode as SandboxMode, Network};
-use crate::store::postgres::is_postgres_url;
+use crate::store::is_postgres_url;
 use crate::store::read::{open_regular, Links};
 
 /// The project settings file, at the workspace root.

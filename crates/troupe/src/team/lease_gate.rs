@@ -10,17 +10,17 @@ use std::sync::Arc;
 use troupe_wire::AgentName;
 
 use crate::permissions::{Decision, Effect, PermissionRequest, PermissionRule, RuleVerdict};
-use crate::store::postgres::PgRoster;
+use crate::store::roster::LeasedRoster;
 
 pub struct LeaseGate {
-    roster: Arc<PgRoster>,
+    roster: Arc<dyn LeasedRoster>,
     name: AgentName,
 }
 
 impl LeaseGate {
     pub const RULE: &'static str = "lease_gate";
 
-    pub fn new(roster: Arc<PgRoster>, name: AgentName) -> Self {
+    pub fn new(roster: Arc<dyn LeasedRoster>, name: AgentName) -> Self {
         Self { roster, name }
     }
 }

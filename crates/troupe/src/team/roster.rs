@@ -14,8 +14,8 @@ use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus, WireErr
 
 use crate::clock::Clock;
 use crate::layout::Layout;
-use crate::store::postgres::PgRoster;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
+use crate::store::roster::LeasedRoster;
 use crate::store::{durable, BackendError, IoError};
 
 /// Why `team.json` could not be read.
@@ -56,7 +56,7 @@ pub struct Roster {
     /// The records; with a database, the last ones read (used when a read fails).
     records: Mutex<BTreeMap<AgentName, TeammateRecord>>,
     /// The roster in PostgreSQL: the truth, shared with workers in other processes.
-    pg: Option<Arc<PgRoster>>,
+    pg: Option<Arc<dyn LeasedRoster>>,
 }
 
 impl Roster {
@@ -97,7 +97,7 @@ impl Roster {
     pub fn open_pg(
         layout: &Layout,
         clock: Arc<dyn Clock>,
-        pg: Arc<PgRoster>,
+        pg: Arc<dyn LeasedRoster>,
     ) -> Result<Self, BackendError> {
         let held: std::collections::HashSet<String> = pg
             .holders()?
@@ -125,7 +125,7 @@ impl Roster {
     }
 
     /// The database roster, when there is one (for teammate leases).
-    pub fn pg(&self) -> Option<&Arc<PgRoster>> {
+    pub fn pg(&self) -> Option<&Arc<dyn LeasedRoster>> {
         self.pg.as_ref()
     }
 

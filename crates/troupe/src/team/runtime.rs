@@ -34,9 +34,9 @@ use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
-use crate::store::postgres::{Lease, PgRoster};
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
+use crate::store::roster::{Lease, LeasedRoster};
 use crate::sync::{blocking, lock};
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
@@ -101,7 +101,7 @@ pub struct TeamPorts {
 /// database, and a teammate runs only in the process that holds its lease.
 #[derive(Clone)]
 pub struct Shared {
-    pub roster: Arc<PgRoster>,
+    pub roster: Arc<dyn LeasedRoster>,
     /// Whether this process runs teammates at all (`troupe run --no-local-workers`: no).
     pub local_workers: bool,
     /// The lead's `--require-plans`: recorded as each new teammate's `plan_required`, since a

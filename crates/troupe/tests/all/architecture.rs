@@ -19,7 +19,8 @@ const LAYERS: &[&[&str]] = &[
     &["agent", "cron"],
     &["team"],
     &["inspect"],
-    &["bootstrap", "send"],
+    &["send"],
+    &["bootstrap"],
     &["demo"],
 ];
 
@@ -234,6 +235,35 @@ fn no_module_imports_from_a_layer_above_its_own() {
         upward.is_empty(),
         "imports that do not go down a layer:\n{}",
         upward.join("\n")
+    );
+}
+
+/// The modules that may name the PostgreSQL adapters: the stores themselves and bootstrap,
+/// which chooses the backend once and hands every other module its ports (issue 24).
+const POSTGRES_NAMED_BY: &[&str] = &["store", "bootstrap"];
+
+#[test]
+fn only_bootstrap_and_the_stores_name_the_postgresql_adapters() {
+    let edges = dependencies();
+    let postgres = ["store".to_owned(), "postgres".to_owned()];
+    let mut naming = Vec::new();
+    for (module, targets) in &edges {
+        let Some(top) = module.first() else {
+            continue;
+        };
+        if POSTGRES_NAMED_BY.contains(&top.as_str()) {
+            continue;
+        }
+        for target in targets {
+            if target.starts_with(&postgres) {
+                naming.push(format!("{} → {}", name(module), name(target)));
+            }
+        }
+    }
+    assert!(
+        naming.is_empty(),
+        "modules that name store::postgres (take a port from bootstrap instead):\n{}",
+        naming.join("\n")
     );
 }
 

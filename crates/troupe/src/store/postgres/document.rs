@@ -6,8 +6,8 @@
 use super::{db_error, locked, Lock, PgStore};
 use crate::store::BackendError;
 
-/// A change: the current text (none yet) → the new text, or why not (nothing is written).
-pub type Change = Box<dyn FnOnce(Option<String>) -> Result<String, String> + Send>;
+pub use crate::store::document::Change;
+use crate::store::document::TeamDocument;
 
 #[derive(Clone)]
 pub struct PgDocument {
@@ -82,5 +82,19 @@ impl PgDocument {
                 .map_err(|e| db_error("commit a document", e))?;
             Ok(Ok(()))
         })
+    }
+}
+
+impl TeamDocument for PgDocument {
+    fn place(&self) -> String {
+        PgDocument::place(self)
+    }
+
+    fn read(&self) -> Result<Option<String>, BackendError> {
+        PgDocument::read(self)
+    }
+
+    fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
+        PgDocument::update(self, change)
     }
 }

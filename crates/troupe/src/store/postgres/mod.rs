@@ -52,10 +52,11 @@ mod transcript;
 pub mod usage;
 pub mod wake;
 
+pub use crate::store::roster::WorkerRow;
 pub use mailbox::{PgMailboxStore, DEFAULT_LEASE};
 pub use protocol::PgProtocolStore;
 pub use response_ack::PgResponseAck;
-pub use roster::{lead_lock, LeadLock, Lease, PgRoster, WorkerRow, TEAMMATE_LEASE};
+pub use roster::{lead_lock, LeadLock, Lease, PgRoster, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::PgTaskBoard;
 pub use transcript::PgTranscriptLog;
@@ -111,10 +112,7 @@ pub(crate) async fn locked<'a>(
     Ok(tx)
 }
 
-/// Whether a store URL names PostgreSQL.
-pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
+pub use super::is_postgres_url;
 
 /// One process's connection to a team's stores in PostgreSQL. Cloning shares it.
 #[derive(Clone)]

@@ -24,32 +24,12 @@ use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, TeammateRecord, TeammateStatus, UtcTime};
 
 use super::{db_error, PgStore};
+pub use crate::store::roster::{Holder, Lease};
+use crate::store::roster::{LeasedRoster, WorkerRow};
 use crate::store::BackendError;
 
 /// How long a worker holds a teammate unless its heartbeat extends it.
 pub const TEAMMATE_LEASE: Duration = Duration::from_secs(10);
-
-/// One worker process, as `troupe status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct WorkerRow {
-    pub id: String,
-    pub host: String,
-    pub pid: i32,
-    pub role: String,
-    /// Milliseconds since its last heartbeat (database time).
-    pub heartbeat_age_ms: i64,
-    /// The teammates it holds a live lease on.
-    pub teammates: Vec<String>,
-}
-
-/// Who holds a teammate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Holder {
-    pub name: String,
-    pub holder: Option<String>,
-    /// Whether the lease is still live (database time).
-    pub live: bool,
-}
 
 /// The roster of one team, and this process's leases in it.
 pub struct PgRoster {
@@ -60,18 +40,6 @@ pub struct PgRoster {
     /// The fencing token of each teammate lease this holder took.
     fences: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     stop: CancellationToken,
-}
-
-/// What [`PgRoster::acquire`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lease {
-    /// Another holder's lease is live.
-    Taken,
-    /// This holder had it already (same fencing token).
-    Kept,
-    /// This holder has it now under a new token: whatever it knew of the teammate may be
-    /// stale (another holder may have run it meanwhile).
-    New,
 }
 
 impl Drop for PgRoster {
@@ -541,4 +509,52 @@ pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
         _client: Arc::new(client),
         _store: store.clone(),
     }))
+}
+
+impl LeasedRoster for PgRoster {
+    fn holder(&self) -> &str {
+        PgRoster::holder(self)
+    }
+
+    fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+        PgRoster::all(self)
+    }
+
+    fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+        PgRoster::get(self, name)
+    }
+
+    fn holders(&self) -> Result<Vec<Holder>, BackendError> {
+        PgRoster::holders(self)
+    }
+
+    fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+        PgRoster::holds(self, name)
+    }
+
+    fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
+        PgRoster::acquire(self, name)
+    }
+
+    fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+        PgRoster::add(self, record)
+    }
+
+    fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+        PgRoster::replace_stopped(self, record)
+    }
+
+    fn set_status(
+        &self,
+        name: &AgentName,
+        status: TeammateStatus,
+        detail: Option<String>,
+        now: UtcTime,
+    ) -> Result<Option<TeammateStatus>, BackendError> {
+        PgRoster::set_status(self, name, status, detail, now)
+    }
+
+    fn workers(&self) -> Result<Vec<WorkerRow>, BackendError> {
+        PgRoster::workers(self)
+    }
 }

@@ -36,6 +36,13 @@ impl Setup {
             "0123456789\n".repeat(545),
         )
         .unwrap();
+        // An 891-byte one: results under 1 KB are never micro-compacted, so only a summary
+        // brings a history of them back under the budget.
+        std::fs::write(
+            workspace.path().join("small.txt"),
+            "0123456789\n".repeat(81),
+        )
+        .unwrap();
         Self { workspace }
     }
 
@@ -53,11 +60,22 @@ impl Setup {
 
 /// `reads` calls of read_file on the blob, then an answer.
 fn reading(reads: usize) -> ScriptedModel {
+    reading_file("blob.txt", reads)
+}
+
+/// `reads` calls of read_file on `path`, then an answer.
+fn reading_file(path: &str, reads: usize) -> ScriptedModel {
     let mut model = ScriptedModel::new();
     for _ in 0..reads {
-        model = model.tool_call("read_file", json!({"path": "blob.txt"}));
+        model = model.tool_call("read_file", json!({"path": path}));
     }
     model.text("Read it all.")
+}
+
+/// Sixteen reads of the small file: about 16 KB of results no micro-compaction may clear,
+/// past a 4,096-token window's budget.
+fn reading_small() -> ScriptedModel {
+    reading_file("small.txt", 16)
 }
 
 fn tool_pairs_are_whole(messages: &[ChatMessage]) {
@@ -121,11 +139,12 @@ pub(super) fn lead_runner(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_from_it() {
     let setup = Setup::new();
-    // 4,096 tokens: a budget of 12,288 bytes; each read adds about 6 KB.
-    let model = Arc::new(reading(6));
+    // 4,096 tokens: a budget of 12,288 bytes; each read adds about 1 KB that micro-compaction
+    // may not clear.
+    let model = Arc::new(reading_small());
     let mut runner = setup.runner(model.clone(), 4_096);
     let outcome = runner
-        .run_user_turn("read the blob six times", &CancellationToken::new())
+        .run_user_turn("read the small file sixteen times", &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(outcome.end, TurnEnd::Answered("Read it all.".into()));
@@ -147,7 +166,7 @@ async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_fr
     );
     assert_eq!(history.origins()[1], Origin::Summary);
     assert!(history.messages().iter().any(
-        |m| matches!(m, ChatMessage::User { content } if content == "read the blob six times")
+        |m| matches!(m, ChatMessage::User { content } if content == "read the small file sixteen times")
     ));
     // The transcript keeps every original line and a boundary.
     let text = setup.transcript();
@@ -164,7 +183,7 @@ async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_fr
 async fn a_malformed_summary_is_asked_again_once() {
     let setup = Setup::new();
     let model = Arc::new(
-        reading(6)
+        reading_small()
             .side_text(Purpose::Summary, "Here is a summary: it went well.")
             .side_text(
                 Purpose::Summary,
@@ -191,7 +210,7 @@ async fn a_malformed_summary_is_asked_again_once() {
 async fn two_malformed_summaries_drop_the_older_part_with_a_note_and_the_turn_goes_on() {
     let setup = Setup::new();
     let model = Arc::new(
-        reading(6)
+        reading_small()
             .side_text(Purpose::Summary, "{\"current_goal\": \"x\"}")
             .side_text(Purpose::Summary, "not json at all"),
     );

@@ -158,7 +158,13 @@ impl Stores {
     pub fn cron(&self) -> troupe::cron::CronStore {
         match &self.pg {
             None => troupe::cron::CronStore::new(&self.layout),
-            Some(pg) => troupe::cron::CronStore::shared(&self.layout, pg.clone()),
+            Some(pg) => troupe::cron::CronStore::shared(
+                &self.layout,
+                std::sync::Arc::new(troupe::store::postgres::document::PgDocument::new(
+                    pg.clone(),
+                    troupe::cron::store::CRON_DOCUMENT,
+                )),
+            ),
         }
     }
 
