@@ -1233,26 +1233,27 @@ fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bo
         observer: settings.team_observer.clone(),
         request_ttl: settings.request_ttl,
         transcripts: stores.transcripts.clone(),
-        shared: shared_ports(settings, stores).map(|mut shared| {
-            if let Some(local) = local_workers {
-                shared.local_workers = local;
-            }
-            shared
-        }),
+        placement: placement(settings, stores, local_workers),
     }
 }
 
-/// The team runtime's view of a shared team: its roster and whether this process runs
-/// teammates.
-fn shared_ports(settings: &TeamSettings, stores: &Stores) -> Option<crate::team::Shared> {
-    let (StoreChoice::Postgres(options), Some(parts)) = (&settings.store, &stores.pg) else {
-        return None;
+/// Where teammates run: here, or — in a team across processes — under leases, in this process
+/// only if it runs teammates (`local_workers` overrides the settings: a worker always does).
+fn placement(
+    settings: &TeamSettings,
+    stores: &Stores,
+    local_workers: Option<bool>,
+) -> Arc<dyn crate::team::Placement> {
+    let (StoreChoice::Postgres(options), Some(parts), Some(response_ack)) =
+        (&settings.store, &stores.pg, &stores.response_ack)
+    else {
+        return Arc::new(crate::team::Here);
     };
-    Some(crate::team::Shared {
+    Arc::new(crate::team::UnderLease {
         roster: parts.roster.clone(),
-        local_workers: options.local_workers,
+        local_workers: local_workers.unwrap_or(options.local_workers),
         require_plans: settings.require_plans,
-        response_ack: stores.response_ack.clone()?,
+        response_ack: response_ack.clone(),
     })
 }
 

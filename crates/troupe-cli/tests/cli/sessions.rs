@@ -134,14 +134,15 @@ fn twenty_runs_on_one_workspace_never_fail_on_context() {
         assert_eq!(out.stdout, "Read it.\n", "run {n}");
     }
     let text = transcript_text(&ws, "lead.jsonl");
-    // Both compactions along the way: batches of old results cleared past half the budget,
-    // summaries past the budget (fewer than one a run, since the batches make room).
+    // Both compactions along the way: batches of old results cleared past half the budget
+    // (most runs), summaries past the budget (rare: the batches make room, and only what they
+    // may not clear — prompts, answers, small results — piles up).
     let (summaries, batches) = (
         text.matches("\"compaction\"").count(),
         text.matches("\"micro_compaction\"").count(),
     );
     assert!(
-        summaries >= 10 && batches >= 10,
+        summaries >= 1 && batches >= 20,
         "{summaries} summaries, {batches} batches"
     );
     // Every run's prompt is in the file for people, the last one after the last boundary.

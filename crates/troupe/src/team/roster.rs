@@ -94,7 +94,7 @@ impl Roster {
 
     /// The roster of a team in PostgreSQL. Teammates that were `running` or `failed` and whose
     /// lease nobody holds any more (their worker is gone) come back `idle`, as in `load`.
-    pub fn open_pg(
+    pub fn open_leased(
         layout: &Layout,
         clock: Arc<dyn Clock>,
         pg: Arc<dyn LeasedRoster>,
@@ -122,11 +122,6 @@ impl Roster {
         };
         roster.all();
         Ok(roster)
-    }
-
-    /// The database roster, when there is one (for teammate leases).
-    pub fn pg(&self) -> Option<&Arc<dyn LeasedRoster>> {
-        self.pg.as_ref()
     }
 
     /// Reads the database roster into the cache; on failure the cache stands (and says so).

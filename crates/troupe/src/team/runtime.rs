@@ -22,6 +22,7 @@ use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
 use super::definitions::AgentDefinition;
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
+use super::placement::{Claim, Placement};
 use super::plan_gate::GateStart;
 use super::postman::{Postman, Waker};
 use super::protocol::{self as triage, ProtocolRuntime, TeammateStatuses};
@@ -36,7 +37,6 @@ use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
-use crate::store::roster::{Lease, LeasedRoster};
 use crate::sync::{blocking, lock};
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
@@ -93,22 +93,9 @@ pub struct TeamPorts {
     pub request_ttl: Duration,
     /// Where teammates' conversations are kept.
     pub transcripts: Arc<dyn Transcripts>,
-    /// Set when the team is shared with other processes through PostgreSQL.
-    pub shared: Option<Shared>,
-}
-
-/// A team shared with other processes (`--store postgres://…`): the roster lives in the
-/// database, and a teammate runs only in the process that holds its lease.
-#[derive(Clone)]
-pub struct Shared {
-    pub roster: Arc<dyn LeasedRoster>,
-    /// Whether this process runs teammates at all (`troupe run --no-local-workers`: no).
-    pub local_workers: bool,
-    /// The lead's `--require-plans`: recorded as each new teammate's `plan_required`, since a
-    /// worker in another process builds the teammate from its record alone.
-    pub require_plans: bool,
-    /// Consumes a protocol response and acks its message in one transaction.
-    pub response_ack: Arc<dyn ResponseAck>,
+    /// Where teammates run: here ([`Here`](super::placement::Here)), or under leases in a
+    /// distributed team.
+    pub placement: Arc<dyn Placement>,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
@@ -125,11 +112,12 @@ struct TeamInner {
     spawning: Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
-    /// In a shared team: the failed teammates the lead was told of (failures happen in other
+    /// In a distributed team: the failed teammates the lead was told of (failures happen in other
     /// processes, so the roster is where they are found).
     failures_told: Mutex<std::collections::HashSet<AgentName>>,
     transcripts: Arc<dyn Transcripts>,
-    shared: Option<Shared>,
+    /// Where teammates run.
+    placement: Arc<dyn Placement>,
     /// Signalled on every change the driver may be waiting for.
     changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
@@ -165,11 +153,7 @@ impl TeamRuntime {
         ports: TeamPorts,
         factory: Arc<dyn TeammateFactory>,
     ) -> Result<Self, TeamError> {
-        let roster = match &ports.shared {
-            None => Roster::load(&layout, ports.clock.clone())?,
-            Some(shared) => Roster::open_pg(&layout, ports.clock.clone(), shared.roster.clone())
-                .map_err(|e| TeamError::Invalid(format!("open the roster: {e}")))?,
-        };
+        let roster = ports.placement.open_roster(&layout, ports.clock.clone())?;
         let inner = Arc::new_cyclic(|weak: &Weak<TeamInner>| {
             let postman = Arc::new(
                 Postman::new(
@@ -195,7 +179,7 @@ impl TeamRuntime {
                 failures: Mutex::new(Vec::new()),
                 failures_told: Mutex::new(std::collections::HashSet::new()),
                 transcripts: ports.transcripts,
-                shared: ports.shared,
+                placement: ports.placement,
                 changed: Notify::new(),
                 closing: CancellationToken::new(),
                 observer: ports.observer,
@@ -221,10 +205,10 @@ impl TeamRuntime {
     }
 
     /// How a protocol response is consumed and its message acked: in one transaction in a
-    /// shared store, one after the other on files (see `store::response_ack`).
+    /// distributed team's store, one after the other on files (see `store::response_ack`).
     pub fn response_ack(&self) -> Arc<dyn ResponseAck> {
-        match &self.inner.shared {
-            Some(shared) => shared.response_ack.clone(),
+        match self.inner.placement.response_ack() {
+            Some(ack) => ack,
             None => Arc::new(InTurn {
                 mailbox: self.mailbox().clone(),
                 protocol: self.protocol().store().clone(),
@@ -277,14 +261,14 @@ impl TeamRuntime {
         self.inner.workers.any_running()
     }
 
-    /// Whether any teammate is at work, here or — in a shared team — in another process: a
+    /// Whether any teammate is at work, here or — in a distributed team — in another process: a
     /// worker of this process runs, or the roster says one is running, or a teammate that can
     /// still take messages has some waiting or claimed.
     pub fn any_teammate_busy(&self) -> Result<bool, TeamError> {
         if self.inner.workers.any_running() {
             return Ok(true);
         }
-        if self.inner.shared.is_none() {
+        if !self.inner.placement.spans_processes() {
             return Ok(false);
         }
         let mailbox = self.mailbox();
@@ -315,9 +299,9 @@ impl TeamRuntime {
         }
     }
 
-    /// Whether the team is shared with other processes.
-    pub fn is_shared(&self) -> bool {
-        self.inner.shared.is_some()
+    /// Whether other processes run teammates of this team too (a distributed team).
+    pub fn spans_processes(&self) -> bool {
+        self.inner.placement.spans_processes()
     }
 
     /// Tells the driver to look again (e.g. after a test moved the clock).
@@ -357,7 +341,7 @@ impl TeamRuntime {
     /// Teammates that failed since the last call, with their reasons.
     pub fn take_failures(&self) -> Vec<(AgentName, String)> {
         let mut failures = std::mem::take(&mut *lock(&self.inner.failures));
-        if self.inner.shared.is_some() {
+        if self.inner.placement.spans_processes() {
             let mut told = lock(&self.inner.failures_told);
             for record in self.inner.roster.all() {
                 if record.status != TeammateStatus::Failed {
@@ -536,7 +520,7 @@ impl TeamInner {
                 }
             }
         }
-        let plan_required = plan_required || self.shared.as_ref().is_some_and(|s| s.require_plans);
+        let plan_required = plan_required || self.placement.records_plan_rule();
         let record = TeammateRecord {
             name: name.clone(),
             role: role.to_owned(),
@@ -639,23 +623,13 @@ impl TeamInner {
         ) {
             return;
         }
-        if let Some(shared) = &self.shared {
-            // In a shared team a teammate runs only where its lease is held.
-            if !shared.local_workers {
-                return;
-            }
-            match shared.roster.acquire(name) {
-                Ok(Lease::Kept) => {}
-                // Newly ours: a runner this process kept from an earlier lease may be stale
-                // (another worker ran the teammate meanwhile); the next one is built from the
-                // durable transcript.
-                Ok(Lease::New) => self.workers.drop_idle(name),
-                Ok(Lease::Taken) => return,
-                Err(e) => {
-                    tracing::warn!("could not lease teammate {name}: {e}");
-                    return;
-                }
-            }
+        match self.placement.claim(name) {
+            Claim::Here => {}
+            // Newly here: a runner this process kept from an earlier lease may be stale
+            // (another worker ran the teammate meanwhile); the next one is built from the
+            // durable transcript.
+            Claim::Fresh => self.workers.drop_idle(name),
+            Claim::Elsewhere => return,
         }
         let runner = match self.workers.start(name) {
             Start::Started(runner) => runner,
@@ -745,16 +719,7 @@ impl WorkerContext for TeamWorker {
     }
 
     fn holds_lease(&self) -> bool {
-        let Some(shared) = &self.team.shared else {
-            return true;
-        };
-        match shared.roster.holds(&self.name) {
-            Ok(holds) => holds,
-            Err(e) => {
-                tracing::warn!("could not check the lease of {}: {e}", self.name);
-                false
-            }
-        }
+        self.team.placement.still_here(&self.name)
     }
 
     fn lost(&self) {

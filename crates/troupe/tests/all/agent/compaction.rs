@@ -144,7 +144,10 @@ async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_fr
     let model = Arc::new(reading_small());
     let mut runner = setup.runner(model.clone(), 4_096);
     let outcome = runner
-        .run_user_turn("read the small file sixteen times", &CancellationToken::new())
+        .run_user_turn(
+            "read the small file sixteen times",
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(outcome.end, TurnEnd::Answered("Read it all.".into()));

@@ -172,7 +172,7 @@ fn parts(f: &Fixture) -> Parts {
             transcripts: std::sync::Arc::new(troupe::agent::transcript::FileTranscripts(
                 f.layout.clone(),
             )),
-            shared: None,
+            placement: std::sync::Arc::new(troupe::team::Here),
         },
         factory,
     )
