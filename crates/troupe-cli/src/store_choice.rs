@@ -9,8 +9,8 @@ use std::time::Duration;
 use troupe::bootstrap::{PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
 use troupe::settings::{parse_lease, Settings, Source, Sourced, LEASE_FORM};
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 
 /// The store values a command would use, each with where it came from (`troupe config` shows
 /// them). `team` and `lease` only matter with a `url`.

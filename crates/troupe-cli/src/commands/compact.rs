@@ -11,9 +11,9 @@ use troupe::bootstrap::{compact_conversation, Compacted, LongLived};
 use troupe::error::ErrorCode;
 use troupe::wire::AgentName;
 
-use super::run::{context_window, models};
-use super::CliError;
+use crate::agent_setup::{context_window, models};
 use crate::args::{ModelFlags, StoreFlags};
+use crate::error::CliError;
 use crate::render;
 
 pub fn compact(
@@ -26,7 +26,7 @@ pub fn compact(
 ) -> Result<(), CliError> {
     let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let store = super::store_choice(store, &loaded.settings, false)?;
+    let store = crate::store_choice::store_choice(store, &loaded.settings, false)?;
     let context_window = context_window(flags, &loaded.settings)?;
     let models = models(flags, &loaded)?;
     let long_lived = LongLived {

@@ -15,11 +15,11 @@ use troupe::model::config::{process_env, EffectiveModel, ModelOverrides, Provide
 use troupe::settings::trust::{TrustKind, TrustState, TrustStore};
 use troupe::settings::{store_url_shown, McpTransport, Settings, Sourced, PROJECT_FILE_NAME};
 
-use super::run::context_window_sourced;
-use super::store::{effective_store, EffectiveStore};
-use super::CliError;
+use crate::agent_setup::context_window_sourced;
 use crate::args::{ModelFlags, StoreFlags};
+use crate::error::CliError;
 use crate::render;
+use crate::store_choice::{effective_store, EffectiveStore};
 use crate::trust::Loaded;
 
 pub fn config(

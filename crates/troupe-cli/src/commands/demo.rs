@@ -13,7 +13,7 @@ use troupe::ids::RandomIds;
 use troupe::permissions::AutoApproval;
 use troupe::team::NoTeamObserver;
 
-use super::CliError;
+use crate::error::CliError;
 use crate::observe::{Console, Sink};
 use crate::render;
 

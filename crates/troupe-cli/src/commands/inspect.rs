@@ -8,14 +8,14 @@ use troupe::inspect::{InspectError, Inspector};
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, RequestStatus};
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 
 /// The inspector of the team `store` names: files, or its shared database.
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let choice = super::store_choice(store, &settings, false)?;
+    let choice = crate::store_choice::store_choice(store, &settings, false)?;
     troupe::bootstrap::inspector_with(workspace, &choice)
         .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
 }

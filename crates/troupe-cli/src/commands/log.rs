@@ -38,7 +38,9 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
         until_end: args.until_end.then(UntilEnd::default),
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    if let StoreChoice::Postgres(options) = super::store_choice(&args.store, &settings, false)? {
+    if let StoreChoice::Postgres(options) =
+        crate::store_choice::store_choice(&args.store, &settings, false)?
+    {
         let store = PgStore::connect_existing(&options.url, &options.team)
             .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
         return shared_log(&PgEvents::new(store), args.follow, &mut printer);

@@ -18,8 +18,8 @@ use troupe::store::memory::{
 use troupe::store::postgres::memory::PgMemory;
 use troupe::store::postgres::PgStore;
 
-use super::CliError;
 use crate::args::{MemoryAction, StoreFlags};
+use crate::error::CliError;
 use crate::render;
 
 pub fn memory(
@@ -30,7 +30,7 @@ pub fn memory(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let layout = Layout::new(workspace);
-    let store = match super::store_choice(flags, &settings, false)? {
+    let store = match crate::store_choice::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),
         StoreChoice::Postgres(options) => {
             let pg = PgStore::connect_existing(&options.url, &options.team)

@@ -11,8 +11,8 @@ use troupe::error::ErrorCode;
 use troupe::send::{send_from_user, send_to_shared_team, SendError};
 use troupe::wire::AgentName;
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 
 pub fn send(
@@ -23,9 +23,9 @@ pub fn send(
     store: &StoreFlags,
 ) -> Result<(), CliError> {
     let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
-    let text = &super::text_or_stdin(text, "the message")?;
+    let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let sent = match super::store_choice(store, &settings, false)? {
+    let sent = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => send_from_user(workspace, &to, text),
         StoreChoice::Postgres(options) => {
             send_to_shared_team(&options.url, &options.team, &to, text)

@@ -14,8 +14,8 @@ use troupe::store::events::read::read_all;
 use troupe::store::postgres::events::PgEvents;
 use troupe::store::postgres::PgStore;
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 use crate::serve::page;
 
@@ -32,7 +32,7 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
         )));
     }
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let events = match super::store_choice(store, &settings, false)? {
+    let events = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => read_all(&layout.events_log())
             .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
         StoreChoice::Postgres(options) => shared_events(&options.url, &options.team)

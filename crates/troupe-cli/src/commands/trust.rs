@@ -9,7 +9,7 @@ use std::path::Path;
 use troupe::error::ErrorCode;
 use troupe::settings::trust::{TrustState, TrustStore};
 
-use super::CliError;
+use crate::error::CliError;
 use crate::render;
 use crate::trust::{describe, record, review, state};
 

@@ -17,6 +17,7 @@ mod changes;
 mod http;
 pub mod page;
 mod price;
+mod response;
 mod send;
 mod sse;
 mod state;
@@ -38,7 +39,7 @@ use api::{Shared, Team};
 
 pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
-    let team = match crate::commands::store_choice(store, &settings, false)? {
+    let team = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => Team::Files,
         choice @ StoreChoice::Postgres(_) => {
             let StoreChoice::Postgres(options) = &choice else {
@@ -83,8 +84,7 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
         cache: Mutex::new(cache::EventCache::new(source)),
         layout,
         team,
-        token,
-        port,
+        token: Arc::new(token),
         changes,
     });
     let shutdown = shutdown()?;
@@ -101,7 +101,11 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
             .and_then(|()| out.flush())
             .map_err(|e| CliError::failed(format_args!("cannot write output: {e}")))?;
     }
-    http::serve(listener, shared, shutdown)
+    let gate = http::Gate {
+        port,
+        token: shared.token.clone(),
+    };
+    http::serve(listener, gate, api::handler(shared), shutdown)
         .await
         .map_err(|e| CliError::failed(format_args!("the server failed: {e}")))
 }
