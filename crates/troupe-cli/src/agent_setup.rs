@@ -62,7 +62,7 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
     let settings = &loaded.settings;
     if let Some(script) = &args.model_script {
         let model = ScriptedModel::from_json_file(script)
-            .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
+            .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
         return Ok(Models {
             chooser: Arc::new(ScriptedPerAgent(Arc::new(model))),
             redactor: troupe::secrets::process_redactor(),
@@ -76,10 +76,10 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
         fallback_model: args.fallback_model.clone(),
         ..ModelOverrides::default()
     };
-    let env = troupe::model::config::process_env().map_err(|e| CliError::Usage(e.to_string()))?;
+    let env = troupe::model::config::process_env().map_err(|e| CliError::usage(e.to_string()))?;
     let config = ModelConfig::resolve_layers(&env, &loaded.dotenv, &overrides, &settings.model)
         .map_err(|e| match e.code() {
-            "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
+            "config_missing" | "config_invalid" => CliError::usage(e.to_string()),
             _ => CliError::failed(&e),
         })?;
     // A cloned repository's troupe.toml can name the server that gets the user's API key: say
@@ -139,7 +139,7 @@ pub fn context_window_sourced(
         _ => return Ok(settings.model.context_window.clone()),
     };
     let tokens = raw.trim().parse::<u32>().map_err(|_| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "{CONTEXT_WINDOW_VAR} must be a number of tokens, not {raw:?}"
         ))
     })?;
@@ -153,7 +153,7 @@ pub fn context_window_sourced(
 
 fn positive_window(tokens: u32) -> Result<u32, CliError> {
     if tokens < 1024 {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "the context window must be at least 1024 tokens (got {tokens})"
         )));
     }

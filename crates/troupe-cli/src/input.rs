@@ -2,7 +2,7 @@
 //! `1h30m` for a duration. Shared by the commands (`run`, `send`, `worker`); depends on nothing
 //! of theirs.
 
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
 
 /// The largest text read from standard input for `--prompt -` or `troupe send AGENT -`.
 pub const MAX_STDIN_TEXT_BYTES: u64 = 1024 * 1024;
@@ -19,15 +19,20 @@ pub fn text_or_stdin(raw: &str, what: &str) -> Result<String, CliError> {
         .lock()
         .take(MAX_STDIN_TEXT_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| CliError::Failed(format!("cannot read {what} from standard input: {e}")))?;
+        .map_err(|e| {
+            CliError::new(
+                Kind::Failed,
+                format!("cannot read {what} from standard input: {e}"),
+            )
+        })?;
     if bytes.len() as u64 > MAX_STDIN_TEXT_BYTES {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "{what} on standard input is over {} MiB",
             MAX_STDIN_TEXT_BYTES / (1024 * 1024)
         )));
     }
     String::from_utf8(bytes)
-        .map_err(|_| CliError::Usage(format!("{what} on standard input is not valid UTF-8")))
+        .map_err(|_| CliError::usage(format!("{what} on standard input is not valid UTF-8")))
 }
 
 /// `90s`, `5m`, `1h30m`, `1h 30m`, `1.5h`, `250ms` (humantime's units), or plain seconds; never
@@ -35,7 +40,7 @@ pub fn text_or_stdin(raw: &str, what: &str) -> Result<String, CliError> {
 pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {
     let raw = raw.trim();
     troupe::settings::parse_duration(raw).ok_or_else(|| {
-        CliError::Usage(format!(
+        CliError::usage(format!(
             "invalid duration {raw:?}: expected e.g. 90s, 5m, 1h30m"
         ))
     })

@@ -5,11 +5,10 @@
 use std::path::Path;
 
 use troupe::bootstrap::PlanReview;
-use troupe::error::ErrorCode;
 use troupe::inspect::{RequestIdError, RequestIdInput};
 use troupe::wire::{AgentName, MessageId, RequestId};
 
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
 
 /// What answering a plan request did.
 #[derive(Debug, Clone)]
@@ -23,7 +22,7 @@ pub struct PlanAnswer {
 
 /// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
 /// `store` names (a shared team's database, or the workspace). Errors end with their stable code
-/// (` [code]`); a malformed or ambiguous id is a usage error.
+/// (their `code`); a malformed or ambiguous id is a usage error.
 pub fn answer_plan_in(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
@@ -31,26 +30,25 @@ pub fn answer_plan_in(
     approve: bool,
     feedback: Option<&str>,
 ) -> Result<PlanAnswer, CliError> {
-    let given = RequestIdInput::parse(request_id).map_err(|e| CliError::Usage(e.to_string()))?;
+    let given = RequestIdInput::parse(request_id).map_err(|e| CliError::usage(e.to_string()))?;
     let review = PlanReview::open_with(workspace, store)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?
+        .map_err(|e| CliError::coded(&e))?
         .ok_or_else(|| {
-            CliError::Failed(format!(
-                "no protocol requests in {} [protocol_not_found]",
-                workspace.display()
-            ))
+            CliError::new(
+                Kind::Failed,
+                format!("no protocol requests in {}", workspace.display()),
+            )
+            .with_code("protocol_not_found")
         })?;
     let request_id = given.resolve(review.store.as_ref()).map_err(|e| match e {
-        RequestIdError::Ambiguous { .. } => CliError::Usage(e.to_string()),
-        e => CliError::failed(format_args!("{e} [{}]", e.code())),
+        RequestIdError::Ambiguous { .. } => CliError::usage(e.to_string()),
+        e => CliError::coded(&e),
     })?;
-    let roster = review
-        .roster()
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+    let roster = review.roster().map_err(|e| CliError::coded(&e))?;
     let response = review
         .protocol
         .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        .map_err(|e| CliError::coded(&e))?;
     Ok(PlanAnswer {
         request_id,
         approved: approve,

@@ -8,7 +8,6 @@ use std::path::Path;
 use serde_json::json;
 use troupe::agent::transcript::BoundaryKind;
 use troupe::bootstrap::{compact_conversation, Compacted, LongLived};
-use troupe::error::ErrorCode;
 use troupe::wire::AgentName;
 
 use crate::agent_setup::{context_window, models};
@@ -24,7 +23,7 @@ pub fn compact(
     json: bool,
     store: &StoreFlags,
 ) -> Result<(), CliError> {
-    let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
+    let agent = AgentName::parse(agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
     let store = crate::store_choice::store_choice(store, &loaded.settings, false)?;
     let context_window = context_window(flags, &loaded.settings)?;
@@ -49,7 +48,7 @@ pub fn compact(
             &long_lived,
             &store,
         ))
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        .map_err(|e| CliError::coded(&e))?;
     let (value, text) = match outcome {
         Compacted::Done(report) => {
             let how = match report.kind {

@@ -31,7 +31,7 @@ pub fn config(
     let loaded = crate::trust::load(workspace, crate::trust::Use::Show)?;
     let waiting = Waiting::of(&loaded);
     let (settings, dotenv) = (&loaded.settings, &loaded.dotenv);
-    let env = process_env().map_err(|e| CliError::Usage(e.to_string()))?;
+    let env = process_env().map_err(|e| CliError::usage(e.to_string()))?;
     let overrides = ModelOverrides {
         provider: flags.provider,
         model: flags.model.clone(),
@@ -40,7 +40,7 @@ pub fn config(
         ..ModelOverrides::default()
     };
     let effective = EffectiveModel::resolve(&env, dotenv, &overrides, &settings.model)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let context_window = context_window_sourced(flags, settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, settings)?;
     let store = effective_store(store_flags, settings)?;

@@ -19,7 +19,7 @@ mod worker;
 use std::path::PathBuf;
 
 use crate::args::{Cli, Command};
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -138,16 +138,24 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
 fn resolve_workspace(raw: Option<PathBuf>) -> Result<PathBuf, CliError> {
     let path = match raw {
         Some(p) => p,
-        None => std::env::current_dir()
-            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir().map_err(|e| {
+            CliError::new(
+                Kind::Failed,
+                format!("cannot read the current directory: {e}"),
+            )
+        })?,
     };
     if !path.is_dir() {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "workspace {} is not a folder",
             path.display()
         )));
     }
     // Absolute, so that prompts, audit lines and the run lock name one place.
-    std::fs::canonicalize(&path)
-        .map_err(|e| CliError::Failed(format!("cannot resolve workspace {}: {e}", path.display())))
+    std::fs::canonicalize(&path).map_err(|e| {
+        CliError::new(
+            Kind::Failed,
+            format!("cannot resolve workspace {}: {e}", path.display()),
+        )
+    })
 }

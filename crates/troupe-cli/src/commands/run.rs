@@ -8,14 +8,13 @@ use serde_json::{json, Map, Value};
 use troupe::agent::{NullObserver, TurnEnd, UsageSink};
 use troupe::bootstrap::{build_team, EventOptions, LongLived, TeamSettings};
 use troupe::clock::SystemClock;
-use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
 use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
 use crate::args::{ApprovalMode, RunArgs};
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
 use crate::input::{parse_duration, text_or_stdin};
 use crate::interrupt::{self, Interrupt};
 use crate::observe::approval::PausingApproval;
@@ -31,13 +30,13 @@ const NO_TERMINAL_NOTICE: &str = "no terminal to ask for approval: calls that ne
 pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
     args.prompt = text_or_stdin(&args.prompt, "--prompt")?;
     if args.prompt.trim().is_empty() {
-        return Err(CliError::Usage("--prompt must not be blank".into()));
+        return Err(CliError::usage("--prompt must not be blank".into()));
     }
     if args.max_turns == 0 {
-        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+        return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     if args.max_tokens == Some(0) {
-        return Err(CliError::Usage("--max-tokens must be at least 1".into()));
+        return Err(CliError::usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
@@ -46,7 +45,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
     let store = store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
-        return Err(CliError::Usage(
+        return Err(CliError::usage(
             "--no-local-workers needs --store postgres://…: without a shared store no other \
              process can run the teammates"
                 .into(),
@@ -136,7 +135,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
 /// the event stream with `run_ended`. `notice`, if any, is said once the team is built, then
 /// `start_line` (the sandbox, shown as is) when there is one. A turn
 /// limit or a spent token budget is an error (exit 3). Errors after the team exists are
-/// [`CliError::InStream`]: `run_ended` carries them.
+/// [`CliError::in_stream`]: `run_ended` carries them.
 pub fn drive(
     settings: TeamSettings,
     prompt: &str,
@@ -171,7 +170,7 @@ pub fn drive(
             Ok(team) => team,
             Err(e) => {
                 mcp.stop().await;
-                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+                return Err(CliError::coded(&e));
             }
         };
         tracing::info!(
@@ -217,22 +216,20 @@ pub fn drive(
         let events = team.events.clone();
         team.close().await;
         let result = if cancel.is_cancelled() {
-            Err(CliError::Interrupted(
-                "interrupted; the team was closed and in-flight messages went back to ready/ \
-                 [interrupted]"
+            Err(CliError::interrupted(
+                "interrupted; the team was closed and in-flight messages went back to ready/"
                     .into(),
-            ))
+            )
+            .with_code("interrupted"))
         } else {
-            result
-                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
-                .and_then(finished)
+            result.map_err(|e| CliError::coded(&e)).and_then(finished)
         };
         events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
         let spent = usage.per_agent();
         if !spent.is_empty() {
             eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
         }
-        result.map_err(|e| CliError::InStream(Box::new(e)))
+        result.map_err(|e| e.in_stream())
     });
     // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
     // forever.
@@ -243,14 +240,16 @@ pub fn drive(
 /// A drive that ended without the lead's final answer is incomplete (exit 3).
 fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {
     match outcome.last_end {
-        TurnEnd::MaxTurns { limit } => Err(CliError::Incomplete(format!(
+        TurnEnd::MaxTurns { limit } => Err(CliError::incomplete(format!(
             "the lead stopped after {limit} model calls without a final answer \
-             (--max-turns {limit}) [turn_limit]"
-        ))),
-        TurnEnd::TokenBudget { limit, used } => Err(CliError::Incomplete(format!(
+             (--max-turns {limit})"
+        ))
+        .with_code("turn_limit")),
+        TurnEnd::TokenBudget { limit, used } => Err(CliError::incomplete(format!(
             "the run stopped after using {used} tokens, past its budget of {limit} \
-             (--max-tokens {limit}) [token_budget]"
-        ))),
+             (--max-tokens {limit})"
+        ))
+        .with_code("token_budget")),
         _ => Ok(outcome),
     }
 }
@@ -265,9 +264,9 @@ fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
             "answer": outcome.answer,
         })),
         Err(error) => {
-            let (code, cause) = error.code_and_cause();
-            let outcome = match (error, code) {
-                (CliError::Interrupted(_), _) => "interrupted",
+            let code = error.code();
+            let outcome = match (error.kind(), code) {
+                (Kind::Interrupted, _) => "interrupted",
                 (_, "turn_limit") => "max_turns",
                 (_, "token_budget") => "budget",
                 _ => "failed",
@@ -275,7 +274,7 @@ fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
             kinds::fields(json!({
                 "exit_code": error.exit_code(),
                 "outcome": outcome,
-                "error": format!("{cause} [{code}]"),
+                "error": format!("{} [{code}]", error.cause()),
             }))
         }
     }

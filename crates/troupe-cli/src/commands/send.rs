@@ -22,7 +22,7 @@ pub fn send(
     json: bool,
     store: &StoreFlags,
 ) -> Result<(), CliError> {
-    let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let to = AgentName::parse(agent).map_err(|e| CliError::usage(e.to_string()))?;
     let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let sent = match crate::store_choice::store_choice(store, &settings, false)? {
@@ -32,8 +32,8 @@ pub fn send(
         }
     };
     let id = sent.map_err(|e| match e {
-        SendError::Invalid(_) => CliError::Usage(format!("{e} [{}]", e.code())),
-        e => CliError::failed(format_args!("{e} [{}]", e.code())),
+        SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
+        e => CliError::coded(&e),
     })?;
     if json {
         render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))

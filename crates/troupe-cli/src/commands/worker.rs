@@ -9,7 +9,6 @@ use std::sync::Arc;
 use troupe::agent::NullObserver;
 use troupe::bootstrap::{build_worker, EventOptions, LongLived, StoreChoice, TeamSettings};
 use troupe::clock::SystemClock;
-use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::team::NoTeamObserver;
 
@@ -26,13 +25,13 @@ use crate::store_choice::store_choice;
 
 pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), CliError> {
     if args.max_turns == 0 {
-        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+        return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
     let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
     let store = store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
-        return Err(CliError::Usage(
+        return Err(CliError::usage(
             "troupe worker runs teammates of a shared team: give --store postgres://… (or \
              TROUPE_STORE_URL, or [store] url in troupe.toml or your config.toml)"
                 .into(),
@@ -119,7 +118,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
             Ok(worker) => worker,
             Err(e) => {
                 mcp.stop().await;
-                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+                return Err(CliError::coded(&e));
             }
         };
         eprintln!("{sandbox_line}");

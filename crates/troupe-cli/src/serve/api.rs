@@ -25,7 +25,7 @@ use super::response::{self, error, query_param, respond, Body};
 use super::state;
 use super::token::Token;
 use super::{page, send, sse};
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
 use crate::plan_answer::answer_plan_in;
 
 /// The largest request body accepted (JSON of a review or a message).
@@ -328,9 +328,9 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
 /// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409,
 /// anything else (storage, corrupt state) 500.
 fn cli_error(e: &CliError) -> Response<Body> {
-    let (code, cause) = e.code_and_cause();
-    let status = match e {
-        CliError::Usage(_) => StatusCode::BAD_REQUEST,
+    let code = e.code();
+    let status = match e.kind() {
+        Kind::Usage => StatusCode::BAD_REQUEST,
         _ if code == "protocol_not_found" => StatusCode::NOT_FOUND,
         _ if code == "invalid_arguments" => StatusCode::BAD_REQUEST,
         _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
@@ -340,5 +340,5 @@ fn cli_error(e: &CliError) -> Response<Body> {
         _ if code == "teammate_state" || code == "teammate_not_found" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    error(status, code, cause)
+    error(status, code, e.cause())
 }

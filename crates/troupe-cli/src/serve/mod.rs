@@ -28,7 +28,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::events::read::EventCursor;
 use troupe::store::postgres::PgStore;
@@ -46,7 +45,7 @@ pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliE
                 unreachable!("matched above")
             };
             let store = PgStore::connect_existing(&options.url, &options.team)
-                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+                .map_err(|e| CliError::coded(&e))?;
             Team::Shared { choice, store }
         }
     };
@@ -71,7 +70,7 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format_args!("cannot read /dev/urandom: {e}")))?;
     let changes = match &team {
         Team::Files => changes::Changes::start(&layout)
-            .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
+            .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
         Team::Shared { store, .. } => changes::Changes::shared(store),
     };
     let source = match &team {
