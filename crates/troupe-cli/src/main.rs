@@ -6,16 +6,20 @@
 //! final answer (turn limit); 130 interrupted (Ctrl-C). With `--json`, an error is one JSON
 //! object on stdout instead (`CliError::report`).
 
+mod agent_setup;
 mod args;
 mod commands;
 mod error;
 mod event_line;
+mod input;
 mod interrupt;
 mod observe;
+mod plan_answer;
 mod render;
 mod sandboxing;
 mod save_allow;
 mod serve;
+mod store_choice;
 mod trust;
 
 use std::process::ExitCode;

@@ -30,7 +30,7 @@ pub fn mode(flag: Option<Mode>, settings: &Settings) -> Result<Sourced<Mode>, Cl
             let value = raw
                 .trim()
                 .parse::<Mode>()
-                .map_err(|why| CliError::Usage(format!("{SANDBOX_VAR}: {why}")))?;
+                .map_err(|why| CliError::usage(format!("{SANDBOX_VAR}: {why}")))?;
             Ok(Sourced {
                 value,
                 source: Source::Env(SANDBOX_VAR.into()),
@@ -67,7 +67,7 @@ pub fn options(
         deny_read: settings.sandbox.deny_read.clone(),
     };
     let sandbox = Sandbox::new(&policy, workspace)
-        .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
+        .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
     let mut line = format!("sandbox: {}", sandbox.describe());
     for (what, source, loosens) in [
         ("mode", &mode.source, mode.value == Mode::Off),

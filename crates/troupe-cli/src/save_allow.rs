@@ -33,7 +33,7 @@ pub fn saver(workspace: &Path, keep_trust: bool) -> SaveAllow {
                 eprintln!(
                     "troupe: saved, but the trust record was not updated ({}); the next run \
                      asks again",
-                    e.message()
+                    e
                 );
             }
         }

@@ -83,11 +83,11 @@ pub struct Review {
 /// unreadable `.env` counts as empty (for commands that never call a model).
 pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError> {
     let reviewed = Settings::load_reviewed(workspace, user_config_path().as_deref())
-        .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
+        .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
     let dotenv = match read_env_file(&workspace.join(ENV_FILE_NAME)) {
         Ok(vars) => vars,
         Err(_) if lenient_dotenv => HashMap::new(),
-        Err(e) => return Err(CliError::Usage(format!("{e} [{}]", e.code()))),
+        Err(e) => return Err(CliError::usage(e.to_string()).with_code(e.code())),
     };
     let (dotenv_untrusted, dotenv_items) = split_dotenv_trust(dotenv.clone());
     let mut items = reviewed.items;
@@ -109,7 +109,7 @@ pub fn state(workspace: &Path, items: &[TrustItem]) -> Result<TrustState, CliErr
     match TrustStore::user() {
         Some(store) => store
             .state(workspace, items)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code()))),
+            .map_err(|e| CliError::coded(&e)),
         None => Ok(TrustState::Untrusted),
     }
 }
@@ -199,10 +199,11 @@ fn ask(workspace: &Path, review: Review, state: TrustState) -> Result<Loaded, Cl
                 return Ok(loaded(review, state, false, false));
             }
             "" | "q" | "quit" => {
-                return Err(CliError::Usage(format!(
-                    "quit: workspace {} is not trusted; nothing ran [{UNTRUSTED_CODE}]",
+                return Err(CliError::usage(format!(
+                    "quit: workspace {} is not trusted; nothing ran",
                     workspace.display()
-                )))
+                ))
+                .with_code(UNTRUSTED_CODE))
             }
             _ => continue,
         }
@@ -215,7 +216,7 @@ pub fn record(workspace: &Path, items: &[TrustItem]) -> Result<(), CliError> {
     let now = troupe::wire::UtcTime::from_datetime(chrono::Utc::now()).to_string();
     store
         .record(workspace, items, &now)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+        .map_err(|e| CliError::coded(&e))
 }
 
 /// The one line of a refusal without a terminal.
@@ -225,12 +226,13 @@ fn refusal(workspace: &Path, items: &[TrustItem], state: TrustState) -> CliError
         TrustState::Changed => "its trust-requiring settings changed since you trusted it",
         _ => "it is not trusted",
     };
-    CliError::Usage(format!(
+    CliError::usage(format!(
         "workspace {ws}: {why}, and its files would {}; review them with `troupe trust \
          --workspace {ws}`, or pass --trust-workspace (TROUPE_TRUST_WORKSPACE=1) to trust it \
-         for this command [{UNTRUSTED_CODE}]",
+         for this command",
         summary(items)
     ))
+    .with_code(UNTRUSTED_CODE)
 }
 
 /// `run 1 hook, send your API key to http://…, allow shell` — what the items would do, short.
@@ -339,5 +341,5 @@ pub fn cap_workspace_allows(settings: &mut Settings, someone_answers: bool) {
 /// Trust cannot be recorded without a config folder.
 pub fn no_config_folder() -> CliError {
     let e = troupe::settings::trust::TrustError::NoConfigFolder;
-    CliError::failed(format_args!("{e} [{}]", e.code()))
+    CliError::coded(&e)
 }

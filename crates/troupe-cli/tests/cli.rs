@@ -2,6 +2,8 @@
 //! binary.
 //!
 //! - `support`: running the binary with a clean model environment; output checks.
+//! - `architecture`: no import cycle between the CLI's files or its top-level modules, read from
+//!   `src/` (the one module here that does not run the binary).
 //! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
 //! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
 //! - `run`: missing model configuration; a second run on a held workspace.
@@ -62,6 +64,8 @@
 mod agentdefs;
 #[path = "cli/approval_choices.rs"]
 mod approval_choices;
+#[path = "cli/architecture.rs"]
+mod architecture;
 #[path = "cli/browser.rs"]
 mod browser;
 #[path = "cli/demo.rs"]

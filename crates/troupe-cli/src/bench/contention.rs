@@ -21,8 +21,8 @@ use troupe::store::mailbox::{FileMailboxStore, MailboxEntry, MailboxState, Mailb
 use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
 use troupe::wire::{AgentName, RequestStatus};
 
+use crate::result::BenchResult;
 use crate::stats::{per_second, round2};
-use crate::BenchResult;
 
 const SINK: &str = "sink";
 

@@ -15,8 +15,8 @@ use troupe::tools::testing::NoopTool;
 use troupe::tools::{Dispatcher, Effect, ToolContext, ToolRegistry};
 use troupe::wire::AgentName;
 
+use crate::result::BenchResult;
 use crate::stats::{p50_us, round2};
-use crate::BenchResult;
 
 pub fn run(dir: &Path, calls: usize) -> BenchResult<Value> {
     let disk = crate::disk::durable_writes_per_s(dir, std::time::Duration::from_secs(2))?;

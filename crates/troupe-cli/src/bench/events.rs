@@ -24,8 +24,8 @@ use troupe::secrets::Redactor;
 use troupe::store::events::{kinds, EventLog};
 use troupe::wire::Event;
 
+use crate::result::{fail, BenchResult};
 use crate::stats::{percentile_us, round2};
-use crate::{fail, BenchResult};
 
 /// Appends before the measured ones (page cache, allocator).
 const WARMUP: usize = 500;

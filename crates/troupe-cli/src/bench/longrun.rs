@@ -30,7 +30,7 @@ use troupe::tools::shell::ShellTool;
 use troupe::tools::{base_tools, Dispatcher, ToolRegistry};
 use troupe::wire::AgentName;
 
-use crate::BenchResult;
+use crate::result::BenchResult;
 
 /// Distinct blobs the turns read, in turn.
 const BLOBS: usize = 64;

@@ -11,8 +11,8 @@ use troupe::layout::Layout;
 use troupe::store::mailbox::{FileMailboxStore, MailboxStore};
 use troupe::wire::{AgentName, Content, MailboxMessage, OrdinaryKind, OrdinaryMessage};
 
+use crate::result::{fail, BenchResult};
 use crate::stats::{peak_rss_bytes, per_second, round2};
-use crate::{fail, BenchResult};
 
 pub fn message(
     ids: &dyn IdGenerator,

@@ -29,6 +29,7 @@ mod mailbox;
 mod page_load;
 mod pg;
 mod protocol;
+mod result;
 mod sandbox;
 mod stats;
 mod team;
@@ -213,11 +214,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Every suite's failure is one line.
-pub type BenchResult<T> = Result<T, String>;
-
-pub fn fail(context: &str) -> impl Fn(String) -> String + '_ {
-    move |e| format!("{context}: {e}")
 }

@@ -22,7 +22,7 @@ use troupe::secrets::Redactor;
 use troupe::store::events::{kinds, EventLog};
 
 use crate::cdp::Page;
-use crate::BenchResult;
+use crate::result::BenchResult;
 
 /// How long a load may take before the figure is given up.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);

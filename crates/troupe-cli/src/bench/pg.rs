@@ -35,8 +35,8 @@ use troupe::wire::{
     AgentName, Content, ProtocolMessage, RequestKind, TeammateRecord, TeammateStatus,
 };
 
+use crate::result::BenchResult;
 use crate::stats::{p50_us, per_second, round2};
-use crate::BenchResult;
 
 const SINK: &str = "sink";
 const TEAM: &str = "bench";

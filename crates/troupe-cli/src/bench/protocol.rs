@@ -13,8 +13,8 @@ use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore, DEFA
 use troupe::wire::message::Envelope;
 use troupe::wire::{AgentName, Content, ProtocolMessage, RequestKind};
 
+use crate::result::BenchResult;
 use crate::stats::{p50_us, round2};
-use crate::BenchResult;
 
 fn name(s: &str) -> BenchResult<AgentName> {
     AgentName::parse(s).map_err(|e| e.to_string())

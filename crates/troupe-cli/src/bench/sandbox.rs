@@ -13,7 +13,7 @@ use troupe::process::{CappedOutput, Ending, GroupChild, Stop};
 use troupe::sandbox::{Host, Mechanism, Network, Policy, Sandbox};
 
 use super::stats::{p50_us, round2};
-use super::{fail, BenchResult};
+use crate::result::{fail, BenchResult};
 
 pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
     let workspace = tempfile::Builder::new()

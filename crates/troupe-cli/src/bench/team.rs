@@ -18,8 +18,8 @@ use troupe::permissions::AutoApproval;
 use troupe::team::{TeamObserver, TeamUpdate};
 use troupe::wire::{AgentName, MailboxMessage, ProtocolMessageKind, RequestKind, TeammateStatus};
 
+use crate::result::BenchResult;
 use crate::stats::{cpu_seconds, p50_us, peak_rss_bytes, round2};
-use crate::BenchResult;
 
 /// Forwards every team update to the benchmark thread.
 struct Updates(Mutex<Sender<TeamUpdate>>);

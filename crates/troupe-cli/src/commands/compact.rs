@@ -8,12 +8,11 @@ use std::path::Path;
 use serde_json::json;
 use troupe::agent::transcript::BoundaryKind;
 use troupe::bootstrap::{compact_conversation, Compacted, LongLived};
-use troupe::error::ErrorCode;
 use troupe::wire::AgentName;
 
-use super::run::{context_window, models};
-use super::CliError;
+use crate::agent_setup::{context_window, models};
 use crate::args::{ModelFlags, StoreFlags};
+use crate::error::CliError;
 use crate::render;
 
 pub fn compact(
@@ -24,9 +23,9 @@ pub fn compact(
     json: bool,
     store: &StoreFlags,
 ) -> Result<(), CliError> {
-    let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(format!("--agent: {e}")))?;
+    let agent = AgentName::parse(agent).map_err(|e| CliError::usage(format!("--agent: {e}")))?;
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let store = super::store_choice(store, &loaded.settings, false)?;
+    let store = crate::store_choice::store_choice(store, &loaded.settings, false)?;
     let context_window = context_window(flags, &loaded.settings)?;
     let models = models(flags, &loaded)?;
     let long_lived = LongLived {
@@ -49,7 +48,7 @@ pub fn compact(
             &long_lived,
             &store,
         ))
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        .map_err(|e| CliError::coded(&e))?;
     let (value, text) = match outcome {
         Compacted::Done(report) => {
             let how = match report.kind {

@@ -3,8 +3,8 @@
 
 use clap::CommandFactory;
 
-use super::CliError;
 use crate::args::Cli;
+use crate::error::CliError;
 use crate::render;
 
 pub fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {

@@ -15,11 +15,11 @@ use troupe::model::config::{process_env, EffectiveModel, ModelOverrides, Provide
 use troupe::settings::trust::{TrustKind, TrustState, TrustStore};
 use troupe::settings::{store_url_shown, McpTransport, Settings, Sourced, PROJECT_FILE_NAME};
 
-use super::run::context_window_sourced;
-use super::store::{effective_store, EffectiveStore};
-use super::CliError;
+use crate::agent_setup::context_window_sourced;
 use crate::args::{ModelFlags, StoreFlags};
+use crate::error::CliError;
 use crate::render;
+use crate::store_choice::{effective_store, EffectiveStore};
 use crate::trust::Loaded;
 
 pub fn config(
@@ -31,7 +31,7 @@ pub fn config(
     let loaded = crate::trust::load(workspace, crate::trust::Use::Show)?;
     let waiting = Waiting::of(&loaded);
     let (settings, dotenv) = (&loaded.settings, &loaded.dotenv);
-    let env = process_env().map_err(|e| CliError::Usage(e.to_string()))?;
+    let env = process_env().map_err(|e| CliError::usage(e.to_string()))?;
     let overrides = ModelOverrides {
         provider: flags.provider,
         model: flags.model.clone(),
@@ -40,7 +40,7 @@ pub fn config(
         ..ModelOverrides::default()
     };
     let effective = EffectiveModel::resolve(&env, dotenv, &overrides, &settings.model)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let context_window = context_window_sourced(flags, settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, settings)?;
     let store = effective_store(store_flags, settings)?;

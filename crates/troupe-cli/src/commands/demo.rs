@@ -13,14 +13,14 @@ use troupe::ids::RandomIds;
 use troupe::permissions::AutoApproval;
 use troupe::team::NoTeamObserver;
 
-use super::CliError;
+use crate::error::CliError;
 use crate::observe::{Console, Sink};
 use crate::render;
 
 pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
     let workspace = match workspace {
         Some(dir) if dir.join(troupe::layout::Layout::STATE_DIR).exists() => {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::usage(format!(
                 "{} already holds troupe state; the demo needs a fresh folder (or none: it makes one)",
                 dir.display()
             )));
@@ -59,7 +59,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         Err(e) => {
             render::print_text(&format!(
                 "sandbox off: {} (the demo runs its own scripted commands unconfined)\n\n",
-                e.message()
+                e
             ))?;
             troupe::bootstrap::SandboxOptions::off(&workspace)
         }

@@ -3,25 +3,23 @@
 
 use std::path::Path;
 
-use troupe::error::ErrorCode;
 use troupe::inspect::{InspectError, Inspector};
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, RequestStatus};
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 
 /// The inspector of the team `store` names: files, or its shared database.
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let choice = super::store_choice(store, &settings, false)?;
-    troupe::bootstrap::inspector_with(workspace, &choice)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
+    let choice = crate::store_choice::store_choice(store, &settings, false)?;
+    troupe::bootstrap::inspector_with(workspace, &choice).map_err(|e| CliError::coded(&e))
 }
 
 fn inspect_failed(error: InspectError) -> CliError {
-    CliError::failed(format_args!("{} [{}]", error, error.code()))
+    CliError::coded(&error)
 }
 
 pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
@@ -44,7 +42,7 @@ pub fn requests(
     let status = status
         .map(RequestStatus::parse)
         .transpose()
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let views = inspector_of(workspace, store)?
         .requests(status)
         .map_err(inspect_failed)?;
@@ -86,11 +84,11 @@ pub fn mailbox(
     json: bool,
     store: &StoreFlags,
 ) -> Result<(), CliError> {
-    let agent = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let agent = AgentName::parse(agent).map_err(|e| CliError::usage(e.to_string()))?;
     let state = state
         .map(|s| {
             MailboxState::parse(s).ok_or_else(|| {
-                CliError::Usage(format!(
+                CliError::usage(format!(
                     "unknown mailbox state {s:?}: expected ready, processing, done or quarantine"
                 ))
             })

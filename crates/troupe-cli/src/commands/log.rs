@@ -18,7 +18,6 @@ use std::path::Path;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
@@ -38,9 +37,11 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
         until_end: args.until_end.then(UntilEnd::default),
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    if let StoreChoice::Postgres(options) = super::store_choice(&args.store, &settings, false)? {
+    if let StoreChoice::Postgres(options) =
+        crate::store_choice::store_choice(&args.store, &settings, false)?
+    {
         let store = PgStore::connect_existing(&options.url, &options.team)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+            .map_err(|e| CliError::coded(&e))?;
         return shared_log(&PgEvents::new(store), args.follow, &mut printer);
     }
     let path = Layout::new(workspace).events_log();
@@ -88,10 +89,11 @@ struct Filter {
 impl Filter {
     fn new(args: &LogArgs) -> Result<Self, CliError> {
         if let Some(unknown) = args.kind.iter().find(|k| !kinds::ALL.contains(&k.as_str())) {
-            return Err(CliError::Usage(format!(
-                "unknown event kind {unknown:?}; the kinds are: {} [unknown_kind]",
+            return Err(CliError::usage(format!(
+                "unknown event kind {unknown:?}; the kinds are: {}",
                 kinds::ALL.join(", ")
-            )));
+            ))
+            .with_code("unknown_kind"));
         }
         Ok(Self {
             agents: args.agent.clone(),
@@ -299,7 +301,7 @@ fn print_shared(
     loop {
         let batch = events
             .after(*after, SHARED_BATCH)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+            .map_err(|e| CliError::coded(&e))?;
         let Some(last) = batch.last() else {
             printer.caught_up();
             return Ok(Batch::Done);
@@ -378,6 +380,7 @@ fn watch_reader(wake: UnboundedSender<Wake>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kind;
 
     fn args(kind: &[&str]) -> LogArgs {
         LogArgs {
@@ -410,9 +413,9 @@ mod tests {
     #[test]
     fn an_unknown_kind_is_a_usage_error_listing_the_kinds() {
         let err = Filter::new(&args(&["tool_done"])).unwrap_err();
-        let CliError::Usage(message) = err else {
-            panic!("{err:?}")
-        };
+        assert_eq!(err.kind(), Kind::Usage, "{err:?}");
+        assert_eq!(err.code(), "unknown_kind", "{err:?}");
+        let message = err.to_string();
         assert!(message.contains("tool_done"), "{message}");
         assert!(message.contains(kinds::TOOL_FINISHED), "{message}");
     }

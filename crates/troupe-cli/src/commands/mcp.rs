@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use troupe::mcp::{McpServers, ServerState};
 use troupe::tools::mcp::tool_name;
 
-use super::CliError;
 use crate::args::McpAction;
+use crate::error::CliError;
 use crate::render;
 
 pub fn mcp(workspace: &Path, action: McpAction, json: bool) -> Result<(), CliError> {

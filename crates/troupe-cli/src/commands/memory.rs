@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::memory::{
     is_valid_name, MemoryCatalog, MemoryError, MemoryProblem, MemoryStore, MemoryType,
@@ -18,8 +17,8 @@ use troupe::store::memory::{
 use troupe::store::postgres::memory::PgMemory;
 use troupe::store::postgres::PgStore;
 
-use super::CliError;
 use crate::args::{MemoryAction, StoreFlags};
+use crate::error::CliError;
 use crate::render;
 
 pub fn memory(
@@ -30,11 +29,11 @@ pub fn memory(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let layout = Layout::new(workspace);
-    let store = match super::store_choice(flags, &settings, false)? {
+    let store = match crate::store_choice::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),
         StoreChoice::Postgres(options) => {
             let pg = PgStore::connect_existing(&options.url, &options.team)
-                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+                .map_err(|e| CliError::coded(&e))?;
             MemoryStore::shared(&layout, Arc::new(PgMemory::new(pg)))
         }
     };
@@ -46,7 +45,7 @@ pub fn memory(
 }
 
 fn failed(error: MemoryError) -> CliError {
-    CliError::failed(format_args!("{} [{}]", error, error.code()))
+    CliError::coded(&error)
 }
 
 /// A name that is not a slug is bad input (exit 2), refused before the store is asked.
@@ -54,9 +53,10 @@ fn checked_name(name: &str) -> Result<&str, CliError> {
     if is_valid_name(name) {
         Ok(name)
     } else {
-        Err(CliError::Usage(format!(
-            "invalid memory name {name:?}: expected a lowercase slug of at most 64 bytes, e.g. prefers-tabs [memory_invalid]"
-        )))
+        Err(CliError::usage(format!(
+            "invalid memory name {name:?}: expected a lowercase slug of at most 64 bytes, e.g. prefers-tabs"
+        ))
+        .with_code("memory_invalid"))
     }
 }
 

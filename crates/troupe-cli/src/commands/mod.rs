@@ -9,10 +9,9 @@ mod inspect;
 mod log;
 mod mcp;
 mod memory;
-pub mod review;
+mod review;
 mod run;
 mod send;
-mod store;
 mod timeline;
 mod trust;
 mod worker;
@@ -20,8 +19,7 @@ mod worker;
 use std::path::PathBuf;
 
 use crate::args::{Cli, Command};
-pub use crate::error::CliError;
-pub use store::store_choice;
+use crate::error::{CliError, Kind};
 
 pub fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
@@ -140,75 +138,24 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
 fn resolve_workspace(raw: Option<PathBuf>) -> Result<PathBuf, CliError> {
     let path = match raw {
         Some(p) => p,
-        None => std::env::current_dir()
-            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir().map_err(|e| {
+            CliError::new(
+                Kind::Failed,
+                format!("cannot read the current directory: {e}"),
+            )
+        })?,
     };
     if !path.is_dir() {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "workspace {} is not a folder",
             path.display()
         )));
     }
     // Absolute, so that prompts, audit lines and the run lock name one place.
-    std::fs::canonicalize(&path)
-        .map_err(|e| CliError::Failed(format!("cannot resolve workspace {}: {e}", path.display())))
-}
-
-/// The largest text read from standard input for `--prompt -` or `troupe send AGENT -`.
-pub const MAX_STDIN_TEXT_BYTES: u64 = 1024 * 1024;
-
-/// `raw` itself, or for `-` the whole of standard input (UTF-8, at most
-/// [`MAX_STDIN_TEXT_BYTES`]), as other agent CLIs read a piped prompt. `what` names it in errors.
-pub fn text_or_stdin(raw: &str, what: &str) -> Result<String, CliError> {
-    if raw != "-" {
-        return Ok(raw.to_owned());
-    }
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_STDIN_TEXT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| CliError::Failed(format!("cannot read {what} from standard input: {e}")))?;
-    if bytes.len() as u64 > MAX_STDIN_TEXT_BYTES {
-        return Err(CliError::Usage(format!(
-            "{what} on standard input is over {} MiB",
-            MAX_STDIN_TEXT_BYTES / (1024 * 1024)
-        )));
-    }
-    String::from_utf8(bytes)
-        .map_err(|_| CliError::Usage(format!("{what} on standard input is not valid UTF-8")))
-}
-
-/// `90s`, `5m`, `1h30m`, `1h 30m`, `1.5h`, `250ms` (humantime's units), or plain seconds; never
-/// zero.
-pub fn parse_duration(raw: &str) -> Result<std::time::Duration, CliError> {
-    let raw = raw.trim();
-    troupe::settings::parse_duration(raw).ok_or_else(|| {
-        CliError::Usage(format!(
-            "invalid duration {raw:?}: expected e.g. 90s, 5m, 1h30m"
-        ))
+    std::fs::canonicalize(&path).map_err(|e| {
+        CliError::new(
+            Kind::Failed,
+            format!("cannot resolve workspace {}: {e}", path.display()),
+        )
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1h30m").unwrap().as_secs(), 5_400);
-        assert_eq!(parse_duration("1h 30m").unwrap().as_secs(), 5_400);
-        assert_eq!(parse_duration("2m30s").unwrap().as_secs(), 150);
-        assert_eq!(parse_duration("1d").unwrap().as_secs(), 86_400);
-        assert_eq!(parse_duration("1.5m").unwrap().as_secs(), 90);
-        assert_eq!(parse_duration("5m").unwrap().as_secs(), 300);
-        assert_eq!(parse_duration("90s").unwrap().as_secs(), 90);
-        assert_eq!(parse_duration("90").unwrap().as_secs(), 90);
-        assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
-        assert_eq!(parse_duration("1h").unwrap().as_secs(), 3600);
-        for bad in ["", "m", "5x", "-5s", "0s", "0", "5m garbage", "1h30"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -9,23 +9,9 @@
 
 use std::path::Path;
 
-use troupe::bootstrap::PlanReview;
-use troupe::error::ErrorCode;
-use troupe::inspect::{RequestIdError, RequestIdInput};
-use troupe::wire::{AgentName, MessageId, RequestId};
-
-use super::CliError;
+use crate::error::CliError;
+use crate::plan_answer::answer_plan_in;
 use crate::render;
-
-/// What answering a plan request did.
-#[derive(Debug, Clone)]
-pub struct PlanAnswer {
-    pub request_id: RequestId,
-    pub approved: bool,
-    /// The response message delivered to the teammate.
-    pub response_id: MessageId,
-    pub recipient: AgentName,
-}
 
 pub fn review(
     workspace: &Path,
@@ -35,7 +21,7 @@ pub fn review(
     store: &crate::args::StoreFlags,
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let store = super::store_choice(store, &settings, false)?;
+    let store = crate::store_choice::store_choice(store, &settings, false)?;
     let answer = answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref())?;
     render::print_text(&format!(
         "{} plan request {}; response {} delivered to {}'s mailbox\n",
@@ -48,42 +34,4 @@ pub fn review(
         answer.response_id,
         answer.recipient
     ))
-}
-
-/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
-/// `store` names (a shared team's database, or the workspace). Errors end with their stable code
-/// (` [code]`); a malformed or ambiguous id is a usage error.
-pub fn answer_plan_in(
-    workspace: &Path,
-    store: &troupe::bootstrap::StoreChoice,
-    request_id: &str,
-    approve: bool,
-    feedback: Option<&str>,
-) -> Result<PlanAnswer, CliError> {
-    let given = RequestIdInput::parse(request_id).map_err(|e| CliError::Usage(e.to_string()))?;
-    let review = PlanReview::open_with(workspace, store)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?
-        .ok_or_else(|| {
-            CliError::Failed(format!(
-                "no protocol requests in {} [protocol_not_found]",
-                workspace.display()
-            ))
-        })?;
-    let request_id = given.resolve(review.store.as_ref()).map_err(|e| match e {
-        RequestIdError::Ambiguous { .. } => CliError::Usage(e.to_string()),
-        e => CliError::failed(format_args!("{e} [{}]", e.code())),
-    })?;
-    let roster = review
-        .roster()
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-    let response = review
-        .protocol
-        .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
-        .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
-    Ok(PlanAnswer {
-        request_id,
-        approved: approve,
-        response_id: response.id(),
-        recipient: response.recipient().clone(),
-    })
 }

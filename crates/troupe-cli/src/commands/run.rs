@@ -5,195 +5,47 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 use troupe::agent::{NullObserver, TurnEnd, UsageSink};
-use troupe::bootstrap::{
-    build_team, EventOptions, LongLived, ModelChooser, ScriptedPerAgent, TeamSettings,
-};
+use troupe::bootstrap::{build_team, EventOptions, LongLived, TeamSettings};
 use troupe::clock::SystemClock;
-use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
-use troupe::model::by_name::ClientsByName;
-use troupe::model::config::{ModelConfig, ModelOverrides};
-use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
-use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
-use troupe::secrets::Redactor;
-use troupe::settings::{Settings, Source, Sourced};
-
-use crate::trust::Loaded;
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
-use super::{parse_duration, CliError};
-use crate::args::{ApprovalMode, ModelFlags, RunArgs};
+use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
+use crate::args::{ApprovalMode, RunArgs};
+use crate::error::{CliError, Kind};
+use crate::input::{parse_duration, text_or_stdin};
 use crate::interrupt::{self, Interrupt};
 use crate::observe::approval::PausingApproval;
 use crate::observe::json::JsonLines;
 use crate::observe::{Console, Sink};
 use crate::render;
+use crate::store_choice::store_choice;
 
 /// Said once at start when `--approval ask` has no terminal to ask on.
 const NO_TERMINAL_NOTICE: &str = "no terminal to ask for approval: calls that need it (write and \
      execute tools) will be denied; use --approval auto to allow them";
 
-/// The provider for `mode`; a terminal prompt ends (denied) when `cancel` fires.
-pub fn approval_provider(
-    mode: ApprovalMode,
-    cancel: &CancellationToken,
-    workspace: &Path,
-    loaded: &Loaded,
-) -> Arc<dyn ApprovalProvider> {
-    let keep_trust = !loaded.by_flag && loaded.state.allows();
-    match mode {
-        ApprovalMode::Ask => Arc::new(
-            TerminalApproval::stdio()
-                .with_cancel(cancel.clone())
-                .with_saver(crate::save_allow::saver(workspace, keep_trust)),
-        ),
-        ApprovalMode::Auto => Arc::new(AutoApproval),
-        ApprovalMode::Deny => Arc::new(DenyApproval),
-    }
-}
-
-/// The settings of a command that runs agents (`run`, `worker`): through the trust gate (asked
-/// on a terminal, exit 2 without one), then the workspace's allow rules left out when no one can
-/// be asked under `approval`. The gate's result too (for the model and the approval saver).
-pub fn settings_for_agents(
-    workspace: &Path,
-    approval: ApprovalMode,
-) -> Result<(Loaded, Settings), CliError> {
-    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let mut settings = loaded.settings.clone();
-    let can_ask = approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
-    crate::trust::cap_workspace_allows(&mut settings, approval == ApprovalMode::Auto || can_ask);
-    Ok((loaded, settings))
-}
-
-/// Chooses the model before anything touches the workspace: missing configuration exits 2
-/// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
-/// the credentials `main` took out of the environment). The settings files' model values come
-/// below the flags, the environment and `.env`.
-pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
-    let settings = &loaded.settings;
-    if let Some(script) = &args.model_script {
-        let model = ScriptedModel::from_json_file(script)
-            .map_err(|e| CliError::Usage(format!("{e} [{}]", e.code())))?;
-        return Ok(Models {
-            chooser: Arc::new(ScriptedPerAgent(Arc::new(model))),
-            redactor: troupe::secrets::process_redactor(),
-            name: troupe::model::scripted::SCRIPTED_MODEL_NAME.to_owned(),
-        });
-    }
-    let overrides = ModelOverrides {
-        provider: args.provider,
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        fallback_model: args.fallback_model.clone(),
-        ..ModelOverrides::default()
-    };
-    let env = troupe::model::config::process_env().map_err(|e| CliError::Usage(e.to_string()))?;
-    let config = ModelConfig::resolve_layers(&env, &loaded.dotenv, &overrides, &settings.model)
-        .map_err(|e| match e.code() {
-            "config_missing" | "config_invalid" => CliError::Usage(e.to_string()),
-            _ => CliError::failed(&e),
-        })?;
-    // A cloned repository's troupe.toml can name the server that gets the user's API key: say
-    // so, every run, before anything is sent.
-    if let Some(url) = &settings.model.base_url {
-        if matches!(url.source, Source::Project(_)) && url.value == config.base_url {
-            eprintln!(
-                "troupe: the model server is {} (from {}); your API key is sent there",
-                url.value,
-                url.source.describe()
-            );
-        }
-    }
-    let client: Arc<dyn ModelClient> =
-        Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
-    // A teammate may run on another model (its agent definition's, or `[model.agents]`): one
-    // client per distinct name, on this endpoint, key and retry policy.
-    Ok(Models {
-        chooser: Arc::new(ClientsByName::new(config.clone(), client)),
-        redactor: config.redactor(),
-        name: config.model.clone(),
-    })
-}
-
-/// The model every agent uses, the redactor of its secrets, and its name (for the built-in
-/// context-window table).
-pub struct Models {
-    pub chooser: Arc<dyn ModelChooser>,
-    pub redactor: Redactor,
-    pub name: String,
-}
-
-/// The variable that sets the context window when `--context-window` does not.
-pub const CONTEXT_WINDOW_VAR: &str = "TROUPE_CONTEXT_WINDOW";
-
-/// `--context-window`, else `TROUPE_CONTEXT_WINDOW`, else the settings files'
-/// `model.context_window`; zero or not a number is a usage error.
-pub fn context_window(args: &ModelFlags, settings: &Settings) -> Result<Option<u32>, CliError> {
-    Ok(context_window_sourced(args, settings)?.map(|s| s.value))
-}
-
-/// [`context_window`] and where it came from; none means the built-in table for the model.
-pub fn context_window_sourced(
-    args: &ModelFlags,
-    settings: &Settings,
-) -> Result<Option<Sourced<u32>>, CliError> {
-    let raw = match (args.context_window, std::env::var(CONTEXT_WINDOW_VAR)) {
-        (Some(tokens), _) => {
-            return positive_window(tokens).map(|value| {
-                Some(Sourced {
-                    value,
-                    source: Source::Flag("--context-window".into()),
-                })
-            })
-        }
-        (None, Ok(raw)) if !raw.trim().is_empty() => raw,
-        _ => return Ok(settings.model.context_window.clone()),
-    };
-    let tokens = raw.trim().parse::<u32>().map_err(|_| {
-        CliError::Usage(format!(
-            "{CONTEXT_WINDOW_VAR} must be a number of tokens, not {raw:?}"
-        ))
-    })?;
-    positive_window(tokens).map(|value| {
-        Some(Sourced {
-            value,
-            source: Source::Env(CONTEXT_WINDOW_VAR.into()),
-        })
-    })
-}
-
-fn positive_window(tokens: u32) -> Result<u32, CliError> {
-    if tokens < 1024 {
-        return Err(CliError::Usage(format!(
-            "the context window must be at least 1024 tokens (got {tokens})"
-        )));
-    }
-    Ok(tokens)
-}
-
 pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
-    args.prompt = super::text_or_stdin(&args.prompt, "--prompt")?;
+    args.prompt = text_or_stdin(&args.prompt, "--prompt")?;
     if args.prompt.trim().is_empty() {
-        return Err(CliError::Usage("--prompt must not be blank".into()));
+        return Err(CliError::usage("--prompt must not be blank".into()));
     }
     if args.max_turns == 0 {
-        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+        return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     if args.max_tokens == Some(0) {
-        return Err(CliError::Usage("--max-tokens must be at least 1".into()));
+        return Err(CliError::usage("--max-tokens must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
     // trusted it (on a terminal they are asked).
     let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
-    let store = super::store_choice(&args.store, &file_settings, !args.no_local_workers)?;
+    let store = store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
-        return Err(CliError::Usage(
+        return Err(CliError::usage(
             "--no-local-workers needs --store postgres://…: without a shared store no other \
              process can run the teammates"
                 .into(),
@@ -283,7 +135,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
 /// the event stream with `run_ended`. `notice`, if any, is said once the team is built, then
 /// `start_line` (the sandbox, shown as is) when there is one. A turn
 /// limit or a spent token budget is an error (exit 3). Errors after the team exists are
-/// [`CliError::InStream`]: `run_ended` carries them.
+/// [`CliError::in_stream`]: `run_ended` carries them.
 pub fn drive(
     settings: TeamSettings,
     prompt: &str,
@@ -318,7 +170,7 @@ pub fn drive(
             Ok(team) => team,
             Err(e) => {
                 mcp.stop().await;
-                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+                return Err(CliError::coded(&e));
             }
         };
         tracing::info!(
@@ -364,22 +216,20 @@ pub fn drive(
         let events = team.events.clone();
         team.close().await;
         let result = if cancel.is_cancelled() {
-            Err(CliError::Interrupted(
-                "interrupted; the team was closed and in-flight messages went back to ready/ \
-                 [interrupted]"
+            Err(CliError::interrupted(
+                "interrupted; the team was closed and in-flight messages went back to ready/"
                     .into(),
-            ))
+            )
+            .with_code("interrupted"))
         } else {
-            result
-                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))
-                .and_then(finished)
+            result.map_err(|e| CliError::coded(&e)).and_then(finished)
         };
         events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
         let spent = usage.per_agent();
         if !spent.is_empty() {
             eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
         }
-        result.map_err(|e| CliError::InStream(Box::new(e)))
+        result.map_err(|e| e.in_stream())
     });
     // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
     // forever.
@@ -390,14 +240,16 @@ pub fn drive(
 /// A drive that ended without the lead's final answer is incomplete (exit 3).
 fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {
     match outcome.last_end {
-        TurnEnd::MaxTurns { limit } => Err(CliError::Incomplete(format!(
+        TurnEnd::MaxTurns { limit } => Err(CliError::incomplete(format!(
             "the lead stopped after {limit} model calls without a final answer \
-             (--max-turns {limit}) [turn_limit]"
-        ))),
-        TurnEnd::TokenBudget { limit, used } => Err(CliError::Incomplete(format!(
+             (--max-turns {limit})"
+        ))
+        .with_code("turn_limit")),
+        TurnEnd::TokenBudget { limit, used } => Err(CliError::incomplete(format!(
             "the run stopped after using {used} tokens, past its budget of {limit} \
-             (--max-tokens {limit}) [token_budget]"
-        ))),
+             (--max-tokens {limit})"
+        ))
+        .with_code("token_budget")),
         _ => Ok(outcome),
     }
 }
@@ -412,9 +264,9 @@ fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
             "answer": outcome.answer,
         })),
         Err(error) => {
-            let (code, cause) = error.code_and_cause();
-            let outcome = match (error, code) {
-                (CliError::Interrupted(_), _) => "interrupted",
+            let code = error.code();
+            let outcome = match (error.kind(), code) {
+                (Kind::Interrupted, _) => "interrupted",
                 (_, "turn_limit") => "max_turns",
                 (_, "token_budget") => "budget",
                 _ => "failed",
@@ -422,7 +274,7 @@ fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
             kinds::fields(json!({
                 "exit_code": error.exit_code(),
                 "outcome": outcome,
-                "error": format!("{cause} [{code}]"),
+                "error": format!("{} [{code}]", error.cause()),
             }))
         }
     }

@@ -12,8 +12,8 @@ use troupe::error::ErrorCode;
 use troupe::send::{send_from_user, SendError};
 use troupe::wire::AgentName;
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 
 pub fn send(
@@ -23,18 +23,18 @@ pub fn send(
     json: bool,
     store: &StoreFlags,
 ) -> Result<(), CliError> {
-    let to = AgentName::parse(agent).map_err(|e| CliError::Usage(e.to_string()))?;
-    let text = &super::text_or_stdin(text, "the message")?;
+    let to = AgentName::parse(agent).map_err(|e| CliError::usage(e.to_string()))?;
+    let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let sent = match super::store_choice(store, &settings, false)? {
+    let sent = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => send_from_user(workspace, &to, text),
         StoreChoice::Postgres(options) => {
             send_to_shared_team(&options.url, &options.team, &to, text)
         }
     };
     let id = sent.map_err(|e| match e {
-        SendError::Invalid(_) => CliError::Usage(format!("{e} [{}]", e.code())),
-        e => CliError::failed(format_args!("{e} [{}]", e.code())),
+        SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
+        e => CliError::coded(&e),
     })?;
     if json {
         render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))

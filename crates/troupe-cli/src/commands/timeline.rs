@@ -7,15 +7,14 @@
 use std::path::{Path, PathBuf};
 
 use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::durable;
 use troupe::store::events::read::read_all;
 use troupe::store::postgres::events::PgEvents;
 use troupe::store::postgres::PgStore;
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 use crate::render;
 use crate::serve::page;
 
@@ -25,23 +24,24 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     let state_dir =
         std::fs::canonicalize(layout.state_dir()).unwrap_or_else(|_| layout.state_dir());
     if dest.starts_with(&state_dir) || dest.starts_with(layout.state_dir()) {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::usage(format!(
             "refusing to write {} inside troupe's state folder {}",
             dest.display(),
             state_dir.display()
         )));
     }
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let events = match super::store_choice(store, &settings, false)? {
+    let events = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => read_all(&layout.events_log())
-            .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
-        StoreChoice::Postgres(options) => shared_events(&options.url, &options.team)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?,
+            .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
+        StoreChoice::Postgres(options) => {
+            shared_events(&options.url, &options.team).map_err(|e| CliError::coded(&e))?
+        }
     };
     let json = serde_json::Value::Array(events.iter().map(troupe::wire::Event::to_json).collect());
     let html = page::standalone(&json.to_string());
     durable::replace(&dest, html.as_bytes())
-        .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?;
+        .map_err(|e| CliError::failed(e).with_code("storage_error"))?;
     render::print_text(&format!(
         "wrote {} events to {}\n",
         events.len(),
@@ -71,16 +71,16 @@ fn shared_events(
 fn resolve_destination(file: &Path) -> Result<PathBuf, CliError> {
     let name = file
         .file_name()
-        .ok_or_else(|| CliError::Usage(format!("{} does not name a file", file.display())))?;
+        .ok_or_else(|| CliError::usage(format!("{} does not name a file", file.display())))?;
     let parent = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
     };
     let parent = std::fs::canonicalize(&parent)
-        .map_err(|e| CliError::Usage(format!("cannot write into {}: {e}", parent.display())))?;
+        .map_err(|e| CliError::usage(format!("cannot write into {}: {e}", parent.display())))?;
     let dest = parent.join(name);
     if dest.is_dir() {
-        return Err(CliError::Usage(format!("{} is a folder", dest.display())));
+        return Err(CliError::usage(format!("{} is a folder", dest.display())));
     }
     Ok(dest)
 }

@@ -6,10 +6,9 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use troupe::error::ErrorCode;
 use troupe::settings::trust::{TrustState, TrustStore};
 
-use super::CliError;
+use crate::error::CliError;
 use crate::render;
 use crate::trust::{describe, record, review, state};
 
@@ -35,9 +34,7 @@ pub fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
     let store = TrustStore::user();
     if action == Action::Revoke {
         let store = store.ok_or_else(crate::trust::no_config_folder)?;
-        let had = store
-            .revoke(workspace)
-            .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+        let had = store.revoke(workspace).map_err(|e| CliError::coded(&e))?;
         let what = if had {
             "no longer trusted"
         } else {
@@ -66,11 +63,10 @@ pub fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
         (Action::Review { yes }, TrustState::Untrusted | TrustState::Changed) => {
             render::print_text(&text)?;
             if !yes && !confirm()? {
-                return Err(CliError::Usage(format!(
-                    "{} was not trusted [{}]",
-                    workspace.display(),
-                    crate::trust::UNTRUSTED_CODE
-                )));
+                return Err(
+                    CliError::usage(format!("{} was not trusted", workspace.display()))
+                        .with_code(crate::trust::UNTRUSTED_CODE),
+                );
             }
             record(workspace, &review.items)?;
             render::print_text(&format!("trusted {}\n", workspace.display()))
@@ -82,7 +78,7 @@ pub fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
 /// `Trust it? [y/N]` on the terminal; without one, a usage error naming `--yes`.
 fn confirm() -> Result<bool, CliError> {
     if !std::io::stdin().is_terminal() {
-        return Err(CliError::Usage(
+        return Err(CliError::usage(
             "no terminal to ask on: pass --yes to trust the workspace as shown".into(),
         ));
     }

@@ -9,28 +9,29 @@ use std::sync::Arc;
 use troupe::agent::NullObserver;
 use troupe::bootstrap::{build_worker, EventOptions, LongLived, StoreChoice, TeamSettings};
 use troupe::clock::SystemClock;
-use troupe::error::ErrorCode;
 use troupe::ids::RandomIds;
 use troupe::team::NoTeamObserver;
 
 use troupe::store::events::{kinds, EventSink, RUN_AGENT};
 
-use super::run::{approval_provider, context_window, models, Models};
-use super::{parse_duration, CliError};
+use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
 use crate::args::{ApprovalMode, WorkerArgs};
+use crate::error::CliError;
+use crate::input::parse_duration;
 use crate::interrupt::Interrupt;
 use crate::observe::approval::PausingApproval;
 use crate::observe::{Console, Sink};
+use crate::store_choice::store_choice;
 
 pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), CliError> {
     if args.max_turns == 0 {
-        return Err(CliError::Usage("--max-turns must be at least 1".into()));
+        return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let (loaded, file_settings) = super::run::settings_for_agents(workspace, args.approval)?;
-    let store = super::store_choice(&args.store, &file_settings, true)?;
+    let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
+    let store = store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
-        return Err(CliError::Usage(
+        return Err(CliError::usage(
             "troupe worker runs teammates of a shared team: give --store postgres://… (or \
              TROUPE_STORE_URL, or [store] url in troupe.toml or your config.toml)"
                 .into(),
@@ -117,7 +118,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
             Ok(worker) => worker,
             Err(e) => {
                 mcp.stop().await;
-                return Err(CliError::failed(format_args!("{e} [{}]", e.code())));
+                return Err(CliError::coded(&e));
             }
         };
         eprintln!("{sandbox_line}");

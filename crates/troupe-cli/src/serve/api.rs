@@ -20,12 +20,13 @@ use troupe::wire::AgentName;
 
 use super::cache::{EventCache, EventSource};
 use super::changes::Changes;
-use super::http::{self, error, query_param, respond, Body};
+use super::http::Handler;
+use super::response::{self, error, query_param, respond, Body};
 use super::state;
 use super::token::Token;
 use super::{page, send, sse};
-use crate::commands::review::answer_plan_in;
-use crate::error::CliError;
+use crate::error::{CliError, Kind};
+use crate::plan_answer::answer_plan_in;
 
 /// The largest request body accepted (JSON of a review or a message).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -37,8 +38,7 @@ const MAX_LIMIT: usize = 100_000;
 pub struct Shared {
     pub workspace: PathBuf,
     pub layout: Layout,
-    pub token: Token,
-    pub port: u16,
+    pub token: Arc<Token>,
     pub changes: Changes,
     pub cache: Mutex<EventCache>,
     /// The team served: the workspace's files, or a shared team's database.
@@ -74,7 +74,12 @@ impl Shared {
     }
 }
 
-pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+/// The routes as the server's [`Handler`]: every request it lets through, answered with `shared`.
+pub fn handler(shared: Arc<Shared>) -> Handler {
+    Arc::new(move |request| Box::pin(route(shared.clone(), request)))
+}
+
+async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let query = request.uri().query().map(str::to_owned);
@@ -101,7 +106,7 @@ pub async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<
                 .map(str::to_owned)
                 .or_else(|| query_param(query.as_deref(), "since"));
             match parse_seq(since.as_deref()) {
-                Ok(since) => sse::stream(&shared, since),
+                Ok(since) => sse::stream(shared.changes.subscribe(), shared.source(), since),
                 Err(cause) => error(StatusCode::BAD_REQUEST, "usage", &cause),
             }
         }
@@ -180,7 +185,7 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 
 fn state_view(shared: &Shared) -> Response<Body> {
     match state::state(&shared.layout, &shared.choice(), &shared.cache) {
-        Ok(value) => http::json(StatusCode::OK, &value),
+        Ok(value) => response::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
 }
@@ -247,7 +252,7 @@ fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
                 .zip(&loaded.origins)
                 .map(|(message, origin)| json!({"origin": origin, "message": message}))
                 .collect();
-            http::json(
+            response::json(
                 StatusCode::OK,
                 &json!({"agent": agent, "compactions": loaded.boundaries, "messages": messages}),
             )
@@ -279,7 +284,7 @@ fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
         body.approve,
         feedback,
     ) {
-        Ok(answer) => http::json(
+        Ok(answer) => response::json(
             StatusCode::OK,
             &json!({
                 "ok": true,
@@ -311,7 +316,7 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
     match send::send_from_user(&shared.workspace, &shared.choice(), &agent, &body.text) {
-        Ok(id) => http::json(
+        Ok(id) => response::json(
             StatusCode::OK,
             &json!({"ok": true, "message_id": id.to_string(), "agent": agent, "to": agent, "from": "user"}),
         ),
@@ -323,9 +328,9 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
 /// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409,
 /// anything else (storage, corrupt state) 500.
 fn cli_error(e: &CliError) -> Response<Body> {
-    let (code, cause) = e.code_and_cause();
-    let status = match e {
-        CliError::Usage(_) => StatusCode::BAD_REQUEST,
+    let code = e.code();
+    let status = match e.kind() {
+        Kind::Usage => StatusCode::BAD_REQUEST,
         _ if code == "protocol_not_found" => StatusCode::NOT_FOUND,
         _ if code == "invalid_arguments" => StatusCode::BAD_REQUEST,
         _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
@@ -335,5 +340,5 @@ fn cli_error(e: &CliError) -> Response<Body> {
         _ if code == "teammate_state" || code == "teammate_not_found" => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    error(status, code, cause)
+    error(status, code, e.cause())
 }

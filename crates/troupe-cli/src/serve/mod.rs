@@ -17,6 +17,7 @@ mod changes;
 mod http;
 pub mod page;
 mod price;
+mod response;
 mod send;
 mod sse;
 mod state;
@@ -27,7 +28,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
 use troupe::layout::Layout;
 use troupe::store::events::read::EventCursor;
 use troupe::store::postgres::PgStore;
@@ -38,14 +38,14 @@ use api::{Shared, Team};
 
 pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
-    let team = match crate::commands::store_choice(store, &settings, false)? {
+    let team = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => Team::Files,
         choice @ StoreChoice::Postgres(_) => {
             let StoreChoice::Postgres(options) = &choice else {
                 unreachable!("matched above")
             };
             let store = PgStore::connect_existing(&options.url, &options.team)
-                .map_err(|e| CliError::failed(format_args!("{e} [{}]", e.code())))?;
+                .map_err(|e| CliError::coded(&e))?;
             Team::Shared { choice, store }
         }
     };
@@ -70,7 +70,7 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(format_args!("cannot read /dev/urandom: {e}")))?;
     let changes = match &team {
         Team::Files => changes::Changes::start(&layout)
-            .map_err(|e| CliError::failed(format_args!("{e} [storage_error]")))?,
+            .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
         Team::Shared { store, .. } => changes::Changes::shared(store),
     };
     let source = match &team {
@@ -83,8 +83,7 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
         cache: Mutex::new(cache::EventCache::new(source)),
         layout,
         team,
-        token,
-        port,
+        token: Arc::new(token),
         changes,
     });
     let shutdown = shutdown()?;
@@ -101,7 +100,11 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
             .and_then(|()| out.flush())
             .map_err(|e| CliError::failed(format_args!("cannot write output: {e}")))?;
     }
-    http::serve(listener, shared, shutdown)
+    let gate = http::Gate {
+        port,
+        token: shared.token.clone(),
+    };
+    http::serve(listener, gate, api::handler(shared), shutdown)
         .await
         .map_err(|e| CliError::failed(format_args!("the server failed: {e}")))
 }

@@ -6,15 +6,14 @@
 //! nothing is lost or repeated.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-use super::api::Shared;
-use super::http::{set_common_headers, Body};
+use super::cache::EventSource;
+use super::response::{set_common_headers, Body};
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -24,10 +23,13 @@ const BATCH_BYTES: usize = 1024 * 1024;
 /// The most bytes of events sent as one chunk.
 const CHUNK: usize = 256 * 1024;
 
-pub fn stream(shared: &Arc<Shared>, since: u64) -> Response<Body> {
+/// The stream of the events after `since`, read from `cursor` and woken by `changes`.
+pub fn stream(
+    mut changes: watch::Receiver<u64>,
+    mut cursor: EventSource,
+    since: u64,
+) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(8);
-    let mut changes = shared.changes.subscribe();
-    let mut cursor = shared.source();
     tokio::spawn(async move {
         let mut sent = since;
         if tx

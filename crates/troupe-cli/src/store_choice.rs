@@ -9,8 +9,8 @@ use std::time::Duration;
 use troupe::bootstrap::{PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
 use troupe::settings::{parse_lease, Settings, Source, Sourced, LEASE_FORM};
 
-use super::CliError;
 use crate::args::StoreFlags;
+use crate::error::CliError;
 
 /// The store values a command would use, each with where it came from (`troupe config` shows
 /// them). `team` and `lease` only matter with a `url`.
@@ -35,7 +35,7 @@ pub fn store_choice(
     }
     let Some(url) = store_url(flags, settings)? else {
         if flags.team.is_some() {
-            return Err(CliError::Usage(
+            return Err(CliError::usage(
                 "--team names a team in a shared store: give --store postgres://… too".into(),
             ));
         }
@@ -99,7 +99,7 @@ fn store_url(flags: &StoreFlags, settings: &Settings) -> Result<Option<Sourced<S
         .or_else(|| from_env("TROUPE_STORE_URL"));
     if let Some(url) = &given {
         if !troupe::store::postgres::is_postgres_url(&url.value) {
-            return Err(CliError::Usage(
+            return Err(CliError::usage(
                 "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
             ));
         }
@@ -119,7 +119,7 @@ fn team(flags: &StoreFlags, settings: &Settings) -> Result<Sourced<String>, CliE
         .or_else(|| from_env("TROUPE_TEAM"));
     if let Some(team) = &given {
         if team.value.trim().is_empty() || team.value.len() > troupe::settings::MAX_TEAM_CHARS {
-            return Err(CliError::Usage("--team must be 1 to 200 characters".into()));
+            return Err(CliError::usage("--team must be 1 to 200 characters".into()));
         }
     }
     Ok(given
@@ -134,7 +134,7 @@ fn team(flags: &StoreFlags, settings: &Settings) -> Result<Sourced<String>, CliE
 fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     if let Some(raw) = from_env("TROUPE_LEASE") {
         let lease = parse_lease(&raw.value).ok_or_else(|| {
-            CliError::Usage(format!(
+            CliError::usage(format!(
                 "TROUPE_LEASE must be {LEASE_FORM}, not {:?}",
                 raw.value
             ))

@@ -1,0 +1,161 @@
+//! What the commands that start agents resolve before anything runs: the settings through the
+//! trust gate, the approval provider, the model and its context window. `run` and `worker` use
+//! all of it, `compact` the model, `config` the context window with its source; it depends on
+//! none of them.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use troupe::bootstrap::{ModelChooser, ScriptedPerAgent};
+use troupe::error::ErrorCode;
+use troupe::model::by_name::ClientsByName;
+use troupe::model::config::{ModelConfig, ModelOverrides};
+use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
+use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
+use troupe::secrets::Redactor;
+use troupe::settings::{Settings, Source, Sourced};
+
+use crate::args::{ApprovalMode, ModelFlags};
+use crate::error::CliError;
+use crate::trust::Loaded;
+
+/// The provider for `mode`; a terminal prompt ends (denied) when `cancel` fires.
+pub fn approval_provider(
+    mode: ApprovalMode,
+    cancel: &CancellationToken,
+    workspace: &Path,
+    loaded: &Loaded,
+) -> Arc<dyn ApprovalProvider> {
+    let keep_trust = !loaded.by_flag && loaded.state.allows();
+    match mode {
+        ApprovalMode::Ask => Arc::new(
+            TerminalApproval::stdio()
+                .with_cancel(cancel.clone())
+                .with_saver(crate::save_allow::saver(workspace, keep_trust)),
+        ),
+        ApprovalMode::Auto => Arc::new(AutoApproval),
+        ApprovalMode::Deny => Arc::new(DenyApproval),
+    }
+}
+
+/// The settings of a command that runs agents (`run`, `worker`): through the trust gate (asked
+/// on a terminal, exit 2 without one), then the workspace's allow rules left out when no one can
+/// be asked under `approval`. The gate's result too (for the model and the approval saver).
+pub fn settings_for_agents(
+    workspace: &Path,
+    approval: ApprovalMode,
+) -> Result<(Loaded, Settings), CliError> {
+    let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
+    let mut settings = loaded.settings.clone();
+    let can_ask = approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
+    crate::trust::cap_workspace_allows(&mut settings, approval == ApprovalMode::Auto || can_ask);
+    Ok((loaded, settings))
+}
+
+/// Chooses the model before anything touches the workspace: missing configuration exits 2
+/// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
+/// the credentials `main` took out of the environment). The settings files' model values come
+/// below the flags, the environment and `.env`.
+pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
+    let settings = &loaded.settings;
+    if let Some(script) = &args.model_script {
+        let model = ScriptedModel::from_json_file(script)
+            .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
+        return Ok(Models {
+            chooser: Arc::new(ScriptedPerAgent(Arc::new(model))),
+            redactor: troupe::secrets::process_redactor(),
+            name: troupe::model::scripted::SCRIPTED_MODEL_NAME.to_owned(),
+        });
+    }
+    let overrides = ModelOverrides {
+        provider: args.provider,
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        fallback_model: args.fallback_model.clone(),
+        ..ModelOverrides::default()
+    };
+    let env = troupe::model::config::process_env().map_err(|e| CliError::usage(e.to_string()))?;
+    let config = ModelConfig::resolve_layers(&env, &loaded.dotenv, &overrides, &settings.model)
+        .map_err(|e| match e.code() {
+            "config_missing" | "config_invalid" => CliError::usage(e.to_string()),
+            _ => CliError::failed(&e),
+        })?;
+    // A cloned repository's troupe.toml can name the server that gets the user's API key: say
+    // so, every run, before anything is sent.
+    if let Some(url) = &settings.model.base_url {
+        if matches!(url.source, Source::Project(_)) && url.value == config.base_url {
+            eprintln!(
+                "troupe: the model server is {} (from {}); your API key is sent there",
+                url.value,
+                url.source.describe()
+            );
+        }
+    }
+    let client: Arc<dyn ModelClient> =
+        Arc::new(OpenAiClient::new(&config).map_err(|e| CliError::failed(&e))?);
+    // A teammate may run on another model (its agent definition's, or `[model.agents]`): one
+    // client per distinct name, on this endpoint, key and retry policy.
+    Ok(Models {
+        chooser: Arc::new(ClientsByName::new(config.clone(), client)),
+        redactor: config.redactor(),
+        name: config.model.clone(),
+    })
+}
+
+/// The model every agent uses, the redactor of its secrets, and its name (for the built-in
+/// context-window table).
+pub struct Models {
+    pub chooser: Arc<dyn ModelChooser>,
+    pub redactor: Redactor,
+    pub name: String,
+}
+
+/// The variable that sets the context window when `--context-window` does not.
+pub const CONTEXT_WINDOW_VAR: &str = "TROUPE_CONTEXT_WINDOW";
+
+/// `--context-window`, else `TROUPE_CONTEXT_WINDOW`, else the settings files'
+/// `model.context_window`; zero or not a number is a usage error.
+pub fn context_window(args: &ModelFlags, settings: &Settings) -> Result<Option<u32>, CliError> {
+    Ok(context_window_sourced(args, settings)?.map(|s| s.value))
+}
+
+/// [`context_window`] and where it came from; none means the built-in table for the model.
+pub fn context_window_sourced(
+    args: &ModelFlags,
+    settings: &Settings,
+) -> Result<Option<Sourced<u32>>, CliError> {
+    let raw = match (args.context_window, std::env::var(CONTEXT_WINDOW_VAR)) {
+        (Some(tokens), _) => {
+            return positive_window(tokens).map(|value| {
+                Some(Sourced {
+                    value,
+                    source: Source::Flag("--context-window".into()),
+                })
+            })
+        }
+        (None, Ok(raw)) if !raw.trim().is_empty() => raw,
+        _ => return Ok(settings.model.context_window.clone()),
+    };
+    let tokens = raw.trim().parse::<u32>().map_err(|_| {
+        CliError::usage(format!(
+            "{CONTEXT_WINDOW_VAR} must be a number of tokens, not {raw:?}"
+        ))
+    })?;
+    positive_window(tokens).map(|value| {
+        Some(Sourced {
+            value,
+            source: Source::Env(CONTEXT_WINDOW_VAR.into()),
+        })
+    })
+}
+
+fn positive_window(tokens: u32) -> Result<u32, CliError> {
+    if tokens < 1024 {
+        return Err(CliError::usage(format!(
+            "the context window must be at least 1024 tokens (got {tokens})"
+        )));
+    }
+    Ok(tokens)
+}
