@@ -86,8 +86,10 @@ use crate::tools::{base_tools, Dispatcher, RegistryError, ToolHandler, ToolRegis
 use tokio::sync::mpsc::UnboundedReceiver;
 
 mod shared;
+mod views;
 pub use shared::{takeover_bound, takeover_look, PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
 use shared::{PgParts, WakeGuard};
+pub use views::TeamView;
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
 pub const LEAD_TOOLS: [&str; 18] = [
