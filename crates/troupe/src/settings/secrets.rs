@@ -46,17 +46,27 @@ pub(super) fn check_secrets(
                 continue;
             }
         }
-        if looks_secret(key.get_ref()) {
-            return Err(SettingsError::new(
-                Kind::Secret,
-                path,
-                Some(line_of(text, key.span().start)),
-                format!("`{}` looks like a secret: {SECRET_HINT}", key.get_ref()),
-            ));
-        }
-        check_secret_value(path, text, value.get_ref())?;
+        check_key_and_value(path, text, key, value.get_ref())?;
     }
     Ok(())
+}
+
+/// Refuses `key` when it looks like a secret, then the secret-looking keys within `value`.
+fn check_key_and_value(
+    path: &Path,
+    text: &str,
+    key: &toml::Spanned<std::borrow::Cow<'_, str>>,
+    value: &toml::de::DeValue<'_>,
+) -> Result<(), SettingsError> {
+    if looks_secret(key.get_ref()) {
+        return Err(SettingsError::new(
+            Kind::Secret,
+            path,
+            Some(line_of(text, key.span().start)),
+            format!("`{}` looks like a secret: {SECRET_HINT}", key.get_ref()),
+        ));
+    }
+    check_secret_value(path, text, value)
 }
 
 /// One `[[mcp_servers]]` table: like any table, except that its `env` may name a
@@ -71,15 +81,7 @@ fn check_mcp_server_secrets(
     };
     for (key, value) in table {
         if key.get_ref() != "env" {
-            if looks_secret(key.get_ref()) {
-                return Err(SettingsError::new(
-                    Kind::Secret,
-                    path,
-                    Some(line_of(text, key.span().start)),
-                    format!("`{}` looks like a secret: {SECRET_HINT}", key.get_ref()),
-                ));
-            }
-            check_secret_value(path, text, value.get_ref())?;
+            check_key_and_value(path, text, key, value.get_ref())?;
             continue;
         }
         let toml::de::DeValue::Table(env) = value.get_ref() else {
