@@ -22,8 +22,8 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::usage::UsageLog;
 use crate::team::recorder::EventRecorder;
 
+use super::distributed;
 use super::options::{BootstrapError, LongLived, StoreChoice};
-use super::shared;
 use super::start::take_run_lock;
 
 /// What `troupe compact` did.
@@ -56,7 +56,7 @@ pub async fn compact_conversation(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let shared = match store {
         StoreChoice::Files => None,
-        StoreChoice::Postgres(options) => Some(shared::open_to_compact(options, agent)?),
+        StoreChoice::Postgres(options) => Some(distributed::open_to_compact(options, agent)?),
     };
     let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &shared {
         None => {
@@ -96,7 +96,8 @@ pub async fn compact_conversation(
         events.subscribe(mirror.clone());
     }
     let events = Arc::new(events);
-    let usage_copy = shared::copies::usage(shared.as_ref().map(|compaction| &compaction.store));
+    let usage_copy =
+        distributed::copies::usage(shared.as_ref().map(|compaction| &compaction.store));
     let usage = Arc::new(RunUsage::new(
         run_id,
         UsageLog::open(&layout, clock).with_copy(usage_copy),

@@ -24,8 +24,8 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::PgStore;
 use crate::store::usage::UsageLog;
 
+use super::distributed;
 use super::options::TeamSettings;
-use super::shared;
 
 /// What every agent's runner gets for long runs (SPEC §9): the run's usage and token budget,
 /// the context budget with artifacts for large results, memory, and the settings' hooks.
@@ -101,7 +101,7 @@ impl LongLivedKit {
             usage: Arc::new(RunUsage::new(
                 run_id,
                 UsageLog::open(layout, settings.clock.clone())
-                    .with_copy(shared::copies::usage(shared)),
+                    .with_copy(distributed::copies::usage(shared)),
             )),
             max_run_tokens: settings.long_lived.max_run_tokens,
             budget: ContextBudget::for_model(

@@ -19,7 +19,7 @@
 //! - `options.rs` — what a run is built from ([`TeamSettings`], [`SandboxOptions`],
 //!   [`EventOptions`], [`LongLived`], [`StoreChoice`]), which model answers which agent
 //!   ([`ModelChooser`]), and [`BootstrapError`].
-//! - `shared.rs` — the composition of a distributed team (PostgreSQL): which stores go to the
+//! - `distributed.rs` — the composition of a distributed team (PostgreSQL): which stores go to the
 //!   database, teammate leases, wakeups from other processes, the takeover look.
 //! - `prompts.rs` — the tool lists ([`LEAD_TOOLS`], [`TEAMMATE_TOOLS`]) and what agents are
 //!   told: their system prompts, their plan gate, the living prompt.
@@ -39,24 +39,24 @@
 //! [`Redactor`]: crate::secrets::Redactor
 
 mod compact;
+mod distributed;
 mod factory;
 mod kit;
 mod lead;
 mod no_team;
 mod options;
 mod prompts;
-mod shared;
 mod start;
 mod team;
 mod worker;
 
 pub use compact::{compact_conversation, Compacted};
+pub use distributed::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
 pub use no_team::{inspector, inspector_with, send_to_shared_team, PlanReview};
 pub use options::{
     agent_model, BootstrapError, EventOptions, LongLived, ModelChooser, PgOptions, SameModel,
     SandboxOptions, ScriptedPerAgent, StoreChoice, TeamSettings,
 };
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
-pub use shared::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
 pub use team::{build_team, Team};
 pub use worker::{build_worker, Worker};

@@ -34,8 +34,8 @@ use crate::team::recorder::{Both, EventRecorder};
 use crate::team::watch::MailboxWatch;
 use crate::team::{Postman, ProtocolRuntime, TeamRuntime};
 
+use super::distributed::{self, PgParts, WakeGuard};
 use super::options::{BootstrapError, StoreChoice, TeamSettings};
-use super::shared::{self, PgParts, WakeGuard};
 
 /// What a run has opened before its team runtime is built: the same for a lead and a worker.
 pub(super) struct Start {
@@ -143,7 +143,7 @@ fn open_events(
 fn open_shared(settings: &TeamSettings, role: &str) -> Result<Option<PgParts>, BootstrapError> {
     match &settings.store {
         StoreChoice::Files => Ok(None),
-        StoreChoice::Postgres(options) => Ok(Some(shared::open(options, role)?)),
+        StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role)?)),
     }
 }
 
@@ -202,8 +202,9 @@ fn open_stores(
         mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(
-            JsonlAuditSink::open(layout, settings.clock.clone())?
-                .with_copy(shared::copies::audit(pg.as_ref().map(|parts| &parts.store))),
+            JsonlAuditSink::open(layout, settings.clock.clone())?.with_copy(
+                distributed::copies::audit(pg.as_ref().map(|parts| &parts.store)),
+            ),
         ),
         board,
         recovered,
@@ -249,7 +250,7 @@ fn finish_earlier_run(
     ));
     ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
         .deliver_recorded_answers()?;
-    let copy = shared::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
+    let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .map_err(|e| {
             IoError::new(
@@ -283,7 +284,7 @@ fn job_supervisor(
             settings.ids.clone(),
             job_tx,
         )
-        .with_copy(shared::copies::jobs(
+        .with_copy(distributed::copies::jobs(
             stores.pg.as_ref().map(|parts| &parts.store),
         ))
         .with_redactor(settings.redactor.clone())

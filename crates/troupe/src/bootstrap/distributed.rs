@@ -1,6 +1,7 @@
-//! The composition of a team shared through PostgreSQL (`--store postgres://…`): which stores
-//! go to the database, the teammate leases, wakeups from other processes, and the takeover of
-//! teammates whose worker is gone.
+//! The composition of a distributed team — one whose stores are shared through PostgreSQL
+//! (`--store postgres://…`) by its lead and workers: which stores go to the database, the
+//! teammate leases, wakeups from other processes, and the takeover of teammates whose worker is
+//! gone.
 //!
 //! In the database: mailboxes, the protocol store, the roster (with teammate leases and the
 //! worker registry) and every agent's transcript — everything a worker on another host needs
