@@ -98,7 +98,7 @@ fn store_url(flags: &StoreFlags, settings: &Settings) -> Result<Option<Sourced<S
         .or(taken)
         .or_else(|| from_env("TROUPE_STORE_URL"));
     if let Some(url) = &given {
-        if !troupe::store::postgres::is_postgres_url(&url.value) {
+        if !troupe::store::is_postgres_url(&url.value) {
             return Err(CliError::usage(
                 "--store takes a PostgreSQL URL (postgres://user@host:port/database)".into(),
             ));

@@ -132,8 +132,10 @@ enum Suite {
         /// Messages per sending thread.
         #[arg(long, default_value_t = 2500)]
         n: usize,
-        /// The lease of claims and teammates (what a takeover waits for).
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        /// The lease of claims and teammates (what a takeover waits for): 10, 10s, 1m30s, 500ms.
+        #[arg(long, default_value = "10s", value_parser = |raw: &str| {
+            troupe::settings::parse_duration(raw).ok_or("not a duration (10, 10s, 1m30s, 500ms)")
+        })]
         lease: std::time::Duration,
     },
     /// Internal: one process of the pg suite.

@@ -18,12 +18,11 @@ use std::path::Path;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
 use troupe::store::events::read::EventCursor;
-use troupe::store::postgres::events::{on_change, PgEvents};
-use troupe::store::postgres::PgStore;
 use troupe::wire::Event;
 
 use crate::args::LogArgs;
@@ -40,9 +39,8 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     if let StoreChoice::Postgres(options) =
         crate::store_choice::store_choice(&args.store, &settings, false)?
     {
-        let store = PgStore::connect_existing(&options.url, &options.team)
-            .map_err(|e| CliError::coded(&e))?;
-        return shared_log(&PgEvents::new(store), args.follow, &mut printer);
+        let view = TeamView::open(&options).map_err(|e| CliError::coded(&e))?;
+        return shared_log(&view, args.follow, &mut printer);
     }
     let path = Layout::new(workspace).events_log();
     if args.follow {
@@ -294,13 +292,13 @@ const SHARED_BATCH: i64 = 1000;
 /// Prints every event of the shared stream after `after`, moving it on; `Gone` when stdout's
 /// reader went away.
 fn print_shared(
-    events: &PgEvents,
+    view: &TeamView,
     after: &mut u64,
     printer: &mut Printer,
 ) -> Result<Batch, CliError> {
     loop {
-        let batch = events
-            .after(*after, SHARED_BATCH)
+        let batch = view
+            .events_after(*after, SHARED_BATCH)
             .map_err(|e| CliError::coded(&e))?;
         let Some(last) = batch.last() else {
             printer.caught_up();
@@ -313,21 +311,17 @@ fn print_shared(
     }
 }
 
-fn shared_log(events: &PgEvents, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
+fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
     let mut after = printer.filter.since;
     if !follow {
-        print_shared(events, &mut after, printer)?;
+        print_shared(view, &mut after, printer)?;
         return Ok(());
     }
     follow_with(
         // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
         // to read.
-        |changed| {
-            Ok(on_change(events.store(), move || {
-                changed.send(Wake::Changed).is_ok()
-            }))
-        },
-        || print_shared(events, &mut after, printer),
+        |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
+        || print_shared(view, &mut after, printer),
     )
 }
 

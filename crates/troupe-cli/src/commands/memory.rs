@@ -6,16 +6,14 @@
 //! its database.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Serialize;
 use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::memory::{
     is_valid_name, MemoryCatalog, MemoryError, MemoryProblem, MemoryStore, MemoryType,
 };
-use troupe::store::postgres::memory::PgMemory;
-use troupe::store::postgres::PgStore;
 
 use crate::args::{MemoryAction, StoreFlags};
 use crate::error::CliError;
@@ -31,11 +29,9 @@ pub fn memory(
     let layout = Layout::new(workspace);
     let store = match crate::store_choice::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),
-        StoreChoice::Postgres(options) => {
-            let pg = PgStore::connect_existing(&options.url, &options.team)
-                .map_err(|e| CliError::coded(&e))?;
-            MemoryStore::shared(&layout, Arc::new(PgMemory::new(pg)))
-        }
+        StoreChoice::Postgres(options) => TeamView::open(&options)
+            .map_err(|e| CliError::coded(&e))?
+            .memory(&layout),
     };
     match action.unwrap_or(MemoryAction::List) {
         MemoryAction::List => list(&store, json),

@@ -7,11 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::durable;
 use troupe::store::events::read::read_all;
-use troupe::store::postgres::events::PgEvents;
-use troupe::store::postgres::PgStore;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
@@ -54,11 +53,11 @@ fn shared_events(
     url: &str,
     team: &str,
 ) -> Result<Vec<troupe::wire::Event>, troupe::store::BackendError> {
-    let events = PgEvents::new(PgStore::connect_existing(url, team)?);
+    let view = TeamView::open_url(url, team)?;
     let mut all = Vec::new();
     loop {
         let after = all.last().map_or(0, |e: &troupe::wire::Event| e.seq);
-        let batch = events.after(after, 1000)?;
+        let batch = view.events_after(after, 1000)?;
         if batch.is_empty() {
             return Ok(all);
         }

@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use troupe::agent::transcript::{parse, FileTranscript};
 use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::read::EventCursor;
-use troupe::store::postgres::{PgStore, PgTranscriptLog};
 use troupe::wire::AgentName;
 
 use super::cache::{EventCache, EventSource};
@@ -52,7 +52,7 @@ pub enum Team {
     /// from the database; answers and messages go there.
     Shared {
         choice: StoreChoice,
-        store: PgStore,
+        view: TeamView,
     },
 }
 
@@ -61,7 +61,7 @@ impl Shared {
     pub fn source(&self) -> EventSource {
         match &self.team {
             Team::Files => EventSource::File(EventCursor::new(&self.layout.events_log())),
-            Team::Shared { store, .. } => EventSource::shared(store.clone()),
+            Team::Shared { view, .. } => EventSource::shared(view.clone()),
         }
     }
 
@@ -239,8 +239,8 @@ fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Team::Files => FileTranscript::new(shared.layout.transcript(&agent))
             .load()
             .map_err(|e| e.to_string()),
-        Team::Shared { store, .. } => PgTranscriptLog::new(store.clone(), agent.as_str())
-            .read()
+        Team::Shared { view, .. } => view
+            .transcript(&agent)
             .map_err(|e| e.to_string())
             .and_then(|bytes| parse(&bytes).map_err(|e| e.to_string())),
     };

@@ -5,11 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use troupe::bootstrap::TeamView;
 use troupe::error::ErrorCode;
 use troupe::store::events::kinds;
 use troupe::store::events::read::EventCursor;
-use troupe::store::postgres::events::PgEvents;
-use troupe::store::postgres::PgStore;
 use troupe::wire::Event;
 
 /// How many events of a shared stream one read takes.
@@ -25,15 +24,12 @@ pub struct ReadError {
 /// Where a server's events come from: the workspace's file, or a shared team's stream.
 pub enum EventSource {
     File(EventCursor),
-    Shared { events: PgEvents, after: u64 },
+    Shared { view: TeamView, after: u64 },
 }
 
 impl EventSource {
-    pub fn shared(store: PgStore) -> Self {
-        Self::Shared {
-            events: PgEvents::new(store),
-            after: 0,
-        }
+    pub fn shared(view: TeamView) -> Self {
+        Self::Shared { view, after: 0 }
     }
 
     /// The next batch of events not read yet (a file: up to `bytes` of it; a shared stream:
@@ -44,11 +40,13 @@ impl EventSource {
                 code: "storage_error",
                 message: e.to_string(),
             }),
-            Self::Shared { events, after } => {
-                let batch = events.after(*after, SHARED_BATCH).map_err(|e| ReadError {
-                    code: e.code(),
-                    message: e.to_string(),
-                })?;
+            Self::Shared { view, after } => {
+                let batch = view
+                    .events_after(*after, SHARED_BATCH)
+                    .map_err(|e| ReadError {
+                        code: e.code(),
+                        message: e.to_string(),
+                    })?;
                 if let Some(last) = batch.last() {
                     *after = last.seq;
                 }

@@ -9,10 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::follow::{watch_file, FileWatch, FollowError};
-use troupe::store::postgres::events::on_change;
-use troupe::store::postgres::PgStore;
 
 /// Keeps the watches alive; dropping it stops the wakeups.
 pub struct Changes {
@@ -64,9 +63,9 @@ impl Changes {
 
     /// The wakeups of a shared team's stream: `LISTEN` on its events channel. Must be called
     /// inside a Tokio runtime (the forwarding task runs there).
-    pub fn shared(store: &PgStore) -> Self {
+    pub fn shared(view: &TeamView) -> Self {
         let (tx, rx) = watch::channel(0u64);
-        let guard = on_change(store, move || {
+        let guard = view.on_change(move || {
             tx.send_modify(|n| *n = n.wrapping_add(1));
             true
         });

@@ -28,9 +28,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::read::EventCursor;
-use troupe::store::postgres::PgStore;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
@@ -44,9 +44,8 @@ pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliE
             let StoreChoice::Postgres(options) = &choice else {
                 unreachable!("matched above")
             };
-            let store = PgStore::connect_existing(&options.url, &options.team)
-                .map_err(|e| CliError::coded(&e))?;
-            Team::Shared { choice, store }
+            let view = TeamView::open(options).map_err(|e| CliError::coded(&e))?;
+            Team::Shared { choice, view }
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -71,11 +70,11 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
     let changes = match &team {
         Team::Files => changes::Changes::start(&layout)
             .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
-        Team::Shared { store, .. } => changes::Changes::shared(store),
+        Team::Shared { view, .. } => changes::Changes::shared(view),
     };
     let source = match &team {
         Team::Files => cache::EventSource::File(EventCursor::new(&layout.events_log())),
-        Team::Shared { store, .. } => cache::EventSource::shared(store.clone()),
+        Team::Shared { view, .. } => cache::EventSource::shared(view.clone()),
     };
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {

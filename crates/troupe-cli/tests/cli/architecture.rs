@@ -438,6 +438,25 @@ fn no_files_of_the_cli_import_each_other_in_a_circle() {
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
+/// The `troupe` binary reaches a distributed team only through the library's bootstrap
+/// (`TeamView`, `send_to_shared_team`, the inspector…), never its PostgreSQL adapters: the
+/// backend is chosen in one place. (`troupe-bench` measures the adapters themselves.)
+#[test]
+fn the_cli_never_names_the_postgresql_adapters() {
+    let krate = troupe_crate();
+    let naming: Vec<String> = krate
+        .files
+        .iter()
+        .filter(|(_, code)| code.text.contains("store::postgres"))
+        .map(|(module, _)| name(module))
+        .collect();
+    assert!(
+        naming.is_empty(),
+        "files of the troupe binary that name troupe::store::postgres (use a bootstrap \
+         adapter): {naming:?}"
+    );
+}
+
 #[test]
 fn the_check_sees_the_imports_there_are() {
     let files = file_graph(&troupe_crate());

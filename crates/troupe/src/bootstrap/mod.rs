@@ -34,7 +34,9 @@
 //! - `team.rs` — [`build_team`] and [`Team`]; `worker.rs` — [`build_worker`] and [`Worker`].
 //! - `no_team.rs` — the adapters of the commands that run no team: [`inspector`],
 //!   [`inspector_with`], [`PlanReview`] (`troupe review`), [`send_to_shared_team`];
-//!   `compact.rs` — [`compact_conversation`] (`troupe compact`).
+//!   `compact.rs` — [`compact_conversation`] (`troupe compact`); `views.rs` — [`TeamView`], a
+//!   distributed team opened by the commands that look at it without running it (`troupe log`,
+//!   `timeline`, `serve`, `memory` with `--store`).
 //!
 //! [`Redactor`]: crate::secrets::Redactor
 
@@ -48,6 +50,7 @@ mod options;
 mod prompts;
 mod start;
 mod team;
+mod views;
 mod worker;
 
 pub use compact::{compact_conversation, Compacted};
@@ -59,4 +62,5 @@ pub use options::{
 };
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
 pub use team::{build_team, Team};
+pub use views::TeamView;
 pub use worker::{build_worker, Worker};

@@ -4,7 +4,8 @@
 //!
 //! - [`effect`]: what a tool declares — its effect and scope — and the rules judge.
 //! - [`rules`]: pure rules and how their verdicts combine (deny > ask > allow).
-//! - [`patterns`], [`shell_words`]: a settings entry's pattern, matched against a call.
+//! - [`patterns`], [`shell_words`]: a settings entry's pattern, matched against a call (its
+//!   syntax checked at load by [`check_rule`], which lives in `settings`, the layer below).
 //! - [`settings_rules`]: the settings' `[permissions]` entries over the defaults; session allows.
 //! - [`policy`]: rules + approval provider + audit sink; the default policy of SPEC §7.
 //! - [`approval`]: the `ApprovalProvider` port — automatic, deny-all, and the terminal prompt.
@@ -32,6 +33,7 @@ pub use approval::{
 pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
 pub use effect::{Effect, Scope};
 pub use hooks::{HookDecision, Hooks, PostToolUse, PreToolUse};
+pub use patterns::check_rule;
 pub use policy::{PermissionDecision, PermissionPolicy};
 pub use rules::{Decision, EffectDefaults, PermissionRequest, PermissionRule, RuleVerdict};
 pub use settings_rules::{SessionAllows, SettingsRules};

@@ -20,12 +20,19 @@
 //! - Anything else (an unknown argument pattern such as `mcp__s__t(x)`, an unparsable entry):
 //!   it never allows; as a deny or ask it applies to every call of the tool it names (fail
 //!   closed).
+//!
+//! An entry's syntax (`name` or `name(arg)`) is checked when the settings load, by
+//! [`check_rule`]. That grammar lives in `settings::rules`, a layer below this one, so that a
+//! malformed entry is refused with its file and line before anything runs (settings may not call
+//! up into permissions); it is re-exported here, where entries are matched. Parsing here never
+//! fails: an entry the grammar lets through but no pattern understands is opaque.
 
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
 use super::shell_words::{split_chain, words};
+pub use crate::settings::check_rule;
 
 /// The file tools whose path argument a pattern can name.
 pub const PATH_TOOLS: [&str; 4] = ["read_file", "write_file", "edit_file", "glob"];
@@ -317,5 +324,22 @@ mod tests {
             suggest("mcp__s__t", &json!({}), ws).as_deref(),
             Some("mcp__s__t")
         );
+    }
+
+    #[test]
+    fn suggested_entries_are_ones_the_settings_accept() {
+        // "Always" at the prompt saves the suggestion into troupe.toml: it has to load again.
+        let ws = Path::new("/ws");
+        for (tool, arguments) in [
+            ("shell", json!({"command": "cargo test --all"})),
+            ("shell", json!({"command": "ls"})),
+            ("write_file", json!({"path": "./docs/a.md"})),
+            ("read_file", json!({"path": "/ws/src/main.rs"})),
+            ("edit_file", json!({"path": "a-b/c.rs"})),
+            ("mcp__s__t", json!({})),
+        ] {
+            let entry = suggest(tool, &arguments, ws).unwrap();
+            assert_eq!(check_rule(&entry), Ok(()), "{entry}");
+        }
     }
 }

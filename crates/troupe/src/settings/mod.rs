@@ -4,22 +4,46 @@
 //! it came from ([`Source`]) so `troupe config` can say, and every permission decision's audit
 //! line can name the rule that decided (file and entry).
 //!
-//! This module holds the typed settings only; reading and merging the files is `load`
-//! (`Settings::load`), the rules they hold are matched by `permissions::patterns`, hooks run by
-//! `crate::hooks`, agent definitions read by `team::definitions`.
+//! This module holds the typed settings only. Reading and merging the files is `load`
+//! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
+//! into its sections, and each section has its own module — its table as written, its checks,
+//! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `mcp`. `secrets` refuses
+//! secret-looking keys before any section reads a file, `duration` is troupe's one reading of a
+//! duration, `section` what the sections share. The rules are matched by
+//! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
+//! `team::definitions`.
 
+mod duration;
 pub mod error;
+mod files;
+mod hooks;
 pub mod load;
+mod mcp;
+mod model;
+mod parse;
+mod rules;
+mod sandbox;
+mod secrets;
+mod section;
+mod store;
+mod store_url;
 pub mod trust;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use duration::parse_duration;
 pub use error::{SettingsError, SettingsErrorKind};
-pub use load::{
-    parse_duration, parse_lease, store_url_shown, user_config_path, Reviewed, LEASE_FORM,
-    MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE, PROJECT_FILE_NAME,
-};
+pub use files::{user_config_path, MAX_SETTINGS_FILE_BYTES, PROJECT_FILE_NAME};
+pub use hooks::MAX_HOOK_TIMEOUT;
+pub use load::Reviewed;
+pub use mcp::{env_reference, valid_mcp_server_name};
+pub use model::{MIN_CONTEXT_WINDOW, PROVIDERS};
+pub use rules::check_rule;
+pub use secrets::looks_secret;
+pub use store::{parse_lease, LEASE_FORM, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE};
+pub use store_url::store_url_shown;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,78 @@
+//! A distributed team opened by the commands that look at it without running it — `troupe
+//! log`, `timeline`, `serve` and `memory` with `--store`: its event stream (and wakeups when it
+//! grows), its agents' conversations and its memory records, read from the team's database
+//! (which must already hold troupe's schema: nothing is created).
+//!
+//! Those commands live in the CLI crate; this is their one way in, so no module outside
+//! `store` and `bootstrap` names the PostgreSQL adapters.
+
+use std::sync::Arc;
+
+use troupe_wire::{AgentName, Event};
+
+use super::options::PgOptions;
+use crate::layout::Layout;
+use crate::store::memory::MemoryStore;
+use crate::store::postgres::events::{on_change, PgEvents};
+use crate::store::postgres::memory::PgMemory;
+use crate::store::postgres::{PgStore, PgTranscriptLog};
+use crate::store::BackendError;
+
+/// A distributed team, opened to be looked at. Cloning shares the connection.
+#[derive(Clone)]
+pub struct TeamView {
+    store: PgStore,
+}
+
+impl std::fmt::Debug for TeamView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamView")
+            .field("store", &self.store.shown())
+            .finish()
+    }
+}
+
+impl TeamView {
+    /// Connects to the team `options` names, changing nothing.
+    pub fn open(options: &PgOptions) -> Result<Self, BackendError> {
+        Self::open_url(&options.url, &options.team)
+    }
+
+    /// Connects to the team `team` of the database at `url`, changing nothing.
+    pub fn open_url(url: &str, team: &str) -> Result<Self, BackendError> {
+        Ok(Self {
+            store: PgStore::connect_existing(url, team)?,
+        })
+    }
+
+    /// Where the team is, without the password (for messages).
+    pub fn shown(&self) -> &str {
+        self.store.shown()
+    }
+
+    /// Up to `limit` events of the team's stream after position `after`, in team order, each
+    /// with its `seq` set to its position.
+    pub fn events_after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+        PgEvents::new(self.store.clone()).after(after, limit)
+    }
+
+    /// Calls `changed` whenever the team's stream may have grown (a notification, or a
+    /// reconnection of the listener), until the guard is dropped or `changed` returns false.
+    /// Must be called inside a Tokio runtime.
+    pub fn on_change(
+        &self,
+        changed: impl Fn() -> bool + Send + 'static,
+    ) -> tokio_util::sync::DropGuard {
+        on_change(&self.store, changed)
+    }
+
+    /// The conversation of `agent` as its transcript's bytes (empty when it has none).
+    pub fn transcript(&self, agent: &AgentName) -> Result<Vec<u8>, BackendError> {
+        PgTranscriptLog::new(self.store.clone(), agent.as_str()).read()
+    }
+
+    /// The team's memory records (files under `layout` keep nothing of them).
+    pub fn memory(&self, layout: &Layout) -> MemoryStore {
+        MemoryStore::shared(layout, Arc::new(PgMemory::new(self.store.clone())))
+    }
+}

@@ -1,0 +1,129 @@
+//! One settings file's text into its sections, in two passes with the `toml` crate: first its
+//! syntax (duplicate keys refused) and its secrets ([`super::secrets`]) on the untyped tree, then
+//! `deny_unknown_fields` structs with spans — each section parsing its own table — so every error
+//! names the file, the line and the key. Unknown keys, malformed TOML and bad values are errors;
+//! a value is never guessed.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::{SettingsError, SettingsErrorKind as Kind};
+use super::hooks::{ParsedHook, RawHook};
+use super::mcp::RawMcpServer;
+use super::model::{ParsedModel, RawModel};
+use super::rules::{ParsedRules, RawPermissions};
+use super::sandbox::{ParsedSandbox, RawSandbox};
+use super::secrets::check_secrets;
+use super::section::{line_of, Spans};
+use super::store::{ParsedStore, RawStore};
+use super::McpServerSpec;
+use super::{hooks, mcp, model, rules, sandbox, store};
+
+/// One file, validated: each section's own values.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ParsedFile {
+    pub model: ParsedModel,
+    pub rules: ParsedRules,
+    pub hooks: Vec<ParsedHook>,
+    pub sandbox: ParsedSandbox,
+    pub store: ParsedStore,
+    pub mcp_servers: Vec<McpServerSpec>,
+}
+
+/// The file as written; every key known, every value spanned for its line.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    model: RawModel,
+    #[serde(default)]
+    permissions: RawPermissions,
+    #[serde(default)]
+    hooks: Vec<Spanned<RawHook>>,
+    #[serde(default)]
+    sandbox: RawSandbox,
+    #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
+    mcp_servers: Vec<Spanned<RawMcpServer>>,
+}
+
+/// Validates one file's text; the sections in file-format order, so a file with several
+/// problems is refused for the same one every time.
+pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError> {
+    // First the syntax and the secrets, on the untyped tree: a secret is refused with its hint
+    // rather than as an unknown key.
+    let tree = toml::de::DeTable::parse(text).map_err(|err| {
+        SettingsError::new(
+            Kind::Syntax,
+            path,
+            err.span().map(|s| line_of(text, s.start)),
+            format!("not valid TOML: {}", err.message().trim()),
+        )
+    })?;
+    check_secrets(path, text, tree.get_ref())?;
+    let raw: RawFile = toml::from_str(text).map_err(|err| {
+        let line = err.span().map(|s| line_of(text, s.start));
+        let message = err.message().trim().to_owned();
+        match unknown_key(&message) {
+            Some(key) => SettingsError::new(
+                Kind::UnknownKey,
+                path,
+                line,
+                format!("unknown key `{key}` ({message})"),
+            ),
+            None => SettingsError::new(Kind::Invalid, path, line, message),
+        }
+    })?;
+    let spans = Spans { path, text };
+    Ok(ParsedFile {
+        model: model::parse(raw.model, &spans)?,
+        rules: rules::parse(raw.permissions, &spans)?,
+        hooks: hooks::parse(raw.hooks, &spans)?,
+        sandbox: sandbox::parse(raw.sandbox, &spans)?,
+        store: store::parse(raw.store, &spans)?,
+        mcp_servers: mcp::parse(raw.mcp_servers, &spans)?,
+    })
+}
+
+/// The key of serde's "unknown field `x`, expected …" message.
+fn unknown_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::section::testing::load_err;
+    use super::super::SettingsErrorKind as Kind;
+
+    #[test]
+    fn unknown_keys_name_file_line_and_key() {
+        let err = load_err("[model]\nmodel = \"m\"\n\nmodle = \"x\"\n");
+        assert_eq!(err.kind, Kind::UnknownKey);
+        assert_eq!(err.line, Some(4));
+        assert!(
+            err.to_string()
+                .contains("troupe.toml:4: unknown key `modle`"),
+            "{err}"
+        );
+        let err = load_err("[permissions]\nallow = []\n[hooks2]\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(3)));
+        assert!(err.message.contains("`hooks2`"), "{err}");
+        let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\nmatch = \"shell\"\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)));
+    }
+
+    #[test]
+    fn malformed_and_duplicate_keys_name_the_line() {
+        let err = load_err("[model]\nmodel = \"a\"\nmodel = \"b\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Syntax, Some(3)));
+        let err = load_err("[model]\nmodel = \n");
+        assert_eq!((err.kind, err.line), (Kind::Syntax, Some(2)));
+        let err = load_err("[model]\ncontext_window = \"big\"\n");
+        assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)));
+        assert!(err.to_string().contains("troupe.toml:2:"), "{err}");
+    }
+}
