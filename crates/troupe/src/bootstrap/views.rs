@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use troupe_wire::{AgentName, Event};
 
-use super::shared::PgOptions;
+use super::options::PgOptions;
 use crate::layout::Layout;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::events::{on_change, PgEvents};

@@ -1,6 +1,7 @@
-//! The composition of a team shared through PostgreSQL (`--store postgres://…`): which stores
-//! go to the database, the teammate leases, wakeups from other processes, and the takeover of
-//! teammates whose worker is gone.
+//! The composition of a distributed team — one whose stores are shared through PostgreSQL
+//! (`--store postgres://…`) by its lead and workers: which stores go to the database, the
+//! teammate leases, wakeups from other processes, and the takeover of teammates whose worker is
+//! gone.
 //!
 //! In the database: mailboxes, the protocol store, the roster (with teammate leases and the
 //! worker registry) and every agent's transcript — everything a worker on another host needs
@@ -23,32 +24,9 @@ use crate::store::postgres::{
     lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTaskBoard,
     PgTranscriptLog, TEAMMATE_LEASE,
 };
-use crate::store::BackendError;
 use crate::team::TeamRuntime;
 
-use super::BootstrapError;
-
-/// Where a team's stores are.
-#[derive(Debug, Clone, Default)]
-pub enum StoreChoice {
-    /// Files under the workspace's `.troupe/` (the default).
-    #[default]
-    Files,
-    /// PostgreSQL, shared with other processes.
-    Postgres(PgOptions),
-}
-
-#[derive(Debug, Clone)]
-pub struct PgOptions {
-    pub url: String,
-    /// The team key: teams sharing one database are told apart by it.
-    pub team: String,
-    /// Whether this process runs teammates too (`troupe run --no-local-workers`: no).
-    pub local_workers: bool,
-    /// How long a worker holds a teammate or a claimed message without a heartbeat
-    /// (`TROUPE_LEASE`; default [`TEAMMATE_LEASE`]): what a takeover waits for.
-    pub lease: Duration,
-}
+use super::options::{BootstrapError, PgOptions};
 
 /// What a process holds of a shared team.
 pub(super) struct PgParts {
@@ -306,12 +284,6 @@ pub fn takeover_bound(lease: Duration) -> Duration {
 
 /// The lease of a shared team's claims unless `TROUPE_LEASE` says otherwise.
 pub const DEFAULT_SHARED_LEASE: Duration = TEAMMATE_LEASE;
-
-impl From<BackendError> for BootstrapError {
-    fn from(e: BackendError) -> Self {
-        BootstrapError::Backend(e)
-    }
-}
 
 /// Where the records a process keeps locally are copied (a shared team's tables, or nowhere):
 /// the one choice for audit lines, usage records and job records.

@@ -1,0 +1,321 @@
+//! The team runtime of a run and the factory of its teammates' runners: each teammate's
+//! policy is the base policy with its plan gate (and, in a distributed team, its lease gate),
+//! its tools are the teammate tools its agent definition allows plus the MCP tools it lists,
+//! its model is the one `[model.agents]` or its definition names.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_wire::{AgentName, TeammateRecord};
+
+use crate::agent::transcript::Transcripts;
+use crate::agent::{RunObserver, Runner};
+use crate::clock::Clock;
+use crate::jobs::JobSupervisor;
+use crate::mcp::McpServers;
+use crate::permissions::PermissionPolicy;
+use crate::secrets::Redactor;
+use crate::store::protocol::ProtocolStore;
+use crate::team::definitions::{self, AgentDefinition};
+use crate::team::tools::{SendMessage, SubmitPlan};
+use crate::team::{
+    GateStart, LeadOnlyRule, PlanGateRule, TeamError, TeamHandle, TeamPorts, TeamRuntime,
+    TeammateFactory,
+};
+use crate::tools::mcp::{mcp_tools, register_all};
+use crate::tools::read_file::ReadFileTool;
+use crate::tools::write_file::WriteFileTool;
+use crate::tools::{Dispatcher, ToolHandler};
+
+use super::kit::LongLivedKit;
+use super::options::{
+    agent_model, BootstrapError, ModelChooser, SandboxOptions, StoreChoice, TeamSettings,
+};
+use super::prompts::{living_prompt, registry_in_order, teammate_system_prompt, TEAMMATE_TOOLS};
+use super::start::{Start, Stores};
+
+/// What a lead and a worker build alike on their opened run: the long-lived kit of every
+/// runner, the workspace's agent definitions, and the team runtime with its teammate factory.
+pub(super) struct Crew {
+    pub(super) kit: Arc<LongLivedKit>,
+    pub(super) definitions: Definitions,
+    pub(super) runtime: TeamRuntime,
+}
+
+/// The team runtime on `start`'s stores; `local_workers` overrides the settings' choice (a
+/// worker always runs teammates).
+pub(super) fn team_runtime(
+    start: &Start,
+    settings: &TeamSettings,
+    local_workers: Option<bool>,
+) -> Result<Crew, BootstrapError> {
+    let kit = Arc::new(LongLivedKit::new(
+        &start.layout,
+        settings,
+        start.events.run_id(),
+        start.stores.pg.as_ref().map(|parts| &parts.store),
+    ));
+    let definitions = read_definitions(&settings.workspace);
+    let runtime = TeamRuntime::new(
+        start.layout.clone(),
+        team_ports(settings, &start.stores, local_workers),
+        teammate_factory(
+            settings,
+            &start.stores,
+            &start.base_policy,
+            &start.jobs,
+            &kit,
+            definitions.clone(),
+        ),
+    )?;
+    Ok(Crew {
+        kit,
+        definitions,
+        runtime,
+    })
+}
+
+/// What the team runtime is built on, from the opened stores; `local_workers` overrides the
+/// settings' choice (a worker always runs teammates).
+fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bool>) -> TeamPorts {
+    TeamPorts {
+        mailbox: stores.mailbox.clone(),
+        protocol: stores.protocol.clone(),
+        clock: settings.clock.clone(),
+        ids: settings.ids.clone(),
+        observer: settings.team_observer.clone(),
+        request_ttl: settings.request_ttl,
+        transcripts: stores.transcripts.clone(),
+        placement: placement(settings, stores, local_workers),
+    }
+}
+
+/// Where teammates run: here, or — in a team across processes — under leases, in this process
+/// only if it runs teammates (`local_workers` overrides the settings: a worker always does).
+fn placement(
+    settings: &TeamSettings,
+    stores: &Stores,
+    local_workers: Option<bool>,
+) -> Arc<dyn crate::team::Placement> {
+    let (StoreChoice::Postgres(options), Some(parts), Some(response_ack)) =
+        (&settings.store, &stores.pg, &stores.response_ack)
+    else {
+        return Arc::new(crate::team::Here);
+    };
+    Arc::new(crate::team::UnderLease {
+        roster: parts.roster.clone(),
+        local_workers: local_workers.unwrap_or(options.local_workers),
+        require_plans: settings.require_plans,
+        response_ack: response_ack.clone(),
+    })
+}
+
+struct Factory {
+    workspace: PathBuf,
+    jobs: Arc<JobSupervisor>,
+    models: Arc<dyn ModelChooser>,
+    /// The base policy; each teammate's adds its own plan gate.
+    policy: PermissionPolicy,
+    protocol: Arc<dyn ProtocolStore>,
+    clock: Arc<dyn Clock>,
+    require_plans: bool,
+    run_observer: Arc<dyn RunObserver>,
+    max_turns: usize,
+    shell_timeout: Duration,
+    redactor: Redactor,
+    kit: Arc<LongLivedKit>,
+    /// The agent definitions read at run start (and why the invalid ones were skipped).
+    definitions: Definitions,
+    /// `[model.agents]` and the rest of the model settings.
+    model_settings: crate::settings::ModelSettings,
+    sandbox: SandboxOptions,
+    mcp: Arc<McpServers>,
+    transcripts: Arc<dyn Transcripts>,
+    /// A shared team's roster: each teammate's effects run only under its lease.
+    leases: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+}
+
+impl TeammateFactory for Factory {
+    fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
+        GateStart::of(teammate.plan_required, self.require_plans)
+    }
+
+    fn definition(&self, name: &AgentName) -> Option<AgentDefinition> {
+        self.definitions
+            .found
+            .iter()
+            .find(|d| &d.name == name)
+            .cloned()
+    }
+
+    fn definition_names(&self) -> Vec<AgentName> {
+        self.definitions
+            .found
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
+    }
+
+    fn definition_problem(&self, name: &str) -> Option<String> {
+        self.definitions
+            .problems
+            .iter()
+            .find(|p| p.file.file_stem().is_some_and(|stem| stem == name))
+            .map(|p| p.message.clone())
+    }
+
+    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
+        let name = &teammate.name;
+        // A definition that is gone since the teammate was spawned (an earlier run's teammate
+        // whose file was removed or broke) is refused: it would otherwise get every tool.
+        let definition = match &teammate.definition {
+            Some(d) => Some(self.definition(d).ok_or_else(|| {
+                TeamError::Invalid(format!(
+                    "its agent definition {d} (agents/{d}.md) is missing or invalid"
+                ))
+            })?),
+            None => None,
+        };
+        let gate_start = self.gate_start(teammate);
+        let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
+            .starting(gate_start)
+            .ignoring(teammate.earlier_plan);
+        let mut rules: Vec<Arc<dyn crate::permissions::PermissionRule>> =
+            vec![Arc::new(gate), Arc::new(LeadOnlyRule)];
+        if let Some(roster) = &self.leases {
+            rules.push(Arc::new(crate::team::lease_gate::LeaseGate::new(
+                roster.clone(),
+                name.clone(),
+            )));
+        }
+        let policy = self.policy.with_rules(rules);
+        let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
+            Arc::new(
+                self.sandbox
+                    .shell(self.sandbox.for_definition(definition.as_ref())?, &policy)
+                    .with_timeout(self.shell_timeout)
+                    .with_jobs(self.jobs.clone()),
+            ),
+            Arc::new(ReadFileTool),
+            Arc::new(WriteFileTool),
+            Arc::new(SendMessage(team.clone())),
+            Arc::new(SubmitPlan(team.clone())),
+        ];
+        let tools = registry_in_order(
+            all_tools
+                .into_iter()
+                .filter(|tool| {
+                    let tool_name = tool.definition().name;
+                    definition
+                        .as_ref()
+                        .is_none_or(|d| d.allows_tool(&tool_name))
+                })
+                .collect(),
+            &TEAMMATE_TOOLS
+                .into_iter()
+                .filter(|tool| definition.as_ref().is_none_or(|d| d.allows_tool(tool)))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|e| TeamError::Invalid(e.to_string()))?;
+        let mut tools = tools;
+        register_all(
+            &mut tools,
+            mcp_tools(&self.mcp).into_iter().filter(|tool| {
+                definition
+                    .as_ref()
+                    .is_some_and(|d| d.allows_mcp_tool(&tool.definition().name))
+            }),
+        );
+        let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
+        if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
+            identity.push_str(&format!(
+                "\nYour instructions (agent definition {}):\n{}",
+                d.name, d.instructions
+            ));
+        }
+        let tools = Arc::new(tools);
+        let prompt = living_prompt(
+            name,
+            identity,
+            &tools,
+            &self.workspace,
+            team,
+            self.clock.clone(),
+        );
+        let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
+            .with_redactor(self.redactor.clone());
+        let model_name = agent_model(&self.model_settings, name, definition.as_ref());
+        let model = self.models.model_named(name, model_name.as_deref());
+        let runner = Runner::new(
+            name.clone(),
+            String::new(),
+            model.clone(),
+            Arc::new(dispatcher),
+            self.workspace.clone(),
+            self.run_observer.clone(),
+        )
+        .with_max_turns(self.max_turns)
+        .with_system_prompt(prompt);
+        Ok(self
+            .kit
+            .apply(runner, name, &model, true)
+            .with_transcript(self.transcripts.open(name))?)
+    }
+}
+
+/// The factory of teammates' runners: the base policy plus each teammate's plan gate, the
+/// teammate tools, the same redactor and jobs as the lead.
+fn teammate_factory(
+    settings: &TeamSettings,
+    stores: &Stores,
+    policy: &PermissionPolicy,
+    jobs: &Arc<JobSupervisor>,
+    kit: &Arc<LongLivedKit>,
+    definitions: Definitions,
+) -> Arc<Factory> {
+    Arc::new(Factory {
+        workspace: settings.workspace.clone(),
+        jobs: jobs.clone(),
+        models: settings.models.clone(),
+        policy: policy.clone(),
+        protocol: stores.protocol.clone(),
+        clock: settings.clock.clone(),
+        require_plans: settings.require_plans,
+        run_observer: settings.run_observer.clone(),
+        max_turns: settings.max_turns,
+        shell_timeout: settings.shell_timeout,
+        redactor: settings.redactor.clone(),
+        kit: kit.clone(),
+        definitions,
+        model_settings: settings.settings.model.clone(),
+        sandbox: settings.sandbox.clone(),
+        mcp: settings.mcp.clone(),
+        transcripts: stores.transcripts.clone(),
+        leases: stores
+            .pg
+            .as_ref()
+            .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
+    })
+}
+
+/// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a
+/// warning naming its file and the reason (shown on stderr at run start), and kept so that a
+/// `spawn_teammate` naming it is told why.
+fn read_definitions(workspace: &std::path::Path) -> Definitions {
+    let (found, problems) = definitions::load_definitions(workspace, &TEAMMATE_TOOLS);
+    for problem in &problems {
+        tracing::warn!("{problem}");
+    }
+    Definitions {
+        found: Arc::new(found),
+        problems: Arc::new(problems),
+    }
+}
+
+/// The valid agent definitions and the problems of the invalid ones.
+#[derive(Clone)]
+pub(super) struct Definitions {
+    pub(super) found: Arc<Vec<AgentDefinition>>,
+    problems: Arc<Vec<definitions::Problem>>,
+}

@@ -1,0 +1,66 @@
+//! The composition root: the only place where concrete adapters are chosen and wired.
+//!
+//! [`build_team`] builds, in dependency order: the run lock; the stores — one mailbox store
+//! after recovery, the protocol store, the audit sink, the task board; what a dead run left
+//! half done — recorded answers delivered, orphan jobs settled; the base permission policy;
+//! background jobs and cron; the team runtime, which builds its own postman and protocol
+//! runtime on the one mailbox store; the teammate factory, whose policy for each teammate is
+//! the base policy `with_rules([its plan gate])`; the lead's tools in [`LEAD_TOOLS`] order and
+//! runner; the mailbox watch. [`Team::close`] runs in reverse: teammates (workers cancelled at
+//! safe points, in-flight messages released), then cron, then background jobs (whole process
+//! groups stopped), then the watch and the run lock. [`build_worker`] (`troupe worker`, a
+//! process of a distributed team) starts and closes the same way, without cron, the lead or
+//! the watch.
+//!
+//! Every dispatcher (lead, subagent, teammates) and the job supervisor get the one [`Redactor`]
+//! of the settings, so no tool result or job output holds the API key.
+//!
+//! The files, each depending only on those above it:
+//! - `options.rs` — what a run is built from ([`TeamSettings`], [`SandboxOptions`],
+//!   [`EventOptions`], [`LongLived`], [`StoreChoice`]), which model answers which agent
+//!   ([`ModelChooser`]), and [`BootstrapError`].
+//! - `distributed.rs` — the composition of a distributed team (PostgreSQL): which stores go to the
+//!   database, teammate leases, wakeups from other processes, the takeover look.
+//! - `prompts.rs` — the tool lists ([`LEAD_TOOLS`], [`TEAMMATE_TOOLS`]) and what agents are
+//!   told: their system prompts, their plan gate, the living prompt.
+//! - `kit.rs` — what every runner gets for long runs: usage and token budget, context budget
+//!   and artifacts, memory, the settings' hooks.
+//! - `start.rs` — the run's start and close, one each for a lead and a worker: run lock, event
+//!   stream, stores, what a dead run left half done, base policy and background jobs; the
+//!   close in reverse order.
+//! - `factory.rs` — the team runtime and the factory of teammates' runners (their policy,
+//!   tools, prompt and model), with the agent definitions.
+//! - `lead.rs` — the lead's runner: its tools, prompt, model and conversation.
+//! - `team.rs` — [`build_team`] and [`Team`]; `worker.rs` — [`build_worker`] and [`Worker`].
+//! - `no_team.rs` — the adapters of the commands that run no team: [`inspector`],
+//!   [`inspector_with`], [`PlanReview`] (`troupe review`), [`send_to_shared_team`];
+//!   `compact.rs` — [`compact_conversation`] (`troupe compact`); `views.rs` — [`TeamView`], a
+//!   distributed team opened by the commands that look at it without running it (`troupe log`,
+//!   `timeline`, `serve`, `memory` with `--store`).
+//!
+//! [`Redactor`]: crate::secrets::Redactor
+
+mod compact;
+mod distributed;
+mod factory;
+mod kit;
+mod lead;
+mod no_team;
+mod options;
+mod prompts;
+mod start;
+mod team;
+mod views;
+mod worker;
+
+pub use compact::{compact_conversation, Compacted};
+pub use distributed::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
+pub use no_team::{inspector, inspector_with, send_to_shared_team, PlanReview};
+pub use options::{
+    agent_model, BootstrapError, EventOptions, LongLived, ModelChooser, PgOptions, SameModel,
+    SandboxOptions, ScriptedPerAgent, StoreChoice, TeamSettings,
+};
+pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
+pub use team::{build_team, Team};
+pub use views::TeamView;
+pub use worker::{build_worker, Worker};

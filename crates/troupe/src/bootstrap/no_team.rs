@@ -1,0 +1,200 @@
+//! The adapters of the commands that work on a team without running one: the read-only views
+//! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send
+//! --store` ([`send_to_shared_team`]) — on files, or on a distributed team's database, which
+//! must already hold troupe's schema.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_wire::{AgentName, TeamRoster};
+
+use crate::clock::{Clock, SystemClock};
+use crate::cron::store::CronStore;
+use crate::ids::{IdGenerator, RandomIds};
+use crate::inspect::{read_roster, InspectError, Inspector};
+use crate::layout::Layout;
+use crate::store::mailbox::FileMailboxStore;
+use crate::store::postgres::jobs::PgJobs;
+use crate::store::postgres::usage::PgUsage;
+use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
+use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
+
+use super::options::{BootstrapError, StoreChoice};
+
+/// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
+/// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
+/// system clock and random ids.
+pub fn send_to_shared_team(
+    url: &str,
+    team: &str,
+    to: &AgentName,
+    text: &str,
+) -> Result<troupe_wire::MessageId, crate::send::SendError> {
+    let store = crate::store::postgres::PgStore::connect_existing(url, team)?;
+    let holder = format!("send:{}", std::process::id());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let roster = crate::store::postgres::PgRoster::new(
+        store.clone(),
+        &holder,
+        crate::store::postgres::TEAMMATE_LEASE,
+    );
+    let mailbox =
+        crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
+    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text)
+}
+
+/// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
+/// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
+/// already hold troupe's schema: inspection changes nothing).
+pub fn inspector_with(
+    workspace: &std::path::Path,
+    store: &StoreChoice,
+) -> Result<Inspector, BootstrapError> {
+    let StoreChoice::Postgres(options) = store else {
+        return Ok(inspector(workspace));
+    };
+    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let holder = format!("inspect:{}", std::process::id());
+    Ok(Inspector::shared(
+        Layout::new(workspace),
+        clock.clone(),
+        crate::inspect::SharedStores {
+            mailbox: Arc::new(crate::store::postgres::PgMailboxStore::new(
+                pg.clone(),
+                clock.clone(),
+                &holder,
+                Duration::ZERO,
+            )),
+            protocol: Arc::new(crate::store::postgres::PgProtocolStore::new(
+                pg.clone(),
+                clock.clone(),
+                Arc::new(RandomIds),
+            )),
+            board: Arc::new(crate::store::postgres::PgTaskBoard::new(
+                pg.clone(),
+                clock,
+                Arc::new(RandomIds),
+            )),
+            usage: Arc::new(PgUsage::new(pg.clone())),
+            cron: CronStore::shared(
+                &Layout::new(workspace),
+                Arc::new(crate::store::postgres::document::PgDocument::new(
+                    pg.clone(),
+                    crate::cron::store::CRON_DOCUMENT,
+                )),
+            ),
+            jobs: Arc::new(PgJobs::new(pg.clone())),
+            roster: Arc::new(crate::store::postgres::PgRoster::new(
+                pg,
+                &holder,
+                crate::store::postgres::TEAMMATE_LEASE,
+            )),
+        },
+    ))
+}
+
+/// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,
+/// `cron`), on the system clock.
+pub fn inspector(workspace: &std::path::Path) -> Inspector {
+    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+}
+
+/// `troupe review`: answering a plan request as the lead from outside a run — the protocol
+/// store, a postman on the file mailboxes (it wakes nobody: the running team's watch sees the
+/// answer arrive), and the roster from `team.json` for the "is its sender still there" rule.
+pub struct PlanReview {
+    pub store: Arc<dyn ProtocolStore>,
+    pub protocol: ProtocolRuntime,
+    layout: Layout,
+    /// A shared team's roster, read from its database.
+    shared_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+}
+
+impl PlanReview {
+    /// Opens the workspace's protocol store; `None` when it has no protocol requests.
+    pub fn open(workspace: &std::path::Path) -> Result<Option<Self>, BootstrapError> {
+        let layout = Layout::new(workspace);
+        if !layout.protocol_dir().is_dir() {
+            return Ok(None);
+        }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let ids: Arc<dyn IdGenerator> = Arc::new(RandomIds);
+        let store: Arc<dyn ProtocolStore> = Arc::new(JsonProtocolStore::open(
+            &layout,
+            clock.clone(),
+            ids.clone(),
+        )?);
+        let postman = Arc::new(Postman::new(
+            Arc::new(FileMailboxStore::new(&layout, clock.clone())),
+            clock,
+            ids,
+            Arc::new(NoTeamObserver),
+        ));
+        // The TTL is unused: a review only answers existing requests.
+        let protocol = ProtocolRuntime::new(store.clone(), postman, Duration::from_secs(300));
+        Ok(Some(Self {
+            store,
+            protocol,
+            layout,
+            shared_roster: None,
+        }))
+    }
+
+    /// [`Self::open`] for the team `store` names: a shared team's protocol store, mailboxes
+    /// (the answer's insert wakes the running team through its NOTIFY) and roster are its
+    /// database's, which must already hold troupe's schema.
+    pub fn open_with(
+        workspace: &std::path::Path,
+        store: &StoreChoice,
+    ) -> Result<Option<Self>, BootstrapError> {
+        let StoreChoice::Postgres(options) = store else {
+            return Self::open(workspace);
+        };
+        let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let ids: Arc<dyn IdGenerator> = Arc::new(RandomIds);
+        let holder = format!("review:{}", std::process::id());
+        let protocol_store: Arc<dyn ProtocolStore> = Arc::new(
+            crate::store::postgres::PgProtocolStore::new(pg.clone(), clock.clone(), ids.clone()),
+        );
+        let postman = Arc::new(Postman::new(
+            Arc::new(crate::store::postgres::PgMailboxStore::new(
+                pg.clone(),
+                clock.clone(),
+                &holder,
+                options.lease,
+            )),
+            clock,
+            ids,
+            Arc::new(NoTeamObserver),
+        ));
+        let protocol =
+            ProtocolRuntime::new(protocol_store.clone(), postman, Duration::from_secs(300));
+        Ok(Some(Self {
+            store: protocol_store,
+            protocol,
+            layout: Layout::new(workspace),
+            shared_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
+                pg,
+                &holder,
+                options.lease,
+            ))),
+        }))
+    }
+
+    /// The roster as `team.json` (or a shared team's database) has it now (read when asked:
+    /// the run may change it).
+    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+        if let Some(roster) = &self.shared_roster {
+            return Ok(TeamRoster {
+                version: TeamRoster::VERSION,
+                teammates: roster.all().map_err(|e| InspectError::Io {
+                    path: "the team's PostgreSQL database".into(),
+                    source: std::io::Error::other(format!("{e} [{}]", e.code)),
+                })?,
+            });
+        }
+        read_roster(&self.layout.team_file())
+    }
+}

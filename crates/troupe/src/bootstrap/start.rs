@@ -1,0 +1,355 @@
+//! The run's start and close, one each for a team's lead and a worker of a distributed team.
+//!
+//! [`start`] is the prologue both run: the workspace's run lock; the distributed team joined
+//! (when the stores are in PostgreSQL); the event stream, which the run's observers and
+//! approvals then report into; the stores, with what a dead run left claimed put back; what
+//! that run left half done finished (recorded answers delivered, orphan jobs settled); the
+//! base permission policy; the background jobs. [`close`] is the close both run, in reverse:
+//! teammates, cron (a lead's), background jobs, MCP servers, the mailbox watch, the
+//! distributed team's wakeups and registration; the run lock goes last, with the run.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::agent::transcript::{FileTranscripts, Transcripts};
+use crate::clock::Clock;
+use crate::cron::CronRuntime;
+use crate::jobs::{JobCompletion, JobSupervisor};
+use crate::layout::Layout;
+use crate::mcp::McpServers;
+use crate::permissions::observed::ObservedApproval;
+use crate::permissions::{JsonlAuditSink, PermissionPolicy};
+use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
+use crate::store::events::{kinds, EventLog, EventSink, RUN_AGENT};
+use crate::store::lock::{try_lock_exclusive, LockGuard};
+use crate::store::mailbox::{FileMailboxStore, MailboxStore};
+use crate::store::postgres::events::PgEventMirror;
+use crate::store::postgres::PgResponseAck;
+use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
+use crate::store::response_ack::ResponseAck;
+use crate::store::tasks::{FileTaskBoard, TaskBoard};
+use crate::store::{durable, IoError};
+use crate::team::recorder::{Both, EventRecorder};
+use crate::team::watch::MailboxWatch;
+use crate::team::{Postman, ProtocolRuntime, TeamRuntime};
+
+use super::distributed::{self, PgParts, WakeGuard};
+use super::options::{BootstrapError, StoreChoice, TeamSettings};
+
+/// What a run has opened before its team runtime is built: the same for a lead and a worker.
+pub(super) struct Start {
+    pub(super) layout: Layout,
+    pub(super) run_lock: LockGuard,
+    /// This run's event stream.
+    pub(super) events: Arc<EventLog>,
+    pub(super) stores: Stores,
+    /// The base policy; each teammate's adds its own plan gate.
+    pub(super) base_policy: PermissionPolicy,
+    pub(super) jobs: Arc<JobSupervisor>,
+}
+
+/// The prologue of a run on `settings`, as `role` (`lead`, `worker`) of its team: the run
+/// lock (`Busy` when another run holds it), the distributed team joined, the event stream
+/// (`settings`' observers and approvals now report into it), the stores, what a dead run left
+/// half done, the base policy and the background jobs, whose completions arrive on the receiver.
+pub(super) fn start(
+    settings: &mut TeamSettings,
+    role: &str,
+) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
+    let layout = Layout::new(&settings.workspace);
+    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    let pg = open_shared(settings, role)?;
+    let events = open_events(&layout, settings, pg.as_ref())?;
+    let stores = open_stores(&layout, settings, &events, pg)?;
+    finish_earlier_run(&layout, settings, &stores)?;
+    let base_policy = PermissionPolicy::from_settings(
+        &settings.settings.rules,
+        &settings.workspace,
+        settings.approval.clone(),
+        stores.audit.clone(),
+    );
+    let (jobs, job_completions) = job_supervisor(&layout, settings, &events, &stores);
+    let start = Start {
+        layout,
+        run_lock,
+        events,
+        stores,
+        base_policy,
+        jobs,
+    };
+    Ok((start, job_completions))
+}
+
+/// The stores of a run, opened once; recovery has put claimed messages back to `ready/`.
+pub(super) struct Stores {
+    pub(super) mailbox: Arc<dyn MailboxStore>,
+    pub(super) protocol: Arc<dyn ProtocolStore>,
+    pub(super) audit: Arc<JsonlAuditSink>,
+    pub(super) board: Arc<dyn TaskBoard>,
+    /// How many messages recovery moved back to ready.
+    pub(super) recovered: usize,
+    pub(super) transcripts: Arc<dyn Transcripts>,
+    /// A shared team's one-transaction consume + ack (reporting to the event stream).
+    pub(super) response_ack: Option<Arc<dyn ResponseAck>>,
+    /// The database parts of a shared team.
+    pub(super) pg: Option<PgParts>,
+}
+
+/// Opens this run's event stream, says the run started, and puts the recorder in front of the
+/// caller's observers, so that every runner and the team report into the stream.
+///
+/// In a shared team every event is also copied to the team's stream in the database
+/// (`troupe log --store`), from the first one on.
+fn open_events(
+    layout: &Layout,
+    settings: &mut TeamSettings,
+    pg: Option<&PgParts>,
+) -> Result<Arc<EventLog>, BootstrapError> {
+    let log = EventLog::open(
+        layout,
+        settings.clock.clone(),
+        settings.ids.next_uuid().to_string(),
+        settings.redactor.clone(),
+    )?;
+    for listener in &settings.events.listeners {
+        log.subscribe(listener.clone());
+    }
+    if let Some(parts) = pg {
+        log.subscribe(PgEventMirror::start(&parts.store));
+    }
+    let log = Arc::new(log);
+    let recorder = Arc::new(EventRecorder::new(log.clone()));
+    settings.run_observer = Arc::new(Both(recorder.clone(), settings.run_observer.clone()));
+    settings.team_observer = Arc::new(Both(recorder, settings.team_observer.clone()));
+    settings.approval = Arc::new(ObservedApproval::new(
+        settings.approval.clone(),
+        log.clone(),
+    ));
+    log.emit(
+        RUN_AGENT,
+        kinds::RUN_STARTED,
+        kinds::fields(serde_json::json!({
+            "prompt": kinds::preview(&settings.events.prompt),
+            "workspace": settings.workspace.display().to_string(),
+            "model": settings.long_lived.model_name,
+            "sandbox": settings.sandbox.sandbox.describe(),
+        })),
+    );
+    Ok(log)
+}
+
+/// Joins the shared team of `settings` as `role` (`lead`, `worker`), if the team is shared.
+fn open_shared(settings: &TeamSettings, role: &str) -> Result<Option<PgParts>, BootstrapError> {
+    match &settings.store {
+        StoreChoice::Files => Ok(None),
+        StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role)?)),
+    }
+}
+
+/// Opens the stores (on `pg` for a shared team); messages a dead run left in `processing/` go
+/// back to `ready/`. The mailbox and the protocol store report their transitions to `events`.
+fn open_stores(
+    layout: &Layout,
+    settings: &TeamSettings,
+    events: &Arc<EventLog>,
+    pg: Option<PgParts>,
+) -> Result<Stores, BootstrapError> {
+    type Opened = (
+        Arc<dyn MailboxStore>,
+        Arc<dyn ProtocolStore>,
+        Arc<dyn TaskBoard>,
+        Arc<dyn Transcripts>,
+        Option<PgParts>,
+    );
+    let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
+    let mut response_ack: Option<Arc<dyn ResponseAck>> = None;
+    let (mailbox, protocol, board, transcripts, pg): Opened = match pg {
+        None => (
+            Arc::new(FileMailboxStore::new(layout, clock.clone())),
+            Arc::new(JsonProtocolStore::open(layout, clock.clone(), ids.clone())?),
+            Arc::new(FileTaskBoard::new(layout, clock, ids)),
+            Arc::new(FileTranscripts(layout.clone())),
+            None,
+        ),
+        Some(parts) => {
+            let mailbox = Arc::new(parts.mailbox(clock.clone()));
+            let protocol = Arc::new(parts.protocol(clock.clone(), ids.clone()));
+            response_ack = Some(Arc::new(ObservedResponseAck::new(
+                Arc::new(PgResponseAck::new(
+                    parts.store.clone(),
+                    mailbox.clone(),
+                    protocol.clone(),
+                )),
+                events.clone(),
+            )));
+            (
+                mailbox,
+                protocol,
+                Arc::new(parts.board(clock, ids)),
+                parts.transcripts(),
+                Some(parts),
+            )
+        }
+    };
+    // With files, the run lock says nobody else works on the mailboxes; in a database only
+    // expired leases are released (see `PgMailboxStore::recover`).
+    let mut recovered = 0;
+    for agent in mailbox.agents()? {
+        recovered += mailbox.recover(&agent)?.released.len();
+    }
+    Ok(Stores {
+        mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
+        protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
+        audit: Arc::new(
+            JsonlAuditSink::open(layout, settings.clock.clone())?.with_copy(
+                distributed::copies::audit(pg.as_ref().map(|parts| &parts.store)),
+            ),
+        ),
+        board,
+        recovered,
+        transcripts,
+        response_ack,
+        pg,
+    })
+}
+
+/// Takes the workspace's run lock and writes who holds it; `Busy` when another run has it.
+pub(super) fn take_run_lock(
+    layout: &Layout,
+    clock: &dyn Clock,
+) -> Result<LockGuard, BootstrapError> {
+    durable::ensure_real_dir(&layout.state_dir())?;
+    let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
+        Ok(guard) => guard,
+        Err(holder) => {
+            let holder = if holder.is_empty() {
+                "unknown holder".to_owned()
+            } else {
+                holder
+            };
+            return Err(BootstrapError::Busy { holder });
+        }
+    };
+    run_lock.write_holder(&format!("pid {} since {}", std::process::id(), clock.now()))?;
+    Ok(run_lock)
+}
+
+/// What a dead run left half done: answers recorded but not delivered are delivered (before any
+/// worker runs: this postman wakes nobody), jobs still marked running are settled.
+fn finish_earlier_run(
+    layout: &Layout,
+    settings: &TeamSettings,
+    stores: &Stores,
+) -> Result<(), BootstrapError> {
+    let postman = Arc::new(Postman::new(
+        stores.mailbox.clone(),
+        settings.clock.clone(),
+        settings.ids.clone(),
+        settings.team_observer.clone(),
+    ));
+    ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
+        .deliver_recorded_answers()?;
+    let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
+    let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
+        .map_err(|e| {
+            IoError::new(
+                "settle",
+                &layout.jobs_dir(),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+    if !orphans.is_empty() {
+        tracing::warn!(
+            "{} background job(s) of an earlier run were still marked running",
+            orphans.len()
+        );
+    }
+    Ok(())
+}
+
+/// The background jobs of a process, reporting to its event stream; their completions arrive
+/// on the receiver.
+fn job_supervisor(
+    layout: &Layout,
+    settings: &TeamSettings,
+    events: &Arc<EventLog>,
+    stores: &Stores,
+) -> (Arc<JobSupervisor>, UnboundedReceiver<JobCompletion>) {
+    let (job_tx, job_completions) = tokio::sync::mpsc::unbounded_channel();
+    let jobs = Arc::new(
+        JobSupervisor::new(
+            layout.clone(),
+            settings.clock.clone(),
+            settings.ids.clone(),
+            job_tx,
+        )
+        .with_copy(distributed::copies::jobs(
+            stores.pg.as_ref().map(|parts| &parts.store),
+        ))
+        .with_redactor(settings.redactor.clone())
+        .with_events(events.clone()),
+    );
+    (jobs, job_completions)
+}
+
+/// What a running lead or worker holds until it is closed, besides its team runtime and
+/// background jobs (which its callers see).
+pub(super) struct Held {
+    watch: Option<MailboxWatch>,
+    mcp: Arc<McpServers>,
+    /// A distributed team's database parts and its wakeups from other processes.
+    shared: Option<(PgParts, WakeGuard)>,
+    _run_lock: LockGuard,
+}
+
+impl Held {
+    /// Sets `runtime` going: a distributed team's wakeups from other processes are forwarded
+    /// to it (with `takeover`, a worker's, the look for teammates whose lease ran out), then
+    /// every agent is woken for what is already waiting.
+    pub(super) fn running(
+        runtime: &TeamRuntime,
+        pg: Option<PgParts>,
+        takeover: bool,
+        watch: Option<MailboxWatch>,
+        mcp: Arc<McpServers>,
+        run_lock: LockGuard,
+    ) -> Self {
+        let shared = pg.map(|parts| {
+            let wakeups = parts.wakeups(runtime, takeover);
+            (parts, wakeups)
+        });
+        runtime.wake_all();
+        Self {
+            watch,
+            mcp,
+            shared,
+            _run_lock: run_lock,
+        }
+    }
+}
+
+/// Closes a run in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
+/// point, in-flight messages released; in a distributed team their leases freed), then `cron`
+/// (a lead's), then background jobs (whole process groups terminated, recorded as cancelled),
+/// then the MCP servers (sessions closed, stdio servers' process groups killed); then the watch
+/// and the distributed team's wakeups, and this process leaves the team's workers. The run
+/// lock is released when `held` is dropped, with the run.
+pub(super) async fn close(
+    runtime: &TeamRuntime,
+    cron: Option<&CronRuntime>,
+    jobs: &JobSupervisor,
+    held: &mut Held,
+) {
+    runtime.close().await;
+    if let Some(cron) = cron {
+        cron.close().await;
+    }
+    jobs.close().await;
+    held.mcp.stop().await;
+    held.watch.take();
+    if let Some((parts, wakeups)) = held.shared.take() {
+        drop(wakeups);
+        parts.leave();
+    }
+}

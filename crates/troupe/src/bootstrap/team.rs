@@ -1,0 +1,140 @@
+//! A team's lead process: [`build_team`] and the [`Team`] it builds.
+//!
+//! In dependency order: the run's start (run lock, stores, event stream, what a dead run left
+//! half done, the base policy, background jobs: `start::start`); cron; the team runtime with
+//! its teammate factory (`factory::team_runtime`); the lead (`lead::lead`); the mailbox watch.
+//! [`Team::close`] runs the run's close (`start::close`) in reverse.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::agent::usage::RunUsage;
+use crate::agent::Runner;
+use crate::cron::store::CronStore;
+use crate::cron::{CronRuntime, CronWakeup};
+use crate::jobs::{JobCompletion, JobSupervisor};
+use crate::store::events::EventLog;
+use crate::store::mailbox::MailboxStore;
+use crate::store::protocol::ProtocolStore;
+use crate::team::watch;
+use crate::team::{Driver, ExternalEvents, TeamRuntime};
+
+use super::factory::{team_runtime, Crew};
+use super::lead::lead;
+use super::options::{BootstrapError, TeamSettings};
+use super::start::{close, start, Held, Start};
+
+/// A built team, ready to drive.
+pub struct Team {
+    pub runtime: TeamRuntime,
+    pub lead: Runner,
+    pub mailbox: Arc<dyn MailboxStore>,
+    pub protocol: Arc<dyn ProtocolStore>,
+    /// How many messages recovery moved back to ready at start.
+    pub recovered: usize,
+    /// Where the lead's earlier conversation was kept, when this run started a new session.
+    pub earlier_session: Option<PathBuf>,
+    /// The tokens this run's agents have used.
+    pub usage: Arc<RunUsage>,
+    /// This run's event stream; the caller records `run_ended` in it once the team is closed.
+    pub events: Arc<EventLog>,
+    pub cron: CronRuntime,
+    pub jobs: Arc<JobSupervisor>,
+    job_completions: Option<UnboundedReceiver<JobCompletion>>,
+    cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
+    /// The watch, the MCP servers, a distributed team's parts and the run lock.
+    held: Held,
+}
+
+impl Team {
+    /// The driver of this team's run; it takes the job and cron event channels (once).
+    pub fn driver(&mut self) -> Driver {
+        Driver::with_external(
+            self.runtime.clone(),
+            ExternalEvents {
+                jobs: Some(self.jobs.clone()),
+                job_completions: self.job_completions.take(),
+                cron_wakeups: self.cron_wakeups.take(),
+            },
+        )
+    }
+
+    /// Closes in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
+    /// point, in-flight messages released), then cron, then background jobs (whole process
+    /// groups terminated, recorded as cancelled), then the MCP servers (sessions closed, stdio
+    /// servers' process groups killed); then the watch and the run lock.
+    pub async fn close(mut self) {
+        close(&self.runtime, Some(&self.cron), &self.jobs, &mut self.held).await;
+    }
+}
+
+/// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
+pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
+    let (start, job_completions) = start(&mut settings, "lead")?;
+    let (cron, cron_wakeups) = open_cron(&start, &settings)?;
+    let crew = team_runtime(&start, &settings, None)?;
+    let Start {
+        layout,
+        run_lock,
+        events,
+        mut stores,
+        base_policy,
+        jobs,
+    } = start;
+    let (lead, earlier_session) = lead(&settings, &stores, base_policy, &jobs, &cron, &crew)?;
+    let Crew { kit, runtime, .. } = crew;
+
+    let watch = if settings.watch {
+        Some(watch::start(&layout, runtime.postman().clone())?)
+    } else {
+        None
+    };
+    let held = Held::running(
+        &runtime,
+        stores.pg.take(),
+        false,
+        watch,
+        settings.mcp.clone(),
+        run_lock,
+    );
+    Ok(Team {
+        runtime,
+        lead,
+        mailbox: stores.mailbox,
+        protocol: stores.protocol,
+        recovered: stores.recovered,
+        earlier_session,
+        usage: kit.usage.clone(),
+        events,
+        cron,
+        jobs,
+        job_completions: Some(job_completions),
+        cron_wakeups: Some(cron_wakeups),
+        held,
+    })
+}
+
+/// The lead's cron jobs, reporting to the run's event stream and started; their wakeups
+/// arrive on the receiver. A distributed team's lead keeps its durable jobs in the database:
+/// a lead started on another host goes on with them.
+fn open_cron(
+    start: &Start,
+    settings: &TeamSettings,
+) -> Result<(CronRuntime, UnboundedReceiver<CronWakeup>), BootstrapError> {
+    let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
+    let cron_store = match &start.stores.pg {
+        Some(parts) => CronStore::shared(&start.layout, parts.cron_document()),
+        None => CronStore::new(&start.layout),
+    };
+    let cron = CronRuntime::open_store(
+        cron_store,
+        settings.clock.clone(),
+        settings.ids.clone(),
+        cron_tx,
+    )?;
+    cron.report_to(start.events.clone());
+    cron.start()?;
+    Ok((cron, cron_wakeups))
+}
