@@ -4,11 +4,13 @@
 //! gone.
 //!
 //! In the database: mailboxes, the protocol store, the roster (with teammate leases and the
-//! worker registry) and every agent's transcript — everything a worker on another host needs
-//! to run a teammate. In each process's own workspace (`.troupe/`): its event stream, audit
-//! log, usage, memory, artifacts, background jobs, the task board and cron jobs (the lead's
-//! tools), as in a run on files; artifacts are copied to the database too (their first 8 MiB),
-//! so that a worker in another workspace can make those a teammate's history names.
+//! worker registry), every agent's transcript, the task board, the lead's durable cron jobs and
+//! the memory records — everything a worker on another host needs to run a teammate. In each
+//! process's own workspace (`.troupe/`): its event stream, audit log, usage, background jobs
+//! and artifacts, as in a run on files, each copied to the database as well (`TeamCopy`, the
+//! event mirror, the artifact copy: an artifact's first 8 MiB), so that the team's views cover
+//! every process and a worker in another workspace can make the artifacts a teammate's history
+//! names.
 
 use std::path::PathBuf;
 use std::sync::Arc;
