@@ -22,7 +22,7 @@ use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
-use troupe::store::events::read::EventCursor;
+use troupe::store::events::read::{last_seq, EventCursor};
 use troupe::wire::Event;
 
 use crate::args::LogArgs;
@@ -123,8 +123,14 @@ struct Printer {
 
 /// Which run `--until-end` waits for: the one going on when the follower has read the stream
 /// as it was (the latest started and not ended), else the next one to start.
+///
+/// "As it was" is the stream up to its last event when the follower started (`start_seq`):
+/// events appended while the follower was still reading the history may arrive in the same
+/// read as it, and must count as new all the same.
 #[derive(Debug, Default)]
 struct UntilEnd {
+    /// The `seq` of the stream's last event when the follower started.
+    start_seq: Option<u64>,
     /// Runs started and not ended yet, in the order they started.
     open: Vec<String>,
     target: Option<String>,
@@ -134,6 +140,9 @@ struct UntilEnd {
 
 impl UntilEnd {
     fn see(&mut self, event: &Event) {
+        if self.start_seq.is_some_and(|start| event.seq > start) {
+            self.catch_up();
+        }
         match event.kind.as_str() {
             kinds::RUN_STARTED => {
                 self.open.push(event.run_id.clone());
@@ -159,6 +168,13 @@ impl UntilEnd {
 }
 
 impl Printer {
+    /// For `--until-end`: the stream as it is now ends at `seq`; what comes after is new.
+    fn starts_after(&mut self, seq: u64) {
+        if let Some(until) = &mut self.until_end {
+            until.start_seq = Some(seq);
+        }
+    }
+
     /// The stream read so far is all there was (for `--until-end`).
     fn caught_up(&mut self) {
         if let Some(until) = &mut self.until_end {
@@ -224,6 +240,9 @@ enum Wake {
 }
 
 fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
+    if printer.until_end.is_some() {
+        printer.starts_after(last_seq(path).map_err(CliError::failed)?);
+    }
     let mut cursor = EventCursor::new(path);
     let path = path.to_owned();
     follow_with(
@@ -313,6 +332,9 @@ fn print_shared(
 
 fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
     let mut after = printer.filter.since;
+    if printer.until_end.is_some() {
+        printer.starts_after(view.last_position().map_err(|e| CliError::coded(&e))?);
+    }
     if !follow {
         print_shared(view, &mut after, printer)?;
         return Ok(());
@@ -375,6 +397,46 @@ fn watch_reader(wake: UnboundedSender<Wake>) {
 mod tests {
     use super::*;
     use crate::error::Kind;
+
+    fn run_event(seq: u64, kind: &str, run: &str) -> Event {
+        Event::parse_line(&format!(
+            r#"{{"seq":{seq},"at":"2026-07-30T08:01:02.345Z","run_id":"{run}","agent":"troupe","kind":"{kind}"}}"#
+        ))
+        .unwrap()
+    }
+
+    /// The run a follower started after an earlier one ended is followed to its end, even when
+    /// its events arrive in the same read as the history (a follower still reading it).
+    #[test]
+    fn until_end_tells_the_history_from_what_came_after_it_started() {
+        let mut until = UntilEnd {
+            start_seq: Some(2),
+            ..UntilEnd::default()
+        };
+        for e in [
+            run_event(1, kinds::RUN_STARTED, "a1"),
+            run_event(2, kinds::RUN_ENDED, "a1"),
+            run_event(3, kinds::RUN_STARTED, "b2"),
+        ] {
+            until.see(&e);
+            assert!(!until.ended);
+        }
+        until.see(&run_event(4, kinds::RUN_ENDED, "b2"));
+        assert!(until.ended, "{until:?}");
+        // Without a start position only an empty read catches up: the same events in one
+        // read never end it (the race this guards against).
+        let mut blind = UntilEnd::default();
+        for seq in 1..=4 {
+            let (kind, run) = [
+                (kinds::RUN_STARTED, "a1"),
+                (kinds::RUN_ENDED, "a1"),
+                (kinds::RUN_STARTED, "b2"),
+                (kinds::RUN_ENDED, "b2"),
+            ][seq as usize - 1];
+            blind.see(&run_event(seq, kind, run));
+        }
+        assert!(!blind.ended);
+    }
 
     fn args(kind: &[&str]) -> LogArgs {
         LogArgs {

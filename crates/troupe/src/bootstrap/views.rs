@@ -56,6 +56,11 @@ impl TeamView {
         PgEvents::new(self.store.clone()).after(after, limit)
     }
 
+    /// The position of the stream's last event now (0 when it has none).
+    pub fn last_position(&self) -> Result<u64, BackendError> {
+        PgEvents::new(self.store.clone()).last()
+    }
+
     /// Calls `changed` whenever the team's stream may have grown (a notification, or a
     /// reconnection of the listener), until the guard is dropped or `changed` returns false.
     /// Must be called inside a Tokio runtime.

@@ -185,6 +185,24 @@ impl PgEvents {
         &self.store
     }
 
+    /// The team-wide position of the stream's last event (0 when it has none).
+    pub fn last(&self) -> Result<u64, BackendError> {
+        super::retrying(|| {
+            let store = self.store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                client
+                    .query_one(
+                        "SELECT coalesce(max(id), 0) FROM troupe_events WHERE team = $1",
+                        &[&store.team()],
+                    )
+                    .await
+                    .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+                    .map_err(|e| db_error("read the shared stream", e))
+            })
+        })
+    }
+
     /// Up to `limit` events after the team-wide position `after`, in team order, each with its
     /// `seq` set to its position. A row that is not an event is `store_corrupt`.
     pub fn after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
