@@ -561,6 +561,7 @@ fn the_task_board_of_a_shared_team_is_read_through_the_store() {
             subject: "write the notes".into(),
             description: None,
             blocked_by: vec![],
+            ..Default::default()
         })
         .unwrap();
     board
@@ -568,6 +569,7 @@ fn the_task_board_of_a_shared_team_is_read_through_the_store() {
             subject: "review the notes".into(),
             description: None,
             blocked_by: vec![first.id],
+            ..Default::default()
         })
         .unwrap();
     board

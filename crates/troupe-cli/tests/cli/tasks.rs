@@ -61,6 +61,7 @@ fn tasks_json_shows_the_board() {
             subject: "design".into(),
             description: Some("the schema".into()),
             blocked_by: vec![],
+            ..Default::default()
         })
         .unwrap();
     let c = b
@@ -68,6 +69,7 @@ fn tasks_json_shows_the_board() {
             subject: "build".into(),
             description: None,
             blocked_by: vec![a.id],
+            ..Default::default()
         })
         .unwrap();
     b.claim(&a.id, &AgentName::parse("alice").unwrap()).unwrap();

@@ -17,6 +17,7 @@ use crate::mcp::McpServers;
 use crate::permissions::PermissionPolicy;
 use crate::secrets::Redactor;
 use crate::store::protocol::ProtocolStore;
+use crate::team::board_work::BoardWork;
 use crate::team::definitions::{self, AgentDefinition};
 use crate::team::tools::{SendMessage, SubmitPlan};
 use crate::team::{
@@ -41,6 +42,9 @@ pub(super) struct Crew {
     pub(super) kit: Arc<LongLivedKit>,
     pub(super) definitions: Definitions,
     pub(super) runtime: TeamRuntime,
+    /// Tasks whose lease ran out, back on the board: the lead is told (a worker drops them:
+    /// its event stream has them).
+    pub(super) task_returns: tokio::sync::mpsc::UnboundedReceiver<crate::store::tasks::Task>,
 }
 
 /// The team runtime on `start`'s stores; `local_workers` overrides the settings' choice (a
@@ -69,11 +73,42 @@ pub(super) fn team_runtime(
             definitions.clone(),
         ),
     )?;
+    let task_returns = attach_board(&runtime, &start.stores, settings);
     Ok(Crew {
         kit,
         definitions,
         runtime,
+        task_returns,
     })
+}
+
+/// Lets idle teammates pull work from the board (SPEC §12): the board's changes wake the
+/// teammates they concern, and this process's leases are kept; returns where tasks whose
+/// lease ran out are reported.
+fn attach_board(
+    runtime: &TeamRuntime,
+    stores: &Stores,
+    settings: &TeamSettings,
+) -> tokio::sync::mpsc::UnboundedReceiver<crate::store::tasks::Task> {
+    let handle = runtime.handle();
+    stores.observed_board.on_change(Box::new(move || {
+        if let Ok(team) = handle.upgrade() {
+            team.board_changed();
+        }
+    }));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let work = Arc::new(BoardWork::new(
+        stores.claims.clone(),
+        settings.clock.clone(),
+        stores.task_lease,
+    ));
+    runtime.attach_board(
+        work,
+        Arc::new(move |task: &crate::store::tasks::Task| {
+            let _ = tx.send(task.clone());
+        }),
+    );
+    rx
 }
 
 /// What the team runtime is built on, from the opened stores; `local_workers` overrides the

@@ -40,6 +40,7 @@ pub(super) fn lead(
         kit,
         definitions,
         runtime,
+        ..
     } = crew;
     let tools = lead_tools(
         settings,
@@ -149,7 +150,7 @@ fn lead_tools(
         Arc::new(RequestShutdown(team.clone())),
         Arc::new(ReviewPlan(team.clone())),
     ]);
-    tools.extend(task_tools(stores.board.clone()));
+    tools.extend(task_tools(stores.claims.clone()));
     let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;
     // After the fixed SPEC order: the MCP servers' tools, servers in settings order.
     register_all(&mut registry, mcp_tools(&settings.mcp));

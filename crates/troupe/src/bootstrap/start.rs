@@ -21,6 +21,7 @@ use crate::mcp::McpServers;
 use crate::permissions::observed::ObservedApproval;
 use crate::permissions::{JsonlAuditSink, PermissionPolicy};
 use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
+use crate::store::events::observed_board::ObservedBoard;
 use crate::store::events::{kinds, EventLog, EventSink, RUN_AGENT};
 use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::mailbox::{FileMailboxStore, MailboxStore};
@@ -28,7 +29,7 @@ use crate::store::postgres::events::PgEventMirror;
 use crate::store::postgres::PgResponseAck;
 use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
-use crate::store::tasks::{FileTaskBoard, TaskBoard};
+use crate::store::tasks::{FileTaskBoard, HeldClaims, TaskBoard};
 use crate::store::{durable, IoError};
 use crate::team::recorder::{Both, EventRecorder};
 use crate::team::watch::MailboxWatch;
@@ -86,7 +87,12 @@ pub(super) struct Stores {
     pub(super) mailbox: Arc<dyn MailboxStore>,
     pub(super) protocol: Arc<dyn ProtocolStore>,
     pub(super) audit: Arc<JsonlAuditSink>,
-    pub(super) board: Arc<dyn TaskBoard>,
+    /// The board as reported to the event stream; the team listens to it for changes.
+    pub(super) observed_board: Arc<ObservedBoard>,
+    /// The claims this process holds on the board, with their tokens.
+    pub(super) claims: Arc<HeldClaims>,
+    /// How long a claim lasts unless renewed.
+    pub(super) task_lease: std::time::Duration,
     /// How many messages recovery moved back to ready.
     pub(super) recovered: usize,
     pub(super) transcripts: Arc<dyn Transcripts>,
@@ -163,12 +169,13 @@ fn open_stores(
         Option<PgParts>,
     );
     let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
+    let task_lease = task_lease(settings);
     let mut response_ack: Option<Arc<dyn ResponseAck>> = None;
     let (mailbox, protocol, board, transcripts, pg): Opened = match pg {
         None => (
             Arc::new(FileMailboxStore::new(layout, clock.clone())),
             Arc::new(JsonProtocolStore::open(layout, clock.clone(), ids.clone())?),
-            Arc::new(FileTaskBoard::new(layout, clock, ids)),
+            Arc::new(FileTaskBoard::new(layout, clock, ids).with_lease(task_lease)),
             Arc::new(FileTranscripts(layout.clone())),
             None,
         ),
@@ -186,7 +193,7 @@ fn open_stores(
             (
                 mailbox,
                 protocol,
-                Arc::new(parts.board(clock, ids)),
+                Arc::new(parts.board(clock, ids).with_lease(task_lease)),
                 parts.transcripts(),
                 Some(parts),
             )
@@ -198,7 +205,12 @@ fn open_stores(
     for agent in mailbox.agents()? {
         recovered += mailbox.recover(&agent)?.released.len();
     }
+    let observed_board = Arc::new(ObservedBoard::new(board, events.clone()));
+    let board: Arc<dyn TaskBoard> = observed_board.clone();
     Ok(Stores {
+        claims: Arc::new(HeldClaims::new(board)),
+        observed_board,
+        task_lease,
         mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(
@@ -206,12 +218,16 @@ fn open_stores(
                 distributed::copies::audit(pg.as_ref().map(|parts| &parts.store)),
             ),
         ),
-        board,
         recovered,
         transcripts,
         response_ack,
         pg,
     })
+}
+
+/// How long a claim on the task board lasts unless renewed (SPEC §12).
+fn task_lease(settings: &TeamSettings) -> std::time::Duration {
+    settings.settings.tasks.lease
 }
 
 /// Takes the workspace's run lock and writes who holds it; `Busy` when another run has it.

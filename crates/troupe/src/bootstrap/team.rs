@@ -44,6 +44,7 @@ pub struct Team {
     pub jobs: Arc<JobSupervisor>,
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
     cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
+    task_returns: Option<UnboundedReceiver<crate::store::tasks::Task>>,
     /// The watch, the MCP servers, a distributed team's parts and the run lock.
     held: Held,
 }
@@ -57,6 +58,7 @@ impl Team {
                 jobs: Some(self.jobs.clone()),
                 job_completions: self.job_completions.take(),
                 cron_wakeups: self.cron_wakeups.take(),
+                task_returns: self.task_returns.take(),
             },
         )
     }
@@ -84,7 +86,12 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         jobs,
     } = start;
     let (lead, earlier_session) = lead(&settings, &stores, base_policy, &jobs, &cron, &crew)?;
-    let Crew { kit, runtime, .. } = crew;
+    let Crew {
+        kit,
+        runtime,
+        task_returns,
+        ..
+    } = crew;
 
     let watch = if settings.watch {
         Some(watch::start(&layout, runtime.postman().clone())?)
@@ -112,6 +119,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         jobs,
         job_completions: Some(job_completions),
         cron_wakeups: Some(cron_wakeups),
+        task_returns: Some(task_returns),
         held,
     })
 }

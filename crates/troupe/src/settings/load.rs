@@ -11,7 +11,7 @@ use super::error::SettingsError;
 use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
-use super::{hooks, mcp, model, rules, sandbox, store};
+use super::{hooks, mcp, model, rules, sandbox, store, tasks};
 use super::{Settings, Source};
 
 // What this module held before each section had its own file, where callers still name it.
@@ -116,6 +116,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         hooks: hooks::merge(&section(layers, |f| &f.hooks)),
         sandbox: sandbox::merge(&section(layers, |f| &f.sandbox)),
         store: store::merge(&section(layers, |f| &f.store)),
+        tasks: tasks::merge(&section(layers, |f| &f.tasks)),
         mcp_servers: mcp::merge(&section(layers, |f| &f.mcp_servers)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }

@@ -28,6 +28,7 @@ mod secrets;
 mod section;
 mod store;
 mod store_url;
+mod tasks;
 pub mod trust;
 
 use std::path::PathBuf;
@@ -44,6 +45,7 @@ pub use rules::check_rule;
 pub use secrets::looks_secret;
 pub use store::{parse_lease, LEASE_FORM, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE};
 pub use store_url::store_url_shown;
+pub use tasks::TaskSettings;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +276,8 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     /// `[store]`: project over user, per key.
     pub store: StoreSettings,
+    /// `[tasks]`: the task board's lease.
+    pub tasks: TaskSettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

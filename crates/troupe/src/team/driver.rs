@@ -70,6 +70,8 @@ pub struct ExternalEvents {
     pub jobs: Option<Arc<JobSupervisor>>,
     pub job_completions: Option<UnboundedReceiver<JobCompletion>>,
     pub cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
+    /// Tasks whose lease ran out, back on the board.
+    pub task_returns: Option<UnboundedReceiver<crate::store::tasks::Task>>,
 }
 
 pub struct Driver {
@@ -125,6 +127,11 @@ impl Driver {
         if let Some(rx) = self.external.cron_wakeups.as_mut() {
             while let Ok(wakeup) = rx.try_recv() {
                 events.push(LeadEvent::cron(wakeup));
+            }
+        }
+        if let Some(rx) = self.external.task_returns.as_mut() {
+            while let Ok(task) = rx.try_recv() {
+                events.push(LeadEvent::task_lease_expired(&task));
             }
         }
         events
@@ -206,6 +213,9 @@ impl Driver {
                 }
                 Some(wakeup) = recv_or_pend(&mut self.external.cron_wakeups) => {
                     self.buffered.push(LeadEvent::cron(wakeup));
+                }
+                Some(task) = recv_or_pend(&mut self.external.task_returns) => {
+                    self.buffered.push(LeadEvent::task_lease_expired(&task));
                 }
             }
         }

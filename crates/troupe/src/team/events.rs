@@ -29,6 +29,8 @@ pub enum EventSource {
     Cron(CronWakeup),
     /// A teammate failed (its message went back to `ready/`).
     TeammateFailed,
+    /// A task's lease ran out and the task came back to the board.
+    TaskReturned,
 }
 
 impl LeadEvent {
@@ -142,6 +144,39 @@ impl LeadEvent {
             key: format!("failed:{name}:{seq}"),
             body,
             source: EventSource::TeammateFailed,
+        }
+    }
+
+    /// A task whose lease ran out is back on the board (SPEC §12, `task_lease_expired`).
+    pub fn task_lease_expired(task: &crate::store::tasks::Task) -> Self {
+        let (owner, at, reason) = match &task.returned {
+            Some(r) => (Some(r.owner.clone()), Some(r.at_utc), r.reason.clone()),
+            None => (None, None, "its lease ran out".to_owned()),
+        };
+        let body = json!({
+            "kind": "task_lease_expired",
+            "sender": "troupe",
+            "task_id": task.id,
+            "subject": task.subject,
+            "previous_owner": owner,
+            "returned_at_utc": at,
+            "content": format!(
+                "Task {} ({}) is back on the board, pending: {}{}. A teammate it fits takes it \
+                 when idle, or you can claim or reassign it.",
+                task.id,
+                task.subject,
+                owner.as_ref().map(|o| format!("{o}'s claim ended, ")).unwrap_or_default(),
+                reason
+            ),
+        });
+        Self {
+            key: format!(
+                "task-returned:{}:{}",
+                task.id,
+                at.map(|a| a.to_string()).unwrap_or_default()
+            ),
+            body,
+            source: EventSource::TaskReturned,
         }
     }
 

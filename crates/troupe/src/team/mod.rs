@@ -20,6 +20,7 @@
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
 //! - [`observer`]: the timeline of what happened.
 
+pub mod board_work;
 pub mod definitions;
 pub mod driver;
 pub mod error;

@@ -19,15 +19,16 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
 
+use super::board_work::{keep_leases, BoardWork, ExpiredSink};
 use super::definitions::AgentDefinition;
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::placement::{Claim, Placement};
-use super::plan_gate::GateStart;
+use super::plan_gate::{GateStart, PlanGateRule};
 use super::postman::{Postman, Waker};
 use super::protocol::{self as triage, ProtocolRuntime, TeammateStatuses};
 use super::roster::Roster;
-use super::worker::{self, WorkerContext};
+use super::worker::{self, TaskOutcome, WorkerContext};
 use super::workers::{Start, Workers};
 use crate::agent::transcript::Transcripts;
 use crate::agent::Runner;
@@ -37,6 +38,7 @@ use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
+use crate::store::tasks::{Task, TaskError};
 use crate::sync::{blocking, lock};
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
@@ -123,6 +125,10 @@ struct TeamInner {
     /// Cancelled when the runtime closes; workers stop at their next safe point.
     closing: CancellationToken,
     observer: Arc<dyn TeamObserver>,
+    /// The task board idle teammates pull work from, once attached ([`TeamRuntime::attach_board`]).
+    board: std::sync::OnceLock<Arc<BoardWork>>,
+    /// The lease keeper's task, awaited at close.
+    keeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// A weak reference to the team, held by tools (which the team's runners own).
@@ -183,6 +189,8 @@ impl TeamRuntime {
                 changed: Notify::new(),
                 closing: CancellationToken::new(),
                 observer: ports.observer,
+                board: std::sync::OnceLock::new(),
+                keeper: Mutex::new(None),
             }
         });
         Ok(Self { inner })
@@ -314,7 +322,8 @@ impl TeamRuntime {
         self.inner.changed.notified().await;
     }
 
-    /// Cancels every worker at its next safe point, waits for them, and releases what they held.
+    /// Cancels every worker at its next safe point, waits for them, and releases what they held
+    /// (messages, and claims on the task board).
     pub async fn close(&self) {
         self.start_closing();
         loop {
@@ -324,6 +333,58 @@ impl TeamRuntime {
             }
             for handle in handles {
                 let _ = handle.await;
+            }
+        }
+        let keeper = lock(&self.inner.keeper).take();
+        if let Some(keeper) = keeper {
+            let _ = keeper.await;
+        }
+        if let Some(work) = self.inner.board.get() {
+            let claims = work.claims().clone();
+            let _ = tokio::task::spawn_blocking(move || claims.release_all(None, "the run closed"))
+                .await;
+        }
+    }
+
+    /// Lets idle teammates pull work from `work`'s board (SPEC §12) and keeps this process's
+    /// leases: renewed while held, and expired ones returned (each reported to `expired`,
+    /// then the teammates it fits are woken). Once per runtime; later calls are ignored.
+    pub fn attach_board(&self, work: Arc<BoardWork>, expired: ExpiredSink) {
+        if self.inner.board.set(work.clone()).is_err() {
+            return;
+        }
+        let handle = self.handle();
+        let on_expired: ExpiredSink = Arc::new(move |task| {
+            expired(task);
+            if let Ok(team) = handle.upgrade() {
+                team.board_changed();
+            }
+        });
+        let keeper = tokio::spawn(keep_leases(
+            work,
+            on_expired,
+            self.spans_processes(),
+            self.inner.closing.clone(),
+        ));
+        *lock(&self.inner.keeper) = Some(keeper);
+    }
+
+    /// The board changed (a task was created, completed, released or returned): wakes every
+    /// teammate that some claimable task fits. A running teammate looks again before it idles.
+    pub fn board_changed(&self) {
+        let Some(work) = self.inner.board.get() else {
+            return;
+        };
+        work.note_change();
+        for record in self.inner.roster.all() {
+            if matches!(
+                record.status,
+                TeammateStatus::Shutdown | TeammateStatus::Failed
+            ) {
+                continue;
+            }
+            if work.anything_for(&record.name, &self.inner.skills_of(&record)) {
+                self.inner.wake_teammate(&record.name);
             }
         }
     }
@@ -588,6 +649,42 @@ impl TeamInner {
         Ok(moved)
     }
 
+    /// The skills `record` brings to the board: the words of its role and of its agent
+    /// definition's name and description.
+    fn skills_of(&self, record: &TeammateRecord) -> Vec<String> {
+        let definition = record
+            .definition
+            .as_ref()
+            .and_then(|d| self.factory.definition(d));
+        let mut texts: Vec<&str> = vec![record.role.as_str()];
+        if let Some(definition) = &definition {
+            texts.push(definition.name.as_str());
+            texts.push(definition.description.as_str());
+        }
+        crate::store::tasks::skills_of(&texts)
+    }
+
+    /// Whether `record`'s plan gate lets it take work from the board now (SPEC §12: the gate
+    /// applies before any claim): the same rule that denies its `claim_task`.
+    fn gate_allows_claims(&self, record: &TeammateRecord) -> bool {
+        let gate = PlanGateRule::new(self.protocol.store().clone(), self.postman.clock().clone())
+            .starting(self.factory.gate_start(record))
+            .ignoring(record.earlier_plan);
+        let arguments = serde_json::Value::Object(serde_json::Map::new());
+        let verdict = crate::permissions::PermissionRule::evaluate(
+            &gate,
+            &crate::permissions::PermissionRequest {
+                agent: &record.name,
+                tool: "claim_task",
+                effect: crate::permissions::Effect::Write,
+                scope: crate::tools::Scope::TroupeState,
+                arguments: &arguments,
+                sandbox: None,
+            },
+        );
+        verdict.is_none_or(|v| v.decision != crate::permissions::Decision::Deny)
+    }
+
     /// Marks a teammate failed and queues the reason for the lead.
     fn fail(&self, name: &AgentName, reason: String) {
         lock(&self.failures).push((name.clone(), reason.clone()));
@@ -692,6 +789,13 @@ impl WorkerContext for TeamWorker {
     }
 
     fn end(&self, status: TeammateStatus, detail: Option<String>) {
+        // A teammate that stops for good gives back what it claimed with `claim_task`.
+        if let (Some(work), TeammateStatus::Failed | TeammateStatus::Shutdown) =
+            (self.team.board.get(), status)
+        {
+            let reason = format!("{} {}", self.name, status.as_str());
+            work.claims().release_all(Some(&self.name), &reason);
+        }
         // The status is set before the worker counts as ended, so a wake in between cannot
         // restart a teammate that just failed or shut down.
         match (status, detail) {
@@ -734,6 +838,44 @@ impl WorkerContext for TeamWorker {
 
     fn mark_completed(&self, message: MessageId) {
         self.team.workers.mark_completed(message);
+    }
+
+    fn next_task(&self) -> Option<Task> {
+        let work = self.team.board.get()?;
+        if self.team.closing.is_cancelled() {
+            return None;
+        }
+        let record = self.team.roster.get(&self.name)?;
+        if !self.team.gate_allows_claims(&record) {
+            return None;
+        }
+        match work.next_for(&self.name, &self.team.skills_of(&record)) {
+            Ok(task) => task,
+            Err(e) => {
+                tracing::warn!("{} could not take work from the task board: {e}", self.name);
+                None
+            }
+        }
+    }
+
+    fn task_completed_by_me(&self, task: &Task) -> bool {
+        self.team.board.get().is_some_and(|work| {
+            work.claims()
+                .board()
+                .get(&task.id)
+                .is_ok_and(|now| super::board_work::completed_by(&now, &self.name))
+        })
+    }
+
+    fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
+        let Some(work) = self.team.board.get() else {
+            return Err(TaskError::NotFound(task.id));
+        };
+        // The board reports the change (and wakes whom it concerns) itself.
+        match outcome {
+            TaskOutcome::Done => work.claims().complete(&task.id, &self.name),
+            TaskOutcome::GiveBack(reason) => work.claims().release(&task.id, &self.name, &reason),
+        }
     }
 }
 

@@ -9,6 +9,11 @@
 //!   the worker continues; any other failure (storage, delivery, model, cancellation) releases
 //!   the message back to `ready/` and — except for cancellation — marks the teammate `failed`.
 //!
+//! - with nothing in its mailbox, it takes the next task that fits it from the task board
+//!   ([`WorkerContext::next_task`], SPEC §12) and works on it as its next message: the answer
+//!   completes the task and goes to the lead as a result; a failure or a close gives the task
+//!   back to the board.
+//!
 //! A worker sees the team only through [`WorkerContext`] (its ports, its teammate's status, the
 //! lifecycle calls `try_idle` and `end`), which the runtime implements: the worker never
 //! reaches the runtime's state, and this file does not import the runtime.
@@ -21,6 +26,7 @@ use troupe_wire::{
 use tokio_util::sync::CancellationToken;
 use troupe_wire::MessageId;
 
+use super::board_work;
 use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::postman::Postman;
@@ -29,6 +35,7 @@ use super::workers::SharedRunner;
 use crate::agent::{Runner, TurnEnd};
 use crate::store::mailbox::{MailboxError, MailboxStore};
 use crate::store::protocol::ProtocolError;
+use crate::store::tasks::{Task, TaskError};
 use crate::sync::blocking;
 
 /// What a worker may do to the team: use its ports, report its teammate's status, end. The
@@ -50,6 +57,21 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
     fn is_completed(&self, message: MessageId) -> bool;
     fn mark_completed(&self, message: MessageId);
+    /// The next task from the board that fits this teammate, claimed for it; `None` when
+    /// nothing fits, its plan gate is closed, or the team has no board.
+    fn next_task(&self) -> Option<Task> {
+        None
+    }
+    /// Completes a task this worker took (`Done`) or gives it back to the board.
+    fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
+        let _ = outcome;
+        Err(TaskError::NotFound(task.id))
+    }
+    /// Whether this teammate completed `task` itself (with `complete_task`).
+    fn task_completed_by_me(&self, task: &Task) -> bool {
+        let _ = task;
+        false
+    }
     /// Whether this process still holds the teammate's lease (always, outside a shared team).
     fn holds_lease(&self) -> bool {
         true
@@ -72,6 +94,14 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
             reason,
         )
     }
+}
+
+/// What becomes of a task a worker took from the board.
+pub(super) enum TaskOutcome {
+    /// The teammate answered: the task is completed.
+    Done,
+    /// It could not finish (failure, close): back to the board with this reason.
+    GiveBack(String),
 }
 
 /// How handling one message ended.
@@ -103,6 +133,27 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
         let message = match blocking(|| team.mailbox().claim(team.name())) {
             Ok(Some(message)) => message,
             Ok(None) => {
+                if let Some(task) = blocking(|| team.next_task()) {
+                    match work_on_task(team, &mut runner, &task).await {
+                        Handled::Next => continue,
+                        Handled::Cancelled => {
+                            blocking(|| team.end(TeammateStatus::Idle, None));
+                            return;
+                        }
+                        Handled::Failed(reason) => {
+                            blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
+                            return;
+                        }
+                        Handled::LeaseLost => {
+                            blocking(|| team.lost());
+                            return;
+                        }
+                        Handled::Shutdown => {
+                            blocking(|| team.end(TeammateStatus::Shutdown, None));
+                            return;
+                        }
+                    }
+                }
                 if blocking(|| team.try_idle()) {
                     return;
                 }
@@ -232,6 +283,60 @@ async fn run_and_report(
         team.mark_completed(message.id());
     }
     blocking(|| ack_and(team, message, Handled::Next))
+}
+
+/// Works on `task`, taken from the board: runs the model on it, completes it, and sends the
+/// answer to the lead as the task's result. A failure or a close gives the task back.
+async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task) -> Handled {
+    let name = team.name();
+    let prompt = board_work::task_prompt(task);
+    let key = match &task.lease {
+        Some(lease) => format!("task:{}:{}", task.id, lease.token),
+        None => format!("task:{}", task.id),
+    };
+    runner.recall(&prompt).await;
+    runner.push_user_once(&key, &prompt);
+    let give_back = |reason: String| {
+        if let Err(e) = blocking(|| team.finish_task(task, TaskOutcome::GiveBack(reason))) {
+            tracing::warn!("{name} could not give task {} back: {e}", task.id);
+        }
+    };
+    let answer = match runner.run_turn(team.closing()).await {
+        Ok(outcome) => match outcome.end {
+            TurnEnd::Answered(text) if !text.trim().is_empty() => text,
+            TurnEnd::Answered(_) => "(finished without a written answer)".to_owned(),
+            TurnEnd::Cancelled => {
+                give_back("the run closed before it was done".to_owned());
+                return Handled::Cancelled;
+            }
+            end @ (TurnEnd::MaxTurns { .. } | TurnEnd::TokenBudget { .. }) => {
+                let why = end.stop_reason().unwrap_or_default();
+                give_back(format!("{name} stopped: {why}"));
+                return Handled::Failed(format!("task {} not finished: {why}", task.id));
+            }
+        },
+        Err(e) => {
+            give_back(format!("{name} failed: {e}"));
+            return Handled::Failed(format!("model call failed: {e}"));
+        }
+    };
+    if !blocking(|| team.holds_lease()) {
+        return Handled::LeaseLost;
+    }
+    let status = match blocking(|| team.finish_task(task, TaskOutcome::Done)) {
+        Ok(_) => "completed".to_owned(),
+        Err(_) if blocking(|| team.task_completed_by_me(task)) => "completed".to_owned(),
+        Err(e) => format!("not completed: {e}"),
+    };
+    let content = format!("Task {} ({}) {status}.\n{answer}", task.id, task.subject);
+    let sent = blocking(|| {
+        team.postman()
+            .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &content)
+    });
+    match sent {
+        Ok(_) => Handled::Next,
+        Err(e) => Handled::Failed(format!("could not send the result to the lead: {e}")),
+    }
 }
 
 /// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever

@@ -1,7 +1,9 @@
 //! The task board tools (SPEC §4.1, tools 9–13): `create_task`, `get_task`, `list_tasks`,
 //! `claim_task`, `complete_task`, over a [`TaskBoard`].
 //!
-//! The owner of a claim is the calling agent (`ToolContext::agent`), never an argument. Results
+//! The owner of a claim is the calling agent (`ToolContext::agent`), never an argument; the
+//! claim's token stays in this process ([`HeldClaims`]), so `complete_task` completes with the
+//! claim the caller holds here, and a stale holder's completion is refused. Results
 //! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
 //! block on a file lock, so they run on a blocking thread. Their scope is troupe's own state
 //! (the board under `.troupe/tasks/`), so the default policy allows them without asking.
@@ -12,20 +14,35 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{str_arg, Effect, Scope, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use troupe_wire::AgentName;
+
 use crate::store::tasks::{
-    views, NewTask, Task, TaskBoard, TaskError, TaskId, TaskView, MAX_BLOCKERS,
-    MAX_DESCRIPTION_CHARS, MAX_SUBJECT_CHARS,
+    views, HeldClaims, NewTask, Task, TaskBoard, TaskError, TaskId, TaskView, MAX_BLOCKERS,
+    MAX_DESCRIPTION_CHARS, MAX_SUBJECT_CHARS, MAX_TAGS, MAX_TAG_CHARS,
 };
 
 /// The five tools over one board, in the order SPEC §4.1 offers them.
-pub fn task_tools(board: Arc<dyn TaskBoard>) -> Vec<Arc<dyn ToolHandler>> {
+pub fn task_tools(claims: Arc<HeldClaims>) -> Vec<Arc<dyn ToolHandler>> {
+    let board = claims.board().clone();
     vec![
         Arc::new(CreateTask(board.clone())),
         Arc::new(GetTask(board.clone())),
-        Arc::new(ListTasks(board.clone())),
-        Arc::new(ClaimTask(board.clone())),
-        Arc::new(CompleteTask(board)),
+        Arc::new(ListTasks(board)),
+        Arc::new(ClaimTask(claims.clone())),
+        Arc::new(CompleteTask(claims)),
     ]
+}
+
+/// Runs a call on the held claims off the async threads (it may wait on the board's lock).
+async fn on_claims<T: Send + 'static>(
+    claims: &Arc<HeldClaims>,
+    call: impl FnOnce(&HeldClaims) -> Result<T, TaskError> + Send + 'static,
+) -> Result<T, ToolError> {
+    let claims = claims.clone();
+    tokio::task::spawn_blocking(move || call(claims.as_ref()))
+        .await
+        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
+        .map_err(task_error)
 }
 
 fn task_error(error: TaskError) -> ToolError {
@@ -84,7 +101,10 @@ impl ToolHandler for CreateTask {
             name: "create_task".to_owned(),
             description: "Add a task to the team's task board, pending and unowned. List in \
                 `blocked_by` the ids of tasks that must be completed before this one can be \
-                claimed (they must exist). Returns the task with its id."
+                claimed (they must exist). Idle teammates take tasks that fit them from the \
+                board on their own: give `assignee` to reserve it for one teammate, or `tags` \
+                (skills such as rust, docs) to offer it to teammates whose role names one. \
+                Returns the task with its id."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
@@ -93,7 +113,12 @@ impl ToolHandler for CreateTask {
                                 "description": "What the task is, in one line."},
                     "description": {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS,
                                     "description": "Details: context, acceptance criteria."},
-                    "blocked_by": {"type": "array", "maxItems": MAX_BLOCKERS, "items": id_schema()}
+                    "blocked_by": {"type": "array", "maxItems": MAX_BLOCKERS, "items": id_schema()},
+                    "tags": {"type": "array", "maxItems": MAX_TAGS,
+                             "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS},
+                             "description": "Skills the task needs (lowercase words): it fits teammates whose role names one."},
+                    "assignee": {"type": "string", "minLength": 1,
+                                 "description": "The one agent (a teammate's name) who may take it."}
                 },
                 "required": ["subject"],
                 "additionalProperties": false
@@ -125,10 +150,30 @@ impl ToolHandler for CreateTask {
                 .collect::<Result<Vec<_>, _>>()?,
             None => Vec::new(),
         };
+        let tags = match args.get("tags").and_then(Value::as_array) {
+            Some(tags) => tags
+                .iter()
+                .map(|tag| {
+                    tag.as_str().map(str::to_owned).ok_or_else(|| {
+                        ToolError::InvalidArguments("tags holds a non-string".to_owned())
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let assignee = match args.get("assignee").and_then(Value::as_str) {
+            Some(raw) => Some(
+                AgentName::parse(raw)
+                    .map_err(|e| ToolError::InvalidArguments(format!("assignee: {e}")))?,
+            ),
+            None => None,
+        };
         let new = NewTask {
             subject,
             description,
             blocked_by,
+            tags,
+            assignee,
         };
         let task = on_board(&self.0, move |b| b.create(new)).await?;
         task_result(&self.0, task).await
@@ -186,15 +231,17 @@ impl ToolHandler for ListTasks {
     }
 }
 
-pub struct ClaimTask(pub Arc<dyn TaskBoard>);
+pub struct ClaimTask(pub Arc<HeldClaims>);
 
 #[async_trait]
 impl ToolHandler for ClaimTask {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: "claim_task".to_owned(),
-            description: "Claim a pending task: you become its owner and it is in_progress. \
-                Refused if someone else claimed it first, or while any task blocking it is not \
+            description: "Claim a pending task: you become its owner and it is in_progress, \
+                under a lease that is renewed for you while you work (if you stop, it runs out \
+                and the task goes back to the board). Refused if someone else claimed it first, \
+                if it is assigned to someone else, or while any task blocking it is not \
                 completed."
                 .to_owned(),
             parameters: task_id_schema(),
@@ -209,12 +256,12 @@ impl ToolHandler for ClaimTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_board(&self.0, move |b| b.claim(&id, &agent)).await?;
-        task_result(&self.0, task).await
+        let task = on_claims(&self.0, move |c| c.claim(&id, &agent)).await?;
+        task_result(self.0.board(), task).await
     }
 }
 
-pub struct CompleteTask(pub Arc<dyn TaskBoard>);
+pub struct CompleteTask(pub Arc<HeldClaims>);
 
 #[async_trait]
 impl ToolHandler for CompleteTask {
@@ -222,7 +269,8 @@ impl ToolHandler for CompleteTask {
         ToolDefinition {
             name: "complete_task".to_owned(),
             description: "Mark a task you own (claimed, in_progress) as completed; tasks it \
-                blocked may then be claimed."
+                blocked may then be claimed. Needs your live claim: a claim whose lease ran out \
+                (the task went back to the board) cannot complete it."
                 .to_owned(),
             parameters: task_id_schema(),
             effect: Effect::Write,
@@ -236,7 +284,7 @@ impl ToolHandler for CompleteTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_board(&self.0, move |b| b.complete(&id, &agent)).await?;
-        task_result(&self.0, task).await
+        let task = on_claims(&self.0, move |c| c.complete(&id, &agent)).await?;
+        task_result(self.0.board(), task).await
     }
 }

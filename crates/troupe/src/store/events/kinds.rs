@@ -29,6 +29,11 @@
 //! | `teammate_spawned` | teammate | `role` |
 //! | `teammate_status` | teammate | `status`, `detail`? |
 //! | `user_message` | recipient | `message_id`, `text` |
+//! | `task_created` | `lead` | `task_id`, `subject`, `status`, `tags`?, `assignee`?, `blocked_by` |
+//! | `task_claimed` | claimer | `task_id`, `subject`, `status`, `owner`, `lease_expires_at`? |
+//! | `task_completed` | owner | `task_id`, `subject`, `status`, `owner` |
+//! | `task_lease_expired` | previous owner | `task_id`, `subject`, `status`, `previous_owner`, `reason` |
+//! | `task_released` | previous owner | `task_id`, `subject`, `status`, `previous_owner`, `reason` |
 
 use serde_json::{json, Map, Value};
 
@@ -60,9 +65,14 @@ pub const CRON_FIRED: &str = "cron_fired";
 pub const TEAMMATE_SPAWNED: &str = "teammate_spawned";
 pub const TEAMMATE_STATUS: &str = "teammate_status";
 pub const USER_MESSAGE: &str = "user_message";
+pub const TASK_CREATED: &str = "task_created";
+pub const TASK_CLAIMED: &str = "task_claimed";
+pub const TASK_COMPLETED: &str = "task_completed";
+pub const TASK_LEASE_EXPIRED: &str = "task_lease_expired";
+pub const TASK_RELEASED: &str = "task_released";
 
 /// Every kind above, in the order of the table.
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 33] = [
     RUN_STARTED,
     RUN_ENDED,
     MODEL_CALL_STARTED,
@@ -91,6 +101,11 @@ pub const ALL: [&str; 28] = [
     TEAMMATE_SPAWNED,
     TEAMMATE_STATUS,
     USER_MESSAGE,
+    TASK_CREATED,
+    TASK_CLAIMED,
+    TASK_COMPLETED,
+    TASK_LEASE_EXPIRED,
+    TASK_RELEASED,
 ];
 
 /// How much of a long text (a prompt, a tool result, message content) an event carries.

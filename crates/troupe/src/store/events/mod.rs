@@ -20,6 +20,7 @@
 pub mod follow;
 pub mod kinds;
 pub mod observed;
+pub mod observed_board;
 pub mod read;
 
 use std::sync::atomic::{AtomicBool, Ordering};

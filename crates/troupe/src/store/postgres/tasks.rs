@@ -22,13 +22,15 @@ use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::store::tasks::file::sorted;
 use crate::store::tasks::rules::{self, Tasks};
-use crate::store::tasks::{NewTask, Task, TaskBoard, TaskError, TaskId};
+use crate::store::tasks::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId, DEFAULT_LEASE};
 
 /// The task board of one team in PostgreSQL.
 pub struct PgTaskBoard {
     store: PgStore,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    /// How long a claim lasts unless renewed.
+    lease: std::time::Duration,
 }
 
 /// How a change writes the task its rule returned.
@@ -88,7 +90,18 @@ fn rows_of(rows: Vec<tokio_postgres::Row>) -> Vec<(Uuid, String)> {
 
 impl PgTaskBoard {
     pub fn new(store: PgStore, clock: Arc<dyn Clock>, ids: Arc<dyn IdGenerator>) -> Self {
-        Self { store, clock, ids }
+        Self {
+            store,
+            clock,
+            ids,
+            lease: DEFAULT_LEASE,
+        }
+    }
+
+    /// Claims last `lease` unless renewed.
+    pub fn with_lease(mut self, lease: std::time::Duration) -> Self {
+        self.lease = lease;
+        self
     }
 
     /// Runs one change in one locked transaction: `change` gets every task and returns the
@@ -211,19 +224,55 @@ impl TaskBoard for PgTaskBoard {
     }
 
     fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
-        let (id, agent) = (*id, agent.clone());
+        let (id, agent, lease) = (*id, agent.clone(), self.lease);
         self.change(
-            move |tasks| rules::claim(tasks, &id, &agent, now),
+            move |tasks| rules::claim(tasks, &id, &agent, now, token, lease),
             Write::Update,
         )
     }
 
-    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
         let now = self.clock.now();
-        let (id, agent) = (*id, agent.clone());
+        let (id, agent, token, lease) = (*id, agent.clone(), *token, self.lease);
         self.change(
-            move |tasks| rules::complete(tasks, &id, &agent, now),
+            move |tasks| rules::renew(tasks, &id, &agent, &token, now, lease),
+            Write::Update,
+        )
+    }
+
+    fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        let (id, agent, token) = (*id, agent.clone(), *token);
+        self.change(
+            move |tasks| rules::complete(tasks, &id, &agent, &token, now),
+            Write::Update,
+        )
+    }
+
+    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        let id = *id;
+        self.change(move |tasks| rules::expire(tasks, &id, now), Write::Update)
+    }
+
+    fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+        reason: &str,
+    ) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        let (id, agent, token, reason) = (*id, agent.clone(), *token, reason.to_owned());
+        self.change(
+            move |tasks| rules::release(tasks, &id, &agent, &token, now, &reason),
             Write::Update,
         )
     }

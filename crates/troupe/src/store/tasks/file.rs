@@ -29,8 +29,10 @@ use std::sync::Arc;
 
 use troupe_wire::{strict, AgentName};
 
+use std::time::Duration;
+
 use super::rules::{self, Tasks};
-use super::{NewTask, Task, TaskBoard, TaskError, TaskId};
+use super::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId, DEFAULT_LEASE};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
@@ -46,8 +48,10 @@ pub struct FileTaskBoard {
     lock: PathBuf,
     /// Creation and update times.
     clock: Arc<dyn Clock>,
-    /// Task ids; canonical v4/v7 UUIDs.
+    /// Task ids and claim tokens; canonical v4/v7 UUIDs.
     ids: Arc<dyn IdGenerator>,
+    /// How long a claim lasts unless renewed.
+    lease: Duration,
 }
 
 impl FileTaskBoard {
@@ -58,7 +62,14 @@ impl FileTaskBoard {
             lock: layout.tasks_lock(),
             clock,
             ids,
+            lease: DEFAULT_LEASE,
         }
+    }
+
+    /// Claims last `lease` unless renewed.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -192,12 +203,48 @@ impl TaskBoard for FileTaskBoard {
     }
 
     fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
-        self.change(|tasks| rules::claim(tasks, id, agent, now), false)
+        self.change(
+            |tasks| rules::claim(tasks, id, agent, now, token, self.lease),
+            false,
+        )
     }
 
-    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
         let now = self.clock.now();
-        self.change(|tasks| rules::complete(tasks, id, agent, now), false)
+        self.change(
+            |tasks| rules::renew(tasks, id, agent, token, now, self.lease),
+            false,
+        )
+    }
+
+    fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(|tasks| rules::complete(tasks, id, agent, token, now), false)
+    }
+
+    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(|tasks| rules::expire(tasks, id, now), false)
+    }
+
+    fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+        reason: &str,
+    ) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(
+            |tasks| rules::release(tasks, id, agent, token, now, reason),
+            false,
+        )
     }
 }

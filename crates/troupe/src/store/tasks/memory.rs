@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use troupe_wire::AgentName;
 
 use super::file::sorted;
+use std::time::Duration;
+
 use super::rules::{self, Tasks};
-use super::{NewTask, Task, TaskBoard, TaskError, TaskId};
+use super::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId, DEFAULT_LEASE};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 
@@ -15,6 +17,7 @@ pub struct MemoryTaskBoard {
     tasks: Mutex<Tasks>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    lease: Duration,
 }
 
 impl MemoryTaskBoard {
@@ -23,7 +26,24 @@ impl MemoryTaskBoard {
             tasks: Mutex::new(Tasks::new()),
             clock,
             ids,
+            lease: DEFAULT_LEASE,
         }
+    }
+
+    /// Claims last `lease` unless renewed.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Applies `rule` to the board and stores the task it returns.
+    fn change(
+        &self,
+        rule: impl FnOnce(&Tasks, troupe_wire::UtcTime) -> Result<Task, TaskError>,
+    ) -> Result<Task, TaskError> {
+        let mut tasks = self.tasks();
+        let task = rule(&tasks, self.clock.now());
+        self.apply(task, &mut tasks)
     }
 
     fn tasks(&self) -> MutexGuard<'_, Tasks> {
@@ -41,9 +61,7 @@ impl MemoryTaskBoard {
 impl TaskBoard for MemoryTaskBoard {
     fn create(&self, new: NewTask) -> Result<Task, TaskError> {
         let id = TaskId::from_uuid(self.ids.next_uuid())?;
-        let mut tasks = self.tasks();
-        let task = rules::create(&tasks, id, new, self.clock.now());
-        self.apply(task, &mut tasks)
+        self.change(|tasks, now| rules::create(tasks, id, new, now))
     }
 
     fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
@@ -58,14 +76,34 @@ impl TaskBoard for MemoryTaskBoard {
     }
 
     fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
-        let mut tasks = self.tasks();
-        let task = rules::claim(&tasks, id, agent, self.clock.now());
-        self.apply(task, &mut tasks)
+        let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
+        self.change(|tasks, now| rules::claim(tasks, id, agent, now, token, self.lease))
     }
 
-    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
-        let mut tasks = self.tasks();
-        let task = rules::complete(&tasks, id, agent, self.clock.now());
-        self.apply(task, &mut tasks)
+    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
+        self.change(|tasks, now| rules::renew(tasks, id, agent, token, now, self.lease))
+    }
+
+    fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        self.change(|tasks, now| rules::complete(tasks, id, agent, token, now))
+    }
+
+    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        self.change(|tasks, now| rules::expire(tasks, id, now))
+    }
+
+    fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+        reason: &str,
+    ) -> Result<Task, TaskError> {
+        self.change(|tasks, now| rules::release(tasks, id, agent, token, now, reason))
     }
 }

@@ -6,6 +6,18 @@
 //! completed. Claims are atomic across threads, board instances and processes: of two claimers,
 //! exactly one becomes the owner and the other gets `task_claimed`.
 //!
+//! **Leases** (SPEC §12). A claim carries a token and a lease that runs out at a set time; its
+//! holder renews it while it works ([`TaskBoard::renew`]). A lease that ran out makes the task
+//! claimable again: [`TaskBoard::expire`] returns it to `pending` (recording who held it and
+//! why it came back), and a claim of a task whose lease ran out does the same before claiming.
+//! Completing needs the live claim — the owner, its token, before the lease runs out — so a
+//! holder that stalled past its lease cannot complete a task someone else now works on: a task
+//! is completed exactly once.
+//!
+//! **Fit.** A task may carry `tags` and an `assignee`. One with an assignee fits only that
+//! agent (and only it may claim it); one with tags fits agents whose skills name one of them;
+//! one with neither fits everyone ([`Task::fits`]).
+//!
 //! # Layout
 //!
 //! - this file: the vocabulary — [`TaskId`], [`TaskStatus`], [`Task`], [`NewTask`],
@@ -21,6 +33,7 @@
 //! checks every graph it writes, and loading refuses a graph that has one (a hand-edited file).
 
 pub mod file;
+pub mod held;
 pub mod memory;
 pub mod rules;
 
@@ -34,6 +47,7 @@ use super::IoError;
 use crate::error::ErrorCode;
 
 pub use file::FileTaskBoard;
+pub use held::HeldClaims;
 pub use memory::MemoryTaskBoard;
 
 /// The most tasks one task may be blocked by (a model listing hundreds is a mistake).
@@ -42,6 +56,54 @@ pub const MAX_BLOCKERS: usize = 64;
 pub const MAX_SUBJECT_CHARS: usize = 200;
 /// The longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 20_000;
+/// The most tags one task may carry.
+pub const MAX_TAGS: usize = 16;
+/// The longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 40;
+/// How long a claim lasts unless renewed, when settings do not say (`[tasks] lease`).
+pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(300);
+/// The shortest and longest lease settings accept.
+pub const MIN_LEASE: std::time::Duration = std::time::Duration::from_secs(1);
+pub const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// The token of one claim: a fresh UUID per claim, so a later claim of the same task by the
+/// same agent (after its lease ran out) is told apart from the stale one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClaimToken(pub(crate) TaskId);
+
+impl ClaimToken {
+    pub fn parse(raw: &str) -> Result<Self, TaskError> {
+        TaskId::parse(raw).map(Self)
+    }
+
+    pub fn from_uuid(uuid: Uuid) -> Result<Self, TaskError> {
+        TaskId::from_uuid(uuid).map(Self)
+    }
+}
+
+impl fmt::Display for ClaimToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// The live part of a claim: its token and when its lease runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    pub token: ClaimToken,
+    pub expires_at_utc: UtcTime,
+}
+
+/// Why a task came back to `pending` the last time it did: who held it, when, and why (its
+/// lease ran out; its holder let it go).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Returned {
+    pub owner: AgentName,
+    pub at_utc: UtcTime,
+    pub reason: String,
+}
 
 /// A task's id: a canonical lowercase hyphenated UUID v4 or v7 (SPEC §2), like every troupe id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,6 +178,20 @@ pub struct Task {
     /// serde would otherwise read a missing `owner` as `null`.
     #[serde(deserialize_with = "present")]
     pub owner: Option<AgentName>,
+    /// Skills the task needs (`rust`, `docs`): it fits agents whose skills name one of them.
+    /// Absent when empty (files from before tags read as none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// The one agent the task is for: only it may claim it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<AgentName>,
+    /// The live claim of an `in_progress` task. A task claimed before leases existed has none
+    /// and never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// The last time the task came back to `pending`, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned: Option<Returned>,
     pub created_at_utc: UtcTime,
     pub updated_at_utc: UtcTime,
 }
@@ -146,8 +222,63 @@ impl Task {
         if self.updated_at_utc < self.created_at_utc {
             return Err("updated_at_utc is before created_at_utc".to_owned());
         }
+        if self.lease.is_some() && self.status != TaskStatus::InProgress {
+            return Err(format!("a task {} has a lease", self.status.as_str()));
+        }
+        for tag in &self.tags {
+            check_tag(tag)?;
+        }
         Ok(())
     }
+
+    /// Whether `agent`, with `skills` (lowercase words of its role and definition), may take
+    /// this task from the board: assigned to it, or unassigned with no tags or a tag it has.
+    pub fn fits(&self, agent: &AgentName, skills: &[String]) -> bool {
+        match &self.assignee {
+            Some(assignee) => assignee == agent,
+            None => self.tags.is_empty() || self.tags.iter().any(|t| skills.contains(t)),
+        }
+    }
+
+    /// Whether the task's lease ran out by `now` (never for a task without one).
+    pub fn lease_expired(&self, now: UtcTime) -> bool {
+        self.status == TaskStatus::InProgress
+            && self.lease.is_some_and(|lease| lease.expires_at_utc <= now)
+    }
+}
+
+/// A tag is a lowercase word: letters, digits, `-`, `_`, `.`, `+`, `#`, 1–40 characters.
+pub fn check_tag(tag: &str) -> Result<(), String> {
+    let ok_char = |c: char| {
+        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.' | '+' | '#')
+    };
+    if tag.is_empty() || tag.chars().count() > MAX_TAG_CHARS || !tag.chars().all(ok_char) {
+        return Err(format!(
+            "tag {tag:?} is not a lowercase word of 1-{MAX_TAG_CHARS} characters (a-z, 0-9, - _ . + #)"
+        ));
+    }
+    Ok(())
+}
+
+/// The skills an agent brings to the board: the lowercase words of its role (and of its
+/// definition's name and description), as tags are written.
+pub fn skills_of(texts: &[&str]) -> Vec<String> {
+    let mut skills: Vec<String> = Vec::new();
+    for text in texts {
+        for word in text.to_lowercase().split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ',' | ';' | ':' | '/' | '(' | ')' | '[' | ']' | '"' | '\''
+                )
+        }) {
+            let word = word.trim_matches(|c: char| matches!(c, '.' | '!' | '?'));
+            if check_tag(word).is_ok() && !skills.iter().any(|s| s == word) {
+                skills.push(word.to_owned());
+            }
+        }
+    }
+    skills
 }
 
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<AgentName>, D::Error> {
@@ -160,6 +291,8 @@ pub struct NewTask {
     pub subject: String,
     pub description: Option<String>,
     pub blocked_by: Vec<TaskId>,
+    pub tags: Vec<String>,
+    pub assignee: Option<AgentName>,
 }
 
 /// A task as shown to models and people: the stored task plus its blockers that are not
@@ -212,6 +345,9 @@ pub enum TaskError {
         status: TaskStatus,
         message: String,
     },
+    /// The caller's claim is not live: its lease ran out, or the task was claimed again since.
+    #[error("your claim on task {id} is no longer live: {message}")]
+    LeaseLost { id: TaskId, message: String },
     #[error("{0}")]
     Invalid(String),
     /// The id generator produced an id the board already holds; nothing was written.
@@ -240,6 +376,7 @@ impl ErrorCode for TaskError {
             TaskError::Blocked { .. } => "task_blocked",
             TaskError::Claimed { .. } => "task_claimed",
             TaskError::State { .. } => "task_state",
+            TaskError::LeaseLost { .. } => "task_lease_lost",
             TaskError::Invalid(_) => "invalid_arguments",
             TaskError::Corrupt { .. } => "task_store_corrupt",
             TaskError::IdTaken(_) | TaskError::Io(_) => "storage_error",
@@ -262,9 +399,34 @@ pub trait TaskBoard: Send + Sync {
     /// Every task, by creation time then id.
     fn list(&self) -> Result<Vec<Task>, TaskError>;
 
-    /// Makes `agent` the owner of a pending, unowned task whose blockers are all completed.
+    /// Makes `agent` the owner of a pending task whose blockers are all completed (or of an
+    /// in-progress one whose lease ran out: it is returned first), with a fresh token and a
+    /// lease of the board's length. A task assigned to another agent is refused.
     fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError>;
 
-    /// Completes an in-progress task; only its owner may.
-    fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError>;
+    /// Extends the live claim `token` of `agent` by the board's lease length. A claim that is
+    /// no longer live is `task_lease_lost`.
+    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError>;
+
+    /// Completes an in-progress task: only its owner may, with its live claim.
+    fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError>;
+
+    /// Returns an in-progress task whose lease ran out to `pending`, recording why. A task
+    /// whose lease is live (or that is not in progress) is refused `task_state`.
+    fn expire(&self, id: &TaskId) -> Result<Task, TaskError>;
+
+    /// `agent` gives its live claim back (it stops, fails or closes): the task returns to
+    /// `pending` with `reason`.
+    fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+        reason: &str,
+    ) -> Result<Task, TaskError>;
 }

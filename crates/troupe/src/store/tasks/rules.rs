@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, HashSet};
 
 use troupe_wire::{AgentName, UtcTime};
 
+use std::time::Duration;
+
 use super::{
-    NewTask, Task, TaskError, TaskId, TaskStatus, MAX_BLOCKERS, MAX_DESCRIPTION_CHARS,
-    MAX_SUBJECT_CHARS,
+    check_tag, ClaimToken, Lease, NewTask, Returned, Task, TaskError, TaskId, TaskStatus,
+    MAX_BLOCKERS, MAX_DESCRIPTION_CHARS, MAX_SUBJECT_CHARS, MAX_TAGS,
 };
 
 /// Every task of a board, by id.
@@ -54,6 +56,19 @@ pub fn create(tasks: &Tasks, id: TaskId, new: NewTask, now: UtcTime) -> Result<T
     if let Some(unknown) = blocked_by.iter().find(|b| !tasks.contains_key(b)) {
         return Err(TaskError::UnknownBlocker(*unknown));
     }
+    let mut tags: Vec<String> = Vec::new();
+    for tag in new.tags {
+        let tag = tag.trim().to_lowercase();
+        check_tag(&tag).map_err(TaskError::Invalid)?;
+        if !tags.contains(&tag) {
+            tags.push(tag);
+        }
+    }
+    if tags.len() > MAX_TAGS {
+        return Err(TaskError::Invalid(format!(
+            "a task may carry at most {MAX_TAGS} tags"
+        )));
+    }
     let task = Task {
         id,
         subject: subject.to_owned(),
@@ -61,6 +76,10 @@ pub fn create(tasks: &Tasks, id: TaskId, new: NewTask, now: UtcTime) -> Result<T
         blocked_by,
         status: TaskStatus::Pending,
         owner: None,
+        tags,
+        assignee: new.assignee,
+        lease: None,
+        returned: None,
         created_at_utc: now,
         updated_at_utc: now,
     };
@@ -68,14 +87,25 @@ pub fn create(tasks: &Tasks, id: TaskId, new: NewTask, now: UtcTime) -> Result<T
     Ok(task)
 }
 
-/// The claimed task, or why `agent` cannot claim it.
+/// The claimed task, or why `agent` cannot claim it. The claim gets `token` and a lease of
+/// `lease` from `now`. An in-progress task whose lease ran out is claimable: it is returned
+/// (recorded in `returned`) and claimed in the same step.
 pub fn claim(
     tasks: &Tasks,
     id: &TaskId,
     agent: &AgentName,
     now: UtcTime,
+    token: ClaimToken,
+    lease: Duration,
 ) -> Result<Task, TaskError> {
-    let task = tasks.get(id).ok_or(TaskError::NotFound(*id))?;
+    let stored = tasks.get(id).ok_or(TaskError::NotFound(*id))?;
+    let returned;
+    let task = if stored.lease_expired(now) {
+        returned = expire(tasks, id, now)?;
+        &returned
+    } else {
+        stored
+    };
     match (task.status, &task.owner) {
         (TaskStatus::Pending, None) => {}
         (TaskStatus::InProgress, Some(owner)) => {
@@ -100,6 +130,13 @@ pub fn claim(
             })
         }
     }
+    if let Some(assignee) = task.assignee.as_ref().filter(|a| *a != agent) {
+        return Err(TaskError::State {
+            id: *id,
+            status: task.status,
+            message: format!("it is assigned to {assignee}; only {assignee} may claim it"),
+        });
+    }
     let open = open_blockers(tasks, task);
     if !open.is_empty() {
         return Err(TaskError::Blocked { id: *id, open });
@@ -107,40 +144,159 @@ pub fn claim(
     Ok(Task {
         status: TaskStatus::InProgress,
         owner: Some(agent.clone()),
+        lease: Some(Lease {
+            token,
+            expires_at_utc: lease_end(now, lease)?,
+        }),
         updated_at_utc: later(task.updated_at_utc, now),
         ..task.clone()
     })
 }
 
-/// The completed task, or why `agent` cannot complete it.
+/// When a lease of `lease` taken at `now` runs out.
+fn lease_end(now: UtcTime, lease: Duration) -> Result<UtcTime, TaskError> {
+    now.checked_add(lease)
+        .ok_or_else(|| TaskError::Invalid(format!("a lease of {lease:?} is out of range")))
+}
+
+/// The task whose live claim `agent` holds with `token`, or why the claim is not live. A
+/// task claimed before leases existed (no lease) is its owner's without a token.
+fn live_claim<'a>(
+    tasks: &'a Tasks,
+    id: &TaskId,
+    agent: &AgentName,
+    token: &ClaimToken,
+    now: UtcTime,
+) -> Result<&'a Task, TaskError> {
+    let task = tasks.get(id).ok_or(TaskError::NotFound(*id))?;
+    match (task.status, &task.owner) {
+        (TaskStatus::InProgress, Some(owner)) if owner == agent => {}
+        (TaskStatus::InProgress, Some(owner)) => {
+            return Err(TaskError::Claimed {
+                id: *id,
+                owner: owner.clone(),
+                hint: "; only its owner can complete it",
+            })
+        }
+        (TaskStatus::Pending, _) => {
+            return Err(TaskError::State {
+                id: *id,
+                status: task.status,
+                message: match &task.returned {
+                    Some(r) if &r.owner == agent => format!(
+                        "it came back to the board at {} ({}); claim it again",
+                        r.at_utc, r.reason
+                    ),
+                    _ => "it is not claimed; claim it before completing it".to_owned(),
+                },
+            })
+        }
+        (status, _) => {
+            return Err(TaskError::State {
+                id: *id,
+                status,
+                message: "it is completed already".to_owned(),
+            })
+        }
+    }
+    match &task.lease {
+        None => Ok(task),
+        Some(lease) if lease.token != *token => Err(TaskError::LeaseLost {
+            id: *id,
+            message: format!(
+                "it was claimed again since (claim {}); yours was {token}",
+                lease.token
+            ),
+        }),
+        Some(lease) if lease.expires_at_utc <= now => Err(TaskError::LeaseLost {
+            id: *id,
+            message: format!(
+                "its lease ran out at {}; the task goes back to the board",
+                lease.expires_at_utc
+            ),
+        }),
+        Some(_) => Ok(task),
+    }
+}
+
+/// The task with the live claim of `agent` extended by `lease` from `now`.
+pub fn renew(
+    tasks: &Tasks,
+    id: &TaskId,
+    agent: &AgentName,
+    token: &ClaimToken,
+    now: UtcTime,
+    lease: Duration,
+) -> Result<Task, TaskError> {
+    let task = live_claim(tasks, id, agent, token, now)?;
+    Ok(Task {
+        lease: task.lease.map(|l| Lease {
+            expires_at_utc: lease_end(now, lease).unwrap_or(l.expires_at_utc),
+            ..l
+        }),
+        updated_at_utc: later(task.updated_at_utc, now),
+        ..task.clone()
+    })
+}
+
+/// The completed task, or why `agent` cannot complete it with `token`.
 pub fn complete(
     tasks: &Tasks,
     id: &TaskId,
     agent: &AgentName,
+    token: &ClaimToken,
     now: UtcTime,
 ) -> Result<Task, TaskError> {
+    let task = live_claim(tasks, id, agent, token, now)?;
+    Ok(Task {
+        status: TaskStatus::Completed,
+        lease: None,
+        updated_at_utc: later(task.updated_at_utc, now),
+        ..task.clone()
+    })
+}
+
+/// The task back in `pending` because its lease ran out by `now`, or why not.
+pub fn expire(tasks: &Tasks, id: &TaskId, now: UtcTime) -> Result<Task, TaskError> {
     let task = tasks.get(id).ok_or(TaskError::NotFound(*id))?;
-    match (task.status, &task.owner) {
-        (TaskStatus::InProgress, Some(owner)) if owner == agent => Ok(Task {
-            status: TaskStatus::Completed,
-            updated_at_utc: later(task.updated_at_utc, now),
-            ..task.clone()
-        }),
-        (TaskStatus::InProgress, Some(owner)) => Err(TaskError::Claimed {
-            id: *id,
-            owner: owner.clone(),
-            hint: "; only its owner can complete it",
-        }),
-        (TaskStatus::Pending, _) => Err(TaskError::State {
+    match (&task.owner, &task.lease) {
+        (Some(owner), Some(lease)) if task.lease_expired(now) => {
+            let reason = format!("its lease ran out at {}", lease.expires_at_utc);
+            Ok(returned(task, owner, now, reason))
+        }
+        _ => Err(TaskError::State {
             id: *id,
             status: task.status,
-            message: "it is not claimed; claim it before completing it".to_owned(),
+            message: "it has no lease that ran out".to_owned(),
         }),
-        (status, _) => Err(TaskError::State {
-            id: *id,
-            status,
-            message: "it is completed already".to_owned(),
+    }
+}
+
+/// The task back in `pending` because `agent` let its live claim go, for `reason`.
+pub fn release(
+    tasks: &Tasks,
+    id: &TaskId,
+    agent: &AgentName,
+    token: &ClaimToken,
+    now: UtcTime,
+    reason: &str,
+) -> Result<Task, TaskError> {
+    let task = live_claim(tasks, id, agent, token, now)?;
+    Ok(returned(task, agent, now, format!("released: {reason}")))
+}
+
+fn returned(task: &Task, owner: &AgentName, now: UtcTime, reason: String) -> Task {
+    Task {
+        status: TaskStatus::Pending,
+        owner: None,
+        lease: None,
+        returned: Some(Returned {
+            owner: owner.clone(),
+            at_utc: later(task.updated_at_utc, now),
+            reason,
         }),
+        updated_at_utc: later(task.updated_at_utc, now),
+        ..task.clone()
     }
 }
 
@@ -264,8 +420,8 @@ mod tests {
         let now = ManualClock::at_spec_epoch().now();
         let new = NewTask {
             subject: "s".into(),
-            description: None,
             blocked_by,
+            ..NewTask::default()
         };
         let task = create(tasks, id(ids), new, now).unwrap();
         let task_id = task.id;
@@ -347,7 +503,9 @@ mod tests {
         let mut tasks = Tasks::new();
         let a = add(&mut tasks, &ids, vec![]);
         clock.advance_millis(-5_000);
-        let claimed = claim(&tasks, &a, &AgentName::lead(), clock.now()).unwrap();
+        let token = ClaimToken::from_uuid(ids.next_uuid()).unwrap();
+        let lease = Duration::from_secs(60);
+        let claimed = claim(&tasks, &a, &AgentName::lead(), clock.now(), token, lease).unwrap();
         assert_eq!(claimed.updated_at_utc, claimed.created_at_utc);
         assert_eq!(claimed.check(), Ok(()));
     }

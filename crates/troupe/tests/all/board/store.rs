@@ -29,6 +29,7 @@ pub fn new_task(subject: &str, blocked_by: Vec<TaskId>) -> NewTask {
         subject: subject.into(),
         description: None,
         blocked_by,
+        ..Default::default()
     }
 }
 
@@ -46,9 +47,10 @@ fn a_new_board_instance_reads_what_an_old_one_wrote() {
             subject: "b".into(),
             description: Some("details".into()),
             blocked_by: vec![a.id],
+            ..Default::default()
         })
         .unwrap();
-    old.claim(&a.id, &agent("alice")).unwrap();
+    let claim = old.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
     drop(old);
 
     let new = board(dir.path(), 2);
@@ -63,7 +65,7 @@ fn a_new_board_instance_reads_what_an_old_one_wrote() {
         new.claim(&b.id, &agent("bob")).unwrap_err().code(),
         "task_blocked"
     );
-    new.complete(&a.id, &agent("alice")).unwrap();
+    new.complete(&a.id, &agent("alice"), &claim.token).unwrap();
     assert_eq!(
         new.claim(&b.id, &agent("bob")).unwrap().owner,
         Some(agent("bob"))
@@ -363,9 +365,11 @@ fn the_memory_board_follows_the_same_rules() {
             .code(),
         "task_not_found"
     );
-    board.claim(&a.id, &agent("alice")).unwrap();
+    let claim = board.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
     clock.advance_millis(10);
-    let done = board.complete(&a.id, &agent("alice")).unwrap();
+    let done = board
+        .complete(&a.id, &agent("alice"), &claim.token)
+        .unwrap();
     assert_eq!(done.updated_at_utc, clock.now());
     assert_eq!(
         board.claim(&b.id, &agent("bob")).unwrap().status,

@@ -9,7 +9,7 @@ use troupe::clock::ManualClock;
 use troupe::ids::SequentialIds;
 use troupe::layout::Layout;
 use troupe::permissions::{Decision, DenyApproval};
-use troupe::store::tasks::{FileTaskBoard, TaskBoard, TaskStatus};
+use troupe::store::tasks::{FileTaskBoard, HeldClaims, TaskBoard, TaskStatus};
 use troupe::tools::tasks::task_tools;
 use troupe::tools::ToolContext;
 
@@ -39,7 +39,10 @@ impl Fixture {
             Arc::new(clock.clone()),
             Arc::new(SequentialIds::new()),
         ));
-        let h = Harness::new(task_tools(board.clone()), approval);
+        let h = Harness::new(
+            task_tools(Arc::new(HeldClaims::new(board.clone()))),
+            approval,
+        );
         Self {
             dir,
             board,
@@ -51,7 +54,10 @@ impl Fixture {
     /// A board whose tools named in `denied` are refused by a deny rule.
     fn denying(denied: &[&str]) -> Self {
         let mut f = Self::new();
-        f.h = Harness::denying(task_tools(f.board.clone()), denied);
+        f.h = Harness::denying(
+            task_tools(Arc::new(HeldClaims::new(f.board.clone()))),
+            denied,
+        );
         f
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pretty_assertions::assert_eq;
 use troupe::clock::Clock;
 use troupe::error::ErrorCode;
-use troupe::store::tasks::{NewTask, TaskBoard, TaskId, TaskStatus};
+use troupe::store::tasks::{ClaimToken, NewTask, TaskBoard, TaskId, TaskStatus};
 use troupe::wire::AgentName;
 
 use super::{both, Backend, Stores};
@@ -23,11 +23,17 @@ fn agent(name: &str) -> AgentName {
     AgentName::parse(name).unwrap()
 }
 
+/// A token no claim has.
+fn no_claim() -> ClaimToken {
+    ClaimToken::parse("00000000-0000-4000-8000-00000000abcd").unwrap()
+}
+
 fn new_task(subject: &str, blocked_by: Vec<TaskId>) -> NewTask {
     NewTask {
         subject: subject.into(),
         description: None,
         blocked_by,
+        ..Default::default()
     }
 }
 
@@ -43,6 +49,7 @@ fn tasks_follow_the_rules_and_outlive_the_instance(backend: Backend) {
             subject: "b".into(),
             description: Some("details".into()),
             blocked_by: vec![a.id],
+            ..Default::default()
         })
         .unwrap();
     let unknown = TaskId::parse("00000000-0000-4000-8000-0000000000ff").unwrap();
@@ -54,7 +61,10 @@ fn tasks_follow_the_rules_and_outlive_the_instance(backend: Backend) {
             .code(),
         board.claim(&b.id, &agent("bob")).unwrap_err().code(),
         board.claim(&unknown, &agent("bob")).unwrap_err().code(),
-        board.complete(&a.id, &agent("alice")).unwrap_err().code(),
+        board
+            .complete(&a.id, &agent("alice"), &no_claim())
+            .unwrap_err()
+            .code(),
     ];
     assert_eq!(
         refusals,
@@ -68,16 +78,20 @@ fn tasks_follow_the_rules_and_outlive_the_instance(backend: Backend) {
     );
     let claimed = board.claim(&a.id, &agent("alice")).unwrap();
     assert_eq!(claimed.owner, Some(agent("alice")));
+    let token = claimed.lease.unwrap().token;
     assert_eq!(
         board.claim(&a.id, &agent("bob")).unwrap_err().code(),
         "task_claimed"
     );
     assert_eq!(
-        board.complete(&a.id, &agent("bob")).unwrap_err().code(),
+        board
+            .complete(&a.id, &agent("bob"), &token)
+            .unwrap_err()
+            .code(),
         "task_claimed"
     );
     s.clock.advance_millis(10);
-    let done = board.complete(&a.id, &agent("alice")).unwrap();
+    let done = board.complete(&a.id, &agent("alice"), &token).unwrap();
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(done.updated_at_utc, s.clock.now());
 

@@ -214,6 +214,7 @@ fn a_task_file_with_a_duplicate_key_is_corrupt() {
             subject: "a".into(),
             description: None,
             blocked_by: vec![],
+            ..Default::default()
         })
         .unwrap();
     let path = layout.tasks_dir().join(format!("{}.json", task.id));

@@ -571,6 +571,7 @@ async fn an_event_arriving_during_the_last_look_runs_at_once() {
             jobs: None,
             job_completions: None,
             cron_wakeups: Some(rx),
+            ..Default::default()
         },
     );
     let outcome = tokio::time::timeout(

@@ -1,0 +1,337 @@
+//! Work from the task board (SPEC §12): what an idle teammate pulls, and the leases behind it.
+//!
+//! - [`BoardWork::next_for`]: the next task that fits a teammate — pending (or with a lease that
+//!   ran out), every blocker completed, assigned to it or unassigned with no tags or a tag among
+//!   its skills — claimed for it through [`HeldClaims`], oldest first. Two teammates racing
+//!   for one task: the board gives it to one, the other takes the next.
+//! - [`BoardWork::anything_for`]: the same question without claiming, to decide whom a board
+//!   change wakes. Nothing polls: a teammate is woken by a board change (a task created,
+//!   completed, released, or returned by an expired lease), and goes idle when nothing fits.
+//! - [`keep_leases`]: one task per process that renews every claim held here at a third of the
+//!   lease, and returns tasks whose lease ran out (reporting each); it sleeps until the next
+//!   renewal or expiry, and waits without a timer while there is nothing to renew or expire.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use troupe_wire::{AgentName, UtcTime};
+
+use crate::clock::Clock;
+use crate::store::tasks::{HeldClaims, Task, TaskError, TaskId, TaskStatus, TaskView};
+
+/// The board as a source of work for teammates.
+pub struct BoardWork {
+    claims: Arc<HeldClaims>,
+    clock: Arc<dyn Clock>,
+    /// How long a claim lasts unless renewed (the board's lease): renewals run at a third.
+    lease: Duration,
+    /// Signalled on every board change made through this process: the keeper looks again.
+    changed: Notify,
+}
+
+/// What the keeper reports: a task whose lease ran out came back to the board.
+pub type ExpiredSink = Arc<dyn Fn(&Task) + Send + Sync>;
+
+impl BoardWork {
+    pub fn new(claims: Arc<HeldClaims>, clock: Arc<dyn Clock>, lease: Duration) -> Self {
+        Self {
+            claims,
+            clock,
+            lease,
+            changed: Notify::new(),
+        }
+    }
+
+    pub fn claims(&self) -> &Arc<HeldClaims> {
+        &self.claims
+    }
+
+    /// A board change happened here: the keeper looks at the board again.
+    pub fn note_change(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Claims the next task that fits `agent` with `skills`, oldest first; `None` when none
+    /// does.
+    pub fn next_for(
+        &self,
+        agent: &AgentName,
+        skills: &[String],
+    ) -> Result<Option<Task>, TaskError> {
+        for id in self.candidates(agent, skills)? {
+            match self.claims.claim(&id, agent) {
+                Ok(task) => return Ok(Some(task)),
+                // Someone else took it (or a blocker reopened): the next one.
+                Err(
+                    TaskError::Claimed { .. }
+                    | TaskError::State { .. }
+                    | TaskError::Blocked { .. }
+                    | TaskError::NotFound(_),
+                ) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether some task on the board fits `agent` now.
+    pub fn anything_for(&self, agent: &AgentName, skills: &[String]) -> bool {
+        match self.candidates(agent, skills) {
+            Ok(ids) => !ids.is_empty(),
+            Err(e) => {
+                tracing::warn!("could not read the task board for {agent}: {e}");
+                false
+            }
+        }
+    }
+
+    /// The ids of the tasks `agent` could claim now, oldest first.
+    fn candidates(&self, agent: &AgentName, skills: &[String]) -> Result<Vec<TaskId>, TaskError> {
+        let now = self.clock.now();
+        let tasks = self.claims.board().list()?;
+        Ok(claimable(&crate::store::tasks::views(&tasks), now)
+            .filter(|task| task.fits(agent, skills))
+            .map(|task| task.id)
+            .collect())
+    }
+
+    /// Returns every task whose lease ran out by now; the earliest lease still running, if any.
+    fn sweep(&self, expired: &ExpiredSink) -> Option<UtcTime> {
+        let now = self.clock.now();
+        let tasks = match self.claims.board().list() {
+            Ok(tasks) => tasks,
+            Err(e) => {
+                tracing::warn!("could not read the task board to expire leases: {e}");
+                return None;
+            }
+        };
+        let mut next: Option<UtcTime> = None;
+        for task in &tasks {
+            let Some(lease) = task.lease.filter(|_| task.status == TaskStatus::InProgress) else {
+                continue;
+            };
+            if lease.expires_at_utc > now {
+                next = Some(next.map_or(lease.expires_at_utc, |n| n.min(lease.expires_at_utc)));
+                continue;
+            }
+            match self.claims.board().expire(&task.id) {
+                Ok(returned) => expired(&returned),
+                // Renewed, completed or taken over in between: nothing to do.
+                Err(TaskError::State { .. }) => {}
+                Err(e) => tracing::warn!("could not return task {} to the board: {e}", task.id),
+            }
+        }
+        next
+    }
+}
+
+/// The tasks of `views` that can be claimed at `now`: pending, or in progress with a lease that
+/// ran out; every blocker completed.
+fn claimable(views: &[TaskView], now: UtcTime) -> impl Iterator<Item = &Task> {
+    views.iter().filter_map(move |view| {
+        let task = &view.task;
+        let open = task.status == TaskStatus::Pending || task.lease_expired(now);
+        (open && view.open_blockers.is_empty()).then_some(task)
+    })
+}
+
+/// Renews the claims held here and returns expired tasks until `closing`. `spans_processes`:
+/// other processes claim from the same board, so claims this process never saw can expire —
+/// the board is looked at again once per lease while any task is in progress.
+pub async fn keep_leases(
+    work: Arc<BoardWork>,
+    expired: ExpiredSink,
+    spans_processes: bool,
+    closing: CancellationToken,
+) {
+    let renew_every = (work.lease / 3).max(Duration::from_millis(100));
+    let mut next_renewal = tokio::time::Instant::now() + renew_every;
+    loop {
+        let next_expiry = work.sweep(&expired);
+        let holding = !work.claims.is_empty();
+        let now = work.clock.now();
+        let until_expiry = next_expiry.map(|at| {
+            let millis = at.millis_since(now).max(0) as u64;
+            // Across processes a lease is renewed by its holder; look again no later than a
+            // lease from now, in case it was not.
+            let wait = Duration::from_millis(millis) + Duration::from_millis(10);
+            if spans_processes {
+                wait.min(work.lease)
+            } else {
+                wait
+            }
+        });
+        let deadline = match (holding, until_expiry) {
+            (true, Some(wait)) => Some(next_renewal.min(tokio::time::Instant::now() + wait)),
+            (true, None) => Some(next_renewal),
+            (false, Some(wait)) => Some(tokio::time::Instant::now() + wait),
+            (false, None) => None,
+        };
+        tokio::select! {
+            () = closing.cancelled() => return,
+            () = work.changed.notified() => {}
+            () = work.claims.added() => {}
+            () = sleep_until(deadline) => {}
+        }
+        if !work.claims.is_empty() && tokio::time::Instant::now() >= next_renewal {
+            for (agent, id, why) in work.claims.renew_all() {
+                tracing::warn!("{agent} lost its claim on task {id}: {why}");
+            }
+            next_renewal = tokio::time::Instant::now() + renew_every;
+        } else if work.claims.is_empty() {
+            next_renewal = tokio::time::Instant::now() + renew_every;
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The text a teammate works on for a task it pulled from the board.
+pub fn task_prompt(task: &Task) -> String {
+    let mut prompt = format!("[task] {} — {}", task.id, task.subject);
+    if !task.description.is_empty() {
+        prompt.push('\n');
+        prompt.push_str(&task.description);
+    }
+    prompt.push_str(
+        "\n(You took this task from the team's board. Do it; your final answer is its result, \
+         and the task is completed for you when you answer.)",
+    );
+    prompt
+}
+
+/// Whether `agent` completed `task` (the teammate may complete a pulled task itself with
+/// `complete_task` before it answers).
+pub fn completed_by(task: &Task, agent: &AgentName) -> bool {
+    task.status == TaskStatus::Completed && task.owner.as_ref() == Some(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::ids::SequentialIds;
+    use crate::store::tasks::{MemoryTaskBoard, NewTask, TaskBoard};
+
+    fn name(raw: &str) -> AgentName {
+        AgentName::parse(raw).unwrap()
+    }
+
+    fn work() -> (Arc<BoardWork>, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::at_spec_epoch());
+        let board: Arc<dyn TaskBoard> = Arc::new(
+            MemoryTaskBoard::new(clock.clone(), Arc::new(SequentialIds::new()))
+                .with_lease(Duration::from_secs(60)),
+        );
+        let claims = Arc::new(HeldClaims::new(board));
+        (
+            Arc::new(BoardWork::new(
+                claims,
+                clock.clone(),
+                Duration::from_secs(60),
+            )),
+            clock,
+        )
+    }
+
+    fn add(work: &BoardWork, subject: &str, tags: &[&str], assignee: Option<&str>) -> Task {
+        work.claims
+            .board()
+            .create(NewTask {
+                subject: subject.into(),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                assignee: assignee.map(name),
+                ..NewTask::default()
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_teammate_takes_only_what_fits_it_oldest_first() {
+        let (work, _) = work();
+        let docs = add(&work, "docs", &["docs"], None);
+        let for_bob = add(&work, "bob's", &[], Some("bob"));
+        let anyone = add(&work, "anyone", &[], None);
+        let rust = vec!["rust".to_owned()];
+        let taken = work.next_for(&name("alice"), &rust).unwrap().unwrap();
+        assert_eq!(taken.id, anyone.id);
+        assert_eq!(work.next_for(&name("alice"), &rust).unwrap(), None);
+        assert!(!work.anything_for(&name("alice"), &rust));
+        let docs_skill = vec!["docs".to_owned()];
+        assert_eq!(
+            work.next_for(&name("carol"), &docs_skill)
+                .unwrap()
+                .unwrap()
+                .id,
+            docs.id
+        );
+        assert_eq!(
+            work.next_for(&name("bob"), &[]).unwrap().unwrap().id,
+            for_bob.id
+        );
+    }
+
+    #[test]
+    fn a_blocked_task_waits_for_its_blocker() {
+        let (work, _) = work();
+        let first = add(&work, "first", &[], None);
+        let second = work
+            .claims
+            .board()
+            .create(NewTask {
+                subject: "second".into(),
+                blocked_by: vec![first.id],
+                ..NewTask::default()
+            })
+            .unwrap();
+        let alice = name("alice");
+        assert_eq!(work.next_for(&alice, &[]).unwrap().unwrap().id, first.id);
+        assert_eq!(work.next_for(&name("bob"), &[]).unwrap(), None);
+        work.claims.complete(&first.id, &alice).unwrap();
+        assert_eq!(
+            work.next_for(&name("bob"), &[]).unwrap().unwrap().id,
+            second.id
+        );
+    }
+
+    #[test]
+    fn an_expired_lease_is_swept_back_and_reported_once() {
+        let (work, clock) = work();
+        let task = add(&work, "t", &[], None);
+        let alice = name("alice");
+        work.next_for(&alice, &[]).unwrap().unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink: ExpiredSink = {
+            let seen = seen.clone();
+            Arc::new(move |t: &Task| seen.lock().unwrap().push(t.clone()))
+        };
+        let next = work.sweep(&sink).unwrap();
+        assert!(seen.lock().unwrap().is_empty());
+        clock.advance_millis(next.millis_since(clock.now()));
+        assert_eq!(work.sweep(&sink), None);
+        assert_eq!(work.sweep(&sink), None);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].id, task.id);
+        assert_eq!(seen[0].status, TaskStatus::Pending);
+        assert_eq!(seen[0].returned.as_ref().unwrap().owner, alice);
+        // The stale holder cannot complete it; the next claimer can.
+        assert_eq!(
+            crate::error::ErrorCode::code(&work.claims.complete(&task.id, &alice).unwrap_err()),
+            "task_state"
+        );
+        let bob = name("bob");
+        work.next_for(&bob, &[]).unwrap().unwrap();
+        assert_eq!(
+            work.claims.complete(&task.id, &bob).unwrap().status,
+            TaskStatus::Completed
+        );
+    }
+}
