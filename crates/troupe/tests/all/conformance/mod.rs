@@ -181,17 +181,20 @@ impl Stores {
 
     /// A new task board instance over this team's board.
     pub fn board(&self) -> Arc<dyn TaskBoard> {
+        self.board_with_lease(troupe::store::tasks::DEFAULT_LEASE)
+    }
+
+    /// A new board instance whose claims last `lease` unless renewed.
+    pub fn board_with_lease(&self, lease: Duration) -> Arc<dyn TaskBoard> {
         match &self.pg {
-            None => Arc::new(FileTaskBoard::new(
-                &self.layout,
-                Arc::new(self.clock.clone()),
-                self.ids.clone(),
-            )),
-            Some(pg) => Arc::new(PgTaskBoard::new(
-                pg.clone(),
-                Arc::new(self.clock.clone()),
-                self.ids.clone(),
-            )),
+            None => Arc::new(
+                FileTaskBoard::new(&self.layout, Arc::new(self.clock.clone()), self.ids.clone())
+                    .with_lease(lease),
+            ),
+            Some(pg) => Arc::new(
+                PgTaskBoard::new(pg.clone(), Arc::new(self.clock.clone()), self.ids.clone())
+                    .with_lease(lease),
+            ),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! corrupt record reported, never skipped.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use troupe::clock::Clock;
@@ -17,6 +18,10 @@ both!(
     tasks_follow_the_rules_and_outlive_the_instance,
     instances_racing_to_claim_give_one_owner,
     a_board_is_the_teams_own,
+    a_claim_is_live_only_with_its_token_and_before_its_lease_runs_out,
+    an_expired_lease_returns_the_task_once_and_the_stale_holder_cannot_complete,
+    renewing_keeps_a_claim_live_and_a_release_gives_it_back,
+    tags_and_the_assignee_are_kept_and_an_assigned_task_is_its_assignees,
 );
 
 fn agent(name: &str) -> AgentName {
@@ -212,4 +217,193 @@ fn a_running_lead_does_not_block_the_task_board() {
         .recv_timeout(std::time::Duration::from_secs(10))
         .expect("a board change waited for the lead's lock");
     assert!(created.is_ok(), "{created:?}");
+}
+
+/// Claims carry a fresh token and a lease of the board's length; completing needs the owner,
+/// its token, and a lease that has not run out.
+fn a_claim_is_live_only_with_its_token_and_before_its_lease_runs_out(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let board = s.board_with_lease(Duration::from_secs(60));
+    let a = board.create(new_task("a", vec![])).unwrap();
+    let claimed = board.claim(&a.id, &agent("alice")).unwrap();
+    let lease = claimed.lease.unwrap();
+    assert_eq!(lease.expires_at_utc.millis_since(s.clock.now()), 60_000);
+    // Another instance (process) sees the same lease.
+    assert_eq!(s.board().get(&a.id).unwrap().lease, Some(lease));
+    assert_eq!(
+        board
+            .complete(&a.id, &agent("alice"), &no_claim())
+            .unwrap_err()
+            .code(),
+        "task_lease_lost"
+    );
+    s.clock.advance_millis(60_000);
+    let late = board
+        .complete(&a.id, &agent("alice"), &lease.token)
+        .unwrap_err();
+    assert_eq!(late.code(), "task_lease_lost");
+    assert!(late.to_string().contains("lease ran out"), "{late}");
+    // Nothing changed: the task is still alice's until it is expired or claimed again.
+    assert_eq!(board.get(&a.id).unwrap(), claimed);
+}
+
+/// A lease that ran out: `expire` returns the task to pending once, recording who held it; a
+/// second expire is refused; the next claimer gets a new token; the stale holder can neither
+/// complete nor renew, and the new holder completes it exactly once.
+fn an_expired_lease_returns_the_task_once_and_the_stale_holder_cannot_complete(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let board = s.board_with_lease(Duration::from_secs(30));
+    let a = board.create(new_task("a", vec![])).unwrap();
+    let b = board.create(new_task("b", vec![])).unwrap();
+    let first = board.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
+    assert_eq!(board.expire(&a.id).unwrap_err().code(), "task_state");
+    s.clock.advance_millis(30_000);
+    let returned = board.expire(&a.id).unwrap();
+    assert_eq!(returned.status, TaskStatus::Pending);
+    assert_eq!(returned.owner, None);
+    assert_eq!(returned.lease, None);
+    let why = returned.returned.clone().unwrap();
+    assert_eq!(why.owner, agent("alice"));
+    assert!(why.reason.contains("lease ran out"), "{}", why.reason);
+    assert_eq!(board.expire(&a.id).unwrap_err().code(), "task_state");
+    assert_eq!(
+        board
+            .complete(&a.id, &agent("alice"), &first.token)
+            .unwrap_err()
+            .code(),
+        "task_state"
+    );
+    let second = board.claim(&a.id, &agent("bob")).unwrap().lease.unwrap();
+    assert_ne!(second.token, first.token);
+    assert_eq!(
+        board
+            .renew(&a.id, &agent("alice"), &first.token)
+            .unwrap_err()
+            .code(),
+        "task_claimed"
+    );
+    assert_eq!(
+        board
+            .complete(&a.id, &agent("bob"), &second.token)
+            .unwrap()
+            .status,
+        TaskStatus::Completed
+    );
+    assert_eq!(
+        board
+            .complete(&a.id, &agent("bob"), &second.token)
+            .unwrap_err()
+            .code(),
+        "task_state"
+    );
+    // A claim of a task whose lease ran out (not yet expired by anyone) takes it over in one
+    // step, recording why it came back.
+    let old = board.claim(&b.id, &agent("alice")).unwrap().lease.unwrap();
+    s.clock.advance_millis(30_000);
+    let taken = board.claim(&b.id, &agent("carol")).unwrap();
+    assert_eq!(taken.owner, Some(agent("carol")));
+    assert_eq!(taken.returned.unwrap().owner, agent("alice"));
+    assert_eq!(
+        board
+            .complete(&b.id, &agent("alice"), &old.token)
+            .unwrap_err()
+            .code(),
+        "task_claimed"
+    );
+    // The same agent claiming again gets a new token: the old one is stale.
+    s.clock.advance_millis(30_000);
+    let carol_old = s.board().get(&b.id).unwrap().lease.unwrap();
+    let carol_new = board.claim(&b.id, &agent("carol")).unwrap().lease.unwrap();
+    assert_ne!(carol_new.token, carol_old.token);
+    assert_eq!(
+        board
+            .complete(&b.id, &agent("carol"), &carol_old.token)
+            .unwrap_err()
+            .code(),
+        "task_lease_lost"
+    );
+}
+
+/// Renewing moves the lease on from now; a release gives the task back with its reason.
+fn renewing_keeps_a_claim_live_and_a_release_gives_it_back(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let board = s.board_with_lease(Duration::from_secs(30));
+    let a = board.create(new_task("a", vec![])).unwrap();
+    let lease = board.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
+    for _ in 0..3 {
+        s.clock.advance_millis(20_000);
+        let renewed = board.renew(&a.id, &agent("alice"), &lease.token).unwrap();
+        assert_eq!(
+            renewed
+                .lease
+                .unwrap()
+                .expires_at_utc
+                .millis_since(s.clock.now()),
+            30_000
+        );
+    }
+    assert_eq!(
+        board
+            .renew(&a.id, &agent("bob"), &lease.token)
+            .unwrap_err()
+            .code(),
+        "task_claimed"
+    );
+    let released = board
+        .release(&a.id, &agent("alice"), &lease.token, "alice shut down")
+        .unwrap();
+    assert_eq!(released.status, TaskStatus::Pending);
+    assert_eq!(
+        released.returned.unwrap().reason,
+        "released: alice shut down"
+    );
+    assert_eq!(
+        board
+            .release(&a.id, &agent("alice"), &lease.token, "again")
+            .unwrap_err()
+            .code(),
+        "task_state"
+    );
+}
+
+/// Tags and the assignee are stored (lowercased, repeats kept once) and read back by another
+/// instance; only the assignee may claim an assigned task; bad tags are refused.
+fn tags_and_the_assignee_are_kept_and_an_assigned_task_is_its_assignees(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let board = s.board();
+    let task = board
+        .create(NewTask {
+            subject: "docs".into(),
+            tags: vec!["Docs".into(), "rust".into(), "docs".into()],
+            assignee: Some(agent("bob")),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(task.tags, ["docs", "rust"]);
+    assert_eq!(s.board().get(&task.id).unwrap(), task);
+    let refused = board.claim(&task.id, &agent("alice")).unwrap_err();
+    assert_eq!(refused.code(), "task_state");
+    assert!(refused.to_string().contains("assigned to bob"), "{refused}");
+    assert_eq!(
+        board.claim(&task.id, &agent("bob")).unwrap().owner,
+        Some(agent("bob"))
+    );
+    for bad in ["", "two words", "x".repeat(41).as_str(), "semi;colon"] {
+        let err = board
+            .create(NewTask {
+                subject: "t".into(),
+                tags: vec![bad.to_owned()],
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert_eq!(err.code(), "invalid_arguments", "{bad:?}");
+    }
 }
