@@ -28,6 +28,7 @@
 pub mod support;
 
 mod answers;
+mod board;
 mod bookkeeping;
 mod close;
 mod concurrency;
