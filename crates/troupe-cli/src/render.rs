@@ -171,24 +171,36 @@ fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
     out
 }
 
-/// One line per task: id, status, owner, subject, and what still blocks it.
+/// One line per task: id, status, owner, when its lease runs out, subject, its tags and
+/// assignee, and what still blocks it.
 pub fn tasks(views: &[TaskView]) -> String {
     if views.is_empty() {
         return "no tasks\n".to_owned();
     }
     let mut out = format!(
-        "{:<36}  {:<11} {:<20} {}\n",
-        "id", "status", "owner", "subject"
+        "{:<36}  {:<11} {:<20} {:<24}  {}\n",
+        "id", "status", "owner", "lease until", "subject"
     );
     for v in views {
-        let owner = v.task.owner.as_ref().map_or("-", |o| o.as_str());
+        let task = &v.task;
+        let owner = task.owner.as_ref().map_or("-", |o| o.as_str());
+        let lease = task
+            .lease
+            .map_or_else(|| "-".to_owned(), |l| l.expires_at_utc.to_string());
         out.push_str(&format!(
-            "{}  {:<11} {:<20} {}",
-            v.task.id,
-            v.task.status.as_str(),
+            "{}  {:<11} {:<20} {:<24}  {}",
+            task.id,
+            task.status.as_str(),
             owner,
-            first_line(&v.task.subject, 60)
+            lease,
+            first_line(&task.subject, 60)
         ));
+        if !task.tags.is_empty() {
+            out.push_str(&format!("  [{}]", task.tags.join(", ")));
+        }
+        if let Some(assignee) = &task.assignee {
+            out.push_str(&format!("  (for {assignee})"));
+        }
         if !v.open_blockers.is_empty() {
             let open: Vec<String> = v.open_blockers.iter().map(ToString::to_string).collect();
             out.push_str(&format!("  (blocked by {})", open.join(", ")));

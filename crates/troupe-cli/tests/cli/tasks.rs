@@ -69,10 +69,17 @@ fn tasks_json_shows_the_board() {
             subject: "build".into(),
             description: None,
             blocked_by: vec![a.id],
-            ..Default::default()
+            tags: vec!["rust".into(), "docs".into()],
+            assignee: Some(AgentName::parse("bob").unwrap()),
         })
         .unwrap();
-    b.claim(&a.id, &AgentName::parse("alice").unwrap()).unwrap();
+    let lease = b
+        .claim(&a.id, &AgentName::parse("alice").unwrap())
+        .unwrap()
+        .lease
+        .unwrap();
+    let until = "2026-07-30T08:05:00.000Z";
+    assert_eq!(lease.expires_at_utc.to_string(), until);
 
     let out = stdout(&troupe(dir.path(), &["tasks", "--json"]));
     let at = "2026-07-30T08:00:00.000Z";
@@ -81,9 +88,11 @@ fn tasks_json_shows_the_board() {
         json!({"tasks": [
             {"id": a.id.to_string(), "subject": "design", "description": "the schema",
              "blocked_by": [], "status": "in_progress", "owner": "alice",
+             "lease": {"token": lease.token.to_string(), "expires_at_utc": until},
              "created_at_utc": at, "updated_at_utc": at, "open_blockers": []},
             {"id": c.id.to_string(), "subject": "build", "description": "",
              "blocked_by": [a.id.to_string()], "status": "pending", "owner": null,
+             "tags": ["rust", "docs"], "assignee": "bob",
              "created_at_utc": at, "updated_at_utc": at, "open_blockers": [a.id.to_string()]}
         ]})
     );
@@ -92,9 +101,9 @@ fn tasks_json_shows_the_board() {
     assert_eq!(
         text,
         format!(
-            "id                                    status      owner                subject\n\
-             {}  in_progress alice                design\n\
-             {}  pending     -                    build  (blocked by {})\n",
+            "id                                    status      owner                lease until               subject\n\
+             {}  in_progress alice                {until}  design\n\
+             {}  pending     -                    -                         build  [rust, docs]  (for bob)  (blocked by {})\n",
             a.id, c.id, a.id
         )
     );
