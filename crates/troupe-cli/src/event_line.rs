@@ -179,6 +179,46 @@ pub fn describe(event: &Event) -> String {
             None => format!("is {}", s("status")),
         },
         kinds::USER_MESSAGE => format!("message from user: \"{}\"", short(s("text"), 120)),
+        kinds::TASK_CREATED => {
+            let mut text = format!(
+                "task created: {} ({})",
+                short(s("subject"), 80),
+                s("task_id")
+            );
+            if let Some(assignee) = event.str("assignee") {
+                text.push_str(&format!(" for {assignee}"));
+            }
+            if let Some(tags) = event.fields.get("tags").and_then(|t| t.as_array()) {
+                let tags: Vec<&str> = tags.iter().filter_map(|t| t.as_str()).collect();
+                text.push_str(&format!(" [{}]", tags.join(", ")));
+            }
+            text
+        }
+        kinds::TASK_CLAIMED => format!(
+            "claimed task {} ({}), lease until {}",
+            short(s("subject"), 80),
+            s("task_id"),
+            event.str("lease_expires_at").unwrap_or("-")
+        ),
+        kinds::TASK_COMPLETED => {
+            format!(
+                "completed task {} ({})",
+                short(s("subject"), 80),
+                s("task_id")
+            )
+        }
+        kinds::TASK_LEASE_EXPIRED => format!(
+            "task {} ({}) back on the board: {}",
+            short(s("subject"), 80),
+            s("task_id"),
+            short(s("reason"), 80)
+        ),
+        kinds::TASK_RELEASED => format!(
+            "gave task {} ({}) back: {}",
+            short(s("subject"), 80),
+            s("task_id"),
+            short(s("reason"), 80)
+        ),
         other => format!(
             "{other} {}",
             short(
