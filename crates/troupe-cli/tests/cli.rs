@@ -66,6 +66,8 @@ mod agentdefs;
 mod approval_choices;
 #[path = "cli/architecture.rs"]
 mod architecture;
+#[path = "cli/board.rs"]
+mod board;
 #[path = "cli/browser.rs"]
 mod browser;
 #[path = "cli/demo.rs"]

@@ -87,6 +87,26 @@ impl BoardWork {
         }
     }
 
+    /// Whether some task is in progress under a lease this process does not hold (a run or
+    /// worker that died, or another process): it comes back to the board when the lease runs
+    /// out, unless its holder completes it first.
+    pub fn held_elsewhere(&self) -> bool {
+        match self.claims.board().list() {
+            Ok(tasks) => tasks.iter().any(|task| {
+                task.status == TaskStatus::InProgress
+                    && task.lease.is_some()
+                    && task
+                        .owner
+                        .as_ref()
+                        .is_some_and(|owner| !self.claims.holds(owner, &task.id))
+            }),
+            Err(e) => {
+                tracing::warn!("could not read the task board: {e}");
+                false
+            }
+        }
+    }
+
     /// The ids of the tasks `agent` could claim now, oldest first.
     fn candidates(&self, agent: &AgentName, skills: &[String]) -> Result<Vec<TaskId>, TaskError> {
         let now = self.clock.now();

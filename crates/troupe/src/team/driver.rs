@@ -392,6 +392,11 @@ impl Driver {
         {
             return Ok(false);
         }
+        // A task a dead run or another process holds comes back when its lease runs out, and a
+        // teammate here takes it: the run waits for that.
+        if self.team.awaiting_tasks() {
+            return Ok(false);
+        }
         let counts = self
             .team
             .mailbox()

@@ -369,6 +369,22 @@ impl TeamRuntime {
         *lock(&self.inner.keeper) = Some(keeper);
     }
 
+    /// Whether the run should wait for a task held by a claim this process does not hold (left
+    /// by a run that died, or worked on elsewhere): its holder completes it, or its lease runs
+    /// out and a teammate takes it. Only while some teammate can still take work.
+    pub fn awaiting_tasks(&self) -> bool {
+        let Some(work) = self.inner.board.get() else {
+            return false;
+        };
+        let someone_can_work = self.inner.roster.all().iter().any(|record| {
+            !matches!(
+                record.status,
+                TeammateStatus::Shutdown | TeammateStatus::Failed
+            )
+        });
+        someone_can_work && work.held_elsewhere()
+    }
+
     /// The board changed (a task was created, completed, released or returned): wakes every
     /// teammate that some claimable task fits. A running teammate looks again before it idles.
     pub fn board_changed(&self) {

@@ -117,6 +117,11 @@ impl HeldClaims {
         lock(&self.held).is_empty()
     }
 
+    /// Whether `agent`'s claim on `id` is held here.
+    pub fn holds(&self, agent: &AgentName, id: &TaskId) -> bool {
+        lock(&self.held).contains_key(&(agent.clone(), *id))
+    }
+
     /// The tasks `agent` holds here.
     pub fn held_by(&self, agent: &AgentName) -> Vec<TaskId> {
         lock(&self.held)
