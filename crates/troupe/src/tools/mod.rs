@@ -12,6 +12,7 @@
 //!   background jobs ([`shell_output`]: what `shell` keeps of a command's output); the `task` tool lives beside the runner it runs
 //!   ([`crate::agent::subagent_tool`]).
 //! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
+//!   [`ignore_rules`]: the workspace's `.gitignore`/`.ignore` files as `glob` reads them.
 //! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
 //!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).
 //! - [`mcp`]: the tools of MCP servers (`mcp__<server>__<tool>`), offered after the fixed ones.
@@ -29,6 +30,7 @@ pub mod confine;
 pub mod dispatch;
 pub mod edit_file;
 pub mod glob;
+pub mod ignore_rules;
 pub mod mcp;
 pub mod read_file;
 pub mod registry;
