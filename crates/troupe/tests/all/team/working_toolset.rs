@@ -330,11 +330,11 @@ async fn an_agent_definition_narrows_the_working_toolset() {
     let refused = lead.requests()[2]
         .messages
         .iter()
-        .filter_map(|m| match m {
+        .rev()
+        .find_map(|m| match m {
             ChatMessage::Tool { content, .. } => Some(content.clone()),
             _ => None,
         })
-        .last()
         .unwrap();
     assert!(
         refused.contains("agents/boss.md was skipped")
