@@ -1,7 +1,8 @@
 //! The team runtime of a run and the factory of its teammates' runners: each teammate's
 //! policy is the base policy with its plan gate (and, in a distributed team, its lease gate),
-//! its tools are the teammate tools its agent definition allows plus the MCP tools it lists,
-//! its model is the one `[model.agents]` or its definition names.
+//! its tools are the teammate tools its agent definition allows (the board tools over the
+//! lead's own board) plus the MCP tools it lists, its model is the one `[model.agents]` or its
+//! definition names.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::mcp::McpServers;
 use crate::permissions::PermissionPolicy;
 use crate::secrets::Redactor;
 use crate::store::protocol::ProtocolStore;
+use crate::store::tasks::HeldClaims;
 use crate::team::board_work::BoardWork;
 use crate::team::definitions::{self, AgentDefinition};
 use crate::team::tools::{SendMessage, SubmitPlan};
@@ -24,8 +26,12 @@ use crate::team::{
     GateStart, LeadOnlyRule, PlanGateRule, TeamError, TeamHandle, TeamPorts, TeamRuntime,
     TeammateFactory,
 };
+use crate::tools::edit_file::EditFileTool;
+use crate::tools::glob::GlobTool;
+use crate::tools::grep::GrepTool;
 use crate::tools::mcp::{mcp_tools, register_all};
 use crate::tools::read_file::ReadFileTool;
+use crate::tools::tasks::task_tools;
 use crate::tools::write_file::WriteFileTool;
 use crate::tools::{Dispatcher, ToolHandler};
 
@@ -33,7 +39,9 @@ use super::kit::LongLivedKit;
 use super::options::{
     agent_model, BootstrapError, ModelChooser, SandboxOptions, StoreChoice, TeamSettings,
 };
-use super::prompts::{living_prompt, registry_in_order, teammate_system_prompt, TEAMMATE_TOOLS};
+use super::prompts::{
+    living_prompt, registry_in_order, teammate_system_prompt, TEAMMATE_BOARD_TEXT, TEAMMATE_TOOLS,
+};
 use super::start::{Start, Stores};
 
 /// What a lead and a worker build alike on their opened run: the long-lived kit of every
@@ -169,6 +177,10 @@ struct Factory {
     transcripts: Arc<dyn Transcripts>,
     /// A shared team's roster: each teammate's effects run only under its lease.
     leases: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+    /// The claims this process holds on the lead's task board (the run's one board, or the
+    /// shared team's): teammates list, claim and complete the tasks the lead creates there, and
+    /// their claims are kept and renewed with the lead's.
+    claims: Arc<HeldClaims>,
 }
 
 impl TeammateFactory for Factory {
@@ -225,7 +237,7 @@ impl TeammateFactory for Factory {
             )));
         }
         let policy = self.policy.with_rules(rules);
-        let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
+        let mut all_tools: Vec<Arc<dyn ToolHandler>> = vec![
             Arc::new(
                 self.sandbox
                     .shell(self.sandbox.for_definition(definition.as_ref())?, &policy)
@@ -236,21 +248,23 @@ impl TeammateFactory for Factory {
             Arc::new(WriteFileTool),
             Arc::new(SendMessage(team.clone())),
             Arc::new(SubmitPlan(team.clone())),
+            Arc::new(EditFileTool),
+            Arc::new(GlobTool),
+            Arc::new(GrepTool),
         ];
+        all_tools.extend(task_tools(self.claims.clone()));
+        // What this teammate is offered: the teammate tools its definition allows. The board's
+        // `create_task` is not a teammate tool, so it is left out here.
+        let offered: Vec<&str> = TEAMMATE_TOOLS
+            .into_iter()
+            .filter(|tool| definition.as_ref().is_none_or(|d| d.allows_tool(tool)))
+            .collect();
         let tools = registry_in_order(
             all_tools
                 .into_iter()
-                .filter(|tool| {
-                    let tool_name = tool.definition().name;
-                    definition
-                        .as_ref()
-                        .is_none_or(|d| d.allows_tool(&tool_name))
-                })
+                .filter(|tool| offered.contains(&tool.definition().name.as_str()))
                 .collect(),
-            &TEAMMATE_TOOLS
-                .into_iter()
-                .filter(|tool| definition.as_ref().is_none_or(|d| d.allows_tool(tool)))
-                .collect::<Vec<_>>(),
+            &offered,
         )
         .map_err(|e| TeamError::Invalid(e.to_string()))?;
         let mut tools = tools;
@@ -263,6 +277,10 @@ impl TeammateFactory for Factory {
             }),
         );
         let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
+        if offered.contains(&"claim_task") {
+            identity.push('\n');
+            identity.push_str(TEAMMATE_BOARD_TEXT);
+        }
         if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
             identity.push_str(&format!(
                 "\nYour instructions (agent definition {}):\n{}",
@@ -300,7 +318,7 @@ impl TeammateFactory for Factory {
 }
 
 /// The factory of teammates' runners: the base policy plus each teammate's plan gate, the
-/// teammate tools, the same redactor and jobs as the lead.
+/// teammate tools, the same redactor, jobs and task board as the lead.
 fn teammate_factory(
     settings: &TeamSettings,
     stores: &Stores,
@@ -331,6 +349,7 @@ fn teammate_factory(
             .pg
             .as_ref()
             .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
+        claims: stores.claims.clone(),
     })
 }
 

@@ -14,6 +14,7 @@ use crate::permissions::PermissionPolicy;
 use crate::team::definitions;
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate};
 use crate::team::TeamHandle;
+use crate::tools::grep::GrepTool;
 use crate::tools::mcp::{mcp_tools, register_all};
 use crate::tools::skills::LoadSkillTool;
 use crate::tools::tasks::task_tools;
@@ -97,7 +98,7 @@ pub(super) fn lead(
 
 /// The lead's tools, in [`LEAD_TOOLS`] order: the base agent's, the subagent (`task`, with the
 /// base tools under the lead's policy, no background jobs: a one-shot helper must not leave work
-/// running), the task board, cron, and the team and protocol tools.
+/// running), the task board, cron, the team and protocol tools, and `grep`.
 fn lead_tools(
     settings: &TeamSettings,
     stores: &Stores,
@@ -149,6 +150,7 @@ fn lead_tools(
         Arc::new(SendMessage(team.clone())),
         Arc::new(RequestShutdown(team.clone())),
         Arc::new(ReviewPlan(team.clone())),
+        Arc::new(GrepTool),
     ]);
     tools.extend(task_tools(stores.claims.clone()));
     let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;

@@ -12,8 +12,9 @@ use crate::team::{GateStart, TeamHandle};
 use crate::tools::skills;
 use crate::tools::{RegistryError, ToolHandler, ToolRegistry};
 
-/// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
-pub const LEAD_TOOLS: [&str; 18] = [
+/// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's, then
+/// wave 3's `grep`).
+pub const LEAD_TOOLS: [&str; 19] = [
     "shell",
     "read_file",
     "write_file",
@@ -32,27 +33,38 @@ pub const LEAD_TOOLS: [&str; 18] = [
     "send_message",
     "request_shutdown",
     "review_plan",
+    "grep",
 ];
 
-/// A teammate's tools, exactly (SPEC §4.1).
-pub const TEAMMATE_TOOLS: [&str; 5] = [
+/// A teammate's tools, exactly (SPEC §4.1): the first five, then wave 3's working toolset — the
+/// file tools and the board tools of the lead's board (creating tasks stays with the lead).
+pub const TEAMMATE_TOOLS: [&str; 12] = [
     "shell",
     "read_file",
     "write_file",
     "send_message",
     "submit_plan",
+    "edit_file",
+    "glob",
+    "grep",
+    "list_tasks",
+    "get_task",
+    "claim_task",
+    "complete_task",
 ];
 
 /// What the lead is told about teammates' plan gates in a run (SPEC §6).
 fn lead_plan_gate_text(require_plans: bool) -> &'static str {
     if require_plans {
         "This run requires plans: every teammate is gated from its first tool call — it can \
-         only read files, message and submit_plan until you approve a plan of its with \
-         review_plan; a rejected or expired plan, or a newer plan still pending, keeps it gated."
+         only read and search files, look at the task board, message and submit_plan (no \
+         writes, commands or claims) until you approve a plan of its with review_plan; a \
+         rejected or expired plan, or a newer plan still pending, keeps it gated."
     } else {
         "A teammate spawned with plan_required: true is gated from its first tool call — it can \
-         only read files, message and submit_plan until you approve a plan of its with \
-         review_plan. Any other teammate is gated only once it submits a plan, until you approve \
+         only read and search files, look at the task board, message and submit_plan (no \
+         writes, commands or claims) until you approve a plan of its with review_plan. Any \
+         other teammate is gated only once it submits a plan, until you approve \
          it. A rejected or expired plan, or a newer plan still pending, keeps a teammate gated."
     }
 }
@@ -96,20 +108,24 @@ pub(super) fn living_prompt(
     ))
 }
 
-/// What a teammate is told about its own plan gate (SPEC §6): exactly the rule that applies.
+/// The tools a gated teammate is denied, as its prompt names them (the plan gate denies every
+/// tool but reads, `send_message` and `submit_plan`; these are the teammate's such tools).
+const GATED_TOOLS_TEXT: &str = "write_file, edit_file, shell, claim_task and complete_task";
+
+/// What a teammate is told about its own plan gate (SPEC §6, §12): exactly the rule that applies.
 fn teammate_plan_gate_text(gate: GateStart) -> String {
     let after_approval = "A rejected or expired plan keeps them denied until a revised plan is \
          approved, and a newer plan denies them again until it is approved.";
     match gate {
         GateStart::AtFirstPlan => format!(
-            "You may work without a plan. Once you submit a plan with submit_plan, write_file \
-             and shell are denied until the lead approves it. {after_approval}"
+            "You may work without a plan. Once you submit a plan with submit_plan, \
+             {GATED_TOOLS_TEXT} are denied until the lead approves it. {after_approval}"
         ),
         GateStart::PlanRequired | GateStart::RunRequiresPlans => format!(
-            "You are gated from your first tool call ({}): write_file and shell are denied until \
+            "You are gated from your first tool call ({}): {GATED_TOOLS_TEXT} are denied until \
              the lead approves a plan of yours, so start by submitting your plan with \
-             submit_plan; until then you can only read files, message and submit plans. \
-             {after_approval}",
+             submit_plan; until then you can only read and search files, look at the task \
+             board, message and submit plans. {after_approval}",
             gate.cause()
         ),
     }
@@ -125,6 +141,12 @@ pub fn teammate_system_prompt(name: &AgentName, role: &str, gate: GateStart) -> 
         teammate_plan_gate_text(gate)
     )
 }
+
+/// What a teammate offered the board tools is told about them (after its identity).
+pub(super) const TEAMMATE_BOARD_TEXT: &str = "The team's task board is the lead's: list_tasks \
+     and get_task show it; a task you take with claim_task is yours to do and to complete with \
+     complete_task; a task that reaches you as a `[task]` message is already claimed for you and \
+     is completed when you answer. Only the lead creates tasks.";
 
 /// A registry of `tools` offered in the order of `names` (which must name each exactly once):
 /// the order is written once, in [`LEAD_TOOLS`] / [`TEAMMATE_TOOLS`], not again where the

@@ -9,6 +9,11 @@
 //!   the request;
 //! - latest plan approved → no opinion: the normal policy applies, still asking and auditing.
 //!
+//! Only the effect counts, never the scope: a write to troupe's own state is denied like any
+//! other, so a gated teammate cannot `claim_task` or `complete_task` (SPEC §12: the plan gate
+//! applies before any claim), while `list_tasks`, `get_task`, `glob` and `grep` (reads) stay
+//! allowed.
+//!
 //! "Latest" is the protocol store's notion: the last plan request the teammate created, by
 //! creation order. A plan of an earlier teammate with the same name (one that was shut down or
 //! failed, then spawned again) is not this teammate's: the roster records the latest plan under

@@ -40,10 +40,11 @@ impl ToolHandler for SpawnTeammate {
             name: "spawn_teammate".into(),
             description:
                 "Create a persistent teammate with its own conversation and tools (shell, \
-                read_file, write_file, send_message, submit_plan) and give it its first task. The \
-                teammate works in the background; its results arrive later as events. With \
-                plan_required: true it cannot write or run commands until you approve a plan of \
-                its (review_plan). With agent: \"<definition>\" it is built from that agent \
+                read_file, write_file, send_message, submit_plan, edit_file, glob, grep, and the \
+                task board's list_tasks, get_task, claim_task, complete_task on your board) and \
+                give it its first task. The teammate works in the background; its results arrive \
+                later as events. With plan_required: true it cannot write, run commands or claim \
+                tasks until you approve a plan of its (review_plan). With agent: \"<definition>\" it is built from that agent \
                 definition (its instructions, tools, plan rule and model). The name of a teammate that shut down or failed can be used \
                 again: that starts a new teammate with a fresh conversation."
                     .into(),

@@ -5,38 +5,26 @@
 //! the workspace. Names starting with `.` match only a pattern that spells the dot, so `**/*`
 //! does not flood the result with `.git/` or `.troupe/` internals.
 //!
-//! What the workspace's ignore files exclude is skipped, as git and ripgrep skip it, so that
-//! `**/*.rs` does not wade through `target/` or `node_modules/`: `.gitignore` and `.ignore` in
-//! every folder the walk enters (a deeper file wins; `.ignore` wins over `.gitignore` in the
-//! same folder; `!` re-includes) and the root's `.git/info/exclude`, whether or not the
-//! workspace is a git repository. The patterns are matched by the `ignore` crate's gitignore
-//! matcher, but the files are read here, through `store::read` and inside the workspace only:
-//! an ignore file that is a FIFO, a symlink or over [`MAX_IGNORE_FILE_BYTES`] is not read rather
-//! than blocking or leaving the workspace, and files above the workspace or in the user's git
-//! configuration are not consulted. Folders the pattern spells out (its literal prefix, e.g.
-//! `target/` in `target/**/*.rlib`) are walked even when ignored: the caller asked for them.
+//! What the workspace's ignore files exclude is skipped ([`super::ignore_rules`]), so that
+//! `**/*.rs` does not wade through `target/` or `node_modules/`. Folders the pattern spells out
+//! (its literal prefix, e.g. `target/` in `target/**/*.rlib`) are walked even when ignored: the
+//! caller asked for them.
 
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
 use async_trait::async_trait;
 use glob::{MatchOptions, Pattern};
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::Match;
 use serde_json::{json, Value};
 
 use super::confine::Workspace;
+use super::ignore_rules::IgnoreRules as Rules;
 use super::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
-use crate::store::read::{read_regular, Links};
 
 /// At most this many paths are returned; the result says how many more matched.
 pub const MAX_RESULTS: usize = 500;
 /// The walk stops after visiting this many entries, so a huge tree cannot stall the agent.
 pub const MAX_VISITED: usize = 200_000;
-/// The ignore files read in each folder, in increasing precedence.
-pub const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];
-/// An ignore file larger than this is not read.
-pub const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
 const OPTIONS: MatchOptions = MatchOptions {
     case_sensitive: true,
@@ -141,13 +129,7 @@ fn run_glob(
         }
     }
     // The rules of the root and of every folder of the literal prefix apply below it.
-    let mut rules = Rules::of_exclude_file(workspace);
-    let mut folder = workspace.root().to_owned();
-    rules = Rules::of_folder(workspace, &folder, rules);
-    for c in base.components() {
-        folder.push(c);
-        rules = Rules::of_folder(workspace, &folder, rules);
-    }
+    let rules = Rules::down_to(workspace, &base);
     let mut matches: Vec<String> = Vec::new();
     let mut visited = 0usize;
     let mut truncated_walk = false;
@@ -220,83 +202,4 @@ fn run_glob(
         ));
     }
     Ok(text)
-}
-
-/// The ignore rules in force in one folder: its own, then its parents' (a chain, shared by the
-/// folders below it).
-struct Rules {
-    /// The patterns of one folder's ignore files (or of `.git/info/exclude`).
-    matcher: Gitignore,
-    /// The rules of the folders above, which this folder's rules override.
-    parent: Option<Rc<Rules>>,
-}
-
-impl Rules {
-    /// `parent` plus the ignore files of `dir`.
-    fn of_folder(
-        workspace: &Workspace,
-        dir: &Path,
-        parent: Option<Rc<Rules>>,
-    ) -> Option<Rc<Rules>> {
-        let files = IGNORE_FILES.map(|name| dir.join(name));
-        Self::load(workspace, dir, &files, parent)
-    }
-
-    /// The repository's own exclude file, which applies like a root `.gitignore` of lower
-    /// precedence. Read only when `.git` resolves inside the workspace.
-    fn of_exclude_file(workspace: &Workspace) -> Option<Rc<Rules>> {
-        let file = workspace.root().join(".git").join("info").join("exclude");
-        if !workspace.contains_resolved(&file) {
-            return None;
-        }
-        Self::load(workspace, workspace.root(), &[file], None)
-    }
-
-    /// `parent` plus the patterns of `files`, relative to `dir`. A file that cannot be read is
-    /// skipped.
-    fn load(
-        workspace: &Workspace,
-        dir: &Path,
-        files: &[PathBuf],
-        parent: Option<Rc<Rules>>,
-    ) -> Option<Rc<Rules>> {
-        let mut builder = GitignoreBuilder::new(dir);
-        let mut lines = 0usize;
-        for file in files {
-            // A symlink is refused, so the file is inside the workspace like its folder.
-            let bytes = match read_regular(file, Links::Refuse, MAX_IGNORE_FILE_BYTES) {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(file = %workspace.display(file), error = %e, "ignore file not read");
-                    continue;
-                }
-            };
-            for line in String::from_utf8_lossy(&bytes).lines() {
-                // A pattern git could not parse is skipped, as git skips it.
-                if builder.add_line(Some(file.clone()), line).is_ok() {
-                    lines += 1;
-                }
-            }
-        }
-        if lines == 0 {
-            return parent;
-        }
-        match builder.build() {
-            Ok(matcher) => Some(Rc::new(Rules { matcher, parent })),
-            Err(_) => parent,
-        }
-    }
-
-    /// Whether the nearest rule that matches `path` ignores it (a `!` rule re-includes).
-    fn ignores(mut rules: Option<&Rules>, path: &Path, is_dir: bool) -> bool {
-        while let Some(current) = rules {
-            match current.matcher.matched(path, is_dir) {
-                Match::Ignore(_) => return true,
-                Match::Whitelist(_) => return false,
-                Match::None => rules = current.parent.as_deref(),
-            }
-        }
-        false
-    }
 }

@@ -11,7 +11,9 @@
 //! - `sh -c` in its own process group is [`crate::process`], shared by [`shell`] and the
 //!   background jobs ([`shell_output`]: what `shell` keeps of a command's output); the `task` tool lives beside the runner it runs
 //!   ([`crate::agent::subagent_tool`]).
-//! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`].
+//! - one file per base tool: [`shell`], [`read_file`], [`write_file`], [`edit_file`], [`glob`];
+//!   and [`grep`] (offered to the lead and teammates after their fixed tools). [`ignore_rules`]:
+//!   the workspace's `.gitignore`/`.ignore` files as `glob` and `grep` read them.
 //! - the lead's planning tools: [`todo`] (`todo_write`), [`skills`] (`load_skill` and the
 //!   skill catalog), [`tasks`] (the task board tools over `store::tasks`).
 //! - [`mcp`]: the tools of MCP servers (`mcp__<server>__<tool>`), offered after the fixed ones.
@@ -29,6 +31,8 @@ pub mod confine;
 pub mod dispatch;
 pub mod edit_file;
 pub mod glob;
+pub mod grep;
+pub mod ignore_rules;
 pub mod mcp;
 pub mod read_file;
 pub mod registry;

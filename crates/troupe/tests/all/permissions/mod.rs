@@ -1,10 +1,12 @@
 //! Permissions: rule combination, the policy, approval providers, the audit log, and the
 //! guarantee that a denied call never reaches its handler; settings rules (patterns, chains,
-//! paths, deny > ask > allow, session allows, the plan gate above them).
+//! paths, deny > ask > allow, session allows, the plan gate above them); the plan gate over a
+//! teammate's working toolset.
 
 mod approval;
 mod audit;
 mod denied;
+mod plan_gate;
 mod rules;
 mod settings_rules;
 

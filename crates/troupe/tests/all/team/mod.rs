@@ -24,6 +24,8 @@
 //!   kept, leftovers quarantined, old plans not counted; running or idle names refused.
 //! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 //! - `hooks`: the settings' command hooks apply to the lead and to every teammate.
+//! - `working_toolset`: a teammate's edit, search and board tools on the lead's board, narrowed
+//!   by its definition, and what the plan gate leaves it while a plan is pending.
 
 pub mod support;
 
@@ -47,3 +49,4 @@ mod settings_rules;
 mod shutdown;
 mod toolset;
 mod transcripts;
+mod working_toolset;

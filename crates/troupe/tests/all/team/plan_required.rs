@@ -101,11 +101,13 @@ fn roster(f: &Fixture) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-const GATED_FROM_START: &str = "write_file and shell are denied until the lead approves a plan \
-     of yours, so start by submitting your plan with submit_plan; until then you can only read \
-     files, message and submit plans.";
+const GATED_FROM_START: &str = "write_file, edit_file, shell, claim_task and complete_task are \
+     denied until the lead approves a plan of yours, so start by submitting your plan with \
+     submit_plan; until then you can only read and search files, look at the task board, \
+     message and submit plans.";
 const GATED_AT_FIRST_PLAN: &str = "You may work without a plan. Once you submit a plan with \
-     submit_plan, write_file and shell are denied until the lead approves it.";
+     submit_plan, write_file, edit_file, shell, claim_task and complete_task are denied until \
+     the lead approves it.";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_required_teammate_is_denied_before_any_plan_and_allowed_after_approval() {
@@ -205,9 +207,9 @@ async fn without_plan_required_a_teammate_is_gated_only_once_it_submits_a_plan()
     assert!(
         lead_prompt.contains(
             "A teammate spawned with plan_required: true is gated from its first tool call — it \
-             can only read files, message and submit_plan until you approve a plan of its with \
-             review_plan. Any other teammate is gated only once it submits a plan, until you \
-             approve it."
+             can only read and search files, look at the task board, message and submit_plan (no \
+             writes, commands or claims) until you approve a plan of its with review_plan. Any \
+             other teammate is gated only once it submits a plan, until you approve it."
         ),
         "{lead_prompt}"
     );
@@ -271,8 +273,8 @@ async fn a_run_that_requires_plans_gates_every_teammate_from_its_first_call() {
     assert!(
         lead_prompt.contains(
             "This run requires plans: every teammate is gated from its first tool call — it can \
-             only read files, message and submit_plan until you approve a plan of its with \
-             review_plan"
+             only read and search files, look at the task board, message and submit_plan (no \
+             writes, commands or claims) until you approve a plan of its with review_plan"
         ),
         "{lead_prompt}"
     );

@@ -84,7 +84,8 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, LEAD_TOOLS);
-    // SPEC §4.1, written out: the constant itself must be the contract.
+    // SPEC §4.1, written out: the constant itself must be the contract (the first 18, then
+    // wave 3's grep).
     assert_eq!(
         LEAD_TOOLS,
         [
@@ -106,6 +107,7 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
             "send_message",
             "request_shutdown",
             "review_plan",
+            "grep",
         ]
     );
     team.close().await;

@@ -4,6 +4,7 @@ mod bench;
 mod dispatch;
 mod files;
 mod glob;
+mod grep;
 mod registry;
 mod secrets;
 /// Public for the pid helpers that the jobs tests share.
