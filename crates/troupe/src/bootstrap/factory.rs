@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_wire::{AgentName, TeammateRecord};
+use troupe_wire::{AgentName, Isolation, TeammateRecord};
 
 use crate::agent::transcript::Transcripts;
 use crate::agent::{RunObserver, Runner};
@@ -27,6 +27,7 @@ use crate::tools::mcp::{mcp_tools, register_all};
 use crate::tools::read_file::ReadFileTool;
 use crate::tools::write_file::WriteFileTool;
 use crate::tools::{Dispatcher, ToolHandler};
+use crate::worktree::Worktrees;
 
 use super::kit::LongLivedKit;
 use super::options::{
@@ -57,9 +58,10 @@ pub(super) fn team_runtime(
         start.stores.pg.as_ref().map(|parts| &parts.store),
     ));
     let definitions = read_definitions(&settings.workspace);
+    let worktrees = Arc::new(Worktrees::new(start.layout.clone()));
     let runtime = TeamRuntime::new(
         start.layout.clone(),
-        team_ports(settings, &start.stores, local_workers),
+        team_ports(settings, &start.stores, local_workers, &worktrees),
         teammate_factory(
             settings,
             &start.stores,
@@ -67,6 +69,7 @@ pub(super) fn team_runtime(
             &start.jobs,
             &kit,
             definitions.clone(),
+            worktrees,
         ),
     )?;
     Ok(Crew {
@@ -78,7 +81,12 @@ pub(super) fn team_runtime(
 
 /// What the team runtime is built on, from the opened stores; `local_workers` overrides the
 /// settings' choice (a worker always runs teammates).
-fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bool>) -> TeamPorts {
+fn team_ports(
+    settings: &TeamSettings,
+    stores: &Stores,
+    local_workers: Option<bool>,
+    worktrees: &Arc<Worktrees>,
+) -> TeamPorts {
     TeamPorts {
         mailbox: stores.mailbox.clone(),
         protocol: stores.protocol.clone(),
@@ -88,6 +96,7 @@ fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bo
         request_ttl: settings.request_ttl,
         transcripts: stores.transcripts.clone(),
         placement: placement(settings, stores, local_workers),
+        worktrees: Some(worktrees.clone()),
     }
 }
 
@@ -112,7 +121,13 @@ fn placement(
 }
 
 struct Factory {
+    /// The lead's checkout: where a teammate's files are unless it has a worktree. The team's
+    /// state (mailboxes, transcripts, artifacts, jobs, audit) is the kit's and the stores',
+    /// always in the lead's `.troupe/`, whatever the teammate's workspace.
     workspace: PathBuf,
+    /// The teammates' git worktrees: a teammate spawned with `isolation: "worktree"` gets (or
+    /// gets back) its own, which becomes its runner's workspace.
+    worktrees: Arc<Worktrees>,
     jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
     /// The base policy; each teammate's adds its own plan gate.
@@ -177,6 +192,16 @@ impl TeammateFactory for Factory {
             })?),
             None => None,
         };
+        // Where its files are: the lead's checkout, or its worktree (made or reattached now).
+        let workspace = match teammate.isolation {
+            Isolation::None => self.workspace.clone(),
+            Isolation::Worktree => self.worktrees.attach(name)?.path,
+        };
+        let sandbox = self.sandbox.for_definition(definition.as_ref())?;
+        let sandbox = match teammate.isolation {
+            Isolation::None => sandbox,
+            Isolation::Worktree => Arc::new(sandbox.rooted_at(&workspace)),
+        };
         let gate_start = self.gate_start(teammate);
         let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
             .starting(gate_start)
@@ -193,7 +218,7 @@ impl TeammateFactory for Factory {
         let all_tools: Vec<Arc<dyn ToolHandler>> = vec![
             Arc::new(
                 self.sandbox
-                    .shell(self.sandbox.for_definition(definition.as_ref())?, &policy)
+                    .shell(sandbox, &policy)
                     .with_timeout(self.shell_timeout)
                     .with_jobs(self.jobs.clone()),
             ),
@@ -228,6 +253,9 @@ impl TeammateFactory for Factory {
             }),
         );
         let mut identity = teammate_system_prompt(name, &teammate.role, gate_start);
+        if teammate.isolation == Isolation::Worktree {
+            identity.push_str(&worktree_prompt(name, &workspace));
+        }
         if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
             identity.push_str(&format!(
                 "\nYour instructions (agent definition {}):\n{}",
@@ -239,7 +267,7 @@ impl TeammateFactory for Factory {
             name,
             identity,
             &tools,
-            &self.workspace,
+            &workspace,
             team,
             self.clock.clone(),
         );
@@ -252,7 +280,7 @@ impl TeammateFactory for Factory {
             String::new(),
             model.clone(),
             Arc::new(dispatcher),
-            self.workspace.clone(),
+            workspace,
             self.run_observer.clone(),
         )
         .with_max_turns(self.max_turns)
@@ -273,9 +301,11 @@ fn teammate_factory(
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
     definitions: Definitions,
+    worktrees: Arc<Worktrees>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         workspace: settings.workspace.clone(),
+        worktrees,
         jobs: jobs.clone(),
         models: settings.models.clone(),
         policy: policy.clone(),
@@ -297,6 +327,18 @@ fn teammate_factory(
             .as_ref()
             .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
     })
+}
+
+/// What a worktree teammate is told about where it works.
+fn worktree_prompt(name: &AgentName, worktree: &std::path::Path) -> String {
+    format!(
+        "\nYou work in your own git worktree, {}, on branch {}: your file tools and commands \
+         see only it, not the lead's checkout. When you finish a message, troupe commits your \
+         changes on your branch for you (do not run git commit, merge or rebase yourself); the \
+         lead merges your branch.",
+        worktree.display(),
+        crate::worktree::branch_of(name)
+    )
 }
 
 /// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a

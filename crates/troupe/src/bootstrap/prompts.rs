@@ -13,7 +13,7 @@ use crate::tools::skills;
 use crate::tools::{RegistryError, ToolHandler, ToolRegistry};
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's).
-pub const LEAD_TOOLS: [&str; 18] = [
+pub const LEAD_TOOLS: [&str; 19] = [
     "shell",
     "read_file",
     "write_file",
@@ -32,6 +32,7 @@ pub const LEAD_TOOLS: [&str; 18] = [
     "send_message",
     "request_shutdown",
     "review_plan",
+    "merge_teammate",
 ];
 
 /// A teammate's tools, exactly (SPEC §4.1).

@@ -18,8 +18,9 @@ use super::sandbox::{ParsedSandbox, RawSandbox};
 use super::secrets::check_secrets;
 use super::section::{line_of, Spans};
 use super::store::{ParsedStore, RawStore};
+use super::team::{ParsedTeam, RawTeam};
 use super::McpServerSpec;
-use super::{hooks, mcp, model, rules, sandbox, store};
+use super::{hooks, mcp, model, rules, sandbox, store, team};
 
 /// One file, validated: each section's own values.
 #[derive(Debug, Default, Clone)]
@@ -29,6 +30,7 @@ pub(super) struct ParsedFile {
     pub hooks: Vec<ParsedHook>,
     pub sandbox: ParsedSandbox,
     pub store: ParsedStore,
+    pub team: ParsedTeam,
     pub mcp_servers: Vec<McpServerSpec>,
 }
 
@@ -46,6 +48,8 @@ struct RawFile {
     sandbox: RawSandbox,
     #[serde(default)]
     store: RawStore,
+    #[serde(default)]
+    team: RawTeam,
     #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,
 }
@@ -84,6 +88,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         hooks: hooks::parse(raw.hooks, &spans)?,
         sandbox: sandbox::parse(raw.sandbox, &spans)?,
         store: store::parse(raw.store, &spans)?,
+        team: team::parse(raw.team, &spans)?,
         mcp_servers: mcp::parse(raw.mcp_servers, &spans)?,
     })
 }

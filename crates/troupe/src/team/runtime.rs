@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
+use troupe_wire::{
+    AgentName, Isolation, MailboxMessage, MessageId, TeammateRecord, TeammateStatus,
+};
 
 use super::definitions::AgentDefinition;
 use super::error::TeamError;
@@ -38,6 +40,7 @@ use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
 use crate::sync::{blocking, lock};
+use crate::worktree::Worktrees;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
@@ -96,6 +99,9 @@ pub struct TeamPorts {
     /// Where teammates run: here ([`Here`](super::placement::Here)), or under leases in a
     /// distributed team.
     pub placement: Arc<dyn Placement>,
+    /// The teammates' git worktrees (`isolation: "worktree"`): a worktree teammate's changes
+    /// are committed on its branch when it finishes a message. `None`: no teammate has one.
+    pub worktrees: Option<Arc<Worktrees>>,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
@@ -118,6 +124,8 @@ struct TeamInner {
     transcripts: Arc<dyn Transcripts>,
     /// Where teammates run.
     placement: Arc<dyn Placement>,
+    /// The teammates' git worktrees, if teammates may have them.
+    worktrees: Option<Arc<Worktrees>>,
     /// Signalled on every change the driver may be waiting for.
     changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
@@ -180,6 +188,7 @@ impl TeamRuntime {
                 failures_told: Mutex::new(std::collections::HashSet::new()),
                 transcripts: ports.transcripts,
                 placement: ports.placement,
+                worktrees: ports.worktrees,
                 changed: Notify::new(),
                 closing: CancellationToken::new(),
                 observer: ports.observer,
@@ -222,6 +231,16 @@ impl TeamRuntime {
 
     pub fn roster(&self) -> Vec<TeammateRecord> {
         self.inner.roster.all()
+    }
+
+    /// The teammates' git worktrees, if teammates may have them.
+    pub fn worktrees(&self) -> Option<&Arc<Worktrees>> {
+        self.inner.worktrees.as_ref()
+    }
+
+    /// Reports `update` to the team's observer (the event stream): what a team tool did.
+    pub fn report(&self, update: &TeamUpdate) {
+        self.inner.observer.update(update);
     }
 
     /// The agent definition `name`, if the team's factory has it.
@@ -380,12 +399,13 @@ impl TeamRuntime {
         prompt: &str,
         plan_required: bool,
     ) -> Result<Spawned, TeamError> {
-        self.spawn_defined(name, role, prompt, plan_required, None)
+        self.spawn_defined(name, role, prompt, plan_required, None, Isolation::None)
             .await
     }
 
     /// [`Self::spawn`] of a teammate built from the agent definition `definition` (recorded in
-    /// its roster entry; the factory applies it).
+    /// its roster entry; the factory applies it), working where `isolation` says (recorded too:
+    /// the factory makes or reattaches its worktree).
     pub async fn spawn_defined(
         &self,
         name: &AgentName,
@@ -393,6 +413,7 @@ impl TeamRuntime {
         prompt: &str,
         plan_required: bool,
         definition: Option<AgentName>,
+        isolation: Isolation,
     ) -> Result<Spawned, TeamError> {
         check_spawn_arguments(name, role, prompt)?;
         let inner = &self.inner;
@@ -404,7 +425,9 @@ impl TeamRuntime {
             let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match blocking(|| inner.try_spawn(name, role, plan_required, definition.clone()))? {
+            match blocking(|| {
+                inner.try_spawn(name, role, plan_required, definition.clone(), isolation)
+            })? {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
@@ -431,7 +454,7 @@ impl TeamRuntime {
         if inner.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        let Some(spawned) = inner.try_spawn(name, role, false, None)? else {
+        let Some(spawned) = inner.try_spawn(name, role, false, None, Isolation::None)? else {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
@@ -505,6 +528,7 @@ impl TeamInner {
         role: &str,
         plan_required: bool,
         definition: Option<AgentName>,
+        isolation: Isolation,
     ) -> Result<Option<Spawned>, TeamError> {
         let _spawning = lock(&self.spawning);
         let earlier = self.roster.get(name);
@@ -534,6 +558,7 @@ impl TeamInner {
                 .latest_plan_of(name)?
                 .map(|plan| plan.id()),
             definition,
+            isolation,
         };
         let quarantined = match &earlier {
             Some(earlier) => self.quarantine_leftovers(earlier)?,
@@ -734,6 +759,20 @@ impl WorkerContext for TeamWorker {
 
     fn mark_completed(&self, message: MessageId) {
         self.team.workers.mark_completed(message);
+    }
+
+    fn after_result(&self, message: &MailboxMessage) {
+        let Some(worktrees) = &self.team.worktrees else {
+            return;
+        };
+        let isolated = self
+            .team
+            .roster
+            .get(&self.name)
+            .is_some_and(|r| r.isolation == Isolation::Worktree);
+        if isolated {
+            super::isolation::commit_finished_work(worktrees, &self.name, message);
+        }
     }
 }
 

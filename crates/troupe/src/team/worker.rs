@@ -50,6 +50,10 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
     fn is_completed(&self, message: MessageId) -> bool;
     fn mark_completed(&self, message: MessageId);
+    /// The teammate finished `message` and its result is about to go to the lead: what its
+    /// workspace does then (a worktree teammate's changes are committed on its branch). The
+    /// default: nothing.
+    fn after_result(&self, _message: &MailboxMessage) {}
     /// Whether this process still holds the teammate's lease (always, outside a shared team).
     fn holds_lease(&self) -> bool {
         true
@@ -222,6 +226,7 @@ async fn run_and_report(
         if !blocking(|| team.holds_lease()) {
             return Handled::LeaseLost;
         }
+        blocking(|| team.after_result(message));
         let sent = blocking(|| {
             team.postman()
                 .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)

@@ -29,6 +29,8 @@
 //! | `teammate_spawned` | teammate | `role` |
 //! | `teammate_status` | teammate | `status`, `detail`? |
 //! | `user_message` | recipient | `message_id`, `text` |
+//! | `teammate_merged` | teammate | `branch`, `commit` (the lead's `HEAD` after), `fast_forward` |
+//! | `merge_conflict` | teammate | `branch`, `files` (the conflicting paths; the merge was aborted) |
 
 use serde_json::{json, Map, Value};
 
@@ -60,9 +62,11 @@ pub const CRON_FIRED: &str = "cron_fired";
 pub const TEAMMATE_SPAWNED: &str = "teammate_spawned";
 pub const TEAMMATE_STATUS: &str = "teammate_status";
 pub const USER_MESSAGE: &str = "user_message";
+pub const TEAMMATE_MERGED: &str = "teammate_merged";
+pub const MERGE_CONFLICT: &str = "merge_conflict";
 
 /// Every kind above, in the order of the table.
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 30] = [
     RUN_STARTED,
     RUN_ENDED,
     MODEL_CALL_STARTED,
@@ -91,6 +95,8 @@ pub const ALL: [&str; 28] = [
     TEAMMATE_SPAWNED,
     TEAMMATE_STATUS,
     USER_MESSAGE,
+    TEAMMATE_MERGED,
+    MERGE_CONFLICT,
 ];
 
 /// How much of a long text (a prompt, a tool result, message content) an event carries.
