@@ -179,6 +179,30 @@ pub fn describe(event: &Event) -> String {
             None => format!("is {}", s("status")),
         },
         kinds::USER_MESSAGE => format!("message from user: \"{}\"", short(s("text"), 120)),
+        kinds::TEAMMATE_MERGED => format!(
+            "{} merged into the lead's checkout ({}, {})",
+            s("branch"),
+            if event.fields.get("fast_forward").and_then(|v| v.as_bool()) == Some(true) {
+                "fast-forward"
+            } else {
+                "merge commit"
+            },
+            short(s("commit"), 12)
+        ),
+        kinds::MERGE_CONFLICT => format!(
+            "{} conflicts with the lead's checkout in {} (merge aborted, nothing changed)",
+            s("branch"),
+            event
+                .fields
+                .get("files")
+                .and_then(|v| v.as_array())
+                .map(|files| files
+                    .iter()
+                    .filter_map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
         other => format!(
             "{other} {}",
             short(

@@ -144,7 +144,8 @@ impl Layout {
     /// `.troupe/worktrees/<agent>.json`: that worktree's record (branch, base commit, git's
     /// admin folder), written when it is made and removed with it.
     pub fn worktree_record(&self, agent: &AgentName) -> PathBuf {
-        self.worktrees_dir().join(format!("{}.json", agent.as_str()))
+        self.worktrees_dir()
+            .join(format!("{}.json", agent.as_str()))
     }
 
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.

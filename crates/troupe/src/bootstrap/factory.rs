@@ -263,14 +263,7 @@ impl TeammateFactory for Factory {
             ));
         }
         let tools = Arc::new(tools);
-        let prompt = living_prompt(
-            name,
-            identity,
-            &tools,
-            &workspace,
-            team,
-            self.clock.clone(),
-        );
+        let prompt = living_prompt(name, identity, &tools, &workspace, team, self.clock.clone());
         let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone());
         let model_name = agent_model(&self.model_settings, name, definition.as_ref());

@@ -27,9 +27,10 @@ pub(super) struct ParsedTeam {
 pub(super) fn parse(raw: RawTeam, spans: &Spans<'_>) -> Result<ParsedTeam, SettingsError> {
     let mut parsed = ParsedTeam::default();
     if let Some(isolation) = raw.isolation {
-        parsed.isolation = Some(Isolation::parse(isolation.get_ref()).map_err(|why| {
-            spans.invalid(isolation.span().start, format!("team.{}", why.0))
-        })?);
+        parsed.isolation = Some(
+            Isolation::parse(isolation.get_ref())
+                .map_err(|why| spans.invalid(isolation.span().start, format!("team.{}", why.0)))?,
+        );
     }
     Ok(parsed)
 }

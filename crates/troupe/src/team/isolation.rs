@@ -10,7 +10,11 @@ use crate::worktree::{Removal, Worktrees};
 /// Commits what `name` changed in its worktree while it worked on `message`, with the first
 /// line of its task as the commit's subject. A failure is logged, not fatal: the changes stay
 /// in the worktree, and `merge_teammate` commits them before it merges.
-pub(super) fn commit_finished_work(worktrees: &Worktrees, name: &AgentName, message: &MailboxMessage) {
+pub(super) fn commit_finished_work(
+    worktrees: &Worktrees,
+    name: &AgentName,
+    message: &MailboxMessage,
+) {
     let subject = match message {
         MailboxMessage::Ordinary(m) => m.content.as_str().to_owned(),
         MailboxMessage::Protocol(p) => format!(

@@ -70,7 +70,10 @@ mod tests {
 
     #[test]
     fn a_subject_is_the_first_line_cut() {
-        assert_eq!(subject_of("\n  Fix the parser  \nmore", "x"), "Fix the parser");
+        assert_eq!(
+            subject_of("\n  Fix the parser  \nmore", "x"),
+            "Fix the parser"
+        );
         assert_eq!(subject_of(" \n", "work of bob"), "work of bob");
         let long = "a".repeat(100);
         assert_eq!(subject_of(&long, "x"), format!("{}…", "a".repeat(72)));

@@ -103,8 +103,21 @@ impl Git {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Self::in_environment(place, args, std::env::vars_os().map(|(key, _)| key))
+    }
+
+    /// [`Git::new`] for a process whose environment holds the variables `inherited`.
+    fn in_environment<I, S>(
+        place: &Place,
+        args: I,
+        inherited: impl Iterator<Item = std::ffi::OsString>,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut command = Command::new("git");
-        for (key, _) in std::env::vars_os() {
+        for key in inherited {
             if key.to_string_lossy().starts_with("GIT_") {
                 command.env_remove(&key);
             }
@@ -260,17 +273,30 @@ mod tests {
     #[test]
     fn git_variables_of_the_environment_are_not_passed_on() {
         let dir = tempfile::tempdir().unwrap();
-        let git = Git::new(&Place::Checkout(dir.path().to_owned()), ["status"]);
-        let removed: Vec<_> = git
+        let inherited = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "HOME", "PATH"]
+            .into_iter()
+            .map(std::ffi::OsString::from);
+        let git = Git::in_environment(
+            &Place::Checkout(dir.path().to_owned()),
+            ["status"],
+            inherited,
+        );
+        let mut removed: Vec<_> = git
             .command
             .get_envs()
             .filter(|(_, v)| v.is_none())
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
-        for (key, _) in std::env::vars() {
-            if key.starts_with("GIT_") {
-                assert!(removed.contains(&key), "{key} is passed on");
-            }
-        }
+        removed.sort();
+        assert_eq!(removed, ["GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"]);
+        let args: Vec<_> = git
+            .command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            args.contains(&"core.hooksPath=/dev/null".to_owned()),
+            "{args:?}"
+        );
     }
 }

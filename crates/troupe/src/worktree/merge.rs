@@ -99,7 +99,13 @@ impl Worktrees {
         let files = nul_separated(
             &Git::new(
                 &lead,
-                ["diff", "--name-only", "-z", "--no-ext-diff", "--diff-filter=U"],
+                [
+                    "diff",
+                    "--name-only",
+                    "-z",
+                    "--no-ext-diff",
+                    "--diff-filter=U",
+                ],
             )
             .output()?
             .stdout,

@@ -111,7 +111,10 @@ pub enum WorktreeError {
     Corrupt { path: String, why: String },
     /// The lead's checkout holds changes the merge would touch; nothing was changed.
     #[error("the lead's checkout has uncommitted changes {why}: {}; commit or undo them first (nothing was changed)", .files.join(", "))]
-    LeadDirty { why: &'static str, files: Vec<String> },
+    LeadDirty {
+        why: &'static str,
+        files: Vec<String>,
+    },
     #[error(transparent)]
     Io(#[from] IoError),
 }

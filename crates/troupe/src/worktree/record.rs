@@ -49,7 +49,10 @@ impl WorktreeRecord {
         let record: Self = troupe_wire::strict::from_json_bytes(&bytes, "worktree record")
             .map_err(|e| corrupt(&path, &e.to_string()))?;
         if record.version != Self::VERSION || &record.name != name {
-            return Err(corrupt(&path, "another version or another teammate's record"));
+            return Err(corrupt(
+                &path,
+                "another version or another teammate's record",
+            ));
         }
         Ok(Some(record))
     }
@@ -57,8 +60,7 @@ impl WorktreeRecord {
     /// Writes it atomically (temp file, fsync, rename, folder fsync).
     pub fn write(&self, layout: &Layout) -> Result<(), WorktreeError> {
         let dir = layout.worktrees_dir();
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| crate::store::IoError::new("create", &dir, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| crate::store::IoError::new("create", &dir, e))?;
         let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| WorktreeError::Git {
             command: "encode the worktree record".into(),
             why: e.to_string(),

@@ -106,6 +106,7 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
             "send_message",
             "request_shutdown",
             "review_plan",
+            "merge_teammate",
         ]
     );
     team.close().await;
