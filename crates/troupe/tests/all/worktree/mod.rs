@@ -13,4 +13,4 @@
 pub mod support;
 
 mod git;
-// mod team;
+mod team;
