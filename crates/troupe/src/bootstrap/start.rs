@@ -348,7 +348,11 @@ pub(super) async fn close(
     jobs.close().await;
     // Nothing runs in the worktrees any more: those of shut-down teammates go if merged and
     // clean (git may take a moment: off the async threads).
-    crate::sync::blocking(|| crate::team::isolation::remove_finished_worktrees(runtime));
+    if let Some(worktrees) = runtime.worktrees() {
+        crate::sync::blocking(|| {
+            crate::team::isolation::remove_finished_worktrees(worktrees, &runtime.roster())
+        });
+    }
     held.mcp.stop().await;
     held.watch.take();
     if let Some((parts, wakeups)) = held.shared.take() {

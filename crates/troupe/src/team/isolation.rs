@@ -2,9 +2,8 @@
 //! on its branch, and the worktrees of teammates that shut down removed when the team closes —
 //! only those whose branch is merged and whose tree is clean (see `crate::worktree`).
 
-use troupe_wire::{AgentName, Isolation, MailboxMessage, TeammateStatus};
+use troupe_wire::{AgentName, Isolation, MailboxMessage, TeammateRecord, TeammateStatus};
 
-use super::runtime::TeamRuntime;
 use crate::worktree::{Removal, Worktrees};
 
 /// Commits what `name` changed in its worktree while it worked on `message`, with the first
@@ -30,14 +29,11 @@ pub(super) fn commit_finished_work(
     }
 }
 
-/// At close: removes the worktree of every teammate that shut down, when its branch is merged
-/// into the lead's `HEAD` and its tree is clean; every other worktree is kept (and listed by
-/// `troupe worktrees`).
-pub fn remove_finished_worktrees(team: &TeamRuntime) {
-    let Some(worktrees) = team.worktrees() else {
-        return;
-    };
-    for record in team.roster() {
+/// At close: removes the worktree of every teammate of `roster` that shut down, when its branch
+/// is merged into the lead's `HEAD` and its tree is clean; every other worktree is kept (and
+/// listed by `troupe worktrees`).
+pub fn remove_finished_worktrees(worktrees: &Worktrees, roster: &[TeammateRecord]) {
+    for record in roster {
         if record.isolation != Isolation::Worktree || record.status != TeammateStatus::Shutdown {
             continue;
         }
