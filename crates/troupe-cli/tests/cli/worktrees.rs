@@ -145,3 +145,28 @@ fn worktrees_of_a_plain_folder_are_none_and_nothing_is_created() {
     assert_eq!(text.stdout, "no worktrees\n");
     assert!(!ws.join(".troupe").exists());
 }
+
+#[test]
+fn the_team_isolation_setting_is_shown_with_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let shown = json(&troupe_in(&ws, &["config", "--json"]));
+    assert_eq!(
+        shown["team"],
+        json!({"isolation": {"value": "none", "source": "default"}})
+    );
+    std::fs::write(ws.join("troupe.toml"), "[team]\nisolation = \"worktree\"\n").unwrap();
+    let shown = json(&troupe_in(&ws, &["config", "--json"]));
+    assert_eq!(shown["team"]["isolation"]["value"], "worktree");
+    assert!(
+        shown["team"]["isolation"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("troupe.toml"),
+        "{shown}"
+    );
+    std::fs::write(ws.join("troupe.toml"), "[team]\nisolation = \"vm\"\n").unwrap();
+    let refused = troupe_in(&ws, &["config"]);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert!(refused.stderr.contains("isolation must be"), "{refused:#?}");
+}

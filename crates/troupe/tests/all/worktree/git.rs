@@ -387,3 +387,40 @@ fn a_workspace_that_is_not_a_repository_or_has_no_commit_is_refused_clearly() {
         .status
         .success());
 }
+
+#[tokio::test]
+async fn a_worktree_teammate_reads_its_own_artifacts_kept_in_the_lead_s_state() {
+    use std::sync::Arc;
+    use troupe::ids::SequentialIds;
+    use troupe::store::artifacts::ArtifactStore;
+    use troupe::tools::read_file::ReadFileTool;
+    use troupe::tools::{ToolContext, ToolHandler};
+
+    let repo = Repo::new();
+    let worktree = worktrees(&repo).attach(&name("alice")).unwrap().path;
+    let store = ArtifactStore::new(
+        &Layout::new(&repo.path),
+        &name("alice"),
+        Arc::new(SequentialIds::new()),
+    );
+    let kept = store.write("a long output\n").unwrap();
+    let ctx = ToolContext::new(name("alice"), &worktree).with_artifacts(Some(store.clone()));
+    let text = ReadFileTool
+        .call(&ctx, serde_json::json!({"path": kept.relative_path}))
+        .await
+        .unwrap();
+    assert_eq!(text, "a long output\n");
+    // Someone else's artifact is not reached through it.
+    let bob = ArtifactStore::new(
+        &Layout::new(&repo.path),
+        &name("bob"),
+        Arc::new(SequentialIds::new()),
+    )
+    .write("bob's\n")
+    .unwrap();
+    let err = ReadFileTool
+        .call(&ctx, serde_json::json!({"path": bob.relative_path}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+}
