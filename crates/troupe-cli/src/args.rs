@@ -62,6 +62,11 @@ pub struct RunArgs {
     /// with plan_required are, and the others only once they submit a plan.
     #[arg(long)]
     pub require_plans: bool,
+    /// Where teammates work when spawn_teammate names no isolation: `worktree` (each in its own
+    /// git worktree and branch, merged back with merge_teammate; the workspace must be a git
+    /// repository) or `none` (the lead's checkout). Over `[team] isolation`.
+    #[arg(long, value_name = "MODE", value_parser = parse_isolation)]
+    pub isolation: Option<troupe_wire::Isolation>,
     /// Start the lead on a fresh conversation; the old transcript is kept as lead.<n>.jsonl.
     #[arg(long)]
     pub new_session: bool,
@@ -242,6 +247,13 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// Teammates' git worktrees (isolation "worktree"): branch, base, ahead/behind the lead's
+    /// HEAD, uncommitted changes, merged.
+    Worktrees {
+        /// Print JSON (`{"worktrees":[…]}`) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The messages of one agent's mailbox.
     Mailbox {
         /// The agent (a lowercase slug, e.g. `lead`).
@@ -414,6 +426,7 @@ impl Command {
             | Self::Jobs { json, .. }
             | Self::Cron { json, .. }
             | Self::Tasks { json, .. }
+            | Self::Worktrees { json }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
             | Self::Mcp { json, .. }
@@ -430,6 +443,10 @@ impl Command {
             | Self::Trust { .. } => false,
         }
     }
+}
+
+fn parse_isolation(raw: &str) -> Result<troupe_wire::Isolation, String> {
+    troupe_wire::Isolation::parse(raw).map_err(|e| e.0)
 }
 
 fn parse_provider(raw: &str) -> Result<troupe::model::config::Provider, String> {

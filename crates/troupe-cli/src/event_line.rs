@@ -219,6 +219,30 @@ pub fn describe(event: &Event) -> String {
             s("task_id"),
             short(s("reason"), 80)
         ),
+        kinds::TEAMMATE_MERGED => format!(
+            "{} merged into the lead's checkout ({}, {})",
+            s("branch"),
+            if event.fields.get("fast_forward").and_then(|v| v.as_bool()) == Some(true) {
+                "fast-forward"
+            } else {
+                "merge commit"
+            },
+            short(s("commit"), 12)
+        ),
+        kinds::MERGE_CONFLICT => format!(
+            "{} conflicts with the lead's checkout in {} (merge aborted, nothing changed)",
+            s("branch"),
+            event
+                .fields
+                .get("files")
+                .and_then(|v| v.as_array())
+                .map(|files| files
+                    .iter()
+                    .filter_map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
         other => format!(
             "{other} {}",
             short(

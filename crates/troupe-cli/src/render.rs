@@ -210,6 +210,36 @@ pub fn tasks(views: &[TaskView]) -> String {
     out
 }
 
+/// The teammates' worktrees: one line each (`?` where git could not tell), and any problem.
+pub fn worktrees(views: &[troupe::worktree::WorktreeView]) -> String {
+    if views.is_empty() {
+        return "no worktrees\n".to_owned();
+    }
+    fn shown<T: ToString>(value: Option<T>) -> String {
+        value.map_or_else(|| "?".to_owned(), |v| v.to_string())
+    }
+    let mut out = format!(
+        "{:<20} {:<28} {:<12} {:>5} {:>6}  {:<5} {}\n",
+        "name", "branch", "base", "ahead", "behind", "dirty", "merged"
+    );
+    for v in views {
+        out.push_str(&format!(
+            "{:<20} {:<28} {:<12} {:>5} {:>6}  {:<5} {}\n",
+            v.name.as_str(),
+            v.branch,
+            v.base.get(..12).unwrap_or(&v.base),
+            shown(v.ahead),
+            shown(v.behind),
+            shown(v.dirty),
+            shown(v.merged),
+        ));
+        if let Some(problem) = &v.problem {
+            out.push_str(&format!("  {problem}\n"));
+        }
+    }
+    out
+}
+
 /// The column names of [`job_line`].
 fn job_header() -> String {
     format!(

@@ -58,6 +58,8 @@
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
+//! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
+//!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/agentdefs.rs"]
@@ -150,3 +152,5 @@ mod token_usage;
 mod trust;
 #[path = "cli/usage.rs"]
 mod usage;
+#[path = "cli/worktrees.rs"]
+mod worktrees;

@@ -36,7 +36,7 @@ pub use message::{
 pub use name::AgentName;
 pub use request::{ProtocolRequest, RequestKind, RequestState, RequestStatus, Resolution};
 pub use snapshot::ProtocolSnapshot;
-pub use team::{TeamRoster, TeammateRecord, TeammateStatus};
+pub use team::{Isolation, TeamRoster, TeammateRecord, TeammateStatus};
 pub use text::Content;
 pub use time::UtcTime;
 

@@ -29,6 +29,42 @@ impl TeammateStatus {
     }
 }
 
+/// Where a teammate's files are (SPEC §12): the lead's checkout, or a git worktree of its own
+/// (`.troupe/worktrees/<name>` on branch `troupe/<name>`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// The teammate works in the lead's workspace, as before worktrees existed.
+    #[default]
+    None,
+    /// The teammate works in a git worktree of its own and the lead merges its branch.
+    Worktree,
+}
+
+impl Isolation {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Worktree => "worktree",
+        }
+    }
+
+    /// `none` or `worktree`.
+    pub fn parse(text: &str) -> Result<Self, WireError> {
+        match text {
+            "none" => Ok(Self::None),
+            "worktree" => Ok(Self::Worktree),
+            other => Err(WireError::new(format!(
+                "isolation must be \"worktree\" or \"none\", not {other:?}"
+            ))),
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == Self::None
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TeammateRecord {
@@ -52,6 +88,10 @@ pub struct TeammateRecord {
     /// it the same way. Absent when none (and in files written before the key existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition: Option<AgentName>,
+    /// Where its files are, so that a later run (or a worker in another process) builds it in
+    /// the same place. Absent when `none` (and in files written before the key existed).
+    #[serde(default, skip_serializing_if = "Isolation::is_none")]
+    pub isolation: Isolation,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -130,6 +130,24 @@ impl Layout {
         self.state_dir().join("events.jsonl")
     }
 
+    /// `.troupe/worktrees`: the teammates' git worktrees (SPEC §12) and their records.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.state_dir().join("worktrees")
+    }
+
+    /// `.troupe/worktrees/<agent>`: the git worktree a teammate spawned with `isolation:
+    /// "worktree"` works in (its checkout of branch `troupe/<agent>`).
+    pub fn worktree(&self, agent: &AgentName) -> PathBuf {
+        self.worktrees_dir().join(agent.as_str())
+    }
+
+    /// `.troupe/worktrees/<agent>.json`: that worktree's record (branch, base commit, git's
+    /// admin folder), written when it is made and removed with it.
+    pub fn worktree_record(&self, agent: &AgentName) -> PathBuf {
+        self.worktrees_dir()
+            .join(format!("{}.json", agent.as_str()))
+    }
+
     /// `.troupe/run.lock`: held by the one `troupe run` of this workspace.
     pub fn run_lock(&self) -> PathBuf {
         self.state_dir().join("run.lock")

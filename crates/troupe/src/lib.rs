@@ -18,6 +18,9 @@
 //! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
 //! - [`hooks`]: the settings' `[[hooks]]` as external commands (PreToolUse, PostToolUse,
 //!   UserPromptSubmit, Stop) with a JSON protocol.
+//! - [`worktree`]: a git worktree per teammate (`isolation: "worktree"`): making and
+//!   reattaching them, committing on a teammate's branch, merging into the lead's checkout,
+//!   listing and removing them — git run as a child process, hooks off, with a timeout.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
@@ -56,5 +59,6 @@ pub mod store;
 pub mod sync;
 pub mod team;
 pub mod tools;
+pub mod worktree;
 
 pub use troupe_wire as wire;

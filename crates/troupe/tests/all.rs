@@ -33,3 +33,5 @@ mod state;
 mod team;
 #[path = "all/tools/mod.rs"]
 mod tools;
+#[path = "all/worktree/mod.rs"]
+mod worktree;

@@ -226,6 +226,7 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
             plan_required: false,
             earlier_plan: None,
             definition: None,
+            isolation: troupe_wire::Isolation::None,
         })
         .map_err(|e| e.to_string())?;
     let mailbox = PgMailboxStore::new(pg.clone(), clock.clone(), "bench-survivor", lease);

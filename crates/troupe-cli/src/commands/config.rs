@@ -49,6 +49,7 @@ pub fn config(
         value["trust"] = trust_json(workspace, &loaded);
         value["sandbox"] = sandbox_json(settings, &sandbox_mode);
         value["store"] = store_json(&store);
+        value["team"] = team_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
@@ -56,6 +57,7 @@ pub fn config(
     text.push_str(&to_text(settings, &effective, context_window.as_ref()));
     text.push_str(&sandbox_text(settings, &sandbox_mode));
     text.push_str(&store_text(&store));
+    text.push_str(&team_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
 }
@@ -199,6 +201,25 @@ fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> V
 
 /// `[store]`: `url` null when it is the file store, or when it cannot be shown without its
 /// password (`source` still says where it is set); `lease_ms` in milliseconds.
+/// `[team]`: `isolation` (default `none`) with its source.
+fn team_json(settings: &Settings) -> Value {
+    let isolation = settings.team.isolation.as_ref();
+    json!({"isolation": {
+        "value": isolation.map_or("none", |i| i.value.as_str()),
+        "source": isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe()),
+    }})
+}
+
+fn team_text(settings: &Settings) -> String {
+    let isolation = settings.team.isolation.as_ref();
+    format!(
+        "\n[team]\n{:<16} = {:?}   ({})\n",
+        "isolation",
+        isolation.map_or("none", |i| i.value.as_str()),
+        isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe())
+    )
+}
+
 fn store_json(store: &EffectiveStore) -> Value {
     let url = match &store.url {
         Some(url) => json!({"value": store_url_shown(&url.value), "source": url.source.describe()}),

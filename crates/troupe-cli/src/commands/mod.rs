@@ -15,6 +15,7 @@ mod send;
 mod timeline;
 mod trust;
 mod worker;
+mod worktrees;
 
 use std::path::PathBuf;
 
@@ -74,6 +75,9 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Tasks { json, store } => {
             inspect::tasks(&resolve_workspace(cli.workspace)?, json, &store)
+        }
+        Command::Worktrees { json } => {
+            worktrees::worktrees(&resolve_workspace(cli.workspace)?, json)
         }
         Command::Compact {
             agent,

@@ -6,7 +6,7 @@
 use troupe::store::events::kinds;
 
 /// Kinds shown as lines without `-v`.
-const SHOWN: [&str; 19] = [
+const SHOWN: [&str; 21] = [
     kinds::MODEL_RETRY,
     kinds::MODEL_FALLBACK,
     kinds::MODEL_CALL_FAILED,
@@ -26,6 +26,8 @@ const SHOWN: [&str; 19] = [
     kinds::TEAMMATE_SPAWNED,
     kinds::TEAMMATE_STATUS,
     kinds::USER_MESSAGE,
+    kinds::TEAMMATE_MERGED,
+    kinds::MERGE_CONFLICT,
 ];
 
 /// Whether an event of `kind` is a line (`verbose`: every kind is).

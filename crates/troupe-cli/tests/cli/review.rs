@@ -277,6 +277,7 @@ fn set_status(ws: &Path, status: TeammateStatus) {
             plan_required: false,
             earlier_plan: None,
             definition: None,
+            isolation: troupe_wire::Isolation::None,
         }],
     };
     std::fs::write(Layout::new(ws).team_file(), roster.to_json_bytes()).unwrap();
@@ -586,6 +587,7 @@ fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
         plan_required: false,
         earlier_plan: None,
         definition: None,
+        isolation: troupe_wire::Isolation::None,
     };
     assert!(roster.add(&writer).unwrap());
     let protocol = PgProtocolStore::new(pg.clone(), Arc::new(SystemClock), Arc::new(RandomIds));

@@ -561,6 +561,7 @@ fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathB
             plan_required: false,
             earlier_plan: None,
             definition: None,
+            isolation: troupe_wire::Isolation::None,
         }],
     };
     std::fs::write(layout.team_file(), roster.to_json_bytes()).unwrap();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_wire::{AgentName, TeammateRecord};
+use troupe_wire::{AgentName, Isolation, TeammateRecord};
 
 use crate::agent::transcript::Transcripts;
 use crate::agent::{RunObserver, Runner};
@@ -34,6 +34,7 @@ use crate::tools::read_file::ReadFileTool;
 use crate::tools::tasks::task_tools;
 use crate::tools::write_file::WriteFileTool;
 use crate::tools::{Dispatcher, ToolHandler};
+use crate::worktree::Worktrees;
 
 use super::kit::LongLivedKit;
 use super::options::{
@@ -69,9 +70,10 @@ pub(super) fn team_runtime(
         start.stores.pg.as_ref().map(|parts| &parts.store),
     ));
     let definitions = read_definitions(&settings.workspace);
+    let worktrees = Arc::new(Worktrees::new(start.layout.clone()));
     let runtime = TeamRuntime::new(
         start.layout.clone(),
-        team_ports(settings, &start.stores, local_workers),
+        team_ports(settings, &start.stores, local_workers, &worktrees),
         teammate_factory(
             settings,
             &start.stores,
@@ -79,6 +81,7 @@ pub(super) fn team_runtime(
             &start.jobs,
             &kit,
             definitions.clone(),
+            worktrees,
         ),
     )?;
     let task_returns = attach_board(&runtime, &start.stores, settings);
@@ -121,7 +124,12 @@ fn attach_board(
 
 /// What the team runtime is built on, from the opened stores; `local_workers` overrides the
 /// settings' choice (a worker always runs teammates).
-fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bool>) -> TeamPorts {
+fn team_ports(
+    settings: &TeamSettings,
+    stores: &Stores,
+    local_workers: Option<bool>,
+    worktrees: &Arc<Worktrees>,
+) -> TeamPorts {
     TeamPorts {
         mailbox: stores.mailbox.clone(),
         protocol: stores.protocol.clone(),
@@ -131,6 +139,7 @@ fn team_ports(settings: &TeamSettings, stores: &Stores, local_workers: Option<bo
         request_ttl: settings.request_ttl,
         transcripts: stores.transcripts.clone(),
         placement: placement(settings, stores, local_workers),
+        worktrees: Some(worktrees.clone()),
     }
 }
 
@@ -155,7 +164,13 @@ fn placement(
 }
 
 struct Factory {
+    /// The lead's checkout: where a teammate's files are unless it has a worktree. The team's
+    /// state (mailboxes, transcripts, artifacts, jobs, audit) is the kit's and the stores',
+    /// always in the lead's `.troupe/`, whatever the teammate's workspace.
     workspace: PathBuf,
+    /// The teammates' git worktrees: a teammate spawned with `isolation: "worktree"` gets (or
+    /// gets back) its own, which becomes its runner's workspace.
+    worktrees: Arc<Worktrees>,
     jobs: Arc<JobSupervisor>,
     models: Arc<dyn ModelChooser>,
     /// The base policy; each teammate's adds its own plan gate.
@@ -224,6 +239,16 @@ impl TeammateFactory for Factory {
             })?),
             None => None,
         };
+        // Where its files are: the lead's checkout, or its worktree (made or reattached now).
+        let workspace = match teammate.isolation {
+            Isolation::None => self.workspace.clone(),
+            Isolation::Worktree => self.worktrees.attach(name)?.path,
+        };
+        let sandbox = self.sandbox.for_definition(definition.as_ref())?;
+        let sandbox = match teammate.isolation {
+            Isolation::None => sandbox,
+            Isolation::Worktree => Arc::new(sandbox.rooted_at(&workspace)),
+        };
         let gate_start = self.gate_start(teammate);
         let gate = PlanGateRule::new(self.protocol.clone(), self.clock.clone())
             .starting(gate_start)
@@ -240,7 +265,7 @@ impl TeammateFactory for Factory {
         let mut all_tools: Vec<Arc<dyn ToolHandler>> = vec![
             Arc::new(
                 self.sandbox
-                    .shell(self.sandbox.for_definition(definition.as_ref())?, &policy)
+                    .shell(sandbox, &policy)
                     .with_timeout(self.shell_timeout)
                     .with_jobs(self.jobs.clone()),
             ),
@@ -281,6 +306,9 @@ impl TeammateFactory for Factory {
             identity.push('\n');
             identity.push_str(TEAMMATE_BOARD_TEXT);
         }
+        if teammate.isolation == Isolation::Worktree {
+            identity.push_str(&worktree_prompt(name, &workspace));
+        }
         if let Some(d) = definition.as_ref().filter(|d| !d.instructions.is_empty()) {
             identity.push_str(&format!(
                 "\nYour instructions (agent definition {}):\n{}",
@@ -288,14 +316,7 @@ impl TeammateFactory for Factory {
             ));
         }
         let tools = Arc::new(tools);
-        let prompt = living_prompt(
-            name,
-            identity,
-            &tools,
-            &self.workspace,
-            team,
-            self.clock.clone(),
-        );
+        let prompt = living_prompt(name, identity, &tools, &workspace, team, self.clock.clone());
         let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone());
         let model_name = agent_model(&self.model_settings, name, definition.as_ref());
@@ -305,7 +326,7 @@ impl TeammateFactory for Factory {
             String::new(),
             model.clone(),
             Arc::new(dispatcher),
-            self.workspace.clone(),
+            workspace,
             self.run_observer.clone(),
         )
         .with_max_turns(self.max_turns)
@@ -326,9 +347,11 @@ fn teammate_factory(
     jobs: &Arc<JobSupervisor>,
     kit: &Arc<LongLivedKit>,
     definitions: Definitions,
+    worktrees: Arc<Worktrees>,
 ) -> Arc<Factory> {
     Arc::new(Factory {
         workspace: settings.workspace.clone(),
+        worktrees,
         jobs: jobs.clone(),
         models: settings.models.clone(),
         policy: policy.clone(),
@@ -351,6 +374,18 @@ fn teammate_factory(
             .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
         claims: stores.claims.clone(),
     })
+}
+
+/// What a worktree teammate is told about where it works.
+fn worktree_prompt(name: &AgentName, worktree: &std::path::Path) -> String {
+    format!(
+        "\nYou work in your own git worktree, {}, on branch {}: your file tools and commands \
+         see only it, not the lead's checkout. When you finish a message, troupe commits your \
+         changes on your branch for you (do not run git commit, merge or rebase yourself); the \
+         lead merges your branch.",
+        worktree.display(),
+        crate::worktree::branch_of(name)
+    )
 }
 
 /// The workspace's agent definitions (`agents/*.md`); each invalid one is skipped with a

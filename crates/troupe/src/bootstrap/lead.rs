@@ -12,6 +12,7 @@ use crate::cron::{CronRuntime, ScheduleCronTool};
 use crate::jobs::JobSupervisor;
 use crate::permissions::PermissionPolicy;
 use crate::team::definitions;
+use crate::team::merge_tool::MergeTeammate;
 use crate::team::tools::{RequestShutdown, ReviewPlan, SendMessage, SpawnTeammate};
 use crate::team::TeamHandle;
 use crate::tools::grep::GrepTool;
@@ -146,11 +147,21 @@ fn lead_tools(
         Arc::new(subagent),
         Arc::new(LoadSkillTool),
         Arc::new(ScheduleCronTool::new(cron.clone())),
-        Arc::new(SpawnTeammate(team.clone())),
+        Arc::new(SpawnTeammate(
+            team.clone(),
+            settings
+                .settings
+                .team
+                .isolation
+                .as_ref()
+                .map(|i| i.value)
+                .unwrap_or_default(),
+        )),
         Arc::new(SendMessage(team.clone())),
         Arc::new(RequestShutdown(team.clone())),
         Arc::new(ReviewPlan(team.clone())),
         Arc::new(GrepTool),
+        Arc::new(MergeTeammate(team.clone())),
     ]);
     tools.extend(task_tools(stores.claims.clone()));
     let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;

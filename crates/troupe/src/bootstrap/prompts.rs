@@ -13,8 +13,8 @@ use crate::tools::skills;
 use crate::tools::{RegistryError, ToolHandler, ToolRegistry};
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's, then
-/// wave 3's `grep`).
-pub const LEAD_TOOLS: [&str; 19] = [
+/// wave 3's `grep` and `merge_teammate`).
+pub const LEAD_TOOLS: [&str; 20] = [
     "shell",
     "read_file",
     "write_file",
@@ -34,6 +34,7 @@ pub const LEAD_TOOLS: [&str; 19] = [
     "request_shutdown",
     "review_plan",
     "grep",
+    "merge_teammate",
 ];
 
 /// A teammate's tools, exactly (SPEC §4.1): the first five, then wave 3's working toolset — the

@@ -348,7 +348,7 @@ impl Held {
 /// Closes a run in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
 /// point, in-flight messages released; in a distributed team their leases freed), then `cron`
 /// (a lead's), then background jobs (whole process groups terminated, recorded as cancelled),
-/// then the MCP servers (sessions closed, stdio servers' process groups killed); then the watch
+/// then the merged, clean worktrees of shut-down teammates, then the MCP servers (sessions closed, stdio servers' process groups killed); then the watch
 /// and the distributed team's wakeups, and this process leaves the team's workers. The run
 /// lock is released when `held` is dropped, with the run.
 pub(super) async fn close(
@@ -362,6 +362,13 @@ pub(super) async fn close(
         cron.close().await;
     }
     jobs.close().await;
+    // Nothing runs in the worktrees any more: those of shut-down teammates go if merged and
+    // clean (git may take a moment: off the async threads).
+    if let Some(worktrees) = runtime.worktrees() {
+        crate::sync::blocking(|| {
+            crate::team::isolation::remove_finished_worktrees(worktrees, &runtime.roster())
+        });
+    }
     held.mcp.stop().await;
     held.watch.take();
     if let Some((parts, wakeups)) = held.shared.take() {

@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorCode;
 
-pub use paths::{Host, Protected};
+pub use paths::{real, Host, Protected};
 
 /// How much a command may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -268,6 +268,18 @@ impl Sandbox {
                 },
                 self.paths.workspace(),
             ),
+        }
+    }
+
+    /// The same sandbox with `root` as its workspace: a teammate's git worktree
+    /// (`.troupe/worktrees/<name>`), the only folder (with the temp folder) its commands may
+    /// write. The protected paths stay — the lead's `.env` is still unreadable — and the
+    /// worktree's own `.env` joins them; the lead's checkout, inside which the worktree lies,
+    /// is no writable root.
+    pub fn rooted_at(&self, root: &Path) -> Self {
+        Self {
+            paths: self.paths.rooted_at(root),
+            ..self.clone()
         }
     }
 

@@ -80,6 +80,21 @@ impl Protected {
         }
     }
 
+    /// The same paths with `root` as the workspace (a teammate's worktree): the protected
+    /// paths kept, the new workspace's own secrets added.
+    pub fn rooted_at(&self, root: &Path) -> Self {
+        let workspace = real(root);
+        let mut deny_read = self.deny_read.clone();
+        deny_read.extend(WORKSPACE_SECRETS.iter().map(|p| real(&workspace.join(p))));
+        deny_read.sort();
+        deny_read.dedup();
+        Self {
+            workspace,
+            deny_read,
+            ..self.clone()
+        }
+    }
+
     /// Confined commands write `dir` (a fresh folder of the run's) instead of the host's temp
     /// folder.
     pub fn use_private_temp(&mut self, dir: &Path) {

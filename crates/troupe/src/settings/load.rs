@@ -3,7 +3,7 @@
 //! environment are laid on top by the CLI, see `model::config`) — and sets apart the project
 //! file's values that need trust ([`super::trust`]). This file only orchestrates; each section
 //! owns its table as written, its checks, its merge and what of it needs trust: `model`, `rules`
-//! (`[permissions]`), `hooks`, `sandbox`, `store`, `mcp`.
+//! (`[permissions]`), `hooks`, `sandbox`, `store`, `team`, `mcp`.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +11,7 @@ use super::error::SettingsError;
 use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
-use super::{hooks, mcp, model, rules, sandbox, store, tasks};
+use super::{hooks, mcp, model, rules, sandbox, store, tasks, team};
 use super::{Settings, Source};
 
 // What this module held before each section had its own file, where callers still name it.
@@ -117,6 +117,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         sandbox: sandbox::merge(&section(layers, |f| &f.sandbox)),
         store: store::merge(&section(layers, |f| &f.store)),
         tasks: tasks::merge(&section(layers, |f| &f.tasks)),
+        team: team::merge(&section(layers, |f| &f.team)),
         mcp_servers: mcp::merge(&section(layers, |f| &f.mcp_servers)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }

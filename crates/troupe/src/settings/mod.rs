@@ -8,7 +8,7 @@
 //! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
 //! into its sections, and each section has its own module — its table as written, its checks,
 //! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
-//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `mcp`. `secrets` refuses
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`. `secrets` refuses
 //! secret-looking keys before any section reads a file, `duration` is troupe's one reading of a
 //! duration, `section` what the sections share. The rules are matched by
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
@@ -29,6 +29,7 @@ mod section;
 mod store;
 mod store_url;
 mod tasks;
+mod team;
 pub mod trust;
 
 use std::path::PathBuf;
@@ -221,6 +222,13 @@ pub struct StoreSettings {
     pub lease: Option<Sourced<Duration>>,
 }
 
+/// `[team]`: how the team works (the CLI's `--isolation` decides over `isolation`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TeamSection {
+    /// The isolation of a teammate whose `spawn_teammate` call names none (default `none`).
+    pub isolation: Option<Sourced<troupe_wire::Isolation>>,
+}
+
 /// The default time an MCP server has to start and list its tools.
 pub const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default time one MCP tool call may take.
@@ -278,6 +286,8 @@ pub struct Settings {
     pub store: StoreSettings,
     /// `[tasks]`: the task board's lease.
     pub tasks: TaskSettings,
+    /// `[team]`: project over user.
+    pub team: TeamSection,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

@@ -19,8 +19,9 @@ use super::secrets::check_secrets;
 use super::section::{line_of, Spans};
 use super::store::{ParsedStore, RawStore};
 use super::tasks::{ParsedTasks, RawTasks};
+use super::team::{ParsedTeam, RawTeam};
 use super::McpServerSpec;
-use super::{hooks, mcp, model, rules, sandbox, store, tasks};
+use super::{hooks, mcp, model, rules, sandbox, store, tasks, team};
 
 /// One file, validated: each section's own values.
 #[derive(Debug, Default, Clone)]
@@ -31,6 +32,7 @@ pub(super) struct ParsedFile {
     pub sandbox: ParsedSandbox,
     pub store: ParsedStore,
     pub tasks: ParsedTasks,
+    pub team: ParsedTeam,
     pub mcp_servers: Vec<McpServerSpec>,
 }
 
@@ -50,6 +52,7 @@ struct RawFile {
     store: RawStore,
     #[serde(default)]
     tasks: RawTasks,
+    team: RawTeam,
     #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,
 }
@@ -89,6 +92,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         sandbox: sandbox::parse(raw.sandbox, &spans)?,
         store: store::parse(raw.store, &spans)?,
         tasks: tasks::parse(raw.tasks, &spans)?,
+        team: team::parse(raw.team, &spans)?,
         mcp_servers: mcp::parse(raw.mcp_servers, &spans)?,
     })
 }

@@ -34,6 +34,9 @@ pub enum TeamError {
     Mailbox(#[from] MailboxError),
     #[error(transparent)]
     Io(#[from] IoError),
+    /// A teammate's git worktree could not be made or used.
+    #[error("its git worktree: {0}")]
+    Worktree(#[from] crate::worktree::WorktreeError),
     #[error("the team runtime is closed")]
     Closed,
 }
@@ -55,6 +58,7 @@ impl ErrorCode for TeamError {
             Self::Protocol(e) => e.code(),
             Self::Mailbox(e) => e.code(),
             Self::Io(e) => e.code(),
+            Self::Worktree(e) => e.code(),
             Self::Closed => "team_closed",
         }
     }

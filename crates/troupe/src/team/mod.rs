@@ -19,15 +19,20 @@
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
 //! - [`observer`]: the timeline of what happened.
+//! - [`isolation`]: a worktree teammate's finished work committed on its branch; merged, clean
+//!   worktrees of shut-down teammates removed at close.
+//! - [`merge_tool`]: the lead's `merge_teammate`.
 
 pub mod board_work;
 pub mod definitions;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod isolation;
 pub mod lead_only;
 pub mod lease_gate;
 pub mod living_prompt;
+pub mod merge_tool;
 pub mod observer;
 pub mod placement;
 pub mod plan_gate;

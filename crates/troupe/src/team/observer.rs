@@ -28,6 +28,20 @@ pub enum TeamUpdate {
     },
     /// A request expired without an answer and its sender was told.
     Expired(ProtocolRequest),
+    /// `merge_teammate` merged a teammate's branch into the lead's checkout.
+    Merged {
+        name: AgentName,
+        branch: String,
+        /// The lead's `HEAD` after the merge.
+        commit: String,
+        fast_forward: bool,
+    },
+    /// `merge_teammate` found conflicts and aborted the merge; nothing changed.
+    MergeConflict {
+        name: AgentName,
+        branch: String,
+        files: Vec<String>,
+    },
 }
 
 pub trait TeamObserver: Send + Sync {

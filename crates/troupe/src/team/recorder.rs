@@ -219,6 +219,25 @@ impl TeamObserver for EventRecorder {
                 kinds::REQUEST_EXPIRED,
                 request_fields(request),
             ),
+            TeamUpdate::Merged {
+                name,
+                branch,
+                commit,
+                fast_forward,
+            } => self.events.emit(
+                name.as_str(),
+                kinds::TEAMMATE_MERGED,
+                fields(json!({"branch": branch, "commit": commit, "fast_forward": fast_forward})),
+            ),
+            TeamUpdate::MergeConflict {
+                name,
+                branch,
+                files,
+            } => self.events.emit(
+                name.as_str(),
+                kinds::MERGE_CONFLICT,
+                fields(json!({"branch": branch, "files": files})),
+            ),
             // Reported by the stores' decorators.
             TeamUpdate::Sent(_) | TeamUpdate::Resolved(_) | TeamUpdate::Quarantined { .. } => {}
         }

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{AgentName, MessageId, TeammateRecord, TeammateStatus};
+use troupe_wire::{
+    AgentName, Isolation, MailboxMessage, MessageId, TeammateRecord, TeammateStatus,
+};
 
 use super::board_work::{keep_leases, BoardWork, ExpiredSink};
 use super::definitions::AgentDefinition;
@@ -40,6 +42,7 @@ use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
 use crate::store::tasks::{Task, TaskError};
 use crate::sync::{blocking, lock};
+use crate::worktree::Worktrees;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
@@ -98,6 +101,9 @@ pub struct TeamPorts {
     /// Where teammates run: here ([`Here`](super::placement::Here)), or under leases in a
     /// distributed team.
     pub placement: Arc<dyn Placement>,
+    /// The teammates' git worktrees (`isolation: "worktree"`): a worktree teammate's changes
+    /// are committed on its branch when it finishes a message. `None`: no teammate has one.
+    pub worktrees: Option<Arc<Worktrees>>,
 }
 
 /// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
@@ -120,6 +126,8 @@ struct TeamInner {
     transcripts: Arc<dyn Transcripts>,
     /// Where teammates run.
     placement: Arc<dyn Placement>,
+    /// The teammates' git worktrees, if teammates may have them.
+    worktrees: Option<Arc<Worktrees>>,
     /// Signalled on every change the driver may be waiting for.
     changed: Notify,
     /// Cancelled when the runtime closes; workers stop at their next safe point.
@@ -186,6 +194,7 @@ impl TeamRuntime {
                 failures_told: Mutex::new(std::collections::HashSet::new()),
                 transcripts: ports.transcripts,
                 placement: ports.placement,
+                worktrees: ports.worktrees,
                 changed: Notify::new(),
                 closing: CancellationToken::new(),
                 observer: ports.observer,
@@ -230,6 +239,16 @@ impl TeamRuntime {
 
     pub fn roster(&self) -> Vec<TeammateRecord> {
         self.inner.roster.all()
+    }
+
+    /// The teammates' git worktrees, if teammates may have them.
+    pub fn worktrees(&self) -> Option<&Arc<Worktrees>> {
+        self.inner.worktrees.as_ref()
+    }
+
+    /// Reports `update` to the team's observer (the event stream): what a team tool did.
+    pub fn report(&self, update: &TeamUpdate) {
+        self.inner.observer.update(update);
     }
 
     /// The agent definition `name`, if the team's factory has it.
@@ -457,12 +476,13 @@ impl TeamRuntime {
         prompt: &str,
         plan_required: bool,
     ) -> Result<Spawned, TeamError> {
-        self.spawn_defined(name, role, prompt, plan_required, None)
+        self.spawn_defined(name, role, prompt, plan_required, None, Isolation::None)
             .await
     }
 
     /// [`Self::spawn`] of a teammate built from the agent definition `definition` (recorded in
-    /// its roster entry; the factory applies it).
+    /// its roster entry; the factory applies it), working where `isolation` says (recorded too:
+    /// the factory makes or reattaches its worktree).
     pub async fn spawn_defined(
         &self,
         name: &AgentName,
@@ -470,6 +490,7 @@ impl TeamRuntime {
         prompt: &str,
         plan_required: bool,
         definition: Option<AgentName>,
+        isolation: Isolation,
     ) -> Result<Spawned, TeamError> {
         check_spawn_arguments(name, role, prompt)?;
         let inner = &self.inner;
@@ -481,7 +502,9 @@ impl TeamRuntime {
             let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match blocking(|| inner.try_spawn(name, role, plan_required, definition.clone()))? {
+            match blocking(|| {
+                inner.try_spawn(name, role, plan_required, definition.clone(), isolation)
+            })? {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
@@ -508,7 +531,7 @@ impl TeamRuntime {
         if inner.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        let Some(spawned) = inner.try_spawn(name, role, false, None)? else {
+        let Some(spawned) = inner.try_spawn(name, role, false, None, Isolation::None)? else {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
@@ -582,6 +605,7 @@ impl TeamInner {
         role: &str,
         plan_required: bool,
         definition: Option<AgentName>,
+        isolation: Isolation,
     ) -> Result<Option<Spawned>, TeamError> {
         let _spawning = lock(&self.spawning);
         let earlier = self.roster.get(name);
@@ -611,6 +635,7 @@ impl TeamInner {
                 .latest_plan_of(name)?
                 .map(|plan| plan.id()),
             definition,
+            isolation,
         };
         let quarantined = match &earlier {
             Some(earlier) => self.quarantine_leftovers(earlier)?,
@@ -891,6 +916,20 @@ impl WorkerContext for TeamWorker {
         match outcome {
             TaskOutcome::Done => work.claims().complete(&task.id, &self.name),
             TaskOutcome::GiveBack(reason) => work.claims().release(&task.id, &self.name, &reason),
+        }
+    }
+
+    fn after_result(&self, message: &MailboxMessage) {
+        let Some(worktrees) = &self.team.worktrees else {
+            return;
+        };
+        let isolated = self
+            .team
+            .roster
+            .get(&self.name)
+            .is_some_and(|r| r.isolation == Isolation::Worktree);
+        if isolated {
+            super::isolation::commit_finished_work(worktrees, &self.name, message);
         }
     }
 }

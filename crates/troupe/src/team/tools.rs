@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use troupe_wire::{AgentName, OrdinaryKind, RequestId, RequestKind};
+use troupe_wire::{AgentName, Isolation, OrdinaryKind, RequestId, RequestKind};
 
 use super::definitions::AgentDefinition;
 use super::error::TeamError;
@@ -31,7 +31,9 @@ fn render(value: Value) -> String {
     value.to_string()
 }
 
-pub struct SpawnTeammate(pub TeamHandle);
+/// `spawn_teammate`, with the run's default isolation (`[team] isolation`, `--isolation`) for
+/// calls that do not name one.
+pub struct SpawnTeammate(pub TeamHandle, pub Isolation);
 
 #[async_trait]
 impl ToolHandler for SpawnTeammate {
@@ -46,7 +48,10 @@ impl ToolHandler for SpawnTeammate {
                 later as events. With plan_required: true it cannot write, run commands or claim \
                 tasks until you approve a plan of its (review_plan). With agent: \"<definition>\" it is built from that agent \
                 definition (its instructions, tools, plan rule and model). The name of a teammate that shut down or failed can be used \
-                again: that starts a new teammate with a fresh conversation."
+                again: that starts a new teammate with a fresh conversation. With isolation: \
+                \"worktree\" (a git repository only) it works in its own git worktree on branch \
+                troupe/<name>, made from your HEAD; its work is committed there and you bring it \
+                into your checkout with merge_teammate."
                     .into(),
             parameters: schema(
                 json!({
@@ -54,7 +59,8 @@ impl ToolHandler for SpawnTeammate {
                     "role": {"type": "string", "minLength": 1, "description": "what this teammate is for"},
                     "prompt": {"type": "string", "minLength": 1, "description": "its first task"},
                     "plan_required": {"type": "boolean", "description": "gate it from its first call until you approve a plan of its (default false: gated only once it submits a plan; a definition with plan_required: true gates it anyway)"},
-                    "agent": {"type": "string", "minLength": 1, "description": "the agent definition (agents/<name>.md) to build it from, as listed in your system prompt"}
+                    "agent": {"type": "string", "minLength": 1, "description": "the agent definition (agents/<name>.md) to build it from, as listed in your system prompt"},
+                    "isolation": {"type": "string", "enum": ["worktree", "none"], "description": "where it works: \"worktree\" (its own git worktree and branch, merged back with merge_teammate) or \"none\" (your checkout); the run's default when absent"}
                 }),
                 &["name", "role", "prompt"],
             ),
@@ -75,6 +81,22 @@ impl ToolHandler for SpawnTeammate {
             .unwrap_or(false)
             || definition.as_ref().is_some_and(|d| d.plan_required);
         let role = str_arg(&args, "role")?;
+        let isolation = match args.get("isolation") {
+            None | Some(Value::Null) => self.1,
+            Some(_) => Isolation::parse(str_arg(&args, "isolation")?)
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?,
+        };
+        if isolation == Isolation::Worktree {
+            let worktrees = team.worktrees().cloned().ok_or_else(|| {
+                ToolError::InvalidArguments(
+                    "isolation \"worktree\" is not available in this team".into(),
+                )
+            })?;
+            tokio::task::spawn_blocking(move || worktrees.check_available())
+                .await
+                .map_err(|e| ToolError::Failed(format!("spawn_teammate stopped: {e}")))?
+                .map_err(|e| ToolError::coded(&e))?;
+        }
         let spawned = team
             .spawn_defined(
                 &name,
@@ -82,6 +104,7 @@ impl ToolHandler for SpawnTeammate {
                 str_arg(&args, "prompt")?,
                 plan_required,
                 definition.as_ref().map(|d| d.name.clone()),
+                isolation,
             )
             .await
             .map_err(team_error)?;
@@ -99,6 +122,18 @@ impl ToolHandler for SpawnTeammate {
         });
         if let Some(definition) = &definition {
             result["agent"] = json!(definition.name.as_str());
+        }
+        if isolation == Isolation::Worktree {
+            if let Some(worktrees) = team.worktrees() {
+                let path = worktrees.path_of(&name);
+                result["isolation"] = json!("worktree");
+                result["branch"] = json!(crate::worktree::branch_of(&name));
+                result["worktree"] = json!(path
+                    .strip_prefix(&ctx.workspace)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string());
+            }
         }
         if let Some(replaced) = spawned.replaced {
             result["replaced"] = json!(replaced.as_str());

@@ -72,6 +72,10 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
         let _ = task;
         false
     }
+    /// The teammate finished `message` and its result is about to go to the lead: what its
+    /// workspace does then (a worktree teammate's changes are committed on its branch). The
+    /// default: nothing.
+    fn after_result(&self, _message: &MailboxMessage) {}
     /// Whether this process still holds the teammate's lease (always, outside a shared team).
     fn holds_lease(&self) -> bool {
         true
@@ -273,6 +277,7 @@ async fn run_and_report(
         if !blocking(|| team.holds_lease()) {
             return Handled::LeaseLost;
         }
+        blocking(|| team.after_result(message));
         let sent = blocking(|| {
             team.postman()
                 .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)

@@ -91,7 +91,10 @@ pub struct ToolDefinition {
 pub struct ToolContext {
     /// The calling agent: the only source of identity (a sender is never a tool argument).
     pub agent: AgentName,
-    /// The workspace root every file tool is confined to and `shell` runs in.
+    /// The workspace root every file tool is confined to and `shell` runs in: where the
+    /// agent's files are — the lead's checkout, or a worktree teammate's own worktree. The
+    /// team's state (mailboxes, transcripts, artifacts, jobs, audit) is never found through it:
+    /// it stays in the lead's `.troupe/`, reached through the stores and `artifacts`.
     pub workspace: PathBuf,
     /// Cancelled when the runtime closes or the turn is abandoned; long tools stop on it.
     pub cancel: CancellationToken,

@@ -71,9 +71,10 @@ impl ToolHandler for ReadFileTool {
             Err(ToolError::NotFound(message)) => {
                 let key = artifact_named(&workspace, &raw);
                 match (key, ctx.artifacts.clone()) {
-                    (Some(key), Some(store)) => {
-                        recover(&workspace, &raw, key, store, message).await?
-                    }
+                    (Some(key), Some(store)) => match kept_apart(&ctx.agent, &key, &store) {
+                        Some(path) => (path, None),
+                        None => recover(&workspace, &raw, key, store, message).await?,
+                    },
                     _ => return Err(ToolError::NotFound(message)),
                 }
             }
@@ -105,6 +106,19 @@ fn artifact_named(workspace: &Workspace, raw: &str) -> Option<ArtifactKey> {
         return None;
     };
     ArtifactKey::parse(agent.to_str()?, name.to_str()?)
+}
+
+/// The caller's own artifact `key` where its store keeps it, when that is not under the
+/// workspace: a teammate working in its git worktree reads the artifacts the team keeps in
+/// the lead's `.troupe/` by the path its results name. Only a regular file, never a symlink.
+fn kept_apart(
+    agent: &troupe_wire::AgentName,
+    key: &ArtifactKey,
+    store: &ArtifactStore,
+) -> Option<std::path::PathBuf> {
+    let path = store.dir().join(key.name());
+    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+    (key.agent() == agent && regular).then_some(path)
 }
 
 /// Makes the missing artifact `key` from the team's copy and resolves it again; the file's own

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["settings"],
     &["process", "model", "permissions", "mcp"],
-    &["jobs", "hooks"],
+    &["jobs", "hooks", "worktree"],
     &["tools"],
     &["agent", "cron"],
     &["team"],

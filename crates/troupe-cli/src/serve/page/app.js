@@ -99,6 +99,8 @@
       case "teammate_spawned": return "spawned as " + s("role");
       case "teammate_status": return "is " + s("status") + (e.detail ? ": " + short(e.detail, 80) : "");
       case "user_message": return "a person says: " + short(s("text"), 120);
+      case "teammate_merged": return s("branch") + " merged (" + (e.fast_forward ? "fast-forward" : "merge commit") + ")";
+      case "merge_conflict": return s("branch") + " conflicts in " + (e.files || []).join(", ") + " (merge aborted)";
       default:
         var parts = [];
         Object.keys(e).forEach(function (k) {

@@ -34,6 +34,8 @@
 //! | `task_completed` | owner | `task_id`, `subject`, `status`, `owner` |
 //! | `task_lease_expired` | previous owner | `task_id`, `subject`, `status`, `previous_owner`, `reason` |
 //! | `task_released` | previous owner | `task_id`, `subject`, `status`, `previous_owner`, `reason` |
+//! | `teammate_merged` | teammate | `branch`, `commit` (the lead's `HEAD` after), `fast_forward` |
+//! | `merge_conflict` | teammate | `branch`, `files` (the conflicting paths; the merge was aborted) |
 
 use serde_json::{json, Map, Value};
 
@@ -70,9 +72,11 @@ pub const TASK_CLAIMED: &str = "task_claimed";
 pub const TASK_COMPLETED: &str = "task_completed";
 pub const TASK_LEASE_EXPIRED: &str = "task_lease_expired";
 pub const TASK_RELEASED: &str = "task_released";
+pub const TEAMMATE_MERGED: &str = "teammate_merged";
+pub const MERGE_CONFLICT: &str = "merge_conflict";
 
 /// Every kind above, in the order of the table.
-pub const ALL: [&str; 33] = [
+pub const ALL: [&str; 35] = [
     RUN_STARTED,
     RUN_ENDED,
     MODEL_CALL_STARTED,
@@ -106,6 +110,8 @@ pub const ALL: [&str; 33] = [
     TASK_COMPLETED,
     TASK_LEASE_EXPIRED,
     TASK_RELEASED,
+    TEAMMATE_MERGED,
+    MERGE_CONFLICT,
 ];
 
 /// How much of a long text (a prompt, a tool result, message content) an event carries.

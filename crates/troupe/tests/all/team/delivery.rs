@@ -173,6 +173,7 @@ fn parts(f: &Fixture) -> Parts {
                 f.layout.clone(),
             )),
             placement: std::sync::Arc::new(troupe::team::Here),
+            worktrees: None,
         },
         factory,
     )

@@ -46,6 +46,7 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
             plan_required: false,
             earlier_plan: None,
             definition: None,
+            isolation: troupe_wire::Isolation::None,
         }],
     };
     durable::replace(&f.layout.team_file(), &roster.to_json_bytes()).unwrap();

@@ -108,6 +108,7 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
             "request_shutdown",
             "review_plan",
             "grep",
+            "merge_teammate",
         ]
     );
     team.close().await;

@@ -1,0 +1,172 @@
+//! `troupe run --isolation worktree` on a real git repository the test makes, with a scripted
+//! model (a queue per agent): the teammate writes in its own worktree, its work is committed on
+//! `troupe/<name>` by it, the lead merges the branch with `merge_teammate`; then `troupe
+//! worktrees` (text and `--json`) shows the kept worktree, merged and clean, and `troupe log`
+//! the merge.
+
+use std::path::Path;
+use std::process::Command;
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+use super::support::{json, troupe_in};
+
+/// `git <args>` in `dir` with a test identity, nothing taken from the environment's `GIT_*`.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let mut command = Command::new("git");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GIT_") {
+            command.env_remove(key);
+        }
+    }
+    let out = command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(["-c", "init.defaultBranch=main", "-C"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn tool(name: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": arguments}]})
+}
+
+#[test]
+fn a_run_with_worktree_isolation_merges_the_teammate_s_branch_and_lists_its_worktree() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    git(&ws, &["init", "--quiet"]);
+    std::fs::write(ws.join("README.md"), "# project\n").unwrap();
+    git(&ws, &["add", "README.md"]);
+    git(&ws, &["commit", "--quiet", "-m", "first"]);
+    let base = git(&ws, &["rev-parse", "HEAD"]).trim().to_owned();
+
+    // The script lives outside the repository, so the lead's checkout stays clean.
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("script.json");
+    let script_text = json!({"agents": {
+        "lead": [
+            tool("spawn_teammate", json!({"name": "alice", "role": "writer",
+                                          "prompt": "Add a greeting\nWrite hello.txt."})),
+            {"text": "alice is on it"},
+            tool("merge_teammate", json!({"name": "alice"})),
+            {"text": "merged alice's work"},
+        ],
+        "alice": [
+            tool("write_file", json!({"path": "hello.txt", "content": "hello\n"})),
+            {"text": "wrote hello.txt"},
+        ],
+    }});
+    std::fs::write(&script, script_text.to_string()).unwrap();
+
+    let out = troupe_in(
+        &ws,
+        &[
+            "run",
+            "--prompt",
+            "Have a teammate add a greeting.",
+            "--model-script",
+            script.to_str().unwrap(),
+            "--approval",
+            "auto",
+            "--isolation",
+            "worktree",
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "merged alice's work\n");
+
+    // alice's work: committed on its branch by alice, then fast-forwarded into the lead's.
+    assert_eq!(
+        git(&ws, &["log", "-1", "--format=%an <%ae>|%s", "troupe/alice"]).trim(),
+        "alice <alice@troupe.invalid>|Add a greeting"
+    );
+    assert_eq!(
+        git(&ws, &["rev-parse", "HEAD"]),
+        git(&ws, &["rev-parse", "troupe/alice"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        git(&ws, &["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+
+    let listed = json(&troupe_in(&ws, &["worktrees", "--json"]));
+    assert_eq!(
+        listed,
+        json!({"worktrees": [{
+            "name": "alice",
+            "branch": "troupe/alice",
+            "base": base,
+            "path": ".troupe/worktrees/alice",
+            "ahead": 0,
+            "behind": 0,
+            "dirty": false,
+            "merged": true,
+        }]})
+    );
+    let text = troupe_in(&ws, &["worktrees"]);
+    assert_eq!(text.code, 0, "{text:#?}");
+    assert!(text.stdout.starts_with("name "), "{}", text.stdout);
+    assert!(text.stdout.contains("alice"), "{}", text.stdout);
+    assert!(text.stdout.contains("troupe/alice"), "{}", text.stdout);
+
+    let log = troupe_in(&ws, &["log", "--json"]);
+    assert_eq!(log.code, 0, "{log:#?}");
+    let merged: Vec<Value> = log
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "teammate_merged")
+        .collect();
+    assert_eq!(merged.len(), 1, "{}", log.stdout);
+    assert_eq!(merged[0]["agent"], "alice");
+    assert_eq!(merged[0]["fast_forward"], true);
+}
+
+#[test]
+fn worktrees_of_a_plain_folder_are_none_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        json(&troupe_in(&ws, &["worktrees", "--json"])),
+        json!({"worktrees": []})
+    );
+    let text = troupe_in(&ws, &["worktrees"]);
+    assert_eq!(text.stdout, "no worktrees\n");
+    assert!(!ws.join(".troupe").exists());
+}
+
+#[test]
+fn the_team_isolation_setting_is_shown_with_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let shown = json(&troupe_in(&ws, &["config", "--json"]));
+    assert_eq!(
+        shown["team"],
+        json!({"isolation": {"value": "none", "source": "default"}})
+    );
+    std::fs::write(ws.join("troupe.toml"), "[team]\nisolation = \"worktree\"\n").unwrap();
+    let shown = json(&troupe_in(&ws, &["config", "--json"]));
+    assert_eq!(shown["team"]["isolation"]["value"], "worktree");
+    assert!(
+        shown["team"]["isolation"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("troupe.toml"),
+        "{shown}"
+    );
+    std::fs::write(ws.join("troupe.toml"), "[team]\nisolation = \"vm\"\n").unwrap();
+    let refused = troupe_in(&ws, &["config"]);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    assert!(refused.stderr.contains("isolation must be"), "{refused:#?}");
+}

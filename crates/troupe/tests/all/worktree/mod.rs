@@ -1,0 +1,16 @@
+//! A git worktree per teammate (SPEC §12), on real git repositories the tests make.
+//!
+//! - `support`: a repository in a temp folder (identity given with `-c`, nothing from the
+//!   environment), and reading it back.
+//! - `git`: the `Worktrees` port itself — made from the lead's `HEAD`, reattached, commits
+//!   authored by the teammate, fast-forward and conflicting merges, removal only when merged and
+//!   clean, hooks of a hostile repository never run, a workspace that is not a repository.
+//! - `team`: through a running team — `spawn_teammate` with `isolation: "worktree"`, the
+//!   teammate's tools and confined commands in its worktree, its result committed, the lead's
+//!   `merge_teammate` and its events, two teammates on the same lines, the settings' default,
+//!   a workspace that is not a repository left as it was.
+
+pub mod support;
+
+mod git;
+mod team;
