@@ -52,6 +52,7 @@ struct RawFile {
     store: RawStore,
     #[serde(default)]
     tasks: RawTasks,
+    #[serde(default)]
     team: RawTeam,
     #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,

@@ -22,7 +22,13 @@ pub(super) fn commit_finished_work(
             p.content().as_str()
         ),
     };
-    match worktrees.commit(name, &subject) {
+    commit_work(worktrees, name, &subject);
+}
+
+/// Commits what `name` changed in its worktree, with `subject` (a message's task, or the
+/// subject of a task it took from the board) as the commit's subject; a failure is logged.
+pub(super) fn commit_work(worktrees: &Worktrees, name: &AgentName, subject: &str) {
+    match worktrees.commit(name, subject) {
         Ok(Some(commit)) => tracing::debug!("committed {name}'s work as {commit}"),
         Ok(None) => {}
         Err(e) => tracing::warn!("could not commit {name}'s work on its branch: {e}"),

@@ -920,17 +920,28 @@ impl WorkerContext for TeamWorker {
     }
 
     fn after_result(&self, message: &MailboxMessage) {
-        let Some(worktrees) = &self.team.worktrees else {
-            return;
-        };
+        if let Some(worktrees) = self.own_worktree() {
+            super::isolation::commit_finished_work(worktrees, &self.name, message);
+        }
+    }
+
+    fn after_task(&self, task: &Task) {
+        if let Some(worktrees) = self.own_worktree() {
+            super::isolation::commit_work(worktrees, &self.name, &task.subject);
+        }
+    }
+}
+
+impl TeamWorker {
+    /// The team's worktrees when this teammate works in one of its own.
+    fn own_worktree(&self) -> Option<&crate::worktree::Worktrees> {
+        let worktrees = self.team.worktrees.as_ref()?;
         let isolated = self
             .team
             .roster
             .get(&self.name)
             .is_some_and(|r| r.isolation == Isolation::Worktree);
-        if isolated {
-            super::isolation::commit_finished_work(worktrees, &self.name, message);
-        }
+        isolated.then_some(worktrees)
     }
 }
 

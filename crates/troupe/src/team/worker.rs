@@ -76,6 +76,9 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     /// workspace does then (a worktree teammate's changes are committed on its branch). The
     /// default: nothing.
     fn after_result(&self, _message: &MailboxMessage) {}
+    /// The same for a task taken from the board, before it is completed: a worktree
+    /// teammate's changes are committed on its branch with the task's subject.
+    fn after_task(&self, _task: &Task) {}
     /// Whether this process still holds the teammate's lease (always, outside a shared team).
     fn holds_lease(&self) -> bool {
         true
@@ -328,6 +331,7 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
     if !blocking(|| team.holds_lease()) {
         return Handled::LeaseLost;
     }
+    blocking(|| team.after_task(task));
     let status = match blocking(|| team.finish_task(task, TaskOutcome::Done)) {
         Ok(_) => "completed".to_owned(),
         Err(_) if blocking(|| team.task_completed_by_me(task)) => "completed".to_owned(),

@@ -331,3 +331,53 @@ async fn a_workspace_that_is_not_a_repository_refuses_worktrees_and_works_as_bef
     assert!(!fx.workspace.join(".git").exists());
     team.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_taken_from_the_board_is_committed_on_the_teammate_s_branch_with_its_subject() {
+    let fx = Fixture::new();
+    init_repo(&fx.workspace);
+    let lead = TestModel::new(&fx.signal, |c| {
+        if c.calls_named("spawn_teammate").is_empty() {
+            return call(
+                "spawn_teammate",
+                json!({"name": "bob", "role": "writer", "prompt": "Say ready.",
+                       "isolation": "worktree"}),
+            );
+        }
+        if c.calls_named("create_task").is_empty() {
+            return call("create_task", json!({"subject": "Add the changelog"}));
+        }
+        say("ok")
+    });
+    let bob = TestModel::new(&fx.signal, |c| {
+        if !c.last_user().starts_with("[task]") && !c.last_is_tool_result() {
+            return say("ready");
+        }
+        if c.calls_named("write_file").is_empty() {
+            return call(
+                "write_file",
+                json!({"path": "CHANGELOG.md", "content": "# Changes\n"}),
+            );
+        }
+        say("added")
+    });
+    let models = Models::new(&fx.signal, &[("lead", &lead), ("bob", &bob)]);
+    let mut team = build_team(fx.settings(models)).unwrap();
+    drive(&mut team, "go").await;
+    assert_eq!(
+        commit_line(&fx.workspace, "troupe/bob"),
+        "bob <bob@troupe.invalid>|bob|Add the changelog"
+    );
+    assert_eq!(
+        git(
+            &fx.workspace,
+            &["show", "--format=", "--name-only", "troupe/bob"]
+        )
+        .trim(),
+        "CHANGELOG.md"
+    );
+    assert_eq!(fx.events_of(kinds::TASK_COMPLETED).len(), 1);
+    // The lead's checkout is untouched until it merges.
+    assert!(!fx.workspace.join("CHANGELOG.md").exists());
+    team.close().await;
+}
