@@ -13,8 +13,10 @@
 //! cargo build --release --bins && target/release/troupe-bench page-load --json
 //! cargo run --release --bin troupe-bench -- sandbox --json
 //! cargo run --release --bin troupe-bench -- pg --procs 4 --n 2500 --json
+//! cargo run --release --bin troupe-bench -- board --teammates 8 --tasks 64 --latency-ms 500 --json
 //! ```
 
+mod board;
 // Shared with the browser tests of `troupe serve`, which use more of it.
 #[allow(dead_code)]
 mod cdp;
@@ -87,6 +89,17 @@ enum Suite {
         /// Plan round trips measured.
         #[arg(long, default_value_t = 32)]
         rounds: usize,
+    },
+    /// Teammates that pull their own work: `teammates` teammates in git worktrees take `tasks`
+    /// tasks from the board, each two model calls of `latency_ms` and one file edit; then 5 s
+    /// idle with an empty board, and merges of a 10-file branch.
+    Board {
+        #[arg(long, default_value_t = 8)]
+        teammates: usize,
+        #[arg(long, default_value_t = 64)]
+        tasks: usize,
+        #[arg(long, default_value_t = 500)]
+        latency_ms: u64,
     },
     /// The lead's runner through many tool turns with large results and a small context
     /// window: what is sent, with compaction, against what would be sent without.
@@ -173,6 +186,11 @@ fn main() -> ExitCode {
         Suite::Contention { procs, n } => contention::run(&dir, procs, n),
         Suite::Dispatch { calls } => dispatch::run(&dir, calls),
         Suite::Team { rounds } => team::run(&dir, rounds),
+        Suite::Board {
+            teammates,
+            tasks,
+            latency_ms,
+        } => board::run(&dir, teammates, tasks, latency_ms),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),

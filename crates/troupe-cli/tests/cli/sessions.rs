@@ -113,7 +113,7 @@ fn bad_budgets_and_windows_are_usage_errors_before_any_state() {
 /// is 30,000 bytes (the lead's eighteen tool schemas alone are about 12 KB of every request).
 fn reading_run() -> Value {
     let read = json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "blob.txt"}}]});
-    json!({"max_request_bytes": 30_000,
+    json!({"max_request_bytes": 34_000,
            "responses": [read, read, read, {"text": "Read it."}]})
 }
 

@@ -32,6 +32,8 @@ pub struct Team {
     pub lead: Runner,
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
+    /// The team's task board (changes made through it wake the teammates they concern).
+    pub board: Arc<dyn crate::store::tasks::TaskBoard>,
     /// How many messages recovery moved back to ready at start.
     pub recovered: usize,
     /// Where the lead's earlier conversation was kept, when this run started a new session.
@@ -111,6 +113,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         lead,
         mailbox: stores.mailbox,
         protocol: stores.protocol,
+        board: stores.observed_board,
         recovered: stores.recovered,
         earlier_session,
         usage: kit.usage.clone(),
