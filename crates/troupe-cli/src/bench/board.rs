@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use troupe::agent::NullObserver;
-use troupe::bootstrap::{build_team, SameModel, TeamSettings};
+use troupe::bootstrap::{
+    build_team, PgOptions, SameModel, StoreChoice, TeamSettings, DEFAULT_SHARED_LEASE,
+};
 use troupe::clock::SystemClock;
 use troupe::ids::RandomIds;
 use troupe::model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
@@ -95,7 +97,15 @@ fn repository(dir: &Path) -> BenchResult<()> {
     git(dir, &["commit", "-q", "-m", "start"])
 }
 
-pub fn run(dir: &Path, teammates: usize, tasks: usize, latency_ms: u64) -> BenchResult<Value> {
+/// On the files of a temporary workspace, or (`store`: a PostgreSQL URL) on a team of its own in
+/// that database, its teammates run by this process.
+pub fn run(
+    dir: &Path,
+    teammates: usize,
+    tasks: usize,
+    latency_ms: u64,
+    store: Option<&str>,
+) -> BenchResult<Value> {
     let workspace = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     let root = std::fs::canonicalize(workspace.path()).map_err(|e| e.to_string())?;
     repository(&root)?;
@@ -127,7 +137,15 @@ pub fn run(dir: &Path, teammates: usize, tasks: usize, latency_ms: u64) -> Bench
         settings: Default::default(),
         sandbox: troupe::bootstrap::SandboxOptions::off(&root),
         mcp: Default::default(),
-        store: Default::default(),
+        store: match store {
+            None => StoreChoice::Files,
+            Some(url) => StoreChoice::Postgres(PgOptions {
+                url: url.to_owned(),
+                team: format!("bench-board-{}", uuid::Uuid::new_v4().simple()),
+                local_workers: true,
+                lease: DEFAULT_SHARED_LEASE,
+            }),
+        },
     };
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;
@@ -185,7 +203,7 @@ pub fn run(dir: &Path, teammates: usize, tasks: usize, latency_ms: u64) -> Bench
     let ideal = (tasks as f64) * 2.0 * (latency_ms as f64 / 1000.0);
     Ok(json!({
         "suite": "board",
-        "store": "files",
+        "store": if store.is_some() { "postgres" } else { "files" },
         "teammates": teammates,
         "tasks": tasks,
         "latency_ms": latency_ms,

@@ -100,6 +100,10 @@ enum Suite {
         tasks: usize,
         #[arg(long, default_value_t = 500)]
         latency_ms: u64,
+        /// A PostgreSQL URL: the board (and the team's stores) in that database, on a team
+        /// key of its own.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// The lead's runner through many tool turns with large results and a small context
     /// window: what is sent, with compaction, against what would be sent without.
@@ -190,7 +194,8 @@ fn main() -> ExitCode {
             teammates,
             tasks,
             latency_ms,
-        } => board::run(&dir, teammates, tasks, latency_ms),
+            store,
+        } => board::run(&dir, teammates, tasks, latency_ms, store.as_deref()),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),

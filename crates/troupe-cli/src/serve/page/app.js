@@ -5,7 +5,7 @@
   "use strict";
 
   var LANE_W = 130, ROW_H = 16, TOP = 28, LEFT = 10, LABEL_MAX = 140;
-  var REFRESH_KINDS = /^(teammate_|request_|run_|model_call_finished$)/;
+  var REFRESH_KINDS = /^(teammate_|request_|run_|task_|model_call_finished$)/;
   // Kinds after which the selected agent's conversation has grown.
   var CONVERSATION_KINDS = /^(assistant_text|tool_finished|user_message|compaction|model_call_finished)$/;
   var conversationTimer = null;
@@ -101,6 +101,11 @@
       case "user_message": return "a person says: " + short(s("text"), 120);
       case "teammate_merged": return s("branch") + " merged (" + (e.fast_forward ? "fast-forward" : "merge commit") + ")";
       case "merge_conflict": return s("branch") + " conflicts in " + (e.files || []).join(", ") + " (merge aborted)";
+      case "task_created": return "task created: " + short(s("subject"), 80) + (e.assignee ? " for " + e.assignee : "") + (e.tags ? " [" + e.tags.join(", ") + "]" : "");
+      case "task_claimed": return "claimed task " + short(s("subject"), 80) + (e.lease_expires_at ? ", lease until " + e.lease_expires_at : "");
+      case "task_completed": return "completed task " + short(s("subject"), 80);
+      case "task_lease_expired": return "task " + short(s("subject"), 80) + " back on the board: " + short(s("reason"), 80);
+      case "task_released": return "gave task " + short(s("subject"), 80) + " back: " + short(s("reason"), 80);
       default:
         var parts = [];
         Object.keys(e).forEach(function (k) {
