@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::store::postgres::wake::{self, Wake};
 use crate::store::postgres::{
     lead_lock, LeadLock, PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTaskBoard,
-    PgTranscriptLog, TEAMMATE_LEASE,
+    PgTranscriptLog, BOARD_WAKE, TEAMMATE_LEASE,
 };
 use crate::team::TeamRuntime;
 
@@ -180,12 +180,16 @@ impl PgParts {
                 };
                 let Some(next) = next else { return };
                 crate::sync::blocking(|| match next {
+                    Wake::Agent(name) if name == BOARD_WAKE => forward.board_changed(),
                     Wake::Agent(name) => {
                         if let Ok(agent) = AgentName::parse(&name) {
                             forward.wake(&agent);
                         }
                     }
-                    Wake::Rescan => forward.wake_all(),
+                    Wake::Rescan => {
+                        forward.wake_all();
+                        forward.board_changed();
+                    }
                 });
             }
         });

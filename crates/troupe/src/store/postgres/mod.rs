@@ -58,7 +58,7 @@ pub use protocol::PgProtocolStore;
 pub use response_ack::PgResponseAck;
 pub use roster::{lead_lock, LeadLock, Lease, PgRoster, TEAMMATE_LEASE};
 pub use schema::SCHEMA_VERSION;
-pub use tasks::PgTaskBoard;
+pub use tasks::{PgTaskBoard, BOARD_WAKE};
 pub use transcript::PgTranscriptLog;
 
 use std::future::Future;

@@ -38,7 +38,15 @@ pub struct PgTaskBoard {
 enum Write {
     Insert,
     Update,
+    /// An update that may give someone work (a task completed, released or returned): the
+    /// team's processes are told in the same transaction (`NOTIFY <channel>, 'troupe:board'`),
+    /// so idle teammates on other hosts look at the board — no polling.
+    UpdateAndWake,
 }
+
+/// The payload of a board wake on the team's channel: not an agent name, so a receiver that
+/// knows no board wakes ignores it.
+pub const BOARD_WAKE: &str = "troupe:board";
 
 fn row_name(team: &str, id: &Uuid) -> String {
     format!("troupe_tasks row (team {team:?}, id {id})")
@@ -162,7 +170,7 @@ async fn change_once(
             "INSERT INTO troupe_tasks (team, id, status, owner, body)
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"
         }
-        Write::Update => {
+        Write::Update | Write::UpdateAndWake => {
             "UPDATE troupe_tasks SET status = $3, owner = $4, body = $5
               WHERE team = $1 AND id = $2"
         }
@@ -176,8 +184,13 @@ async fn change_once(
         // update whose row is gone, means a row changed outside troupe. Nothing is written.
         return Err(match write {
             Write::Insert => TaskError::IdTaken(task.id),
-            Write::Update => TaskError::NotFound(task.id),
+            Write::Update | Write::UpdateAndWake => TaskError::NotFound(task.id),
         });
+    }
+    if matches!(write, Write::Insert | Write::UpdateAndWake) {
+        tx.execute("SELECT pg_notify($1, $2)", &[&store.channel(), &BOARD_WAKE])
+            .await
+            .map_err(|e| db_error("announce a task change", e))?;
     }
     tx.commit().await.map_err(|e| {
         let mut error = db_error("commit a task change (its outcome is unknown)", e);
@@ -252,14 +265,17 @@ impl TaskBoard for PgTaskBoard {
         let (id, agent, token) = (*id, agent.clone(), *token);
         self.change(
             move |tasks| rules::complete(tasks, &id, &agent, &token, now),
-            Write::Update,
+            Write::UpdateAndWake,
         )
     }
 
     fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
         let now = self.clock.now();
         let id = *id;
-        self.change(move |tasks| rules::expire(tasks, &id, now), Write::Update)
+        self.change(
+            move |tasks| rules::expire(tasks, &id, now),
+            Write::UpdateAndWake,
+        )
     }
 
     fn release(
@@ -273,7 +289,7 @@ impl TaskBoard for PgTaskBoard {
         let (id, agent, token, reason) = (*id, agent.clone(), *token, reason.to_owned());
         self.change(
             move |tasks| rules::release(tasks, &id, &agent, &token, now, &reason),
-            Write::Update,
+            Write::UpdateAndWake,
         )
     }
 }

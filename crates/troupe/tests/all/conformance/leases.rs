@@ -137,6 +137,53 @@ fn a_send_wakes_a_listener_after_its_row_is_visible() {
     stop.cancel();
 }
 
+/// Board changes that may give someone work wake every process of the team (so idle teammates
+/// on other hosts look at the board without polling); a claim and a renewal wake nobody.
+#[test]
+fn board_changes_that_free_work_wake_the_team_and_claims_do_not() {
+    let Some(s) = pg() else { return };
+    let store = s.pg.clone().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    listen(&store, tx, stop.clone());
+    let board = s.board_with_lease(std::time::Duration::from_secs(30));
+    let board_wake = Some(Wake::Agent(troupe::store::postgres::BOARD_WAKE.into()));
+    runtime.block_on(async {
+        assert_eq!(rx.recv().await, Some(Wake::Rescan));
+        let task = board
+            .create(troupe::store::tasks::NewTask {
+                subject: "t".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(rx.recv().await, board_wake);
+        let lease = board
+            .claim(&task.id, &agent("alice"))
+            .unwrap()
+            .lease
+            .unwrap();
+        board
+            .renew(&task.id, &agent("alice"), &lease.token)
+            .unwrap();
+        board
+            .release(&task.id, &agent("alice"), &lease.token, "stopping")
+            .unwrap();
+        // The next wake is the release's: the claim and the renewal sent none.
+        assert_eq!(rx.recv().await, board_wake);
+        assert!(rx.try_recv().is_err());
+        let lease = board.claim(&task.id, &agent("bob")).unwrap().lease.unwrap();
+        board
+            .complete(&task.id, &agent("bob"), &lease.token)
+            .unwrap();
+        assert_eq!(rx.recv().await, board_wake);
+    });
+    stop.cancel();
+}
+
 #[test]
 fn a_schema_newer_than_the_binary_is_refused_and_migrating_twice_is_a_no_op() {
     let Some(db) = TestDb::create() else { return };
