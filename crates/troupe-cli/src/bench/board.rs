@@ -18,14 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use troupe::agent::NullObserver;
-use troupe::bootstrap::{
-    build_team, PgOptions, SameModel, StoreChoice, TeamSettings, DEFAULT_SHARED_LEASE,
-};
-use troupe::clock::SystemClock;
-use troupe::ids::RandomIds;
+use troupe::bootstrap::{build_team, PgOptions, StoreChoice, DEFAULT_SHARED_LEASE};
 use troupe::model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
-use troupe::permissions::AutoApproval;
 use troupe::store::tasks::{NewTask, TaskStatus};
 use troupe::team::NoTeamObserver;
 use troupe::wire::{AgentName, Isolation};
@@ -33,6 +27,7 @@ use troupe::worktree::Worktrees;
 
 use crate::result::BenchResult;
 use crate::stats::{cpu_seconds, p50_us, round2};
+use crate::team::bench_settings;
 
 /// A model that waits `latency`, then: on a `[task]` prompt, edits a file named for the task;
 /// after the edit's result, answers; on anything else, answers.
@@ -118,35 +113,15 @@ pub fn run(
         latency: Duration::from_millis(latency_ms),
         calls: AtomicUsize::new(0),
     });
-    let settings = TeamSettings {
-        workspace: root.clone(),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        models: Arc::new(SameModel(model.clone())),
-        approval: Arc::new(AutoApproval),
-        run_observer: Arc::new(NullObserver),
-        team_observer: Arc::new(NoTeamObserver),
-        max_turns: 8,
-        request_ttl: Duration::from_secs(300),
-        shell_timeout: Duration::from_secs(10),
-        watch: false,
-        require_plans: false,
-        redactor: troupe::secrets::Redactor::default(),
-        long_lived: Default::default(),
-        events: Default::default(),
-        settings: Default::default(),
-        sandbox: troupe::bootstrap::SandboxOptions::off(&root),
-        mcp: Default::default(),
-        store: match store {
-            None => StoreChoice::Files,
-            Some(url) => StoreChoice::Postgres(PgOptions {
-                url: url.to_owned(),
-                team: format!("bench-board-{}", uuid::Uuid::new_v4().simple()),
-                local_workers: true,
-                lease: DEFAULT_SHARED_LEASE,
-            }),
-        },
-    };
+    let mut settings = bench_settings(&root, model.clone(), Arc::new(NoTeamObserver), 8);
+    if let Some(url) = store {
+        settings.store = StoreChoice::Postgres(PgOptions {
+            url: url.to_owned(),
+            team: format!("bench-board-{}", uuid::Uuid::new_v4().simple()),
+            local_workers: true,
+            lease: DEFAULT_SHARED_LEASE,
+        });
+    }
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;
     let names: Vec<AgentName> = (0..teammates)

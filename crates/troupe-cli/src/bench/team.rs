@@ -61,27 +61,12 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         .map_err(|e| e.to_string())?;
     let (tx, rx) = channel();
     let model = ScriptedModel::from_fn(|_| Ok(ModelResponse::text("ok", "bench")));
-    let settings = TeamSettings {
-        workspace: workspace.path().to_path_buf(),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        models: Arc::new(SameModel(Arc::new(model))),
-        approval: Arc::new(AutoApproval),
-        run_observer: Arc::new(NullObserver),
-        team_observer: Arc::new(Updates(Mutex::new(tx))),
-        max_turns: 4,
-        request_ttl: Duration::from_secs(300),
-        shell_timeout: Duration::from_secs(10),
-        watch: false,
-        require_plans: false,
-        redactor: troupe::secrets::Redactor::default(),
-        long_lived: Default::default(),
-        events: Default::default(),
-        settings: Default::default(),
-        sandbox: troupe::bootstrap::SandboxOptions::off(workspace.path()),
-        mcp: Default::default(),
-        store: Default::default(),
-    };
+    let settings = bench_settings(
+        workspace.path(),
+        Arc::new(model),
+        Arc::new(Updates(Mutex::new(tx))),
+        4,
+    );
     let _guard = runtime.enter();
     let team = build_team(settings).map_err(|e| e.to_string())?;
 
@@ -118,6 +103,37 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         "idle_cpu_s_32": (idle_cpu * 10_000.0).round() / 10_000.0,
         "peak_rss_bytes_32": rss_32,
     }))
+}
+
+/// A team on `workspace` whose agents all use `model`, approving everything, its sandbox off,
+/// its updates to `observer`: the settings every team suite starts from.
+pub fn bench_settings(
+    workspace: &Path,
+    model: Arc<dyn troupe::model::ModelClient>,
+    observer: Arc<dyn TeamObserver>,
+    max_turns: usize,
+) -> TeamSettings {
+    TeamSettings {
+        workspace: workspace.to_path_buf(),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        models: Arc::new(SameModel(model)),
+        approval: Arc::new(AutoApproval),
+        run_observer: Arc::new(NullObserver),
+        team_observer: observer,
+        max_turns,
+        request_ttl: Duration::from_secs(300),
+        shell_timeout: Duration::from_secs(10),
+        watch: false,
+        require_plans: false,
+        redactor: troupe::secrets::Redactor::default(),
+        long_lived: Default::default(),
+        events: Default::default(),
+        settings: Default::default(),
+        sandbox: troupe::bootstrap::SandboxOptions::off(workspace),
+        mcp: Default::default(),
+        store: Default::default(),
+    }
 }
 
 /// Acks everything in the lead's mailbox (the teammates' results), as the driver would.

@@ -3,35 +3,12 @@
 //! out, and the task is completed exactly once — by a new claim, never the dead one.
 
 use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
-use troupe::store::events::{follow, read};
+use troupe::store::events::read;
 use troupe::wire::Event;
 
-use super::support::command;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-/// Waits, woken by the file watch, until the events file holds an event satisfying `found`.
-fn wait_for_event(ws: &std::path::Path, found: impl Fn(&Event) -> bool) -> Event {
-    let path = ws.join(".troupe/events.jsonl");
-    let (tx, rx) = mpsc::channel();
-    let _watch = follow::watch_file(&path, move || {
-        let _ = tx.send(());
-    })
-    .unwrap();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(event) = read::read_all(&path).unwrap().into_iter().find(&found) {
-            return event;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "the event never came");
-        let _ = rx.recv_timeout(left);
-    }
-}
+use super::support::{command, wait_for_event};
 
 fn events_of(ws: &std::path::Path, kind: &str) -> Vec<Event> {
     read::read_all(&ws.join(".troupe/events.jsonl"))
@@ -97,8 +74,12 @@ fn a_task_held_by_a_killed_run_is_completed_once_by_a_new_claim_after_its_lease(
     .spawn()
     .unwrap();
     let mut first = first;
-    let claimed = wait_for_event(&ws, |e| e.kind == "task_claimed" && e.agent == "alpha");
-    wait_for_event(&ws, |e| e.kind == "tool_started" && e.agent == "alpha");
+    let claimed = wait_for_event(&ws, "alpha's claim", |e| {
+        e.kind == "task_claimed" && e.agent == "alpha"
+    });
+    wait_for_event(&ws, "alpha's shell call", |e| {
+        e.kind == "tool_started" && e.agent == "alpha"
+    });
     // Renewed while the run lives: still alpha's after more than a lease.
     let tasks_dir = ws.join(".troupe/tasks");
     let task_file = std::fs::read_dir(&tasks_dir)

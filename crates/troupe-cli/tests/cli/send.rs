@@ -4,39 +4,16 @@
 
 use std::io::Write;
 use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use troupe::store::events::{follow, read};
+use troupe::store::events::read;
 
-use super::support::{assert_fails, command, json as stdout_json, troupe_in};
-
-const WAIT: Duration = Duration::from_secs(60);
+use super::support::{assert_fails, command, json as stdout_json, troupe_in, wait_for_event};
 
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     (dir, ws)
-}
-
-/// Waits, woken by the file watch, until the events file holds an event satisfying `found`.
-fn wait_for_event(ws: &std::path::Path, found: impl Fn(&troupe::wire::Event) -> bool) {
-    let path = ws.join(".troupe/events.jsonl");
-    let (tx, rx) = mpsc::channel();
-    let _watch = follow::watch_file(&path, move || {
-        let _ = tx.send(());
-    })
-    .unwrap();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if read::read_all(&path).unwrap().iter().any(&found) {
-            return;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "the event never came");
-        let _ = rx.recv_timeout(left);
-    }
 }
 
 #[test]
@@ -72,7 +49,9 @@ fn a_message_sent_during_a_run_reaches_the_lead_as_a_user_message_event() {
         .spawn()
         .unwrap();
     // The lead is inside its shell call: the run is going.
-    wait_for_event(&ws, |e| e.kind == "tool_started" && e.agent == "lead");
+    wait_for_event(&ws, "the lead's shell call", |e| {
+        e.kind == "tool_started" && e.agent == "lead"
+    });
 
     let sent = stdout_json(&troupe_in(
         &ws,

@@ -164,3 +164,35 @@ pub fn failure_text(ran: &Ran, exit: i32) -> String {
         .unwrap_or_else(|| panic!("{ran:#?}"))
         .to_owned()
 }
+
+/// Waits (inotify, bounded) until `.troupe/events.jsonl` holds an event matching `found`;
+/// returns it.
+pub fn wait_for_event(
+    ws: &Path,
+    what: &str,
+    found: impl Fn(&troupe::wire::Event) -> bool,
+) -> troupe::wire::Event {
+    let file = ws.join(".troupe/events.jsonl");
+    let changed = std::sync::Arc::new((std::sync::Mutex::new(0_u64), std::sync::Condvar::new()));
+    let signal = changed.clone();
+    let _watch = troupe::store::events::follow::watch_file(&file, move || {
+        *signal.0.lock().unwrap() += 1;
+        signal.1.notify_all();
+    })
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = changed.0.lock().unwrap();
+    loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Some(event) = text
+            .lines()
+            .filter_map(|l| troupe::wire::Event::parse_line(l).ok())
+            .find(|e| found(e))
+        {
+            return event;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "timed out waiting for {what}:\n{text}");
+        seen = changed.1.wait_timeout(seen, left).unwrap().0;
+    }
+}

@@ -16,7 +16,7 @@ use troupe::wire::Event;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::support::{command, ran, Ran};
+use super::support::{command, ran, wait_for_event, Ran};
 
 /// Long enough for a slow machine; a hang is a failure, not a wait.
 const WAIT: Duration = Duration::from_secs(30);
@@ -584,34 +584,6 @@ async fn a_fallback_is_shown_as_it_happens_and_recorded() {
 }
 
 // ---- The approval prompt with spinners on the screen ----
-
-/// Waits (inotify, bounded) until `.troupe/events.jsonl` holds an event matching `found`;
-/// returns it.
-fn wait_for_event(ws: &Path, what: &str, found: impl Fn(&Event) -> bool) -> Event {
-    let file = ws.join(".troupe/events.jsonl");
-    let changed = Arc::new((Mutex::new(0_u64), Condvar::new()));
-    let signal = changed.clone();
-    let _watch = troupe::store::events::follow::watch_file(&file, move || {
-        *signal.0.lock().unwrap() += 1;
-        signal.1.notify_all();
-    })
-    .unwrap();
-    let deadline = Instant::now() + WAIT;
-    let mut seen = changed.0.lock().unwrap();
-    loop {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        if let Some(event) = text
-            .lines()
-            .filter_map(|l| Event::parse_line(l).ok())
-            .find(|e| found(e))
-        {
-            return event;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "timed out waiting for {what}:\n{text}");
-        seen = changed.1.wait_timeout(seen, left).unwrap().0;
-    }
-}
 
 #[test]
 fn nothing_is_drawn_over_the_approval_prompt_and_held_lines_follow_the_answer() {
