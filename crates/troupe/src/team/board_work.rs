@@ -76,15 +76,27 @@ impl BoardWork {
         Ok(None)
     }
 
-    /// Whether some task on the board fits `agent` now.
-    pub fn anything_for(&self, agent: &AgentName, skills: &[String]) -> bool {
-        match self.candidates(agent, skills) {
-            Ok(ids) => !ids.is_empty(),
+    /// Of `agents` (each with its skills), those that some task on the board fits now: one
+    /// read of the board for all of them.
+    pub fn who_has_work<'a>(
+        &self,
+        agents: impl IntoIterator<Item = (&'a AgentName, Vec<String>)>,
+    ) -> Vec<&'a AgentName> {
+        let now = self.clock.now();
+        let tasks = match self.claims.board().list() {
+            Ok(tasks) => tasks,
             Err(e) => {
-                tracing::warn!("could not read the task board for {agent}: {e}");
-                false
+                tracing::warn!("could not read the task board: {e}");
+                return Vec::new();
             }
-        }
+        };
+        let views = crate::store::tasks::views(&tasks);
+        let open: Vec<&Task> = claimable(&views, now).collect();
+        agents
+            .into_iter()
+            .filter(|(agent, skills)| open.iter().any(|task| task.fits(agent, skills)))
+            .map(|(agent, _)| agent)
+            .collect()
     }
 
     /// Whether some task is in progress under a lease this process does not hold (a run or
@@ -283,8 +295,12 @@ mod tests {
         let taken = work.next_for(&name("alice"), &rust).unwrap().unwrap();
         assert_eq!(taken.id, anyone.id);
         assert_eq!(work.next_for(&name("alice"), &rust).unwrap(), None);
-        assert!(!work.anything_for(&name("alice"), &rust));
+        let (alice, carol) = (name("alice"), name("carol"));
         let docs_skill = vec!["docs".to_owned()];
+        assert_eq!(
+            work.who_has_work([(&alice, rust.clone()), (&carol, docs_skill.clone())]),
+            [&carol]
+        );
         assert_eq!(
             work.next_for(&name("carol"), &docs_skill)
                 .unwrap()

@@ -411,16 +411,23 @@ impl TeamRuntime {
             return;
         };
         work.note_change();
-        for record in self.inner.roster.all() {
-            if matches!(
-                record.status,
-                TeammateStatus::Shutdown | TeammateStatus::Failed
-            ) {
-                continue;
-            }
-            if work.anything_for(&record.name, &self.inner.skills_of(&record)) {
-                self.inner.wake_teammate(&record.name);
-            }
+        let roster: Vec<TeammateRecord> = self
+            .inner
+            .roster
+            .all()
+            .into_iter()
+            .filter(|record| {
+                !matches!(
+                    record.status,
+                    TeammateStatus::Shutdown | TeammateStatus::Failed
+                )
+            })
+            .collect();
+        let agents = roster
+            .iter()
+            .map(|record| (&record.name, self.inner.skills_of(record)));
+        for name in work.who_has_work(agents) {
+            self.inner.wake_teammate(name);
         }
     }
 
