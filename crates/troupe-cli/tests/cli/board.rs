@@ -92,18 +92,20 @@ fn a_task_held_by_a_killed_run_is_completed_once_by_a_new_claim_after_its_lease(
     let dead_token = held["lease"]["token"].as_str().unwrap().to_owned();
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
-    // Let the orphaned shell go, if it outlived the run (never block on a FIFO with no reader).
-    {
+    // The shell call may outlive the killed run (a sandboxed command is not killed with it)
+    // and, while it lives, keep the workspace's run lock. Let it go — a writer opened in a
+    // thread of its own, since the shell may be gone already — then wait, on the lock itself,
+    // until nothing of the dead run holds the workspace.
+    let gate = fifo.clone();
+    std::thread::spawn(move || {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        if let Ok(mut gate) = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-        {
+        if let Ok(mut gate) = std::fs::OpenOptions::new().write(true).open(gate) {
             let _ = gate.write_all(b"go\n");
         }
-    }
+    });
+    let run_lock = std::fs::File::open(troupe::layout::Layout::new(&ws).run_lock()).unwrap();
+    run_lock.lock().unwrap();
+    drop(run_lock);
     assert_eq!(claimed.str("task_id"), held["id"].as_str());
 
     // Run 2: a new teammate joins; the task comes back when the dead claim's lease runs out and
