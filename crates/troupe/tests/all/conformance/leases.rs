@@ -113,14 +113,7 @@ fn recovery_releases_expired_leases_only() {
 #[test]
 fn a_send_wakes_a_listener_after_its_row_is_visible() {
     let Some(s) = pg() else { return };
-    let store = s.pg.clone().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = CancellationToken::new();
-    listen(&store, tx, stop.clone());
+    let (runtime, mut rx, stop) = listening(s.pg.as_ref().unwrap());
     runtime.block_on(async {
         assert_eq!(rx.recv().await, Some(Wake::Rescan));
         let mailbox = s.mailbox();
@@ -137,19 +130,30 @@ fn a_send_wakes_a_listener_after_its_row_is_visible() {
     stop.cancel();
 }
 
+/// A runtime, and a listener on `store`'s team channel with its receiver and stop token.
+fn listening(
+    store: &PgStore,
+) -> (
+    tokio::runtime::Runtime,
+    tokio::sync::mpsc::UnboundedReceiver<Wake>,
+    CancellationToken,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    listen(store, tx, stop.clone());
+    (runtime, rx, stop)
+}
+
 /// Board changes that may give someone work wake every process of the team (so idle teammates
 /// on other hosts look at the board without polling); a claim and a renewal wake nobody.
 #[test]
 fn board_changes_that_free_work_wake_the_team_and_claims_do_not() {
     let Some(s) = pg() else { return };
-    let store = s.pg.clone().unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = CancellationToken::new();
-    listen(&store, tx, stop.clone());
+    let (runtime, mut rx, stop) = listening(s.pg.as_ref().unwrap());
     let board = s.board_with_lease(std::time::Duration::from_secs(30));
     let board_wake = Some(Wake::Agent(troupe::store::postgres::BOARD_WAKE.into()));
     runtime.block_on(async {

@@ -14,7 +14,7 @@ use troupe::store::events::kinds;
 use troupe::wire::Isolation;
 
 use super::support::{commit_line, git, init_repo, rev, status, NOTES};
-use crate::team::support::{call, drive, name, say, Convo, Fixture, Models, TestModel};
+use crate::team::support::{call, drive, name, say, Convo, Fixture, Models, Reply, TestModel};
 
 /// The results the lead got from `who`, as events.
 fn results_from(c: &Convo<'_>, who: &str) -> usize {
@@ -22,6 +22,14 @@ fn results_from(c: &Convo<'_>, who: &str) -> usize {
         .iter()
         .filter(|e| e["kind"] == "result" && e["sender"] == who)
         .count()
+}
+
+/// The lead's `spawn_teammate` of `name` (role writer) with `prompt`, in a worktree of its own.
+fn spawn_in_worktree(name: &str, prompt: &str) -> Reply {
+    call(
+        "spawn_teammate",
+        json!({"name": name, "role": "writer", "prompt": prompt, "isolation": "worktree"}),
+    )
 }
 
 /// The lead's tool results so far.
@@ -56,12 +64,7 @@ async fn a_worktree_teammate_works_in_its_worktree_and_the_lead_merges_its_branc
     let lead_notes = fx.workspace.join("notes.txt");
     let lead = TestModel::new(&fx.signal, |c| {
         if c.calls_named("spawn_teammate").is_empty() {
-            return call(
-                "spawn_teammate",
-                json!({"name": "alice", "role": "writer",
-                       "prompt": "Write the greeting\nhello.txt, then say done",
-                       "isolation": "worktree"}),
-            );
+            return spawn_in_worktree("alice", "Write the greeting\nhello.txt, then say done");
         }
         if results_from(c, "alice") == 1 && c.calls_named("merge_teammate").is_empty() {
             return call("merge_teammate", json!({"name": "alice"}));
@@ -247,11 +250,7 @@ async fn a_shut_down_teammate_s_merged_clean_worktree_goes_at_close() {
     init_repo(&fx.workspace);
     let lead = TestModel::new(&fx.signal, |c| {
         if c.calls_named("spawn_teammate").is_empty() {
-            return call(
-                "spawn_teammate",
-                json!({"name": "alice", "role": "writer", "prompt": "Write it",
-                       "isolation": "worktree"}),
-            );
+            return spawn_in_worktree("alice", "Write it");
         }
         if results_from(c, "alice") == 1 && c.calls_named("merge_teammate").is_empty() {
             return call("merge_teammate", json!({"name": "alice"}));
@@ -289,11 +288,7 @@ async fn a_workspace_that_is_not_a_repository_refuses_worktrees_and_works_as_bef
     let fx = Fixture::new();
     let lead = TestModel::new(&fx.signal, |c| {
         match c.calls_named("spawn_teammate").len() {
-            0 => call(
-                "spawn_teammate",
-                json!({"name": "alice", "role": "writer", "prompt": "Write it",
-                   "isolation": "worktree"}),
-            ),
+            0 => spawn_in_worktree("alice", "Write it"),
             1 => call(
                 "spawn_teammate",
                 json!({"name": "alice", "role": "writer", "prompt": "Write it"}),
@@ -338,11 +333,7 @@ async fn a_task_taken_from_the_board_is_committed_on_the_teammate_s_branch_with_
     init_repo(&fx.workspace);
     let lead = TestModel::new(&fx.signal, |c| {
         if c.calls_named("spawn_teammate").is_empty() {
-            return call(
-                "spawn_teammate",
-                json!({"name": "bob", "role": "writer", "prompt": "Say ready.",
-                       "isolation": "worktree"}),
-            );
+            return spawn_in_worktree("bob", "Say ready.");
         }
         if c.calls_named("create_task").is_empty() {
             return call("create_task", json!({"subject": "Add the changelog"}));
