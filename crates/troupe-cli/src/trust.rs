@@ -261,14 +261,15 @@ pub fn summary(items: &[TrustItem]) -> String {
     for item in items {
         match item.kind {
             // `sends your API key to …` → `send your API key to …`
-            TrustKind::ModelServer | TrustKind::Provider | TrustKind::Store => {
-                parts.push(match item.shown.split_once(' ') {
-                    Some((verb, rest)) => {
-                        format!("{} {rest}", verb.strip_suffix('s').unwrap_or(verb))
-                    }
-                    None => item.shown.clone(),
-                })
-            }
+            TrustKind::ModelServer
+            | TrustKind::Provider
+            | TrustKind::Store
+            | TrustKind::GitRemote => parts.push(match item.shown.split_once(' ') {
+                Some((verb, rest)) => {
+                    format!("{} {rest}", verb.strip_suffix('s').unwrap_or(verb))
+                }
+                None => item.shown.clone(),
+            }),
             _ => {}
         }
     }

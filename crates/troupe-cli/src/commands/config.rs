@@ -83,6 +83,7 @@ impl Waiting {
                     TrustKind::McpServer => "[[mcp_servers]]",
                     TrustKind::ModelServer | TrustKind::Provider => "[model]",
                     TrustKind::Store => "[store]",
+                    TrustKind::GitRemote => "[team]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -97,7 +98,10 @@ impl Waiting {
                     TrustKind::Provider if item.file == ENV_FILE_NAME => {
                         "(.env TROUPE_PROVIDER".to_owned()
                     }
-                    TrustKind::ModelServer | TrustKind::Provider | TrustKind::Store => {
+                    TrustKind::ModelServer
+                    | TrustKind::Provider
+                    | TrustKind::Store
+                    | TrustKind::GitRemote => {
                         format!("{:?}   (", item.content)
                     }
                     TrustKind::Allow => format!("allow  {:?}", item.content),
@@ -201,22 +205,34 @@ fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> V
 
 /// `[store]`: `url` null when it is the file store, or when it cannot be shown without its
 /// password (`source` still says where it is set); `lease_ms` in milliseconds.
-/// `[team]`: `isolation` (default `none`) with its source.
+/// `[team]`: `isolation` (default `none`) and `remote` (default none: null) with their sources.
 fn team_json(settings: &Settings) -> Value {
     let isolation = settings.team.isolation.as_ref();
-    json!({"isolation": {
-        "value": isolation.map_or("none", |i| i.value.as_str()),
-        "source": isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe()),
-    }})
+    let remote = settings.team.remote.as_ref();
+    json!({
+        "isolation": {
+            "value": isolation.map_or("none", |i| i.value.as_str()),
+            "source": isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe()),
+        },
+        "remote": {
+            "value": remote.map(|r| r.value.as_str()),
+            "source": remote.map_or_else(|| "default".to_owned(), |r| r.source.describe()),
+        },
+    })
 }
 
 fn team_text(settings: &Settings) -> String {
     let isolation = settings.team.isolation.as_ref();
+    let remote = match settings.team.remote.as_ref() {
+        Some(r) => format!("{:?}   ({})", r.value, r.source.describe()),
+        None => "none   (default: branches stay in the clone that made them)".to_owned(),
+    };
     format!(
-        "\n[team]\n{:<16} = {:?}   ({})\n",
+        "\n[team]\n{:<16} = {:?}   ({})\n{:<16} = {remote}\n",
         "isolation",
         isolation.map_or("none", |i| i.value.as_str()),
-        isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe())
+        isolation.map_or_else(|| "default".to_owned(), |i| i.source.describe()),
+        "remote",
     )
 }
 

@@ -70,7 +70,16 @@ pub(super) fn team_runtime(
         start.stores.pg.as_ref().map(|parts| &parts.store),
     ));
     let definitions = read_definitions(&settings.workspace);
-    let worktrees = Arc::new(Worktrees::new(start.layout.clone()));
+    let worktrees = Arc::new(
+        Worktrees::new(start.layout.clone()).with_remote(
+            settings
+                .settings
+                .team
+                .remote
+                .as_ref()
+                .map(|r| r.value.clone()),
+        ),
+    );
     let runtime = TeamRuntime::new(
         start.layout.clone(),
         team_ports(settings, &start.stores, local_workers, &worktrees),
@@ -198,6 +207,16 @@ struct Factory {
     claims: Arc<HeldClaims>,
 }
 
+impl Factory {
+    /// Whether this process runs `name` now: always on a local team; under its lease on a
+    /// distributed one (a lease that cannot be read counts as not held).
+    fn runs_here(&self, name: &AgentName) -> bool {
+        self.leases
+            .as_ref()
+            .is_none_or(|roster| roster.holds(name).unwrap_or(false))
+    }
+}
+
 impl TeammateFactory for Factory {
     fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
         GateStart::of(teammate.plan_required, self.require_plans)
@@ -242,6 +261,10 @@ impl TeammateFactory for Factory {
         // Where its files are: the lead's checkout, or its worktree (made or reattached now).
         let workspace = match teammate.isolation {
             Isolation::None => self.workspace.clone(),
+            // On a distributed team a runner is built where the teammate is spawned and again
+            // where it is leased: only a process that holds its lease makes (or reattaches) the
+            // worktree, so no clone gets a worktree of a teammate that never runs there.
+            Isolation::Worktree if !self.runs_here(name) => self.worktrees.path_of(name),
             Isolation::Worktree => self.worktrees.attach(name)?.path,
         };
         let sandbox = self.sandbox.for_definition(definition.as_ref())?;

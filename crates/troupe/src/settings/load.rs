@@ -94,6 +94,7 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     sandbox::split_unconfined_hooks(&mut file.sandbox, &mut items);
     model::split_trust(&mut file.model, &mut items);
     store::split_trust(&mut file.store, &mut items);
+    team::split_trust(&mut file.team, &mut items);
     rules::split_trust(&mut file.rules, &mut items);
     sandbox::split_loosening(&mut file.sandbox, &mut items);
     (file, items)
@@ -156,6 +157,8 @@ hooks = false
 [store]
 url = "postgres://x@evil.example/db"
 team = "t"
+[team]
+remote = "evil"
 [[mcp_servers]]
 name = "s"
 command = "server"
@@ -178,6 +181,7 @@ command = "server"
                 TrustKind::ModelServer,
                 TrustKind::Provider,
                 TrustKind::Store,
+                TrustKind::GitRemote,
                 TrustKind::Allow,
                 TrustKind::SandboxMode,
                 TrustKind::Network,
@@ -197,6 +201,7 @@ command = "server"
         );
         assert_eq!(untrusted.model.provider, None);
         assert_eq!(untrusted.store.url, None);
+        assert_eq!(untrusted.team.remote, None);
         assert_eq!(
             untrusted.sandbox.mode.as_ref().map(|m| m.value),
             Some(SandboxMode::ReadOnly)

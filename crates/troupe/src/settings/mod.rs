@@ -227,6 +227,9 @@ pub struct StoreSettings {
 pub struct TeamSection {
     /// The isolation of a teammate whose `spawn_teammate` call names none (default `none`).
     pub isolation: Option<Sourced<troupe_wire::Isolation>>,
+    /// The git remote worktree teammates' branches travel through between a distributed
+    /// team's clones (none: branches stay in the clone that made them).
+    pub remote: Option<Sourced<String>>,
 }
 
 /// The default time an MCP server has to start and list its tools.

@@ -6,7 +6,7 @@
 //! - anything that runs a program: hooks, MCP servers, `[sandbox] hooks = false`;
 //! - anything that decides where the key goes or which server is called: `[model] base_url` and
 //!   `provider`, `[store] url`, and the `.env` variables that choose the server or the provider
-//!   (`model::config` lists them);
+//!   (`model::config` lists them); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
 //!   mode looser than the person's own config's), `[sandbox] network` other than off.
 //!
@@ -49,6 +49,8 @@ pub enum TrustKind {
     Provider,
     /// `[store] url`: the database a team's state goes to.
     Store,
+    /// `[team] remote`: the git remote teammates' branches are pushed to.
+    GitRemote,
     /// An `allow` rule.
     Allow,
     /// `[sandbox] mode = "off"`, or a mode looser than the person's own `config.toml` says.
@@ -67,6 +69,7 @@ impl TrustKind {
             Self::ModelServer => "model_server",
             Self::Provider => "provider",
             Self::Store => "store",
+            Self::GitRemote => "git_remote",
             Self::Allow => "allow",
             Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",

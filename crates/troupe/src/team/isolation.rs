@@ -26,12 +26,21 @@ pub(super) fn commit_finished_work(
 }
 
 /// Commits what `name` changed in its worktree, with `subject` (a message's task, or the
-/// subject of a task it took from the board) as the commit's subject; a failure is logged.
+/// subject of a task it took from the board) as the commit's subject, and pushes its branch
+/// when the team has a remote; a failure is logged (the work stays in the worktree, and the
+/// next commit or the merge tries again).
 pub(super) fn commit_work(worktrees: &Worktrees, name: &AgentName, subject: &str) {
     match worktrees.commit(name, subject) {
         Ok(Some(commit)) => tracing::debug!("committed {name}'s work as {commit}"),
         Ok(None) => {}
         Err(e) => tracing::warn!("could not commit {name}'s work on its branch: {e}"),
+    }
+    // With `[team] remote`, the branch goes where the lead can fetch it (a no-op without).
+    if let Err(e) = worktrees.publish(name) {
+        tracing::warn!(
+            "could not push {name}'s branch to git remote {}: {e}",
+            worktrees.remote().unwrap_or("?")
+        );
     }
 }
 

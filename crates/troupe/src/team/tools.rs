@@ -92,7 +92,8 @@ impl ToolHandler for SpawnTeammate {
                     "isolation \"worktree\" is not available in this team".into(),
                 )
             })?;
-            tokio::task::spawn_blocking(move || worktrees.check_available())
+            let preparing = name.clone();
+            tokio::task::spawn_blocking(move || worktrees.prepare(&preparing))
                 .await
                 .map_err(|e| ToolError::Failed(format!("spawn_teammate stopped: {e}")))?
                 .map_err(|e| ToolError::coded(&e))?;

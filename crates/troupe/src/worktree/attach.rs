@@ -1,6 +1,7 @@
 //! Making a teammate's worktree — `git worktree add -b troupe/<name> .troupe/worktrees/<name>
-//! <base>`, base the lead's `HEAD` — or reattaching to the one a run that died, or an earlier
-//! teammate of the same name, left (worktree and branch kept, never made twice).
+//! <base>`, base the lead's `HEAD` (with `[team] remote`: the branch the lead published on the
+//! remote, see `remote`) — or reattaching to the one a run that died, or an earlier teammate of
+//! the same name, left (worktree and branch kept, never made twice).
 //!
 //! The lead's checkout must be the top level of a git repository with at least one commit.
 //! The first worktree also adds `/.troupe/` to the repository's `info/exclude`, so that troupe's
@@ -75,6 +76,9 @@ impl Worktrees {
         let path = self.path_of(name);
         if let Some(record) = WorktreeRecord::read(&self.layout, name)? {
             if path.is_dir() && registered_at(&record.git_dir, &path) {
+                if let Some(remote) = self.remote.as_deref() {
+                    self.catch_up(remote, name, &self.place_of(&record));
+                }
                 return Ok(Attached {
                     path,
                     record,
@@ -111,6 +115,23 @@ impl Worktrees {
         } else if branch_exists {
             Git::new(&lead, ["worktree", "add", path_str(&path)?, &branch]).run()?;
             self.fork_point(&branch)?
+        } else if let Some(remote) = self.remote.as_deref() {
+            // A distributed team's teammate: its branch is the one the lead published.
+            let base = self.fetch_published(remote, name)?;
+            Git::new(
+                &lead,
+                [
+                    "worktree",
+                    "add",
+                    "--no-track",
+                    "-b",
+                    &branch,
+                    path_str(&path)?,
+                    &base,
+                ],
+            )
+            .run()?;
+            base
         } else {
             let base = Git::new(&lead, ["rev-parse", "--verify", "HEAD^{commit}"])
                 .run()?
@@ -141,6 +162,12 @@ impl Worktrees {
             record,
             created,
         })
+    }
+
+    /// Keeps troupe's state (`.troupe/`, and the worktrees in it) out of the checkout's
+    /// untracked files: adds `/.troupe/` to the repository's `info/exclude` once.
+    pub(super) fn exclude_troupe_state(&self) -> Result<(), WorktreeError> {
+        exclude_state(&self.common_dir()?)
     }
 
     /// The lead's checkout as a place to run git.

@@ -1,6 +1,8 @@
 //! Merging a teammate's branch into the lead's checkout (`merge_teammate`).
 //!
-//! 1. The teammate's pending changes are committed on its branch first.
+//! 1. The teammate's pending changes are committed on its branch first (when its worktree is
+//!    in this checkout). With `[team] remote`, the branch is pushed, the remote's copy fetched,
+//!    and the one that is ahead is merged (see `remote`).
 //! 2. The lead's checkout is looked at before anything changes: staged changes, or unstaged
 //!    and untracked files that the merge would touch, refuse the merge (`merge_blocked`) with
 //!    the files named — nothing is changed.
@@ -44,13 +46,20 @@ impl Worktrees {
     /// Merges `name`'s branch into the lead's checkout (see the module's steps).
     pub fn merge(&self, name: &AgentName) -> Result<Merged, WorktreeError> {
         let _serial = self.locked();
-        let committed = self.commit_unlocked(
-            name,
-            &format!("work of {name} in progress, committed for a merge"),
-        )?;
+        // Its worktree is here unless it worked in another clone of a distributed team.
+        let has_worktree = self.record_of(name).is_ok();
+        let committed = if has_worktree {
+            self.commit_unlocked(
+                name,
+                &format!("work of {name} in progress, committed for a merge"),
+            )?
+        } else {
+            None
+        };
         let lead = self.lead();
         let branch = branch_of(name);
-        if is_ancestor(&lead, &branch, "HEAD")? {
+        let source = self.merge_source(name, has_worktree)?;
+        if is_ancestor(&lead, &source, "HEAD")? {
             return Ok(Merged::AlreadyMerged { branch });
         }
         let before = lead_changes(&lead)?;
@@ -60,7 +69,7 @@ impl Worktrees {
                 files: before.staged.into_iter().collect(),
             });
         }
-        let touched = files_changed_on(&lead, &branch)?;
+        let touched = files_changed_on(&lead, &source)?;
         let blocked: Vec<String> = touched.intersection(&before.unstaged).cloned().collect();
         if !blocked.is_empty() {
             return Err(WorktreeError::LeadDirty {
@@ -68,12 +77,12 @@ impl Worktrees {
                 files: blocked,
             });
         }
-        let fast_forward = is_ancestor(&lead, "HEAD", &branch)?;
+        let fast_forward = is_ancestor(&lead, "HEAD", &source)?;
         let (who, email) = identity_of(&AgentName::lead());
         let message = format!("Merge {branch} (teammate {name})");
         let merged = Git::new(
             &lead,
-            ["merge", "--no-edit", "--no-stat", "-m", &message, &branch],
+            ["merge", "--no-edit", "--no-stat", "-m", &message, &source],
         )
         .env("GIT_AUTHOR_NAME", &who)
         .env("GIT_AUTHOR_EMAIL", &email)
@@ -85,7 +94,7 @@ impl Worktrees {
                 .run()?
                 .trim()
                 .to_owned();
-            let branch_tip = Git::new(&lead, ["rev-parse", &branch])
+            let branch_tip = Git::new(&lead, ["rev-parse", &source])
                 .run()?
                 .trim()
                 .to_owned();

@@ -20,7 +20,9 @@
 //!   teammate of the name) left;
 //! - [`commit`]: committing a teammate's changes on its branch;
 //! - [`merge`]: merging a branch into the lead's checkout, aborting cleanly on a conflict;
-//! - [`status`]: what `troupe worktrees` shows, and removal when merged and clean.
+//! - [`status`]: what `troupe worktrees` shows, and removal when merged and clean;
+//! - [`remote`]: a distributed team's branches travelling through a git remote
+//!   (`[team] remote`) between the lead's clone and its workers'.
 //!
 //! **Architecture Invariant:** troupe never removes a worktree with `--force` and never
 //! leaves the lead's checkout half-merged: a merge that conflicts is aborted before the call
@@ -31,6 +33,7 @@ pub mod commit;
 pub mod git;
 pub mod merge;
 pub mod record;
+pub mod remote;
 pub mod status;
 
 use std::path::{Path, PathBuf};
@@ -67,6 +70,8 @@ pub struct Worktrees {
     /// Serialises troupe's own git commands on the team's worktrees and the lead's checkout
     /// (a commit on a teammate's result and a merge of the same branch never interleave).
     lock: Mutex<()>,
+    /// `[team] remote`: the git remote teammates' branches travel through (see [`remote`]).
+    remote: Option<String>,
 }
 
 impl Worktrees {
@@ -74,6 +79,7 @@ impl Worktrees {
         Self {
             layout,
             lock: Mutex::new(()),
+            remote: None,
         }
     }
 
@@ -101,7 +107,7 @@ pub enum WorktreeError {
     /// Isolation was asked for where it cannot be had.
     #[error("isolation \"worktree\" needs {0}")]
     Unavailable(String),
-    #[error("teammate {0} has no worktree (it was not spawned with isolation \"worktree\", or its worktree was removed after a merge)")]
+    #[error("teammate {0} has no worktree here (it was not spawned with isolation \"worktree\", its worktree was removed after a merge, or it worked in another clone of a distributed team without [team] remote to bring its branch here)")]
     NoWorktree(AgentName),
     #[error("{command} failed: {why}")]
     Git { command: String, why: String },
@@ -115,6 +121,9 @@ pub enum WorktreeError {
         why: &'static str,
         files: Vec<String>,
     },
+    /// The teammate's branch here and on the remote both have commits the other lacks.
+    #[error("{branch} here and on git remote {remote} have diverged (both have commits the other lacks); merge or rebase one onto the other by hand (nothing was changed)")]
+    Diverged { branch: String, remote: String },
     #[error(transparent)]
     Io(#[from] IoError),
 }
@@ -128,6 +137,7 @@ impl ErrorCode for WorktreeError {
             Self::Timeout { .. } => "git_timeout",
             Self::Corrupt { .. } => "worktree_corrupt",
             Self::LeadDirty { .. } => "merge_blocked",
+            Self::Diverged { .. } => "branch_diverged",
             Self::Io(e) => e.code(),
         }
     }
