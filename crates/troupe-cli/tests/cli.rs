@@ -126,6 +126,8 @@ mod settings;
 mod shared_faults;
 #[path = "cli/shared_team.rs"]
 mod shared_team;
+#[path = "cli/silent_db.rs"]
+mod silent_db;
 #[path = "cli/special_files.rs"]
 mod special_files;
 /// The library tests' chunked streaming server, shared rather than copied.

@@ -333,6 +333,13 @@ impl Held {
     ) -> Self {
         let shared = pg.map(|parts| {
             let wakeups = parts.wakeups(runtime, takeover);
+            // Once the team starts closing (Ctrl-C, SIGTERM, the run's end), its store calls
+            // are bounded: a server that stopped answering never holds the close for long.
+            let (closing, store) = (runtime.closing_token(), parts.store.clone());
+            tokio::spawn(async move {
+                closing.cancelled().await;
+                store.closing();
+            });
             (parts, wakeups)
         });
         runtime.wake_all();
@@ -350,13 +357,18 @@ impl Held {
 /// (a lead's), then background jobs (whole process groups terminated, recorded as cancelled),
 /// then the merged, clean worktrees of shut-down teammates, then the MCP servers (sessions closed, stdio servers' process groups killed); then the watch
 /// and the distributed team's wakeups, and this process leaves the team's workers. The run
-/// lock is released when `held` is dropped, with the run.
+/// lock is released when `held` is dropped, with the run. On a distributed team every store
+/// call of the close gets at most `CLOSING_WAIT` (3 s): a database that stopped answering
+/// delays the close by about that much, and what could not be written is recovered by leases.
 pub(super) async fn close(
     runtime: &TeamRuntime,
     cron: Option<&CronRuntime>,
     jobs: &JobSupervisor,
     held: &mut Held,
 ) {
+    if let Some((parts, _)) = &held.shared {
+        parts.store.closing();
+    }
     runtime.close().await;
     if let Some(cron) = cron {
         cron.close().await;

@@ -437,6 +437,12 @@ impl TeamRuntime {
         self.inner.closing.cancel();
     }
 
+    /// Fired when the team starts closing, for what must stop waiting then (a database's
+    /// bound on its calls).
+    pub fn closing_token(&self) -> CancellationToken {
+        self.inner.closing.clone()
+    }
+
     pub fn is_closing(&self) -> bool {
         self.inner.closing.is_cancelled()
     }

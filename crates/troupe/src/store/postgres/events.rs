@@ -83,9 +83,13 @@ impl PgEventMirror {
                     }
                 }
                 let mut tries = 0;
-                while let Err(e) = insert(&store_in, &host, pid, &batch).await {
+                while let Err(e) = store_in
+                    .bounded(insert(&store_in, &host, pid, &batch))
+                    .await
+                {
                     tries += 1;
-                    if tries >= TRIES {
+                    // A server that stopped answering while the team closed is not tried again.
+                    if tries >= TRIES || store_in.given_up() {
                         if !warned {
                             tracing::warn!(
                                 "{e}: {} events not copied to the shared stream (they are in \

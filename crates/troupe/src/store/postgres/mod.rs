@@ -83,6 +83,10 @@ const POOL_SIZE: usize = 8;
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// How long a store call waits for an unreachable server to come back (a restart).
 pub const OUTAGE_WAIT: Duration = Duration::from_secs(30);
+/// Once the team is closing, how long any one store call may take (counted from the later of
+/// its start and the close's): past it the server is taken as unreachable and the close goes
+/// on without it — what it could not write is recovered by leases, as after a crash.
+pub const CLOSING_WAIT: Duration = Duration::from_secs(3);
 
 /// The stores whose changes are serialised per team by an advisory transaction lock.
 #[derive(Debug, Clone, Copy)]
@@ -134,6 +138,12 @@ struct Shared {
     /// Whether calls wait out an unreachable server (not while first connecting: a wrong URL
     /// is said at once).
     wait_for_outages: std::sync::atomic::AtomicBool,
+    /// Fired when the team starts closing (Ctrl-C, SIGTERM, the end of a run): from then on a
+    /// store call gets at most [`CLOSING_WAIT`] (see [`PgStore::closing`]).
+    closing: tokio_util::sync::CancellationToken,
+    /// A call timed out while closing: the server is taken as unreachable, and every later
+    /// call fails at once instead of waiting again.
+    gave_up: std::sync::atomic::AtomicBool,
 }
 
 /// The runtime the queries run on; shut down in the background when the store goes, so
@@ -236,6 +246,8 @@ impl PgStore {
                 team: team.to_owned(),
                 shown,
                 wait_for_outages: std::sync::atomic::AtomicBool::new(false),
+                closing: tokio_util::sync::CancellationToken::new(),
+                gave_up: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         store.block({
@@ -304,14 +316,26 @@ impl PgStore {
         channel_of(&self.shared.team)
     }
 
-    /// Runs `future` on the store's runtime and waits for its result, from any thread.
+    /// The team is closing: every store call in flight or to come gets at most
+    /// [`CLOSING_WAIT`]; once one runs past it, the rest fail at once (`store_unavailable`).
+    /// A reachable server answers well within it, so a normal close loses nothing.
+    pub fn closing(&self) {
+        self.shared.closing.cancel();
+    }
+
+    /// Runs `future` on the store's runtime and waits for its result, from any thread. While
+    /// the team closes, bounded by [`CLOSING_WAIT`] (see [`PgStore::closing`]).
     pub(crate) fn block<T: Send + 'static>(
         &self,
         future: impl Future<Output = Result<T, BackendError>> + Send + 'static,
     ) -> Result<T, BackendError> {
+        if self.given_up() {
+            return Err(gave_up(&self.shared.shown));
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let store = self.clone();
         self.handle().spawn(async move {
-            let _ = tx.send(future.await);
+            let _ = tx.send(store.bounded(future).await);
         });
         rx.recv().unwrap_or_else(|_| {
             Err(BackendError::new(
@@ -319,6 +343,43 @@ impl PgStore {
                 "the database runtime stopped",
             ))
         })
+    }
+
+    /// `future`, unless the team is closing and it takes longer than [`CLOSING_WAIT`] (then
+    /// `store_unavailable`, and every later call fails at once: see [`PgStore::closing`]). For
+    /// the store's own async work that does not go through [`PgStore::block`].
+    pub(crate) async fn bounded<T>(
+        &self,
+        future: impl Future<Output = Result<T, BackendError>>,
+    ) -> Result<T, BackendError> {
+        let shared = &self.shared;
+        if self.given_up() {
+            return Err(gave_up(&shared.shown));
+        }
+        let bound = async {
+            shared.closing.cancelled().await;
+            tokio::time::sleep(CLOSING_WAIT).await;
+        };
+        tokio::select! {
+            result = future => result,
+            () = bound => {
+                if !shared.gave_up.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "PostgreSQL at {} did not answer within {CLOSING_WAIT:?} while the team \
+                         closed; closing without it",
+                        shared.shown
+                    );
+                }
+                Err(gave_up(&shared.shown))
+            }
+        }
+    }
+
+    /// A call ran past [`CLOSING_WAIT`] while the team closed: the server is taken as gone.
+    pub(crate) fn given_up(&self) -> bool {
+        self.shared
+            .gave_up
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store's runtime, for its own background tasks.
@@ -370,6 +431,17 @@ impl PgStore {
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
+}
+
+/// A store call refused or cut because the server did not answer while the team closed.
+fn gave_up(shown: &str) -> BackendError {
+    BackendError::new(
+        "store_unavailable",
+        format!(
+            "PostgreSQL at {shown} did not answer within {CLOSING_WAIT:?} while the team closed; \
+             what this process could not write is recovered by the team's leases"
+        ),
+    )
 }
 
 /// An error and its causes, `outer: inner: …` (a TLS handshake failure says why only in its

@@ -1,0 +1,144 @@
+//! A shared team whose database stops answering: the connections stay open, but nothing comes
+//! back (a server frozen, a network that drops packets). Stopping a `troupe worker` then must
+//! not wait on the database for long: once the team closes, every store call gets at most
+//! `CLOSING_WAIT` (3 s), and what could not be written is left to the leases. The database is
+//! reached through a proxy on loopback that the test freezes; skipped (with a notice) where no
+//! PostgreSQL can be reached.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use troupe::store::postgres::testing::TestDb;
+
+use super::shared_team::WorkerProcess;
+
+/// A TCP proxy to `upstream` that, once frozen, forwards nothing more and answers no new
+/// connection, holding every socket open.
+struct FreezingProxy {
+    addr: SocketAddr,
+    frozen: Arc<AtomicBool>,
+}
+
+impl FreezingProxy {
+    fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let accepting = frozen.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                if accepting.load(Ordering::SeqCst) {
+                    held.lock().unwrap().push(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                pipe(&client, &server, accepting.clone());
+                pipe(&server, &client, accepting.clone());
+            }
+        });
+        Self { addr, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, or forever holds what it read once `frozen`.
+fn pipe(from: &TcpStream, to: &TcpStream, frozen: Arc<AtomicBool>) {
+    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buffer) {
+                Ok(0) | Err(_) => {
+                    let _ = to.shutdown(Shutdown::Write);
+                    return;
+                }
+                Ok(n) => n,
+            };
+            if frozen.load(Ordering::SeqCst) {
+                // Held, never delivered: the sockets stay open and silent.
+                let _keep = (from, to);
+                loop {
+                    std::thread::park();
+                }
+            }
+            if to.write_all(&buffer[..n]).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// `url` with its `host:port` replaced by `addr`, and the server's address; `None` when the
+/// URL names no TCP address (a socket path).
+fn through(url: &str, addr: SocketAddr) -> Option<(String, SocketAddr)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (user, rest) = rest.split_once('@')?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let upstream = std::net::ToSocketAddrs::to_socket_addrs(&rest[..end])
+        .ok()?
+        .next()?;
+    Some((
+        format!("{scheme}://{user}@{addr}{}", &rest[end..]),
+        upstream,
+    ))
+}
+
+#[test]
+fn a_worker_stopped_while_its_database_is_silent_exits_within_the_closing_bound() {
+    let Some(db) = TestDb::create() else { return };
+    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+    let Some((_, upstream)) = through(&db.url(), probe.local_addr().unwrap()) else {
+        eprintln!("notice: the test database's URL names no TCP address; skipped");
+        return;
+    };
+    drop(probe);
+    let proxy = FreezingProxy::start(upstream);
+    let (url, _) = through(&db.url(), proxy.addr).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let worker = WorkerProcess::start_with(
+        &ws,
+        &url,
+        "http://127.0.0.1:9/v1",
+        &[("TROUPE_LEASE", "2s")],
+    );
+
+    proxy.freeze();
+    let stopped = Instant::now();
+    worker.signal(libc::SIGTERM);
+    let mut worker = worker;
+    let (tx, rx) = mpsc::channel();
+    let mut child = std::mem::replace(
+        &mut worker.child,
+        std::process::Command::new("true").spawn().unwrap(),
+    );
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait().map(|s| s.code()));
+    });
+    // Without the bound a call into a silent server waits as long as TCP does (minutes); with
+    // it, the close's calls give up 3 s after it starts. 20 s is slack for a loaded machine.
+    let exited = rx.recv_timeout(Duration::from_secs(20));
+    let took = stopped.elapsed();
+    let log = worker.log();
+    let code = exited
+        .unwrap_or_else(|_| panic!("the worker did not exit within 20 s of SIGTERM: {log}"))
+        .unwrap();
+    assert_eq!(code, Some(0), "{log}");
+    // The bound is 3 s from the close's start; the rest is slack for a loaded machine (a close
+    // that also waited out the event stream's own 5 s took 8 s).
+    assert!(took < Duration::from_secs(7), "took {took:?}: {log}");
+    assert!(
+        log.contains("did not answer within 3s while the team closed"),
+        "took {took:?}: {log}"
+    );
+}
