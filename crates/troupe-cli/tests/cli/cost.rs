@@ -311,6 +311,12 @@ fn usage_of_a_shared_team_is_read_from_its_database() {
     let by_day = shared(&["--by", "day"]);
     assert_eq!(by_day["groups"][1]["key"], "2026-07-31");
     assert_eq!(by_day["total"]["cost_usd"], json!(1.408));
+    // `--since` is the database's cut too: only the record of a few minutes ago.
+    let recent = record(&minutes_ago(5), "writer", "gpt-4.1", 1_000_000, 0, 0);
+    usage.copy(&serde_json::from_str(&recent).unwrap()).unwrap();
+    let last_hour = shared(&["--since", "1h"]);
+    assert_eq!(last_hour["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(last_hour["total"]["cost_usd"], json!(2.0));
     assert!(!ws.join(".troupe").exists());
 }
 
