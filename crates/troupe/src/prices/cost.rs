@@ -186,7 +186,11 @@ mod tests {
             Rate::from_usd_per_million(2.5).unwrap().micro_usd(),
             2_500_000
         );
-        // 0.075 * 1e6 is 75000.00000000001 in f64: rounded, not truncated.
+        // 1.001 * 1e6 is 1000999.9999999999 in f64: rounded, not truncated.
+        assert_eq!(
+            Rate::from_usd_per_million(1.001).unwrap().micro_usd(),
+            1_001_000
+        );
         assert_eq!(
             Rate::from_usd_per_million(0.075).unwrap().micro_usd(),
             75_000
@@ -241,6 +245,8 @@ mod tests {
             serde_json::to_string(&usd(1.234_567_8)).unwrap(),
             "1.234568"
         );
+        // 4.35 * 1e12 is 4349999999999.9995 in f64: rounded, not truncated.
+        assert_eq!(usd(4.35).picodollars(), 4_350_000_000_000);
         assert_eq!(Cost::from_usd(-1.0), None);
         assert_eq!(Cost::from_usd(f64::NAN), None);
     }
