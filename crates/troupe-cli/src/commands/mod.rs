@@ -4,6 +4,7 @@
 mod compact;
 mod completions;
 pub(crate) mod config;
+mod config_cost;
 mod demo;
 mod inspect;
 mod log;

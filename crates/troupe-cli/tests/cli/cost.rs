@@ -492,3 +492,40 @@ async fn max_cost_stops_a_run_against_a_servers_reported_usage() {
     assert_eq!(report["groups"][0]["key"], "gpt-4.1-2025-04-14");
     assert_eq!(report["total"]["cost_usd"], json!(0.266));
 }
+
+#[test]
+fn config_shows_the_prices_and_the_budget_with_their_files() {
+    let (_dir, ws) = workspace();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[prices.\"gpt-4.1\"]\ninput = 2.5\noutput = 8\ncache_read = 0.5\ncache_write = 0\n\
+         [run]\nmax_cost = 5\n",
+    )
+    .unwrap();
+    let file = ws.join("troupe.toml").display().to_string();
+
+    let config = json(&troupe_in(&ws, &["config", "--json"]));
+    let text = troupe_in(&ws, &["config"]);
+
+    assert_eq!(
+        config["prices"],
+        json!({"gpt-4.1": {"input": 2.5, "output": 8.0, "cache_read": 0.5, "cache_write": 0.0,
+                           "source": file}})
+    );
+    assert_eq!(
+        config["run"],
+        json!({"max_cost": {"value": 5.0, "source": file}})
+    );
+    assert!(
+        text.stdout.contains(&format!(
+            "gpt-4.1          = 2.5 / 8 / 0.5 / 0   ({file})\n"
+        )),
+        "{text:#?}"
+    );
+    assert!(
+        text.stdout
+            .contains(&format!("max_cost         = $5.0000   ({file})\n")),
+        "{text:#?}"
+    );
+    assert!(!ws.join(".troupe").exists());
+}
