@@ -28,8 +28,7 @@ use crate::store::mailbox::{
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::roster::{LeasedRoster, WorkerRow};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
-use crate::store::usage::{self, UsageTotals};
-use crate::store::usage_groups::UsageBuckets;
+use crate::store::usage::{self, UsageBuckets, UsageTotals};
 use crate::store::IoError;
 use crate::team::roster::{self, RosterFileError};
 

@@ -111,7 +111,8 @@ pub fn state(
         "agents": agents,
         "pending_plans": pending_plans,
         "last_seq": last,
-        "cost_note": "estimate from list prices per million tokens (troupe usage); null when no model of the agent has a price",
+        "cost_note": "estimate from list prices per million tokens (troupe usage); \
+                      null when no model of the agent has a price",
     }))
 }
 

@@ -44,7 +44,14 @@ fn sample() -> String {
         // 500,000 × $2 + 500,000 × $0.50 + 1,000 × $8 per million = $1.258.
         record("2026-07-30T08:00:00.000Z", "lead", "gpt-4.1-2025-04-14", 1_000_000, 1_000, 500_000),
         // claude-haiku-4-5: 100,000 in at $1, 10,000 out at $5 = $0.15.
-        record("2026-07-31T09:00:00.000Z", "writer", "claude-haiku-4-5-20251001", 100_000, 10_000, 0),
+        record(
+            "2026-07-31T09:00:00.000Z",
+            "writer",
+            "claude-haiku-4-5-20251001",
+            100_000,
+            10_000,
+            0,
+        ),
         record("2026-07-31T10:00:00.000Z", "lead", "local-llama", 300, 20, 0),
         record("2026-07-31T11:00:00.000Z", "reviewer", "local-llama", 50, 5, 0),
     ]
@@ -89,7 +96,10 @@ fn usage_groups_by_agent_model_and_day_with_each_models_price() {
             "by": "agent",
             "since": null,
             "groups": [
-                group("lead", with(tokens(1_000_300, 1_020, 500_000), json!(1.258), &["local-llama"])),
+                group(
+                    "lead",
+                    with(tokens(1_000_300, 1_020, 500_000), json!(1.258), &["local-llama"])
+                ),
                 group("reviewer", with(tokens(50, 5, 0), Value::Null, &["local-llama"])),
                 group("writer", with(tokens(100_000, 10_000, 0), json!(0.15), &[])),
             ],

@@ -1,6 +1,6 @@
-//! What every agent's runner gets for long runs (SPEC §9) — the run's usage, token and cost budgets,
-//! the context budget with artifacts, memory — and the settings' hooks, their matchers read
-//! like permission rules.
+//! What every agent's runner gets for long runs (SPEC §9) — the run's usage, token and cost
+//! budgets, the context budget with artifacts, memory — and the settings' hooks, their matchers
+//! read like permission rules.
 
 use std::path::PathBuf;
 use std::sync::Arc;

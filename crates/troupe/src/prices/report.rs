@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{Cost, PriceTable};
-use crate::store::usage::TokenCounts;
-use crate::store::usage_groups::{BucketKey, UsageBuckets};
+use crate::store::usage::{BucketKey, TokenCounts, UsageBuckets};
 
 /// What the groups of a report are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

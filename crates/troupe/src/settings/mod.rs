@@ -8,9 +8,9 @@
 //! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
 //! into its sections, and each section has its own module — its table as written, its checks,
 //! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
-//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`. `secrets` refuses
-//! secret-looking keys before any section reads a file, `duration` is troupe's one reading of a
-//! duration, `section` what the sections share. The rules are matched by
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`.
+//! `secrets` refuses secret-looking keys before any section reads a file, `duration` is troupe's
+//! one reading of a duration, `section` what the sections share. The rules are matched by
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
 //! `team::definitions`.
 

@@ -73,7 +73,7 @@ pub trait TeamUsage: Send + Sync {
     fn buckets(
         &self,
         since: Option<troupe_wire::UtcTime>,
-    ) -> Result<super::usage_groups::UsageBuckets, super::BackendError>;
+    ) -> Result<UsageBuckets, super::BackendError>;
 }
 
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first
@@ -153,6 +153,30 @@ impl TokenCounts {
     }
 }
 
+/// Where a record's tokens are added up for `troupe usage`: who, on which model, which UTC day.
+/// The model is part of every bucket because a price is per model: a group's cost is the sum of
+/// its buckets' costs, never one price applied to tokens of several models.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BucketKey {
+    pub agent: String,
+    pub model: String,
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+}
+
+/// Usage summed per [`BucketKey`], in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageBuckets {
+    pub buckets: BTreeMap<BucketKey, TokenCounts>,
+}
+
+impl UsageBuckets {
+    /// Adds `counts` to `key`'s bucket.
+    pub fn add(&mut self, key: BucketKey, counts: TokenCounts) {
+        self.buckets.entry(key).or_default().add(counts);
+    }
+}
+
 /// One run's totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunTotals {
@@ -203,9 +227,9 @@ pub fn read_totals(path: &Path) -> Result<UsageTotals, IoError> {
     Ok(totals)
 }
 
-/// Calls `each` with every record of the log at `path` and its line number, in order, reading it a line at a time
-/// (a log of any size). A missing log has none; a torn tail is ignored; blank lines are skipped;
-/// any other line that is not a record is an error naming the line.
+/// Calls `each` with every record of the log at `path` and its line number, in order, reading it
+/// a line at a time (a log of any size). A missing log has none; a torn tail is ignored; blank
+/// lines are skipped; any other line that is not a record is an error naming the line.
 pub fn for_each_record(
     path: &Path,
     mut each: impl FnMut(usize, UsageRecord) -> Result<(), IoError>,

@@ -1,39 +1,13 @@
-//! A usage log summed per agent, model and day: the finest grouping `troupe usage` reports
-//! (its groups and each one's cost are made from these), read from `.troupe/usage.jsonl` a line
-//! at a time or — for a shared team — summed by PostgreSQL ([`super::usage::TeamUsage`]).
-//!
-//! The model is part of every bucket because a price is per model: a group's cost is the sum of
-//! its buckets' costs, never a price applied to a group that mixes models.
+//! `.troupe/usage.jsonl` summed per agent, model and day ([`UsageBuckets`]), read a line at a
+//! time: what `troupe usage` reports on (a shared team's sums come from PostgreSQL instead,
+//! [`super::usage::TeamUsage::buckets`]).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use troupe_wire::UtcTime;
 
-use super::usage::{corrupt, for_each_record, TokenCounts};
+use super::usage::{corrupt, for_each_record, BucketKey, UsageBuckets};
 use super::IoError;
-
-/// Where a record's tokens are added up: who, on which model, which UTC day.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BucketKey {
-    pub agent: String,
-    pub model: String,
-    /// `YYYY-MM-DD`, UTC.
-    pub day: String,
-}
-
-/// Usage summed per [`BucketKey`], in key order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UsageBuckets {
-    pub buckets: BTreeMap<BucketKey, TokenCounts>,
-}
-
-impl UsageBuckets {
-    /// Adds `counts` to `key`'s bucket.
-    pub fn add(&mut self, key: BucketKey, counts: TokenCounts) {
-        self.buckets.entry(key).or_default().add(counts);
-    }
-}
 
 /// The log at `path` summed per agent, model and day, counting only records made at or after
 /// `since` when given. Read a line at a time; a missing log has none (and is not created); a

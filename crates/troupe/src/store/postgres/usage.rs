@@ -14,8 +14,9 @@ use troupe_wire::UtcTime;
 use super::roster::hostname;
 use super::{db_error, PgStore};
 use crate::store::team_copy::TeamCopy;
-use crate::store::usage::{RunTotals, TeamUsage, TokenCounts, UsageRecord, UsageTotals};
-use crate::store::usage_groups::{BucketKey, UsageBuckets};
+use crate::store::usage::{
+    BucketKey, RunTotals, TeamUsage, TokenCounts, UsageBuckets, UsageRecord, UsageTotals,
+};
 use crate::store::BackendError;
 
 pub struct PgUsage {
