@@ -11,7 +11,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::sessions::run_scripted;
-use super::support::{assert_fails, command, json, ran, troupe_in, Ran};
+use super::support::{assert_fails, assert_fails_json, command, json, ran, troupe_in, Ran};
 
 fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -253,6 +253,11 @@ fn since_counts_only_recent_records_and_a_bad_duration_is_a_usage_error() {
     }
     let ran = troupe_in(&ws, &["usage", "--by", "week"]);
     assert_eq!(ran.code, 2, "{ran:#?}");
+    assert_fails_json(
+        &troupe_in(&ws, &["usage", "--since", "soon", "--json"]),
+        2,
+        "usage",
+    );
 }
 
 #[test]
