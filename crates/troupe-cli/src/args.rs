@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// Stop the run gracefully (exit 3) once all agents together have used N tokens.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
+    /// Stop the run gracefully (exit 3) once the estimated cost of all agents' model calls
+    /// reaches USD dollars, by the price table (`[prices]` over the built-in one); a model with
+    /// no price counts 0. Over `[run] max_cost`.
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
     /// Do not extract memories from this run's conversations (selection of existing ones stays).
     #[arg(long)]
     pub no_memory: bool,
@@ -223,6 +228,9 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// Tokens (prompt, completion, cache read, cache write) and their estimated cost, per agent,
+    /// model or day and in total, from .troupe/usage.jsonl (a shared team's: every process's).
+    Usage(UsageArgs),
     /// Background shell jobs and their status (running, completed, failed, cancelled, timed_out).
     Jobs {
         /// Print JSON (`{"jobs":[…]}`) instead of text.
@@ -365,6 +373,33 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// What each line of the table is: an agent, a model, or a UTC day.
+    #[arg(long, value_enum, default_value_t = UsageGroup::Agent)]
+    pub by: UsageGroup,
+    /// Only usage recorded in this long before now, e.g. 1h, 7d, 90m.
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Print JSON (`{"by":…,"since":…,"groups":[…],"total":{…}}`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// A shared team's usage, every process's, from its database.
+    #[command(flatten)]
+    pub store: StoreFlags,
+}
+
+/// The lines of `troupe usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UsageGroup {
+    /// One line per agent.
+    Agent,
+    /// One line per model, as the server named it.
+    Model,
+    /// One line per UTC day.
+    Day,
+}
+
+#[derive(Debug, Args)]
 pub struct LogArgs {
     /// Keep following: print new events as they are appended (until Ctrl-C or the reader of
     /// stdout goes away); waits for the stream if there is none yet.
@@ -424,6 +459,7 @@ impl Command {
             | Self::Send { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json, .. }
+            | Self::Usage(UsageArgs { json, .. })
             | Self::Cron { json, .. }
             | Self::Tasks { json, .. }
             | Self::Worktrees { json }

@@ -4,6 +4,8 @@
 //! - `support`: running the binary with a clean model environment; output checks.
 //! - `architecture`: no import cycle between the CLI's files or its top-level modules, read from
 //!   `src/` (the one module here that does not run the binary).
+//! - `cost`: `troupe usage` (tokens and estimated cost per agent, model or day; `[prices]`;
+//!   `--since`; a shared team's) and `--max-cost` / `[run] max_cost` stopping a run (exit 3).
 //! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
 //! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
 //! - `run`: missing model configuration; a second run on a held workspace.
@@ -72,6 +74,8 @@ mod architecture;
 mod board;
 #[path = "cli/browser.rs"]
 mod browser;
+#[path = "cli/cost.rs"]
+mod cost;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/errors.rs"]

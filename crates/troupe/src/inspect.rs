@@ -28,7 +28,7 @@ use crate::store::mailbox::{
 use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
 use crate::store::roster::{LeasedRoster, WorkerRow};
 use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
-use crate::store::usage::{self, UsageTotals};
+use crate::store::usage::{self, UsageBuckets, UsageTotals};
 use crate::store::IoError;
 use crate::team::roster::{self, RosterFileError};
 
@@ -324,6 +324,21 @@ impl Inspector {
             path: e.path,
             source: e.source,
         })
+    }
+
+    /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
+    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a shared team's database.
+    /// Reading creates nothing.
+    pub fn usage_buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, InspectError> {
+        if let Some(shared) = &self.shared {
+            return shared.usage.buckets(since).map_err(backend);
+        }
+        crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since).map_err(
+            |e: IoError| InspectError::Io {
+                path: e.path,
+                source: e.source,
+            },
+        )
     }
 
     /// Every background job's record, by start time then id; none when `.troupe/jobs/` does

@@ -8,6 +8,8 @@
 //! - [`error`]: the stable error codes shared by every module's error enum.
 //! - [`store`]: durable file primitives (atomic replace, folder fsync, cross-process locks), the
 //!   mailbox store and the protocol store.
+//! - [`prices`]: what model calls cost, as an estimate: the built-in price table, the
+//!   settings' `[prices]` over it, exact cost arithmetic, and usage reports with costs.
 //! - [`model`]: the `ModelClient` port, the OpenAI Chat Completions client, a scripted model, and
 //!   the model configuration (environment, `<workspace>/.env`, flags).
 //! - [`tools`]: the tool registry, the one dispatch path every call takes, and the base tools.
@@ -50,6 +52,7 @@ pub mod layout;
 pub mod mcp;
 pub mod model;
 pub mod permissions;
+pub mod prices;
 pub mod process;
 pub mod sandbox;
 pub mod secrets;

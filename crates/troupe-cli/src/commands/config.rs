@@ -50,6 +50,8 @@ pub fn config(
         value["sandbox"] = sandbox_json(settings, &sandbox_mode);
         value["store"] = store_json(&store);
         value["team"] = team_json(settings);
+        value["prices"] = super::config_cost::prices_json(settings);
+        value["run"] = super::config_cost::run_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
@@ -58,6 +60,8 @@ pub fn config(
     text.push_str(&sandbox_text(settings, &sandbox_mode));
     text.push_str(&store_text(&store));
     text.push_str(&team_text(settings));
+    text.push_str(&super::config_cost::prices_text(settings));
+    text.push_str(&super::config_cost::run_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
 }

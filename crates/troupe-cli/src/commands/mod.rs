@@ -4,6 +4,7 @@
 mod compact;
 mod completions;
 pub(crate) mod config;
+mod config_cost;
 mod demo;
 mod inspect;
 mod log;
@@ -14,6 +15,7 @@ mod run;
 mod send;
 mod timeline;
 mod trust;
+mod usage;
 mod worker;
 mod worktrees;
 
@@ -67,6 +69,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             json,
             &store,
         ),
+        Command::Usage(args) => usage::usage(&resolve_workspace(cli.workspace)?, &args),
         Command::Jobs { json, store } => {
             inspect::jobs(&resolve_workspace(cli.workspace)?, json, &store)
         }

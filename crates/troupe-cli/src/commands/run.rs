@@ -9,6 +9,7 @@ use troupe::agent::{NullObserver, TurnEnd, UsageSink};
 use troupe::bootstrap::{build_team, EventOptions, LongLived, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::ids::RandomIds;
+use troupe::prices::Cost;
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
@@ -38,6 +39,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     if args.max_tokens == Some(0) {
         return Err(CliError::usage("--max-tokens must be at least 1".into()));
     }
+    let max_cost = args.max_cost.map(parse_max_cost).transpose()?;
     let ttl = parse_duration(&args.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
@@ -49,6 +51,8 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
             source: troupe::settings::Source::Flag("--isolation".into()),
         });
     }
+    // The flag over `[run] max_cost`.
+    let max_run_cost = max_cost.or(file_settings.run.max_cost.as_ref().map(|c| c.value));
     let store = store_choice(&args.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
         return Err(CliError::usage(
@@ -78,6 +82,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         context_window,
         remember: !args.no_memory,
         max_run_tokens: args.max_tokens,
+        max_run_cost,
         new_session: args.new_session,
     };
     let interrupt = Interrupt::default();
@@ -137,10 +142,22 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     render::print_text(&format!("{}\n", outcome.answer))
 }
 
+/// `--max-cost`: USD above 0, as a cost.
+fn parse_max_cost(usd: f64) -> Result<Cost, CliError> {
+    Cost::from_usd(usd)
+        .filter(|cost| *cost > Cost::ZERO)
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--max-cost must be a number of USD above 0 and at most {}, e.g. 0.50 (not {usd})",
+                troupe::prices::MAX_USD
+            ))
+        })
+}
+
 /// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it, and ends
 /// the event stream with `run_ended`. `notice`, if any, is said once the team is built, then
 /// `start_line` (the sandbox, shown as is) when there is one. A turn
-/// limit or a spent token budget is an error (exit 3). Errors after the team exists are
+/// limit or a spent token or cost budget is an error (exit 3). Errors after the team exists are
 /// [`CliError::in_stream`]: `run_ended` carries them.
 pub fn drive(
     settings: TeamSettings,
@@ -153,6 +170,8 @@ pub fn drive(
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+    // A run with a cost budget counts its cost, and says what it came to.
+    let priced = settings.long_lived.max_run_cost.is_some();
     let result = runtime.block_on(async move {
         let cancel = &interrupt.run;
         interrupt::listen(cancel.clone())?;
@@ -235,6 +254,9 @@ pub fn drive(
         if !spent.is_empty() {
             eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
         }
+        if priced {
+            eprintln!("estimated cost: {}", usage.run_cost().text());
+        }
         result.map_err(|e| e.in_stream())
     });
     // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
@@ -256,6 +278,13 @@ fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {
              (--max-tokens {limit})"
         ))
         .with_code("token_budget")),
+        TurnEnd::CostBudget { limit, used } => Err(CliError::incomplete(format!(
+            "the run stopped at an estimated {}, past its cost budget of {} (--max-cost or \
+             [run] max_cost; `troupe usage` shows the cost per agent and model)",
+            used.text(),
+            limit.text()
+        ))
+        .with_code("cost_budget")),
         _ => Ok(outcome),
     }
 }
@@ -274,7 +303,7 @@ fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
             let outcome = match (error.kind(), code) {
                 (Kind::Interrupted, _) => "interrupted",
                 (_, "turn_limit") => "max_turns",
-                (_, "token_budget") => "budget",
+                (_, "token_budget" | "cost_budget") => "budget",
                 _ => "failed",
             };
             kinds::fields(json!({

@@ -80,6 +80,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
             context_window,
             remember: !args.no_memory,
             max_run_tokens: None,
+            max_run_cost: None,
             new_session: false,
         },
         events: EventOptions {

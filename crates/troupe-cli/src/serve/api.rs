@@ -43,6 +43,9 @@ pub struct Shared {
     pub cache: Mutex<EventCache>,
     /// The team served: the workspace's files, or a shared team's database.
     pub team: Team,
+    /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
+    /// table, as they were when the server started.
+    pub prices: troupe::prices::PriceTable,
 }
 
 /// Where the served team lives.
@@ -184,7 +187,12 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 }
 
 fn state_view(shared: &Shared) -> Response<Body> {
-    match state::state(&shared.layout, &shared.choice(), &shared.cache) {
+    match state::state(
+        &shared.layout,
+        &shared.choice(),
+        &shared.cache,
+        &shared.prices,
+    ) {
         Ok(value) => response::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }

@@ -16,7 +16,6 @@ mod cache;
 mod changes;
 mod http;
 pub mod page;
-mod price;
 mod response;
 mod send;
 mod sse;
@@ -53,10 +52,15 @@ pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliE
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(workspace, port, team))
+    runtime.block_on(run(workspace, port, team, settings.prices.table()))
 }
 
-async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
+async fn run(
+    workspace: &Path,
+    port: u16,
+    team: Team,
+    prices: troupe::prices::PriceTable,
+) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .map_err(|e| CliError::failed(format_args!("cannot listen on 127.0.0.1:{port}: {e}")))?;
@@ -84,6 +88,7 @@ async fn run(workspace: &Path, port: u16, team: Team) -> Result<(), CliError> {
         team,
         token: Arc::new(token),
         changes,
+        prices,
     });
     let shutdown = shutdown()?;
     // Read the events already there while the first page is being asked for.

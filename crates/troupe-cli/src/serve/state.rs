@@ -1,8 +1,10 @@
 //! `GET /api/state`: the team at a glance — every agent (the lead first) with its status, tokens
 //! and estimated cost, the pending plan requests, and the last event's `seq`.
 //!
-//! Built from the read-only `Inspector` (roster, usage totals, pending requests) and, for the
-//! model each agent uses, the `model_call_finished` events of the server's [`EventCache`].
+//! Built from the read-only `Inspector` (roster, usage, pending requests) and, for the model each
+//! agent uses, the `model_call_finished` events of the server's [`EventCache`]. An agent's cost
+//! is `troupe usage`'s: each model's tokens at that model's price (`troupe::prices`, with the
+//! settings' `[prices]`); `null` when none of its tokens has a price.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -14,8 +16,10 @@ use troupe::layout::Layout;
 use troupe::store::events::read::last_seq;
 use troupe::wire::RequestStatus;
 
+use troupe::prices::report::{GroupBy, Line, UsageReport};
+use troupe::prices::PriceTable;
+
 use super::cache::EventCache;
-use super::price;
 
 /// Why the state could not be read: a message with its stable code.
 pub struct StateError {
@@ -27,17 +31,28 @@ pub fn state(
     layout: &Layout,
     team: &StoreChoice,
     cache: &Mutex<EventCache>,
+    prices: &PriceTable,
 ) -> Result<Value, StateError> {
-    let report = troupe::bootstrap::inspector_with(layout.workspace(), team)
-        .map_err(|e| StateError {
-            code: e.code(),
-            message: e.to_string(),
-        })?
-        .status()
-        .map_err(|e| StateError {
+    let failed = |e: troupe::inspect::InspectError| StateError {
+        code: e.code(),
+        message: e.to_string(),
+    };
+    let inspector =
+        troupe::bootstrap::inspector_with(layout.workspace(), team).map_err(|e| StateError {
             code: e.code(),
             message: e.to_string(),
         })?;
+    let report = inspector.status().map_err(failed)?;
+    let usage = UsageReport::new(
+        &inspector.usage_buckets(None).map_err(failed)?,
+        GroupBy::Agent,
+        prices,
+    );
+    let usage: BTreeMap<String, Line> = usage
+        .groups
+        .into_iter()
+        .map(|group| (group.key, group.line))
+        .collect();
     let (models, cached_last) = {
         let mut cache = cache.lock().map_err(|_| StateError {
             code: "internal",
@@ -58,13 +73,13 @@ pub fn state(
         StoreChoice::Postgres(_) => cached_last,
     };
     let lead_status = if report.run.active { "running" } else { "idle" };
-    let mut agents = vec![agent("lead", "lead", lead_status, &report.usage, &models)];
+    let mut agents = vec![agent("lead", "lead", lead_status, &usage, &models)];
     for teammate in &report.teammates {
         agents.push(agent(
             teammate.name.as_str(),
             &teammate.role,
             teammate.status.as_str(),
-            &report.usage,
+            &usage,
             &models,
         ));
     }
@@ -96,7 +111,8 @@ pub fn state(
         "agents": agents,
         "pending_plans": pending_plans,
         "last_seq": last,
-        "cost_note": "estimate from list prices per million tokens; null for unknown models",
+        "cost_note": "estimate from list prices per million tokens (troupe usage); \
+                      null when no model of the agent has a price",
     }))
 }
 
@@ -113,20 +129,18 @@ fn agent(
     name: &str,
     role: &str,
     status: &str,
-    usage: &troupe::store::usage::UsageTotals,
+    usage: &BTreeMap<String, Line>,
     models: &BTreeMap<String, String>,
 ) -> Value {
-    let counts = usage.agents.get(name).copied().unwrap_or_default();
-    let model = models.get(name);
-    let cost =
-        model.and_then(|m| price::estimate(m, counts.prompt_tokens, counts.completion_tokens));
+    let line = usage.get(name).cloned().unwrap_or_default();
     json!({
         "name": name,
         "role": role,
         "status": status,
-        "model": model,
-        "tokens_in": counts.prompt_tokens,
-        "tokens_out": counts.completion_tokens,
-        "cost_usd": cost,
+        "model": models.get(name),
+        "tokens_in": line.tokens.prompt_tokens,
+        "tokens_out": line.tokens.completion_tokens,
+        "cost_usd": line.cost,
+        "unpriced_models": line.unpriced_models,
     })
 }

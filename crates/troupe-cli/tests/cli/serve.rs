@@ -5,7 +5,8 @@
 //!   only) and a foreign `Host` with 403.
 //! - GET changes nothing under `.troupe/` (hashed before and after) and creates nothing in a
 //!   workspace without it.
-//! - `/api/state`, `/api/events`, `/api/conversation` on a workspace where `troupe demo` ran.
+//! - `/api/state`, `/api/events`, `/api/conversation` on a workspace where `troupe demo` ran;
+//!   each agent's cost by its models' prices.
 //! - The event stream: started before `.troupe/` exists, it follows `troupe demo` to its last
 //!   event; a reconnection with `Last-Event-ID` gets only the newer events.
 //! - `POST /api/review` answers a pending plan exactly like `troupe review` (same state, same
@@ -431,6 +432,49 @@ fn get_changes_nothing_and_reports_the_demo() {
     assert_eq!(server.get("/api/nothing").status, 404);
 
     assert_eq!(snapshot(&state_dir), before, "GET changed .troupe/");
+}
+
+/// An agent's cost on the page is `troupe usage`'s: each model's tokens at its own price (the
+/// settings' `[prices]` over the built-in table), the models with no price named.
+#[test]
+fn the_state_shows_each_agents_cost_by_its_models_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join(".troupe")).unwrap();
+    let line = |model: &str, prompt: u64, completion: u64| {
+        json!({"at": "2026-07-30T08:00:00.000Z", "run_id": "r", "agent": "lead", "model": model,
+               "purpose": "turn", "prompt_tokens": prompt, "completion_tokens": completion,
+               "total_tokens": prompt + completion})
+        .to_string()
+            + "\n"
+    };
+    // $2 for 1M prompt tokens of gpt-4.1 (as a dated snapshot), and 10 tokens of a local model.
+    std::fs::write(
+        ws.join(".troupe/usage.jsonl"),
+        line("gpt-4.1-2025-04-14", 1_000_000, 0) + &line("local", 5, 5),
+    )
+    .unwrap();
+    let lead = |server: &Server| server.get_json("/api/state")["agents"][0].clone();
+
+    let server = Server::start(&ws);
+    let shown = lead(&server);
+    assert_eq!(
+        (&shown["tokens_in"], &shown["tokens_out"]),
+        (&json!(1_000_005), &json!(5))
+    );
+    assert_eq!(shown["cost_usd"], json!(2.0));
+    assert_eq!(shown["unpriced_models"], json!(["local"]));
+    drop(server);
+
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[prices.local]\ninput = 100000\noutput = 100000\n",
+    )
+    .unwrap();
+    let server = Server::start(&ws);
+    let shown = lead(&server);
+    assert_eq!(shown["cost_usd"], json!(3.0));
+    assert_eq!(shown["unpriced_models"], json!([]));
 }
 
 #[test]

@@ -31,6 +31,7 @@ use crate::model::{
     AssistantMessage, ChatMessage, FinishReason, ModelClient, ModelError, ModelRequest,
     ModelResponse, Purpose, ToolSpec, Usage,
 };
+use crate::prices::Cost;
 use crate::store::artifacts::ArtifactStore;
 use crate::tools::{Dispatcher, ToolContext};
 
@@ -52,6 +53,8 @@ pub enum TurnEnd {
     Cancelled,
     /// The run's token budget was spent (checked before each model call).
     TokenBudget { limit: u64, used: u64 },
+    /// The run's cost budget was spent, by the estimate (checked before each model call).
+    CostBudget { limit: Cost, used: Cost },
 }
 
 impl TurnEnd {
@@ -66,7 +69,17 @@ impl TurnEnd {
             Self::TokenBudget { limit, used } => Some(format!(
                 "stopped: the run's token budget of {limit} is spent ({used} used)"
             )),
+            Self::CostBudget { limit, used } => Some(format!(
+                "stopped: the run's cost budget of {} is spent ({} estimated)",
+                limit.text(),
+                used.text()
+            )),
         }
+    }
+
+    /// Whether the run's token or cost budget ended the turn: the run stops.
+    pub fn budget_spent(&self) -> bool {
+        matches!(self, Self::TokenBudget { .. } | Self::CostBudget { .. })
     }
 }
 
@@ -112,6 +125,8 @@ pub struct Runner {
     usage: Arc<dyn UsageSink>,
     /// The run's token budget (all agents together), if any.
     max_run_tokens: Option<u64>,
+    /// The run's cost budget (all agents together, estimated by `usage`), if any.
+    max_run_cost: Option<Cost>,
     /// Keeps what is sent inside the model's window.
     compactor: Compactor,
     /// Admits tool results into the history (artifacts for large ones).
@@ -169,6 +184,7 @@ impl Runner {
             system_source: None,
             usage: Arc::new(NoUsage),
             max_run_tokens: None,
+            max_run_cost: None,
             compactor,
             results: Results(None),
             memory: None,
@@ -242,6 +258,13 @@ impl Runner {
         self.compactor.set_usage(usage.clone());
         self.usage = usage;
         self.max_run_tokens = max_run_tokens;
+        self
+    }
+
+    /// Ends a turn before a model call once the run's estimated cost (`usage`'s
+    /// [`UsageSink::run_cost`]) has reached `limit`.
+    pub fn with_cost_budget(mut self, limit: Option<Cost>) -> Self {
+        self.max_run_cost = limit;
         self
     }
 
@@ -322,6 +345,13 @@ impl Runner {
                 let used = self.usage.run_total();
                 if used >= limit {
                     outcome.end = TurnEnd::TokenBudget { limit, used };
+                    return Ok(outcome);
+                }
+            }
+            if let Some(limit) = self.max_run_cost {
+                let used = self.usage.run_cost();
+                if used >= limit {
+                    outcome.end = TurnEnd::CostBudget { limit, used };
                     return Ok(outcome);
                 }
             }

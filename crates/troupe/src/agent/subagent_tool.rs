@@ -118,10 +118,12 @@ impl ToolHandler for SubagentTool {
                 "the subagent made {limit} model calls without finishing; give it a smaller task"
             ))),
             TurnEnd::Cancelled => Err(ToolError::Cancelled("the subagent was cancelled".into())),
-            end @ TurnEnd::TokenBudget { .. } => Err(ToolError::Failed(format!(
-                "the subagent {}",
-                end.stop_reason().unwrap_or_default()
-            ))),
+            end @ (TurnEnd::TokenBudget { .. } | TurnEnd::CostBudget { .. }) => {
+                Err(ToolError::Failed(format!(
+                    "the subagent {}",
+                    end.stop_reason().unwrap_or_default()
+                )))
+            }
         }
     }
 }

@@ -3,15 +3,18 @@
 //!
 //! The runner is handed a [`UsageSink`] and reports each response to it; what a sink does with
 //! it is not the runner's concern. [`RunUsage`] appends a record to the workspace's log and keeps
-//! this run's sums in memory (the run's closing line, a `--max-tokens` budget); [`NoUsage`] is
-//! for callers that count nothing. Recording never fails a turn: a log that cannot be written is
-//! a warning, and the in-memory sums still count, so a budget still holds.
+//! this run's sums in memory (the run's closing line, a `--max-tokens` budget) and, given a
+//! price table, this run's estimated cost (a `--max-cost` budget); [`NoUsage`] is for callers
+//! that count nothing. Recording never fails a turn: a log that cannot be written is a warning,
+//! and the in-memory sums still count, so a budget still holds.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use troupe_wire::AgentName;
 
 use crate::model::{ModelResponse, Purpose, Usage};
+use crate::prices::{Cost, PriceTable};
 use crate::store::usage::{UsageLog, UsageRecord};
 
 /// Where a runner reports the usage of each model response.
@@ -22,6 +25,11 @@ pub trait UsageSink: Send + Sync {
     fn run_total(&self) -> u64;
     /// This run's sums per agent, in the order the agents first used the model.
     fn per_agent(&self) -> Vec<(AgentName, Usage)>;
+    /// The estimated cost of the calls recorded so far in this run (zero for a sink that prices
+    /// nothing).
+    fn run_cost(&self) -> Cost {
+        Cost::ZERO
+    }
 }
 
 /// A run's usage: logged to `.troupe/usage.jsonl` and summed per agent in memory. Shared by all
@@ -31,6 +39,17 @@ pub struct RunUsage {
     log: UsageLog,
     /// Per agent in first-use order (the lead first, normally); a handful of entries.
     sums: Mutex<Vec<(AgentName, Usage)>>,
+    /// The prices this run's cost is estimated with; none: its cost is not counted.
+    prices: Option<PriceTable>,
+    spend: Mutex<Spend>,
+}
+
+/// What this run's calls are estimated to have cost.
+#[derive(Default)]
+struct Spend {
+    cost: Cost,
+    /// The models that answered without a price (counted as 0), each warned about once.
+    unpriced: BTreeSet<String>,
 }
 
 impl RunUsage {
@@ -39,6 +58,37 @@ impl RunUsage {
             run_id: run_id.into(),
             log,
             sums: Mutex::new(Vec::new()),
+            prices: None,
+            spend: Mutex::new(Spend::default()),
+        }
+    }
+
+    /// Also counts this run's estimated cost with `prices` (for a cost budget). A model with no
+    /// price counts 0, with a warning the first time it answers.
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Some(prices);
+        self
+    }
+
+    fn add_cost(&self, model: &str, usage: Usage) {
+        let Some(prices) = &self.prices else {
+            return;
+        };
+        let found = prices
+            .lookup(model)
+            .map(|f| f.price.cost_of(&counts(usage)));
+        let mut spend = crate::sync::lock(&self.spend);
+        match found {
+            Some(cost) => spend.cost = spend.cost.plus(cost),
+            None => {
+                if spend.unpriced.insert(model.to_owned()) {
+                    tracing::warn!(
+                        model,
+                        "model {model:?} has no price: its tokens count 0 toward the run's cost \
+                         budget (set [prices.\"{model}\"] in troupe.toml)"
+                    );
+                }
+            }
         }
     }
 
@@ -59,6 +109,7 @@ impl UsageSink for RunUsage {
                 None => sums.push((agent.clone(), usage)),
             }
         }
+        self.add_cost(&response.model, usage);
         let record = UsageRecord {
             at: self.log.now(),
             run_id: self.run_id.clone(),
@@ -87,6 +138,21 @@ impl UsageSink for RunUsage {
 
     fn per_agent(&self) -> Vec<(AgentName, Usage)> {
         crate::sync::lock(&self.sums).clone()
+    }
+
+    fn run_cost(&self) -> Cost {
+        crate::sync::lock(&self.spend).cost
+    }
+}
+
+/// A response's usage as the log counts it.
+fn counts(usage: Usage) -> crate::store::usage::TokenCounts {
+    crate::store::usage::TokenCounts {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.total_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
     }
 }
 

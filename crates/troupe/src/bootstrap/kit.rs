@@ -1,6 +1,6 @@
-//! What every agent's runner gets for long runs (SPEC §9) — the run's usage and token budget,
-//! the context budget with artifacts, memory — and the settings' hooks, their matchers read
-//! like permission rules.
+//! What every agent's runner gets for long runs (SPEC §9) — the run's usage, token and cost
+//! budgets, the context budget with artifacts, memory — and the settings' hooks, their matchers
+//! read like permission rules.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use crate::layout::Layout;
 use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::patterns::{RulePattern, Use};
+use crate::prices::Cost;
 use crate::store::artifacts::{ArtifactCopy, ArtifactStore, FilesOnly};
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::artifacts::PgArtifacts;
@@ -34,6 +35,7 @@ pub(super) struct LongLivedKit {
     ids: Arc<dyn IdGenerator>,
     pub(super) usage: Arc<RunUsage>,
     max_run_tokens: Option<u64>,
+    max_run_cost: Option<Cost>,
     budget: ContextBudget,
     remember: bool,
     /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
@@ -95,15 +97,22 @@ impl LongLivedKit {
             }
         });
         let run_id = settings.ids.next_uuid().to_string();
+        let usage = RunUsage::new(
+            run_id,
+            UsageLog::open(layout, settings.clock.clone())
+                .with_copy(distributed::copies::usage(shared)),
+        );
+        // Costs are counted only for a budget: a run without one warns about no price.
+        let usage = match settings.long_lived.max_run_cost {
+            Some(_) => usage.with_prices(settings.settings.prices.table()),
+            None => usage,
+        };
         Self {
             layout: layout.clone(),
             ids: settings.ids.clone(),
-            usage: Arc::new(RunUsage::new(
-                run_id,
-                UsageLog::open(layout, settings.clock.clone())
-                    .with_copy(distributed::copies::usage(shared)),
-            )),
+            usage: Arc::new(usage),
             max_run_tokens: settings.long_lived.max_run_tokens,
+            max_run_cost: settings.long_lived.max_run_cost,
             budget: ContextBudget::for_model(
                 &settings.long_lived.model_name,
                 settings.long_lived.context_window,
@@ -135,6 +144,7 @@ impl LongLivedKit {
     ) -> Runner {
         let runner = runner
             .with_usage(self.usage.clone(), self.max_run_tokens)
+            .with_cost_budget(self.max_run_cost)
             .with_context(
                 self.budget,
                 Some(

@@ -227,6 +227,9 @@ pub struct LongLived {
     pub remember: bool,
     /// The run stops gracefully once all agents together have used this many tokens.
     pub max_run_tokens: Option<u64>,
+    /// The run stops gracefully once the estimated cost of all agents' calls reaches this, by
+    /// the settings' prices (`[prices]` over the built-in table).
+    pub max_run_cost: Option<crate::prices::Cost>,
     /// The lead starts a fresh conversation; its old transcript is kept as `lead.<n>.jsonl`.
     pub new_session: bool,
 }

@@ -11,7 +11,7 @@ use super::error::SettingsError;
 use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
-use super::{hooks, mcp, model, rules, sandbox, store, tasks, team};
+use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
 use super::{Settings, Source};
 
 // What this module held before each section had its own file, where callers still name it.
@@ -120,6 +120,8 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         tasks: tasks::merge(&section(layers, |f| &f.tasks)),
         team: team::merge(&section(layers, |f| &f.team)),
         mcp_servers: mcp::merge(&section(layers, |f| &f.mcp_servers)),
+        prices: prices::merge(&section(layers, |f| &f.prices)),
+        run: run::merge(&section(layers, |f| &f.run)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }
 }

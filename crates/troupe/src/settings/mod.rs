@@ -8,9 +8,9 @@
 //! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
 //! into its sections, and each section has its own module — its table as written, its checks,
 //! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
-//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`. `secrets` refuses
-//! secret-looking keys before any section reads a file, `duration` is troupe's one reading of a
-//! duration, `section` what the sections share. The rules are matched by
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`.
+//! `secrets` refuses secret-looking keys before any section reads a file, `duration` is troupe's
+//! one reading of a duration, `section` what the sections share. The rules are matched by
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
 //! `team::definitions`.
 
@@ -22,7 +22,9 @@ pub mod load;
 mod mcp;
 mod model;
 mod parse;
+mod prices;
 mod rules;
+mod run;
 mod sandbox;
 mod secrets;
 mod section;
@@ -42,7 +44,9 @@ pub use hooks::MAX_HOOK_TIMEOUT;
 pub use load::Reviewed;
 pub use mcp::{env_reference, valid_mcp_server_name};
 pub use model::{MIN_CONTEXT_WINDOW, PROVIDERS};
+pub use prices::PriceSettings;
 pub use rules::check_rule;
+pub use run::RunSettings;
 pub use secrets::looks_secret;
 pub use store::{parse_lease, LEASE_FORM, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE};
 pub use store_url::store_url_shown;
@@ -291,6 +295,10 @@ pub struct Settings {
     pub tasks: TaskSettings,
     /// `[team]`: project over user.
     pub team: TeamSection,
+    /// `[prices]`: per model, project over user, over the built-in table.
+    pub prices: PriceSettings,
+    /// `[run]`: the run's bounds (a cost budget).
+    pub run: RunSettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

@@ -13,7 +13,9 @@ use super::error::{SettingsError, SettingsErrorKind as Kind};
 use super::hooks::{ParsedHook, RawHook};
 use super::mcp::RawMcpServer;
 use super::model::{ParsedModel, RawModel};
+use super::prices::{ParsedPrices, RawPrices};
 use super::rules::{ParsedRules, RawPermissions};
+use super::run::{ParsedRun, RawRun};
 use super::sandbox::{ParsedSandbox, RawSandbox};
 use super::secrets::check_secrets;
 use super::section::{line_of, Spans};
@@ -21,7 +23,7 @@ use super::store::{ParsedStore, RawStore};
 use super::tasks::{ParsedTasks, RawTasks};
 use super::team::{ParsedTeam, RawTeam};
 use super::McpServerSpec;
-use super::{hooks, mcp, model, rules, sandbox, store, tasks, team};
+use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
 
 /// One file, validated: each section's own values.
 #[derive(Debug, Default, Clone)]
@@ -34,6 +36,8 @@ pub(super) struct ParsedFile {
     pub tasks: ParsedTasks,
     pub team: ParsedTeam,
     pub mcp_servers: Vec<McpServerSpec>,
+    pub prices: ParsedPrices,
+    pub run: ParsedRun,
 }
 
 /// The file as written; every key known, every value spanned for its line.
@@ -56,6 +60,10 @@ struct RawFile {
     team: RawTeam,
     #[serde(default)]
     mcp_servers: Vec<Spanned<RawMcpServer>>,
+    #[serde(default)]
+    prices: RawPrices,
+    #[serde(default)]
+    run: RawRun,
 }
 
 /// Validates one file's text; the sections in file-format order, so a file with several
@@ -95,6 +103,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         tasks: tasks::parse(raw.tasks, &spans)?,
         team: team::parse(raw.team, &spans)?,
         mcp_servers: mcp::parse(raw.mcp_servers, &spans)?,
+        prices: prices::parse(raw.prices, &spans)?,
+        run: run::parse(raw.run, &spans)?,
     })
 }
 

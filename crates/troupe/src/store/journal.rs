@@ -232,6 +232,34 @@ pub fn read_complete(path: &Path) -> Result<Option<Vec<u8>>, IoError> {
     Ok(Some(bytes))
 }
 
+/// Calls `each` with every complete line of the log at `path` (without its `\n`) and its 1-based
+/// number, reading a buffer at a time: a log of any size, never whole in memory. A torn tail is
+/// left out, as by [`read_complete`]. `Ok(false)` when there is no log; the first error `each`
+/// returns ends the read.
+pub fn for_each_line(
+    path: &Path,
+    mut each: impl FnMut(usize, &[u8]) -> Result<(), IoError>,
+) -> Result<bool, IoError> {
+    let Some(file) = open_regular(path, Links::Refuse)? else {
+        return Ok(false);
+    };
+    let mut reader = io::BufReader::new(file);
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = io::BufRead::read_until(&mut reader, b'\n', &mut line)
+            .map_err(|e| IoError::new("read", path, e))?;
+        // The end, or a torn tail (no `\n`): never a record anyone appended whole.
+        if read == 0 || line.last() != Some(&b'\n') {
+            return Ok(true);
+        }
+        number += 1;
+        line.pop();
+        each(number, &line)?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +284,28 @@ mod tests {
             append(&path, b"new\n").unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), after, "{before:?}");
         }
+    }
+
+    #[test]
+    fn lines_are_read_one_at_a_time_numbered_without_the_torn_tail() {
+        for (bytes, lines) in [
+            (&b""[..], &[][..]),
+            (b"a\n\nb\n", &[(1, &b"a"[..]), (2, b""), (3, b"b")][..]),
+            (b"a\nhal", &[(1, &b"a"[..])][..]),
+            (b"half", &[][..]),
+        ] {
+            let (_dir, path) = log_with(bytes);
+            let mut seen = Vec::new();
+            assert!(for_each_line(&path, |n, line| {
+                seen.push((n, line.to_vec()));
+                Ok(())
+            })
+            .unwrap());
+            let want: Vec<(usize, Vec<u8>)> = lines.iter().map(|(n, l)| (*n, l.to_vec())).collect();
+            assert_eq!(seen, want, "{bytes:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!for_each_line(&dir.path().join("none"), |_, _| Ok(())).unwrap());
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
 //! - [`roster`]: the `LeasedRoster` port: a shared team's roster with teammate leases.
-//! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals.
+//! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals;
+//!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on).
 //! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
 //!   a shared team's store.
 
@@ -42,6 +43,7 @@ pub mod roster;
 pub mod tasks;
 pub mod team_copy;
 pub mod usage;
+pub mod usage_groups;
 
 use crate::error::ErrorCode;
 

@@ -68,6 +68,12 @@ impl UsageRecord {
 /// --store` shows.
 pub trait TeamUsage: Send + Sync {
     fn totals(&self) -> Result<UsageTotals, super::BackendError>;
+    /// The team's records made at or after `since` (all when `None`), summed per agent, model
+    /// and day: what `troupe usage --store` reports.
+    fn buckets(
+        &self,
+        since: Option<troupe_wire::UtcTime>,
+    ) -> Result<UsageBuckets, super::BackendError>;
 }
 
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first
@@ -147,6 +153,30 @@ impl TokenCounts {
     }
 }
 
+/// Where a record's tokens are added up for `troupe usage`: who, on which model, which UTC day.
+/// The model is part of every bucket because a price is per model: a group's cost is the sum of
+/// its buckets' costs, never one price applied to tokens of several models.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BucketKey {
+    pub agent: String,
+    pub model: String,
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+}
+
+/// Usage summed per [`BucketKey`], in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageBuckets {
+    pub buckets: BTreeMap<BucketKey, TokenCounts>,
+}
+
+impl UsageBuckets {
+    /// Adds `counts` to `key`'s bucket.
+    pub fn add(&mut self, key: BucketKey, counts: TokenCounts) {
+        self.buckets.entry(key).or_default().add(counts);
+    }
+}
+
 /// One run's totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RunTotals {
@@ -171,19 +201,10 @@ pub struct UsageTotals {
 /// line of an interrupted append is ignored; any other line that is not a record is an error
 /// naming the line. Only a regular file is read, never through a symlink.
 pub fn read_totals(path: &Path) -> Result<UsageTotals, IoError> {
-    let Some(bytes) = journal::read_complete(path)? else {
-        return Ok(UsageTotals::default());
-    };
-    let text = String::from_utf8(bytes).map_err(|_| corrupt(path, "it is not UTF-8".to_owned()))?;
     let mut totals = UsageTotals::default();
     let mut per_run: BTreeMap<String, TokenCounts> = BTreeMap::new();
     let mut latest = None;
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: UsageRecord = troupe_wire::strict::from_json_str(line, "a usage record")
-            .map_err(|e| corrupt(path, format!("line {}: {e}", index + 1)))?;
+    for_each_record(path, |_, record| {
         let counts = record.counts();
         totals.total.add(counts);
         totals
@@ -196,7 +217,8 @@ pub fn read_totals(path: &Path) -> Result<UsageTotals, IoError> {
             .or_default()
             .add(counts);
         latest = Some(record.run_id);
-    }
+        Ok(())
+    })?;
     totals.runs = per_run.len();
     totals.latest_run = latest.map(|run_id| RunTotals {
         counts: per_run.get(&run_id).copied().unwrap_or_default(),
@@ -205,7 +227,28 @@ pub fn read_totals(path: &Path) -> Result<UsageTotals, IoError> {
     Ok(totals)
 }
 
-fn corrupt(path: &Path, reason: String) -> IoError {
+/// Calls `each` with every record of the log at `path` and its line number, in order, reading it
+/// a line at a time (a log of any size). A missing log has none; a torn tail is ignored; blank
+/// lines are skipped; any other line that is not a record is an error naming the line.
+pub fn for_each_record(
+    path: &Path,
+    mut each: impl FnMut(usize, UsageRecord) -> Result<(), IoError>,
+) -> Result<(), IoError> {
+    journal::for_each_line(path, |number, bytes| {
+        let line = std::str::from_utf8(bytes)
+            .map_err(|_| corrupt(path, format!("line {number}: it is not UTF-8")))?;
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let record: UsageRecord = troupe_wire::strict::from_json_str(line, "a usage record")
+            .map_err(|e| corrupt(path, format!("line {number}: {e}")))?;
+        each(number, record)
+    })?;
+    Ok(())
+}
+
+/// A log at `path` that is not what it should be, and why (`line 3: …`).
+pub(super) fn corrupt(path: &Path, reason: String) -> IoError {
     IoError::new(
         "read the usage log",
         path,

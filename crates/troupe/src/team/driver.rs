@@ -156,8 +156,9 @@ impl Driver {
                 outcome.cancelled = true;
                 return Ok(outcome);
             }
-            // A spent token budget stops the run: the team closes without more model calls.
-            if let TurnEnd::TokenBudget { .. } = outcome.last_end {
+            // A spent token or cost budget stops the run: the team closes without more model
+            // calls.
+            if outcome.last_end.budget_spent() {
                 return Ok(outcome);
             }
             let mut events = std::mem::take(&mut self.unfinished);

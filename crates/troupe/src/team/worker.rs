@@ -269,7 +269,9 @@ async fn run_and_report(
                 TurnEnd::Answered(text) if !text.trim().is_empty() => text,
                 TurnEnd::Answered(_) => "(finished without a written answer)".to_owned(),
                 TurnEnd::Cancelled => return Handled::Cancelled,
-                end @ (TurnEnd::MaxTurns { .. } | TurnEnd::TokenBudget { .. }) => {
+                end @ (TurnEnd::MaxTurns { .. }
+                | TurnEnd::TokenBudget { .. }
+                | TurnEnd::CostBudget { .. }) => {
                     format!("({})", end.stop_reason().unwrap_or_default())
                 }
             },
@@ -317,7 +319,9 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
                 give_back("the run closed before it was done".to_owned());
                 return Handled::Cancelled;
             }
-            end @ (TurnEnd::MaxTurns { .. } | TurnEnd::TokenBudget { .. }) => {
+            end @ (TurnEnd::MaxTurns { .. }
+            | TurnEnd::TokenBudget { .. }
+            | TurnEnd::CostBudget { .. }) => {
                 let why = end.stop_reason().unwrap_or_default();
                 give_back(format!("{name} stopped: {why}"));
                 return Handled::Failed(format!("task {} not finished: {why}", task.id));

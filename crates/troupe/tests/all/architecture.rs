@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["error", "clock", "ids", "layout", "sync", "secrets"],
     &["sandbox"],
     &["store"],
+    &["prices"],
     &["settings"],
     &["process", "model", "permissions", "mcp"],
     &["jobs", "hooks", "worktree"],

@@ -275,7 +275,17 @@
   // ---- Team --------------------------------------------------------------------------------
 
   function fmtTokens(a) { return (a.tokens_in || 0) + " in / " + (a.tokens_out || 0) + " out"; }
-  function fmtCost(a) { return a.cost_usd == null ? "cost —" : "~$" + Number(a.cost_usd).toFixed(4); }
+  function fmtCost(a) {
+    if (a.cost_usd == null) { return "cost —"; }
+    var partial = a.unpriced_models && a.unpriced_models.length ? "*" : "";
+    return "~$" + Number(a.cost_usd).toFixed(4) + partial;
+  }
+  // Why the cost is what it is: an estimate from list prices, without the models that have none.
+  function costTitle(a) {
+    var unpriced = a.unpriced_models || [];
+    var note = "estimate from list prices (troupe usage)";
+    return unpriced.length ? note + "; no price for " + unpriced.join(", ") : note;
+  }
 
   function renderAgents(list) {
     agentsState = list;
@@ -285,7 +295,7 @@
         '<span class="name">' + esc(a.name) + ' <span class="role">' + esc(a.role || "") + '</span></span>' +
         '<span class="status ' + esc(a.status) + '">' + esc(a.status) + '</span>' +
         '<span class="tokens">' + esc(fmtTokens(a)) + '</span>' +
-        '<span class="cost" title="' + esc(a.model ? "estimate for " + a.model : "unknown model") + '">' + esc(fmtCost(a)) + '</span></div>';
+        '<span class="cost" title="' + esc(costTitle(a)) + '">' + esc(fmtCost(a)) + '</span></div>';
     }).join("");
     box.innerHTML = html || '<p class="empty">No agents yet.</p>';
     var select = $("send-agent");

@@ -1,17 +1,22 @@
 //! A shared team's token usage (`troupe_usage`): [`PgUsage`] takes a copy of every record each
 //! process appends to its own `.troupe/usage.jsonl` and adds up the team's totals for
 //! `troupe status --store`, with the same meaning as the file's: overall, per agent, how many
-//! runs, and the latest run (the run of the last record in the team's order).
+//! runs, and the latest run (the run of the last record in the team's order); and its sums per
+//! agent, model and day for `troupe usage --store`.
 //!
 //! The copy is one insert per model call, after the file's line (a [`TeamCopy`]: one that
 //! fails is reported once by the log's `CopyTo`; the file keeps the record).
 
 use std::collections::BTreeMap;
 
+use troupe_wire::UtcTime;
+
 use super::roster::hostname;
 use super::{db_error, PgStore};
 use crate::store::team_copy::TeamCopy;
-use crate::store::usage::{RunTotals, TeamUsage, TokenCounts, UsageRecord, UsageTotals};
+use crate::store::usage::{
+    BucketKey, RunTotals, TeamUsage, TokenCounts, UsageBuckets, UsageRecord, UsageTotals,
+};
 use crate::store::BackendError;
 
 pub struct PgUsage {
@@ -148,6 +153,43 @@ impl PgUsage {
     }
 }
 
+impl PgUsage {
+    /// The team's records made at or after `since`, summed per agent, model and UTC day. `at`
+    /// is troupe's fixed-width UTC time (`YYYY-MM-DDTHH:MM:SS.mmmZ`), so comparing and cutting
+    /// it as text is comparing and cutting the time.
+    pub fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        let store = self.store.clone();
+        let since = since.map(|at| at.to_string()).unwrap_or_default();
+        super::retrying(|| {
+            let (store, since) = (store.clone(), since.clone());
+            self.store.block(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &format!(
+                            "SELECT agent, model, substr(at, 1, 10) AS day, {SUMS}
+                               FROM troupe_usage WHERE team = $1 AND at >= $2
+                              GROUP BY agent, model, day"
+                        ),
+                        &[&store.team(), &since],
+                    )
+                    .await
+                    .map_err(|e| db_error("read the team's usage", e))?;
+                let mut buckets = UsageBuckets::default();
+                for row in &rows {
+                    let key = BucketKey {
+                        agent: row.get(0),
+                        model: row.get(1),
+                        day: row.get(2),
+                    };
+                    buckets.add(key, counts_of(row, 3));
+                }
+                Ok(buckets)
+            })
+        })
+    }
+}
+
 impl TeamCopy<UsageRecord> for PgUsage {
     fn copy(&self, record: &UsageRecord) -> Result<(), BackendError> {
         self.insert(record)
@@ -157,5 +199,9 @@ impl TeamCopy<UsageRecord> for PgUsage {
 impl TeamUsage for PgUsage {
     fn totals(&self) -> Result<UsageTotals, BackendError> {
         PgUsage::totals(self)
+    }
+
+    fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        PgUsage::buckets(self, since)
     }
 }

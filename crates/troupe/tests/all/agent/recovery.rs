@@ -1,5 +1,5 @@
 //! Recovery and budgets in the runner: an answer cut off by the output limit is continued and
-//! joined; a spent token budget ends the turn before the next model call; the living system
+//! joined; a spent token or cost budget ends the turn before the next model call; the living system
 //! prompt is refreshed before each call.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -189,5 +189,49 @@ async fn the_living_system_prompt_is_refreshed_before_each_call() {
     assert_eq!(
         sent[1]["messages"][1],
         json!({"role": "user", "content": "go"})
+    );
+}
+
+#[tokio::test]
+async fn a_spent_cost_budget_ends_the_turn_before_the_next_call() {
+    use troupe::agent::usage::RunUsage;
+    use troupe::clock::ManualClock;
+    use troupe::layout::Layout;
+    use troupe::prices::{Cost, Price, PriceTable};
+    use troupe::store::usage::UsageLog;
+
+    // Each answer is 1 prompt and 1 completion token of `gpt-test` (see `completion`): at
+    // $1,000 per million each way, $0.002 a call; the budget is $0.004: two calls, then stop.
+    let server = server(vec![
+        super::call("c1", "glob", json!({"pattern": "*"})),
+        super::call("c2", "glob", json!({"pattern": "*"})),
+        super::call("c3", "glob", json!({"pattern": "*"})),
+    ])
+    .await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let price = Price::from_usd_per_million(1_000.0, 1_000.0, 0.0, 0.0).unwrap();
+    let usage = RunUsage::new(
+        "run-1",
+        UsageLog::open(
+            &Layout::new(log_dir.path()),
+            Arc::new(ManualClock::at_spec_epoch()),
+        ),
+    )
+    .with_prices(PriceTable::with_overrides([("gpt-test", price)]));
+    let limit = Cost::from_usd(0.004).unwrap();
+    let lead = lead(&server, Arc::new(AutoApproval), vec![]);
+    let mut runner = lead
+        .runner
+        .with_usage(Arc::new(usage), None)
+        .with_cost_budget(Some(limit));
+    let outcome = runner
+        .run_user_turn("go", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::CostBudget { limit, used: limit });
+    assert_eq!(bodies(&server).await.len(), 2);
+    assert_eq!(
+        outcome.end.stop_reason().unwrap(),
+        "stopped: the run's cost budget of $0.0040 is spent ($0.0040 estimated)"
     );
 }

@@ -1,0 +1,225 @@
+//! `[prices]`: prices per million tokens (USD) that win over troupe's built-in table
+//! ([`crate::prices`]), one table per model name:
+//!
+//! ```toml
+//! [prices."gpt-4.1"]
+//! input = 2.0
+//! output = 8.0
+//! cache_read = 0.5     # optional: the input price when left out
+//! cache_write = 0      # optional: the input price when left out
+//! ```
+//!
+//! `input` and `output` are required; every price is a number from 0 to 1,000,000 (an integer
+//! is read as a number). A name is matched like the built-in ones (exactly, then without a
+//! provider prefix, then without a snapshot suffix). Per model, the project's entry wins whole
+//! over the user's.
+//!
+//! **Nothing here needs trust.** A price only changes an estimate shown to the person; it runs
+//! nothing and sends nothing anywhere. A project file could lower a price and so let a run go
+//! further before `--max-cost` stops it — as it could by naming a different model — and the
+//! run's other bounds (`--max-turns`, `--max-tokens`) stay; `troupe config` shows where every
+//! price came from.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::SettingsError;
+use super::section::{Layers, Spans};
+use super::Sourced;
+use crate::prices::{Price, PriceTable, Rate, MAX_USD};
+
+/// `[prices]`, merged: each model's price and the file it came from, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PriceSettings {
+    pub models: BTreeMap<String, Sourced<Price>>,
+}
+
+impl PriceSettings {
+    /// The built-in table with these prices over it.
+    pub fn table(&self) -> PriceTable {
+        PriceTable::with_overrides(
+            self.models
+                .iter()
+                .map(|(name, price)| (name.as_str(), price.value)),
+        )
+    }
+}
+
+/// One model's entry as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrice {
+    input: Spanned<f64>,
+    output: Spanned<f64>,
+    cache_read: Option<Spanned<f64>>,
+    cache_write: Option<Spanned<f64>>,
+}
+
+/// `[prices]` as written: model name → its entry.
+pub(super) type RawPrices = BTreeMap<Spanned<String>, Spanned<RawPrice>>;
+
+/// One file's `[prices]`, checked.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ParsedPrices {
+    models: BTreeMap<String, Price>,
+}
+
+pub(super) fn parse(raw: RawPrices, spans: &Spans<'_>) -> Result<ParsedPrices, SettingsError> {
+    let mut parsed = ParsedPrices::default();
+    for (name, entry) in raw {
+        let at = name.span().start;
+        let name = name.into_inner();
+        if name.trim().is_empty() || name.trim() != name {
+            return Err(spans.invalid(
+                at,
+                format!(
+                    "`prices` model name {name:?} must not be blank or start or end with spaces"
+                ),
+            ));
+        }
+        let entry = entry.into_inner();
+        let rate = |key: &str, value: &Spanned<f64>| {
+            Rate::from_usd_per_million(*value.get_ref()).ok_or_else(|| {
+                spans.invalid(
+                    value.span().start,
+                    format!(
+                        "`prices.\"{name}\".{key}` must be a number of USD per million tokens \
+                         from 0 to {MAX_USD}, not {}",
+                        value.get_ref()
+                    ),
+                )
+            })
+        };
+        let input = rate("input", &entry.input)?;
+        let price = Price {
+            input,
+            output: rate("output", &entry.output)?,
+            cache_read: match &entry.cache_read {
+                Some(value) => rate("cache_read", value)?,
+                None => input,
+            },
+            cache_write: match &entry.cache_write {
+                Some(value) => rate("cache_write", value)?,
+                None => input,
+            },
+        };
+        parsed.models.insert(name, price);
+    }
+    Ok(parsed)
+}
+
+/// Per model, the highest-precedence file's entry, whole.
+pub(super) fn merge(layers: &Layers<'_, ParsedPrices>) -> PriceSettings {
+    let mut models = BTreeMap::new();
+    for (source, section) in layers {
+        for (name, price) in &section.models {
+            models.entry(name.clone()).or_insert_with(|| Sourced {
+                value: *price,
+                source: (*source).clone(),
+            });
+        }
+    }
+    PriceSettings { models }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::super::section::testing::{load_err, workspace};
+    use super::super::{Settings, SettingsErrorKind as Kind, Source};
+    use super::*;
+
+    fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Price {
+        Price::from_usd_per_million(input, output, cache_read, cache_write).unwrap()
+    }
+
+    #[test]
+    fn prices_load_with_defaults_and_project_over_user_per_model() {
+        let dir = workspace(Some(
+            "[prices.\"gpt-4.1\"]\ninput = 2.5\noutput = 8\ncache_read = 0.5\ncache_write = 0\n\
+             [prices]\nlocal = { input = 1, output = 2 }\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[prices.local]\ninput = 9\noutput = 9\n[prices.mine]\ninput = 0.1\noutput = 0.2\n",
+        )
+        .unwrap();
+        let settings = Settings::load(dir.path(), Some(&user)).unwrap();
+        let project = Source::Project(dir.path().join("troupe.toml"));
+        let got: Vec<(&str, Price, &Source)> = settings
+            .prices
+            .models
+            .iter()
+            .map(|(name, p)| (name.as_str(), p.value, &p.source))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("gpt-4.1", price(2.5, 8.0, 0.5, 0.0), &project),
+                ("local", price(1.0, 2.0, 1.0, 1.0), &project),
+                (
+                    "mine",
+                    price(0.1, 0.2, 0.1, 0.1),
+                    &Source::User(user.clone())
+                ),
+            ]
+        );
+        let table = settings.prices.table();
+        assert_eq!(
+            table.lookup("gpt-4.1-2025-04-14").map(|f| f.price),
+            Some(price(2.5, 8.0, 0.5, 0.0))
+        );
+        assert_eq!(
+            Settings::load(dir.path(), None)
+                .unwrap()
+                .prices
+                .models
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn bad_prices_are_refused_naming_the_line() {
+        for (text, line, says) in [
+            (
+                "[prices.m]\ninput = 1\noutput = -2\n",
+                3,
+                "`prices.\"m\".output`",
+            ),
+            (
+                "[prices.m]\ninput = nan\noutput = 2\n",
+                2,
+                "`prices.\"m\".input`",
+            ),
+            (
+                "[prices.m]\ninput = 1\noutput = 2\ncache_read = inf\n",
+                4,
+                "cache_read",
+            ),
+            ("[prices.m]\ninput = 1\noutput = 2e7\n", 3, "from 0 to"),
+            ("[prices.m]\ninput = 1\noutput = \"2\"\n", 3, "invalid type"),
+            (
+                "[prices.\" \"]\ninput = 1\noutput = 2\n",
+                1,
+                "must not be blank",
+            ),
+        ] {
+            let err = load_err(text);
+            assert_eq!(
+                (err.kind, err.line),
+                (Kind::Invalid, Some(line)),
+                "{text}: {err}"
+            );
+            assert!(err.to_string().contains(says), "{text}: {err}");
+        }
+        let err = load_err("[prices.m]\ninput = 1\n");
+        assert!(err.to_string().contains("missing field `output`"), "{err}");
+        let err = load_err("[prices.m]\ninput = 1\noutput = 2\ncached = 3\n");
+        assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)), "{err}");
+    }
+}
