@@ -285,6 +285,7 @@ pub fn summary(items: &[TrustItem]) -> String {
         (TrustKind::UnconfinedHooks, "run hooks unconfined"),
         (TrustKind::SandboxMode, "loosen the sandbox"),
         (TrustKind::Network, "give commands the network"),
+        (TrustKind::Prices, "lower the prices --max-cost counts with"),
     ] {
         if count(kind) > 0 {
             parts.push(what.to_owned());

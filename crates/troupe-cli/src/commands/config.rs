@@ -88,6 +88,7 @@ impl Waiting {
                     TrustKind::ModelServer | TrustKind::Provider => "[model]",
                     TrustKind::Store => "[store]",
                     TrustKind::GitRemote => "[team]",
+                    TrustKind::Prices => "[prices]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -111,6 +112,10 @@ impl Waiting {
                     TrustKind::Allow => format!("allow  {:?}", item.content),
                     TrustKind::SandboxMode => "mode ".to_owned(),
                     TrustKind::Network => "network ".to_owned(),
+                    TrustKind::Prices => format!(
+                        "{:<16} = ",
+                        item.content.split('\n').next().unwrap_or_default()
+                    ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
                 };
                 (section, needle)

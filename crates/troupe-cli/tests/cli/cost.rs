@@ -184,7 +184,13 @@ fn prices_in_troupe_toml_win_over_the_table_and_price_new_models() {
     )
     .unwrap();
 
-    let report = json(&troupe_in(&ws, &["usage", "--json"]));
+    // Untrusted, the workspace's gpt-4.1 (below troupe's table) waits; local-llama applies:
+    // lead 500,000 uncached × $2 + 500,000 cached × $0.5 + 1,000 × $8 per million = $1.258 on
+    // gpt-4.1, and $0.05 on local-llama (below).
+    let untrusted = json(&troupe_in(&ws, &["usage", "--json"]));
+    assert_eq!(untrusted["groups"][0]["cost_usd"], json!(1.308));
+
+    let report = json(&troupe_in(&ws, &["usage", "--json", "--trust-workspace"]));
 
     // lead: 500,000 uncached × $1 + 1,000 × $1 per million = $0.501 on gpt-4.1, and
     // 300 × $100 + 20 × $1,000 per million = $0.05 on local-llama.

@@ -97,6 +97,7 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     team::split_trust(&mut file.team, &mut items);
     rules::split_trust(&mut file.rules, &mut items);
     sandbox::split_loosening(&mut file.sandbox, &mut items);
+    prices::split_trust(&mut file.prices, &mut items);
     (file, items)
 }
 

@@ -14,11 +14,11 @@
 //! provider prefix, then without a snapshot suffix). Per model, the project's entry wins whole
 //! over the user's.
 //!
-//! **Nothing here needs trust.** A price only changes an estimate shown to the person; it runs
-//! nothing and sends nothing anywhere. A project file could lower a price and so let a run go
-//! further before `--max-cost` stops it — as it could by naming a different model — and the
-//! run's other bounds (`--max-turns`, `--max-tokens`) stay; `troupe config` shows where every
-//! price came from.
+//! **Trust.** A workspace's own `troupe.toml` may only tighten until the person trusts it, and
+//! `--max-cost` counts with these prices: an entry of the project file that prices a model
+//! *below* troupe's built-in table (any of its four rates) **needs trust** — untrusted, the
+//! built-in price (or the person's own entry) applies. A price for a model the table does not
+//! know, or one at or above the table's, only makes the estimate stricter and applies at once.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::SettingsError;
-use super::section::{Layers, Spans};
+use super::section::{needs_trust, Layers, Spans};
+use super::trust::{TrustItem, TrustKind};
 use super::Sourced;
 use crate::prices::{Price, PriceTable, Rate, MAX_USD};
 
@@ -110,6 +111,35 @@ pub(super) fn parse(raw: RawPrices, spans: &Spans<'_>) -> Result<ParsedPrices, S
     Ok(parsed)
 }
 
+/// The project file's entries that price a model below the built-in table wait for trust
+/// (see the module docs); the others stay.
+pub(super) fn split_trust(prices: &mut ParsedPrices, items: &mut Vec<TrustItem>) {
+    let table = PriceTable::built_in();
+    prices.models.retain(|name, price| {
+        let Some(known) = table.lookup(name).map(|found| found.price) else {
+            return true;
+        };
+        let lowers = price.input < known.input
+            || price.output < known.output
+            || price.cache_read < known.cache_read
+            || price.cache_write < known.cache_write;
+        if lowers {
+            items.push(needs_trust(
+                TrustKind::Prices,
+                format!("prices {name} below troupe's table, which --max-cost counts with"),
+                format!(
+                    "{name}\n{}/{}/{}/{}",
+                    price.input.usd(),
+                    price.output.usd(),
+                    price.cache_read.usd(),
+                    price.cache_write.usd()
+                ),
+            ));
+        }
+        !lowers
+    });
+}
+
 /// Per model, the highest-precedence file's entry, whole.
 pub(super) fn merge(layers: &Layers<'_, ParsedPrices>) -> PriceSettings {
     let mut models = BTreeMap::new();
@@ -134,6 +164,32 @@ mod tests {
 
     fn price(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Price {
         Price::from_usd_per_million(input, output, cache_read, cache_write).unwrap()
+    }
+
+    #[test]
+    fn a_workspace_s_price_below_the_table_waits_for_trust_and_others_apply() {
+        // gpt-4.1 is 2 / 8 / 0.5 / 2 in the table: a cheaper cache write lowers it.
+        let dir = workspace(Some(
+            "[prices.\"gpt-4.1\"]\ninput = 2.5\noutput = 8\ncache_read = 0.5\ncache_write = 0\n\
+             [prices.\"gpt-4o\"]\ninput = 3\noutput = 12\n\
+             [prices.local]\ninput = 0\noutput = 0\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "[prices.\"gpt-4.1\"]\ninput = 1\noutput = 1\n").unwrap();
+        let reviewed = Settings::load_reviewed(dir.path(), Some(&user)).unwrap();
+        let waiting: Vec<(&str, &str)> = reviewed
+            .items
+            .iter()
+            .map(|i| (i.kind.as_str(), i.content.as_str()))
+            .collect();
+        assert_eq!(waiting, [("prices", "gpt-4.1\n2.5/8/0.5/0")]);
+        // Untrusted: the person's own gpt-4.1 stands; the stricter and unknown ones apply.
+        let untrusted = &reviewed.untrusted.prices.models;
+        assert_eq!(untrusted["gpt-4.1"].value, price(1.0, 1.0, 1.0, 1.0));
+        assert_eq!(untrusted["gpt-4o"].value, price(3.0, 12.0, 3.0, 3.0));
+        assert_eq!(untrusted["local"].value, price(0.0, 0.0, 0.0, 0.0));
+        let trusted = &reviewed.trusted.prices.models;
+        assert_eq!(trusted["gpt-4.1"].value, price(2.5, 8.0, 0.5, 0.0));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   `provider`, `[store] url`, and the `.env` variables that choose the server or the provider
 //!   (`model::config` lists them); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
-//!   mode looser than the person's own config's), `[sandbox] network` other than off.
+//!   mode looser than the person's own config's), `[sandbox] network` other than off, and a
+//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`).
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
 //! the user `config.toml`), never in the workspace: per workspace, its real path and a digest of
@@ -57,6 +58,8 @@ pub enum TrustKind {
     SandboxMode,
     /// `[sandbox] network` other than off.
     Network,
+    /// A `[prices]` entry below troupe's built-in table (it loosens `--max-cost`).
+    Prices,
 }
 
 impl TrustKind {
@@ -73,6 +76,7 @@ impl TrustKind {
             Self::Allow => "allow",
             Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",
+            Self::Prices => "prices",
         }
     }
 }
