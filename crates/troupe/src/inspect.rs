@@ -143,7 +143,7 @@ pub struct StatusReport {
     /// Every background job's record (`.troupe/jobs/`), by start time.
     pub jobs: Vec<JobRecord>,
     pub tasks: TaskSummary,
-    /// Token usage from `.troupe/usage.jsonl` (a shared team's: every process's, from its
+    /// Token usage from `.troupe/usage.jsonl` (a distributed team's: every process's, from its
     /// database): overall, per agent, the number of runs and the latest run's totals.
     pub usage: UsageTotals,
     /// In a team shared through PostgreSQL: every process of the team (the lead and
@@ -195,11 +195,11 @@ pub struct Inspector {
     layout: Layout,
     clock: Arc<dyn Clock>,
     /// The team's shared stores, when it lives in PostgreSQL.
-    shared: Option<SharedStores>,
+    shared: Option<DistributedStores>,
 }
 
 /// The stores of a team shared through PostgreSQL, as inspection reads them.
-pub struct SharedStores {
+pub struct DistributedStores {
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
     pub roster: Arc<dyn LeasedRoster>,
@@ -221,10 +221,10 @@ impl Inspector {
         }
     }
 
-    /// Inspection of a shared team: mailboxes, requests, the roster, the task board and the
+    /// Inspection of a distributed team: mailboxes, requests, the roster, the task board and the
     /// token usage, the cron jobs and every process's job records from its database; the run
     /// lock from this workspace.
-    pub fn shared(layout: Layout, clock: Arc<dyn Clock>, stores: SharedStores) -> Self {
+    pub fn distributed(layout: Layout, clock: Arc<dyn Clock>, stores: DistributedStores) -> Self {
         Self {
             layout,
             clock,
@@ -313,7 +313,7 @@ impl Inspector {
         })
     }
 
-    /// The token usage recorded in `.troupe/usage.jsonl` (a shared team's: every process's, from
+    /// The token usage recorded in `.troupe/usage.jsonl` (a distributed team's: every process's, from
     /// its database); zeros when there is none. Reading
     /// creates nothing.
     pub fn usage(&self) -> Result<UsageTotals, InspectError> {
@@ -327,7 +327,7 @@ impl Inspector {
     }
 
     /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
-    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a shared team's database.
+    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
     /// Reading creates nothing.
     pub fn usage_buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, InspectError> {
         if let Some(shared) = &self.shared {
@@ -345,7 +345,7 @@ impl Inspector {
     /// not exist.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
         if let Some(shared) = &self.shared {
-            return Ok(job_record::read_all_shared(shared.jobs.as_ref())?);
+            return Ok(job_record::read_all_distributed(shared.jobs.as_ref())?);
         }
         Ok(job_record::read_all(&self.layout)?)
     }
@@ -410,7 +410,7 @@ impl Inspector {
         })
     }
 
-    /// The durable cron jobs in `.troupe/cron.json` (a shared team's: in its database), soonest
+    /// The durable cron jobs in `.troupe/cron.json` (a distributed team's: in its database), soonest
     /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
     pub fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {

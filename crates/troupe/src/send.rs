@@ -8,7 +8,7 @@
 //! that has not failed or shut down: a message for anyone else would wait forever.
 //!
 //! A team shared through PostgreSQL ([`send_to_team`], which bootstrap's
-//! `send_to_shared_team` gives the team's roster and mailboxes) is written to the same way, in
+//! `send_to_distributed_team` gives the team's roster and mailboxes) is written to the same way, in
 //! its database: the recipient is checked against the team's roster there, the message is
 //! inserted with its wakeup (`NOTIFY`), and whichever process holds the recipient sees it.
 
@@ -88,7 +88,7 @@ pub fn send_with(
     Ok(id)
 }
 
-/// Sends `text` from `user` to `to` in a shared team, whose roster and mailboxes these are,
+/// Sends `text` from `user` to `to` in a distributed team, whose roster and mailboxes these are,
 /// on `clock` and random ids.
 pub fn send_to_team(
     roster: &dyn LeasedRoster,

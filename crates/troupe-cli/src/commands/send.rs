@@ -1,12 +1,12 @@
 //! `troupe send AGENT TEXT`: a person messages the lead or a teammate, during a run or before the
 //! next (SPEC §10). The running team picks the message up through its mailbox watch; the lead
 //! gets it as a `user_message` event, a teammate as a message from `user`. With a store URL
-//! (`--store`, `TROUPE_STORE_URL`, `[store] url`) the message goes into the shared team's
+//! (`--store`, `TROUPE_STORE_URL`, `[store] url`) the message goes into the distributed team's
 //! database, where whichever process holds the recipient is woken.
 
 use std::path::Path;
 
-use troupe::bootstrap::send_to_shared_team;
+use troupe::bootstrap::send_to_distributed_team;
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
 use troupe::send::{send_from_user, SendError};
@@ -29,7 +29,7 @@ pub fn send(
     let sent = match crate::store_choice::store_choice(store, &settings, false)? {
         StoreChoice::Files => send_from_user(workspace, &to, text),
         StoreChoice::Postgres(options) => {
-            send_to_shared_team(&options.url, &options.team, &to, text)
+            send_to_distributed_team(&options.url, &options.team, &to, text)
         }
     };
     let id = sent.map_err(|e| match e {

@@ -1,5 +1,5 @@
 //! `POST /api/send`: a person's message to an agent through the one function `troupe send`
-//! calls (`troupe::send::send_from_user`, or `bootstrap::send_to_shared_team` for a shared team), its errors
+//! calls (`troupe::send::send_from_user`, or `bootstrap::send_to_distributed_team` for a shared team), its errors
 //! as HTTP answers with their stable codes.
 
 use std::path::Path;
@@ -27,7 +27,7 @@ pub fn send_from_user(
     let sent = match team {
         StoreChoice::Files => troupe::send::send_from_user(workspace, agent, text),
         StoreChoice::Postgres(options) => {
-            troupe::bootstrap::send_to_shared_team(&options.url, &options.team, agent, text)
+            troupe::bootstrap::send_to_distributed_team(&options.url, &options.team, agent, text)
         }
     };
     sent.map_err(|e| SendError {

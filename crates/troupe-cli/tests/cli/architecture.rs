@@ -439,7 +439,7 @@ fn no_files_of_the_cli_import_each_other_in_a_circle() {
 }
 
 /// The `troupe` binary reaches a distributed team only through the library's bootstrap
-/// (`TeamView`, `send_to_shared_team`, the inspector…), never its PostgreSQL adapters: the
+/// (`TeamView`, `send_to_distributed_team`, the inspector…), never its PostgreSQL adapters: the
 /// backend is chosen in one place. (`troupe-bench` measures the adapters themselves.)
 #[test]
 fn the_cli_never_names_the_postgresql_adapters() {

@@ -718,7 +718,7 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
     let dir = tempfile::tempdir().unwrap();
-    let shared = MemoryStore::shared(
+    let shared = MemoryStore::distributed(
         &troupe::layout::Layout::new(dir.path()),
         Arc::new(troupe::store::postgres::memory::PgMemory::new(
             db.store("default"),
@@ -766,7 +766,7 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let cron = troupe::cron::CronRuntime::open_store(
-        troupe::cron::CronStore::shared(
+        troupe::cron::CronStore::distributed(
             &troupe::layout::Layout::new(dir.path()),
             Arc::new(troupe::store::postgres::document::PgDocument::new(
                 db.store("default"),

@@ -40,7 +40,7 @@ pub enum Compacted {
 /// summary retried once, else the older part dropped with a note) and, with `remember`,
 /// memories extracted from what is summarised first. The tokens it spends go to `usage.jsonl`.
 ///
-/// On a shared team (`store`: PostgreSQL) the conversation is the one in the team's database,
+/// On a distributed team (`store`: PostgreSQL) the conversation is the one in the team's database,
 /// compacted under the team's lead lock as well (a running lead of the team refuses it,
 /// `workspace_busy`, as a run holding the run lock does) and — for a teammate — only while no
 /// worker holds its lease; the event goes to the team's stream too, the usage to its totals,
@@ -54,11 +54,11 @@ pub async fn compact_conversation(
 ) -> Result<Compacted, BootstrapError> {
     let layout = Layout::new(workspace);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let shared = match store {
+    let distributed = match store {
         StoreChoice::Files => None,
         StoreChoice::Postgres(options) => Some(distributed::open_to_compact(options, agent)?),
     };
-    let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &shared {
+    let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &distributed {
         None => {
             let path = layout.transcript(agent);
             if !path.exists() {
@@ -72,7 +72,7 @@ pub async fn compact_conversation(
     };
     let _run_lock = take_run_lock(&layout, clock.as_ref())?;
     let loaded = transcript.load()?;
-    if let Some(compaction) = &shared {
+    if let Some(compaction) = &distributed {
         if loaded.messages.is_empty() && loaded.boundaries == 0 {
             return Err(BootstrapError::NoSharedConversation {
                 agent: agent.to_string(),
@@ -89,7 +89,7 @@ pub async fn compact_conversation(
         run_id.clone(),
         crate::secrets::process_redactor(),
     )?;
-    let mirror = shared
+    let mirror = distributed
         .as_ref()
         .map(|compaction| PgEventMirror::start(&compaction.store));
     if let Some(mirror) = &mirror {
@@ -97,7 +97,7 @@ pub async fn compact_conversation(
     }
     let events = Arc::new(events);
     let usage_copy =
-        distributed::copies::usage(shared.as_ref().map(|compaction| &compaction.store));
+        distributed::copies::usage(distributed.as_ref().map(|compaction| &compaction.store));
     let usage = Arc::new(RunUsage::new(
         run_id,
         UsageLog::open(&layout, clock).with_copy(usage_copy),
@@ -110,9 +110,9 @@ pub async fn compact_conversation(
         Arc::new(EventRecorder::new(events.clone())),
     );
     if long_lived.remember {
-        let memory = match &shared {
+        let memory = match &distributed {
             Some(compaction) => {
-                MemoryStore::shared(&layout, Arc::new(PgMemory::new(compaction.store.clone())))
+                MemoryStore::distributed(&layout, Arc::new(PgMemory::new(compaction.store.clone())))
             }
             None => MemoryStore::open(&layout),
         };

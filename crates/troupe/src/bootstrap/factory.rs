@@ -199,10 +199,10 @@ struct Factory {
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
-    /// A shared team's roster: each teammate's effects run only under its lease.
+    /// A distributed team's roster: each teammate's effects run only under its lease.
     leases: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
     /// The claims this process holds on the lead's task board (the run's one board, or the
-    /// shared team's): teammates list, claim and complete the tasks the lead creates there, and
+    /// distributed team's): teammates list, claim and complete the tasks the lead creates there, and
     /// their claims are kept and renewed with the lead's.
     claims: Arc<HeldClaims>,
 }

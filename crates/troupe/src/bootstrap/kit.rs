@@ -41,9 +41,9 @@ pub(super) struct LongLivedKit {
     /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
     /// hooks for the lead and teammates.
     hooks: Option<CommandHooks>,
-    /// The memory records: the workspace's, or a shared team's.
+    /// The memory records: the workspace's, or a distributed team's.
     memory: MemoryStore,
-    /// Where artifacts are copied too and recovered from: a shared team's database, or nowhere.
+    /// Where artifacts are copied too and recovered from: a distributed team's database, or nowhere.
     artifact_copy: Arc<dyn ArtifactCopy>,
 }
 
@@ -66,19 +66,19 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    /// `shared`: a shared team's database, where every usage record and artifact is copied too
+    /// `distributed`: a distributed team's database, where every usage record and artifact is copied too
     /// and the memory records are.
     pub(super) fn new(
         layout: &Layout,
         settings: &TeamSettings,
         events_run_id: &str,
-        shared: Option<&PgStore>,
+        distributed: Option<&PgStore>,
     ) -> Self {
-        let memory = match shared {
-            Some(store) => MemoryStore::shared(layout, Arc::new(PgMemory::new(store.clone()))),
+        let memory = match distributed {
+            Some(store) => MemoryStore::distributed(layout, Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
         };
-        let artifact_copy: Arc<dyn ArtifactCopy> = match shared {
+        let artifact_copy: Arc<dyn ArtifactCopy> = match distributed {
             Some(store) => Arc::new(PgArtifacts::new(store.clone())),
             None => Arc::new(FilesOnly),
         };
@@ -100,7 +100,7 @@ impl LongLivedKit {
         let usage = RunUsage::new(
             run_id,
             UsageLog::open(layout, settings.clock.clone())
-                .with_copy(distributed::copies::usage(shared)),
+                .with_copy(distributed::copies::usage(distributed)),
         );
         // Costs are counted only for a budget: a run without one warns about no price.
         let usage = match settings.long_lived.max_run_cost {

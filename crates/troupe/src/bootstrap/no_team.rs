@@ -1,6 +1,6 @@
 //! The adapters of the commands that work on a team without running one: the read-only views
 //! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send
-//! --store` ([`send_to_shared_team`]) — on files, or on a distributed team's database, which
+//! --store` ([`send_to_distributed_team`]) — on files, or on a distributed team's database, which
 //! must already hold troupe's schema.
 
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use super::options::{BootstrapError, StoreChoice};
 /// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
 /// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
 /// system clock and random ids.
-pub fn send_to_shared_team(
+pub fn send_to_distributed_team(
     url: &str,
     team: &str,
     to: &AgentName,
@@ -56,10 +56,10 @@ pub fn inspector_with(
     let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let holder = format!("inspect:{}", std::process::id());
-    Ok(Inspector::shared(
+    Ok(Inspector::distributed(
         Layout::new(workspace),
         clock.clone(),
-        crate::inspect::SharedStores {
+        crate::inspect::DistributedStores {
             mailbox: Arc::new(crate::store::postgres::PgMailboxStore::new(
                 pg.clone(),
                 clock.clone(),
@@ -77,7 +77,7 @@ pub fn inspector_with(
                 Arc::new(RandomIds),
             )),
             usage: Arc::new(PgUsage::new(pg.clone())),
-            cron: CronStore::shared(
+            cron: CronStore::distributed(
                 &Layout::new(workspace),
                 Arc::new(crate::store::postgres::document::PgDocument::new(
                     pg.clone(),
@@ -107,8 +107,8 @@ pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
     pub protocol: ProtocolRuntime,
     layout: Layout,
-    /// A shared team's roster, read from its database.
-    shared_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+    /// A distributed team's roster, read from its database.
+    distributed_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
 }
 
 impl PlanReview {
@@ -137,11 +137,11 @@ impl PlanReview {
             store,
             protocol,
             layout,
-            shared_roster: None,
+            distributed_roster: None,
         }))
     }
 
-    /// [`Self::open`] for the team `store` names: a shared team's protocol store, mailboxes
+    /// [`Self::open`] for the team `store` names: a distributed team's protocol store, mailboxes
     /// (the answer's insert wakes the running team through its NOTIFY) and roster are its
     /// database's, which must already hold troupe's schema.
     pub fn open_with(
@@ -175,7 +175,7 @@ impl PlanReview {
             store: protocol_store,
             protocol,
             layout: Layout::new(workspace),
-            shared_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
+            distributed_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,
                 options.lease,
@@ -183,10 +183,10 @@ impl PlanReview {
         }))
     }
 
-    /// The roster as `team.json` (or a shared team's database) has it now (read when asked:
+    /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
     /// the run may change it).
     pub fn roster(&self) -> Result<TeamRoster, InspectError> {
-        if let Some(roster) = &self.shared_roster {
+        if let Some(roster) = &self.distributed_roster {
             return Ok(TeamRoster {
                 version: TeamRoster::VERSION,
                 teammates: roster.all().map_err(|e| InspectError::Io {

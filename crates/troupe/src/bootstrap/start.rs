@@ -60,7 +60,7 @@ pub(super) fn start(
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let pg = open_shared(settings, role)?;
+    let pg = open_distributed(settings, role)?;
     let events = open_events(&layout, settings, pg.as_ref())?;
     let stores = open_stores(&layout, settings, &events, pg)?;
     finish_earlier_run(&layout, settings, &stores)?;
@@ -96,16 +96,16 @@ pub(super) struct Stores {
     /// How many messages recovery moved back to ready.
     pub(super) recovered: usize,
     pub(super) transcripts: Arc<dyn Transcripts>,
-    /// A shared team's one-transaction consume + ack (reporting to the event stream).
+    /// A distributed team's one-transaction consume + ack (reporting to the event stream).
     pub(super) response_ack: Option<Arc<dyn ResponseAck>>,
-    /// The database parts of a shared team.
+    /// The database parts of a distributed team.
     pub(super) pg: Option<PgParts>,
 }
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
 /// caller's observers, so that every runner and the team report into the stream.
 ///
-/// In a shared team every event is also copied to the team's stream in the database
+/// In a distributed team every event is also copied to the team's stream in the database
 /// (`troupe log --store`), from the first one on.
 fn open_events(
     layout: &Layout,
@@ -145,15 +145,18 @@ fn open_events(
     Ok(log)
 }
 
-/// Joins the shared team of `settings` as `role` (`lead`, `worker`), if the team is shared.
-fn open_shared(settings: &TeamSettings, role: &str) -> Result<Option<PgParts>, BootstrapError> {
+/// Joins the distributed team of `settings` as `role` (`lead`, `worker`), if the team is one.
+fn open_distributed(
+    settings: &TeamSettings,
+    role: &str,
+) -> Result<Option<PgParts>, BootstrapError> {
     match &settings.store {
         StoreChoice::Files => Ok(None),
         StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role)?)),
     }
 }
 
-/// Opens the stores (on `pg` for a shared team); messages a dead run left in `processing/` go
+/// Opens the stores (on `pg` for a distributed team); messages a dead run left in `processing/` go
 /// back to `ready/`. The mailbox and the protocol store report their transitions to `events`.
 fn open_stores(
     layout: &Layout,
@@ -315,7 +318,7 @@ pub(super) struct Held {
     watch: Option<MailboxWatch>,
     mcp: Arc<McpServers>,
     /// A distributed team's database parts and its wakeups from other processes.
-    shared: Option<(PgParts, WakeGuard)>,
+    distributed: Option<(PgParts, WakeGuard)>,
     _run_lock: LockGuard,
 }
 
@@ -331,7 +334,7 @@ impl Held {
         mcp: Arc<McpServers>,
         run_lock: LockGuard,
     ) -> Self {
-        let shared = pg.map(|parts| {
+        let distributed = pg.map(|parts| {
             let wakeups = parts.wakeups(runtime, takeover);
             // Once the team starts closing (Ctrl-C, SIGTERM, the run's end), its store calls
             // are bounded: a server that stopped answering never holds the close for long.
@@ -346,7 +349,7 @@ impl Held {
         Self {
             watch,
             mcp,
-            shared,
+            distributed,
             _run_lock: run_lock,
         }
     }
@@ -366,7 +369,7 @@ pub(super) async fn close(
     jobs: &JobSupervisor,
     held: &mut Held,
 ) {
-    if let Some((parts, _)) = &held.shared {
+    if let Some((parts, _)) = &held.distributed {
         parts.store.closing();
     }
     runtime.close().await;
@@ -383,7 +386,7 @@ pub(super) async fn close(
     }
     held.mcp.stop().await;
     held.watch.take();
-    if let Some((parts, wakeups)) = held.shared.take() {
+    if let Some((parts, wakeups)) = held.distributed.take() {
         drop(wakeups);
         parts.leave();
     }

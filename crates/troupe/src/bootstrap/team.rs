@@ -136,7 +136,7 @@ fn open_cron(
 ) -> Result<(CronRuntime, UnboundedReceiver<CronWakeup>), BootstrapError> {
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron_store = match &start.stores.pg {
-        Some(parts) => CronStore::shared(&start.layout, parts.cron_document()),
+        Some(parts) => CronStore::distributed(&start.layout, parts.cron_document()),
         None => CronStore::new(&start.layout),
     };
     let cron = CronRuntime::open_store(

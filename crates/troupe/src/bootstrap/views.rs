@@ -78,6 +78,6 @@ impl TeamView {
 
     /// The team's memory records (files under `layout` keep nothing of them).
     pub fn memory(&self, layout: &Layout) -> MemoryStore {
-        MemoryStore::shared(layout, Arc::new(PgMemory::new(self.store.clone())))
+        MemoryStore::distributed(layout, Arc::new(PgMemory::new(self.store.clone())))
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! Every write is a read-modify-write under the cross-process lock `.troupe/.cron.lock`, through
 //! [`durable::replace`] (temp file, fsync, rename, folder fsync): a failed write leaves the old
-//! file. A shared team keeps the same document in its database (`troupe_documents`, name
+//! file. A distributed team keeps the same document in its database (`troupe_documents`, name
 //! `cron`), read and checked the same way, changed in one locked transaction.
 
 use std::collections::HashSet;
@@ -32,7 +32,7 @@ use crate::store::document::TeamDocument;
 use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::{durable, lock, BackendError, IoError};
 
-/// The name of a shared team's document of durable jobs.
+/// The name of a distributed team's document of durable jobs.
 pub const CRON_DOCUMENT: &str = "cron";
 
 /// The version this code reads and writes.
@@ -42,7 +42,7 @@ pub const CRON_FILE_VERSION: u32 = 1;
 pub enum CronStoreError {
     #[error(transparent)]
     Io(#[from] IoError),
-    /// A shared team's database failed (its own stable code).
+    /// A distributed team's database failed (its own stable code).
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("{path} is not a valid cron store: {reason}")]
@@ -106,7 +106,7 @@ pub enum CronChange {
     Remove(CronJobId),
 }
 
-/// The durable jobs of one workspace — or of a shared team ([`CronStore::shared`]): the same
+/// The durable jobs of one workspace — or of a distributed team ([`CronStore::distributed`]): the same
 /// document, kept in its database and changed under its lock there.
 #[derive(Clone)]
 pub struct CronStore {
@@ -135,8 +135,8 @@ impl CronStore {
         }
     }
 
-    /// A shared team's durable jobs: its document [`CRON_DOCUMENT`].
-    pub fn shared(layout: &Layout, document: Arc<dyn TeamDocument>) -> Self {
+    /// A distributed team's durable jobs: its document [`CRON_DOCUMENT`].
+    pub fn distributed(layout: &Layout, document: Arc<dyn TeamDocument>) -> Self {
         Self {
             shared: Some(document),
             ..Self::new(layout)

@@ -275,7 +275,7 @@ pub fn write(layout: &Layout, record: &JobRecord) -> Result<(), JobError> {
     Ok(())
 }
 
-/// [`write`], then a copy to a shared team's table (reported once if it fails: the file has
+/// [`write`], then a copy to a distributed team's table (reported once if it fails: the file has
 /// the record).
 pub fn write_and_copy(
     layout: &Layout,
@@ -293,9 +293,9 @@ pub fn write_and_copy(
     Ok(())
 }
 
-/// Every record of a shared team (every host's), by start time then id; a row that is not a
+/// Every record of a distributed team (every host's), by start time then id; a row that is not a
 /// record is [`JobError::Corrupt`] naming it.
-pub fn read_all_shared(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
+pub fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
     let mut records = Vec::new();
     for (id, host, text) in jobs.all().map_err(JobError::Backend)? {
         let corrupt = |why: String| JobError::Corrupt {

@@ -100,7 +100,7 @@ pub struct JobSupervisor {
 /// What the job tasks share with the supervisor.
 struct Shared {
     layout: Layout,
-    /// A shared team's job table, where every record is copied too.
+    /// A distributed team's job table, where every record is copied too.
     copy: CopyTo<JobLine>,
     clock: Arc<dyn Clock>,
     completions: UnboundedSender<JobCompletion>,
@@ -154,7 +154,7 @@ impl JobSupervisor {
     }
 
     /// Reports every job's start and end to `events`.
-    /// Copies every record to a shared team's job table as well. Only before the first job:
+    /// Copies every record to a distributed team's job table as well. Only before the first job:
     /// later, the supervisor's state is shared with its jobs and this changes nothing.
     pub fn with_copy(mut self, copy: CopyTo<JobLine>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {

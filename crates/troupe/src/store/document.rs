@@ -1,5 +1,5 @@
 //! A team's small whole documents (the lead's durable cron jobs are the document `cron`): the
-//! port for where a shared team keeps them, read whole and changed by one read-modify-write
+//! port for where a distributed team keeps them, read whole and changed by one read-modify-write
 //! under the team's lock — the counterpart of a file replaced under a lock file. The caller
 //! parses and checks the text.
 

@@ -259,7 +259,7 @@ pub enum MemoryError {
     /// Reading or writing the memory folder failed.
     #[error(transparent)]
     Io(#[from] IoError),
-    /// The shared team's database failed (its own stable code).
+    /// The distributed team's database failed (its own stable code).
     #[error(transparent)]
     Backend(#[from] BackendError),
     /// The model's answer to a memory query was not what was asked for; nothing was written.
@@ -307,7 +307,7 @@ pub struct MemoryCatalog {
 }
 
 /// The records of one workspace — or, for a team shared through a database, of the team
-/// ([`MemoryStore::shared`]): the same records, names and rules, kept as rows. Opening creates
+/// ([`MemoryStore::distributed`]): the same records, names and rules, kept as rows. Opening creates
 /// nothing; the folder appears at the first write.
 #[derive(Clone)]
 pub struct MemoryStore {
@@ -326,7 +326,7 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 /// A team's records as rows of text (each a record rendered as its file would be), by name:
-/// what a database keeps for [`MemoryStore::shared`]. Every method is one atomic step.
+/// what a database keeps for [`MemoryStore::distributed`]. Every method is one atomic step.
 pub trait SharedMemory: Send + Sync {
     /// Where the rows are, for messages (`troupe_memory (team "default")`).
     fn place(&self) -> String;
@@ -350,8 +350,8 @@ impl MemoryStore {
         }
     }
 
-    /// A shared team's records in `shared` (the workspace's folder is not used).
-    pub fn shared(layout: &Layout, shared: Arc<dyn SharedMemory>) -> Self {
+    /// A distributed team's records in `shared` (the workspace's folder is not used).
+    pub fn distributed(layout: &Layout, shared: Arc<dyn SharedMemory>) -> Self {
         Self {
             shared: Some(shared),
             ..Self::open(layout)

@@ -12,17 +12,17 @@
 //!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`lock_probe`]: whether a lock file is held, asked of the kernel without taking the lock.
-//! - [`document`]: the `TeamDocument` port: a shared team's small whole documents (cron jobs).
+//! - [`document`]: the `TeamDocument` port: a distributed team's small whole documents (cron jobs).
 //! - [`memory`]: durable agent memory, one Markdown record per file (SPEC §9).
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
-//! - [`roster`]: the `LeasedRoster` port: a shared team's roster with teammate leases.
+//! - [`roster`]: the `LeasedRoster` port: a distributed team's roster with teammate leases.
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals;
 //!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on).
 //! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
-//!   a shared team's store.
+//!   a distributed team's store.
 
 pub mod artifact_stream;
 pub mod artifacts;

@@ -64,7 +64,7 @@ impl UsageRecord {
     }
 }
 
-/// A team's usage totals, every process's (a shared team's table): what `troupe status
+/// A team's usage totals, every process's (a distributed team's table): what `troupe status
 /// --store` shows.
 pub trait TeamUsage: Send + Sync {
     fn totals(&self) -> Result<UsageTotals, super::BackendError>;
@@ -82,7 +82,7 @@ pub struct UsageLog {
     path: PathBuf,
     /// Stamps each record's `at`, so tests control it.
     clock: Arc<dyn Clock>,
-    /// Where each record is copied too (a shared team's database, so that its totals cover
+    /// Where each record is copied too (a distributed team's database, so that its totals cover
     /// every process): after the append; a failed copy is reported once, the line stands.
     copy: CopyTo<UsageRecord>,
 }

@@ -79,7 +79,7 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     /// The same for a task taken from the board, before it is completed: a worktree
     /// teammate's changes are committed on its branch with the task's subject.
     fn after_task(&self, _task: &Task) {}
-    /// Whether this process still holds the teammate's lease (always, outside a shared team).
+    /// Whether this process still holds the teammate's lease (always, outside a distributed team).
     fn holds_lease(&self) -> bool {
         true
     }

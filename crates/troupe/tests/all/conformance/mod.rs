@@ -158,7 +158,7 @@ impl Stores {
     pub fn cron(&self) -> troupe::cron::CronStore {
         match &self.pg {
             None => troupe::cron::CronStore::new(&self.layout),
-            Some(pg) => troupe::cron::CronStore::shared(
+            Some(pg) => troupe::cron::CronStore::distributed(
                 &self.layout,
                 std::sync::Arc::new(troupe::store::postgres::document::PgDocument::new(
                     pg.clone(),
@@ -172,7 +172,7 @@ impl Stores {
     pub fn memory(&self) -> troupe::store::memory::MemoryStore {
         match &self.pg {
             None => troupe::store::memory::MemoryStore::open(&self.layout),
-            Some(pg) => troupe::store::memory::MemoryStore::shared(
+            Some(pg) => troupe::store::memory::MemoryStore::distributed(
                 &self.layout,
                 Arc::new(troupe::store::postgres::memory::PgMemory::new(pg.clone())),
             ),
