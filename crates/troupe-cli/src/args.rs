@@ -316,6 +316,13 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// The team in a full-screen terminal view: one pane per agent, pending plan requests,
+    /// tokens; keys answer a plan and message an agent (q quits). Follows the live stream.
+    Watch {
+        /// A shared team, from its database.
+        #[command(flatten)]
+        store: StoreFlags,
+    },
     /// Write the event timeline as one self-contained HTML file (works offline).
     Timeline {
         /// The HTML file to write (replaced if it exists; not inside .troupe/).
@@ -474,6 +481,7 @@ impl Command {
             | Self::Worker(_)
             | Self::Review { .. }
             | Self::Serve { .. }
+            | Self::Watch { .. }
             | Self::Timeline { .. }
             | Self::Completions { .. }
             | Self::Trust { .. } => false,
