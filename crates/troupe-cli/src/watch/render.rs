@@ -3,7 +3,7 @@
 //! ```text
 //! troupe watch · run running · tokens 1200 in / 300 out · 1 plan pending
 //!  lead · alice · bob                                   (every agent; the selected one marked)
-//! ┌ lead (lead) running · thinking ┐┌ alice (writer) running · tool write_file ┐
+//! ┌ lead running · thinking · 7/3 tok ┐┌ alice running · tool write_file · 100/20 tok ┐
 //! │ last lines of its text…        ││ …                                        │
 //! └────────────────────────────────┘└──────────────────────────────────────────┘
 //! ┌ pending plans ─────────────────────────────────────────────────────────────┐
@@ -110,13 +110,14 @@ fn draw_pane(frame: &mut Frame, agent: &AgentPane, selected: bool, area: Rect, c
         Activity::Thinking => " · thinking".to_owned(),
         Activity::Tool(tool) => format!(" · tool {tool}"),
     };
-    let role = if agent.role.is_empty() {
+    // The role last: in a narrow pane the title is cut at its end.
+    let role = if agent.role.is_empty() || agent.role == agent.name {
         String::new()
     } else {
-        format!(" ({})", agent.role)
+        format!(" · {}", agent.role)
     };
     let title = format!(
-        " {}{role} {}{activity} · {}/{} tok ",
+        " {} {}{activity} · {}/{} tok{role} ",
         agent.name, agent.status, agent.tokens_in, agent.tokens_out
     );
     let mut border = Style::new();
@@ -245,5 +246,126 @@ fn agent_colour_of(agent: &str) -> Color {
         "94" => Color::LightBlue,
         "31" => Color::Red,
         _ => Color::Reset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::backend::TestBackend;
+    use ratatui::buffer::Buffer;
+    use ratatui::style::Color;
+    use ratatui::Terminal;
+
+    use super::super::state::tests::a_team_at_work;
+    use super::super::state::View;
+    use super::*;
+
+    fn drawn(view: &View, width: u16, height: u16, colour: bool) -> Buffer {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal.draw(|frame| draw(frame, view, colour)).unwrap();
+        terminal.backend().buffer().clone()
+    }
+
+    fn rows(buffer: &Buffer) -> Vec<String> {
+        let area = buffer.area;
+        (0..area.height)
+            .map(|y| (0..area.width).map(|x| buffer[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    fn has(rows: &[String], needle: &str) -> bool {
+        rows.iter().any(|r| r.contains(needle))
+    }
+
+    fn with_bob(mut view: View) -> View {
+        view.set_roster(&[
+            ("alice".into(), "writer".into(), "running".into()),
+            ("bob".into(), "tester".into(), "idle".into()),
+        ]);
+        view
+    }
+
+    #[test]
+    fn in_80_by_24_the_selected_pane_plans_and_keys_fit() {
+        let mut view = with_bob(a_team_at_work());
+        view.selected = 1;
+        let rows = rows(&drawn(&view, 80, 24, false));
+        assert_eq!(rows.len(), 24);
+        assert!(
+            rows[0].starts_with(
+                "troupe watch · run running · tokens 107 in / 23 out · 1 plan pending"
+            ),
+            "{rows:#?}"
+        );
+        assert!(rows[1].starts_with("lead · [alice] · bob"), "{rows:#?}");
+        // Two panes side by side; alice's with her tool and last lines.
+        assert!(has(&rows, "alice running · tool write_file"), "{rows:#?}");
+        assert!(has(&rows, "First I plan."), "{rows:#?}");
+        assert!(has(&rows, "Then I write."), "{rows:#?}");
+        assert!(
+            !has(&rows, "bob (tester)"),
+            "bob's pane does not fit: {rows:#?}"
+        );
+        assert!(
+            has(&rows, "▶ alice 0196c1d2 Write out.txt, then test it."),
+            "{rows:#?}"
+        );
+        assert!(
+            rows[23].starts_with("Tab/←→ pane · a approve · r reject · m message · q quit"),
+            "{rows:#?}"
+        );
+    }
+
+    #[test]
+    fn in_a_wide_terminal_every_agent_has_its_pane() {
+        let view = with_bob(a_team_at_work());
+        let rows = rows(&drawn(&view, 200, 50, false));
+        for title in [
+            "lead running · 7/3 tok",
+            "alice running · tool write_file · 100/20 tok · writer",
+            "bob idle · 0/0 tok · tester",
+        ] {
+            assert!(has(&rows, title), "{title}: {rows:#?}");
+        }
+    }
+
+    #[test]
+    fn the_newest_lines_stay_at_the_bottom_of_a_full_pane() {
+        let mut view = View::default();
+        for n in 1..=60 {
+            view.agents[0].lines.push_back(format!("line {n}"));
+        }
+        let rows = rows(&drawn(&view, 80, 24, false));
+        assert!(has(&rows, "line 60"), "{rows:#?}");
+        assert!(!has(&rows, "line 1 "), "{rows:#?}");
+    }
+
+    #[test]
+    fn what_is_being_typed_replaces_the_keys_line() {
+        let mut view = a_team_at_work();
+        view.input = Input::Message {
+            to: "alice".into(),
+            text: "hello".into(),
+        };
+        let rows = rows(&drawn(&view, 80, 24, false));
+        assert!(rows[23].starts_with("message to alice: hello"), "{rows:#?}");
+    }
+
+    #[test]
+    fn colours_only_when_asked() {
+        let view = with_bob(a_team_at_work());
+        let plain = drawn(&view, 80, 24, false);
+        assert!(
+            plain
+                .content()
+                .iter()
+                .all(|c| c.fg == Color::Reset && c.bg == Color::Reset),
+            "no colour without `colour`"
+        );
+        let coloured = drawn(&view, 80, 24, true);
+        assert!(
+            coloured.content().iter().any(|c| c.fg == Color::Cyan),
+            "the lead's cyan"
+        );
     }
 }

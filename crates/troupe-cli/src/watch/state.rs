@@ -253,3 +253,164 @@ impl View {
         &mut self.agents[at]
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::collections::VecDeque;
+
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    /// An event of the stream, as it is stored.
+    pub fn event(seq: u64, agent: &str, kind: &str, fields: serde_json::Value) -> Event {
+        let mut line = json!({"seq": seq, "at": "2026-07-30T08:01:02.345Z", "run_id": "r1",
+                              "agent": agent, "kind": kind});
+        if let (Some(line), Some(fields)) = (line.as_object_mut(), fields.as_object()) {
+            line.extend(fields.clone());
+        }
+        Event::parse_line(&line.to_string()).unwrap()
+    }
+
+    /// A team's run: the lead spawns alice, alice thinks, writes, says two lines and submits a
+    /// plan; the lead is still running.
+    pub fn a_team_at_work() -> View {
+        let mut view = View::default();
+        for e in [
+            event(1, RUN_AGENT, kinds::RUN_STARTED, json!({"prompt": "go"})),
+            event(2, "lead", kinds::MODEL_CALL_STARTED, json!({"call": 1})),
+            event(
+                3,
+                "alice",
+                kinds::TEAMMATE_SPAWNED,
+                json!({"role": "writer"}),
+            ),
+            event(4, "alice", kinds::MODEL_CALL_STARTED, json!({"call": 1})),
+            event(
+                5,
+                "alice",
+                kinds::MODEL_CALL_FINISHED,
+                json!({"model": "m", "tokens_in": 100, "tokens_out": 20}),
+            ),
+            event(
+                6,
+                "alice",
+                kinds::ASSISTANT_TEXT,
+                json!({"text": "First I plan.\n\nThen I write."}),
+            ),
+            event(
+                7,
+                "alice",
+                kinds::TOOL_STARTED,
+                json!({"tool": "write_file", "call_id": "c1"}),
+            ),
+            event(
+                8,
+                "lead",
+                kinds::MODEL_CALL_FINISHED,
+                json!({"model": "m", "tokens_in": 7, "tokens_out": 3}),
+            ),
+        ] {
+            view.apply(&e);
+        }
+        view.set_pending(vec![PendingPlan {
+            request_id: "0196c1d2-0000-7000-8000-000000000001".into(),
+            from: "alice".into(),
+            plan: "Write out.txt, then test it.".into(),
+        }]);
+        view
+    }
+
+    #[test]
+    fn the_stream_folds_into_one_pane_per_agent() {
+        let view = a_team_at_work();
+        assert_eq!(view.run, RunState::Running);
+        assert_eq!(view.last_seq, 8);
+        assert_eq!(
+            view.agents[1],
+            AgentPane {
+                name: "alice".into(),
+                role: "writer".into(),
+                status: "running".into(),
+                activity: Activity::Tool("write_file".into()),
+                lines: VecDeque::from([
+                    "· spawned (writer)".to_owned(),
+                    "First I plan.".to_owned(),
+                    "Then I write.".to_owned(),
+                ]),
+                tokens_in: 100,
+                tokens_out: 20,
+            }
+        );
+        assert_eq!(
+            (
+                view.agents[0].name.as_str(),
+                &view.agents[0].status,
+                &view.agents[0].activity
+            ),
+            ("lead", &"running".to_owned(), &Activity::Idle)
+        );
+        assert_eq!(view.total_tokens(), (107, 23));
+    }
+
+    #[test]
+    fn the_end_of_the_run_and_the_roster_update_the_panes() {
+        let mut view = a_team_at_work();
+        view.apply(&event(
+            9,
+            "alice",
+            kinds::TOOL_FINISHED,
+            json!({"tool": "write_file", "outcome": "ok", "duration_ms": 3}),
+        ));
+        view.apply(&event(
+            10,
+            "alice",
+            kinds::TEAMMATE_STATUS,
+            json!({"status": "idle"}),
+        ));
+        assert_eq!(
+            (view.agents[1].status.as_str(), &view.agents[1].activity),
+            ("idle", &Activity::Idle)
+        );
+        view.apply(&event(
+            11,
+            RUN_AGENT,
+            kinds::RUN_ENDED,
+            json!({"exit_code": 0, "outcome": "done"}),
+        ));
+        assert_eq!(view.run, RunState::Ended("run ended (done, exit 0)".into()));
+        assert_eq!(view.agents[0].status, "idle");
+        // The stores' roster is over the stream's word, and brings agents the stream has not.
+        view.set_roster(&[
+            ("alice".into(), "writer".into(), "shutdown".into()),
+            ("bob".into(), "tester".into(), "failed".into()),
+        ]);
+        let seen: Vec<(&str, &str)> = view
+            .agents
+            .iter()
+            .map(|a| (a.name.as_str(), a.status.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("lead", "idle"), ("alice", "shutdown"), ("bob", "failed")]
+        );
+    }
+
+    #[test]
+    fn a_pane_keeps_its_last_lines_only() {
+        let mut view = View::default();
+        for seq in 1..=(PANE_LINES as u64 + 50) {
+            view.apply(&event(
+                seq,
+                "lead",
+                kinds::ASSISTANT_TEXT,
+                json!({"text": format!("line {seq}")}),
+            ));
+        }
+        let lead = &view.agents[0];
+        assert_eq!(lead.lines.len(), PANE_LINES);
+        assert_eq!(lead.lines.front().map(String::as_str), Some("line 51"));
+        assert_eq!(lead.lines.back().map(String::as_str), Some("line 250"));
+    }
+}
