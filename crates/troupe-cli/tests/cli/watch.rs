@@ -1,0 +1,357 @@
+//! `troupe watch` in a real terminal: tmux runs it in a detached session (`new-session -d -x
+//! 100 -y 30`), keys go in with `send-keys`, the screen comes back with `capture-pane -p`.
+//! Every wait polls the screen (or a file) against a deadline; nothing sleeps to synchronise.
+//! Skipped, with a notice, where tmux is not installed.
+//!
+//! - A scripted team (a queue per agent, `--require-plans`) runs in the background while the
+//!   view shows it: the panes fill, alice's plan waits, `a` approves it from the view, alice then
+//!   writes and the run ends; `m` messages alice; after `q` the alternate screen is left, the
+//!   cursor shown, the line discipline back to canonical (raw mode off) and the prompt back.
+//! - `NO_COLOR` gives a screen without colours; colours otherwise.
+//! - Without a terminal on stdout: exit 2, one line naming `troupe log -f`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::plans::wait;
+use super::support::{
+    assert_fails, command, demo_workspace, no_user_config, troupe_in, without_settings_variables,
+};
+
+const DEADLINE: Duration = Duration::from_secs(40);
+
+/// How often the screen is looked at while waiting for something on it.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// The shell's prompt in the tmux session: the test knows the shell is back when it shows.
+const PROMPT: &str = "watch-test$ ";
+
+fn tmux_installed() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A tmux server of the test's own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A detached 100×30 session running an interactive bash with the tests' environment (no
+    /// model or store variables, no user config) plus `env`.
+    fn start(name: &str, env: &[(&str, &str)]) -> Self {
+        let tmux = Self {
+            socket: format!("troupe-watch-{}-{name}", std::process::id()),
+        };
+        let mut start = Command::new("tmux");
+        without_settings_variables(&mut start);
+        start
+            .env("XDG_CONFIG_HOME", no_user_config())
+            .env_remove("NO_COLOR")
+            .envs(env.iter().copied())
+            .args([
+                "-L",
+                &tmux.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "100",
+            ])
+            .args(["-y", "30"])
+            .arg(format!("PS1='{PROMPT}' exec bash --norc --noprofile -i"));
+        let out = start.output().unwrap();
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        tmux.wait_for("the shell's prompt", |screen| {
+            screen.contains(PROMPT.trim_end())
+        });
+        tmux
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A line typed into the shell, then Enter.
+    fn type_line(&self, line: &str) {
+        self.tmux(&["send-keys", "-l", line]);
+        self.tmux(&["send-keys", "Enter"]);
+    }
+
+    /// Keys by tmux's names (`Tab`, `Enter`, `C-c`) or literal characters.
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// The screen as text (`colours`: with its escape sequences).
+    fn screen(&self, colours: bool) -> String {
+        if colours {
+            self.tmux(&["capture-pane", "-p", "-e"])
+        } else {
+            self.tmux(&["capture-pane", "-p"])
+        }
+    }
+
+    /// `#{…}` of the pane, e.g. `alternate_on`.
+    fn format(&self, format: &str) -> String {
+        self.tmux(&["display-message", "-p", format])
+            .trim()
+            .to_owned()
+    }
+
+    /// Looks at the screen until `found` holds; returns that screen.
+    fn wait_for(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let screen = self.screen(false);
+            if found(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}:\n{screen}"
+            );
+            std::thread::sleep(LOOK_EVERY);
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .stdin(Stdio::null())
+            .output();
+    }
+}
+
+fn tool(name: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": arguments}]})
+}
+
+/// The lead spawns alice; alice submits a plan and waits; once it is approved she writes
+/// out.txt. The lead has an answer for every event turn it may get.
+fn team_script(dir: &Path) -> String {
+    let script = json!({"agents": {
+        "lead": [
+            tool("spawn_teammate", json!({"name": "alice", "role": "writer",
+                                          "prompt": "Write out.txt."})),
+            {"text": "alice is on it"},
+            {"text": "noted"},
+            {"text": "noted"},
+            {"text": "noted"},
+            {"text": "all done"},
+        ],
+        "alice": [
+            tool("submit_plan", json!({"plan": "Write out.txt with a greeting."})),
+            {"text": "plan submitted; waiting for review"},
+            tool("write_file", json!({"path": "out.txt", "content": "hello\n"})),
+            {"text": "wrote out.txt as planned"},
+        ],
+    }});
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, ws)
+}
+
+fn troupe_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_troupe")
+}
+
+#[test]
+fn the_view_follows_a_team_approves_its_plan_and_gives_the_terminal_back() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = team_script(scripts.path());
+    let ws_arg = ws.to_str().unwrap();
+    let tmux = Tmux::start("team", &[]);
+    // The view starts before the run: it follows the stream from its first line.
+    tmux.type_line(&format!("{} watch --workspace {ws_arg}", troupe_bin()));
+    tmux.wait_for("the view", |s| s.contains("troupe watch · no run yet"));
+    assert_eq!(
+        tmux.format("#{alternate_on} #{cursor_flag}"),
+        "1 0",
+        "alternate screen, no cursor"
+    );
+
+    let run = command(&ws)
+        .args([
+            "run",
+            "--prompt",
+            "Have alice write out.txt.",
+            "--model-script",
+            &script,
+        ])
+        .args([
+            "--approval",
+            "auto",
+            "--require-plans",
+            "--workspace",
+            ws_arg,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The panes show the team's progress: alice spawned, her text, her plan waiting.
+    let screen = tmux.wait_for("alice's pending plan", |s| {
+        s.contains("1 plan pending") && s.contains("plan submitted; waiting for review")
+    });
+    assert!(screen.contains("troupe watch · run running"), "{screen}");
+    assert!(
+        screen.contains("lead · alice") || screen.contains("[lead] · alice"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("alice running") || screen.contains("alice idle"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Write out.txt with a greeting."),
+        "{screen}"
+    );
+    assert!(
+        !ws.join("out.txt").exists(),
+        "gated until the plan is approved"
+    );
+
+    // Approved from the view; alice then proceeds and the run ends.
+    tmux.keys(&["a"]);
+    tmux.wait_for("the approval's notice", |s| s.contains("approved plan"));
+    let screen = tmux.wait_for("the end of the run", |s| {
+        s.contains("run ended (done, exit 0)") && s.contains("wrote out.txt as planned")
+    });
+    assert!(!screen.contains("plan pending"), "{screen}");
+    let out = wait(run);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+
+    // A message to alice: Tab to her pane, `m`, the text, Enter.
+    tmux.keys(&["Tab", "m"]);
+    tmux.keys(&["-l", "thanks alice"]);
+    tmux.wait_for("the message being typed", |s| {
+        s.contains("message to alice: thanks alice")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the message's notice", |s| s.contains("sent message"));
+    let mailbox: Value =
+        serde_json::from_str(&troupe_in(&ws, &["mailbox", "alice", "--json"]).stdout).unwrap();
+    let from_user: Vec<&Value> = mailbox["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["sender"] == "user")
+        .collect();
+    assert_eq!(from_user.len(), 1, "{mailbox:#}");
+    assert_eq!(
+        from_user[0]["message"]["content"], "thanks alice",
+        "{mailbox:#}"
+    );
+
+    // `q`: the terminal is as it was — main screen, cursor shown, canonical mode, the prompt.
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("the prompt after the view", |s| {
+        !s.contains("troupe watch ·") && s.trim_end().ends_with(PROMPT.trim_end())
+    });
+    assert!(
+        screen.contains(&format!("{PROMPT}{} watch", troupe_bin())),
+        "{screen}"
+    );
+    assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "0 1");
+    tmux.type_line("stty -a | tr ' ;' '\\n\\n' | grep -x -e -icanon -e icanon -e -echo -e echo");
+    let screen = tmux.wait_for("stty's answer", |s| {
+        s.lines()
+            .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
+    });
+    let modes: Vec<&str> = screen
+        .lines()
+        .map(str::trim)
+        .filter(|l| matches!(*l, "icanon" | "-icanon" | "echo" | "-echo"))
+        .collect();
+    assert_eq!(modes, ["icanon", "echo"], "raw mode is off: {screen}");
+}
+
+/// SGR parameters that set a colour (foreground or background, 8, 16 or 256 colours).
+fn has_colour(screen: &str) -> bool {
+    screen.split('\x1b').skip(1).any(|sgr| {
+        let Some(params) = sgr.strip_prefix('[').and_then(|s| s.split('m').next()) else {
+            return false;
+        };
+        params.split(';').any(|p| {
+            matches!(
+                p.parse::<u8>(),
+                Ok(30..=37 | 38 | 40..=47 | 48 | 90..=97 | 100..=107)
+            )
+        })
+    })
+}
+
+#[test]
+fn no_color_gives_a_view_without_colours() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = demo_workspace();
+    // NO_COLOR set to anything, the empty string included, means no colour (crossterm's own
+    // check only counts a non-empty value, so the empty one tests troupe's).
+    let cases: [(&str, &[(&str, &str)], bool); 3] = [
+        ("no-color-1", &[("NO_COLOR", "1")], false),
+        ("no-color-empty", &[("NO_COLOR", "")], false),
+        ("coloured", &[], true),
+    ];
+    for (name, env, coloured) in cases {
+        let tmux = Tmux::start(name, env);
+        tmux.type_line(&format!(
+            "{} watch --workspace {}",
+            troupe_bin(),
+            ws.to_str().unwrap()
+        ));
+        tmux.wait_for("the demo's end", |s| s.contains("run ended (done, exit 0)"));
+        let screen = tmux.screen(true);
+        assert_eq!(has_colour(&screen), coloured, "{name}: {screen:?}");
+        tmux.keys(&["C-c"]);
+        tmux.wait_for("the prompt after Ctrl-C", |s| !s.contains("troupe watch ·"));
+        assert_eq!(
+            tmux.format("#{alternate_on} #{cursor_flag}"),
+            "0 1",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn without_a_terminal_it_says_to_use_troupe_log_f_and_exits_2() {
+    let (_dir, ws) = workspace();
+    let ran = troupe_in(&ws, &["watch"]);
+    assert_fails(&ran, 2, "use `troupe log -f` [not_a_terminal]");
+    assert!(!ws.join(".troupe").exists(), "nothing created");
+}
