@@ -89,6 +89,11 @@ pub struct RunArgs {
     /// the workspace and the temp folder, no network), read-only, or off.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<troupe::sandbox::Mode>,
+    /// Show the run in the full-screen view of `troupe watch` instead of lines on stderr (needs
+    /// a terminal, and --approval auto or deny: the view cannot ask). Leaving the view (q,
+    /// Ctrl-C) while the run goes stops it as Ctrl-C does; the answer is printed after it.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
     #[command(flatten)]
     pub store: StoreFlags,
     /// With --store: run no teammate in this process; `troupe worker` processes run them all.

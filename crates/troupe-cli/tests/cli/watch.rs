@@ -9,6 +9,9 @@
 //!   cursor shown, the line discipline back to canonical (raw mode off) and the prompt back.
 //! - `NO_COLOR` gives a screen without colours; colours otherwise.
 //! - Without a terminal on stdout: exit 2, one line naming `troupe log -f`.
+//! - `troupe run --watch`: the same view for the run it starts — the plan approved from it, the
+//!   answer and exit 0 after `q`; `q` while the run goes stops it (exit 130); without a
+//!   terminal, or with `--approval ask`, exit 2 before anything runs.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -353,5 +356,100 @@ fn without_a_terminal_it_says_to_use_troupe_log_f_and_exits_2() {
     let (_dir, ws) = workspace();
     let ran = troupe_in(&ws, &["watch"]);
     assert_fails(&ran, 2, "use `troupe log -f` [not_a_terminal]");
+    assert!(!ws.join(".troupe").exists(), "nothing created");
+}
+
+/// `troupe run --watch …` with the team script, then its exit code, in the tmux shell.
+fn run_watch_line(ws: &Path, script: &str) -> String {
+    format!(
+        "{} run --watch --prompt 'Have alice write out.txt.' --model-script {script} \
+         --approval auto --require-plans --workspace {}; echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    )
+}
+
+/// The exit code the shell echoed (`exit=N` on a line of its own).
+fn exit_of(screen: &str) -> Option<String> {
+    screen.lines().find_map(|l| {
+        let code = l.trim().strip_prefix("exit=")?;
+        (!code.is_empty() && code.chars().all(|c| c.is_ascii_digit())).then(|| code.to_owned())
+    })
+}
+
+#[test]
+fn run_watch_shows_the_run_it_starts_and_prints_the_answer_after_the_view() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = team_script(scripts.path());
+    let tmux = Tmux::start("run", &[]);
+    tmux.type_line(&run_watch_line(&ws, &script));
+    tmux.wait_for("alice's pending plan", |s| {
+        s.contains("troupe watch · run running") && s.contains("1 plan pending")
+    });
+    tmux.keys(&["a"]);
+    let screen = tmux.wait_for("the end of the run", |s| {
+        s.contains("run ended (done, exit 0)") && s.contains("wrote out.txt as planned")
+    });
+    assert!(
+        !screen.contains("exit="),
+        "the view stays until q: {screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("the run's exit", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+    assert!(!screen.contains("troupe watch ·"), "{screen}");
+    // The lead's answer, then the closing usage line held back while the view was up.
+    let after: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.starts_with(PROMPT))
+        .skip(2)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(
+        after.iter().any(|l| *l == "all done" || *l == "noted"),
+        "{screen}"
+    );
+    assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "0 1");
+}
+
+#[test]
+fn leaving_the_view_of_run_watch_stops_the_run() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = team_script(scripts.path());
+    let tmux = Tmux::start("stop", &[]);
+    tmux.type_line(&run_watch_line(&ws, &script));
+    tmux.wait_for("alice's pending plan", |s| s.contains("1 plan pending"));
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("the run's exit", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("130"), "{screen}");
+    assert!(screen.contains("closing the team"), "{screen}");
+    assert!(!ws.join("out.txt").exists(), "the plan was never approved");
+    assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "0 1");
+}
+
+#[test]
+fn run_watch_needs_a_terminal_and_an_approval_mode_the_view_need_not_ask_for() {
+    let (_dir, ws) = workspace();
+    let ran = troupe_in(
+        &ws,
+        &["run", "--watch", "--prompt", "hi", "--approval", "auto"],
+    );
+    assert_fails(&ran, 2, "use `troupe log -f` [not_a_terminal]");
+    let ran = troupe_in(&ws, &["run", "--watch", "--prompt", "hi"]);
+    assert_fails(&ran, 2, "[watch_needs_approval_mode]");
     assert!(!ws.join(".troupe").exists(), "nothing created");
 }
