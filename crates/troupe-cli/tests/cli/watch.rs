@@ -7,6 +7,8 @@
 //!   view shows it: the panes fill, alice's plan waits, `a` approves it from the view, alice then
 //!   writes and the run ends; `m` messages alice; after `q` the alternate screen is left, the
 //!   cursor shown, the line discipline back to canonical (raw mode off) and the prompt back.
+//! - With `--store`, from another folder: the shared team's stream and plans come from its
+//!   database, and the approval reaches the team through it (skipped without PostgreSQL).
 //! - `NO_COLOR` gives a screen without colours; colours otherwise.
 //! - Without a terminal on stdout: exit 2, one line naming `troupe log -f`.
 //! - `troupe run --watch`: the same view for the run it starts — the plan approved from it, the
@@ -453,4 +455,76 @@ fn run_watch_needs_a_terminal_and_an_approval_mode_the_view_need_not_ask_for() {
     let ran = troupe_in(&ws, &["run", "--watch", "--prompt", "hi"]);
     assert_fails(&ran, 2, "[watch_needs_approval_mode]");
     assert!(!ws.join(".troupe").exists(), "nothing created");
+}
+
+/// `troupe watch --store URL` from a folder of its own: the shared team's stream and plans come
+/// from the database, and its approval reaches the team through it.
+#[test]
+fn the_view_of_a_shared_team_reads_and_answers_through_its_database() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let Some(db) = troupe::store::postgres::testing::TestDb::create() else {
+        return;
+    };
+    let url = db.url();
+    let (_dir, ws) = workspace();
+    let (_elsewhere_dir, elsewhere) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = team_script(scripts.path());
+    let run = command(&ws)
+        .args([
+            "run",
+            "--prompt",
+            "Have alice write out.txt.",
+            "--model-script",
+            &script,
+        ])
+        .args(["--approval", "auto", "--require-plans", "--store", &url])
+        .args(["--workspace", ws.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The view opens a team the database holds: wait until the run has set it up.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let log = troupe_in(&elsewhere, &["log", "--store", &url]);
+        if log.code == 0 && !log.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never set the team up: {log:#?}"
+        );
+        std::thread::sleep(LOOK_EVERY);
+    }
+    let tmux = Tmux::start("shared", &[]);
+    tmux.type_line(&format!(
+        "{} watch --store '{url}' --workspace {}",
+        troupe_bin(),
+        elsewhere.to_str().unwrap()
+    ));
+    tmux.wait_for("alice's pending plan", |s| {
+        s.contains("1 plan pending") && s.contains("Write out.txt with a greeting.")
+    });
+    tmux.keys(&["a"]);
+    tmux.wait_for("the end of the run", |s| {
+        s.contains("run ended (done, exit 0)") && s.contains("wrote out.txt as planned")
+    });
+    let out = wait(run);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(
+        !elsewhere.join(".troupe/events.jsonl").exists(),
+        "nothing read from files"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("the prompt after the view", |s| {
+        !s.contains("troupe watch ·")
+    });
 }
