@@ -23,6 +23,8 @@ pub enum Wake {
     Resize,
     /// The stream (or the team) may have changed.
     Changed,
+    /// A signal asked the view to end.
+    Stop,
 }
 
 /// How much of the file is read at a time.

@@ -11,6 +11,7 @@
 //! - [`team`]: the store reads, and answers and messages through `troupe review`'s and
 //!   `troupe send`'s own paths.
 //! - [`terminal`]: raw mode and the alternate screen, restored on return, error and panic.
+//! - [`signals`]: SIGTERM, SIGHUP (and for `troupe watch` SIGINT) end the view as `q` does.
 //!
 //! One loop waits on one channel: keys (a thread blocked reading the terminal), stream changes
 //! (the watch) and the end of a run. No timer: nothing is redrawn unless something happened.
@@ -18,6 +19,7 @@
 mod feed;
 mod keys;
 mod render;
+mod signals;
 mod state;
 mod team;
 mod terminal;
@@ -44,6 +46,7 @@ pub fn watch(workspace: &Path, store: &StoreFlags) -> Result<(), CliError> {
     let store = crate::store_choice::store_choice(store, &settings, false)?;
     let (wake, woken) = channel();
     let session = Session::open(workspace, store, wake.clone())?;
+    signals::listen(true, wake.clone())?;
     session.run(&woken, wake)
 }
 
@@ -70,6 +73,7 @@ pub fn watch_run<T: Send>(
 ) -> Result<T, CliError> {
     let (wake, woken) = channel();
     let session = Session::open(workspace, store, wake.clone())?;
+    signals::listen(false, wake.clone())?;
     std::thread::scope(|scope| {
         let run_wake = wake.clone();
         let running = scope.spawn(move || {
@@ -138,6 +142,7 @@ impl Session {
                     // The next draw takes the new size.
                     Wake::Resize => {}
                     Wake::Changed => changed = true,
+                    Wake::Stop => return Ok(()),
                 }
             }
             if changed {

@@ -10,6 +10,7 @@
 //! - With `--store`, from another folder: the shared team's stream and plans come from its
 //!   database, and the approval reaches the team through it (skipped without PostgreSQL).
 //! - `NO_COLOR` gives a screen without colours; colours otherwise.
+//! - SIGTERM ends the view as `q` does, the terminal given back.
 //! - Without a terminal on stdout: exit 2, one line naming `troupe log -f`.
 //! - `troupe run --watch`: the same view for the run it starts — the plan approved from it, the
 //!   answer and exit 0 after `q`; `q` while the run goes stops it (exit 130); without a
@@ -352,6 +353,36 @@ fn no_color_gives_a_view_without_colours() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn sigterm_ends_the_view_and_gives_the_terminal_back() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = demo_workspace();
+    let tmux = Tmux::start("term", &[]);
+    tmux.type_line(&format!(
+        "{} watch --workspace {}; echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    ));
+    tmux.wait_for("the view", |s| s.contains("run ended (done, exit 0)"));
+    // The view is the shell's one child.
+    let shell = tmux.format("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let pids: Vec<libc::pid_t> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "{children:?}");
+    // SAFETY: kill(2) on the troupe this test started in its own tmux session.
+    assert_eq!(unsafe { libc::kill(pids[0], libc::SIGTERM) }, 0);
+    let screen = tmux.wait_for("the shell after SIGTERM", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+    assert!(!screen.contains("troupe watch ·"), "{screen}");
+    assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "0 1");
 }
 
 #[test]
