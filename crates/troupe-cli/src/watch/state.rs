@@ -65,8 +65,7 @@ impl AgentPane {
         if self.lines.len() == PANE_LINES {
             self.lines.pop_front();
         }
-        self.lines
-            .push_back(troupe::store::events::kinds::cut(&line, LINE_CHARS));
+        self.lines.push_back(kinds::cut(&line, LINE_CHARS));
     }
 }
 
