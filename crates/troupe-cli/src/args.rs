@@ -89,6 +89,11 @@ pub struct RunArgs {
     /// the workspace and the temp folder, no network), read-only, or off.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<troupe::sandbox::Mode>,
+    /// Show the run in the full-screen view of `troupe watch` instead of lines on stderr (needs
+    /// a terminal, and --approval auto or deny: the view cannot ask). Leaving the view (q,
+    /// Ctrl-C) while the run goes stops it as Ctrl-C does; the answer is printed after it.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
     #[command(flatten)]
     pub store: StoreFlags,
     /// With --store: run no teammate in this process; `troupe worker` processes run them all.
@@ -316,6 +321,13 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// The team in a full-screen terminal view: one pane per agent, pending plan requests,
+    /// tokens; keys answer a plan and message an agent (q quits). Follows the live stream.
+    Watch {
+        /// A shared team, from its database.
+        #[command(flatten)]
+        store: StoreFlags,
+    },
     /// Write the event timeline as one self-contained HTML file (works offline).
     Timeline {
         /// The HTML file to write (replaced if it exists; not inside .troupe/).
@@ -474,6 +486,7 @@ impl Command {
             | Self::Worker(_)
             | Self::Review { .. }
             | Self::Serve { .. }
+            | Self::Watch { .. }
             | Self::Timeline { .. }
             | Self::Completions { .. }
             | Self::Trust { .. } => false,

@@ -21,6 +21,8 @@ mod save_allow;
 mod serve;
 mod store_choice;
 mod trust;
+mod user_message;
+mod watch;
 
 use std::process::ExitCode;
 

@@ -60,6 +60,9 @@
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
+//! - `watch`: `troupe watch` driven in tmux: a scripted team followed, its plan approved and a
+//!   message sent from the view, the terminal restored after `q` or Ctrl-C; a shared team's
+//!   view (`--store`); `troupe run --watch`; `NO_COLOR`; exit 2 without a terminal.
 //! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
 //!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -158,5 +161,7 @@ mod token_usage;
 mod trust;
 #[path = "cli/usage.rs"]
 mod usage;
+#[path = "cli/watch.rs"]
+mod watch;
 #[path = "cli/worktrees.rs"]
 mod worktrees;

@@ -89,7 +89,14 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         store: Default::default(),
     };
     let interrupt = crate::interrupt::Interrupt::default();
-    let outcome = super::run::drive(settings, PROMPT, &interrupt, None, None);
+    let outcome = super::run::drive(
+        settings,
+        PROMPT,
+        &interrupt,
+        None,
+        None,
+        &super::run::Say::Now,
+    );
     console.finish();
     let outcome = outcome?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();

@@ -114,6 +114,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Serve { port, store } => {
             crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store)
         }
+        Command::Watch { store } => crate::watch::watch(&resolve_workspace(cli.workspace)?, &store),
         Command::Timeline { html, store } => {
             timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html, &store)
         }

@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 use troupe::agent::{NullObserver, TurnEnd, UsageSink};
@@ -38,6 +38,17 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     }
     if args.max_tokens == Some(0) {
         return Err(CliError::usage("--max-tokens must be at least 1".into()));
+    }
+    if args.watch {
+        if args.approval == ApprovalMode::Ask {
+            return Err(CliError::usage(
+                "--watch cannot ask for approvals on the terminal it shows the team on; use \
+                 --approval auto or --approval deny (settings rules still apply)"
+                    .into(),
+            )
+            .with_code("watch_needs_approval_mode"));
+        }
+        crate::watch::need_terminal("troupe run --watch")?;
     }
     let max_cost = args.max_cost.map(parse_max_cost).transpose()?;
     let ttl = parse_duration(&args.request_ttl)?;
@@ -91,8 +102,10 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
     let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace, &loaded);
-    let console = (!args.json).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
-    let listener: Arc<dyn EventListener> = match &console {
+    // With --watch the view reads the stream itself: nothing else writes to the terminal.
+    let console =
+        (!args.json && !args.watch).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
+    let listeners: Vec<Arc<dyn EventListener>> = match &console {
         Some(console) => {
             if args.approval == ApprovalMode::Ask {
                 approval = Arc::new(PausingApproval {
@@ -100,9 +113,10 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
                     console: console.clone(),
                 });
             }
-            console.clone()
+            vec![console.clone()]
         }
-        None => Arc::new(JsonLines),
+        None if args.json => vec![Arc::new(JsonLines)],
+        None => Vec::new(),
     };
     let settings = TeamSettings {
         workspace: workspace.to_path_buf(),
@@ -120,7 +134,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         redactor,
         long_lived,
         events: EventOptions {
-            listeners: vec![listener],
+            listeners,
             prompt: args.prompt.clone(),
         },
         settings: file_settings,
@@ -130,7 +144,40 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         store,
     };
     let start_line = (!args.json).then_some(sandbox_line.as_str());
-    let outcome = drive(settings, &args.prompt, &interrupt, notice, start_line);
+    let outcome = if args.watch {
+        // What the run says on stderr waits until the view is gone.
+        let held = Say::Held(Mutex::default());
+        let view_store = settings.store.clone();
+        let outcome = crate::watch::watch_run(
+            workspace,
+            view_store,
+            || {
+                interrupt.run.cancel();
+                interrupt.prompts.cancel();
+            },
+            || {
+                drive(
+                    settings,
+                    &args.prompt,
+                    &interrupt,
+                    notice,
+                    start_line,
+                    &held,
+                )
+            },
+        );
+        held.flush();
+        outcome?
+    } else {
+        drive(
+            settings,
+            &args.prompt,
+            &interrupt,
+            notice,
+            start_line,
+            &Say::Now,
+        )
+    };
     if let Some(console) = &console {
         console.finish();
     }
@@ -154,6 +201,31 @@ fn parse_max_cost(usd: f64) -> Result<Cost, CliError> {
         })
 }
 
+/// Where the run's own lines on stderr go (recovered messages, the sandbox line, the closing
+/// usage line): out at once, or held while the terminal view is up and said after it.
+pub enum Say {
+    Now,
+    Held(Mutex<Vec<String>>),
+}
+
+impl Say {
+    fn line(&self, line: String) {
+        match self {
+            Self::Now => eprintln!("{line}"),
+            Self::Held(lines) => troupe::sync::lock(lines).push(line),
+        }
+    }
+
+    /// Says the held lines.
+    fn flush(self) {
+        if let Self::Held(lines) = self {
+            for line in lines.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
 /// Builds the team, drives it to quiescence (or Ctrl-C, see [`interrupt`]), closes it, and ends
 /// the event stream with `run_ended`. `notice`, if any, is said once the team is built, then
 /// `start_line` (the sandbox, shown as is) when there is one. A turn
@@ -165,6 +237,7 @@ pub fn drive(
     interrupt: &Interrupt,
     notice: Option<&str>,
     start_line: Option<&str>,
+    say: &Say,
 ) -> Result<DriveOutcome, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -204,22 +277,22 @@ pub fn drive(
             "team built"
         );
         if team.recovered > 0 {
-            eprintln!(
+            say.line(format!(
                 "troupe: recovered {} message(s) left in processing by an earlier run",
                 team.recovered
-            );
+            ));
         }
         if let Some(kept) = &team.earlier_session {
-            eprintln!(
+            say.line(format!(
                 "troupe: new session; the lead's earlier conversation is kept in {}",
                 kept.display()
-            );
+            ));
         }
         if let Some(notice) = notice {
-            eprintln!("troupe: {notice}");
+            say.line(format!("troupe: {notice}"));
         }
         if let Some(line) = start_line {
-            eprintln!("{line}");
+            say.line(line.to_owned());
         }
         // On Ctrl-C the teammates are told to stop first, then the prompts end: a teammate
         // whose prompt was just answered "no" finds its team closing at its next safe point
@@ -252,10 +325,10 @@ pub fn drive(
         events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
         let spent = usage.per_agent();
         if !spent.is_empty() {
-            eprintln!("{}", troupe::agent::usage::render_closing_line(&spent));
+            say.line(troupe::agent::usage::render_closing_line(&spent));
         }
         if priced {
-            eprintln!("estimated cost: {}", usage.run_cost().text());
+            say.line(format!("estimated cost: {}", usage.run_cost().text()));
         }
         result.map_err(|e| e.in_stream())
     });

@@ -6,15 +6,12 @@
 
 use std::path::Path;
 
-use troupe::bootstrap::send_to_distributed_team;
-use troupe::bootstrap::StoreChoice;
-use troupe::error::ErrorCode;
-use troupe::send::{send_from_user, SendError};
 use troupe::wire::AgentName;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
 use crate::render;
+use crate::user_message::send_as_user;
 
 pub fn send(
     workspace: &Path,
@@ -26,16 +23,8 @@ pub fn send(
     let to = AgentName::parse(agent).map_err(|e| CliError::usage(e.to_string()))?;
     let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let sent = match crate::store_choice::store_choice(store, &settings, false)? {
-        StoreChoice::Files => send_from_user(workspace, &to, text),
-        StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, &to, text)
-        }
-    };
-    let id = sent.map_err(|e| match e {
-        SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
-        e => CliError::coded(&e),
-    })?;
+    let store = crate::store_choice::store_choice(store, &settings, false)?;
+    let id = send_as_user(workspace, &store, &to, text)?;
     if json {
         render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))
     } else {

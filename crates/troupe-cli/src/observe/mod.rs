@@ -6,11 +6,11 @@
 //! ([`logging`], [`terminal`]).
 
 pub mod approval;
-mod filter;
+pub(crate) mod filter;
 pub mod json;
 pub mod logging;
 mod spinners;
-mod style;
+pub(crate) mod style;
 mod terminal;
 
 use std::io::{IsTerminal, Write};
