@@ -58,8 +58,9 @@ pub struct PgMailboxStore {
     /// Who claims: written into `claimed_by`.
     holder: String,
     lease: Duration,
-    /// The fencing token of each claim this store made and has not finished.
-    claims: Arc<Mutex<HashMap<(AgentName, MessageId), i64>>>,
+    /// The fencing token (and the row's `created_ms`) of each claim this store made and has not
+    /// finished.
+    claims: Arc<Mutex<HashMap<(AgentName, MessageId), HeldClaim>>>,
     /// Messages this store moved out of the queue or back into it since it last vacuumed it.
     churn: Arc<AtomicU64>,
     /// Per agent: claims made ahead of the caller while it drains a backlog.
@@ -80,6 +81,16 @@ struct Ahead {
     rows: std::collections::VecDeque<AheadRow>,
 }
 
+/// A claim this store holds: its fencing token, and the row's `created_ms`, which every
+/// statement on the row names beside its id — with the whole key of either index given, the
+/// planner looks the row up in one probe even on a queue table it has no statistics for yet
+/// (it otherwise may walk the agent's whole queue for it: `BENCHMARKS.md`, 2026-12-03).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HeldClaim {
+    pub fence: i64,
+    pub created_ms: i64,
+}
+
 struct AheadRow {
     /// When its claim was sent, by the monotonic clock and by the injected one: the row is
     /// fresh while both say less than half the lease has passed.
@@ -87,6 +98,7 @@ struct AheadRow {
     id: Uuid,
     body: String,
     fence: i64,
+    created_ms: i64,
 }
 
 /// How many finished claims make the queue worth vacuuming, and how often that is looked at.
@@ -226,7 +238,7 @@ impl PgMailboxStore {
                     () = tokio::time::sleep(every) => {}
                     () = stop.cancelled() => return,
                 }
-                let fences: Vec<i64> = lock(&claims).values().copied().collect();
+                let fences: Vec<i64> = lock(&claims).values().map(|h| h.fence).collect();
                 if fences.is_empty() {
                     continue;
                 }
@@ -238,6 +250,10 @@ impl PgMailboxStore {
     }
 
     pub(super) fn fence_of(&self, agent: &AgentName, id: MessageId) -> Option<i64> {
+        self.claim_of(agent, id).map(|held| held.fence)
+    }
+
+    pub(super) fn claim_of(&self, agent: &AgentName, id: MessageId) -> Option<HeldClaim> {
         lock(&self.claims).get(&(agent.clone(), id)).copied()
     }
 
@@ -301,10 +317,11 @@ impl PgMailboxStore {
         &self,
         agent: &AgentName,
         id: MessageId,
-        fence: i64,
+        held: HeldClaim,
         to: MailboxState,
         reason: Option<(String, i64)>,
     ) -> Result<bool, MailboxError> {
+        let HeldClaim { fence, created_ms } = held;
         let store = self.store.clone();
         let agent_s = agent.as_str().to_owned();
         let uuid = id.as_uuid();
@@ -324,14 +341,14 @@ impl PgMailboxStore {
                                 "WITH moved AS (
                              UPDATE troupe_messages
                                 SET state = 'ready', claimed_by = NULL, lease_until = NULL
-                              WHERE team = $1 AND agent = $2 AND id = $3
+                              WHERE team = $1 AND agent = $2 AND created_ms = $6 AND id = $3
                                 AND state = 'processing' AND fence = $4
                           RETURNING agent)
                          SELECT pg_notify($5, agent)::text FROM moved",
                             )
                             .await
                             .map_err(|e| db_error("prepare a statement", e))?,
-                        &[&store.team(), &agent_s, &uuid, &fence, &notify],
+                        &[&store.team(), &agent_s, &uuid, &fence, &notify, &created_ms],
                     )
                     .await
             } else {
@@ -351,6 +368,7 @@ impl PgMailboxStore {
                             &from,
                             &at,
                             &reason,
+                            &created_ms,
                         ],
                     )
                     .await
@@ -361,11 +379,12 @@ impl PgMailboxStore {
     }
 }
 
-/// Moves a processing row held by `fence` to `troupe_messages_kept` as `$5` (`done` or
-/// `quarantine`, with `quarantined_from`, `quarantined_ms`, `reason`); a row when it moved.
+/// Moves a processing row held by `fence` (its `created_ms` `$9`, see [`HeldClaim`]) to
+/// `troupe_messages_kept` as `$5` (`done` or `quarantine`, with `quarantined_from`,
+/// `quarantined_ms`, `reason`); a row when it moved.
 pub(super) const FINISH: &str = "WITH moved AS (
      DELETE FROM troupe_messages
-      WHERE team = $1 AND agent = $2 AND id = $3
+      WHERE team = $1 AND agent = $2 AND created_ms = $9 AND id = $3
         AND state = 'processing' AND fence = $4
   RETURNING team, agent, id, created_ms, body)
  INSERT INTO troupe_messages_kept
@@ -496,7 +515,10 @@ impl PgMailboxStore {
     /// caller stopped claiming) is dropped here and its lease runs out in the database, so
     /// another holder gets it — never this one, twice. With a zero lease nothing is claimed
     /// ahead.
-    fn next_row(&self, agent: &AgentName) -> Result<Option<(Uuid, String, i64)>, MailboxError> {
+    fn next_row(
+        &self,
+        agent: &AgentName,
+    ) -> Result<Option<(Uuid, String, HeldClaim)>, MailboxError> {
         let fresh = self.lease / 2;
         {
             let now = self.clock.now();
@@ -508,7 +530,11 @@ impl PgMailboxStore {
                 if sent.elapsed() < fresh && by_clock >= 0 && (by_clock as u128) < fresh.as_millis()
                 {
                     entry.streak = entry.streak.saturating_add(1);
-                    return Ok(Some((row.id, row.body, row.fence)));
+                    let held = HeldClaim {
+                        fence: row.fence,
+                        created_ms: row.created_ms,
+                    };
+                    return Ok(Some((row.id, row.body, held)));
                 }
             }
         }
@@ -532,21 +558,10 @@ impl PgMailboxStore {
                 .query(
                     &client
                         .prepare_cached(
-                            "WITH next AS (
-                         SELECT id FROM troupe_messages
-                          WHERE team = $1 AND agent = $2
-                            AND (state = 'ready'
-                                 OR (state = 'processing' AND lease_until < clock_timestamp()))
-                          ORDER BY created_ms, id
-                          LIMIT $5
-                          FOR UPDATE SKIP LOCKED)
-                     UPDATE troupe_messages m
-                        SET state = 'processing', claimed_by = $3,
-                            fence = nextval('troupe_fence'),
-                            lease_until = clock_timestamp() + make_interval(secs => $4)
-                       FROM next
-                      WHERE m.team = $1 AND m.agent = $2 AND m.id = next.id
-                  RETURNING m.created_ms, m.id, m.body, m.fence",
+                            // `troupe_claim` (migration 11): each claimed row updated by
+                            // its whole key, whatever the table's statistics.
+                            "SELECT created_ms, id, body, fence
+                               FROM troupe_claim($1, $2, $3, $4, $5)",
                         )
                         .await
                         .map_err(|e| db_error("prepare a statement", e))?,
@@ -571,28 +586,32 @@ impl PgMailboxStore {
         let mut ahead = lock(&self.ahead);
         let entry = ahead.entry(agent.clone()).or_default();
         let mut rows = claimed.into_iter();
-        let Some((_, uuid, body, fence)) = rows.next() else {
+        let Some((created_ms, uuid, body, fence)) = rows.next() else {
             entry.streak = 0;
             return Ok(None);
         };
         entry.streak = entry.streak.saturating_add(1);
-        entry.rows.extend(rows.map(|(_, id, body, fence)| AheadRow {
-            sent,
-            id,
-            body,
-            fence,
-        }));
-        Ok(Some((uuid, body, fence)))
+        entry
+            .rows
+            .extend(rows.map(|(created_ms, id, body, fence)| AheadRow {
+                sent,
+                id,
+                body,
+                fence,
+                created_ms,
+            }));
+        Ok(Some((uuid, body, HeldClaim { fence, created_ms })))
     }
 
     fn claim_once(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
         loop {
-            let Some((uuid, body, fence)) = self.next_row(agent)? else {
+            let Some((uuid, body, held)) = self.next_row(agent)? else {
                 return Ok(None);
             };
+            let fence = held.fence;
             match parse_body(agent, &body) {
                 Ok(message) => {
-                    lock(&self.claims).insert((agent.clone(), message.id()), fence);
+                    lock(&self.claims).insert((agent.clone(), message.id()), held);
                     return Ok(Some(message));
                 }
                 Err(why) => {
@@ -638,8 +657,8 @@ impl PgMailboxStore {
         message: &MailboxMessage,
     ) -> Result<AckOutcome, MailboxError> {
         let id = message.id();
-        if let Some(fence) = self.fence_of(agent, id) {
-            if self.fenced_move(agent, id, fence, MailboxState::Done, None)? {
+        if let Some(held) = self.claim_of(agent, id) {
+            if self.fenced_move(agent, id, held, MailboxState::Done, None)? {
                 self.forget(agent, id);
                 return Ok(AckOutcome::Acked);
             }
@@ -673,8 +692,8 @@ impl PgMailboxStore {
 
     fn release_once(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
         let held = self.fence_of(agent, id);
-        if let Some(fence) = held {
-            if self.fenced_move(agent, id, fence, MailboxState::Ready, None)? {
+        if let Some(claim) = self.claim_of(agent, id) {
+            if self.fenced_move(agent, id, claim, MailboxState::Ready, None)? {
                 self.forget(agent, id);
                 return Ok(());
             }
@@ -700,11 +719,11 @@ impl PgMailboxStore {
             at,
         };
         let held = self.fence_of(agent, id);
-        if let Some(fence) = held {
+        if let Some(claim) = self.claim_of(agent, id) {
             if self.fenced_move(
                 agent,
                 id,
-                fence,
+                claim,
                 MailboxState::Quarantine,
                 Some((reason.to_owned(), at.unix_millis())),
             )? {
@@ -980,5 +999,75 @@ impl MailboxStore for PgMailboxStore {
 
     fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
         super::retrying(|| self.agents_once())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FINISH;
+    use crate::store::postgres::testing::TestDb;
+
+    /// The shared blocks a statement's plan touched, from `EXPLAIN (ANALYZE, BUFFERS, FORMAT
+    /// JSON)` run in a transaction that is rolled back.
+    fn blocks(db: &TestDb, prepare: &str, execute: &str) -> u64 {
+        let plan = db
+            .query_text(&format!(
+                "{prepare} BEGIN; EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {execute}"
+            ))
+            .unwrap()
+            .unwrap();
+        let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+        let top = &plan[0]["Plan"];
+        top["Shared Hit Blocks"].as_u64().unwrap() + top["Shared Read Blocks"].as_u64().unwrap()
+    }
+
+    /// A new team's queue has no statistics until autovacuum first analyses it, and a backlog
+    /// can grow to thousands of rows before that. The claim and the ack must still find their
+    /// rows in a few pages: once, a plan chosen without statistics walked the agent's whole
+    /// queue for each (3× slower at 10,000 messages; `BENCHMARKS.md`, 2026-12-03).
+    #[test]
+    fn claims_and_acks_touch_a_few_pages_of_a_long_unanalysed_queue() {
+        let Some(db) = TestDb::create() else { return };
+        drop(db.store("t")); // the schema, migrated
+        db.execute(
+            "INSERT INTO troupe_messages
+                    (team, agent, id, created_ms, state, body, claimed_by, fence, lease_until)
+             SELECT 't', 'busy', gen_random_uuid(), g, 'processing', repeat('x', 300), 'h', g,
+                    now() + interval '1 hour'
+               FROM generate_series(1, 20000) g;
+             INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
+             SELECT 't', 'idle', gen_random_uuid(), g, 'ready', repeat('x', 300)
+               FROM generate_series(1, 20000) g",
+        )
+        .unwrap();
+        let last = db
+            .query_text(
+                "SELECT id::text || ' ' || created_ms FROM troupe_messages
+                  WHERE team = 't' AND agent = 'busy' AND fence = 20000",
+            )
+            .unwrap()
+            .unwrap();
+        let (id, created) = last.split_once(' ').unwrap();
+        let ack = blocks(
+            &db,
+            &format!(
+                "PREPARE finish(text, text, uuid, bigint, text, text, bigint, text, bigint) \
+                 AS {FINISH};"
+            ),
+            &format!(
+                "EXECUTE finish('t', 'busy', '{id}', 20000, 'done', NULL, NULL, NULL, {created})"
+            ),
+        );
+        // 68 blocks found by the whole key; 188 when the agent's queue was walked.
+        assert!(ack < 120, "the ack touched {ack} blocks");
+
+        let claim = blocks(
+            &db,
+            // A first claim in the session compiles the function (catalog reads): warmed.
+            "DO $$ BEGIN PERFORM troupe_claim('t', 'idle', 'h', 30, 16); END $$;",
+            "SELECT * FROM troupe_claim('t', 'idle', 'h', 30, 16)",
+        );
+        // 16 rows claimed in about 200 blocks; 2,000 and more when the agent's queue was read.
+        assert!(claim < 600, "the claim touched {claim} blocks");
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use troupe_wire::{AgentName, MailboxMessage, ProtocolMessage};
 
-use super::mailbox::FINISH;
+use super::mailbox::{HeldClaim, FINISH};
 use super::protocol::consume_in;
 use super::{db_error, locked, Lock, PgMailboxStore, PgProtocolStore, PgStore};
 use crate::store::mailbox::{AckOutcome, MailboxError, MailboxStore};
@@ -58,8 +58,9 @@ impl PgResponseAck {
         &self,
         agent: &AgentName,
         response: &ProtocolMessage,
-        fence: i64,
+        held: HeldClaim,
     ) -> Result<Step, BackendError> {
+        let HeldClaim { fence, created_ms } = held;
         let store = self.store.clone();
         let now = self.protocol.now();
         let response = response.clone();
@@ -84,6 +85,7 @@ impl PgResponseAck {
                         &None::<&str>,
                         &None::<i64>,
                         &None::<String>,
+                        &created_ms,
                     ],
                 )
                 .await
@@ -110,8 +112,8 @@ impl ResponseAck for PgResponseAck {
         message: &MailboxMessage,
         response: &ProtocolMessage,
     ) -> Result<(Consumed, AckOutcome), ResponseAckError> {
-        if let Some(fence) = self.mailbox.fence_of(agent, message.id()) {
-            let step = super::retrying(|| self.in_one_transaction(agent, response, fence))
+        if let Some(held) = self.mailbox.claim_of(agent, message.id()) {
+            let step = super::retrying(|| self.in_one_transaction(agent, response, held))
                 .map_err(|e| ResponseAckError::Ack(MailboxError::Backend(e)))?;
             match step {
                 Step::Done(consumed) => {

@@ -18,10 +18,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("migrations/008_jobs.sql")),
     (9, include_str!("migrations/009_usage_cache.sql")),
     (10, include_str!("migrations/010_artifacts.sql")),
+    (11, include_str!("migrations/011_claim.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;
