@@ -105,6 +105,15 @@ impl EventCursor {
         }
     }
 
+    /// A cursor whose first read starts at byte `offset`, which must be the start of a line
+    /// (an [`super::index::Entry`]'s offset, or the end of the indexed lines).
+    pub fn starting_at(path: &Path, offset: u64) -> Self {
+        Self {
+            offset,
+            ..Self::new(path)
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
