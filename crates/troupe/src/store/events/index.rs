@@ -380,7 +380,7 @@ impl EventIndex {
             return Ok(false);
         }
         let count = (len - HEADER) / RECORD;
-        if (len - HEADER) % RECORD != 0 {
+        if !(len - HEADER).is_multiple_of(RECORD) {
             // A torn record from a writer that stopped mid-write.
             self.store
                 .truncate(&self.index_path, HEADER + count * RECORD)?;
