@@ -1016,6 +1016,24 @@ fn a_shared_team_is_served_from_its_database() {
     });
     follower.close();
     assert_eq!(read_ids_until(&mut stream, last + 1), vec![last + 1]);
+    // Older events come from the database by position, filtered or not.
+    let page = server.get_json(&format!("/api/events?before={}&limit=5", last + 1));
+    let kinds: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run_started", "assistant_text"], "{page:#}");
+    assert_eq!(page["next_before"], Value::Null);
+    let said = server.get_json("/api/events?before=end&agent=lead&q=HELLO");
+    let seqs: Vec<u64> = said["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [last], "{said:#}");
     // Conversations come from the database (the lead has none yet).
     let conversation = server.get_json("/api/conversation?agent=lead");
     assert_eq!(conversation["messages"], json!([]), "{conversation:#}");
