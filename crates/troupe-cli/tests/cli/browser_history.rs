@@ -87,7 +87,10 @@ fn a_million_events_open_on_the_latest_and_scrolling_back_loads_older_ones() {
     let rows = seqs(&page.evaluate(ROWS).unwrap());
     assert_eq!(rows, (N - PAGE + 1..=N).collect::<Vec<_>>());
     let at_end = page
-        .evaluate("(() => { const t = document.getElementById('timeline'); return t.scrollTop + t.clientHeight >= t.scrollHeight - 4 && t.scrollTop > 0; })()")
+        .evaluate(
+            "(() => { const t = document.getElementById('timeline');
+               return t.scrollTop + t.clientHeight >= t.scrollHeight - 4 && t.scrollTop > 0; })()",
+        )
         .unwrap();
     assert_eq!(at_end, json!(true), "the latest events are in view");
 
@@ -115,7 +118,12 @@ fn a_million_events_open_on_the_latest_and_scrolling_back_loads_older_ones() {
     );
     // The row that was at the top is still in view: the older rows went above it.
     let kept = page
-        .evaluate("(() => { const t = document.getElementById('timeline').getBoundingClientRect(); const r = document.querySelector('#timeline .event[data-seq=\"' + window.__wasTop + '\"]').getBoundingClientRect(); return r.bottom > t.top && r.top < t.bottom; })()")
+        .evaluate(
+            "(() => { const t = document.getElementById('timeline').getBoundingClientRect();
+               const row = '#timeline .event[data-seq=\"' + window.__wasTop + '\"]';
+               const r = document.querySelector(row).getBoundingClientRect();
+               return r.bottom > t.top && r.top < t.bottom; })()",
+        )
         .unwrap();
     assert_eq!(kept, json!(true));
 

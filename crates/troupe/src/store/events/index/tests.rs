@@ -126,22 +126,30 @@ fn a_torn_record_is_cut_and_the_rest_kept() {
 
 #[test]
 fn a_damaged_record_is_found_on_read_and_the_index_rebuilt() {
-    let f = fixture(&lines(1..=50));
-    drop(EventIndex::open(&f.events, &f.index).unwrap());
-    // Record 20 points one byte off.
-    let mut bytes = std::fs::read(&f.index).unwrap();
-    let at = usize::try_from(HEADER + 20 * RECORD + 8).unwrap();
-    bytes[at] = bytes[at].wrapping_add(1);
-    std::fs::write(&f.index, &bytes).unwrap();
-    let mut index = EventIndex::open(&f.events, &f.index).unwrap();
-    assert_eq!(
-        index.rebuilds(),
-        0,
-        "first and last records are still right"
-    );
-    assert_eq!(seqs(&mut index, 20, 22), [21, 22]);
-    assert_eq!(index.rebuilds(), 1, "the read found the damage");
-    assert_eq!(seqs(&mut index, 0, 50), (1..=50).collect::<Vec<_>>());
+    let record = |i: u64| usize::try_from(HEADER + i * RECORD).unwrap();
+    // One byte off (no line starts there), or the start of another line (a plausible offset).
+    for damage in ["one byte off", "another line's offset"] {
+        let f = fixture(&lines(1..=50));
+        drop(EventIndex::open(&f.events, &f.index).unwrap());
+        let mut bytes = std::fs::read(&f.index).unwrap();
+        let at = record(20) + 8;
+        if damage == "one byte off" {
+            bytes[at] = bytes[at].wrapping_add(1);
+        } else {
+            let next: Vec<u8> = bytes[record(21) + 8..record(21) + 16].to_vec();
+            bytes[at..at + 8].copy_from_slice(&next);
+        }
+        std::fs::write(&f.index, &bytes).unwrap();
+        let mut index = EventIndex::open(&f.events, &f.index).unwrap();
+        assert_eq!(
+            index.rebuilds(),
+            0,
+            "{damage}: first and last records are right"
+        );
+        assert_eq!(seqs(&mut index, 20, 22), [21, 22], "{damage}");
+        assert_eq!(index.rebuilds(), 1, "{damage}: the read found the damage");
+        assert_eq!(seqs(&mut index, 0, 50), (1..=50).collect::<Vec<_>>());
+    }
 }
 
 #[test]
