@@ -1,6 +1,7 @@
 //! The routes of `troupe serve` (every one behind the checks of `http`): the page and its two
 //! files, the read-only JSON views, the live event stream, and the two actions a person takes
-//! (answer a plan, send a message). GET never changes anything.
+//! (answer a plan, send a message). GET never changes troupe's state (it may catch up the
+//! stream's index, the server's own cache).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,8 @@
 //!
 //! Listens on 127.0.0.1 only (`--port 0`, the default, picks a free port) and prints one line,
 //! `troupe: serving <workspace> at http://127.0.0.1:PORT/?token=TOKEN`, then serves until Ctrl-C
-//! or SIGTERM (exit 0). It only reads troupe's state, never takes the run lock and never creates
+//! or SIGTERM (exit 0). It only reads troupe's state — writing only the stream's index,
+//! `.troupe/events.idx`, beside an existing stream — never takes the run lock and never creates
 //! `.troupe/` (a workspace without it shows an empty team and is followed once it appears); the
 //! two POST routes answer a plan and send a message through the same functions as `troupe review`
 //! and `troupe send`. With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it serves a
