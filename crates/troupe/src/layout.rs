@@ -130,6 +130,12 @@ impl Layout {
         self.state_dir().join("events.jsonl")
     }
 
+    /// Where each line of the event stream starts (written by its readers; see
+    /// `store::events::index`).
+    pub fn events_index(&self) -> PathBuf {
+        self.state_dir().join("events.idx")
+    }
+
     /// `.troupe/worktrees`: the teammates' git worktrees (SPEC §12) and their records.
     pub fn worktrees_dir(&self) -> PathBuf {
         self.state_dir().join("worktrees")

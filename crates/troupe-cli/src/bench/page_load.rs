@@ -3,6 +3,11 @@
 //! 10,000 events of a realistic run. Each load is in a fresh browser (no cache); the figure is
 //! the median.
 //!
+//! `troupe-bench page-load` also reports the server's resident memory after the loads
+//! (`VmRSS`, and its peak `VmHWM`, from `/proc/<pid>/status` of the `troupe serve` process) and
+//! the first load on its own (it includes the server indexing the stream, when it had no
+//! index yet).
+//!
 //! The moment of readiness is taken inside the page: a script installed before the page's own
 //! records `performance.now()` (milliseconds since navigation start) when a mutation observer
 //! first sees the flag, so the time to ask the page afterwards is not counted.
@@ -63,17 +68,28 @@ pub fn troupe_beside_this_binary() -> BenchResult<PathBuf> {
 /// The median milliseconds from navigation start to `body[data-ready="1"]` over `loads` loads of
 /// the served page of a workspace holding `events` events, in a temporary folder under `dir`.
 pub fn measure(dir: &Path, troupe: &Path, events: usize, loads: usize) -> BenchResult<f64> {
-    measure_with_marks(dir, troupe, events, loads).map(|(median, _)| median)
+    measure_with_marks(dir, troupe, events, loads).map(|m| m.median)
 }
 
-/// [`measure`], with the median time of each `performance.mark` the page set (where the time
-/// went: data fetched, timeline drawn).
+/// What one measurement found.
+pub struct Measured {
+    /// Median ms to ready.
+    pub median: f64,
+    /// Ms to ready of the first load.
+    pub first: f64,
+    /// The median time of each `performance.mark` the page set (where the time went).
+    pub marks: Map<String, Value>,
+    /// `troupe serve`'s `VmRSS` and `VmHWM` after the loads, in bytes.
+    pub memory: Option<(u64, u64)>,
+}
+
+/// [`measure`], with the marks, the first load and the server's memory.
 pub fn measure_with_marks(
     dir: &Path,
     troupe: &Path,
     events: usize,
     loads: usize,
-) -> BenchResult<(f64, Map<String, Value>)> {
+) -> BenchResult<Measured> {
     let workspace = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     write_events(workspace.path(), events)?;
     let serve = Serve::start(troupe, workspace.path())?;
@@ -86,12 +102,30 @@ pub fn measure_with_marks(
             marks.entry(name).or_default().push(at);
         }
     }
+    let memory = memory_of(serve.child.id());
+    let first = ready.first().copied().unwrap_or(0.0);
     let median = median_of(ready).ok_or_else(|| "no load measured (loads = 0)".to_string())?;
     let marks = marks
         .into_iter()
         .filter_map(|(name, times)| Some((name, json!(crate::stats::round2(median_of(times)?)))))
         .collect();
-    Ok((median, marks))
+    Ok(Measured {
+        median,
+        first,
+        marks,
+        memory,
+    })
+}
+
+/// `VmRSS` and `VmHWM` of process `pid`, in bytes (Linux; none elsewhere).
+fn memory_of(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 fn median_of(mut samples: Vec<f64>) -> Option<f64> {
@@ -317,13 +351,20 @@ pub fn figures(dir: &Path) -> BenchResult<Map<String, Value>> {
 /// `troupe-bench page-load`: the figure on its own, with its inputs and the page's marks.
 pub fn run(dir: &Path, events: usize, loads: usize) -> BenchResult<Value> {
     let troupe = troupe_beside_this_binary()?;
-    let (median, marks) = measure_with_marks(dir, &troupe, events, loads)?;
+    let measured = measure_with_marks(dir, &troupe, events, loads)?;
+    let (rss, hwm) = measured.memory.unzip();
     Ok(json!({
         "events": events,
         "loads": loads,
-        "page_load_ms_median": crate::stats::round2(median),
+        "page_load_ms_median": crate::stats::round2(measured.median),
+        "page_load_ms_first": crate::stats::round2(measured.first),
         "goal_ms": 1000,
-        "page_marks_ms_median": marks,
+        "page_marks_ms_median": measured.marks,
+        "serve_rss_bytes": rss,
+        "serve_hwm_bytes": hwm,
+        "serve_rss_mib": rss.map(|b| crate::stats::round2(b as f64 / 1_048_576.0)),
+        "serve_hwm_mib": hwm.map(|b| crate::stats::round2(b as f64 / 1_048_576.0)),
+        "goal_rss_mib": 100,
     }))
 }
 

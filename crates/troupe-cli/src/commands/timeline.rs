@@ -2,15 +2,16 @@
 //! events embedded as JSON, the page's script and style inlined; no token, no requests, works
 //! from `file://`. Written durably (atomic replace); never into `.troupe/`. With a store URL:
 //! a shared team's whole stream (every process's events, in the team's order), from its
-//! database.
+//! database. The stream is copied a batch at a time into a staged file, never held whole.
 
 use std::path::{Path, PathBuf};
 
 use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
-use troupe::store::durable;
-use troupe::store::events::read::read_all;
+use troupe::store::durable::StagedFile;
+use troupe::store::events::read::EventCursor;
+use troupe::wire::Event;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
@@ -30,38 +31,72 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
         )));
     }
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let events = match crate::store_choice::store_choice(store, &settings, false)? {
-        StoreChoice::Files => read_all(&layout.events_log())
-            .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
-        StoreChoice::Postgres(options) => {
-            shared_events(&options.url, &options.team).map_err(|e| CliError::coded(&e))?
-        }
+    let storage = |e: troupe::store::IoError| CliError::failed(e).with_code("storage_error");
+    let mut out = Out {
+        file: StagedFile::create(&dest).map_err(storage)?,
+        written: 0,
     };
-    let json = serde_json::Value::Array(events.iter().map(troupe::wire::Event::to_json).collect());
-    let html = page::standalone(&json.to_string());
-    durable::replace(&dest, html.as_bytes())
-        .map_err(|e| CliError::failed(e).with_code("storage_error"))?;
+    let (before, after) = page::standalone_around();
+    out.file.write_all(before.as_bytes()).map_err(storage)?;
+    out.file.write_all(b"[").map_err(storage)?;
+    match crate::store_choice::store_choice(store, &settings, false)? {
+        StoreChoice::Files => {
+            let mut cursor = EventCursor::new(&layout.events_log());
+            loop {
+                let batch = cursor
+                    .read_batch(BATCH_BYTES)
+                    .map_err(|e| CliError::failed(e).with_code("storage_error"))?;
+                if batch.is_empty() {
+                    break;
+                }
+                out.add(&batch).map_err(storage)?;
+            }
+        }
+        StoreChoice::Postgres(options) => {
+            let view =
+                TeamView::open_url(&options.url, &options.team).map_err(|e| CliError::coded(&e))?;
+            let mut last = 0;
+            loop {
+                let batch = view
+                    .events_after(last, 1000)
+                    .map_err(|e| CliError::coded(&e))?;
+                let Some(end) = batch.last() else { break };
+                last = end.seq;
+                out.add(&batch).map_err(storage)?;
+            }
+        }
+    }
+    out.file.write_all(b"]").map_err(storage)?;
+    out.file.write_all(after.as_bytes()).map_err(storage)?;
+    out.file.place(&dest).map_err(storage)?;
     render::print_text(&format!(
         "wrote {} events to {}\n",
-        events.len(),
+        out.written,
         dest.display()
     ))
 }
 
-/// Every event of a shared team's stream, in its order.
-fn shared_events(
-    url: &str,
-    team: &str,
-) -> Result<Vec<troupe::wire::Event>, troupe::store::BackendError> {
-    let view = TeamView::open_url(url, team)?;
-    let mut all = Vec::new();
-    loop {
-        let after = all.last().map_or(0, |e: &troupe::wire::Event| e.seq);
-        let batch = view.events_after(after, 1000)?;
-        if batch.is_empty() {
-            return Ok(all);
+/// How much of the events file is read and copied at a time.
+const BATCH_BYTES: usize = 1024 * 1024;
+
+/// The page being written, and how many events it holds so far.
+struct Out {
+    file: StagedFile,
+    written: usize,
+}
+
+impl Out {
+    /// Appends a batch of events to the embedded JSON array.
+    fn add(&mut self, batch: &[Event]) -> Result<(), troupe::store::IoError> {
+        let mut text = String::new();
+        for event in batch {
+            if self.written > 0 {
+                text.push(',');
+            }
+            text.push_str(&page::json_script_safe(&event.to_json().to_string()));
+            self.written += 1;
         }
-        all.extend(batch);
+        self.file.write_all(text.as_bytes())
     }
 }
 

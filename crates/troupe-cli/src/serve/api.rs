@@ -1,6 +1,7 @@
 //! The routes of `troupe serve` (every one behind the checks of `http`): the page and its two
 //! files, the read-only JSON views, the live event stream, and the two actions a person takes
-//! (answer a plan, send a message). GET never changes anything.
+//! (answer a plan, send a message). GET never changes troupe's state (it may catch up the
+//! stream's index, the server's own cache).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -15,15 +16,16 @@ use troupe::agent::transcript::{parse, FileTranscript};
 use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
-use troupe::store::events::read::EventCursor;
 use troupe::wire::AgentName;
 
-use super::cache::{EventCache, EventSource};
 use super::changes::Changes;
+use super::filter::Filter;
+use super::history::{EventSource, ReadError};
 use super::http::Handler;
 use super::response::{self, error, query_param, respond, Body};
 use super::state;
 use super::token::Token;
+use super::window::{json_array, EventWindow};
 use super::{page, send, sse};
 use crate::error::{CliError, Kind};
 use crate::plan_answer::answer_plan_in;
@@ -31,8 +33,12 @@ use crate::plan_answer::answer_plan_in;
 /// The largest request body accepted (JSON of a review or a message).
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// The most events one `GET /api/events` returns.
-const MAX_LIMIT: usize = 100_000;
+/// The most events one `GET /api/events` returns (and how many without `limit`).
+const MAX_LIMIT: usize = 5_000;
+
+/// The most events of the history one filtered `GET /api/events?before=` searches; the
+/// answer's `next_before` says where to go on.
+const MAX_SCAN: usize = 50_000;
 
 /// What every request handler shares.
 pub struct Shared {
@@ -40,7 +46,8 @@ pub struct Shared {
     pub layout: Layout,
     pub token: Arc<Token>,
     pub changes: Changes,
-    pub cache: Mutex<EventCache>,
+    /// The latest events and the fold of the stream (never the whole stream).
+    pub window: Mutex<EventWindow>,
     /// The team served: the workspace's files, or a shared team's database.
     pub team: Team,
     /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
@@ -60,12 +67,14 @@ pub enum Team {
 }
 
 impl Shared {
-    /// A new reader of the served team's events, from the first.
-    pub fn source(&self) -> EventSource {
-        match &self.team {
-            Team::Files => EventSource::File(EventCursor::new(&self.layout.events_log())),
-            Team::Shared { view, .. } => EventSource::shared(view.clone()),
-        }
+    /// A reader of the served team's events after `since` (found through the index: the
+    /// stream is not read from its start).
+    pub fn reader_after(&self, since: u64) -> Result<EventSource, ReadError> {
+        let mut window = self.window.lock().map_err(|_| ReadError {
+            code: "internal",
+            message: "the event window is poisoned".into(),
+        })?;
+        window.reader_after(since)
     }
 
     /// The store choice of the served team (for the functions the commands share).
@@ -109,7 +118,21 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
                 .map(str::to_owned)
                 .or_else(|| query_param(query.as_deref(), "since"));
             match parse_seq(since.as_deref()) {
-                Ok(since) => sse::stream(shared.changes.subscribe(), shared.source(), since),
+                Ok(since) => {
+                    let reader = shared.clone();
+                    let found = tokio::task::spawn_blocking(move || reader.reader_after(since))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(ReadError {
+                                code: "internal",
+                                message: format!("the handler failed: {e}"),
+                            })
+                        });
+                    match found {
+                        Ok(source) => sse::stream(shared.changes.subscribe(), source, since),
+                        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
+                    }
+                }
                 Err(cause) => error(StatusCode::BAD_REQUEST, "usage", &cause),
             }
         }
@@ -190,7 +213,7 @@ fn state_view(shared: &Shared) -> Response<Body> {
     match state::state(
         &shared.layout,
         &shared.choice(),
-        &shared.cache,
+        &shared.window,
         &shared.prices,
     ) {
         Ok(value) => response::json(StatusCode::OK, &value),
@@ -198,13 +221,24 @@ fn state_view(shared: &Shared) -> Response<Body> {
     }
 }
 
-/// `GET /api/events?since=N&limit=M`: the events with `seq > N`, at most M (default and cap
-/// 100 000), oldest first.
+fn poisoned() -> Response<Body> {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the event window is poisoned",
+    )
+}
+
+/// `GET /api/events`, two ways:
+/// - `?since=N&limit=M`: the events with `seq > N`, at most M (default and cap 5,000), oldest
+///   first, as a JSON array.
+/// - `?before=N|end&limit=M[&agent=A][&kind=K][&q=TEXT]`: the latest M (default and cap 5,000)
+///   events with `seq < N` (or the stream's last ones) that match the filters, oldest first, as
+///   `{"events": [...], "next_before": S|null, "last_seq": L}`: `next_before` is where to ask
+///   for the page before this one (null: the stream's start was reached). A filtered search
+///   reads at most 50,000 events of the history per request, so a page may hold fewer than M
+///   events and still have a `next_before`.
 fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
-    let since = match parse_seq(query_param(query, "since").as_deref()) {
-        Ok(since) => since,
-        Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
-    };
     let limit = match query_param(query, "limit") {
         None => MAX_LIMIT,
         Some(raw) => match raw.parse::<usize>() {
@@ -218,19 +252,50 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
             }
         },
     };
-    let Ok(mut cache) = shared.cache.lock() else {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "the event cache is poisoned",
-        );
+    let before = match query_param(query, "before").as_deref() {
+        None => None,
+        Some("end") => Some(u64::MAX),
+        Some(raw) => match parse_seq(Some(raw)) {
+            Ok(seq) => Some(seq),
+            Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
+        },
     };
-    match cache.refresh() {
-        Ok(()) => respond(
-            StatusCode::OK,
-            "application/json",
-            cache.json_after(since, limit),
-        ),
+    let since = match parse_seq(query_param(query, "since").as_deref()) {
+        Ok(since) => since,
+        Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
+    };
+    let Ok(mut window) = shared.window.lock() else {
+        return poisoned();
+    };
+    if let Err(e) = window.refresh() {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message);
+    }
+    let Some(before) = before else {
+        return match window.after(since, limit) {
+            Ok(events) => respond(StatusCode::OK, "application/json", json_array(&events)),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
+        };
+    };
+    let filter = Filter::new(
+        query_param(query, "agent"),
+        query_param(query, "kind"),
+        query_param(query, "q"),
+    );
+    match window.before(before, limit, &filter, MAX_SCAN) {
+        Ok(older) => {
+            let next = older
+                .next_before
+                .map_or_else(|| "null".to_owned(), |s| s.to_string());
+            respond(
+                StatusCode::OK,
+                "application/json",
+                format!(
+                    r#"{{"events":{},"next_before":{next},"last_seq":{}}}"#,
+                    json_array(&older.events),
+                    window.last_seq()
+                ),
+            )
+        }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }
 }

@@ -3,17 +3,23 @@
 //!
 //! Listens on 127.0.0.1 only (`--port 0`, the default, picks a free port) and prints one line,
 //! `troupe: serving <workspace> at http://127.0.0.1:PORT/?token=TOKEN`, then serves until Ctrl-C
-//! or SIGTERM (exit 0). It only reads troupe's state, never takes the run lock and never creates
+//! or SIGTERM (exit 0). It only reads troupe's state — writing only the stream's index,
+//! `.troupe/events.idx`, beside an existing stream — never takes the run lock and never creates
 //! `.troupe/` (a workspace without it shows an empty team and is followed once it appears); the
 //! two POST routes answer a plan and send a message through the same functions as `troupe review`
 //! and `troupe send`. With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it serves a
-//! team shared through PostgreSQL instead: its roster, requests, usage, whole event stream and
+//! team shared through PostgreSQL instead: its roster, requests, usage, event stream and
 //! conversations from the database, live through the stream's `NOTIFY`; answers and messages
 //! go there.
+//!
+//! The server never holds the whole stream ([`window`]): the page opens on the latest events
+//! and asks for older ones by `seq` as the person scrolls or filters; they are read from the
+//! stream's index ([`history`]; the server writes `.troupe/events.idx`) or the database.
 
 mod api;
-mod cache;
 mod changes;
+mod filter;
+mod history;
 mod http;
 pub mod page;
 mod response;
@@ -21,6 +27,7 @@ mod send;
 mod sse;
 mod state;
 mod token;
+mod window;
 
 use std::io::Write;
 use std::path::Path;
@@ -29,7 +36,6 @@ use std::sync::{Arc, Mutex};
 use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
-use troupe::store::events::read::EventCursor;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
@@ -76,14 +82,14 @@ async fn run(
             .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
         Team::Shared { view, .. } => changes::Changes::shared(view),
     };
-    let source = match &team {
-        Team::Files => cache::EventSource::File(EventCursor::new(&layout.events_log())),
-        Team::Shared { view, .. } => cache::EventSource::shared(view.clone()),
+    let history = match &team {
+        Team::Files => history::History::file(&layout),
+        Team::Shared { view, .. } => history::History::Shared(view.clone()),
     };
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
-        cache: Mutex::new(cache::EventCache::new(source)),
+        window: Mutex::new(window::EventWindow::new(history)),
         layout,
         team,
         token: Arc::new(token),
@@ -91,11 +97,11 @@ async fn run(
         prices,
     });
     let shutdown = shutdown()?;
-    // Read the events already there while the first page is being asked for.
+    // Index the stream and read its end while the first page is being asked for.
     let warm = shared.clone();
     tokio::task::spawn_blocking(move || {
-        if let Ok(mut cache) = warm.cache.lock() {
-            let _ = cache.refresh();
+        if let Ok(mut window) = warm.window.lock() {
+            let _ = window.refresh();
         }
     });
     {

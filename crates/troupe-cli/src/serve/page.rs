@@ -18,23 +18,35 @@ pub fn index(token: &str) -> String {
 /// One self-contained page: the style and script inlined, and `events_json` (a JSON array)
 /// embedded in `<script type="application/json" id="events">`, which switches the script to
 /// offline mode (no requests).
+#[cfg(test)]
 pub fn standalone(events_json: &str) -> String {
+    let (before, after) = standalone_around();
+    format!("{before}{}{after}", json_script_safe(events_json))
+}
+
+/// The self-contained page cut where the events' JSON goes: a writer puts the array (each
+/// piece through [`json_script_safe`]) between the two halves, a batch at a time.
+pub fn standalone_around() -> (String, String) {
+    const EVENTS: &str = "\u{0}EVENTS\u{0}";
     let style = format!("<style>\n{}</style>", STYLE_CSS.replace("</", "<\\/"));
     let scripts = format!(
-        "<script type=\"application/json\" id=\"events\">{}</script>\n<script>\n{}</script>",
-        json_script_safe(events_json),
+        "<script type=\"application/json\" id=\"events\">{EVENTS}</script>\n<script>\n{}</script>",
         APP_JS.replace("</", "<\\/")
     );
-    INDEX_HTML
+    let page = INDEX_HTML
         .replace(STYLE_LINK, &style)
         .replace(SCRIPT_TAG, &scripts)
-        .replace("<title>troupe</title>", "<title>troupe timeline</title>")
+        .replace("<title>troupe</title>", "<title>troupe timeline</title>");
+    match page.split_once(EVENTS) {
+        Some((before, after)) => (before.to_owned(), after.to_owned()),
+        None => (page, String::new()),
+    }
 }
 
 /// JSON that cannot end its `<script>` element early nor start an HTML comment in it: `</`
 /// becomes `<\/` and `<!--` `<\u0021--` (both can only be inside JSON strings, where they read
 /// as the same characters).
-fn json_script_safe(json: &str) -> String {
+pub fn json_script_safe(json: &str) -> String {
     json.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 }
 

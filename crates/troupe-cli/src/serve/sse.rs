@@ -12,7 +12,7 @@ use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use tokio::sync::{mpsc, watch};
 
-use super::cache::EventSource;
+use super::history::EventSource;
 use super::response::{set_common_headers, Body};
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

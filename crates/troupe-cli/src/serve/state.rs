@@ -2,7 +2,7 @@
 //! and estimated cost, the pending plan requests, and the last event's `seq`.
 //!
 //! Built from the read-only `Inspector` (roster, usage, pending requests) and, for the model each
-//! agent uses, the `model_call_finished` events of the server's [`EventCache`]. An agent's cost
+//! agent uses, the fold of `model_call_finished` events kept by the server's [`EventWindow`]. An agent's cost
 //! is `troupe usage`'s: each model's tokens at that model's price (`troupe::prices`, with the
 //! settings' `[prices]`); `null` when none of its tokens has a price.
 
@@ -19,7 +19,7 @@ use troupe::wire::RequestStatus;
 use troupe::prices::report::{GroupBy, Line, UsageReport};
 use troupe::prices::PriceTable;
 
-use super::cache::EventCache;
+use super::window::EventWindow;
 
 /// Why the state could not be read: a message with its stable code.
 pub struct StateError {
@@ -30,7 +30,7 @@ pub struct StateError {
 pub fn state(
     layout: &Layout,
     team: &StoreChoice,
-    cache: &Mutex<EventCache>,
+    window: &Mutex<EventWindow>,
     prices: &PriceTable,
 ) -> Result<Value, StateError> {
     let failed = |e: troupe::inspect::InspectError| StateError {
@@ -54,22 +54,26 @@ pub fn state(
         .map(|group| (group.key, group.line))
         .collect();
     let (models, cached_last) = {
-        let mut cache = cache.lock().map_err(|_| StateError {
+        let mut window = window.lock().map_err(|_| StateError {
             code: "internal",
-            message: "the event cache is poisoned".to_owned(),
+            message: "the event window is poisoned".to_owned(),
         })?;
-        cache.refresh().map_err(|e| StateError {
+        let read = |e: super::history::ReadError| StateError {
             code: e.code,
             message: e.message,
-        })?;
-        (cache.models().clone(), cache.last_seq())
+        };
+        window.refresh().map_err(read)?;
+        let mut names = vec!["lead"];
+        names.extend(report.teammates.iter().map(|t| t.name.as_str()));
+        let models = window.models(&names).map_err(read)?.clone();
+        (models, window.last_seq())
     };
     let last = match team {
         StoreChoice::Files => last_seq(&layout.events_log()).map_err(|e| StateError {
             code: "storage_error",
             message: e.to_string(),
         })?,
-        // The shared stream's positions are the cache's, read just now.
+        // The shared stream's positions are the window's, read just now.
         StoreChoice::Postgres(_) => cached_last,
     };
     let lead_status = if report.run.active { "running" } else { "idle" };

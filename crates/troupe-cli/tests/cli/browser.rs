@@ -23,13 +23,13 @@ use super::support::{command, troupe_in};
 
 #[allow(dead_code)] // The bench uses more of it than these tests.
 #[path = "../../src/bench/cdp.rs"]
-mod cdp;
+pub(super) mod cdp;
 
 use cdp::Page;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn skipped() -> bool {
+pub(super) fn skipped() -> bool {
     let skip = std::env::var_os("TROUPE_SKIP_BROWSER").is_some_and(|v| v == "1");
     if skip {
         eprintln!("TROUPE_SKIP_BROWSER=1: the browser test is skipped");
@@ -38,19 +38,19 @@ fn skipped() -> bool {
 }
 
 /// A real browser page, or a failure that says how to get Chromium.
-fn open_page() -> Page {
+pub(super) fn open_page() -> Page {
     Page::open().unwrap_or_else(|e| panic!("cannot drive a headless Chromium: {e}"))
 }
 
 /// `target/browser-artifacts/`, created.
-fn artifacts() -> PathBuf {
+pub(super) fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
 /// A child process killed (if still running) when the test ends, pass or fail.
-struct Running(Child);
+pub(super) struct Running(pub(super) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -71,7 +71,7 @@ fn lines_of(reader: impl Read + Send + 'static) -> mpsc::Receiver<String> {
 }
 
 /// Starts `troupe serve --port 0` on `ws` and returns it with the URL it printed.
-fn serve(ws: &Path) -> (Running, String) {
+pub(super) fn serve(ws: &Path) -> (Running, String) {
     let mut child = command(ws)
         .args(["serve", "--workspace", ws.to_str().unwrap(), "--port", "0"])
         .stdin(Stdio::null())

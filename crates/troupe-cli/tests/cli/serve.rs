@@ -425,13 +425,58 @@ fn get_changes_nothing_and_reports_the_demo() {
     assert_eq!(seqs, [count - 2, count - 1]);
     assert_eq!(server.get("/api/events?since=x").status, 400);
 
+    // The page's way: the latest events first, then older ones by seq, filtered or not.
+    let latest = server.get_json("/api/events?before=end&limit=2");
+    let seqs_of = |page: &Value| -> Vec<u64> {
+        page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs_of(&latest), [count - 1, count]);
+    assert_eq!(latest["next_before"], count - 1);
+    assert_eq!(latest["last_seq"], count);
+    let older = server.get_json(&format!("/api/events?before={}&limit=2", count - 1));
+    assert_eq!(seqs_of(&older), [count - 3, count - 2]);
+    let start = server.get_json("/api/events?before=3&limit=10");
+    assert_eq!(seqs_of(&start), [1, 2]);
+    assert_eq!(start["next_before"], Value::Null, "the stream's start");
+    let file_events: Vec<Value> = events_file
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let writer_texts: Vec<u64> = file_events
+        .iter()
+        .filter(|e| e["agent"] == "writer" && e["kind"] == "assistant_text")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(!writer_texts.is_empty());
+    let filtered =
+        server.get_json("/api/events?before=end&limit=100&agent=writer&kind=assistant_text");
+    assert_eq!(seqs_of(&filtered), writer_texts);
+    assert_eq!(filtered["next_before"], Value::Null);
+    let first_prompt = file_events[0]["prompt"].as_str().unwrap().to_uppercase();
+    let word = first_prompt.split_whitespace().next().unwrap();
+    let by_text = server.get_json(&format!("/api/events?before=end&q={word}"));
+    assert!(seqs_of(&by_text).contains(&1), "{word}: {by_text}");
+    assert_eq!(server.get("/api/events?before=x").status, 400);
+
     let lead = server.get_json("/api/conversation?agent=lead");
     assert!(!lead["messages"].as_array().unwrap().is_empty(), "{lead}");
     assert!(lead["messages"][0]["message"]["role"].is_string(), "{lead}");
     assert_eq!(server.get("/api/conversation?agent=Lead%2F..").status, 400);
     assert_eq!(server.get("/api/nothing").status, 404);
 
-    assert_eq!(snapshot(&state_dir), before, "GET changed .troupe/");
+    // The stream's index is the server's own cache (it is its writer); nothing else changes.
+    let mut after = snapshot(&state_dir);
+    assert!(
+        after.remove(&Layout::new(&ws).events_index()).is_some(),
+        "{:?}",
+        after.keys()
+    );
+    assert_eq!(after, before, "GET changed .troupe/");
 }
 
 /// An agent's cost on the page is `troupe usage`'s: each model's tokens at its own price (the
@@ -971,6 +1016,24 @@ fn a_shared_team_is_served_from_its_database() {
     });
     follower.close();
     assert_eq!(read_ids_until(&mut stream, last + 1), vec![last + 1]);
+    // Older events come from the database by position, filtered or not.
+    let page = server.get_json(&format!("/api/events?before={}&limit=5", last + 1));
+    let kinds: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run_started", "assistant_text"], "{page:#}");
+    assert_eq!(page["next_before"], Value::Null);
+    let said = server.get_json("/api/events?before=end&agent=lead&q=HELLO");
+    let seqs: Vec<u64> = said["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [last], "{said:#}");
     // Conversations come from the database (the lead has none yet).
     let conversation = server.get_json("/api/conversation?agent=lead");
     assert_eq!(conversation["messages"], json!([]), "{conversation:#}");

@@ -56,6 +56,12 @@ impl TeamView {
         PgEvents::new(self.store.clone()).after(after, limit)
     }
 
+    /// Up to `limit` events of the team's stream before position `before` (the latest of
+    /// them), oldest first, each with its `seq` set to its position.
+    pub fn events_before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+        PgEvents::new(self.store.clone()).before(before, limit)
+    }
+
     /// The position of the stream's last event now (0 when it has none).
     pub fn last_position(&self) -> Result<u64, BackendError> {
         PgEvents::new(self.store.clone()).last()

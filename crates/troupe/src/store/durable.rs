@@ -176,6 +176,26 @@ impl StagedFile {
     }
 }
 
+impl StagedFile {
+    /// Syncs the bytes and places them at `dest`, replacing what is there atomically (readers
+    /// see the old file or the whole new one).
+    pub fn place(&mut self, dest: &Path) -> Result<(), IoError> {
+        let Some(temp) = self.temp.clone() else {
+            return Err(IoError::new(
+                "create",
+                dest,
+                std::io::Error::other("the staged file was already placed"),
+            ));
+        };
+        self.file
+            .sync_all()
+            .map_err(|e| IoError::new("write", &temp, e))?;
+        fs::rename(&temp, dest).map_err(|e| IoError::new("rename into", dest, e))?;
+        self.temp = None;
+        fsync_dir(parent_of(dest))
+    }
+}
+
 impl Drop for StagedFile {
     fn drop(&mut self) {
         if let Some(temp) = self.temp.take() {

@@ -26,6 +26,23 @@
   var head = null, lastChunk = null, lastChunkRows = 0;
   var refreshTimer = null;
   var planLinger = new Map(); // request_id -> time answered here
+  // The page holds a window of the stream: the latest events, and older ones fetched by seq
+  // as the person scrolls up (or filters). `nextBefore` is where the next older page starts
+  // (null: the stream's start is loaded).
+  var PAGE = 500;
+  var nextBefore = null;
+  var loadingOlder = false;
+  var streamLast = 0;       // the stream's last seq, as the server last said
+  var filter = { agent: "", kind: "", q: "" };
+  var filterGen = 0;        // bumped on every filter change: late answers of older ones are dropped
+  var olderObserver = null;
+  var KINDS = ["run_started", "run_ended", "model_call_started", "model_retry", "model_fallback",
+    "model_call_finished", "model_call_failed", "assistant_text", "tool_started", "tool_finished",
+    "message_sent", "message_claimed", "message_acked", "request_created", "request_answered",
+    "request_consumed", "request_expired", "approval_asked", "approval_answered", "compaction",
+    "job_started", "job_ended", "cron_fired", "teammate_spawned", "teammate_status", "user_message",
+    "teammate_merged", "merge_conflict", "task_created", "task_claimed", "task_completed",
+    "task_lease_expired", "task_released"];
 
   function $(id) { return document.getElementById(id); }
 
@@ -203,24 +220,31 @@
   // A chunk holds at most CHUNK rows and is skipped by layout and paint while off screen
   // (content-visibility), so that 10 000 events cost what the visible ones cost.
   function renderTimeline() {
+    var box = $("timeline");
+    var fromBottom = box.scrollHeight - box.scrollTop;
     laneStyle();
     var parts = ['<div class="lanes-head">'];
     lanes.forEach(function (name, i) {
       parts.push('<div class="lane x' + i + '" data-agent="' + esc(name) + '">' + esc(short(name, 16)) + "</div>");
     });
     parts.push("</div>");
+    if (!OFFLINE) {
+      parts.push('<div id="older" class="older">' + (nextBefore == null ? "start of the stream" :
+        '<button type="button" id="older-button">Load older events</button>') + "</div>");
+    }
     for (var start = 0; start < events.length; start += CHUNK) {
       var end = Math.min(events.length, start + CHUNK);
       parts.push(chunkOpen(end - start));
       for (var i = start; i < end; i++) { parts.push(rowHtml(events[i])); }
       parts.push("</div>");
     }
-    var box = $("timeline");
     box.innerHTML = parts.join("");
+    box.scrollTop = box.scrollHeight - fromBottom;
     head = box.firstChild;
     var chunks = box.querySelectorAll(".chunk");
     lastChunk = chunks.length ? chunks[chunks.length - 1] : null;
     lastChunkRows = events.length - Math.max(0, chunks.length - 1) * CHUNK;
+    watchOlder();
   }
 
   function appendRows(fresh) {
@@ -248,17 +272,141 @@
     var grew = false;
     list.forEach(function (e) {
       if (typeof e.seq !== "number" || e.seq <= lastSeq || bySeq.has(e.seq)) { return; }
+      lastSeq = e.seq;
+      streamLast = Math.max(streamLast, e.seq);
+      if (!matches(e)) { return; }
       grew = noteLanes(e) || grew;
       bySeq.set(e.seq, e);
       events.push(e);
       fresh.push(e);
-      lastSeq = e.seq;
     });
-    if (!fresh.length) { return fresh; }
-    if (grew || !head) { renderTimeline(); } else { appendRows(fresh); }
     document.body.dataset.lastSeq = String(lastSeq);
-    $("event-count").textContent = "(" + events.length + " events)";
+    if (!fresh.length) { return fresh; }
+    var box = $("timeline");
+    var atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+    if (grew || !head) { renderTimeline(); } else { appendRows(fresh); }
+    if (atEnd && !OFFLINE) { box.scrollTop = box.scrollHeight; }
+    countEvents();
     return fresh;
+  }
+
+  function countEvents() {
+    var loaded = events.length + " events";
+    if (!OFFLINE && nextBefore != null) { loaded += " loaded, back to #" + (events.length ? events[0].seq : nextBefore) + " of " + streamLast; }
+    $("event-count").textContent = "(" + loaded + ")";
+    document.body.dataset.firstSeq = String(events.length ? events[0].seq : 0);
+    document.body.dataset.loaded = String(events.length);
+  }
+
+  function matches(e) {
+    if (filter.agent && e.agent !== filter.agent) { return false; }
+    if (filter.kind && e.kind !== filter.kind) { return false; }
+    if (filter.q && JSON.stringify(e).toLowerCase().indexOf(filter.q.toLowerCase()) < 0) { return false; }
+    return true;
+  }
+
+  // ---- Older events ------------------------------------------------------------------------
+
+  function olderQuery(before) {
+    var q = "/api/events?before=" + before + "&limit=" + PAGE;
+    if (filter.agent) { q += "&agent=" + encodeURIComponent(filter.agent); }
+    if (filter.kind) { q += "&kind=" + encodeURIComponent(filter.kind); }
+    if (filter.q) { q += "&q=" + encodeURIComponent(filter.q); }
+    return q;
+  }
+
+  // Older events go above the loaded ones; the rows in view stay where they are.
+  function prependEvents(list) {
+    var older = list.filter(function (e) { return typeof e.seq === "number" && !bySeq.has(e.seq); });
+    var grew = false;
+    older.forEach(function (e) { grew = noteLanes(e) || grew; bySeq.set(e.seq, e); });
+    events = older.concat(events);
+    var box = $("timeline");
+    var fromBottom = box.scrollHeight - box.scrollTop;
+    if (grew || !head) {
+      renderTimeline();
+    } else {
+      var html = "";
+      for (var start = 0; start < older.length; start += CHUNK) {
+        var end = Math.min(older.length, start + CHUNK);
+        html += chunkOpen(end - start);
+        for (var i = start; i < end; i++) { html += rowHtml(older[i]); }
+        html += "</div>";
+      }
+      var sentinel = $("older");
+      sentinel.innerHTML = nextBefore == null ? "start of the stream" : '<button type="button" id="older-button">Load older events</button>';
+      sentinel.insertAdjacentHTML("afterend", html);
+      if (!lastChunk) { var chunks = box.querySelectorAll(".chunk"); lastChunk = chunks[chunks.length - 1] || null; lastChunkRows = older.length % CHUNK || CHUNK; }
+    }
+    box.scrollTop = box.scrollHeight - fromBottom;
+    countEvents();
+  }
+
+  function loadOlder() {
+    if (OFFLINE || loadingOlder || nextBefore == null) { return; }
+    loadingOlder = true;
+    document.body.dataset.loadingOlder = "1";
+    var gen = filterGen;
+    getJSON(olderQuery(nextBefore)).then(function (page) {
+      loadingOlder = false;
+      document.body.dataset.loadingOlder = "0";
+      if (gen !== filterGen) { return; }
+      nextBefore = page.next_before;
+      streamLast = Math.max(streamLast, page.last_seq || 0);
+      prependEvents(page.events);
+      if (olderInView()) { loadOlder(); }
+    }, function (err) {
+      loadingOlder = false;
+      document.body.dataset.loadingOlder = "0";
+      $("connection").textContent = "older events: " + err.message;
+    });
+  }
+
+  function olderInView() {
+    var sentinel = $("older");
+    if (!sentinel) { return false; }
+    var box = $("timeline").getBoundingClientRect(), at = sentinel.getBoundingClientRect();
+    return at.bottom > box.top && at.top < box.bottom;
+  }
+
+  // Scrolling the top of the loaded events into view asks for the page before them.
+  function watchOlder() {
+    if (OFFLINE || typeof IntersectionObserver === "undefined") { return; }
+    if (!olderObserver) {
+      olderObserver = new IntersectionObserver(function (entries) {
+        if (entries.some(function (en) { return en.isIntersecting; })) { loadOlder(); }
+      }, { root: $("timeline"), rootMargin: "400px 0px 0px 0px" });
+    }
+    olderObserver.disconnect();
+    var sentinel = $("older");
+    if (sentinel) { olderObserver.observe(sentinel); }
+  }
+
+  // The latest events that match the filter: the page opens on these.
+  function loadLatest() {
+    var gen = filterGen;
+    return getJSON(olderQuery("end")).then(function (page) {
+      if (gen !== filterGen) { return; }
+      events = [];
+      bySeq = new Map();
+      head = null;
+      nextBefore = page.next_before;
+      streamLast = Math.max(streamLast, page.last_seq || 0);
+      if (!lastSeq) { lastSeq = page.last_seq || 0; }
+      page.events.forEach(function (e) { noteLanes(e); bySeq.set(e.seq, e); events.push(e); });
+      renderTimeline();
+      countEvents();
+      var box = $("timeline");
+      box.scrollTop = box.scrollHeight;
+    });
+  }
+
+  function applyFilter(next) {
+    filter = next;
+    filterGen++;
+    loadingOlder = false;
+    document.body.dataset.filter = JSON.stringify(filter);
+    return loadLatest();
   }
 
   function pickEvent(target) {
@@ -303,6 +451,12 @@
       var current = select.value;
       select.innerHTML = list.map(function (a) { return '<option value="' + esc(a.name) + '">' + esc(a.name) + "</option>"; }).join("");
       if (current && list.some(function (a) { return a.name === current; })) { select.value = current; }
+    }
+    var pick = $("filter-agent");
+    if (pick) {
+      var chosen = pick.value;
+      pick.innerHTML = '<option value="">every agent</option>' + list.map(function (a) { return '<option value="' + esc(a.name) + '">' + esc(a.name) + "</option>"; }).join("");
+      pick.value = chosen;
     }
     var grew = false;
     list.forEach(function (a) { grew = addLane(a.name) || grew; });
@@ -446,17 +600,6 @@
     refreshTimer = setTimeout(function () { refreshTimer = null; refreshState(); }, 150);
   }
 
-  function loadAllEvents() {
-    var all = [];
-    function page(since) {
-      return getJSON("/api/events?since=" + since + "&limit=100000").then(function (list) {
-        all = all.concat(list);
-        return list.length >= 100000 ? page(list[list.length - 1].seq) : all;
-      });
-    }
-    return page(0);
-  }
-
   function connect() {
     var conn = $("connection");
     var source = new EventSource(withToken("/api/events/stream?since=" + lastSeq));
@@ -476,7 +619,19 @@
       var el = ev.target.closest(".agent[data-agent]");
       if (el) { selectAgent(el.getAttribute("data-agent")); }
     });
-    $("timeline").addEventListener("click", function (ev) { pickEvent(ev.target); });
+    $("timeline").addEventListener("click", function (ev) {
+      if (ev.target.id === "older-button") { loadOlder(); return; }
+      pickEvent(ev.target);
+    });
+    $("filter-kinds").innerHTML = KINDS.map(function (k) { return '<option value="' + k + '">'; }).join("");
+    $("filter").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      applyFilter({ agent: $("filter-agent").value, kind: $("filter-kind").value.trim(), q: $("filter-text").value.trim() });
+    });
+    $("filter-clear").addEventListener("click", function () {
+      $("filter-agent").value = ""; $("filter-kind").value = ""; $("filter-text").value = "";
+      applyFilter({ agent: "", kind: "", q: "" });
+    });
     $("timeline").addEventListener("mouseover", function (ev) {
       var g = ev.target.closest ? ev.target.closest(".event[data-seq]") : null;
       if (g && !$("timeline").querySelector(".event.picked")) {
@@ -531,11 +686,11 @@
       return;
     }
     performance.mark("troupe-start");
-    Promise.all([getJSON("/api/state"), loadAllEvents()]).then(function (both) {
+    Promise.all([getJSON("/api/state"), loadLatest()]).then(function (both) {
       performance.mark("troupe-loaded");
       applyState(both[0]);
-      addEvents(both[1]);
       if (!head) { renderTimeline(); }
+      $("timeline").scrollTop = $("timeline").scrollHeight;
       document.body.dataset.lastSeq = String(lastSeq);
       performance.mark("troupe-rendered");
       ready();

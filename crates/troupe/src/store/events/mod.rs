@@ -18,6 +18,7 @@
 //! event still reaches the listeners.
 
 pub mod follow;
+pub mod index;
 pub mod kinds;
 pub mod observed;
 pub mod observed_board;

@@ -75,10 +75,18 @@ fn parse_last(path: &Path, line: &[u8]) -> Result<u64, EventLogError> {
         })
 }
 
-/// Number of complete lines (for naming the last one in an error).
+/// Number of complete lines (for naming the last one in an error), read a chunk at a time.
 fn count_lines(path: &Path) -> Option<usize> {
-    let bytes = std::fs::read(path).ok()?;
-    Some(bytes.iter().filter(|&&b| b == b'\n').count())
+    let mut file = open_regular(path, Links::Refuse).ok()??;
+    let mut chunk = vec![0u8; 1024 * 1024];
+    let mut lines = 0;
+    loop {
+        let got = file.read(&mut chunk).ok()?;
+        if got == 0 {
+            return Some(lines);
+        }
+        lines += chunk[..got].iter().filter(|&&b| b == b'\n').count();
+    }
 }
 
 /// Reads new complete lines of one file, from where the last read stopped.
@@ -102,6 +110,15 @@ impl EventCursor {
             offset: 0,
             lines: 0,
             partial: Vec::new(),
+        }
+    }
+
+    /// A cursor whose first read starts at byte `offset`, which must be the start of a line
+    /// (an [`super::index::Entry`]'s offset, or the end of the indexed lines).
+    pub fn starting_at(path: &Path, offset: u64) -> Self {
+        Self {
+            offset,
+            ..Self::new(path)
         }
     }
 

@@ -210,18 +210,43 @@ impl PgEvents {
     /// Up to `limit` events after the team-wide position `after`, in team order, each with its
     /// `seq` set to its position. A row that is not an event is `store_corrupt`.
     pub fn after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
-        let store = self.store.clone();
         let after = i64::try_from(after).unwrap_or(i64::MAX);
+        self.select(
+            "SELECT id, line FROM troupe_events WHERE team = $1 AND id > $2
+              ORDER BY id LIMIT $3",
+            after,
+            limit,
+        )
+    }
+
+    /// Up to `limit` events before the team-wide position `before` — the latest of them — in
+    /// team order (oldest first), each with its `seq` set to its position: the history of a
+    /// view that opened on the stream's end.
+    pub fn before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let mut events = self.select(
+            "SELECT id, line FROM troupe_events WHERE team = $1 AND id < $2
+              ORDER BY id DESC LIMIT $3",
+            before,
+            limit,
+        )?;
+        events.reverse();
+        Ok(events)
+    }
+
+    fn select(
+        &self,
+        sql: &'static str,
+        bound: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, BackendError> {
+        let store = self.store.clone();
         let rows = super::retrying(|| {
             let store = store.clone();
             self.store.block(async move {
                 let client = store.client().await?;
                 client
-                    .query(
-                        "SELECT id, line FROM troupe_events WHERE team = $1 AND id > $2
-                          ORDER BY id LIMIT $3",
-                        &[&store.team(), &after, &limit],
-                    )
+                    .query(sql, &[&store.team(), &bound, &limit])
                     .await
                     .map(|rows| {
                         rows.iter()
