@@ -93,17 +93,26 @@ fn through(url: &str, addr: SocketAddr) -> Option<(String, SocketAddr)> {
     ))
 }
 
-#[test]
-fn a_worker_stopped_while_its_database_is_silent_exits_within_the_closing_bound() {
-    let Some(db) = TestDb::create() else { return };
+/// A freezing proxy in front of the test database, and the database's URL through it; `None`
+/// (with a notice) when the URL names no TCP address.
+fn proxied(db: &TestDb) -> Option<(FreezingProxy, String)> {
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     let Some((_, upstream)) = through(&db.url(), probe.local_addr().unwrap()) else {
         eprintln!("notice: the test database's URL names no TCP address; skipped");
-        return;
+        return None;
     };
     drop(probe);
     let proxy = FreezingProxy::start(upstream);
-    let (url, _) = through(&db.url(), proxy.addr).unwrap();
+    let (url, _) = through(&db.url(), proxy.addr)?;
+    Some((proxy, url))
+}
+
+#[test]
+fn a_worker_stopped_while_its_database_is_silent_exits_within_the_closing_bound() {
+    let Some(db) = TestDb::create() else { return };
+    let Some((proxy, url)) = proxied(&db) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let worker = WorkerProcess::start_with(
@@ -151,14 +160,9 @@ fn a_worker_stopped_while_its_database_is_silent_exits_within_the_closing_bound(
 #[test]
 fn a_lead_interrupted_while_its_database_is_silent_exits_within_the_closing_bound() {
     let Some(db) = TestDb::create() else { return };
-    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-    let Some((_, upstream)) = through(&db.url(), probe.local_addr().unwrap()) else {
-        eprintln!("notice: the test database's URL names no TCP address; skipped");
+    let Some((proxy, url)) = proxied(&db) else {
         return;
     };
-    drop(probe);
-    let proxy = FreezingProxy::start(upstream);
-    let (url, _) = through(&db.url(), proxy.addr).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let script = ws.join("script.json");

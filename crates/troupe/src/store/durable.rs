@@ -153,16 +153,7 @@ impl StagedFile {
     /// Syncs the bytes and places them at `dest`, failing with `AlreadyExists` (the staged file
     /// kept, to be placed under another name) if `dest` exists.
     pub fn place_new(&mut self, dest: &Path) -> Result<(), IoError> {
-        let Some(temp) = self.temp.clone() else {
-            return Err(IoError::new(
-                "create",
-                dest,
-                std::io::Error::other("the staged file was already placed"),
-            ));
-        };
-        self.file
-            .sync_all()
-            .map_err(|e| IoError::new("write", &temp, e))?;
+        let temp = self.synced_temp(dest)?;
         let placed = match super::moves::atomic_rename_noreplace(&temp, dest) {
             Some(result) => result,
             None => fs::hard_link(&temp, dest),
@@ -177,9 +168,9 @@ impl StagedFile {
 }
 
 impl StagedFile {
-    /// Syncs the bytes and places them at `dest`, replacing what is there atomically (readers
-    /// see the old file or the whole new one).
-    pub fn place(&mut self, dest: &Path) -> Result<(), IoError> {
+    /// The staged file's temporary path, its bytes synced, before it is placed at `dest`; an
+    /// error when it was placed already.
+    fn synced_temp(&mut self, dest: &Path) -> Result<std::path::PathBuf, IoError> {
         let Some(temp) = self.temp.clone() else {
             return Err(IoError::new(
                 "create",
@@ -190,6 +181,13 @@ impl StagedFile {
         self.file
             .sync_all()
             .map_err(|e| IoError::new("write", &temp, e))?;
+        Ok(temp)
+    }
+
+    /// Syncs the bytes and places them at `dest`, replacing what is there atomically (readers
+    /// see the old file or the whole new one).
+    pub fn place(&mut self, dest: &Path) -> Result<(), IoError> {
+        let temp = self.synced_temp(dest)?;
         fs::rename(&temp, dest).map_err(|e| IoError::new("rename into", dest, e))?;
         self.temp = None;
         fsync_dir(parent_of(dest))
