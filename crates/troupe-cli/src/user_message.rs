@@ -4,10 +4,9 @@
 
 use std::path::Path;
 
-use troupe::bootstrap::send_to_distributed_team;
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
-use troupe::send::{send_from_user, SendError};
+use troupe::send::SendError;
 use troupe::wire::{AgentName, MessageId};
 
 use crate::error::CliError;
@@ -20,13 +19,7 @@ pub fn send_as_user(
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, CliError> {
-    let sent = match store {
-        StoreChoice::Files => send_from_user(workspace, to, text),
-        StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, to, text)
-        }
-    };
-    sent.map_err(|e| match e {
+    troupe::bootstrap::send_as_user(workspace, store, to, text).map_err(|e| match e {
         SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
         e => CliError::coded(&e),
     })

@@ -1,6 +1,6 @@
 //! `POST /api/send`: a person's message to an agent through the one function `troupe send`
-//! calls (`troupe::send::send_from_user`, or `bootstrap::send_to_distributed_team` for a shared team), its errors
-//! as HTTP answers with their stable codes.
+//! calls (`troupe::bootstrap::send_as_user`), its errors as HTTP answers with their stable
+//! codes.
 
 use std::path::Path;
 
@@ -24,13 +24,7 @@ pub fn send_from_user(
     agent: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    let sent = match team {
-        StoreChoice::Files => troupe::send::send_from_user(workspace, agent, text),
-        StoreChoice::Postgres(options) => {
-            troupe::bootstrap::send_to_distributed_team(&options.url, &options.team, agent, text)
-        }
-    };
-    sent.map_err(|e| SendError {
+    troupe::bootstrap::send_as_user(workspace, team, agent, text).map_err(|e| SendError {
         status: match &e {
             LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
             LibError::Unavailable { .. } => StatusCode::CONFLICT,

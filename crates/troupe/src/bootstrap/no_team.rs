@@ -21,6 +21,23 @@ use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 
 use super::options::{BootstrapError, StoreChoice};
 
+/// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
+/// or a distributed team's database. The one path of `troupe send`, the web page and the
+/// terminal view.
+pub fn send_as_user(
+    workspace: &std::path::Path,
+    store: &StoreChoice,
+    to: &AgentName,
+    text: &str,
+) -> Result<troupe_wire::MessageId, crate::send::SendError> {
+    match store {
+        StoreChoice::Files => crate::send::send_from_user(workspace, to, text),
+        StoreChoice::Postgres(options) => {
+            send_to_distributed_team(&options.url, &options.team, to, text)
+        }
+    }
+}
+
 /// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
 /// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
 /// system clock and random ids.
