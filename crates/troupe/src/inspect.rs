@@ -371,8 +371,13 @@ impl Inspector {
         let Some(store) = self.protocols()? else {
             return Ok(Vec::new());
         };
-        Ok(store
-            .list()?
+        // A pending request is never archived: asked for those only, the history is not read
+        // (what `troupe watch` asks on every refresh, whatever the workspace's age).
+        let requests = match status {
+            Some(RequestStatus::Pending) => store.pending()?,
+            _ => store.list()?,
+        };
+        Ok(requests
             .iter()
             .map(|r| RequestView::of(r, now))
             .filter(|v| status.is_none_or(|s| v.status == s))
