@@ -185,17 +185,42 @@ fn troupe_bin() -> &'static str {
     env!("CARGO_BIN_EXE_troupe")
 }
 
+/// What most tests start from: a workspace, the team's script (outside it) and a tmux server
+/// of their own; `None`, with a notice, where tmux is not installed.
+struct Scene {
+    _dir: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    _scripts: tempfile::TempDir,
+    script: String,
+    tmux: Tmux,
+}
+
+impl Scene {
+    fn start(name: &str) -> Option<Self> {
+        if !tmux_installed() {
+            eprintln!("skipped: tmux is not installed");
+            return None;
+        }
+        let (dir, ws) = workspace();
+        let scripts = tempfile::tempdir().unwrap();
+        let script = team_script(scripts.path());
+        Some(Self {
+            _dir: dir,
+            ws,
+            _scripts: scripts,
+            script,
+            tmux: Tmux::start(name, &[]),
+        })
+    }
+}
+
 #[test]
 fn the_view_follows_a_team_approves_its_plan_and_gives_the_terminal_back() {
-    if !tmux_installed() {
-        eprintln!("skipped: tmux is not installed");
+    let Some(scene) = Scene::start("team") else {
         return;
-    }
-    let (_dir, ws) = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let script = team_script(scripts.path());
+    };
+    let (ws, script, tmux) = (&scene.ws, &scene.script, &scene.tmux);
     let ws_arg = ws.to_str().unwrap();
-    let tmux = Tmux::start("team", &[]);
     // The view starts before the run: it follows the stream from its first line.
     tmux.type_line(&format!("{} watch --workspace {ws_arg}", troupe_bin()));
     tmux.wait_for("the view", |s| s.contains("troupe watch · no run yet"));
@@ -413,14 +438,10 @@ fn exit_of(screen: &str) -> Option<String> {
 
 #[test]
 fn run_watch_shows_the_run_it_starts_and_prints_the_answer_after_the_view() {
-    if !tmux_installed() {
-        eprintln!("skipped: tmux is not installed");
+    let Some(scene) = Scene::start("run") else {
         return;
-    }
-    let (_dir, ws) = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let script = team_script(scripts.path());
-    let tmux = Tmux::start("run", &[]);
+    };
+    let (ws, script, tmux) = (&scene.ws, &scene.script, &scene.tmux);
     tmux.type_line(&run_watch_line(&ws, &script));
     tmux.wait_for("alice's pending plan", |s| {
         s.contains("troupe watch · run running") && s.contains("1 plan pending")
@@ -457,14 +478,10 @@ fn run_watch_shows_the_run_it_starts_and_prints_the_answer_after_the_view() {
 
 #[test]
 fn leaving_the_view_of_run_watch_stops_the_run() {
-    if !tmux_installed() {
-        eprintln!("skipped: tmux is not installed");
+    let Some(scene) = Scene::start("stop") else {
         return;
-    }
-    let (_dir, ws) = workspace();
-    let scripts = tempfile::tempdir().unwrap();
-    let script = team_script(scripts.path());
-    let tmux = Tmux::start("stop", &[]);
+    };
+    let (ws, script, tmux) = (&scene.ws, &scene.script, &scene.tmux);
     tmux.type_line(&run_watch_line(&ws, &script));
     tmux.wait_for("alice's pending plan", |s| s.contains("1 plan pending"));
     tmux.keys(&["q"]);
