@@ -230,13 +230,13 @@ fn the_view_follows_a_team_approves_its_plan_and_gives_the_terminal_back() {
         "alternate screen, no cursor"
     );
 
-    let run = command(&ws)
+    let run = command(ws)
         .args([
             "run",
             "--prompt",
             "Have alice write out.txt.",
             "--model-script",
-            &script,
+            script,
         ])
         .args([
             "--approval",
@@ -294,7 +294,7 @@ fn the_view_follows_a_team_approves_its_plan_and_gives_the_terminal_back() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("the message's notice", |s| s.contains("sent message"));
     let mailbox: Value =
-        serde_json::from_str(&troupe_in(&ws, &["mailbox", "alice", "--json"]).stdout).unwrap();
+        serde_json::from_str(&troupe_in(ws, &["mailbox", "alice", "--json"]).stdout).unwrap();
     let from_user: Vec<&Value> = mailbox["messages"]
         .as_array()
         .unwrap()
@@ -442,7 +442,7 @@ fn run_watch_shows_the_run_it_starts_and_prints_the_answer_after_the_view() {
         return;
     };
     let (ws, script, tmux) = (&scene.ws, &scene.script, &scene.tmux);
-    tmux.type_line(&run_watch_line(&ws, &script));
+    tmux.type_line(&run_watch_line(ws, script));
     tmux.wait_for("alice's pending plan", |s| {
         s.contains("troupe watch · run running") && s.contains("1 plan pending")
     });
@@ -482,7 +482,7 @@ fn leaving_the_view_of_run_watch_stops_the_run() {
         return;
     };
     let (ws, script, tmux) = (&scene.ws, &scene.script, &scene.tmux);
-    tmux.type_line(&run_watch_line(&ws, &script));
+    tmux.type_line(&run_watch_line(ws, script));
     tmux.wait_for("alice's pending plan", |s| s.contains("1 plan pending"));
     tmux.keys(&["q"]);
     let screen = tmux.wait_for("the run's exit", |s| exit_of(s).is_some());
