@@ -201,6 +201,36 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// Approve a pending permission request (a tool call waiting for a person), from any
+    /// terminal, while a run is going; one answer per request, the first wins.
+    Approve {
+        /// The permission request's id, or a unique prefix of it (at least 8 characters).
+        request_id: String,
+        /// Also allow the request's suggested entry (`shell(cargo test:*)`) for the rest of the run.
+        #[arg(long, conflicts_with = "save")]
+        always: bool,
+        /// As --always, and save the entry to this workspace's troupe.toml.
+        #[arg(long)]
+        save: bool,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
+    },
+    /// Deny a pending permission request, from any terminal; the reason is what the agent is told.
+    Deny {
+        /// The permission request's id, or a unique prefix of it (at least 8 characters).
+        request_id: String,
+        /// What the agent is told.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
+    },
     /// Send a message from you (sender `user`) to the lead or a teammate; a running team picks
     /// it up at once, otherwise the next run does.
     Send {
@@ -469,6 +499,8 @@ impl Command {
         match self {
             Self::Status { json, .. }
             | Self::Send { json, .. }
+            | Self::Approve { json, .. }
+            | Self::Deny { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json, .. }
             | Self::Usage(UsageArgs { json, .. })

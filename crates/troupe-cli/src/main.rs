@@ -14,6 +14,7 @@ mod event_line;
 mod input;
 mod interrupt;
 mod observe;
+mod permission_answer;
 mod plan_answer;
 mod render;
 mod sandboxing;

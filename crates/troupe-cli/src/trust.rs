@@ -286,6 +286,10 @@ pub fn summary(items: &[TrustItem]) -> String {
         (TrustKind::SandboxMode, "loosen the sandbox"),
         (TrustKind::Network, "give commands the network"),
         (TrustKind::Prices, "lower the prices --max-cost counts with"),
+        (
+            TrustKind::ApprovalRoute,
+            "let the lead answer teammates' permission asks",
+        ),
     ] {
         if count(kind) > 0 {
             parts.push(what.to_owned());

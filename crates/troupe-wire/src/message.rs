@@ -41,6 +41,9 @@ pub enum ProtocolMessageKind {
     ShutdownResponse,
     PlanApprovalRequest,
     PlanApprovalResponse,
+    /// A tool call waiting for a person's (or the lead's) answer (SPEC §13).
+    PermissionRequest,
+    PermissionResponse,
 }
 
 impl ProtocolMessageKind {
@@ -50,11 +53,16 @@ impl ProtocolMessageKind {
             Self::ShutdownResponse => "shutdown_response",
             Self::PlanApprovalRequest => "plan_approval_request",
             Self::PlanApprovalResponse => "plan_approval_response",
+            Self::PermissionRequest => "permission_request",
+            Self::PermissionResponse => "permission_response",
         }
     }
 
     pub fn is_response(&self) -> bool {
-        matches!(self, Self::ShutdownResponse | Self::PlanApprovalResponse)
+        matches!(
+            self,
+            Self::ShutdownResponse | Self::PlanApprovalResponse | Self::PermissionResponse
+        )
     }
 
     /// The request kind this message belongs to.
@@ -64,6 +72,7 @@ impl ProtocolMessageKind {
             Self::PlanApprovalRequest | Self::PlanApprovalResponse => {
                 crate::RequestKind::PlanApproval
             }
+            Self::PermissionRequest | Self::PermissionResponse => crate::RequestKind::Permission,
         }
     }
 }
@@ -269,6 +278,8 @@ impl MailboxMessage {
             "shutdown_response" => ProtocolMessageKind::ShutdownResponse,
             "plan_approval_request" => ProtocolMessageKind::PlanApprovalRequest,
             "plan_approval_response" => ProtocolMessageKind::PlanApprovalResponse,
+            "permission_request" => ProtocolMessageKind::PermissionRequest,
+            "permission_response" => ProtocolMessageKind::PermissionResponse,
             other => {
                 return Err(WireError::new(format!(
                     "mailbox message: unknown kind {other:?}"

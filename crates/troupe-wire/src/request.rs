@@ -14,6 +14,9 @@ use crate::{AgentName, Content, MessageId, ProtocolMessageKind, RequestId, UtcTi
 pub enum RequestKind {
     Shutdown,
     PlanApproval,
+    /// A tool call the policy sent to `ask` (SPEC §13): its sender is the calling agent, its
+    /// target whoever answers for the team (`user`, or the lead when asks are routed to it).
+    Permission,
 }
 
 impl RequestKind {
@@ -21,18 +24,21 @@ impl RequestKind {
         match self {
             Self::Shutdown => "shutdown",
             Self::PlanApproval => "plan_approval",
+            Self::Permission => "permission",
         }
     }
     pub fn request_message_kind(&self) -> ProtocolMessageKind {
         match self {
             Self::Shutdown => ProtocolMessageKind::ShutdownRequest,
             Self::PlanApproval => ProtocolMessageKind::PlanApprovalRequest,
+            Self::Permission => ProtocolMessageKind::PermissionRequest,
         }
     }
     pub fn response_message_kind(&self) -> ProtocolMessageKind {
         match self {
             Self::Shutdown => ProtocolMessageKind::ShutdownResponse,
             Self::PlanApproval => ProtocolMessageKind::PlanApprovalResponse,
+            Self::Permission => ProtocolMessageKind::PermissionResponse,
         }
     }
 }

@@ -281,7 +281,7 @@ impl CommandHooks {
             match entry.spec.event {
                 HookEvent::PreToolUse => hooks = hooks.with_pre(Arc::new(hook)),
                 HookEvent::PostToolUse => hooks = hooks.with_post(Arc::new(hook)),
-                HookEvent::UserPromptSubmit | HookEvent::Stop => {}
+                HookEvent::UserPromptSubmit | HookEvent::Stop | HookEvent::PermissionRequest => {}
             }
         }
         hooks
@@ -347,6 +347,41 @@ impl CommandHooks {
             hook,
             reason: join(reason, &outcome.contexts),
         })
+    }
+}
+
+impl CommandHooks {
+    /// PermissionRequest: tells every hook of the event that `agent`'s call of `tool` waits
+    /// for an answer (`request_id`, the `arguments`, `summary`, who it is `to`). A notice — to
+    /// page a person, say — so its answer is not read; a hook that fails is a warning.
+    pub async fn permission_request(
+        &self,
+        agent: &AgentName,
+        tool: &str,
+        arguments: &Value,
+        fields: Map<String, Value>,
+    ) {
+        if !self.has(HookEvent::PermissionRequest) {
+            return;
+        }
+        let mut all = fields;
+        all.insert("tool".into(), tool.into());
+        all.insert("arguments".into(), arguments.clone());
+        let input = self.input(HookEvent::PermissionRequest, agent, all);
+        for entry in self
+            .entries
+            .iter()
+            .filter(|e| e.spec.event == HookEvent::PermissionRequest)
+            .filter(|e| (e.matcher)(tool, arguments))
+        {
+            run_hook(
+                &entry.spec,
+                &self.workspace,
+                &input,
+                self.sandbox.as_deref(),
+            )
+            .await;
+        }
     }
 }
 

@@ -39,6 +39,7 @@
 //!   `jobs`.
 
 pub mod agent;
+pub mod approvals;
 pub mod bootstrap;
 pub mod clock;
 pub mod cron;

@@ -89,6 +89,7 @@ impl Waiting {
                     TrustKind::Store => "[store]",
                     TrustKind::GitRemote => "[team]",
                     TrustKind::Prices => "[prices]",
+                    TrustKind::ApprovalRoute => "[approvals]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -117,6 +118,7 @@ impl Waiting {
                         item.content.split('\n').next().unwrap_or_default()
                     ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
+                    TrustKind::ApprovalRoute => "route ".to_owned(),
                 };
                 (section, needle)
             })

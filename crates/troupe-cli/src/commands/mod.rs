@@ -1,6 +1,7 @@
 //! One function per command. Each turns raw arguments into validated settings first, so that
 //! bad input is refused before anything runs.
 
+mod approve;
 mod compact;
 mod completions;
 pub(crate) mod config;
@@ -42,6 +43,40 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             &request_id,
             approve,
             feedback,
+            &store,
+        ),
+        Command::Approve {
+            request_id,
+            always,
+            save,
+            json,
+            store,
+        } => {
+            let choice = match (always, save) {
+                (_, true) => troupe::approvals::Choice::Save,
+                (true, false) => troupe::approvals::Choice::Always,
+                (false, false) => troupe::approvals::Choice::Once,
+            };
+            approve::answer(
+                &resolve_workspace(cli.workspace)?,
+                &request_id,
+                choice,
+                None,
+                json,
+                &store,
+            )
+        }
+        Command::Deny {
+            request_id,
+            reason,
+            json,
+            store,
+        } => approve::answer(
+            &resolve_workspace(cli.workspace)?,
+            &request_id,
+            troupe::approvals::Choice::No,
+            reason.as_deref(),
+            json,
             &store,
         ),
         Command::Send {

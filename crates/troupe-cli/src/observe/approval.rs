@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe::permissions::{ApprovalAnswer, ApprovalProvider, ApprovalRequest};
+use troupe::permissions::{
+    ApprovalAnswer, ApprovalProvider, ApprovalRequest, Person, PersonReply, Withdrawal,
+};
 
 use super::Console;
 
@@ -18,6 +20,27 @@ pub struct PausingApproval {
 impl ApprovalProvider for PausingApproval {
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn person(&self) -> Person {
+        self.inner.person()
+    }
+
+    fn save_entry(&self, entry: &str) -> Option<String> {
+        self.inner.save_entry(entry)
+    }
+
+    fn tell(&self, line: &str) {
+        self.inner.tell(line);
+    }
+
+    async fn ask_person(
+        &self,
+        request: &ApprovalRequest<'_>,
+        withdrawn: Withdrawal<'_>,
+    ) -> PersonReply {
+        let _paused = self.console.pause();
+        self.inner.ask_person(request, withdrawn).await
     }
 
     async fn approve(&self, request: &ApprovalRequest<'_>) -> ApprovalAnswer {

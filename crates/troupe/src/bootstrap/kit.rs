@@ -124,6 +124,11 @@ impl LongLivedKit {
         }
     }
 
+    /// The settings' command hooks, if any (the `PermissionRequest` notices).
+    pub(super) fn command_hooks(&self) -> Option<CommandHooks> {
+        self.hooks.clone()
+    }
+
     /// The dispatcher hooks of the settings (none without `[[hooks]]`).
     pub(super) fn tool_hooks(&self) -> Hooks {
         self.hooks

@@ -162,6 +162,9 @@ fn lead_tools(
         Arc::new(ReviewPlan(team.clone())),
         Arc::new(GrepTool),
         Arc::new(MergeTeammate(team.clone())),
+        Arc::new(crate::approvals::review_tool::ReviewPermission(
+            team.clone(),
+        )),
     ]);
     tools.extend(task_tools(stores.claims.clone()));
     let mut registry = registry_in_order(tools, &LEAD_TOOLS)?;

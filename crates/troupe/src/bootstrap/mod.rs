@@ -25,6 +25,8 @@
 //!   told: their system prompts, their plan gate, the living prompt.
 //! - `kit.rs` — what every runner gets for long runs: usage and token budget, context budget
 //!   and artifacts, memory, the settings' hooks.
+//! - `approvals.rs` — the run's approval provider as durable permission requests (SPEC §13):
+//!   wrapped at the start, bound to the team once built.
 //! - `start.rs` — the run's start and close, one each for a lead and a worker: run lock, event
 //!   stream, stores, what a dead run left half done, base policy and background jobs; the
 //!   close in reverse order.
@@ -40,6 +42,7 @@
 //!
 //! [`Redactor`]: crate::secrets::Redactor
 
+mod approvals;
 mod compact;
 mod distributed;
 mod factory;

@@ -122,7 +122,7 @@ pub fn inspector(workspace: &std::path::Path) -> Inspector {
 /// answer arrive), and the roster from `team.json` for the "is its sender still there" rule.
 pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
-    pub protocol: ProtocolRuntime,
+    pub protocol: Arc<ProtocolRuntime>,
     layout: Layout,
     /// A distributed team's roster, read from its database.
     distributed_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
@@ -149,7 +149,11 @@ impl PlanReview {
             Arc::new(NoTeamObserver),
         ));
         // The TTL is unused: a review only answers existing requests.
-        let protocol = ProtocolRuntime::new(store.clone(), postman, Duration::from_secs(300));
+        let protocol = Arc::new(ProtocolRuntime::new(
+            store.clone(),
+            postman,
+            Duration::from_secs(300),
+        ));
         Ok(Some(Self {
             store,
             protocol,
@@ -186,8 +190,11 @@ impl PlanReview {
             ids,
             Arc::new(NoTeamObserver),
         ));
-        let protocol =
-            ProtocolRuntime::new(protocol_store.clone(), postman, Duration::from_secs(300));
+        let protocol = Arc::new(ProtocolRuntime::new(
+            protocol_store.clone(),
+            postman,
+            Duration::from_secs(300),
+        ));
         Ok(Some(Self {
             store: protocol_store,
             protocol,

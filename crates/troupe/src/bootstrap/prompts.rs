@@ -14,7 +14,7 @@ use crate::tools::{RegistryError, ToolHandler, ToolRegistry};
 
 /// The lead's tools, in the order SPEC §4.1 offers them (the base agent's, then the team's, then
 /// wave 3's `grep` and `merge_teammate`).
-pub const LEAD_TOOLS: [&str; 20] = [
+pub const LEAD_TOOLS: [&str; 21] = [
     "shell",
     "read_file",
     "write_file",
@@ -35,6 +35,7 @@ pub const LEAD_TOOLS: [&str; 20] = [
     "review_plan",
     "grep",
     "merge_teammate",
+    "review_permission",
 ];
 
 /// A teammate's tools, exactly (SPEC §4.1): the first five, then wave 3's working toolset — the
@@ -78,7 +79,8 @@ pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> S
          Do work yourself with your tools, or spawn teammates for parallel work. Teammates' \
          results, their plan requests, their shutdown answers, background job completions and \
          cron wakeups reach you as user messages starting with [event], holding JSON. Review a \
-         plan_approval_request with review_plan. When a teammate's work is done, ask it to stop \
+         plan_approval_request with review_plan, and a teammate's permission_request (its call \
+         waits for the answer) with review_permission. When a teammate's work is done, ask it to stop \
          with request_shutdown; its name can then be spawned again as a new teammate with a \
          fresh conversation. Keep answers short.\n{}",
         workspace.display(),

@@ -48,6 +48,8 @@ pub(super) struct Start {
     /// The base policy; each teammate's adds its own plan gate.
     pub(super) base_policy: PermissionPolicy,
     pub(super) jobs: Arc<JobSupervisor>,
+    /// The run's approval provider as durable requests, bound once the team is built.
+    pub(super) requests: Arc<crate::approvals::RequestedApproval>,
 }
 
 /// The prologue of a run on `settings`, as `role` (`lead`, `worker`) of its team: the run
@@ -61,6 +63,7 @@ pub(super) fn start(
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
     let pg = open_distributed(settings, role)?;
+    let requests = super::approvals::wrap(settings, role);
     let events = open_events(&layout, settings, pg.as_ref())?;
     let stores = open_stores(&layout, settings, &events, pg)?;
     finish_earlier_run(&layout, settings, &stores)?;
@@ -78,6 +81,7 @@ pub(super) fn start(
         stores,
         base_policy,
         jobs,
+        requests,
     };
     Ok((start, job_completions))
 }

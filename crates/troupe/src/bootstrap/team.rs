@@ -86,7 +86,15 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         mut stores,
         base_policy,
         jobs,
+        requests,
     } = start;
+    super::approvals::bind(
+        &requests,
+        &settings,
+        &crew.runtime,
+        &events,
+        crew.kit.command_hooks(),
+    );
     let (lead, earlier_session) = lead(&settings, &stores, base_policy, &jobs, &cron, &crew)?;
     let Crew {
         kit,

@@ -54,8 +54,16 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
         events,
         mut stores,
         jobs,
+        requests,
         ..
     } = start;
+    super::approvals::bind(
+        &requests,
+        &settings,
+        &crew.runtime,
+        &events,
+        crew.kit.command_hooks(),
+    );
     let runtime = crew.runtime;
     let parts = stores.pg.take();
     let holder = parts.as_ref().map(|p| p.holder.clone()).unwrap_or_default();

@@ -27,8 +27,8 @@ pub mod settings_rules;
 pub mod shell_words;
 
 pub use approval::{
-    ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval, SaveAllow,
-    TerminalApproval,
+    terminal_answer, ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval,
+    Person, PersonReply, Preview, SaveAllow, TerminalApproval, Withdrawal,
 };
 pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
 pub use effect::{Effect, Scope};

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::approval::{ApprovalAnswer, ApprovalProvider, ApprovalRequest};
+use super::approval::{
+    ApprovalAnswer, ApprovalProvider, ApprovalRequest, Person, PersonReply, Withdrawal,
+};
 use crate::store::events::kinds::{self, preview};
 use crate::store::events::EventSink;
 
@@ -25,6 +27,26 @@ impl ObservedApproval {
 impl ApprovalProvider for ObservedApproval {
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn person(&self) -> Person {
+        self.inner.person()
+    }
+
+    fn save_entry(&self, entry: &str) -> Option<String> {
+        self.inner.save_entry(entry)
+    }
+
+    fn tell(&self, line: &str) {
+        self.inner.tell(line);
+    }
+
+    async fn ask_person(
+        &self,
+        request: &ApprovalRequest<'_>,
+        withdrawn: Withdrawal<'_>,
+    ) -> PersonReply {
+        self.inner.ask_person(request, withdrawn).await
     }
 
     async fn approve(&self, request: &ApprovalRequest<'_>) -> ApprovalAnswer {

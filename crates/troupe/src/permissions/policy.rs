@@ -168,6 +168,8 @@ impl PermissionPolicy {
                 arguments: request.arguments,
                 reason,
                 suggestion,
+                sandbox: request.sandbox,
+                preview: request.preview,
             })
             .await
     }
@@ -186,7 +188,10 @@ impl PermissionPolicy {
         let decision = PermissionDecision {
             allowed: answer.approved,
             rules_said: Decision::Ask,
-            rule: format!("sandbox-rerun+approval:{}", self.approval.name()),
+            rule: format!(
+                "sandbox-rerun+approval:{}",
+                answer.by.as_deref().unwrap_or(self.approval.name())
+            ),
             reason: answer.reason,
         };
         let unconfined = PermissionRequest {
@@ -224,7 +229,11 @@ impl PermissionPolicy {
                 PermissionDecision {
                     allowed: answer.approved,
                     rules_said: Decision::Ask,
-                    rule: format!("{}+approval:{}", verdict.rule, self.approval.name()),
+                    rule: format!(
+                        "{}+approval:{}",
+                        verdict.rule,
+                        answer.by.as_deref().unwrap_or(self.approval.name())
+                    ),
                     reason: answer.reason,
                 }
             }

@@ -41,6 +41,8 @@ pub struct PermissionRequest<'a> {
     pub arguments: &'a Value,
     /// For a tool that runs commands, the sandbox mode they run under (for the audit line).
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// What the call would change (a write's diff), made only if someone is asked.
+    pub preview: Option<super::approval::Preview<'a>>,
 }
 
 /// One rule's verdict, with its name and reason for the audit log and the model.

@@ -53,12 +53,13 @@ pub(super) fn parse(
             "PostToolUse" => HookEvent::PostToolUse,
             "UserPromptSubmit" => HookEvent::UserPromptSubmit,
             "Stop" => HookEvent::Stop,
+            "PermissionRequest" => HookEvent::PermissionRequest,
             other => {
                 return Err(spans.invalid(
                     hook.event.span().start,
                     format!(
                         "hooks[{index}].event {other:?} is not one of PreToolUse, PostToolUse, \
-                         UserPromptSubmit, Stop"
+                         UserPromptSubmit, Stop, PermissionRequest"
                     ),
                 ))
             }

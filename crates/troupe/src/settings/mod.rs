@@ -14,6 +14,7 @@
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
 //! `team::definitions`.
 
+mod approvals;
 mod duration;
 pub mod error;
 mod files;
@@ -37,6 +38,7 @@ pub mod trust;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use approvals::{ApprovalRoute, ApprovalSettings, NoTerminal, DEFAULT_APPROVAL_TTL};
 pub use duration::parse_duration;
 pub use error::{SettingsError, SettingsErrorKind};
 pub use files::{user_config_path, MAX_SETTINGS_FILE_BYTES, PROJECT_FILE_NAME};
@@ -171,6 +173,8 @@ pub enum HookEvent {
     PostToolUse,
     UserPromptSubmit,
     Stop,
+    /// A permission request was registered (SPEC §13): told, never asked.
+    PermissionRequest,
 }
 
 impl HookEvent {
@@ -180,6 +184,7 @@ impl HookEvent {
             Self::PostToolUse => "PostToolUse",
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::Stop => "Stop",
+            Self::PermissionRequest => "PermissionRequest",
         }
     }
 }
@@ -299,6 +304,8 @@ pub struct Settings {
     pub prices: PriceSettings,
     /// `[run]`: the run's bounds (a cost budget).
     pub run: RunSettings,
+    /// `[approvals]`: how permission asks are answered.
+    pub approvals: ApprovalSettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

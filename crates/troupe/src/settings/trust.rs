@@ -60,6 +60,8 @@ pub enum TrustKind {
     Network,
     /// A `[prices]` entry below troupe's built-in table (it loosens `--max-cost`).
     Prices,
+    /// `[approvals] route = "lead"`: a model answers teammates' permission asks.
+    ApprovalRoute,
 }
 
 impl TrustKind {
@@ -77,6 +79,7 @@ impl TrustKind {
             Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",
             Self::Prices => "prices",
+            Self::ApprovalRoute => "approval_route",
         }
     }
 }

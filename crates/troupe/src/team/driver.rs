@@ -229,11 +229,19 @@ impl Driver {
         let store = self.team.protocol().store().clone();
         let mut events = Vec::new();
         while let Some(message) = mailbox.claim(&lead).map_err(TeamError::from)? {
+            if let MailboxMessage::Protocol(p) = &message {
+                if p.kind() == ProtocolMessageKind::PermissionResponse {
+                    self.settle_permission_response(&message, p)?;
+                    continue;
+                }
+            }
             let verdict: Result<(), _> = match &message {
                 MailboxMessage::Ordinary(_) => Ok(()),
                 MailboxMessage::Protocol(p) => match p.kind() {
                     ProtocolMessageKind::ShutdownResponse => store.validate_response(p).map(|_| ()),
-                    ProtocolMessageKind::PlanApprovalRequest => {
+                    // A teammate's permission ask routed to the lead (`[approvals] route`).
+                    ProtocolMessageKind::PlanApprovalRequest
+                    | ProtocolMessageKind::PermissionRequest => {
                         store.validate_request(p).map(|_| ())
                     }
                     other => Err(crate::store::protocol::ProtocolError::Mismatch {
@@ -252,6 +260,39 @@ impl Driver {
             }
         }
         Ok(events)
+    }
+
+    /// The mailbox copy of an answer to one of the lead's own permission asks: consumed (a
+    /// replay when the waiting call consumed it) and acked; never an event for the model. A
+    /// copy past its window is acked as it is; one that does not match is quarantined.
+    fn settle_permission_response(
+        &self,
+        message: &MailboxMessage,
+        response: &troupe_wire::ProtocolMessage,
+    ) -> Result<(), DriveError> {
+        let lead = AgentName::lead();
+        let store = self.team.protocol().store().clone();
+        match classify(store.consume_response(response)) {
+            Triage::Ok(consumed) => {
+                if !consumed.replayed {
+                    self.team
+                        .postman()
+                        .observer()
+                        .update(&TeamUpdate::Resolved(consumed.request));
+                }
+            }
+            Triage::Quarantine(crate::store::protocol::ProtocolError::Expired { .. }) => {}
+            Triage::Quarantine(e) => return self.quarantine(message, &e.to_string()),
+            Triage::Storage(e) => {
+                let _ = self.team.mailbox().release(&lead, message.id());
+                return Err(TeamError::from(e).into());
+            }
+        }
+        self.team
+            .mailbox()
+            .ack(&lead, message)
+            .map_err(TeamError::from)?;
+        Ok(())
     }
 
     fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), DriveError> {
@@ -338,6 +379,10 @@ impl Driver {
                 .postman()
                 .observer()
                 .update(&TeamUpdate::Expired(request.clone()));
+            // A permission ask's expiry is its waiting call's denial: nobody else is told.
+            if request.kind() == troupe_wire::RequestKind::Permission {
+                continue;
+            }
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
             } else if self.team.check_reachable(request.sender()).is_ok() {

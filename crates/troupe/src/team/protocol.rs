@@ -114,12 +114,24 @@ impl ProtocolRuntime {
         target: &AgentName,
         content: &str,
     ) -> Result<ProtocolRequest, TeamError> {
+        self.open_with_ttl(kind, sender, target, content, self.ttl)
+    }
+
+    /// [`Self::open`] with its own response window (a permission request's `[approvals] ttl`).
+    pub fn open_with_ttl(
+        &self,
+        kind: RequestKind,
+        sender: &AgentName,
+        target: &AgentName,
+        content: &str,
+        ttl: Duration,
+    ) -> Result<ProtocolRequest, TeamError> {
         let request = self.store.create(NewRequest {
             kind,
             sender: sender.clone(),
             target: target.clone(),
             content: Content::parse(content)?,
-            ttl: self.ttl,
+            ttl,
         })?;
         let envelope = self.postman.envelope(sender, target, content)?;
         let message =

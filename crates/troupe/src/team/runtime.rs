@@ -137,6 +137,9 @@ struct TeamInner {
     board: std::sync::OnceLock<Arc<BoardWork>>,
     /// The lease keeper's task, awaited at close.
     keeper: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Counts arrivals in any mailbox (this process's sends, another process's, seen through
+    /// the watch or the database's wakeups): a permission ask waits on it for its answer.
+    arrivals: tokio::sync::watch::Sender<u64>,
 }
 
 /// A weak reference to the team, held by tools (which the team's runners own).
@@ -200,6 +203,7 @@ impl TeamRuntime {
                 observer: ports.observer,
                 board: std::sync::OnceLock::new(),
                 keeper: Mutex::new(None),
+                arrivals: tokio::sync::watch::Sender::new(0),
             }
         });
         Ok(Self { inner })
@@ -207,6 +211,11 @@ impl TeamRuntime {
 
     pub fn handle(&self) -> TeamHandle {
         TeamHandle(Arc::downgrade(&self.inner))
+    }
+
+    /// Changes on every arrival in any mailbox of the team (see [`TeamInner::arrivals`]).
+    pub fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.arrivals.subscribe()
     }
 
     pub fn postman(&self) -> &Arc<Postman> {
@@ -317,6 +326,7 @@ impl TeamRuntime {
     /// Wakes `agent`: the lead's driver, or a teammate's worker (started here if this process
     /// may run it). What a wakeup from another process calls.
     pub fn wake(&self, agent: &AgentName) {
+        self.inner.arrived();
         if agent.is_lead() {
             self.inner.changed.notify_one();
         } else {
@@ -734,6 +744,7 @@ impl TeamInner {
                 scope: crate::tools::Scope::TroupeState,
                 arguments: &arguments,
                 sandbox: None,
+                preview: None,
             },
         );
         verdict.is_none_or(|v| v.decision != crate::permissions::Decision::Deny)
@@ -761,6 +772,10 @@ impl TeamInner {
     }
 
     /// Starts a worker for `name` unless one runs (then it will look again before idling).
+    fn arrived(&self) {
+        self.arrivals.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     fn wake_teammate(self: &Arc<Self>, name: &AgentName) {
         if self.closing.is_cancelled() {
             return;
@@ -994,6 +1009,7 @@ impl Waker for TeamWaker {
         let Some(inner) = self.0.upgrade() else {
             return;
         };
+        inner.arrived();
         if agent.is_lead() {
             inner.changed.notify_one();
         } else {

@@ -242,6 +242,9 @@ async fn handle(
             ProtocolMessageKind::PlanApprovalResponse => {
                 plan_response(team, runner, message, p).await
             }
+            ProtocolMessageKind::PermissionResponse => {
+                blocking(|| permission_response(team, message, p))
+            }
             other => blocking(|| {
                 quarantine(
                     team,
@@ -407,6 +410,29 @@ fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) ->
     match team.mailbox().ack(team.name(), message) {
         Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
+    }
+}
+
+/// The mailbox copy of an answer to one of this teammate's permission asks: the waiting call
+/// consumed it already (a replay here), or the call is gone (the process stopped while it
+/// waited) and this resolves the request. Never a model call. A copy that came after the
+/// request's window is acked as it is; one that does not match its request is quarantined.
+fn permission_response(
+    team: &dyn WorkerContext,
+    message: &MailboxMessage,
+    response: &ProtocolMessage,
+) -> Handled {
+    match classify(team.protocol().store().consume_response(response)) {
+        Triage::Ok(consumed) => {
+            if !consumed.replayed {
+                team.observer()
+                    .update(&TeamUpdate::Resolved(consumed.request.clone()));
+            }
+            ack_and(team, message, Handled::Next)
+        }
+        Triage::Quarantine(ProtocolError::Expired { .. }) => ack_and(team, message, Handled::Next),
+        Triage::Quarantine(e) => quarantine(team, message, &e.to_string()),
+        Triage::Storage(e) => Handled::Failed(format!("protocol store: {e}")),
     }
 }
 

@@ -145,6 +145,8 @@ impl Dispatcher {
             let error = ToolError::InvalidArguments(format!("{tool}: {e}"));
             return fail(&error, None);
         }
+        let handler = &registered.handler;
+        let preview = || handler.preview(ctx, &arguments);
         let request = PermissionRequest {
             agent: &ctx.agent,
             tool,
@@ -152,6 +154,7 @@ impl Dispatcher {
             scope: registered.handler.scope(),
             arguments: &arguments,
             sandbox: registered.handler.sandbox(),
+            preview: Some(crate::permissions::Preview(&preview)),
         };
         // 4. PreToolUse hooks
         let mut contexts = Vec::new();

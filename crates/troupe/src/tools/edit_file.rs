@@ -52,6 +52,14 @@ impl ToolHandler for EditFileTool {
         }
     }
 
+    /// The edit's own lines: the file is not read (the handler checks the match).
+    fn preview(&self, _ctx: &ToolContext, args: &Value) -> Option<String> {
+        let raw = str_arg(args, "path").ok()?;
+        let old_text = str_arg(args, "old_text").ok()?;
+        let new_text = str_arg(args, "new_text").ok()?;
+        Some(super::preview::diff(raw, old_text, new_text))
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let raw = str_arg(&args, "path")?;
         let old_text = str_arg(&args, "old_text")?;

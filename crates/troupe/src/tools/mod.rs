@@ -34,6 +34,7 @@ pub mod glob;
 pub mod grep;
 pub mod ignore_rules;
 pub mod mcp;
+pub mod preview;
 pub mod read_file;
 pub mod registry;
 pub mod schema;
@@ -163,6 +164,13 @@ pub trait ToolHandler: Send + Sync {
     /// tool is left out of the tools offered to the model at its next call, and a call that
     /// still names it gets this error without reaching permissions or the handler.
     fn unavailable(&self) -> Option<ToolError> {
+        None
+    }
+
+    /// What the call would change, for whoever is asked to approve it (a write's diff);
+    /// `None` when the tool cannot tell. Called only when someone is asked; it may read the
+    /// workspace (a short read of one bounded regular file), never change it.
+    fn preview(&self, _ctx: &ToolContext, _args: &Value) -> Option<String> {
         None
     }
 

@@ -231,6 +231,7 @@ impl ToolHandler for ShellTool {
                     scope: Scope::World,
                     arguments: &args,
                     sandbox: self.sandbox(),
+                    preview: None,
                 };
                 let decision = policy
                     .approve_unconfined_rerun(&request, &notes.join("; "))

@@ -34,6 +34,14 @@ impl ToolHandler for WriteFileTool {
         }
     }
 
+    fn preview(&self, ctx: &ToolContext, args: &Value) -> Option<String> {
+        let raw = str_arg(args, "path").ok()?;
+        let content = str_arg(args, "content").ok()?;
+        let workspace = Workspace::new(&ctx.workspace).ok()?;
+        let path = workspace.resolve_write(raw).ok()?;
+        super::preview::write_preview(&path, &workspace.display(&path), content)
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let raw = str_arg(&args, "path")?;
         let content = str_arg(&args, "content")?;

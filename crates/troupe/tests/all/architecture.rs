@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["agent", "cron"],
     &["team"],
+    &["approvals"],
     &["inspect"],
     &["send"],
     &["bootstrap"],

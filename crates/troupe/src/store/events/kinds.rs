@@ -22,6 +22,9 @@
 //! | `request_expired` | sender | `request_id`, `protocol`, `from`, `to` |
 //! | `approval_asked` | agent | `tool`, `preview`, `reason`, `provider` |
 //! | `approval_answered` | agent | `tool`, `allowed`, `reason`, `provider` |
+//! | `permission_requested` | agent | `request_id`, `tool`, `summary`, `to` (`user` or `lead`), `expires_at` |
+//! | `permission_answered` | agent | `request_id`, `tool`, `approved`, `choice`, `by`, `reason` |
+//! | `permission_expired` | agent | `request_id`, `tool` |
 //! | `compaction` | agent | `trigger`, `how` (`summary`, `dropped`), `messages_before`, `messages_after`, `bytes_before`, `bytes_after` |
 //! | `job_started` | agent | `job_id`, `command` |
 //! | `job_ended` | agent | `job_id`, `command`, `status`, `exit_code`? |
@@ -60,6 +63,9 @@ pub const REQUEST_CONSUMED: &str = "request_consumed";
 pub const REQUEST_EXPIRED: &str = "request_expired";
 pub const APPROVAL_ASKED: &str = "approval_asked";
 pub const APPROVAL_ANSWERED: &str = "approval_answered";
+pub const PERMISSION_REQUESTED: &str = "permission_requested";
+pub const PERMISSION_ANSWERED: &str = "permission_answered";
+pub const PERMISSION_EXPIRED: &str = "permission_expired";
 pub const COMPACTION: &str = "compaction";
 pub const JOB_STARTED: &str = "job_started";
 pub const JOB_ENDED: &str = "job_ended";
@@ -76,7 +82,7 @@ pub const TEAMMATE_MERGED: &str = "teammate_merged";
 pub const MERGE_CONFLICT: &str = "merge_conflict";
 
 /// Every kind above, in the order of the table.
-pub const ALL: [&str; 35] = [
+pub const ALL: [&str; 38] = [
     RUN_STARTED,
     RUN_ENDED,
     MODEL_CALL_STARTED,
@@ -98,6 +104,9 @@ pub const ALL: [&str; 35] = [
     REQUEST_EXPIRED,
     APPROVAL_ASKED,
     APPROVAL_ANSWERED,
+    PERMISSION_REQUESTED,
+    PERMISSION_ANSWERED,
+    PERMISSION_EXPIRED,
     COMPACTION,
     JOB_STARTED,
     JOB_ENDED,

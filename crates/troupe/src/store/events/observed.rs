@@ -238,6 +238,13 @@ impl ProtocolStore for ObservedProtocol {
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
         self.inner.deliver_recorded_answers(deliver)
     }
+
+    fn recorded_answer(
+        &self,
+        id: troupe_wire::RequestId,
+    ) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        self.inner.recorded_answer(id)
+    }
 }
 
 /// `request_consumed`, unless the consume was a replay.

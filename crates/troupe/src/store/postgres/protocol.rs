@@ -515,6 +515,17 @@ impl ProtocolStore for PgProtocolStore {
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
         super::retrying(|| self.deliver_recorded_answers_once(deliver))
     }
+
+    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        let fetched = super::retrying(|| self.fetch(id))?;
+        let Some((body, answer)) = fetched else {
+            return Err(ProtocolError::NotFound(id));
+        };
+        let request = decode(&body)?;
+        answer
+            .map(|answer| decode_answer(&request, &answer))
+            .transpose()
+    }
 }
 
 /// Consumes `message` inside `tx`, which holds the protocol lock, without committing: the

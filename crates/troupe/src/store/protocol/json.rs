@@ -442,4 +442,12 @@ impl ProtocolStore for JsonProtocolStore {
         }
         Ok(delivered)
     }
+
+    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        let (cache, _lock) = self.session()?;
+        let Some((_, request)) = cache.find(id)? else {
+            return Err(ProtocolError::NotFound(id));
+        };
+        self.answers.read(&request)
+    }
 }

@@ -243,6 +243,11 @@ pub trait ProtocolStore: Send + Sync {
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError>;
+
+    /// The one answer recorded for request `id` (sent by [`Self::answer`]), whether or not it
+    /// was consumed yet; `None` while nobody has answered. `NotFound` for an unknown id. A
+    /// permission ask waits on this: the answer may come from any process.
+    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError>;
 }
 
 /// Identifies the response message that resolved a request (for idempotent replays).

@@ -22,6 +22,8 @@ fn ask<'a>(agent: &'a AgentName, args: &'a serde_json::Value) -> ApprovalRequest
         arguments: args,
         reason: "write tools need approval",
         suggestion: None,
+        sandbox: None,
+        preview: None,
     }
 }
 
@@ -82,6 +84,8 @@ async fn terminal_prompt_offers_always_save_and_a_reason_for_no() {
         arguments: &args,
         reason: "execute tools need approval",
         suggestion: Some("shell(cargo test:*)"),
+        sandbox: None,
+        preview: None,
     };
     let saved = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let saver: SaveAllow = {

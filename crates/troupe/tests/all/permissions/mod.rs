@@ -42,6 +42,7 @@ pub fn request<'a>(
         scope: Scope::World,
         arguments: args,
         sandbox: None,
+        preview: None,
     }
 }
 

@@ -379,6 +379,7 @@ fn call<'a>(agent: &'a AgentName, tool: &'a str, args: &'a Value) -> PermissionR
         scope: Scope::World,
         arguments: args,
         sandbox: None,
+        preview: None,
     }
 }
 

@@ -385,6 +385,7 @@ fn the_gate_rule_by_start_and_latest_plan() {
         scope: Scope::World,
         arguments: &args,
         sandbox: None,
+        preview: None,
     };
     let starts = [
         GateStart::AtFirstPlan,

@@ -85,7 +85,7 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
         .collect();
     assert_eq!(names, LEAD_TOOLS);
     // SPEC §4.1, written out: the constant itself must be the contract (the first 18, then
-    // wave 3's grep).
+    // wave 3's grep and merge_teammate, and review_permission of §13).
     assert_eq!(
         LEAD_TOOLS,
         [
@@ -109,6 +109,7 @@ async fn the_lead_is_offered_its_tools_in_contract_order() {
             "review_plan",
             "grep",
             "merge_teammate",
+            "review_permission",
         ]
     );
     team.close().await;

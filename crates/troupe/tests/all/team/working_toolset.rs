@@ -119,7 +119,7 @@ fn workspace_with_code(f: &Fixture) {
 #[test]
 fn the_tool_lists_are_the_contract() {
     // SPEC §4.1, written out: the teammate's first five, then wave 3's working toolset; the
-    // lead's eighteen, then grep and merge_teammate.
+    // lead's eighteen, then grep and merge_teammate, and review_permission (§13).
     assert_eq!(
         TEAMMATE_TOOLS,
         [
@@ -137,8 +137,11 @@ fn the_tool_lists_are_the_contract() {
             "complete_task",
         ]
     );
-    assert_eq!(LEAD_TOOLS.len(), 20);
-    assert_eq!(LEAD_TOOLS[18..], ["grep", "merge_teammate"]);
+    assert_eq!(LEAD_TOOLS.len(), 21);
+    assert_eq!(
+        LEAD_TOOLS[18..],
+        ["grep", "merge_teammate", "review_permission"]
+    );
     assert!(
         !TEAMMATE_TOOLS.contains(&"create_task"),
         "creating tasks stays with the lead"
