@@ -50,6 +50,9 @@ fn the_points_stay_bounded_however_many_records() {
     assert_eq!(series.points().last().unwrap().at, time(9_999));
 }
 
+/// A point as compared: its time, its total and each agent's cost.
+type Shown = (UtcTime, Cost, Vec<(String, Cost)>);
+
 #[test]
 fn one_point_per_slot_while_under_the_bound() {
     let series = fold(
@@ -61,7 +64,7 @@ fn one_point_per_slot_while_under_the_bound() {
             record("lead", "gpt-4.1", 500_000, 0, 120),
         ],
     );
-    let shown: Vec<(UtcTime, Cost, Vec<(String, Cost)>)> = series
+    let shown: Vec<Shown> = series
         .points()
         .iter()
         .map(|p| (p.at, p.total, p.agents.clone().into_iter().collect()))
