@@ -613,7 +613,7 @@
     }
     var agents = [];
     points.forEach(function (p) { Object.keys(p.agents).forEach(function (a) { if (agents.indexOf(a) < 0) { agents.push(a); } }); });
-    var svg = '<svg xmlns="http://www.w3.org/2000/svg" role="img" width="' + CHART_W + '" height="' + CHART_H + '" viewBox="0 0 ' + CHART_W + " " + CHART_H + '"' +
+    var svg = '<svg role="img" width="' + CHART_W + '" height="' + CHART_H + '" viewBox="0 0 ' + CHART_W + " " + CHART_H + '"' +
       ' aria-label="' + esc(said) + '" data-points="' + points.length + '" data-total="' + esc(total) + '">' +
       "<title>" + esc(said) + "</title>" +
       '<line class="axis" x1="' + PAD_L + '" y1="' + (PAD_T + plotH) + '" x2="' + (PAD_L + plotW) + '" y2="' + (PAD_T + plotH) + '"/>' +
