@@ -77,6 +77,8 @@ mod architecture;
 mod board;
 #[path = "cli/browser.rs"]
 mod browser;
+#[path = "cli/browser_cost.rs"]
+mod browser_cost;
 #[path = "cli/browser_history.rs"]
 mod browser_history;
 #[path = "cli/cost.rs"]

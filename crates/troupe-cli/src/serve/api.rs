@@ -19,6 +19,7 @@ use troupe::layout::Layout;
 use troupe::wire::AgentName;
 
 use super::changes::Changes;
+use super::cost::CostFold;
 use super::filter::Filter;
 use super::history::{EventSource, ReadError};
 use super::http::Handler;
@@ -53,6 +54,8 @@ pub struct Shared {
     /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
     /// table, as they were when the server started.
     pub prices: troupe::prices::PriceTable,
+    /// The fold of the team's usage records: per-agent costs and the cost over time.
+    pub cost: Mutex<CostFold>,
 }
 
 /// Where the served team lives.
@@ -214,6 +217,7 @@ fn state_view(shared: &Shared) -> Response<Body> {
         &shared.layout,
         &shared.choice(),
         &shared.window,
+        &shared.cost,
         &shared.prices,
     ) {
         Ok(value) => response::json(StatusCode::OK, &value),

@@ -14,10 +14,13 @@
 //!
 //! The server never holds the whole stream ([`window`]): the page opens on the latest events
 //! and asks for older ones by `seq` as the person scrolls or filters; they are read from the
-//! stream's index ([`history`]; the server writes `.troupe/events.idx`) or the database.
+//! stream's index ([`history`]; the server writes `.troupe/events.idx`) or the database. The
+//! agents' costs and the cost-over-time chart are one fold of the usage records, read once each
+//! as they are appended ([`cost`]).
 
 mod api;
 mod changes;
+mod cost;
 mod filter;
 mod history;
 mod http;
@@ -86,6 +89,10 @@ async fn run(
         Team::Files => history::History::file(&layout),
         Team::Shared { view, .. } => history::History::Shared(view.clone()),
     };
+    let cost = match &team {
+        Team::Files => cost::CostFold::file(&layout, prices.clone()),
+        Team::Shared { view, .. } => cost::CostFold::shared(view.usage(), prices.clone()),
+    };
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
@@ -95,6 +102,7 @@ async fn run(
         token: Arc::new(token),
         changes,
         prices,
+        cost: Mutex::new(cost),
     });
     let shutdown = shutdown()?;
     // Index the stream and read its end while the first page is being asked for.

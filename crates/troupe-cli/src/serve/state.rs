@@ -1,10 +1,12 @@
 //! `GET /api/state`: the team at a glance — every agent (the lead first) with its status, tokens
 //! and estimated cost, the pending plan requests, and the last event's `seq`.
 //!
-//! Built from the read-only `Inspector` (roster, usage, pending requests) and, for the model each
-//! agent uses, the fold of `model_call_finished` events kept by the server's [`EventWindow`]. An agent's cost
-//! is `troupe usage`'s: each model's tokens at that model's price (`troupe::prices`, with the
-//! settings' `[prices]`); `null` when none of its tokens has a price.
+//! Built from the read-only `Inspector` (roster, pending requests), the fold of the usage records
+//! ([`CostFold`]: tokens, costs and `cost_series`, the cost over time) and, for the model each
+//! agent uses, the fold of `model_call_finished` events kept by the server's [`EventWindow`]. An
+//! agent's cost is `troupe usage`'s: each model's tokens at that model's price (`troupe::prices`,
+//! with the settings' `[prices]`); `null` when none of its tokens has a price. The series' last
+//! total is the sum of the agents' costs (the same sums).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -19,6 +21,7 @@ use troupe::wire::RequestStatus;
 use troupe::prices::report::{GroupBy, Line, UsageReport};
 use troupe::prices::PriceTable;
 
+use super::cost::CostFold;
 use super::window::EventWindow;
 
 /// Why the state could not be read: a message with its stable code.
@@ -31,6 +34,7 @@ pub fn state(
     layout: &Layout,
     team: &StoreChoice,
     window: &Mutex<EventWindow>,
+    cost: &Mutex<CostFold>,
     prices: &PriceTable,
 ) -> Result<Value, StateError> {
     let failed = |e: troupe::inspect::InspectError| StateError {
@@ -43,11 +47,20 @@ pub fn state(
             message: e.to_string(),
         })?;
     let report = inspector.status().map_err(failed)?;
-    let usage = UsageReport::new(
-        &inspector.usage_buckets(None).map_err(failed)?,
-        GroupBy::Agent,
-        prices,
-    );
+    let (usage, cost_series) = {
+        let mut cost = cost.lock().map_err(|_| StateError {
+            code: "internal",
+            message: "the cost fold is poisoned".to_owned(),
+        })?;
+        cost.refresh().map_err(|e| StateError {
+            code: e.code,
+            message: e.message,
+        })?;
+        (
+            UsageReport::new(cost.series().buckets(), GroupBy::Agent, prices),
+            cost.json(),
+        )
+    };
     let usage: BTreeMap<String, Line> = usage
         .groups
         .into_iter()
@@ -115,6 +128,7 @@ pub fn state(
         "agents": agents,
         "pending_plans": pending_plans,
         "last_seq": last,
+        "cost_series": cost_series,
         "cost_note": "estimate from list prices per million tokens (troupe usage); \
                       null when no model of the agent has a price",
     }))

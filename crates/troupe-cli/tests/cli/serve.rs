@@ -522,6 +522,75 @@ fn the_state_shows_each_agents_cost_by_its_models_prices() {
     assert_eq!(shown["unpriced_models"], json!([]));
 }
 
+/// `cost_series` is the cost over time: cumulative USD per agent and in total, one point per
+/// slot with a priced call (the models with no price named, their tokens counted nowhere); its
+/// last total is the sum of the agents' costs beside it, and a record appended later grows it.
+#[test]
+fn the_state_has_the_cost_over_time_ending_at_the_sum_of_the_agents_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join(".troupe")).unwrap();
+    write_roster_with_writer(&Layout::new(&ws), TeammateStatus::Idle);
+    let line = |at: &str, agent: &str, model: &str, prompt: u64, completion: u64| {
+        json!({"at": at, "run_id": "r", "agent": agent, "model": model,
+               "purpose": "turn", "prompt_tokens": prompt, "completion_tokens": completion,
+               "total_tokens": prompt + completion})
+        .to_string()
+            + "\n"
+    };
+    let log = ws.join(".troupe/usage.jsonl");
+    // gpt-4.1: $2 per 1M prompt tokens, $8 per 1M completion tokens.
+    std::fs::write(
+        &log,
+        line("2026-07-30T08:00:00.000Z", "lead", "gpt-4.1", 1_000_000, 0)
+            + &line("2026-07-30T08:01:00.000Z", "writer", "gpt-4.1", 0, 250_000)
+            + &line("2026-07-30T08:01:30.000Z", "writer", "local", 5, 5),
+    )
+    .unwrap();
+    let server = Server::start(&ws);
+    let state = server.get_json("/api/state");
+    assert_eq!(
+        state["cost_series"],
+        json!({
+            "points": [
+                {"at": "2026-07-30T08:00:00.000Z", "agents": {"lead": 2.0}, "total_usd": 2.0},
+                {"at": "2026-07-30T08:01:00.000Z", "agents": {"lead": 2.0, "writer": 2.0},
+                 "total_usd": 4.0},
+            ],
+            "total_usd": 4.0,
+            "unpriced_models": ["local"],
+            "slot_ms": 1000,
+            "max_points": 120,
+        })
+    );
+    let agents_sum: f64 = state["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["cost_usd"].as_f64())
+        .sum();
+    assert_eq!(state["agents"][1]["name"], "writer");
+    assert_eq!(state["cost_series"]["total_usd"].as_f64(), Some(agents_sum));
+
+    // Appended while the server runs (a torn tail first: not counted until it is whole).
+    let later = line("2026-07-30T08:05:00.000Z", "lead", "gpt-4.1", 500_000, 0);
+    let (head, tail) = later.split_at(20);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    file.write_all(head.as_bytes()).unwrap();
+    let state = server.get_json("/api/state");
+    assert_eq!(state["cost_series"]["points"].as_array().unwrap().len(), 2);
+    file.write_all(tail.as_bytes()).unwrap();
+    let state = server.get_json("/api/state");
+    let points = state["cost_series"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "{state:#}");
+    assert_eq!(
+        points[2],
+        json!({"at": "2026-07-30T08:05:00.000Z", "agents": {"lead": 3.0, "writer": 2.0},
+               "total_usd": 5.0})
+    );
+    assert_eq!(state["agents"][0]["cost_usd"], json!(3.0));
+}
+
 #[test]
 fn a_workspace_without_state_shows_an_empty_team_and_stays_empty() {
     let dir = tempfile::tempdir().unwrap();
@@ -639,6 +708,12 @@ fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathB
         })
         .unwrap()
         .id();
+    write_roster_with_writer(&layout, status);
+    (dir, ws, id)
+}
+
+/// `.troupe/team.json` with one teammate, `writer`, with `status`.
+fn write_roster_with_writer(layout: &Layout, status: TeammateStatus) {
     let roster = TeamRoster {
         version: TeamRoster::VERSION,
         teammates: vec![TeammateRecord {
@@ -654,7 +729,6 @@ fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathB
         }],
     };
     std::fs::write(layout.team_file(), roster.to_json_bytes()).unwrap();
-    (dir, ws, id)
 }
 
 /// The requests as `troupe requests --json` shows them, without times and message ids.

@@ -82,6 +82,14 @@ impl TeamView {
         PgTranscriptLog::new(self.store.clone(), agent.as_str()).read()
     }
 
+    /// The team's token usage, every process's records (for a reader that folds them as they
+    /// arrive).
+    pub fn usage(&self) -> Arc<dyn crate::store::usage::TeamUsage> {
+        Arc::new(crate::store::postgres::usage::PgUsage::new(
+            self.store.clone(),
+        ))
+    }
+
     /// The team's memory records (files under `layout` keep nothing of them).
     pub fn memory(&self, layout: &Layout) -> MemoryStore {
         MemoryStore::distributed(layout, Arc::new(PgMemory::new(self.store.clone())))

@@ -6,6 +6,8 @@
 //! - [`cost`]: [`Rate`] (a price per million tokens), [`Price`] (the four rates of a model) and
 //!   [`Cost`] (an amount of US dollars): integers, so sums never drift.
 //! - [`report`]: usage grouped by agent, model or day with each group's cost (`troupe usage`).
+//! - [`series`]: cost over time, cumulative per agent and in total, at a bounded number of
+//!   points (the chart of `troupe serve`'s page).
 //!
 //! # Finding a model's price
 //!
@@ -24,6 +26,7 @@
 
 pub mod cost;
 pub mod report;
+pub mod series;
 pub mod table;
 
 use std::collections::BTreeMap;

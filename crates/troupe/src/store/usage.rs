@@ -74,6 +74,14 @@ pub trait TeamUsage: Send + Sync {
         &self,
         since: Option<troupe_wire::UtcTime>,
     ) -> Result<UsageBuckets, super::BackendError>;
+    /// Up to `limit` of the team's records after the row `after` (0: from the first), in the
+    /// table's order, each with its row id: for a reader that folds them as they arrive (the
+    /// page's cost chart).
+    fn records_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, UsageRecord)>, super::BackendError>;
 }
 
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first
@@ -245,6 +253,55 @@ pub fn for_each_record(
         each(number, record)
     })?;
     Ok(())
+}
+
+/// Calls `each` with every complete record of the log at `path` from byte `*offset` on (where
+/// an earlier call stopped) and its `at`, moving `*offset` past each line read: a reader that
+/// follows the log reads each line once, and a torn tail is left for the next call. `Ok(false)`
+/// when the log is now shorter than `*offset` (it was replaced: start again from 0); a missing
+/// log has nothing. A line that is not a record, or whose `at` is not troupe's UTC time, is an
+/// error naming its byte offset, and `*offset` stays before it.
+pub fn for_each_record_after(
+    path: &Path,
+    offset: &mut u64,
+    mut each: impl FnMut(&UsageRecord, troupe_wire::UtcTime),
+) -> Result<bool, IoError> {
+    use std::io::{BufRead, Seek};
+    let Some(file) = super::read::open_regular(path, super::read::Links::Refuse)? else {
+        return Ok(*offset == 0);
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| IoError::new("inspect", path, e))?
+        .len();
+    if len < *offset {
+        return Ok(false);
+    }
+    let mut reader = io::BufReader::new(file);
+    reader
+        .seek(io::SeekFrom::Start(*offset))
+        .map_err(|e| IoError::new("read", path, e))?;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| IoError::new("read", path, e))?;
+        if read == 0 || line.last() != Some(&b'\n') {
+            return Ok(true);
+        }
+        let at = *offset;
+        let text = std::str::from_utf8(&line[..read - 1])
+            .map_err(|_| corrupt(path, format!("byte {at}: the line is not UTF-8")))?;
+        if !text.trim().is_empty() {
+            let record: UsageRecord = troupe_wire::strict::from_json_str(text, "a usage record")
+                .map_err(|e| corrupt(path, format!("byte {at}: {e}")))?;
+            let time = troupe_wire::UtcTime::parse(&record.at)
+                .map_err(|e| corrupt(path, format!("byte {at}: {e}")))?;
+            each(&record, time);
+        }
+        *offset += u64::try_from(read).unwrap_or(u64::MAX);
+    }
 }
 
 /// A log at `path` that is not what it should be, and why (`line 3: …`).

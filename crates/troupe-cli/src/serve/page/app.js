@@ -573,12 +573,81 @@
     });
   }
 
+  // ---- Cost over time ----------------------------------------------------------------------
+
+  // The server's `cost_series`: cumulative estimated USD at a bounded number of points, per agent
+  // and in total. Drawn as inline SVG: the total as a line with a dot per point, each agent as a
+  // thin line under it.
+  var CHART_W = 330, CHART_H = 170, PAD_L = 52, PAD_R = 10, PAD_T = 10, PAD_B = 34;
+  var AGENT_COLOURS = ["#b7791f", "#17692e", "#7b3fa0", "#c0262d", "#2a7f8f", "#666"];
+
+  function usd(v, digits) { return "$" + Number(v).toFixed(digits); }
+  function clock(at) { return String(at).slice(11, 19); }
+
+  function renderCost(series) {
+    var box = $("cost-chart");
+    var points = (series && series.points) || [];
+    var unpriced = (series && series.unpriced_models) || [];
+    var note = $("cost-unpriced");
+    note.hidden = !unpriced.length;
+    note.textContent = unpriced.length ? "no price for " + unpriced.join(", ") + ": their tokens are not counted" : "";
+    if (!points.length) {
+      $("cost-total").textContent = "";
+      box.innerHTML = '<p class="empty">No priced model call yet.</p>';
+      return;
+    }
+    var total = series.total_usd;
+    var said = "Estimated cost over time: ~" + usd(total, 4) + " in total at " + clock(points[points.length - 1].at) +
+      " UTC, " + points.length + (points.length === 1 ? " point" : " points") + (unpriced.length ? "; no price for " + unpriced.join(", ") : "");
+    $("cost-total").textContent = "~" + usd(total, 4);
+    var t0 = Date.parse(points[0].at), t1 = Date.parse(points[points.length - 1].at);
+    var top = 0;
+    points.forEach(function (p) { top = Math.max(top, p.total_usd); });
+    if (!(top > 0)) { top = 1; }
+    var plotW = CHART_W - PAD_L - PAD_R, plotH = CHART_H - PAD_T - PAD_B;
+    function x(p) { return PAD_L + (t1 > t0 ? (Date.parse(p.at) - t0) / (t1 - t0) * plotW : plotW / 2); }
+    function y(v) { return PAD_T + plotH - v / top * plotH; }
+    function line(values, cls, colour) {
+      var d = values.map(function (v) { return v.x.toFixed(1) + "," + v.y.toFixed(1); }).join(" ");
+      return '<polyline class="' + cls + '" fill="none" stroke="' + colour + '" points="' + d + '"/>';
+    }
+    var agents = [];
+    points.forEach(function (p) { Object.keys(p.agents).forEach(function (a) { if (agents.indexOf(a) < 0) { agents.push(a); } }); });
+    var svg = '<svg role="img" width="' + CHART_W + '" height="' + CHART_H + '" viewBox="0 0 ' + CHART_W + " " + CHART_H + '"' +
+      ' aria-label="' + esc(said) + '" data-points="' + points.length + '" data-total="' + esc(total) + '">' +
+      "<title>" + esc(said) + "</title>" +
+      '<line class="axis" x1="' + PAD_L + '" y1="' + (PAD_T + plotH) + '" x2="' + (PAD_L + plotW) + '" y2="' + (PAD_T + plotH) + '"/>' +
+      '<line class="axis" x1="' + PAD_L + '" y1="' + PAD_T + '" x2="' + PAD_L + '" y2="' + (PAD_T + plotH) + '"/>' +
+      '<text class="tick" x="' + (PAD_L - 4) + '" y="' + (PAD_T + 4) + '" text-anchor="end">' + esc(usd(top, top < 1 ? 4 : 2)) + "</text>" +
+      '<text class="tick" x="' + (PAD_L - 4) + '" y="' + (PAD_T + plotH) + '" text-anchor="end">$0</text>' +
+      '<text class="axis-label" x="12" y="' + (PAD_T + plotH / 2) + '" text-anchor="middle" transform="rotate(-90 12 ' + (PAD_T + plotH / 2) + ')">USD</text>' +
+      '<text class="tick" x="' + PAD_L + '" y="' + (PAD_T + plotH + 13) + '" text-anchor="start">' + esc(clock(points[0].at)) + "</text>" +
+      '<text class="tick" x="' + (PAD_L + plotW) + '" y="' + (PAD_T + plotH + 13) + '" text-anchor="end">' + esc(clock(points[points.length - 1].at)) + "</text>" +
+      '<text class="axis-label" x="' + (PAD_L + plotW / 2) + '" y="' + (CHART_H - 4) + '" text-anchor="middle">time (UTC)</text>';
+    agents.forEach(function (a, i) {
+      var values = points.filter(function (p) { return p.agents[a] != null; }).map(function (p) { return { x: x(p), y: y(p.agents[a]) }; });
+      svg += '<g class="agent-line" data-agent="' + esc(a) + '"><title>' + esc(a + ": ~" + usd(values.length ? points[points.length - 1].agents[a] : 0, 4)) + "</title>" +
+        line(values, "agent-cost", AGENT_COLOURS[i % AGENT_COLOURS.length]) + "</g>";
+    });
+    svg += line(points.map(function (p) { return { x: x(p), y: y(p.total_usd) }; }), "total-cost", "#2457a6");
+    points.forEach(function (p) {
+      svg += '<circle class="point" r="2.5" cx="' + x(p).toFixed(1) + '" cy="' + y(p.total_usd).toFixed(1) + '"><title>' +
+        esc(clock(p.at) + " UTC: ~" + usd(p.total_usd, 4)) + "</title></circle>";
+    });
+    svg += "</svg>";
+    var legend = agents.map(function (a, i) {
+      return '<span class="key"><span class="swatch" style="background:' + AGENT_COLOURS[i % AGENT_COLOURS.length] + '"></span>' + esc(a) + "</span>";
+    }).join("");
+    box.innerHTML = svg + '<div class="legend"><span class="key"><span class="swatch total"></span>total</span>' + legend + "</div>";
+  }
+
   // ---- State and stream --------------------------------------------------------------------
 
   function applyState(state) {
     $("workspace").textContent = state.workspace;
     renderAgents(state.agents);
     renderPlans(state.pending_plans);
+    renderCost(state.cost_series);
   }
 
   function refreshState() {

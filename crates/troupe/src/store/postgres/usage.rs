@@ -190,6 +190,54 @@ impl PgUsage {
     }
 }
 
+impl PgUsage {
+    /// Up to `limit` of the team's records with a row id above `after`, by id.
+    pub fn records_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
+        let store = self.store.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        super::retrying(|| {
+            let store = store.clone();
+            self.store.block(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT id, at, run_id, agent, model, purpose, prompt_tokens,
+                                completion_tokens, total_tokens, cache_read_tokens,
+                                cache_write_tokens
+                           FROM troupe_usage WHERE team = $1 AND id > $2
+                          ORDER BY id LIMIT $3",
+                        &[&store.team(), &after, &limit],
+                    )
+                    .await
+                    .map_err(|e| db_error("read the team's usage", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|row| {
+                        let counts = counts_of(row, 6);
+                        let record = UsageRecord {
+                            at: row.get(1),
+                            run_id: row.get(2),
+                            agent: row.get(3),
+                            model: row.get(4),
+                            purpose: row.get(5),
+                            prompt_tokens: counts.prompt_tokens,
+                            completion_tokens: counts.completion_tokens,
+                            total_tokens: counts.total_tokens,
+                            cache_read_tokens: counts.cache_read_tokens,
+                            cache_write_tokens: counts.cache_write_tokens,
+                        };
+                        (row.get::<_, i64>(0), record)
+                    })
+                    .collect())
+            })
+        })
+    }
+}
+
 impl TeamCopy<UsageRecord> for PgUsage {
     fn copy(&self, record: &UsageRecord) -> Result<(), BackendError> {
         self.insert(record)
@@ -203,5 +251,13 @@ impl TeamUsage for PgUsage {
 
     fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
         PgUsage::buckets(self, since)
+    }
+
+    fn records_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
+        PgUsage::records_after(self, after, limit)
     }
 }
