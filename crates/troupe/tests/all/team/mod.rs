@@ -30,6 +30,7 @@
 pub mod support;
 
 mod answers;
+mod approvals;
 mod board;
 mod bookkeeping;
 mod close;
