@@ -153,6 +153,26 @@ pub fn describe(event: &Event) -> String {
                 _ => String::new(),
             }
         ),
+        kinds::PERMISSION_REQUESTED => format!(
+            "waits for approval of {} (permission request {}; answer with troupe approve or troupe deny)",
+            short(s("summary"), 90),
+            s("request_id")
+        ),
+        kinds::PERMISSION_ANSWERED => format!(
+            "permission request {} {} by {}",
+            s("request_id"),
+            if event.fields.get("approved") == Some(&true.into()) {
+                "approved"
+            } else {
+                "denied"
+            },
+            s("by")
+        ),
+        kinds::PERMISSION_EXPIRED => format!(
+            "permission request {} for {} expired unanswered: denied",
+            s("request_id"),
+            s("tool")
+        ),
         kinds::COMPACTION => format!(
             "context compacted ({}, {}): {} messages → {}, {} KB → {} KB",
             s("trigger"),

@@ -57,6 +57,9 @@
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
 //! - `store_settings`: `[store]` in the settings files: `troupe config` with sources and no
 //!   password, the file's store URL used unless `--store` says otherwise, a password refused.
+//! - `approvals`: permission asks as requests — `troupe approve`/`deny` from other processes
+//!   (one answer wins), a prompt on a pseudo-terminal that gives way, a worker's teammate
+//!   answered from the lead's host.
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
@@ -71,6 +74,8 @@
 mod agentdefs;
 #[path = "cli/approval_choices.rs"]
 mod approval_choices;
+#[path = "cli/approvals.rs"]
+mod approvals;
 #[path = "cli/architecture.rs"]
 mod architecture;
 #[path = "cli/board.rs"]

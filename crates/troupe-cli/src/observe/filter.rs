@@ -6,7 +6,7 @@
 use troupe::store::events::kinds;
 
 /// Kinds shown as lines without `-v`.
-const SHOWN: [&str; 21] = [
+const SHOWN: [&str; 23] = [
     kinds::MODEL_RETRY,
     kinds::MODEL_FALLBACK,
     kinds::MODEL_CALL_FAILED,
@@ -19,6 +19,8 @@ const SHOWN: [&str; 21] = [
     kinds::REQUEST_CONSUMED,
     kinds::REQUEST_EXPIRED,
     kinds::APPROVAL_ANSWERED,
+    kinds::PERMISSION_REQUESTED,
+    kinds::PERMISSION_EXPIRED,
     kinds::COMPACTION,
     kinds::JOB_STARTED,
     kinds::JOB_ENDED,
