@@ -52,6 +52,7 @@ pub fn config(
         value["team"] = team_json(settings);
         value["prices"] = super::config_cost::prices_json(settings);
         value["run"] = super::config_cost::run_json(settings);
+        value["approvals"] = super::config_approvals::approvals_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
@@ -62,6 +63,7 @@ pub fn config(
     text.push_str(&team_text(settings));
     text.push_str(&super::config_cost::prices_text(settings));
     text.push_str(&super::config_cost::run_text(settings));
+    text.push_str(&super::config_approvals::approvals_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
 }

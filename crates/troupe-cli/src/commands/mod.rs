@@ -5,6 +5,7 @@ mod approve;
 mod compact;
 mod completions;
 pub(crate) mod config;
+mod config_approvals;
 mod config_cost;
 mod demo;
 mod inspect;

@@ -226,11 +226,7 @@ fn terminal_reply(reply: &PersonReply, answer: &ApprovalAnswer) -> PermissionRep
         PersonReply::Save(_) => Choice::Save,
         _ => Choice::No,
     };
-    let by = match reply {
-        PersonReply::Interrupted => "interrupt",
-        _ => "terminal",
-    };
-    PermissionReply::new(choice, answer.reason.clone(), by)
+    PermissionReply::new(choice, answer.reason.clone(), "terminal")
 }
 
 #[async_trait]
@@ -323,7 +319,13 @@ impl ApprovalProvider for RequestedApproval {
             line
         });
         let reply = match person {
-            Person::AtTerminal => self.inner.ask_person(ask, withdrawal).await,
+            Person::AtTerminal => {
+                tokio::select! {
+                    biased;
+                    () = bound.closing.cancelled() => PersonReply::Interrupted,
+                    reply = self.inner.ask_person(ask, withdrawal) => reply,
+                }
+            }
             _ => {
                 tokio::select! {
                     () = bound.closing.cancelled() => PersonReply::Interrupted,
@@ -340,7 +342,14 @@ impl ApprovalProvider for RequestedApproval {
                     .by("interrupt"),
             };
         }
-        // The terminal answered (or was interrupted, or closed): record it as the answer.
+        if reply == PersonReply::Interrupted {
+            // Ctrl-C, or the team closing (a worker's SIGTERM): the call is denied as before.
+            // The request is left unanswered — it expires, and an answer given later finds no
+            // call waiting — so nothing is written into the mailbox of an agent being stopped.
+            return ApprovalAnswer::deny(crate::permissions::approval::INTERRUPTED_REASON)
+                .by("interrupt");
+        }
+        // The terminal answered (or its input closed): record it as the answer.
         let saved = match &reply {
             PersonReply::Save(entry) => Some(entry.clone()),
             _ => None,

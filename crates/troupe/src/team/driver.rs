@@ -413,8 +413,11 @@ impl Driver {
             .store()
             .pending()
             .map_err(TeamError::from)?;
+        // A permission request keeps nobody waiting here: its call waits on it (and keeps its
+        // agent busy), and a request whose call is gone must not hold the run open.
         Ok(pending
             .iter()
+            .filter(|r| r.kind() != troupe_wire::RequestKind::Permission)
             .filter(|r| r.is_open_at(now))
             .map(|r| r.expires_at_utc().millis_since(now))
             .min()

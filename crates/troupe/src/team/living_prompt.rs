@@ -106,8 +106,11 @@ impl LivingPrompt {
             .pending()
             .unwrap_or_default()
             .into_iter()
-            .filter(|r| {
-                self.agent.is_lead() || *r.sender() == self.agent || *r.target() == self.agent
+            .filter(|r| match r.kind() {
+                // A permission request concerns whoever answers it (the lead, when asks are
+                // routed to it); its asker is waiting at the call and sees no prompt meanwhile.
+                troupe_wire::RequestKind::Permission => *r.target() == self.agent,
+                _ => self.agent.is_lead() || *r.sender() == self.agent || *r.target() == self.agent,
             })
             .map(|r| describe_request(&r, now))
             .collect();

@@ -214,11 +214,15 @@ impl TeamObserver for EventRecorder {
                 kinds::TEAMMATE_STATUS,
                 compact(json!({"status": status.as_str(), "detail": detail})),
             ),
-            TeamUpdate::Expired(request) => self.events.emit(
-                request.sender().as_str(),
-                kinds::REQUEST_EXPIRED,
-                request_fields(request),
-            ),
+            TeamUpdate::Expired(request) => {
+                if crate::store::events::observed::has_request_events(request.kind()) {
+                    self.events.emit(
+                        request.sender().as_str(),
+                        kinds::REQUEST_EXPIRED,
+                        request_fields(request),
+                    );
+                }
+            }
             TeamUpdate::Merged {
                 name,
                 branch,

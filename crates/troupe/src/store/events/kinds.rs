@@ -39,6 +39,9 @@
 //! | `task_released` | previous owner | `task_id`, `subject`, `status`, `previous_owner`, `reason` |
 //! | `teammate_merged` | teammate | `branch`, `commit` (the lead's `HEAD` after), `fast_forward` |
 //! | `merge_conflict` | teammate | `branch`, `files` (the conflicting paths; the merge was aborted) |
+//!
+//! The four `request_*` kinds are written for shutdown and plan requests; a permission request
+//! has its own three `permission_*` kinds, written by the call that waits on it.
 
 use serde_json::{json, Map, Value};
 

@@ -157,6 +157,13 @@ impl ObservedProtocol {
     }
 }
 
+/// Whether a request's `request_*` events are written: a permission request has its own
+/// (`permission_requested`, `permission_answered`, `permission_expired`, written by the call
+/// that waits on it), so the stream says each step once.
+pub fn has_request_events(kind: troupe_wire::RequestKind) -> bool {
+    kind != troupe_wire::RequestKind::Permission
+}
+
 /// The fields every request event has.
 pub fn request_fields(request: &ProtocolRequest) -> serde_json::Map<String, serde_json::Value> {
     kinds::fields(json!({
@@ -171,11 +178,13 @@ pub fn request_fields(request: &ProtocolRequest) -> serde_json::Map<String, serd
 impl ProtocolStore for ObservedProtocol {
     fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
         let request = self.inner.create(new)?;
-        self.events.emit(
-            request.sender().as_str(),
-            kinds::REQUEST_CREATED,
-            request_fields(&request),
-        );
+        if has_request_events(request.kind()) {
+            self.events.emit(
+                request.sender().as_str(),
+                kinds::REQUEST_CREATED,
+                request_fields(&request),
+            );
+        }
         Ok(request)
     }
 
@@ -218,6 +227,9 @@ impl ProtocolStore for ObservedProtocol {
         deliver: Deliver<'_>,
     ) -> Result<Delivery, ProtocolError> {
         let delivery = self.inner.answer(response, deliver)?;
+        if !has_request_events(response.kind().request_kind()) {
+            return Ok(delivery);
+        }
         self.events.emit(
             response.sender().as_str(),
             kinds::REQUEST_ANSWERED,
@@ -249,7 +261,7 @@ impl ProtocolStore for ObservedProtocol {
 
 /// `request_consumed`, unless the consume was a replay.
 fn report_consumed(events: &dyn EventSink, message: &ProtocolMessage, consumed: &Consumed) {
-    if consumed.replayed {
+    if consumed.replayed || !has_request_events(consumed.request.kind()) {
         return;
     }
     let mut fields = request_fields(&consumed.request);

@@ -238,7 +238,7 @@ async fn an_unanswered_ask_expires_as_a_denial_with_its_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupt_denies_the_waiting_ask_and_records_the_denial_as_its_answer() {
+async fn an_interrupt_denies_the_waiting_ask_and_leaves_its_request_unanswered() {
     let (a, settings) = asked(ApprovalRoute::Person, Duration::from_secs(600));
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let runtime = team.runtime.clone();
@@ -252,16 +252,20 @@ async fn an_interrupt_denies_the_waiting_ask_and_records_the_denial_as_its_answe
     let (_team, _) = finish(run).await;
     assert!(!a.f.workspace.join("NOTES.md").exists());
     let request = permission_requests(&a.f).remove(0);
-    assert_eq!(request.stored_status(), RequestStatus::Rejected);
+    assert_eq!(request.stored_status(), RequestStatus::Pending);
     let audit = a.f.audit();
     let line = audit.iter().find(|l| l["tool"] == "write_file").unwrap();
     assert_eq!(line["rule"], "default+approval:interrupt");
-    // Nobody can approve it afterwards.
+    assert_eq!(line["decision"], "deny");
+    // Nothing was written into the lead's mailbox; a later answer finds no call waiting.
+    assert_eq!(
+        a.f.count("lead", troupe::store::mailbox::MailboxState::Ready),
+        0
+    );
     let desk = ApprovalDesk::new(runtime.protocol().clone());
-    let late = desk
-        .answer(&request, &PermissionReply::new(Choice::Once, "", "cli"))
-        .unwrap_err();
-    assert_eq!(late.code(), "protocol_state_error");
+    desk.answer(&request, &PermissionReply::new(Choice::Once, "", "cli"))
+        .unwrap();
+    assert!(!a.f.workspace.join("NOTES.md").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,7 +413,7 @@ fn of_answerers_racing_in_separate_stores_exactly_one_wins_and_the_others_name_i
     use troupe::clock::SystemClock;
     use troupe::ids::RandomIds;
     use troupe::store::mailbox::FileMailboxStore;
-    use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore};
+    use troupe::store::protocol::{JsonProtocolStore, NewRequest};
     use troupe::team::{Postman, ProtocolRuntime};
 
     let f = Fixture::new();
