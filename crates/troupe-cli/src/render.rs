@@ -99,6 +99,20 @@ pub fn status(report: &StatusReport) -> String {
     for r in &report.pending_requests {
         out.push_str(&format!("  {}", request_line(r)));
     }
+    let waiting = report
+        .pending_requests
+        .iter()
+        .filter(|r| {
+            r.kind == troupe::wire::RequestKind::Permission.as_str()
+                && r.status == RequestStatus::Pending
+        })
+        .count();
+    if waiting > 0 {
+        out.push_str(&format!(
+            "  {waiting} {} waiting for approval: troupe approve ID or troupe deny ID\n",
+            if waiting == 1 { "call" } else { "calls" }
+        ));
+    }
     out.push_str("\njobs\n");
     if report.jobs.is_empty() {
         out.push_str("  (none)\n");
@@ -306,8 +320,19 @@ fn request_line(r: &RequestView) -> String {
         r.target,
         r.status.as_str(),
         when,
-        first_line(&r.content, 60)
+        first_line(&request_text(r), 60)
     )
+}
+
+/// What a request line shows of its content: a permission request's call in one line
+/// (`shell: cargo test`), any other request's text.
+fn request_text(r: &RequestView) -> String {
+    if r.kind == troupe::wire::RequestKind::Permission.as_str() {
+        if let Ok(ask) = troupe::approvals::PermissionAsk::from_content(&r.content) {
+            return ask.summary();
+        }
+    }
+    r.content.clone()
 }
 
 pub fn requests(views: &[RequestView]) -> String {

@@ -90,6 +90,17 @@ fn a_second_terminal_approves_a_waiting_call_and_a_later_answer_is_refused() {
     assert_eq!(requests[0]["kind"], "permission");
     assert_eq!(requests[0]["sender"], "lead");
     assert_eq!(requests[0]["target"], "user");
+    let status = troupe_in(&ws, &["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("1 call waiting for approval: troupe approve ID or troupe deny ID"),
+        "{status:#?}"
+    );
+    assert!(
+        status.stdout.contains("write_file: NOTES.md"),
+        "{status:#?}"
+    );
 
     let approved = troupe_in(&ws, &["approve", &id[..8]]);
     assert_eq!(approved.code, 0, "{approved:#?}");
