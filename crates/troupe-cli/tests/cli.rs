@@ -42,6 +42,8 @@
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
 //! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
 //!   the page) and `troupe timeline --html`.
+//! - `serve_permissions`: the page's pending permission requests and `POST /api/permission`,
+//!   answered as `troupe approve`/`deny` answer them.
 //! - `agentdefs`: agent definitions (`agents/<name>.md`): a teammate on its definition's model,
 //!   tools and instructions; invalid and unknown definitions.
 //! - `streaming`: `troupe run` against a streaming server: a tool call streamed in deltas split
@@ -129,6 +131,8 @@ mod secrets;
 mod send;
 #[path = "cli/serve.rs"]
 mod serve;
+#[path = "cli/serve_permissions.rs"]
+mod serve_permissions;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/settings.rs"]
