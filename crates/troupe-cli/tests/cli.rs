@@ -21,6 +21,8 @@
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
 //!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
+//! - `browser_permissions`: the page's "Waiting for approval" panel during a run with no
+//!   terminal: a write approved once and one denied with a reason, by clicks.
 //! - `readme`: the README's and docs' settings, script, MCP, agent-definition and memory
 //!   examples, as written.
 //! - `readme_blocks`: every fenced block of the README and `docs/` run by a test or marked with
@@ -83,6 +85,8 @@ mod browser;
 mod browser_cost;
 #[path = "cli/browser_history.rs"]
 mod browser_history;
+#[path = "cli/browser_permissions.rs"]
+mod browser_permissions;
 #[path = "cli/cost.rs"]
 mod cost;
 #[path = "cli/demo.rs"]
