@@ -9,10 +9,19 @@ use super::response::{error, Body};
 use crate::error::{CliError, Kind};
 
 /// `body` as a `T` (`what` names it in the error: "a review"), refusing duplicate and unknown
-/// keys; a body that is not one is answered 400 `invalid_json`.
-pub fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Response<Body>> {
-    troupe::wire::strict::from_json_bytes(body, what)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()))
+/// keys.
+pub fn parse_body<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, BadBody> {
+    troupe::wire::strict::from_json_bytes(body, what).map_err(|e| BadBody(e.to_string()))
+}
+
+/// A body that is not the JSON a route takes: the cause.
+pub struct BadBody(String);
+
+impl BadBody {
+    /// Answered 400 `invalid_json`.
+    pub fn response(&self) -> Response<Body> {
+        error(StatusCode::BAD_REQUEST, "invalid_json", &self.0)
+    }
 }
 
 /// A command's error as an HTTP answer with its stable code: bad input 400, no such request

@@ -359,7 +359,7 @@ struct ReviewBody {
 fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
     let body: ReviewBody = match parse_body(body, "a review") {
         Ok(body) => body,
-        Err(refused) => return refused,
+        Err(bad) => return bad.response(),
     };
     let feedback = body.feedback.as_deref().filter(|f| !f.trim().is_empty());
     match answer_plan_in(
@@ -394,7 +394,7 @@ struct SendBody {
 fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
     let body: SendBody = match parse_body(body, "a message") {
         Ok(body) => body,
-        Err(refused) => return refused,
+        Err(bad) => return bad.response(),
     };
     let agent = match AgentName::parse(&body.agent) {
         Ok(agent) => agent,

@@ -68,7 +68,7 @@ struct PermissionBody {
 pub fn answer(workspace: &Path, team: &StoreChoice, body: &[u8]) -> Response<Body> {
     let body: PermissionBody = match parse_body(body, "a permission answer") {
         Ok(body) => body,
-        Err(refused) => return refused,
+        Err(bad) => return bad.response(),
     };
     let choice = match body.choice.as_str() {
         "once" => Choice::Once,

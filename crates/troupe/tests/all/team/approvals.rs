@@ -409,7 +409,7 @@ fn of_answerers_racing_in_separate_stores_exactly_one_wins_and_the_others_name_i
     use troupe::clock::SystemClock;
     use troupe::ids::RandomIds;
     use troupe::store::mailbox::FileMailboxStore;
-    use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore};
+    use troupe::store::protocol::{JsonProtocolStore, NewRequest};
     use troupe::team::{Postman, ProtocolRuntime};
 
     let f = Fixture::new();
