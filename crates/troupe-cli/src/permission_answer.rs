@@ -8,8 +8,10 @@ use std::path::Path;
 
 use troupe::approvals::{ApprovalDesk, Choice, PermissionAsk, PermissionReply};
 use troupe::bootstrap::PlanReview;
+use troupe::error::ErrorCode;
 use troupe::inspect::{RequestIdError, RequestIdInput};
-use troupe::wire::{AgentName, MessageId, RequestId};
+use troupe::team::TeamError;
+use troupe::wire::{AgentName, MessageId, ProtocolRequest, RequestId};
 
 use crate::error::{CliError, Kind};
 
@@ -82,7 +84,7 @@ pub fn answer_permission_in(
     let reply = PermissionReply::new(choice, text, by);
     let response = desk
         .answer(&request, &reply)
-        .map_err(|e| CliError::coded(&e))?;
+        .map_err(|refused| refused_naming_the_first(&desk, &request, &refused))?;
     let saved = match (choice, &ask.suggestion) {
         (Choice::Save, Some(entry)) => Some(save(workspace, entry)),
         _ => None,
@@ -96,6 +98,31 @@ pub fn answer_permission_in(
         summary: ask.summary(),
         saved,
     })
+}
+
+/// The refusal of an answer, with — when an answer was recorded first — who gave it and what it
+/// said (the store's refusal names only the request's target, `user`, which every person's
+/// answer is sent as).
+fn refused_naming_the_first(
+    desk: &ApprovalDesk,
+    request: &ProtocolRequest,
+    refused: &TeamError,
+) -> CliError {
+    let first = match desk.answered(request) {
+        Ok(Some(first)) => first,
+        _ => return CliError::coded(refused),
+    };
+    let said = match first.reply.reason.trim() {
+        "" => String::new(),
+        reason => format!(" ({reason})"),
+    };
+    CliError::failed(format_args!(
+        "{refused}; the first answer: {} {} by {}{said}",
+        if first.approved { "approved" } else { "denied" },
+        first.reply.choice.as_str(),
+        first.reply.by,
+    ))
+    .with_code(refused.code())
 }
 
 /// Saves `entry` to the workspace's `troupe.toml`, keeping the person's trust record current.

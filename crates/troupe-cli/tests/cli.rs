@@ -21,6 +21,8 @@
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
 //!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
+//! - `browser_permissions`: the page's "Waiting for approval" panel during a run with no
+//!   terminal: a write approved once and one denied with a reason, by clicks.
 //! - `readme`: the README's and docs' settings, script, MCP, agent-definition and memory
 //!   examples, as written.
 //! - `readme_blocks`: every fenced block of the README and `docs/` run by a test or marked with
@@ -42,6 +44,8 @@
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
 //! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
 //!   the page) and `troupe timeline --html`.
+//! - `serve_permissions`: the page's pending permission requests and `POST /api/permission`,
+//!   answered as `troupe approve`/`deny` answer them.
 //! - `agentdefs`: agent definitions (`agents/<name>.md`): a teammate on its definition's model,
 //!   tools and instructions; invalid and unknown definitions.
 //! - `streaming`: `troupe run` against a streaming server: a tool call streamed in deltas split
@@ -86,6 +90,8 @@ mod browser;
 mod browser_cost;
 #[path = "cli/browser_history.rs"]
 mod browser_history;
+#[path = "cli/browser_permissions.rs"]
+mod browser_permissions;
 #[path = "cli/cost.rs"]
 mod cost;
 #[path = "cli/demo.rs"]
@@ -134,6 +140,8 @@ mod secrets;
 mod send;
 #[path = "cli/serve.rs"]
 mod serve;
+#[path = "cli/serve_permissions.rs"]
+mod serve_permissions;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/settings.rs"]

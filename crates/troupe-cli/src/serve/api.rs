@@ -1,7 +1,7 @@
 //! The routes of `troupe serve` (every one behind the checks of `http`): the page and its two
-//! files, the read-only JSON views, the live event stream, and the two actions a person takes
-//! (answer a plan, send a message). GET never changes troupe's state (it may catch up the
-//! stream's index, the server's own cache).
+//! files, the read-only JSON views, the live event stream, and the three actions a person takes
+//! (answer a plan, answer a permission request, send a message). GET never changes troupe's
+//! state (it may catch up the stream's index, the server's own cache).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,6 +18,7 @@ use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::wire::AgentName;
 
+use super::action::{cli_error, parse_body};
 use super::changes::Changes;
 use super::cost::CostFold;
 use super::filter::Filter;
@@ -27,8 +28,7 @@ use super::response::{self, error, query_param, respond, Body};
 use super::state;
 use super::token::Token;
 use super::window::{json_array, EventWindow};
-use super::{page, send, sse};
-use crate::error::{CliError, Kind};
+use super::{page, permissions, send, sse};
 use crate::plan_answer::answer_plan_in;
 
 /// The largest request body accepted (JSON of a review or a message).
@@ -146,12 +146,20 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
             Ok(body) => blocking(move || review(&shared, &body)).await,
             Err(response) => response,
         },
+        "/api/permission" if method == Method::POST => match read_json(request).await {
+            Ok(body) => {
+                blocking(move || permissions::answer(&shared.workspace, &shared.choice(), &body))
+                    .await
+            }
+            Err(response) => response,
+        },
         "/api/send" if method == Method::POST => match read_json(request).await {
             Ok(body) => blocking(move || send_message(&shared, &body)).await,
             Err(response) => response,
         },
         "/" | "/index.html" | "/app.js" | "/style.css" | "/api/state" | "/api/events"
-        | "/api/events/stream" | "/api/conversation" | "/api/review" | "/api/send" => error(
+        | "/api/events/stream" | "/api/conversation" | "/api/review" | "/api/permission"
+        | "/api/send" => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             &format!("{method} is not allowed on {path}"),
@@ -349,9 +357,9 @@ struct ReviewBody {
 
 /// `POST /api/review`: the same answer as `troupe review` (one shared function).
 fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
-    let body: ReviewBody = match troupe::wire::strict::from_json_bytes(body, "a review") {
+    let body: ReviewBody = match parse_body(body, "a review") {
         Ok(body) => body,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
+        Err(bad) => return bad.response(),
     };
     let feedback = body.feedback.as_deref().filter(|f| !f.trim().is_empty());
     match answer_plan_in(
@@ -384,9 +392,9 @@ struct SendBody {
 
 /// `POST /api/send`: the same as `troupe send AGENT TEXT`.
 fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
-    let body: SendBody = match troupe::wire::strict::from_json_bytes(body, "a message") {
+    let body: SendBody = match parse_body(body, "a message") {
         Ok(body) => body,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
+        Err(bad) => return bad.response(),
     };
     let agent = match AgentName::parse(&body.agent) {
         Ok(agent) => agent,
@@ -399,23 +407,4 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         ),
         Err(e) => error(e.status, e.code, &e.message),
     }
-}
-
-/// A command's error as an HTTP answer with its stable code: bad input 400, no such request
-/// 404, a request that cannot take this answer (answered, expired, its teammate gone) 409,
-/// anything else (storage, corrupt state) 500.
-fn cli_error(e: &CliError) -> Response<Body> {
-    let code = e.code();
-    let status = match e.kind() {
-        Kind::Usage => StatusCode::BAD_REQUEST,
-        _ if code == "protocol_not_found" => StatusCode::NOT_FOUND,
-        _ if code == "invalid_arguments" => StatusCode::BAD_REQUEST,
-        _ if code.starts_with("protocol_") && code != "protocol_state_corrupt" => {
-            StatusCode::CONFLICT
-        }
-        // The plan's teammate failed, shut down or left the roster: it cannot take an answer.
-        _ if code == "teammate_state" || code == "teammate_not_found" => StatusCode::CONFLICT,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error(status, code, e.cause())
 }

@@ -1,13 +1,14 @@
 //! `troupe serve`: a live web view of one workspace — the team, the timeline of its events, the
-//! conversations, the pending plans (answered from the page) and a message box.
+//! conversations, the pending plans and permission requests (answered from the page) and a
+//! message box.
 //!
 //! Listens on 127.0.0.1 only (`--port 0`, the default, picks a free port) and prints one line,
 //! `troupe: serving <workspace> at http://127.0.0.1:PORT/?token=TOKEN`, then serves until Ctrl-C
 //! or SIGTERM (exit 0). It only reads troupe's state — writing only the stream's index,
 //! `.troupe/events.idx`, beside an existing stream — never takes the run lock and never creates
 //! `.troupe/` (a workspace without it shows an empty team and is followed once it appears); the
-//! two POST routes answer a plan and send a message through the same functions as `troupe review`
-//! and `troupe send`. With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it serves a
+//! three POST routes answer a plan, answer a permission request and send a message through the
+//! same functions as `troupe review`, `troupe approve`/`deny` and `troupe send`. With a store URL (`--store`, `TROUPE_STORE_URL`, `[store] url`) it serves a
 //! team shared through PostgreSQL instead: its roster, requests, usage, event stream and
 //! conversations from the database, live through the stream's `NOTIFY`; answers and messages
 //! go there.
@@ -18,6 +19,7 @@
 //! agents' costs and the cost-over-time chart are one fold of the usage records, read once each
 //! as they are appended ([`cost`]).
 
+mod action;
 mod api;
 mod changes;
 mod cost;
@@ -25,6 +27,7 @@ mod filter;
 mod history;
 mod http;
 pub mod page;
+mod permissions;
 mod response;
 mod send;
 mod sse;

@@ -1,5 +1,6 @@
 //! `GET /api/state`: the team at a glance — every agent (the lead first) with its status, tokens
-//! and estimated cost, the pending plan requests, and the last event's `seq`.
+//! and estimated cost, the plan and permission requests waiting for an answer, and the last
+//! event's `seq`.
 //!
 //! Built from the read-only `Inspector` (roster, pending requests), the fold of the usage records
 //! ([`CostFold`]: tokens, costs and `cost_series`, the cost over time) and, for the model each
@@ -14,14 +15,16 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
+use troupe::inspect::RequestView;
 use troupe::layout::Layout;
 use troupe::store::events::read::last_seq;
-use troupe::wire::RequestStatus;
+use troupe::wire::{RequestKind, RequestStatus};
 
 use troupe::prices::report::{GroupBy, Line, UsageReport};
 use troupe::prices::PriceTable;
 
 use super::cost::CostFold;
+use super::permissions;
 use super::window::EventWindow;
 
 /// Why the state could not be read: a message with its stable code.
@@ -100,17 +103,20 @@ pub fn state(
             &models,
         ));
     }
-    let pending_plans: Vec<Value> = report
+    // Answered but not yet read by its agent (the answer is recorded in `answers/` until then)
+    // is no longer waiting for a person; nor is a request past its window.
+    let waiting: Vec<&RequestView> = report
         .pending_requests
         .iter()
-        // Answered but not yet read by its teammate (the answer is recorded in `answers/`
-        // until then) is no longer waiting for a person.
         .filter(|r| {
-            r.kind == "plan_approval"
-                && r.status == RequestStatus::Pending
+            r.status == RequestStatus::Pending
                 && r.resolution.is_none()
                 && !answer_recorded(layout, &r.id)
         })
+        .collect();
+    let pending_plans: Vec<Value> = waiting
+        .iter()
+        .filter(|r| r.kind == RequestKind::PlanApproval.as_str())
         .map(|r| {
             json!({
                 "request_id": r.id,
@@ -122,11 +128,17 @@ pub fn state(
             })
         })
         .collect();
+    let pending_permissions: Vec<Value> = waiting
+        .iter()
+        .filter(|r| r.kind == RequestKind::Permission.as_str())
+        .map(|r| permissions::view(r))
+        .collect();
     Ok(json!({
         "workspace": report.workspace,
         "run_active": report.run.active,
         "agents": agents,
         "pending_plans": pending_plans,
+        "pending_permissions": pending_permissions,
         "last_seq": last,
         "cost_series": cost_series,
         "cost_note": "estimate from list prices per million tokens (troupe usage); \

@@ -27,7 +27,7 @@ pub(super) mod cdp;
 
 use cdp::Page;
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(super) const WAIT: Duration = Duration::from_secs(30);
 
 pub(super) fn skipped() -> bool {
     let skip = std::env::var_os("TROUPE_SKIP_BROWSER").is_some_and(|v| v == "1");
@@ -60,7 +60,7 @@ impl Drop for Running {
 }
 
 /// Reads `reader` to its end in the background, line by line, into the channel.
-fn lines_of(reader: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(super) fn lines_of(reader: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(reader).lines().map_while(Result::ok) {
@@ -98,7 +98,10 @@ pub(super) fn serve(ws: &Path) -> (Running, String) {
 }
 
 /// Waits for the run to close its stdout (it exits), within [`WAIT`]; its status and stdout.
-fn exit_of(run: &mut Running, stdout: &mpsc::Receiver<String>) -> (ExitStatus, Vec<String>) {
+pub(super) fn exit_of(
+    run: &mut Running,
+    stdout: &mpsc::Receiver<String>,
+) -> (ExitStatus, Vec<String>) {
     let deadline = Instant::now() + WAIT;
     let mut lines = Vec::new();
     loop {

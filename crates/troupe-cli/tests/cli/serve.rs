@@ -38,15 +38,15 @@ use super::support::{assert_fails, command, troupe_in};
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A running `troupe serve`; killed when dropped.
-struct Server {
+pub(super) struct Server {
     child: Option<Child>,
-    port: u16,
-    token: String,
+    pub(super) port: u16,
+    pub(super) token: String,
     url: String,
 }
 
 impl Server {
-    fn start(workspace: &Path) -> Self {
+    pub(super) fn start(workspace: &Path) -> Self {
         Self::start_with(workspace, &[])
     }
 
@@ -81,7 +81,7 @@ impl Server {
         }
     }
 
-    fn host(&self) -> String {
+    pub(super) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
@@ -97,14 +97,14 @@ impl Server {
         )
     }
 
-    fn get_json(&self, path: &str) -> Value {
+    pub(super) fn get_json(&self, path: &str) -> Value {
         let response = self.get(path);
         assert_eq!(response.status, 200, "{path}: {response:?}");
         serde_json::from_slice(&response.body).unwrap()
     }
 
     /// POST JSON with the token header.
-    fn post(&self, path: &str, body: &str) -> Response {
+    pub(super) fn post(&self, path: &str, body: &str) -> Response {
         request(
             self.port,
             "POST",
@@ -129,14 +129,14 @@ impl Drop for Server {
 }
 
 #[derive(Debug)]
-struct Response {
-    status: u16,
+pub(super) struct Response {
+    pub(super) status: u16,
     headers: BTreeMap<String, String>,
     body: Vec<u8>,
 }
 
 impl Response {
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
     }
@@ -170,7 +170,7 @@ fn send_head(
 }
 
 /// One request on its own connection; the whole response.
-fn request(
+pub(super) fn request(
     port: u16,
     method: &str,
     path: &str,
@@ -323,7 +323,7 @@ fn every_route_refuses_a_missing_or_misplaced_token_and_a_foreign_host() {
     assert_eq!(page.headers["referrer-policy"], "no-referrer");
     // POST takes the token from its header only.
     let body = json!({"request_id": "0195a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b", "approve": true});
-    for path in ["/api/review", "/api/send"] {
+    for path in ["/api/review", "/api/permission", "/api/send"] {
         let body = body.to_string();
         let in_query = request(
             server.port,
@@ -752,7 +752,12 @@ fn requests_of(ws: &Path) -> Vec<Value> {
 
 /// The writer's mailbox as `troupe mailbox writer --json` shows it, without ids and times.
 fn writer_mail(ws: &Path) -> Vec<Value> {
-    let ran = troupe_in(ws, &["mailbox", "writer", "--json"]);
+    mail_of(ws, "writer")
+}
+
+/// `agent`'s mailbox as `troupe mailbox AGENT --json` shows it, without ids and times.
+pub(super) fn mail_of(ws: &Path, agent: &str) -> Vec<Value> {
+    let ran = troupe_in(ws, &["mailbox", agent, "--json"]);
     assert_eq!(ran.code, 0, "{ran:#?}");
     let all: Value = serde_json::from_str(&ran.stdout).unwrap();
     all["messages"]

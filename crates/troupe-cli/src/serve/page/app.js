@@ -5,7 +5,7 @@
   "use strict";
 
   var LANE_W = 130, ROW_H = 16, TOP = 28, LEFT = 10, LABEL_MAX = 140;
-  var REFRESH_KINDS = /^(teammate_|request_|run_|task_|model_call_finished$)/;
+  var REFRESH_KINDS = /^(teammate_|request_|permission_|run_|task_|model_call_finished$)/;
   // Kinds after which the selected agent's conversation has grown.
   var CONVERSATION_KINDS = /^(assistant_text|tool_finished|user_message|compaction|model_call_finished)$/;
   var conversationTimer = null;
@@ -39,7 +39,8 @@
   var KINDS = ["run_started", "run_ended", "model_call_started", "model_retry", "model_fallback",
     "model_call_finished", "model_call_failed", "assistant_text", "tool_started", "tool_finished",
     "message_sent", "message_claimed", "message_acked", "request_created", "request_answered",
-    "request_consumed", "request_expired", "approval_asked", "approval_answered", "compaction",
+    "request_consumed", "request_expired", "approval_asked", "approval_answered", "permission_requested",
+    "permission_answered", "permission_expired", "compaction",
     "job_started", "job_ended", "cron_fired", "teammate_spawned", "teammate_status", "user_message",
     "teammate_merged", "merge_conflict", "task_created", "task_claimed", "task_completed",
     "task_lease_expired", "task_released"];
@@ -109,6 +110,9 @@
       case "request_expired": return s("protocol") + " request " + s("request_id") + " (" + s("from") + " → " + s("to") + ") expired";
       case "approval_asked": return "asks approval for " + s("tool") + " " + short(s("preview"), 70);
       case "approval_answered": return "approval for " + s("tool") + ": " + (e.allowed ? "allowed" : "denied");
+      case "permission_requested": return "asks " + s("to") + " permission: " + short(s("summary"), 80) + " (" + s("request_id") + ")";
+      case "permission_answered": return "permission for " + s("tool") + " " + (e.approved ? "approved (" + s("choice") + ")" : "denied") + " by " + s("by") + (e.reason ? ": " + short(e.reason, 80) : "");
+      case "permission_expired": return "permission request " + s("request_id") + " for " + s("tool") + " expired: denied";
       case "compaction": return "compaction (" + s("how") + "): " + s("messages_before") + " → " + s("messages_after") + " messages";
       case "job_started": return "job " + s("job_id") + " started: " + short(s("command"), 80);
       case "job_ended": return "job " + s("job_id") + " " + s("status");
@@ -573,6 +577,132 @@
     });
   }
 
+  // ---- Permission requests -----------------------------------------------------------------
+
+  // A pending permission request's content is what a model asked for: every piece of it goes
+  // into text nodes (`textContent`), never into markup.
+  var permissionLinger = new Map(); // request_id -> time answered (or found answered) here
+
+  function node(tag, cls, text) {
+    var el = document.createElement(tag);
+    if (cls) { el.className = cls; }
+    if (text != null) { el.textContent = String(text); }
+    return el;
+  }
+
+  function button(cls, label, choice) {
+    var b = node("button", cls, label);
+    b.type = "button";
+    b.setAttribute("data-choice", choice);
+    return b;
+  }
+
+  // The diff as preformatted lines, added and removed ones marked.
+  function diffBlock(preview) {
+    var pre = node("pre", "diff");
+    String(preview).split("\n").forEach(function (line, i, all) {
+      if (i === all.length - 1 && line === "") { return; }
+      var cls = /^(\+\+\+|---)/.test(line) ? "file" : line.charAt(0) === "+" ? "add" : line.charAt(0) === "-" ? "del" : line.indexOf("@@") === 0 ? "hunk" : "same";
+      pre.appendChild(node("span", cls, line));
+      pre.appendChild(document.createTextNode("\n"));
+    });
+    return pre;
+  }
+
+  function permissionCard(p) {
+    var el = node("div", "permission");
+    el.setAttribute("data-request", p.request_id);
+    el.appendChild(node("div", "meta", p.agent + " → " + p.target + " · " + p.request_id + " · expires " + p.expires_at));
+    if (p.unreadable) {
+      el.appendChild(node("div", "result error", "This request cannot be read: " + p.unreadable));
+      return el;
+    }
+    el.setAttribute("data-tool", p.tool);
+    el.appendChild(node("div", "call", p.agent + " wants to run " + p.tool + (p.sandbox ? " (sandbox: " + p.sandbox + ")" : "")));
+    var command = p.arguments && typeof p.arguments.command === "string" ? p.arguments.command : null;
+    if (command != null) {
+      el.appendChild(node("pre", "command", command));
+    } else {
+      el.appendChild(node("div", "summary", p.summary));
+    }
+    if (p.preview) {
+      el.appendChild(diffBlock(p.preview));
+    } else if (command == null) {
+      el.appendChild(node("pre", "arguments", JSON.stringify(p.arguments, null, 2)));
+    }
+    el.appendChild(node("div", "why", "Asked because: " + p.reason));
+    var reason = node("input", "reason");
+    reason.type = "text";
+    reason.placeholder = "Reason for the agent, if you deny (optional)";
+    el.appendChild(reason);
+    var buttons = node("div", "buttons");
+    buttons.appendChild(button("once", "Approve once", "once"));
+    if (p.suggestion) {
+      var always = button("always", "Always this run: " + p.suggestion, "always");
+      buttons.appendChild(always);
+      buttons.appendChild(button("save", "Save to troupe.toml: " + p.suggestion, "save"));
+    }
+    buttons.appendChild(button("deny", "Deny", "no"));
+    el.appendChild(buttons);
+    el.appendChild(node("div", "result"));
+    return el;
+  }
+
+  function renderPermissions(list) {
+    var box = $("permissions");
+    list = list || [];
+    var listed = new Set(list.map(function (p) { return p.request_id; }));
+    Array.prototype.forEach.call(box.querySelectorAll(".permission"), function (el) {
+      var id = el.getAttribute("data-request");
+      var answered = permissionLinger.get(id);
+      // An answered request stays a moment so that its result can be read.
+      if (!listed.has(id) && !(answered && Date.now() - answered < 4000)) { el.remove(); }
+    });
+    list.forEach(function (p) {
+      if (box.querySelector('.permission[data-request="' + CSS.escape(p.request_id) + '"]')) { return; }
+      box.appendChild(permissionCard(p));
+    });
+    var empty = box.querySelector(".empty");
+    if (box.querySelector(".permission")) { if (empty) { empty.remove(); } } else if (!empty) { box.appendChild(node("p", "empty", "Nothing.")); }
+  }
+
+  var CHOICE_DONE = { once: "Approved once", always: "Approved for this run", save: "Approved and saved", no: "Denied" };
+
+  function answerPermission(el, choice) {
+    var id = el.getAttribute("data-request");
+    var result = el.querySelector(".result");
+    var reason = el.querySelector("input.reason").value;
+    var buttons = el.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    result.className = "result";
+    result.textContent = choice === "no" ? "Denying…" : "Approving…";
+    var body = { request_id: id, choice: choice };
+    if (choice === "no" && reason.trim()) { body.reason = reason; }
+    postJSON("/api/permission", body).then(function (r) {
+      if (r.body.ok) {
+        permissionLinger.set(id, Date.now());
+        result.className = "result ok";
+        result.textContent = CHOICE_DONE[choice] + "; " + r.body.agent + " is told." + (r.body.saved ? " " + r.body.saved : "");
+        setTimeout(function () { refreshState(); }, 4100);
+      } else if (r.status === 409) {
+        // Someone answered first (another terminal, the run's own prompt, the lead): say who.
+        permissionLinger.set(id, Date.now());
+        result.className = "result error";
+        result.textContent = "Not recorded: answered already. " + r.body.error.message;
+        setTimeout(function () { refreshState(); }, 4100);
+      } else {
+        result.className = "result error";
+        result.textContent = "Refused [" + r.body.error.code + "]: " + r.body.error.message;
+        buttons.forEach(function (b) { b.disabled = false; });
+      }
+      refreshState();
+    }, function (err) {
+      result.className = "result error";
+      result.textContent = String(err);
+      buttons.forEach(function (b) { b.disabled = false; });
+    });
+  }
+
   // ---- Cost over time ----------------------------------------------------------------------
 
   // The server's `cost_series`: cumulative estimated USD at a bounded number of points, per agent
@@ -646,6 +776,7 @@
   function applyState(state) {
     $("workspace").textContent = state.workspace;
     renderAgents(state.agents);
+    renderPermissions(state.pending_permissions);
     renderPlans(state.pending_plans);
     renderCost(state.cost_series);
   }
@@ -707,6 +838,10 @@
         var e = bySeq.get(Number(g.getAttribute("data-seq")));
         if (e) { $("event-detail").textContent = fullText(e); }
       }
+    });
+    $("permissions").addEventListener("click", function (ev) {
+      var button = ev.target.closest("button[data-choice]");
+      if (button) { answerPermission(button.closest(".permission"), button.getAttribute("data-choice")); }
     });
     $("plans").addEventListener("click", function (ev) {
       var button = ev.target.closest("button.approve, button.reject");
