@@ -527,3 +527,51 @@ async fn the_plan_gate_denies_before_any_permission_request_is_registered() {
     assert_eq!(line["decision"], "deny");
     assert!(line["rule"].as_str().unwrap().contains("plan"), "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_request_hook_is_told_of_each_registered_ask() {
+    let (a, mut settings) = asked(ApprovalRoute::Person, Duration::from_secs(600));
+    std::fs::write(
+        a.f.workspace.join("page-me.sh"),
+        "cat > hook-input.part && mv hook-input.part hook-input.json\n",
+    )
+    .unwrap();
+    settings.settings.hooks = vec![troupe::settings::HookSpec {
+        event: troupe::settings::HookEvent::PermissionRequest,
+        matcher: Some("write_file".into()),
+        command: "sh page-me.sh".into(),
+        timeout: troupe::settings::DEFAULT_HOOK_TIMEOUT,
+        source: troupe::settings::Source::Project("troupe.toml".into()),
+        index: 0,
+    }];
+    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let runtime = team.runtime.clone();
+    let run = drive_in_background(team, "write the notes");
+    a.f.signal
+        .until("the request", || permission_requests(&a.f).len() == 1)
+        .await;
+    // The hook runs beside the waiting call (a process of its own): its file, within the bound.
+    let input = a.f.workspace.join("hook-input.json");
+    let deadline = std::time::Instant::now() + super::support::WAIT;
+    while !input.exists() {
+        assert!(std::time::Instant::now() < deadline, "the hook never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let told: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    let request = permission_requests(&a.f).remove(0);
+    assert_eq!(told["event"], "PermissionRequest");
+    assert_eq!(told["agent"], "lead");
+    assert_eq!(told["tool"], "write_file");
+    assert_eq!(told["request_id"], request.id().to_string());
+    assert_eq!(told["to"], "user");
+    assert_eq!(told["summary"], "write_file: NOTES.md");
+    assert_eq!(told["arguments"]["path"], "NOTES.md");
+    // Told, not asked: the call still waits for its answer.
+    assert!(request.is_pending());
+    ApprovalDesk::new(runtime.protocol().clone())
+        .answer(&request, &PermissionReply::new(Choice::Once, "ok", "cli"))
+        .unwrap();
+    let (_team, _) = finish(run).await;
+    assert!(a.f.workspace.join("NOTES.md").exists());
+}
