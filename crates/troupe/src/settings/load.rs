@@ -11,7 +11,7 @@ use super::error::SettingsError;
 use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
-use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
+use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry};
 use super::{Settings, Source};
 
 // What this module held before each section had its own file, where callers still name it.
@@ -98,6 +98,7 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     rules::split_trust(&mut file.rules, &mut items);
     sandbox::split_loosening(&mut file.sandbox, &mut items);
     prices::split_trust(&mut file.prices, &mut items);
+    telemetry::split_trust(&mut file.telemetry, &mut items);
     (file, items)
 }
 
@@ -123,6 +124,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         mcp_servers: mcp::merge(&section(layers, |f| &f.mcp_servers)),
         prices: prices::merge(&section(layers, |f| &f.prices)),
         run: run::merge(&section(layers, |f| &f.run)),
+        telemetry: telemetry::merge(&section(layers, |f| &f.telemetry)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }
 }

@@ -22,8 +22,9 @@ use super::section::{line_of, Spans};
 use super::store::{ParsedStore, RawStore};
 use super::tasks::{ParsedTasks, RawTasks};
 use super::team::{ParsedTeam, RawTeam};
+use super::telemetry::{ParsedTelemetry, RawTelemetry};
 use super::McpServerSpec;
-use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
+use super::{hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry};
 
 /// One file, validated: each section's own values.
 #[derive(Debug, Default, Clone)]
@@ -38,6 +39,7 @@ pub(super) struct ParsedFile {
     pub mcp_servers: Vec<McpServerSpec>,
     pub prices: ParsedPrices,
     pub run: ParsedRun,
+    pub telemetry: ParsedTelemetry,
 }
 
 /// The file as written; every key known, every value spanned for its line.
@@ -64,6 +66,8 @@ struct RawFile {
     prices: RawPrices,
     #[serde(default)]
     run: RawRun,
+    #[serde(default)]
+    telemetry: RawTelemetry,
 }
 
 /// Validates one file's text; the sections in file-format order, so a file with several
@@ -105,6 +109,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         mcp_servers: mcp::parse(raw.mcp_servers, &spans)?,
         prices: prices::parse(raw.prices, &spans)?,
         run: run::parse(raw.run, &spans)?,
+        telemetry: telemetry::parse(raw.telemetry, &spans)?,
     })
 }
 

@@ -9,7 +9,8 @@
 //!   (`model::config` lists them); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
 //!   mode looser than the person's own config's), `[sandbox] network` other than off, and a
-//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`).
+//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`);
+//!   and where traces are sent: `[telemetry] endpoint` and `capture_content = true`.
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
 //! the user `config.toml`), never in the workspace: per workspace, its real path and a digest of
@@ -60,6 +61,8 @@ pub enum TrustKind {
     Network,
     /// A `[prices]` entry below troupe's built-in table (it loosens `--max-cost`).
     Prices,
+    /// `[telemetry]`: where the run's traces are sent, and whether contents go with them.
+    Telemetry,
 }
 
 impl TrustKind {
@@ -77,6 +80,7 @@ impl TrustKind {
             Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",
             Self::Prices => "prices",
+            Self::Telemetry => "telemetry",
         }
     }
 }

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["agent", "cron"],
     &["team"],
+    &["telemetry"],
     &["inspect"],
     &["send"],
     &["bootstrap"],

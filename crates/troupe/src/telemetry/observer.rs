@@ -1,0 +1,311 @@
+//! Spans from what the runners and the team report: one observer, put in front of the others
+//! by the composition root when traces are on (and absent when they are off, so that a run
+//! without telemetry pays nothing).
+//!
+//! - a **turn** (`invoke_agent <agent>`) from `turn_started` to `turn_finished`, a child of the
+//!   run's span, linked to the `send_message` span of each message it handles;
+//! - a **model call** (`chat <model>`) and a **tool call** (`execute_tool <tool>`) inside the
+//!   agent's open turn; the tool span carries the permission decision and its source, the plan
+//!   gate's outcome and the sandbox mode (what dispatch decided, from its outcome);
+//! - a **message** (`send_message <recipient>`), when one is written into a mailbox: a point
+//!   span under the sender's open tool call or turn, whose span id is derived from the message
+//!   id ([`super::ids::message_span_id`]) so the handler can link to it from the id alone.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use opentelemetry::trace::{Link, SpanKind, Status};
+use opentelemetry::{Array, KeyValue, StringValue, Value};
+use troupe_wire::{AgentName, MailboxMessage, MessageId};
+
+use super::attributes as attr;
+use super::ids::{message_span_id, remote};
+use super::trace::{OpenSpan, RunTrace};
+use crate::agent::observer::TurnSummary;
+use crate::agent::RunObserver;
+use crate::model::{ModelResponse, ToolCall};
+use crate::team::observer::{TeamObserver, TeamUpdate};
+use crate::tools::ToolOutcome;
+
+/// The open spans of one agent (its calls are sequential).
+#[derive(Default)]
+struct AgentSpans {
+    turn: Option<OpenSpan>,
+    model: Option<OpenSpan>,
+    tools: HashMap<String, OpenSpan>,
+    /// The messages its next turn handles.
+    handling: Vec<MessageId>,
+}
+
+/// Turns what a run reports into spans of its trace.
+pub struct TraceObserver {
+    trace: Arc<RunTrace>,
+    agents: Mutex<HashMap<AgentName, AgentSpans>>,
+}
+
+impl TraceObserver {
+    pub fn new(trace: Arc<RunTrace>) -> Self {
+        Self {
+            trace,
+            agents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn with_agent<R>(&self, agent: &AgentName, f: impl FnOnce(&mut AgentSpans) -> R) -> R {
+        let mut agents = crate::sync::lock(&self.agents);
+        f(agents.entry(agent.clone()).or_default())
+    }
+
+    fn agent_attributes(&self, agent: &AgentName) -> [KeyValue; 3] {
+        [
+            KeyValue::new(attr::AGENT_NAME, agent.to_string()),
+            KeyValue::new(attr::AGENT_ID, format!("{}/{agent}", self.trace.team)),
+            KeyValue::new(attr::TEAM, self.trace.team.clone()),
+        ]
+    }
+}
+
+fn strings(values: impl IntoIterator<Item = String>) -> Value {
+    Value::Array(Array::String(
+        values.into_iter().map(StringValue::from).collect(),
+    ))
+}
+
+/// The code of an `Error [<code>]: …` tool result.
+fn error_code(content: &str) -> Option<&str> {
+    content.strip_prefix("Error [")?.split(']').next()
+}
+
+impl RunObserver for TraceObserver {
+    fn handling(&self, agent: &AgentName, messages: &[MessageId]) {
+        self.with_agent(agent, |spans| spans.handling = messages.to_vec());
+    }
+
+    fn turn_started(&self, agent: &AgentName) {
+        let mut span = self
+            .trace
+            .open(format!("invoke_agent {agent}"), SpanKind::Internal, None);
+        span.attributes
+            .push(KeyValue::new(attr::OPERATION, "invoke_agent"));
+        span.attributes.extend(self.agent_attributes(agent));
+        span.attributes
+            .push(KeyValue::new(attr::PROVIDER, self.trace.provider.clone()));
+        let trace_id = self.trace.trace_id();
+        self.with_agent(agent, |spans| {
+            let handled = std::mem::take(&mut spans.handling);
+            if !handled.is_empty() {
+                span.attributes.push(KeyValue::new(
+                    attr::MESSAGE_IDS,
+                    strings(handled.iter().map(ToString::to_string)),
+                ));
+            }
+            span.links = handled
+                .iter()
+                .map(|id| {
+                    Link::new(
+                        remote(trace_id, message_span_id(*id)),
+                        vec![KeyValue::new(attr::MESSAGE_ID, id.to_string())],
+                        0,
+                    )
+                })
+                .collect();
+            spans.turn = Some(span);
+        });
+    }
+
+    fn turn_finished(&self, agent: &AgentName, end: Result<&TurnSummary, &str>) {
+        let Some(mut span) = self.with_agent(agent, |spans| spans.turn.take()) else {
+            return;
+        };
+        let status = match end {
+            Ok(summary) => {
+                span.attributes
+                    .push(KeyValue::new(attr::TURN_END, summary.end));
+                if summary.end == "answered" {
+                    Status::Ok
+                } else {
+                    Status::Unset
+                }
+            }
+            Err(code) => {
+                span.attributes
+                    .push(KeyValue::new(attr::ERROR_TYPE, code.to_owned()));
+                Status::error(format!("the turn failed [{code}]"))
+            }
+        };
+        self.trace.end(span, status);
+    }
+
+    fn model_call_started(&self, agent: &AgentName, _call_number: usize) {
+        let model = self.trace.model.clone();
+        self.with_agent(agent, |spans| {
+            let parent = spans.turn.as_ref().map(|t| t.id);
+            let mut span = self
+                .trace
+                .open(format!("chat {model}"), SpanKind::Client, parent);
+            span.attributes.extend([
+                KeyValue::new(attr::OPERATION, "chat"),
+                KeyValue::new(attr::PROVIDER, self.trace.provider.clone()),
+                KeyValue::new(attr::REQUEST_MODEL, model),
+            ]);
+            span.attributes.extend(self.agent_attributes(agent));
+            spans.model = Some(span);
+        });
+    }
+
+    fn model_call_finished(&self, agent: &AgentName, response: &ModelResponse) {
+        let Some(mut span) = self.with_agent(agent, |spans| spans.model.take()) else {
+            return;
+        };
+        span.attributes.extend([
+            KeyValue::new(attr::RESPONSE_MODEL, response.model.clone()),
+            KeyValue::new(
+                attr::FINISH_REASONS,
+                strings([response.finish_reason.as_str().to_owned()]),
+            ),
+        ]);
+        if let Some(usage) = &response.usage {
+            span.attributes.extend([
+                KeyValue::new(attr::INPUT_TOKENS, saturating(usage.prompt_tokens)),
+                KeyValue::new(attr::OUTPUT_TOKENS, saturating(usage.completion_tokens)),
+            ]);
+        }
+        if let Some(text) = response.message.content.as_deref() {
+            if let Some(content) = self.trace.content(text) {
+                let message = serde_json::json!([{
+                    "role": "assistant",
+                    "parts": [{"type": "text", "content": content}],
+                    "finish_reason": response.finish_reason.as_str(),
+                }]);
+                span.attributes
+                    .push(KeyValue::new(attr::OUTPUT_MESSAGES, message.to_string()));
+            }
+        }
+        self.trace.end(span, Status::Unset);
+    }
+
+    fn model_call_failed(&self, agent: &AgentName, error: &str, code: &str) {
+        let Some(mut span) = self.with_agent(agent, |spans| spans.model.take()) else {
+            return;
+        };
+        span.attributes
+            .push(KeyValue::new(attr::ERROR_TYPE, code.to_owned()));
+        // The error text may quote a server's answer: redacted like everything else.
+        let description = match &self.trace.capture {
+            Some(redactor) => redactor.redact(error).into_owned(),
+            None => format!("the model call failed [{code}]"),
+        };
+        self.trace.end(span, Status::error(description));
+    }
+
+    fn tool_started(&self, agent: &AgentName, call: &ToolCall) {
+        self.with_agent(agent, |spans| {
+            let parent = spans.turn.as_ref().map(|t| t.id);
+            let mut span = self.trace.open(
+                format!("execute_tool {}", call.name),
+                SpanKind::Internal,
+                parent,
+            );
+            span.attributes.extend([
+                KeyValue::new(attr::OPERATION, "execute_tool"),
+                KeyValue::new(attr::TOOL_NAME, call.name.clone()),
+                KeyValue::new(attr::TOOL_CALL_ID, call.id.clone()),
+                KeyValue::new(attr::SANDBOX, self.trace.sandbox.clone()),
+            ]);
+            span.attributes.extend(self.agent_attributes(agent));
+            if let Some(arguments) = self.trace.content(&call.arguments) {
+                span.attributes
+                    .push(KeyValue::new(attr::TOOL_ARGUMENTS, arguments));
+            }
+            spans.tools.insert(call.id.clone(), span);
+        });
+    }
+
+    fn tool_finished(&self, agent: &AgentName, call: &ToolCall, outcome: &ToolOutcome) {
+        let Some(mut span) = self.with_agent(agent, |spans| spans.tools.remove(&call.id)) else {
+            return;
+        };
+        if let Some(decision) = &outcome.decision {
+            span.attributes.extend([
+                KeyValue::new(
+                    attr::DECISION,
+                    if decision.allowed { "allow" } else { "deny" },
+                ),
+                KeyValue::new(attr::DECISION_SOURCE, decision.rule.clone()),
+                KeyValue::new(attr::RULES_SAID, decision.rules_said.as_str()),
+            ]);
+            if !agent.is_lead() {
+                let gate = if decision
+                    .rule
+                    .starts_with(crate::team::plan_gate::PlanGateRule::RULE)
+                {
+                    "denied"
+                } else {
+                    "passed"
+                };
+                span.attributes.push(KeyValue::new(attr::PLAN_GATE, gate));
+            }
+        }
+        // The outcome is redacted by dispatch (its architecture invariant); redacted again
+        // here all the same, since this leaves the machine.
+        if let Some(result) = self.trace.content(&outcome.content) {
+            span.attributes
+                .push(KeyValue::new(attr::TOOL_RESULT, result));
+        }
+        let status = match outcome.is_error {
+            false => Status::Unset,
+            true => {
+                let code = error_code(&outcome.content)
+                    .unwrap_or("tool_error")
+                    .to_owned();
+                span.attributes
+                    .push(KeyValue::new(attr::ERROR_TYPE, code.clone()));
+                Status::error(format!("the tool call failed [{code}]"))
+            }
+        };
+        self.trace.end(span, status);
+    }
+}
+
+impl TeamObserver for TraceObserver {
+    fn update(&self, update: &TeamUpdate) {
+        let TeamUpdate::Sent(message) = update else {
+            return;
+        };
+        let sender = message.sender().clone();
+        let parent = self.with_agent(&sender, |spans| {
+            spans
+                .tools
+                .values()
+                .next()
+                .or(spans.turn.as_ref())
+                .map(|s| s.id)
+        });
+        let mut span = self.trace.open(
+            format!("send_message {}", message.recipient()),
+            SpanKind::Producer,
+            parent,
+        );
+        span.id = message_span_id(message.id());
+        let kind = match message {
+            MailboxMessage::Ordinary(m) => m.kind.as_str().to_owned(),
+            MailboxMessage::Protocol(p) => p.kind().as_str().to_owned(),
+        };
+        span.attributes.extend([
+            KeyValue::new(attr::MESSAGE_ID, message.id().to_string()),
+            KeyValue::new(attr::MESSAGE_KIND, kind),
+            KeyValue::new(attr::MESSAGE_SENDER, sender.to_string()),
+            KeyValue::new(attr::MESSAGE_RECIPIENT, message.recipient().to_string()),
+            KeyValue::new(attr::TEAM, self.trace.team.clone()),
+        ]);
+        if let Some(content) = self.trace.content(message.content().as_str()) {
+            span.attributes
+                .push(KeyValue::new(attr::MESSAGE_CONTENT, content));
+        }
+        self.trace.end(span, Status::Unset);
+    }
+}
+
+fn saturating(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
