@@ -52,6 +52,7 @@ pub fn config(
         value["team"] = team_json(settings);
         value["prices"] = super::config_cost::prices_json(settings);
         value["run"] = super::config_cost::run_json(settings);
+        value["telemetry"] = crate::telemetry::config_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
@@ -62,6 +63,7 @@ pub fn config(
     text.push_str(&team_text(settings));
     text.push_str(&super::config_cost::prices_text(settings));
     text.push_str(&super::config_cost::run_text(settings));
+    text.push_str(&crate::telemetry::config_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
 }
@@ -89,6 +91,7 @@ impl Waiting {
                     TrustKind::Store => "[store]",
                     TrustKind::GitRemote => "[team]",
                     TrustKind::Prices => "[prices]",
+                    TrustKind::Telemetry => "[telemetry]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -117,6 +120,9 @@ impl Waiting {
                         item.content.split('\n').next().unwrap_or_default()
                     ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
+                    TrustKind::Telemetry => {
+                        format!("{} ", item.content.split('=').next().unwrap_or_default())
+                    }
                 };
                 (section, needle)
             })
