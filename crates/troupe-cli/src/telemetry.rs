@@ -48,7 +48,10 @@ fn shown(settings: &Settings) -> Shown {
     let resolved = troupe::telemetry::resolve(&env, table);
     let (endpoint, problem) = match &resolved {
         Ok(Some(export)) => (
-            (Some(export.traces_url.clone()), export.endpoint_source.clone()),
+            (
+                Some(export.traces_url.clone()),
+                export.endpoint_source.clone(),
+            ),
             None,
         ),
         Ok(None) => ((None, "default: traces off".to_owned()), None),
@@ -60,9 +63,7 @@ fn shown(settings: &Settings) -> Shown {
         (None, None) => ("troupe".to_owned(), "default".to_owned()),
     };
     let capture_content = match &resolved {
-        Ok(Some(export))
-            if env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").is_some() =>
-        {
+        Ok(Some(export)) if env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").is_some() => {
             (
                 export.capture_content,
                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT".to_owned(),
@@ -104,7 +105,10 @@ pub fn config_text(settings: &Settings) -> String {
             shown.endpoint.1,
             troupe::telemetry::PROTOCOL
         )),
-        None => out.push_str(&format!("{:<16} = none   ({})\n", "endpoint", shown.endpoint.1)),
+        None => out.push_str(&format!(
+            "{:<16} = none   ({})\n",
+            "endpoint", shown.endpoint.1
+        )),
     }
     out.push_str(&format!(
         "{:<16} = {:?}   ({})\n",

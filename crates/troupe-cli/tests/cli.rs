@@ -57,6 +57,9 @@
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
 //! - `store_settings`: `[store]` in the settings files: `troupe config` with sources and no
 //!   password, the file's store URL used unless `--store` says otherwise, a password refused.
+//! - `telemetry`: OpenTelemetry traces of real runs read back from a real receiver (Arize
+//!   Phoenix, `otel_receiver`): one trace per run (a shared team's too), the GenAI attributes,
+//!   contents only when asked and redacted, a receiver down or silent costing the run nothing.
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
@@ -103,6 +106,8 @@ mod memory;
 mod model;
 #[path = "cli/orphans.rs"]
 mod orphans;
+#[path = "cli/otel_receiver.rs"]
+mod otel_receiver;
 #[path = "cli/plans.rs"]
 pub mod plans;
 #[path = "cli/providers.rs"]
@@ -155,6 +160,8 @@ mod support;
 mod tasks;
 #[path = "cli/team_flow.rs"]
 mod team_flow;
+#[path = "cli/telemetry.rs"]
+mod telemetry;
 #[path = "cli/terminal.rs"]
 mod terminal;
 #[path = "cli/token_usage.rs"]

@@ -309,3 +309,141 @@ impl TeamObserver for TraceObserver {
 fn saturating(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+    use troupe_wire::{Content, OrdinaryKind, OrdinaryMessage, UtcTime};
+
+    use super::super::export::SpanQueue;
+    use super::super::ids::RunKey;
+    use super::super::trace::TraceParts;
+    use super::*;
+
+    #[derive(Debug, Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<SpanData>>>);
+
+    impl SpanExporter for Kept {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    fn observer(kept: &Kept, lead: bool, capture: bool) -> TraceObserver {
+        let queue = Arc::new(SpanQueue::start(kept.clone(), Duration::from_secs(1)));
+        TraceObserver::new(Arc::new(RunTrace::new(TraceParts {
+            queue,
+            key: RunKey::distributed("t", "lead-1"),
+            lead,
+            team: "t".into(),
+            provider: "openai".into(),
+            model: "m".into(),
+            sandbox: "workspace-write".into(),
+            capture: capture.then(|| crate::secrets::Redactor::new(["sk-secret-0123456789"])),
+        })))
+    }
+
+    async fn flushed(observer: &TraceObserver, kept: &Kept) -> Vec<SpanData> {
+        observer
+            .trace
+            .queue_for_tests()
+            .close(Duration::from_secs(5))
+            .await;
+        kept.0.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_message_s_span_in_one_process_is_linked_from_its_handler_in_another() {
+        let message = MailboxMessage::Ordinary(OrdinaryMessage {
+            id: troupe_wire::MessageId::parse("0190f5e2-8c1a-7cc0-9b3e-4b8f7a9d2c11").unwrap(),
+            sender: AgentName::lead(),
+            recipient: AgentName::parse("writer").unwrap(),
+            kind: OrdinaryKind::Task,
+            content: Content::parse("write it").unwrap(),
+            created_at_utc: UtcTime::parse("2026-07-30T08:00:00.000Z").unwrap(),
+        });
+        // The lead's process: the message is sent inside a tool call.
+        let (lead_kept, worker_kept) = (Kept::default(), Kept::default());
+        let lead = observer(&lead_kept, true, false);
+        let agent = AgentName::lead();
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "spawn_teammate".into(),
+            arguments: "{}".into(),
+        };
+        lead.turn_started(&agent);
+        lead.tool_started(&agent, &call);
+        lead.update(&TeamUpdate::Sent(message.clone()));
+        // The worker's process: the handler's turn.
+        let worker = observer(&worker_kept, false, false);
+        let writer = AgentName::parse("writer").unwrap();
+        worker.handling(&writer, &[message.id()]);
+        worker.turn_started(&writer);
+        worker.turn_finished(
+            &writer,
+            Ok(&TurnSummary {
+                end: "answered",
+                model_calls: 1,
+                tool_calls: 0,
+            }),
+        );
+        let sent = flushed(&lead, &lead_kept).await;
+        let handled = flushed(&worker, &worker_kept).await;
+        let send = sent
+            .iter()
+            .find(|s| s.name == "send_message writer")
+            .unwrap();
+        let turn = &handled[0];
+        assert_eq!(send.span_context.trace_id(), turn.span_context.trace_id());
+        assert_eq!(send.span_context.span_id(), message_span_id(message.id()));
+        assert_eq!(turn.links.len(), 1);
+        assert_eq!(turn.links[0].span_context, send.span_context.clone());
+        // Both hang under the run's span; the worker's parent is remote.
+        let root = RunKey::distributed("t", "lead-1").root_span_id();
+        assert_eq!(turn.parent_span_id, root);
+        assert!(turn.parent_span_is_remote);
+        // The message's span is a child of the tool call that sent it (still open here).
+        assert_ne!(send.parent_span_id, root);
+    }
+
+    #[tokio::test]
+    async fn captured_contents_are_redacted_and_absent_unless_asked() {
+        for capture in [false, true] {
+            let kept = Kept::default();
+            let observer = observer(&kept, true, capture);
+            let agent = AgentName::lead();
+            let call = ToolCall {
+                id: "c".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"sk-secret-0123456789"}"#.into(),
+            };
+            observer.tool_started(&agent, &call);
+            observer.tool_finished(
+                &agent,
+                &call,
+                &ToolOutcome {
+                    content: "key sk-secret-0123456789".into(),
+                    is_error: false,
+                    decision: None,
+                },
+            );
+            let spans = flushed(&observer, &kept).await;
+            let values: Vec<String> = spans[0]
+                .attributes
+                .iter()
+                .map(|kv| kv.value.as_str().into_owned())
+                .collect();
+            assert!(
+                values.iter().all(|v| !v.contains("sk-secret")),
+                "{values:?}"
+            );
+            let has = |key: &str| spans[0].attributes.iter().any(|kv| kv.key.as_str() == key);
+            assert_eq!(has(attr::TOOL_RESULT), capture);
+            assert_eq!(has(attr::TOOL_ARGUMENTS), capture);
+        }
+    }
+}

@@ -178,3 +178,11 @@ impl RunTrace {
             .map(|redactor| redactor.redact(text).into_owned())
     }
 }
+
+#[cfg(test)]
+impl RunTrace {
+    /// The queue, for tests that flush it.
+    pub fn queue_for_tests(&self) -> &SpanQueue {
+        &self.queue
+    }
+}
