@@ -392,3 +392,81 @@ fn an_unusable_setting_is_said_once_and_the_run_goes_on_without_traces() {
         said[0]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_team_s_run_is_one_trace_with_the_worker_s_spans_in_it() {
+    let Some(db) = troupe::store::postgres::testing::TestDb::create() else {
+        return;
+    };
+    let Some(receiver) = receiver() else { return };
+    let url = db.url();
+    let lead_dir = tempfile::tempdir().unwrap();
+    let worker_dir = tempfile::tempdir().unwrap();
+    let lead_ws = std::fs::canonicalize(lead_dir.path()).unwrap();
+    let worker_ws = std::fs::canonicalize(worker_dir.path()).unwrap();
+    let server = SseServer::start().await;
+    server.respond_with(super::streaming::team);
+    let project = project("shared-team");
+    let otel = receiver.env(&project);
+    let worker = {
+        let (ws, url, base, otel) = (
+            worker_ws.clone(),
+            url.clone(),
+            server.base_url.clone(),
+            otel.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            super::shared_team::WorkerProcess::start_with(&ws, &url, &base, &env_pairs(&otel))
+        })
+        .await
+        .unwrap()
+    };
+    let out =
+        super::shared_team::lead_run(&lead_ws, &url, &server.base_url, &env_pairs(&otel)).await;
+    assert_eq!(out.code, 0, "{out:#?}\nworker: {}", worker.log());
+
+    // The worker's spans are exported as it goes: the writer's turns are there while it runs.
+    let spans = receiver.spans_when(&project, |s| {
+        !named(s, "invoke_agent troupe").is_empty()
+            && named(s, "invoke_agent writer").len() >= 2
+            && !named(s, "send_message lead").is_empty()
+    });
+    assert_eq!(trace_ids(&spans).len(), 1, "one trace: {spans:#?}");
+    let root = named(&spans, "invoke_agent troupe")[0];
+    for turn in named(&spans, "invoke_agent writer") {
+        assert_eq!(turn["parent_id"], root["context"]["span_id"], "{turn:#}");
+        assert_eq!(attr(turn, "troupe.team"), attr(root, "troupe.team"));
+    }
+    // The writer's model and tool calls ran in the worker; they are in the trace, and so is
+    // the writer's result to the lead, whose span the lead's handling turn names.
+    let writer_calls: Vec<&Value> = spans
+        .iter()
+        .filter(|s| attr(s, "gen_ai.agent.name") == "writer" && s["name"] != "invoke_agent writer")
+        .collect();
+    assert!(
+        writer_calls
+            .iter()
+            .any(|s| s["name"] == "execute_tool write_file"),
+        "{writer_calls:#?}"
+    );
+    let result = named(&spans, "send_message lead")
+        .into_iter()
+        .find(|s| attr(s, "troupe.message.kind") == "result")
+        .unwrap_or_else(|| panic!("no result message: {spans:#?}"));
+    let result_id = attr(result, "troupe.message.id").as_str().unwrap();
+    assert!(
+        named(&spans, "invoke_agent lead").iter().any(|t| {
+            attr(t, "troupe.message.ids")
+                .as_array()
+                .is_some_and(|ids| ids.iter().any(|id| id == result_id))
+        }),
+        "no lead turn handles {result_id}"
+    );
+    assert!(!serde_json::to_string(&spans)
+        .unwrap()
+        .contains(super::shared_team::MODEL_ENV[0].1));
+    let code = tokio::task::spawn_blocking(move || worker.stop())
+        .await
+        .unwrap();
+    assert_eq!(code, 0);
+}

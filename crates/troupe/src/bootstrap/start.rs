@@ -155,8 +155,8 @@ fn open_events(
 
 /// Starts the run's traces when they are asked for, and puts their observer in front of the
 /// others. A run of a team on files is its own trace; a distributed team's run is the trace of
-/// its lead process, which each worker finds in the team's registry (and looks for again, so
-/// that the next run's work goes to the next trace). Telemetry that cannot start is a warning:
+/// its lead process, which each worker finds in the team's registry at each turn (so that the
+/// next run's work goes to the next trace). Telemetry that cannot start is a warning:
 /// it never fails a run.
 fn open_telemetry(
     settings: &mut TeamSettings,
@@ -202,16 +202,13 @@ fn open_telemetry(
     };
     if let (Some(parts), false) = (pg, lead) {
         let roster = parts.roster.clone();
-        telemetry.follow(LEAD_LOOK_EVERY, move || team_lead_key(&roster, &team));
+        telemetry.follow(move || team_lead_key(&roster, &team));
     }
     let observer = telemetry.observer();
     settings.run_observer = Arc::new(Both(observer.clone(), settings.run_observer.clone()));
     settings.team_observer = Arc::new(Both(observer, settings.team_observer.clone()));
     Some(telemetry)
 }
-
-/// How often a worker looks whether its team's lead (so the run, so the trace) changed.
-const LEAD_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The run key of the team's running lead, from the worker registry.
 fn team_lead_key(roster: &PgRoster, team: &str) -> Option<RunKey> {

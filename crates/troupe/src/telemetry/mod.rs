@@ -37,7 +37,7 @@ pub use config::{resolve, ExportSettings, TelemetryConfigError, MAX_EXPORT_TIMEO
 pub use export::{ExportReport, SpanQueue, CLOSE_BOUND, QUEUE_CAPACITY};
 pub use ids::{message_span_id, RunKey};
 pub use observer::TraceObserver;
-pub use trace::{RunTrace, TraceParts};
+pub use trace::{KeySource, RunTrace, TraceParts};
 
 use crate::error::ErrorCode;
 use crate::secrets::Redactor;
@@ -71,8 +71,6 @@ pub struct Telemetry {
     lead: bool,
     /// Where spans go, for the report.
     pub export: ExportSettings,
-    /// A worker's look for its team's lead changing (a new run, a new trace).
-    refresh: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Who this process is in the run it traces.
@@ -129,7 +127,6 @@ impl Telemetry {
             queue,
             lead: role.lead,
             export: export.clone(),
-            refresh: std::sync::Mutex::new(None),
         })
     }
 
@@ -141,35 +138,16 @@ impl Telemetry {
         &self.trace
     }
 
-    /// Keeps the run's key current with `look` (a worker's: its team's lead), every `every`.
-    pub fn follow(
-        &self,
-        every: Duration,
-        look: impl Fn() -> Option<RunKey> + Send + Sync + 'static,
-    ) {
-        let trace = self.trace.clone();
-        let look = Arc::new(look);
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let look = look.clone();
-                if let Ok(Some(key)) = tokio::task::spawn_blocking(move || look()).await {
-                    trace.set_key(key);
-                }
-            }
-        });
-        if let Some(old) = crate::sync::lock(&self.refresh).replace(task) {
-            old.abort();
-        }
+    /// Looks the run's key up with `look` at the start of every turn (a worker's: its team's
+    /// lead, which changes with each run of the team).
+    pub fn follow(&self, look: impl Fn() -> Option<RunKey> + Send + Sync + 'static) {
+        self.trace.follow(Arc::new(look));
     }
 
     /// Ends the run's span (a lead's) and exports what is left, waiting at most
     /// [`CLOSE_BOUND`]; what was not exported is counted in the report. Once per run: a
     /// second close only reports.
     pub async fn close(&self, answered: bool) -> ExportReport {
-        if let Some(task) = crate::sync::lock(&self.refresh).take() {
-            task.abort();
-        }
         if self.lead {
             self.trace.end_run(answered);
         }

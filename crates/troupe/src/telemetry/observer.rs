@@ -82,6 +82,7 @@ impl RunObserver for TraceObserver {
     }
 
     fn turn_started(&self, agent: &AgentName) {
+        self.trace.refresh_key();
         let mut span = self
             .trace
             .open(format!("invoke_agent {agent}"), SpanKind::Internal, None);

@@ -33,7 +33,12 @@ pub struct RunTrace {
     pub capture: Option<Redactor>,
     /// When the run started (the run's span).
     started: SystemTime,
+    /// Where a worker finds its run's key again at each turn (its team's lead may change).
+    key_source: RwLock<Option<KeySource>>,
 }
+
+/// Finds the run's key now (a store call: run off the async threads).
+pub type KeySource = Arc<dyn Fn() -> Option<RunKey> + Send + Sync>;
 
 /// A span under way: ended by [`RunTrace::end`].
 #[derive(Debug, Clone)]
@@ -81,6 +86,26 @@ impl RunTrace {
             sandbox: parts.sandbox,
             capture: parts.capture,
             started: SystemTime::now(),
+            key_source: RwLock::new(None),
+        }
+    }
+
+    /// Looks the run's key up with `source` at every turn from now on.
+    pub fn follow(&self, source: KeySource) {
+        match self.key_source.write() {
+            Ok(mut held) => *held = Some(source),
+            Err(poisoned) => *poisoned.into_inner() = Some(source),
+        }
+    }
+
+    /// A turn starts: the key as its source says now, if it has one and it answers.
+    pub fn refresh_key(&self) {
+        let source = match self.key_source.read() {
+            Ok(held) => held.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        if let Some(key) = source.and_then(|look| crate::sync::blocking(|| look())) {
+            self.set_key(key);
         }
     }
 
