@@ -27,14 +27,30 @@ use crate::model::{ModelResponse, ToolCall};
 use crate::team::observer::{TeamObserver, TeamUpdate};
 use crate::tools::ToolOutcome;
 
-/// The open spans of one agent (its calls are sequential).
+/// The open spans of one agent (its calls are sequential). Turns and tool calls nest: the
+/// `task` tool runs a subagent under the same name, whose turn is a child of that tool call.
 #[derive(Default)]
 struct AgentSpans {
-    turn: Option<OpenSpan>,
+    turns: Vec<OpenSpan>,
     model: Option<OpenSpan>,
-    tools: HashMap<String, OpenSpan>,
+    /// Open tool calls by call id, innermost last.
+    tools: Vec<(String, OpenSpan)>,
     /// The messages its next turn handles.
     handling: Vec<MessageId>,
+}
+
+impl AgentSpans {
+    /// The innermost open span: a tool call under way, else the turn.
+    fn innermost(&self) -> Option<opentelemetry::trace::SpanId> {
+        match self.tools.last() {
+            Some((_, tool)) => Some(tool.id),
+            None => self.turn(),
+        }
+    }
+
+    fn turn(&self) -> Option<opentelemetry::trace::SpanId> {
+        self.turns.last().map(|t| t.id)
+    }
 }
 
 /// Turns what a run reports into spans of its trace.
@@ -83,9 +99,10 @@ impl RunObserver for TraceObserver {
 
     fn turn_started(&self, agent: &AgentName) {
         self.trace.refresh_key();
+        let parent = self.with_agent(agent, |spans| spans.innermost());
         let mut span = self
             .trace
-            .open(format!("invoke_agent {agent}"), SpanKind::Internal, None);
+            .open(format!("invoke_agent {agent}"), SpanKind::Internal, parent);
         span.attributes
             .push(KeyValue::new(attr::OPERATION, "invoke_agent"));
         span.attributes.extend(self.agent_attributes(agent));
@@ -110,12 +127,12 @@ impl RunObserver for TraceObserver {
                     )
                 })
                 .collect();
-            spans.turn = Some(span);
+            spans.turns.push(span);
         });
     }
 
     fn turn_finished(&self, agent: &AgentName, end: Result<&TurnSummary, &str>) {
-        let Some(mut span) = self.with_agent(agent, |spans| spans.turn.take()) else {
+        let Some(mut span) = self.with_agent(agent, |spans| spans.turns.pop()) else {
             return;
         };
         let status = match end {
@@ -140,7 +157,7 @@ impl RunObserver for TraceObserver {
     fn model_call_started(&self, agent: &AgentName, _call_number: usize) {
         let model = self.trace.model.clone();
         self.with_agent(agent, |spans| {
-            let parent = spans.turn.as_ref().map(|t| t.id);
+            let parent = spans.turn();
             let mut span = self
                 .trace
                 .open(format!("chat {model}"), SpanKind::Client, parent);
@@ -201,7 +218,7 @@ impl RunObserver for TraceObserver {
 
     fn tool_started(&self, agent: &AgentName, call: &ToolCall) {
         self.with_agent(agent, |spans| {
-            let parent = spans.turn.as_ref().map(|t| t.id);
+            let parent = spans.turn();
             let mut span = self.trace.open(
                 format!("execute_tool {}", call.name),
                 SpanKind::Internal,
@@ -218,12 +235,16 @@ impl RunObserver for TraceObserver {
                 span.attributes
                     .push(KeyValue::new(attr::TOOL_ARGUMENTS, arguments));
             }
-            spans.tools.insert(call.id.clone(), span);
+            spans.tools.push((call.id.clone(), span));
         });
     }
 
     fn tool_finished(&self, agent: &AgentName, call: &ToolCall, outcome: &ToolOutcome) {
-        let Some(mut span) = self.with_agent(agent, |spans| spans.tools.remove(&call.id)) else {
+        let taken = self.with_agent(agent, |spans| {
+            let at = spans.tools.iter().rposition(|(id, _)| *id == call.id)?;
+            Some(spans.tools.remove(at).1)
+        });
+        let Some(mut span) = taken else {
             return;
         };
         if let Some(decision) = &outcome.decision {
@@ -274,14 +295,7 @@ impl TeamObserver for TraceObserver {
             return;
         };
         let sender = message.sender().clone();
-        let parent = self.with_agent(&sender, |spans| {
-            spans
-                .tools
-                .values()
-                .next()
-                .or(spans.turn.as_ref())
-                .map(|s| s.id)
-        });
+        let parent = self.with_agent(&sender, |spans| spans.innermost());
         let mut span = self.trace.open(
             format!("send_message {}", message.recipient()),
             SpanKind::Producer,
@@ -446,5 +460,57 @@ mod tests {
             assert_eq!(has(attr::TOOL_RESULT), capture);
             assert_eq!(has(attr::TOOL_ARGUMENTS), capture);
         }
+    }
+
+    #[tokio::test]
+    async fn a_subagent_s_turn_under_the_same_name_nests_in_the_task_call() {
+        let kept = Kept::default();
+        let observer = observer(&kept, true, false);
+        let agent = AgentName::lead();
+        let call = |id: &str, name: &str| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        };
+        let done = TurnSummary {
+            end: "answered",
+            model_calls: 1,
+            tool_calls: 1,
+        };
+        let outcome = ToolOutcome {
+            content: "ok".into(),
+            is_error: false,
+            decision: None,
+        };
+        observer.turn_started(&agent);
+        observer.tool_started(&agent, &call("call_1", "task"));
+        // The subagent: same name, same call id as its parent's call.
+        observer.turn_started(&agent);
+        observer.tool_started(&agent, &call("call_1", "read_file"));
+        observer.tool_finished(&agent, &call("call_1", "read_file"), &outcome);
+        observer.turn_finished(&agent, Ok(&done));
+        observer.tool_finished(&agent, &call("call_1", "task"), &outcome);
+        observer.turn_finished(&agent, Ok(&done));
+        let spans = flushed(&observer, &kept).await;
+        let id = |name: &str, nth: usize| {
+            spans
+                .iter()
+                .filter(|s| s.name == name)
+                .nth(nth)
+                .map(|s| (s.span_context.span_id(), s.parent_span_id))
+                .unwrap()
+        };
+        let (read, read_parent) = id("execute_tool read_file", 0);
+        let (inner, inner_parent) = id("invoke_agent lead", 0);
+        let (task, task_parent) = id("execute_tool task", 0);
+        let (outer, outer_parent) = id("invoke_agent lead", 1);
+        assert_eq!(read_parent, inner);
+        assert_eq!(inner_parent, task);
+        assert_eq!(task_parent, outer);
+        assert_eq!(
+            outer_parent,
+            RunKey::distributed("t", "lead-1").root_span_id()
+        );
+        assert_ne!(read, task);
     }
 }
