@@ -3,8 +3,9 @@
 //! - `model_call_overhead_us_p50`, `tool_call_overhead_us_p50`: the time the trace observer
 //!   adds to one model call and one tool call on the calling thread (its `started` and
 //!   `finished` reports: a span opened, its attributes set, the finished span queued), with
-//!   export on to a local OTLP/HTTP receiver, minus the same reports to no observer. The
-//!   export itself runs on the runtime's other threads meanwhile.
+//!   export on to a local OTLP/HTTP receiver, minus the same reports to no observer, in rounds
+//!   that never fill the queue (`spans_dropped` says whether that held). The export itself
+//!   runs on the runtime's other threads meanwhile.
 //! - `run_wall_ms_receiver_down` against `run_wall_ms_export_off`: medians of `runs`
 //!   alternating runs of the `troupe` binary beside this one (a scripted lead making
 //!   `tool_calls` tool calls), with export pointed at a port where nothing listens, and with
@@ -133,9 +134,12 @@ async fn per_call_overhead(endpoint: &str, calls: usize) -> BenchResult<Overhead
         }
         (p50_us(&mut model), p50_us(&mut tool))
     };
-    // Alternating rounds, so that a noisy moment weighs on both sides alike.
-    let rounds = 5;
-    let per_round = (calls / rounds).max(1);
+    // Alternating rounds, so that a noisy moment weighs on both sides alike; each round queues
+    // fewer spans than the queue holds, and the export catches up between rounds (as it does
+    // between a run's calls, which wait for a model), so every span measured is queued, none
+    // dropped.
+    let per_round = troupe::telemetry::QUEUE_CAPACITY / 4;
+    let rounds = (calls / per_round).max(1);
     let (mut model_deltas, mut tool_deltas) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         let (model_on, tool_on) = measure(&on, per_round);
@@ -144,8 +148,7 @@ async fn per_call_overhead(endpoint: &str, calls: usize) -> BenchResult<Overhead
             (model_on - model_off).max(0.0) / 1e6,
         ));
         tool_deltas.push(Duration::from_secs_f64((tool_on - tool_off).max(0.0) / 1e6));
-        // Let the export keep up between rounds, as it does between a run's calls.
-        tokio::task::yield_now().await;
+        tokio::time::sleep(troupe::telemetry::BATCH_DELAY * 3).await;
     }
     let report = telemetry.close(true).await;
     Ok(Overhead {

@@ -34,7 +34,7 @@ use opentelemetry_sdk::trace::SpanExporter as _;
 use opentelemetry_sdk::Resource;
 
 pub use config::{resolve, ExportSettings, TelemetryConfigError, MAX_EXPORT_TIMEOUT, PROTOCOL};
-pub use export::{ExportReport, SpanQueue, CLOSE_BOUND, QUEUE_CAPACITY};
+pub use export::{ExportReport, SpanQueue, BATCH_DELAY, CLOSE_BOUND, QUEUE_CAPACITY};
 pub use ids::{message_span_id, RunKey};
 pub use observer::TraceObserver;
 pub use trace::{KeySource, RunTrace, TraceParts};
