@@ -67,6 +67,7 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
             chooser: Arc::new(ScriptedPerAgent(Arc::new(model))),
             redactor: troupe::secrets::process_redactor(),
             name: troupe::model::scripted::SCRIPTED_MODEL_NAME.to_owned(),
+            provider: "troupe.scripted",
         });
     }
     let overrides = ModelOverrides {
@@ -101,6 +102,11 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
         chooser: Arc::new(ClientsByName::new(config.clone(), client)),
         redactor: config.redactor(),
         name: config.model.clone(),
+        provider: match config.provider {
+            troupe::model::config::Provider::OpenAi => "openai",
+            troupe::model::config::Provider::Azure => "azure.ai.openai",
+            troupe::model::config::Provider::Anthropic => "anthropic",
+        },
     })
 }
 
@@ -110,6 +116,8 @@ pub struct Models {
     pub chooser: Arc<dyn ModelChooser>,
     pub redactor: Redactor,
     pub name: String,
+    /// The provider as the GenAI semantic conventions name it (`gen_ai.provider.name`).
+    pub provider: &'static str,
 }
 
 /// The variable that sets the context window when `--context-window` does not.

@@ -21,6 +21,7 @@ mod sandboxing;
 mod save_allow;
 mod serve;
 mod store_choice;
+mod telemetry;
 mod trust;
 mod user_message;
 mod watch;

@@ -64,6 +64,9 @@
 //! - `approvals`: permission asks as requests — `troupe approve`/`deny` from other processes
 //!   (one answer wins), a prompt on a pseudo-terminal that gives way, a worker's teammate
 //!   answered from the lead's host.
+//! - `telemetry`: OpenTelemetry traces of real runs read back from a real receiver (Arize
+//!   Phoenix, `otel_receiver`): one trace per run (a shared team's too), the GenAI attributes,
+//!   contents only when asked and redacted, a receiver down or silent costing the run nothing.
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
@@ -116,6 +119,8 @@ mod memory;
 mod model;
 #[path = "cli/orphans.rs"]
 mod orphans;
+#[path = "cli/otel_receiver.rs"]
+mod otel_receiver;
 #[path = "cli/plans.rs"]
 pub mod plans;
 #[path = "cli/providers.rs"]
@@ -170,6 +175,8 @@ mod support;
 mod tasks;
 #[path = "cli/team_flow.rs"]
 mod team_flow;
+#[path = "cli/telemetry.rs"]
+mod telemetry;
 #[path = "cli/terminal.rs"]
 mod terminal;
 #[path = "cli/token_usage.rs"]

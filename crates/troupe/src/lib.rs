@@ -25,6 +25,8 @@
 //!   listing and removing them — git run as a child process, hooks off, with a timeout.
 //! - [`agent`]: the runner (the tool-call loop) and its history.
 //! - [`team`]: teammates, the lead's events, the protocols at runtime, the plan gate, the driver.
+//! - [`telemetry`]: OpenTelemetry traces of a run (turns, model calls, tool calls, messages),
+//!   off unless the `OTEL_*` variables or `[telemetry]` say; exported over OTLP/HTTP.
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
 //!   (`build_team`) and for the commands that run no team (`inspector`, `PlanReview`).
 //! - [`send`]: a person's message to the lead or a teammate (`troupe send`, the web view).
@@ -62,6 +64,7 @@ pub mod settings;
 pub mod store;
 pub mod sync;
 pub mod team;
+pub mod telemetry;
 pub mod tools;
 pub mod worktree;
 

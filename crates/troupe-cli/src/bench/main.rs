@@ -35,6 +35,7 @@ mod result;
 mod sandbox;
 mod stats;
 mod team;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +84,22 @@ enum Suite {
     Dispatch {
         #[arg(long, default_value_t = 5_000)]
         calls: usize,
+    },
+    /// OpenTelemetry export: the trace observer's cost per model call and per tool call with
+    /// export on to a local receiver (p50 µs, over export off), and a scripted run's wall time
+    /// with the receiver down against export off.
+    Telemetry {
+        #[arg(long, default_value_t = 20_000)]
+        calls: usize,
+        /// Runs of each kind (alternating).
+        #[arg(long, default_value_t = 11)]
+        runs: usize,
+        /// Tool calls in each run.
+        #[arg(long, default_value_t = 40)]
+        tool_calls: usize,
+        /// An OTLP/HTTP receiver's base URL (e.g. Arize Phoenix's); default: a built-in one.
+        #[arg(long, value_name = "URL")]
+        endpoint: Option<String>,
     },
     /// Shutdown and plan round trips with scripted models; 32 idle teammates' CPU and memory.
     Team {
@@ -190,6 +207,12 @@ fn main() -> ExitCode {
         Suite::Contention { procs, n } => contention::run(&dir, procs, n),
         Suite::Dispatch { calls } => dispatch::run(&dir, calls),
         Suite::Team { rounds } => team::run(&dir, rounds),
+        Suite::Telemetry {
+            calls,
+            runs,
+            tool_calls,
+            endpoint,
+        } => telemetry::run(&dir, calls, runs, tool_calls, endpoint.as_deref()),
         Suite::Board {
             teammates,
             tasks,

@@ -53,6 +53,7 @@ pub fn config(
         value["prices"] = super::config_cost::prices_json(settings);
         value["run"] = super::config_cost::run_json(settings);
         value["approvals"] = super::config_approvals::approvals_json(settings);
+        value["telemetry"] = crate::telemetry::config_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
     }
@@ -64,6 +65,7 @@ pub fn config(
     text.push_str(&super::config_cost::prices_text(settings));
     text.push_str(&super::config_cost::run_text(settings));
     text.push_str(&super::config_approvals::approvals_text(settings));
+    text.push_str(&crate::telemetry::config_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
 }
@@ -92,6 +94,7 @@ impl Waiting {
                     TrustKind::GitRemote => "[team]",
                     TrustKind::Prices => "[prices]",
                     TrustKind::ApprovalRoute => "[approvals]",
+                    TrustKind::Telemetry => "[telemetry]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -121,6 +124,9 @@ impl Waiting {
                     ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
                     TrustKind::ApprovalRoute => "route ".to_owned(),
+                    TrustKind::Telemetry => {
+                        format!("{} ", item.content.split('=').next().unwrap_or_default())
+                    }
                 };
                 (section, needle)
             })

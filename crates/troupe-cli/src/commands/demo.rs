@@ -82,6 +82,7 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         events: EventOptions {
             listeners: vec![console.clone()],
             prompt: PROMPT.to_owned(),
+            telemetry: None,
         },
         settings: Default::default(),
         sandbox,

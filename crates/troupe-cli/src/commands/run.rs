@@ -80,7 +80,9 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         chooser: models,
         redactor,
         name: model_name,
+        provider,
     } = models(&args.model, &loaded)?;
+    let telemetry = crate::telemetry::options(&file_settings, provider, &model_name);
     tracing::debug!(
         max_turns = args.max_turns,
         request_ttl = ?ttl,
@@ -136,6 +138,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         events: EventOptions {
             listeners,
             prompt: args.prompt.clone(),
+            telemetry,
         },
         settings: file_settings,
         sandbox,
@@ -312,6 +315,7 @@ pub fn drive(
         }
         let usage = team.usage.clone();
         let events = team.events.clone();
+        let telemetry = team.telemetry.clone();
         team.close().await;
         let result = if cancel.is_cancelled() {
             Err(CliError::interrupted(
@@ -322,6 +326,10 @@ pub fn drive(
         } else {
             result.map_err(|e| CliError::coded(&e)).and_then(finished)
         };
+        // The run's last spans, waited for a bounded time; drops said once.
+        if let Some(line) = crate::telemetry::close(telemetry.as_deref(), result.is_ok()).await {
+            say.line(line);
+        }
         events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
         let spent = usage.per_agent();
         if !spent.is_empty() {

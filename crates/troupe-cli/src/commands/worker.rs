@@ -45,7 +45,9 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         chooser: models,
         redactor,
         name: model_name,
+        provider,
     } = models(&args.model, &loaded)?;
+    let telemetry = crate::telemetry::options(&file_settings, provider, &model_name);
     let interrupt = Interrupt::default();
     if args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal() {
         eprintln!(
@@ -86,6 +88,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         events: EventOptions {
             listeners: vec![console.clone()],
             prompt: format!("worker of team {team_key}"),
+            telemetry,
         },
         settings: file_settings,
         sandbox,
@@ -135,7 +138,11 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         worker.runtime.start_closing();
         interrupt.prompts.cancel();
         let events = worker.events.clone();
+        let telemetry = worker.telemetry.clone();
         worker.close().await;
+        if let Some(line) = crate::telemetry::close(telemetry.as_deref(), true).await {
+            eprintln!("{line}");
+        }
         events.emit(
             RUN_AGENT,
             kinds::RUN_ENDED,

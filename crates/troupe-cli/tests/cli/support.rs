@@ -52,11 +52,32 @@ pub fn command(cwd: &Path) -> Command {
 /// Removes from `command`'s environment every model and store variable (and
 /// `TROUPE_TRUST_WORKSPACE`), for a command that runs troupe in a shell.
 pub fn without_settings_variables(command: &mut Command) -> &mut Command {
-    for name in MODEL_VARIABLES.iter().chain(&STORE_VARIABLES) {
+    for name in MODEL_VARIABLES
+        .iter()
+        .chain(&STORE_VARIABLES)
+        .chain(&TELEMETRY_VARIABLES)
+    {
         command.env_remove(name);
     }
     command
 }
+
+/// A developer's OpenTelemetry variables must not send a test's spans anywhere.
+const TELEMETRY_VARIABLES: [&str; 13] = [
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+];
 
 /// A developer's shared-store settings must not turn a test's run into a database run.
 /// A developer's `TROUPE_TRUST_WORKSPACE` must not trust a test's workspace either.

@@ -26,7 +26,7 @@ pub mod transcript;
 pub mod usage;
 
 pub use history::History;
-pub use observer::{NullObserver, RunObserver};
+pub use observer::{NullObserver, RunObserver, TurnSummary};
 pub use runner::{Runner, RunnerError, TurnEnd, TurnOutcome};
 pub use subagent_tool::SubagentTool;
 pub use usage::{NoUsage, UsageSink};

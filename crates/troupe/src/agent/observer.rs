@@ -4,6 +4,8 @@ use troupe_wire::AgentName;
 
 use std::sync::Arc;
 
+use troupe_wire::MessageId;
+
 use super::transcript::BoundaryKind;
 use crate::model::progress::{CallProgress, ProgressSink};
 use crate::model::{ModelResponse, ToolCall};
@@ -11,6 +13,13 @@ use crate::tools::ToolOutcome;
 
 /// Callbacks at each step of a turn. All default to doing nothing.
 pub trait RunObserver: Send + Sync {
+    /// The agent's next turn works on these mailbox messages (a teammate's message, the lead's
+    /// events), so that what handles a message can be traced back to what sent it.
+    fn handling(&self, _agent: &AgentName, _messages: &[MessageId]) {}
+    /// A turn starts: model calls and tool calls until an answer, a limit or a failure.
+    fn turn_started(&self, _agent: &AgentName) {}
+    /// The turn ended: how, or the failure's code.
+    fn turn_finished(&self, _agent: &AgentName, _end: Result<&TurnSummary, &str>) {}
     fn model_call_started(&self, _agent: &AgentName, _call_number: usize) {}
     fn model_call_finished(&self, _agent: &AgentName, _response: &ModelResponse) {}
     /// A retry or the switch to the fallback model, while the call goes on.
@@ -20,6 +29,15 @@ pub trait RunObserver: Send + Sync {
     fn tool_started(&self, _agent: &AgentName, _call: &ToolCall) {}
     fn tool_finished(&self, _agent: &AgentName, _call: &ToolCall, _outcome: &ToolOutcome) {}
     fn compacted(&self, _agent: &AgentName, _report: &CompactionReport) {}
+}
+
+/// A finished turn, as observers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnSummary {
+    /// `answered`, `cancelled`, `max_turns`, `token_budget` or `cost_budget`.
+    pub end: &'static str,
+    pub model_calls: usize,
+    pub tool_calls: usize,
 }
 
 /// What started a compaction.

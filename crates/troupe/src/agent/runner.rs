@@ -20,7 +20,7 @@ use super::compactor::{Compactor, Results};
 use super::context::{ContextBudget, Keep, ResultBudget, REACTIVE_KEEP_GROUPS};
 use super::history::History;
 use super::memory::Memory;
-use super::observer::{ProgressTo, RunObserver, Trigger};
+use super::observer::{ProgressTo, RunObserver, Trigger, TurnSummary};
 use super::prompt::SystemPromptSource;
 use super::transcript::{Origin, Transcript};
 use super::usage::{NoUsage, UsageSink};
@@ -58,6 +58,17 @@ pub enum TurnEnd {
 }
 
 impl TurnEnd {
+    /// Its name in one word, for observers: `answered`, `max_turns`, `cancelled`, …
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Answered(_) => "answered",
+            Self::MaxTurns { .. } => "max_turns",
+            Self::Cancelled => "cancelled",
+            Self::TokenBudget { .. } => "token_budget",
+            Self::CostBudget { .. } => "cost_budget",
+        }
+    }
+
     /// Why the turn ended without an answer, in words; `None` for an answer.
     pub fn stop_reason(&self) -> Option<String> {
         match self {
@@ -318,11 +329,34 @@ impl Runner {
         self.run_turn(cancel).await
     }
 
-    /// Runs the loop on the history as it is.
+    /// The observer this runner reports to (a caller says through it which messages the next
+    /// turn handles).
+    pub fn observer(&self) -> &Arc<dyn RunObserver> {
+        &self.observer
+    }
+
+    /// Runs the loop on the history as it is; the observer sees the turn start and end.
     pub async fn run_turn(
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
+        self.observer.turn_started(&self.agent);
+        let result = self.turn_loop(cancel).await;
+        match &result {
+            Ok(outcome) => self.observer.turn_finished(
+                &self.agent,
+                Ok(&TurnSummary {
+                    end: outcome.end.kind(),
+                    model_calls: outcome.model_calls,
+                    tool_calls: outcome.tool_calls,
+                }),
+            ),
+            Err(e) => self.observer.turn_finished(&self.agent, Err(e.code())),
+        }
+        result
+    }
+
+    async fn turn_loop(&mut self, cancel: &CancellationToken) -> Result<TurnOutcome, RunnerError> {
         let mut outcome = TurnOutcome {
             end: TurnEnd::Cancelled,
             model_calls: 0,

@@ -213,6 +213,8 @@ pub struct EventOptions {
     pub listeners: Vec<Arc<dyn EventListener>>,
     /// The person's prompt, for the `run_started` event.
     pub prompt: String,
+    /// OpenTelemetry traces of the run, when the `OTEL_*` variables or `[telemetry]` ask.
+    pub telemetry: Option<crate::telemetry::TelemetryOptions>,
 }
 
 /// What keeps agents working across long runs and many runs (SPEC §9).

@@ -37,6 +37,8 @@ use crate::team::{Postman, ProtocolRuntime, TeamRuntime};
 
 use super::distributed::{self, PgParts, WakeGuard};
 use super::options::{BootstrapError, StoreChoice, TeamSettings};
+use crate::store::postgres::PgRoster;
+use crate::telemetry::{RunKey, RunRole, Telemetry};
 
 /// What a run has opened before its team runtime is built: the same for a lead and a worker.
 pub(super) struct Start {
@@ -44,6 +46,8 @@ pub(super) struct Start {
     pub(super) run_lock: LockGuard,
     /// This run's event stream.
     pub(super) events: Arc<EventLog>,
+    /// This run's traces, when on; the caller closes them after the team.
+    pub(super) telemetry: Option<Arc<Telemetry>>,
     pub(super) stores: Stores,
     /// The base policy; each teammate's adds its own plan gate.
     pub(super) base_policy: PermissionPolicy,
@@ -64,7 +68,7 @@ pub(super) fn start(
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
     let pg = open_distributed(settings, role)?;
     let requests = super::approvals::wrap(settings, role);
-    let events = open_events(&layout, settings, pg.as_ref())?;
+    let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role)?;
     let stores = open_stores(&layout, settings, &events, pg)?;
     finish_earlier_run(&layout, settings, &stores)?;
     let base_policy = PermissionPolicy::from_settings(
@@ -78,6 +82,7 @@ pub(super) fn start(
         layout,
         run_lock,
         events,
+        telemetry,
         stores,
         base_policy,
         jobs,
@@ -115,11 +120,13 @@ fn open_events(
     layout: &Layout,
     settings: &mut TeamSettings,
     pg: Option<&PgParts>,
-) -> Result<Arc<EventLog>, BootstrapError> {
+    role: &str,
+) -> Result<(Arc<EventLog>, Option<Arc<Telemetry>>), BootstrapError> {
+    let run_id = settings.ids.next_uuid().to_string();
     let log = EventLog::open(
         layout,
         settings.clock.clone(),
-        settings.ids.next_uuid().to_string(),
+        run_id.clone(),
         settings.redactor.clone(),
     )?;
     for listener in &settings.events.listeners {
@@ -132,6 +139,7 @@ fn open_events(
     let recorder = Arc::new(EventRecorder::new(log.clone()));
     settings.run_observer = Arc::new(Both(recorder.clone(), settings.run_observer.clone()));
     settings.team_observer = Arc::new(Both(recorder, settings.team_observer.clone()));
+    let telemetry = open_telemetry(settings, pg, role, &run_id);
     settings.approval = Arc::new(ObservedApproval::new(
         settings.approval.clone(),
         log.clone(),
@@ -146,7 +154,71 @@ fn open_events(
             "sandbox": settings.sandbox.sandbox.describe(),
         })),
     );
-    Ok(log)
+    Ok((log, telemetry))
+}
+
+/// Starts the run's traces when they are asked for, and puts their observer in front of the
+/// others. A run of a team on files is its own trace; a distributed team's run is the trace of
+/// its lead process, which each worker finds in the team's registry at each turn (so that the
+/// next run's work goes to the next trace). Telemetry that cannot start is a warning:
+/// it never fails a run.
+fn open_telemetry(
+    settings: &mut TeamSettings,
+    pg: Option<&PgParts>,
+    role: &str,
+    run_id: &str,
+) -> Option<Arc<Telemetry>> {
+    let options = settings.events.telemetry.as_ref()?;
+    let lead = role == "lead";
+    let (key, team) = match pg {
+        None => (
+            RunKey::run(run_id),
+            settings
+                .workspace
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
+        Some(parts) => {
+            let team = parts.store.team().to_owned();
+            let key = if lead {
+                RunKey::distributed(&team, &parts.holder)
+            } else {
+                team_lead_key(&parts.roster, &team)
+                    .unwrap_or_else(|| RunKey::distributed(&team, ""))
+            };
+            (key, team)
+        }
+    };
+    let role = RunRole {
+        key,
+        lead,
+        team: team.clone(),
+        sandbox: settings.sandbox.sandbox.mode().to_string(),
+        redactor: settings.redactor.clone(),
+    };
+    let telemetry = match Telemetry::start(options, role) {
+        Ok(telemetry) => Arc::new(telemetry),
+        Err(e) => {
+            tracing::warn!("{e}; the run goes on without traces");
+            return None;
+        }
+    };
+    if let (Some(parts), false) = (pg, lead) {
+        let roster = parts.roster.clone();
+        telemetry.follow(move || team_lead_key(&roster, &team));
+    }
+    let observer = telemetry.observer();
+    settings.run_observer = Arc::new(Both(observer.clone(), settings.run_observer.clone()));
+    settings.team_observer = Arc::new(Both(observer, settings.team_observer.clone()));
+    Some(telemetry)
+}
+
+/// The run key of the team's running lead, from the worker registry.
+fn team_lead_key(roster: &PgRoster, team: &str) -> Option<RunKey> {
+    let workers = roster.workers().ok()?;
+    let lead = workers.iter().find(|w| w.role == "lead")?;
+    Some(RunKey::distributed(team, &lead.id))
 }
 
 /// Joins the distributed team of `settings` as `role` (`lead`, `worker`), if the team is one.

@@ -42,6 +42,9 @@ pub struct Team {
     pub usage: Arc<RunUsage>,
     /// This run's event stream; the caller records `run_ended` in it once the team is closed.
     pub events: Arc<EventLog>,
+    /// This run's traces, when on: the caller closes them once the team is closed
+    /// ([`Telemetry::close`](crate::telemetry::Telemetry::close)) and reports what was dropped.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     pub cron: CronRuntime,
     pub jobs: Arc<JobSupervisor>,
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
@@ -83,6 +86,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         layout,
         run_lock,
         events,
+        telemetry,
         mut stores,
         base_policy,
         jobs,
@@ -126,6 +130,7 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
         earlier_session,
         usage: kit.usage.clone(),
         events,
+        telemetry,
         cron,
         jobs,
         job_completions: Some(job_completions),

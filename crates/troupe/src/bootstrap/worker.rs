@@ -17,6 +17,8 @@ use super::start::{close, start, Held, Start};
 pub struct Worker {
     pub runtime: TeamRuntime,
     pub events: Arc<EventLog>,
+    /// This worker's traces, when on: the caller closes them once the worker is closed.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     /// This worker's id in the team's registry (what `troupe status` shows).
     pub holder: String,
     jobs: Arc<JobSupervisor>,
@@ -52,6 +54,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     let Start {
         run_lock,
         events,
+        telemetry,
         mut stores,
         jobs,
         requests,
@@ -71,6 +74,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     Ok(Worker {
         runtime,
         events,
+        telemetry,
         holder,
         jobs,
         held,

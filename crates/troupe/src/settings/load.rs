@@ -11,7 +11,9 @@ use super::error::SettingsError;
 use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
-use super::{approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
+use super::{
+    approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry,
+};
 use super::{Settings, Source};
 
 // What this module held before each section had its own file, where callers still name it.
@@ -99,6 +101,7 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     sandbox::split_loosening(&mut file.sandbox, &mut items);
     prices::split_trust(&mut file.prices, &mut items);
     approvals::split_trust(&mut file.approvals, &mut items);
+    telemetry::split_trust(&mut file.telemetry, &mut items);
     (file, items)
 }
 
@@ -125,6 +128,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         prices: prices::merge(&section(layers, |f| &f.prices)),
         run: run::merge(&section(layers, |f| &f.run)),
         approvals: approvals::merge(&section(layers, |f| &f.approvals)),
+        telemetry: telemetry::merge(&section(layers, |f| &f.telemetry)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }
 }

@@ -8,7 +8,7 @@
 //! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
 //! into its sections, and each section has its own module — its table as written, its checks,
 //! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
-//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`.
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`, `telemetry`.
 //! `secrets` refuses secret-looking keys before any section reads a file, `duration` is troupe's
 //! one reading of a duration, `section` what the sections share. The rules are matched by
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
@@ -33,6 +33,7 @@ mod store;
 mod store_url;
 mod tasks;
 mod team;
+mod telemetry;
 pub mod trust;
 
 use std::path::PathBuf;
@@ -53,6 +54,7 @@ pub use secrets::looks_secret;
 pub use store::{parse_lease, LEASE_FORM, MAX_STORE_LEASE, MAX_TEAM_CHARS, MIN_STORE_LEASE};
 pub use store_url::store_url_shown;
 pub use tasks::TaskSettings;
+pub use telemetry::{check_endpoint, TelemetrySettings};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +308,8 @@ pub struct Settings {
     pub run: RunSettings,
     /// `[approvals]`: how permission asks are answered.
     pub approvals: ApprovalSettings,
+    /// `[telemetry]`: where traces go when the `OTEL_*` variables do not say.
+    pub telemetry: TelemetrySettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

@@ -23,8 +23,11 @@ use super::section::{line_of, Spans};
 use super::store::{ParsedStore, RawStore};
 use super::tasks::{ParsedTasks, RawTasks};
 use super::team::{ParsedTeam, RawTeam};
+use super::telemetry::{ParsedTelemetry, RawTelemetry};
 use super::McpServerSpec;
-use super::{approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team};
+use super::{
+    approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry,
+};
 
 /// One file, validated: each section's own values.
 #[derive(Debug, Default, Clone)]
@@ -40,6 +43,7 @@ pub(super) struct ParsedFile {
     pub prices: ParsedPrices,
     pub run: ParsedRun,
     pub approvals: ParsedApprovals,
+    pub telemetry: ParsedTelemetry,
 }
 
 /// The file as written; every key known, every value spanned for its line.
@@ -68,6 +72,7 @@ struct RawFile {
     run: RawRun,
     #[serde(default)]
     approvals: RawApprovals,
+    telemetry: RawTelemetry,
 }
 
 /// Validates one file's text; the sections in file-format order, so a file with several
@@ -110,6 +115,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         prices: prices::parse(raw.prices, &spans)?,
         run: run::parse(raw.run, &spans)?,
         approvals: approvals::parse(raw.approvals, &spans)?,
+        telemetry: telemetry::parse(raw.telemetry, &spans)?,
     })
 }
 

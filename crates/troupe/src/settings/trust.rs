@@ -9,7 +9,8 @@
 //!   (`model::config` lists them); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
 //!   mode looser than the person's own config's), `[sandbox] network` other than off, and a
-//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`).
+//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`);
+//!   and where traces are sent: `[telemetry] endpoint` and `capture_content = true`.
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
 //! the user `config.toml`), never in the workspace: per workspace, its real path and a digest of
@@ -62,6 +63,8 @@ pub enum TrustKind {
     Prices,
     /// `[approvals] route = "lead"`: a model answers teammates' permission asks.
     ApprovalRoute,
+    /// `[telemetry]`: where the run's traces are sent, and whether contents go with them.
+    Telemetry,
 }
 
 impl TrustKind {
@@ -80,6 +83,7 @@ impl TrustKind {
             Self::Network => "network",
             Self::Prices => "prices",
             Self::ApprovalRoute => "approval_route",
+            Self::Telemetry => "telemetry",
         }
     }
 }

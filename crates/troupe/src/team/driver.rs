@@ -168,6 +168,13 @@ impl Driver {
             events.extend(blocking(|| self.expiry_events())?);
             if !events.is_empty() {
                 let mut appended = 0;
+                let handled: Vec<troupe_wire::MessageId> = events
+                    .iter()
+                    .filter_map(|event| match &event.source {
+                        EventSource::Mailbox(message) => Some(message.id()),
+                        _ => None,
+                    })
+                    .collect();
                 blocking(|| -> Result<(), DriveError> {
                     for event in &events {
                         if lead.push_user_once(&event.key, event.history_text()) {
@@ -180,6 +187,7 @@ impl Driver {
                     Ok(())
                 })?;
                 if appended > 0 {
+                    lead.observer().handling(&AgentName::lead(), &handled);
                     let turn = lead.run_turn(cancel).await?;
                     outcome.event_turns += 1;
                     if let TurnEnd::Answered(_) = &turn.end {

@@ -14,7 +14,7 @@ use serde_json::json;
 use troupe_wire::AgentName;
 
 use super::observer::{TeamObserver, TeamUpdate};
-use crate::agent::observer::CompactionReport;
+use crate::agent::observer::{CompactionReport, TurnSummary};
 use crate::agent::transcript::BoundaryKind;
 use crate::agent::RunObserver;
 use crate::model::progress::CallProgress;
@@ -252,6 +252,18 @@ impl TeamObserver for EventRecorder {
 pub struct Both<A: ?Sized, B: ?Sized>(pub Arc<A>, pub Arc<B>);
 
 impl<A: RunObserver + ?Sized, B: RunObserver + ?Sized> RunObserver for Both<A, B> {
+    fn handling(&self, agent: &AgentName, messages: &[troupe_wire::MessageId]) {
+        self.0.handling(agent, messages);
+        self.1.handling(agent, messages);
+    }
+    fn turn_started(&self, agent: &AgentName) {
+        self.0.turn_started(agent);
+        self.1.turn_started(agent);
+    }
+    fn turn_finished(&self, agent: &AgentName, end: Result<&TurnSummary, &str>) {
+        self.0.turn_finished(agent, end);
+        self.1.turn_finished(agent, end);
+    }
     fn model_call_started(&self, agent: &AgentName, call_number: usize) {
         self.0.model_call_started(agent, call_number);
         self.1.model_call_started(agent, call_number);

@@ -267,6 +267,7 @@ async fn run_and_report(
     if !team.is_completed(message.id()) {
         runner.recall(prompt).await;
         runner.push_user_once(&message.id().to_string(), prompt);
+        runner.observer().handling(name, &[message.id()]);
         let answer = match runner.run_turn(team.closing()).await {
             Ok(outcome) => match outcome.end {
                 TurnEnd::Answered(text) if !text.trim().is_empty() => text,

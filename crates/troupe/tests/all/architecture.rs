@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["agent", "cron"],
     &["team"],
     &["approvals"],
+    &["telemetry"],
     &["inspect"],
     &["send"],
     &["bootstrap"],
