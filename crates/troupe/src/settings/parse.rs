@@ -72,6 +72,7 @@ struct RawFile {
     run: RawRun,
     #[serde(default)]
     approvals: RawApprovals,
+    #[serde(default)]
     telemetry: RawTelemetry,
 }
 
