@@ -7,9 +7,7 @@
 use std::path::Path;
 
 use troupe::approvals::{ApprovalDesk, Choice, PermissionAsk, PermissionReply};
-use troupe::bootstrap::PlanReview;
 use troupe::error::ErrorCode;
-use troupe::inspect::{RequestIdError, RequestIdInput};
 use troupe::team::TeamError;
 use troupe::wire::{AgentName, MessageId, ProtocolRequest, RequestId};
 
@@ -41,20 +39,7 @@ pub fn answer_permission_in(
     reason: Option<&str>,
     by: &str,
 ) -> Result<PermissionAnswer, CliError> {
-    let given = RequestIdInput::parse(request_id).map_err(|e| CliError::usage(e.to_string()))?;
-    let review = PlanReview::open_with(workspace, store)
-        .map_err(|e| CliError::coded(&e))?
-        .ok_or_else(|| {
-            CliError::new(
-                Kind::Failed,
-                format!("no protocol requests in {}", workspace.display()),
-            )
-            .with_code("protocol_not_found")
-        })?;
-    let request_id = given.resolve(review.store.as_ref()).map_err(|e| match e {
-        RequestIdError::Ambiguous { .. } => CliError::usage(e.to_string()),
-        e => CliError::coded(&e),
-    })?;
+    let (review, request_id) = crate::plan_answer::open_request(workspace, store, request_id)?;
     let desk = ApprovalDesk::new(review.protocol.clone());
     let request = desk.request(request_id).map_err(|e| CliError::coded(&e))?;
     let ask = PermissionAsk::from_content(request.content().as_str()).map_err(|e| {

@@ -20,16 +20,14 @@ pub struct PlanAnswer {
     pub recipient: AgentName,
 }
 
-/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
-/// `store` names (a shared team's database, or the workspace). Errors end with their stable code
-/// (their `code`); a malformed or ambiguous id is a usage error.
-pub fn answer_plan_in(
+/// The team's protocol store and runtime (`store`: a shared team's database, or the workspace),
+/// and the request a person named by `request_id` — a full id or a unique prefix; a malformed or
+/// ambiguous one is a usage error. The one resolution of `review`, `approve` and `deny`.
+pub fn open_request(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
     request_id: &str,
-    approve: bool,
-    feedback: Option<&str>,
-) -> Result<PlanAnswer, CliError> {
+) -> Result<(PlanReview, RequestId), CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::usage(e.to_string()))?;
     let review = PlanReview::open_with(workspace, store)
         .map_err(|e| CliError::coded(&e))?
@@ -44,6 +42,20 @@ pub fn answer_plan_in(
         RequestIdError::Ambiguous { .. } => CliError::usage(e.to_string()),
         e => CliError::coded(&e),
     })?;
+    Ok((review, request_id))
+}
+
+/// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
+/// `store` names (a shared team's database, or the workspace). Errors end with their stable code
+/// (their `code`); a malformed or ambiguous id is a usage error.
+pub fn answer_plan_in(
+    workspace: &Path,
+    store: &troupe::bootstrap::StoreChoice,
+    request_id: &str,
+    approve: bool,
+    feedback: Option<&str>,
+) -> Result<PlanAnswer, CliError> {
+    let (review, request_id) = open_request(workspace, store, request_id)?;
     let roster = review.roster().map_err(|e| CliError::coded(&e))?;
     let response = review
         .protocol

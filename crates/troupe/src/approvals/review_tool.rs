@@ -4,14 +4,13 @@
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use troupe_wire::RequestId;
 
 use super::ask::{Choice, PermissionReply};
 use super::desk::ApprovalDesk;
 use crate::store::protocol::ProtocolError;
 use crate::sync::blocking;
 use crate::team::{TeamError, TeamHandle};
-use crate::tools::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
+use crate::tools::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 pub struct ReviewPermission(pub TeamHandle);
 
@@ -40,15 +39,7 @@ impl ToolHandler for ReviewPermission {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let request_id =
-            RequestId::parse(str_arg(&args, "request_id")?).map_err(|e| ToolError::Coded {
-                code: "protocol_not_found",
-                message: e.to_string(),
-            })?;
-        let approve = args
-            .get("approve")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (request_id, approve) = crate::team::tools::decision_args(&args)?;
         let reason = args
             .get("reason")
             .and_then(Value::as_str)

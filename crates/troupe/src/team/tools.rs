@@ -27,6 +27,21 @@ fn schema(properties: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
+/// The `request_id` and `approve` of a review tool's call (`review_plan`, `review_permission`):
+/// an id that is not one is `protocol_not_found`, like an unknown one.
+pub(crate) fn decision_args(args: &Value) -> Result<(RequestId, bool), ToolError> {
+    let request_id =
+        RequestId::parse(str_arg(args, "request_id")?).map_err(|e| ToolError::Coded {
+            code: "protocol_not_found",
+            message: e.to_string(),
+        })?;
+    let approve = args
+        .get("approve")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok((request_id, approve))
+}
+
 fn render(value: Value) -> String {
     value.to_string()
 }
@@ -284,15 +299,7 @@ impl ToolHandler for ReviewPlan {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        let request_id =
-            RequestId::parse(str_arg(&args, "request_id")?).map_err(|e| ToolError::Coded {
-                code: "protocol_not_found",
-                message: e.to_string(),
-            })?;
-        let approve = args
-            .get("approve")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (request_id, approve) = decision_args(&args)?;
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
         let response = blocking(|| {
