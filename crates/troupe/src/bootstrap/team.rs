@@ -108,6 +108,14 @@ pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     } = crew;
 
     let watch = if settings.watch {
+        // The lead's folders exist before the watch starts: the answer to the lead's first
+        // permission ask can be the first message it ever gets, and a file written into a
+        // folder made after the watch started may be missed by it. (Recovery, here of nothing:
+        // the start already recovered every mailbox that existed.)
+        stores
+            .mailbox
+            .recover(&troupe_wire::AgentName::lead())
+            .map_err(crate::team::TeamError::from)?;
         Some(watch::start(&layout, runtime.postman().clone())?)
     } else {
         None
