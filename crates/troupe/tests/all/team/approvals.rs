@@ -575,3 +575,75 @@ async fn a_permission_request_hook_is_told_of_each_registered_ask() {
     let (_team, _) = finish(run).await;
     assert!(a.f.workspace.join("NOTES.md").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refused() {
+    let f = Fixture::new();
+    let person_answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = person_answered.clone();
+    let review = routing_lead(false);
+    // The lead reviews only once the person has answered: its answer comes second.
+    let lead = TestModel::new(&f.signal, move |c| {
+        let asked = c
+            .events()
+            .iter()
+            .any(|e| e["protocol_kind"] == "permission_request");
+        if asked && !answered.load(std::sync::atomic::Ordering::SeqCst) && !c.last_is_tool_result()
+        {
+            return say("Waiting for the person.");
+        }
+        review(c)
+    });
+    let alice = TestModel::new(&f.signal, writing_lead());
+    let mut settings = f.settings(Models::new(
+        &f.signal,
+        &[("lead", &lead), ("alice", &alice)],
+    ));
+    settings.approval = Arc::new(TerminalApproval::with_io(
+        Box::new(std::io::Cursor::new(Vec::new())),
+        Box::new(Screen::default()),
+        false,
+    ));
+    settings.settings.approvals.route = ApprovalRoute::Lead;
+    settings
+        .events
+        .listeners
+        .push(Arc::new(Bump(f.signal.clone())));
+    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let runtime = team.runtime.clone();
+    let run = drive_in_background(team, "get notes written");
+    f.signal
+        .until("alice's ask", || permission_requests(&f).len() == 1)
+        .await;
+    let request = permission_requests(&f).remove(0);
+    assert_eq!(request.target().as_str(), "lead");
+    ApprovalDesk::new(runtime.protocol().clone())
+        .answer(
+            &request,
+            &PermissionReply::new(Choice::Once, "approved with cli (pid 7)", "cli"),
+        )
+        .unwrap();
+    person_answered.store(true, std::sync::atomic::Ordering::SeqCst);
+    runtime.wake(&troupe::wire::AgentName::lead());
+    let (_team, _) = finish(run).await;
+    assert_eq!(
+        std::fs::read_to_string(f.workspace.join("NOTES.md")).unwrap(),
+        "hello\n"
+    );
+    let audit = f.audit();
+    let line = audit
+        .iter()
+        .find(|l| l["tool"] == "write_file" && l["agent"] == "alice")
+        .unwrap();
+    assert_eq!(line["rule"], "default+approval:cli");
+    // The lead's later review (a denial) was refused, naming the first answer.
+    let reviews: Vec<_> = f
+        .events_of("tool_finished")
+        .into_iter()
+        .filter(|e| e.fields["tool"] == "review_permission")
+        .collect();
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+    assert_eq!(reviews[0].fields["outcome"], "error");
+    let stored = permission_requests(&f).remove(0);
+    assert_eq!(stored.stored_status(), RequestStatus::Approved);
+}
