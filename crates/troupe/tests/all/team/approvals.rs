@@ -54,6 +54,15 @@ impl std::io::Read for NobodyTypes {
     }
 }
 
+/// A terminal prompt reading `typed` (a terminal or not), its output dropped.
+fn typed_terminal(typed: &[u8], is_terminal: bool) -> Arc<TerminalApproval> {
+    Arc::new(TerminalApproval::with_io(
+        Box::new(std::io::Cursor::new(typed.to_vec())),
+        Box::new(Screen::default()),
+        is_terminal,
+    ))
+}
+
 /// Bumps the signal on every event, so a test can wait for a request to be registered.
 struct Bump(Signal);
 
@@ -273,11 +282,7 @@ async fn a_terminal_yes_is_the_recorded_answer() {
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, writing_lead());
     let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
-    settings.approval = Arc::new(TerminalApproval::with_io(
-        Box::new(std::io::Cursor::new(b"y\n".to_vec())),
-        Box::new(Screen::default()),
-        true,
-    ));
+    settings.approval = typed_terminal(b"y\n", true);
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(f.workspace.join("NOTES.md").exists());
@@ -297,11 +302,7 @@ async fn without_a_terminal_a_lead_s_ask_is_denied_at_once_and_registers_nothing
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, writing_lead());
     let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
-    settings.approval = Arc::new(TerminalApproval::with_io(
-        Box::new(std::io::Cursor::new(b"y\n".to_vec())),
-        Box::new(Screen::default()),
-        false,
-    ));
+    settings.approval = typed_terminal(b"y\n", false);
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
@@ -345,11 +346,7 @@ async fn routed_to_the_lead_a_teammate_s_ask_is_answered_with_review_permission(
             &[("lead", &lead), ("alice", &alice)],
         ));
         // Nobody at a terminal: routed asks still wait, for the lead.
-        settings.approval = Arc::new(TerminalApproval::with_io(
-            Box::new(std::io::Cursor::new(Vec::new())),
-            Box::new(Screen::default()),
-            false,
-        ));
+        settings.approval = typed_terminal(b"", false);
         settings.settings.approvals.route = ApprovalRoute::Lead;
         let team = troupe::bootstrap::build_team(settings).unwrap();
         let (_team, _) = finish(drive_in_background(team, "get notes written")).await;
@@ -510,11 +507,7 @@ async fn the_plan_gate_denies_before_any_permission_request_is_registered() {
         &[("lead", &lead), ("alice", &alice)],
     ));
     // A person who approves everything at once: the gate must still come first.
-    settings.approval = Arc::new(TerminalApproval::with_io(
-        Box::new(std::io::Cursor::new(b"y\ny\ny\n".to_vec())),
-        Box::new(Screen::default()),
-        true,
-    ));
+    settings.approval = typed_terminal(b"y\ny\ny\n", true);
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let (_team, _) = finish(drive_in_background(team, "go")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
@@ -581,6 +574,8 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
     let f = Fixture::new();
     let person_answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let answered = person_answered.clone();
+    let lead_saw_it = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let saw = lead_saw_it.clone();
     let review = routing_lead(false);
     // The lead reviews only once the person has answered: its answer comes second.
     let lead = TestModel::new(&f.signal, move |c| {
@@ -590,6 +585,7 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
             .any(|e| e["protocol_kind"] == "permission_request");
         if asked && !answered.load(std::sync::atomic::Ordering::SeqCst) && !c.last_is_tool_result()
         {
+            saw.store(true, std::sync::atomic::Ordering::SeqCst);
             return say("Waiting for the person.");
         }
         review(c)
@@ -599,11 +595,7 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
         &f.signal,
         &[("lead", &lead), ("alice", &alice)],
     ));
-    settings.approval = Arc::new(TerminalApproval::with_io(
-        Box::new(std::io::Cursor::new(Vec::new())),
-        Box::new(Screen::default()),
-        false,
-    ));
+    settings.approval = typed_terminal(b"", false);
     settings.settings.approvals.route = ApprovalRoute::Lead;
     settings
         .events
@@ -612,8 +604,12 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "get notes written");
+    // The lead has the ask in its conversation (an answered request's message would be
+    // refused on arrival, and the lead would never see it); then the person answers first.
     f.signal
-        .until("alice's ask", || permission_requests(&f).len() == 1)
+        .until("the lead to see alice's ask", || {
+            lead_saw_it.load(std::sync::atomic::Ordering::SeqCst)
+        })
         .await;
     let request = permission_requests(&f).remove(0);
     assert_eq!(request.target().as_str(), "lead");
