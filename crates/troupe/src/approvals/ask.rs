@@ -65,6 +65,26 @@ impl PermissionAsk {
         }
     }
 
+    /// The same ask with every secret `redactor` knows taken out of its arguments, reason and
+    /// preview: the request is kept in the protocol store, shown on the page and, routed to the
+    /// lead, read by a model — and a preview holds lines of a file the agent never read.
+    pub fn redacted(mut self, redactor: &crate::secrets::Redactor) -> Self {
+        fn strings(value: &mut Value, redactor: &crate::secrets::Redactor) {
+            match value {
+                Value::String(text) => redactor.redact_in_place(text),
+                Value::Array(items) => items.iter_mut().for_each(|v| strings(v, redactor)),
+                Value::Object(map) => map.values_mut().for_each(|v| strings(v, redactor)),
+                _ => {}
+            }
+        }
+        strings(&mut self.arguments, redactor);
+        redactor.redact_in_place(&mut self.reason);
+        if let Some(preview) = self.preview.as_mut() {
+            redactor.redact_in_place(preview);
+        }
+        self
+    }
+
     pub fn to_content(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| format!("{{\"tool\":{:?}}}", self.tool))
     }
@@ -207,6 +227,26 @@ mod tests {
         assert!(
             PermissionReply::from_content(r#"{"choice":"maybe","reason":"","by":"x"}"#).is_err()
         );
+    }
+
+    #[test]
+    fn a_known_secret_never_reaches_the_request() {
+        let redactor = crate::secrets::Redactor::new(["sk-live-0123456789abcdef"]);
+        let ask = PermissionAsk::new(
+            "write_file",
+            Effect::Write,
+            &json!({"path": ".env", "content": "KEY=sk-live-0123456789abcdef\n", "n": [1, {"k": "sk-live-0123456789abcdef"}]}),
+            None,
+            "write tools ask",
+            None,
+            Some("--- .env\n+++ .env\n-OLD=sk-live-0123456789abcdef\n".to_owned()),
+        )
+        .redacted(&redactor);
+        let content = ask.to_content();
+        assert!(!content.contains("sk-live-0123456789abcdef"), "{content}");
+        assert_eq!(ask.arguments["content"], "KEY=[redacted]\n");
+        assert_eq!(ask.arguments["n"][1]["k"], "[redacted]");
+        assert!(ask.preview.unwrap().contains("-OLD=[redacted]"));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Binding {
     /// Fired when the team closes: a waiting ask is denied.
     pub closing: CancellationToken,
     pub on_registered: Option<OnRegistered>,
+    /// The run's secrets, taken out of every request before it is stored.
+    pub redactor: crate::secrets::Redactor,
 }
 
 /// How the wait away from the terminal ended.
@@ -274,7 +276,8 @@ impl ApprovalProvider for RequestedApproval {
             ask.reason,
             ask.suggestion,
             ask.preview.and_then(|p| (p.0)()),
-        );
+        )
+        .redacted(&bound.redactor);
         let opened: Result<ProtocolRequest, TeamError> =
             blocking(|| bound.desk.open(ask.agent, &target, &content, self.ttl));
         let request = match opened {

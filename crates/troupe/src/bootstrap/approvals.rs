@@ -71,5 +71,6 @@ pub(super) fn bind(
         clock: settings.clock.clone(),
         closing: runtime.closing_token(),
         on_registered,
+        redactor: settings.redactor.clone(),
     });
 }
