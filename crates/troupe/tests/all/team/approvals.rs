@@ -100,6 +100,18 @@ struct Asked {
     _never: std::sync::mpsc::Sender<()>,
 }
 
+impl Asked {
+    /// Waits until the prompt is on the screen and its request registered.
+    async fn prompted(&self) {
+        self.f
+            .signal
+            .until("the prompt and its request", || {
+                self.screen.text().ends_with("/N] ") && permission_requests(&self.f).len() == 1
+            })
+            .await;
+    }
+}
+
 /// A team whose lead asks at a terminal nobody answers; `route` and `ttl` as given.
 fn asked(route: ApprovalRoute, ttl: Duration) -> (Asked, troupe::bootstrap::TeamSettings) {
     let f = Fixture::new();
@@ -140,11 +152,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
-    a.f.signal
-        .until("the prompt and its request", || {
-            a.screen.text().ends_with("/N] ") && permission_requests(&a.f).len() == 1
-        })
-        .await;
+    a.prompted().await;
     let request = permission_requests(&a.f).remove(0);
     assert_eq!(request.sender().as_str(), "lead");
     assert_eq!(request.target().as_str(), "user");
@@ -252,11 +260,7 @@ async fn an_interrupt_denies_the_waiting_ask_and_leaves_its_request_unanswered()
     let team = troupe::bootstrap::build_team(settings).unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
-    a.f.signal
-        .until("the prompt", || {
-            a.screen.text().ends_with("/N] ") && permission_requests(&a.f).len() == 1
-        })
-        .await;
+    a.prompted().await;
     a.cancel.cancel();
     let (_team, _) = finish(run).await;
     assert!(!a.f.workspace.join("NOTES.md").exists());
