@@ -35,6 +35,7 @@
 
 pub mod artifacts;
 pub mod audit;
+mod connect;
 mod delivery_lock;
 pub mod document;
 pub mod events;
@@ -226,7 +227,7 @@ impl PgStore {
             .map_err(|e| {
                 BackendError::new("storage_error", format!("start the database runtime: {e}"))
             })?;
-        let pool = build_pool(config.clone(), &tls)?;
+        let pool = build_pool(config.clone(), &tls, runtime.handle())?;
         // Claims commit without waiting for the WAL flush: a claim lost in a server crash leaves
         // its message ready, to be claimed again — what at-least-once allows, and what the file
         // store does too (its claim rename is not fsynced). Everything else commits durably.
@@ -235,7 +236,7 @@ impl PgStore {
             "{} -c synchronous_commit=off",
             config.get_options().unwrap_or_default()
         ));
-        let claim_pool = build_pool(claims_config, &tls)?;
+        let claim_pool = build_pool(claims_config, &tls, runtime.handle())?;
         let store = Self {
             shared: Arc::new(Shared {
                 runtime: OwnRuntime(Some(runtime)),
@@ -463,15 +464,30 @@ pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
 /// A pool on `config`: connections the client saw close are replaced, and one idle for longer
 /// than [`IDLE_CHECK`] is checked alive first (a server restart closes idle connections
 /// without the client knowing yet; busy ones skip the round trip).
-fn build_pool(config: tokio_postgres::Config, tls: &tls::Tls) -> Result<Pool, BackendError> {
+/// Its connections are opened, and driven, on `home` (see `connect.rs`).
+fn build_pool(
+    config: tokio_postgres::Config,
+    tls: &tls::Tls,
+    home: &tokio::runtime::Handle,
+) -> Result<Pool, BackendError> {
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
+    let home = home.clone();
     let manager = match tls {
-        tls::Tls::Off => Manager::from_config(config, NoTls, manager_config),
-        tls::Tls::Required(connect) => {
-            Manager::from_config(config, connect.clone(), manager_config)
-        }
+        tls::Tls::Off => Manager::from_connect(
+            config,
+            connect::OnStoreRuntime { home, tls: NoTls },
+            manager_config,
+        ),
+        tls::Tls::Required(connect) => Manager::from_connect(
+            config,
+            connect::OnStoreRuntime {
+                home,
+                tls: connect.clone(),
+            },
+            manager_config,
+        ),
     };
     Pool::builder(manager)
         .max_size(POOL_SIZE)
