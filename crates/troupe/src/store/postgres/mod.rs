@@ -592,6 +592,25 @@ where
     }
 }
 
+/// [`retrying`] for an async operation: `op` makes the attempt's future afresh each time.
+#[allow(dead_code)] // until the first adapter is async
+pub(crate) async fn retrying_async<T, E, F>(mut op: impl FnMut() -> F) -> Result<T, E>
+where
+    E: ConnectionLost,
+    F: Future<Output = Result<T, E>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(e) if e.connection_lost() && attempt < RETRIES => {
+                attempt += 1;
+                tracing::info!("the database connection broke; trying again ({attempt})");
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Errors that can say their connection broke.
 pub(crate) trait ConnectionLost {
     fn connection_lost(&self) -> bool;
