@@ -31,7 +31,7 @@ pub struct PermissionAnswer {
 /// Answers the permission request `request_id` with `choice` (`No` denies, with `reason`), as
 /// `by` (`cli`, `page`), in the team `store` names. `--always`/`--save` need the request's
 /// suggested entry; `--save` writes it to `workspace`'s `troupe.toml` once the answer stands.
-pub fn answer_permission_in(
+pub async fn answer_permission_in(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
     request_id: &str,
@@ -39,9 +39,13 @@ pub fn answer_permission_in(
     reason: Option<&str>,
     by: &str,
 ) -> Result<PermissionAnswer, CliError> {
-    let (review, request_id) = crate::plan_answer::open_request(workspace, store, request_id)?;
+    let (review, request_id) =
+        crate::plan_answer::open_request(workspace, store, request_id).await?;
     let desk = ApprovalDesk::new(review.protocol.clone());
-    let request = desk.request(request_id).map_err(|e| CliError::coded(&e))?;
+    let request = desk
+        .request(request_id)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
     let ask = PermissionAsk::from_content(request.content().as_str()).map_err(|e| {
         CliError::new(
             Kind::Failed,
@@ -67,11 +71,12 @@ pub fn answer_permission_in(
         ),
     };
     let reply = PermissionReply::new(choice, text, by);
-    let response = desk
-        .answer(&request, &reply)
-        .map_err(|refused| refused_naming_the_first(&desk, &request, &refused))?;
+    let response = match desk.answer(&request, &reply).await {
+        Ok(response) => response,
+        Err(refused) => return Err(refused_naming_the_first(&desk, &request, &refused).await),
+    };
     let saved = match (choice, &ask.suggestion) {
-        (Choice::Save, Some(entry)) => Some(save(workspace, entry)),
+        (Choice::Save, Some(entry)) => Some(troupe::sync::blocking(|| save(workspace, entry))),
         _ => None,
     };
     Ok(PermissionAnswer {
@@ -88,12 +93,12 @@ pub fn answer_permission_in(
 /// The refusal of an answer, with — when an answer was recorded first — who gave it and what it
 /// said (the store's refusal names only the request's target, `user`, which every person's
 /// answer is sent as).
-fn refused_naming_the_first(
+async fn refused_naming_the_first(
     desk: &ApprovalDesk,
     request: &ProtocolRequest,
     refused: &TeamError,
 ) -> CliError {
-    let first = match desk.answered(request) {
+    let first = match desk.answered(request).await {
         Ok(Some(first)) => first,
         _ => return CliError::coded(refused),
     };

@@ -23,13 +23,14 @@ pub struct PlanAnswer {
 /// The team's protocol store and runtime (`store`: a shared team's database, or the workspace),
 /// and the request a person named by `request_id` — a full id or a unique prefix; a malformed or
 /// ambiguous one is a usage error. The one resolution of `review`, `approve` and `deny`.
-pub fn open_request(
+pub async fn open_request(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
     request_id: &str,
 ) -> Result<(PlanReview, RequestId), CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::usage(e.to_string()))?;
-    let review = PlanReview::open_with(workspace, store)
+    // Opening reads the disk or connects to the database: off the async threads.
+    let review = troupe::sync::blocking(|| PlanReview::open_with(workspace, store))
         .map_err(|e| CliError::coded(&e))?
         .ok_or_else(|| {
             CliError::new(
@@ -38,28 +39,32 @@ pub fn open_request(
             )
             .with_code("protocol_not_found")
         })?;
-    let request_id = given.resolve(review.store.as_ref()).map_err(|e| match e {
-        RequestIdError::Ambiguous { .. } => CliError::usage(e.to_string()),
-        e => CliError::coded(&e),
-    })?;
+    let request_id = given
+        .resolve(review.store.as_ref())
+        .await
+        .map_err(|e| match e {
+            RequestIdError::Ambiguous { .. } => CliError::usage(e.to_string()),
+            e => CliError::coded(&e),
+        })?;
     Ok((review, request_id))
 }
 
 /// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
 /// `store` names (a shared team's database, or the workspace). Errors end with their stable code
 /// (their `code`); a malformed or ambiguous id is a usage error.
-pub fn answer_plan_in(
+pub async fn answer_plan_in(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
     request_id: &str,
     approve: bool,
     feedback: Option<&str>,
 ) -> Result<PlanAnswer, CliError> {
-    let (review, request_id) = open_request(workspace, store, request_id)?;
-    let roster = review.roster().map_err(|e| CliError::coded(&e))?;
+    let (review, request_id) = open_request(workspace, store, request_id).await?;
+    let roster = troupe::sync::blocking(|| review.roster()).map_err(|e| CliError::coded(&e))?;
     let response = review
         .protocol
         .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
+        .await
         .map_err(|e| CliError::coded(&e))?;
     Ok(PlanAnswer {
         request_id,

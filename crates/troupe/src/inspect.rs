@@ -274,12 +274,12 @@ impl Inspector {
         Ok(Some(store))
     }
 
-    pub fn status(&self) -> Result<StatusReport, InspectError> {
+    pub async fn status(&self) -> Result<StatusReport, InspectError> {
         let now = self.clock.now();
         let mut mailboxes = Vec::new();
         if let Some(store) = self.mailboxes() {
-            for agent in store.agents()? {
-                let c = store.counts(&agent)?;
+            for agent in store.agents().await? {
+                let c = store.counts(&agent).await?;
                 mailboxes.push(MailboxSummary {
                     agent: agent.to_string(),
                     ready: c.ready,
@@ -291,7 +291,8 @@ impl Inspector {
         }
         let pending_requests = match self.protocols()? {
             Some(store) => store
-                .pending()?
+                .pending()
+                .await?
                 .iter()
                 .map(|r| RequestView::of(r, now))
                 .collect(),
@@ -363,7 +364,7 @@ impl Inspector {
     }
 
     /// Every request (archived ones included), creation order, optionally one status only.
-    pub fn requests(
+    pub async fn requests(
         &self,
         status: Option<RequestStatus>,
     ) -> Result<Vec<RequestView>, InspectError> {
@@ -374,8 +375,8 @@ impl Inspector {
         // A pending request is never archived: asked for those only, the history is not read
         // (what `troupe watch` asks on every refresh, whatever the workspace's age).
         let requests = match status {
-            Some(RequestStatus::Pending) => store.pending()?,
-            _ => store.list()?,
+            Some(RequestStatus::Pending) => store.pending().await?,
+            _ => store.list().await?,
         };
         Ok(requests
             .iter()
@@ -384,14 +385,15 @@ impl Inspector {
             .collect())
     }
 
-    pub fn mailbox(
+    pub async fn mailbox(
         &self,
         agent: &AgentName,
         state: Option<MailboxState>,
     ) -> Result<MailboxReport, InspectError> {
         let store = match &self.shared {
             Some(shared) => {
-                Some(shared.mailbox.clone()).filter(|m| m.agents().is_ok_and(|a| a.contains(agent)))
+                let known = shared.mailbox.agents().await;
+                Some(shared.mailbox.clone()).filter(|_| known.is_ok_and(|a| a.contains(agent)))
             }
             None => self
                 .mailbox_store()
@@ -405,7 +407,7 @@ impl Inspector {
         };
         let mut messages = Vec::new();
         for state in states {
-            for entry in store.list(agent, state)? {
+            for entry in store.list(agent, state).await? {
                 messages.push(entry_view(state, entry));
             }
         }
@@ -596,13 +598,14 @@ impl RequestIdInput {
     /// The one request this names, like git's abbreviated ids: a prefix matching several
     /// requests (archived ones included) is refused with the candidates. A full id is returned
     /// as it is, found or not (the caller reports a missing request).
-    pub fn resolve(&self, store: &dyn ProtocolStore) -> Result<RequestId, RequestIdError> {
+    pub async fn resolve(&self, store: &dyn ProtocolStore) -> Result<RequestId, RequestIdError> {
         let prefix = match self {
             Self::Full(id) => return Ok(*id),
             Self::Prefix(prefix) => prefix,
         };
         let mut candidates: Vec<RequestId> = store
-            .list()?
+            .list()
+            .await?
             .iter()
             .map(ProtocolRequest::id)
             .filter(|id| id.to_string().starts_with(prefix.as_str()))

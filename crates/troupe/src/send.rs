@@ -59,7 +59,7 @@ impl ErrorCode for SendError {
 }
 
 /// Sends `text` from `user` to `to` in `workspace`, on the system clock and random ids.
-pub fn send_from_user(
+pub async fn send_from_user(
     workspace: &Path,
     to: &AgentName,
     text: &str,
@@ -71,10 +71,11 @@ pub fn send_from_user(
         Arc::new(SystemClock),
         &RandomIds,
     )
+    .await
 }
 
 /// [`send_from_user`] with an injected clock and ids.
-pub fn send_with(
+pub async fn send_with(
     layout: &Layout,
     to: &AgentName,
     text: &str,
@@ -84,13 +85,15 @@ pub fn send_with(
     check_recipient(layout, to)?;
     let message = user_message(to, text, clock.now(), ids)?;
     let id = message.id;
-    FileMailboxStore::new(layout, clock).send(&MailboxMessage::Ordinary(message))?;
+    FileMailboxStore::new(layout, clock)
+        .send(&MailboxMessage::Ordinary(message))
+        .await?;
     Ok(id)
 }
 
 /// Sends `text` from `user` to `to` in a distributed team, whose roster and mailboxes these are,
 /// on `clock` and random ids.
-pub fn send_to_team(
+pub async fn send_to_team(
     roster: &dyn LeasedRoster,
     mailbox: &dyn MailboxStore,
     clock: &dyn Clock,
@@ -100,7 +103,7 @@ pub fn send_to_team(
     check_in(&roster.all()?, to)?;
     let message = user_message(to, text, clock.now(), &RandomIds)?;
     let id = message.id;
-    mailbox.send(&MailboxMessage::Ordinary(message))?;
+    mailbox.send(&MailboxMessage::Ordinary(message)).await?;
     Ok(id)
 }
 

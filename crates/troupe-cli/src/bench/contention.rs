@@ -21,7 +21,7 @@ use troupe::store::mailbox::{FileMailboxStore, MailboxEntry, MailboxState, Mailb
 use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
 use troupe::wire::{AgentName, RequestStatus};
 
-use crate::result::BenchResult;
+use crate::result::{block_on, BenchResult};
 use crate::stats::{per_second, round2};
 
 const SINK: &str = "sink";
@@ -67,6 +67,10 @@ fn collect(mut child: Child) -> BenchResult<(u64, u64)> {
 }
 
 pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
+    block_on(run_async(dir, procs, n))?
+}
+
+async fn run_async(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
     let disk = crate::disk::durable_writes_per_s(dir, Duration::from_secs(2))?;
     let ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     let layout = Layout::new(ws.path());
@@ -87,9 +91,9 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
     let mut errors = 0u64;
     let mut lock_timeouts = 0u64;
     loop {
-        match mailbox.claim(&sink) {
+        match mailbox.claim(&sink).await {
             Ok(Some(msg)) => {
-                if let Err(e) = mailbox.ack(&sink, &msg) {
+                if let Err(e) = mailbox.ack(&sink, &msg).await {
                     eprintln!("troupe-bench: ack: {e}");
                     errors += 1;
                 }
@@ -102,7 +106,13 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
                         all_exited = false;
                     }
                 }
-                if all_exited && mailbox.claim(&sink).map(|m| m.is_none()).unwrap_or(false) {
+                if all_exited
+                    && mailbox
+                        .claim(&sink)
+                        .await
+                        .map(|m| m.is_none())
+                        .unwrap_or(false)
+                {
                     break;
                 }
                 // Not a synchronisation sleep in a test: the claimer backs off while the
@@ -128,7 +138,7 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
     // Verify from disk, with fresh instances.
     let protocol = JsonProtocolStore::open(&layout, clock.clone(), Arc::new(RandomIds))
         .map_err(|e| e.to_string())?;
-    let requests = protocol.list().map_err(|e| e.to_string())?;
+    let requests = protocol.list().await.map_err(|e| e.to_string())?;
     let resolved: HashSet<_> = requests
         .iter()
         .filter(|r| r.stored_status() == RequestStatus::Approved)
@@ -141,6 +151,7 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
     let mailbox = FileMailboxStore::new(&layout, clock);
     let done = mailbox
         .list(&sink, MailboxState::Done)
+        .await
         .map_err(|e| e.to_string())?;
     let done_ids: HashSet<_> = done
         .iter()
@@ -149,7 +160,7 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
             MailboxEntry::Invalid { .. } => None,
         })
         .collect();
-    let counts = mailbox.counts(&sink).map_err(|e| e.to_string())?;
+    let counts = mailbox.counts(&sink).await.map_err(|e| e.to_string())?;
     let expected = procs * n;
     let ok = resolved.len() == expected
         && resolutions.len() == expected
@@ -180,6 +191,19 @@ pub fn run(dir: &Path, procs: usize, n: usize) -> BenchResult<Value> {
 /// A worker process: `protocol` runs n round trips as teammate `w-<index>`; `sender` sends n
 /// messages to the sink mailbox. Prints its report as one JSON line.
 pub fn worker(workspace: &Path, role: &str, index: usize, n: usize) -> ExitCode {
+    match block_on(work(workspace, role, index, n)) {
+        Ok(code) => code,
+        Err(e) => {
+            println!(
+                "{}",
+                json!({"errors": 1, "lock_timeouts": 0, "first_error": e})
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+async fn work(workspace: &Path, role: &str, index: usize, n: usize) -> ExitCode {
     let layout = Layout::new(workspace);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mut errors = 0u64;
@@ -197,7 +221,8 @@ pub fn worker(workspace: &Path, role: &str, index: usize, n: usize) -> ExitCode 
             Ok(store) => match AgentName::parse(&format!("w-{index}")) {
                 Ok(me) => {
                     for _ in 0..n {
-                        if let Err(e) = crate::protocol::round_trip(&store, clock.as_ref(), &me) {
+                        let done = crate::protocol::round_trip(&store, clock.as_ref(), &me).await;
+                        if let Err(e) = done {
                             note("protocol", e);
                         }
                     }
@@ -209,8 +234,14 @@ pub fn worker(workspace: &Path, role: &str, index: usize, n: usize) -> ExitCode 
         "sender" => {
             let store = FileMailboxStore::new(&layout, clock.clone());
             for i in 0..n {
-                let sent = crate::mailbox::message(&RandomIds, clock.as_ref(), "lead", SINK, i)
-                    .and_then(|m| store.send(&m).map_err(|e| format!("{} [{}]", e, e.code())));
+                let sent =
+                    match crate::mailbox::message(&RandomIds, clock.as_ref(), "lead", SINK, i) {
+                        Ok(m) => store
+                            .send(&m)
+                            .await
+                            .map_err(|e| format!("{} [{}]", e, e.code())),
+                        Err(e) => Err(e),
+                    };
                 if let Err(e) = sent {
                     note("send", e);
                 }

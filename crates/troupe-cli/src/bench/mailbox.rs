@@ -11,7 +11,7 @@ use troupe::layout::Layout;
 use troupe::store::mailbox::{FileMailboxStore, MailboxStore};
 use troupe::wire::{AgentName, Content, MailboxMessage, OrdinaryKind, OrdinaryMessage};
 
-use crate::result::{fail, BenchResult};
+use crate::result::{block_on, fail, BenchResult};
 use crate::stats::{peak_rss_bytes, per_second, round2};
 
 pub fn message(
@@ -33,6 +33,10 @@ pub fn message(
 }
 
 pub fn run(dir: &Path, n: usize) -> BenchResult<Value> {
+    block_on(run_async(dir, n))?
+}
+
+async fn run_async(dir: &Path, n: usize) -> BenchResult<Value> {
     if n < 10 {
         return Err("--n must be at least 10".into());
     }
@@ -50,6 +54,7 @@ pub fn run(dir: &Path, n: usize) -> BenchResult<Value> {
         let msg = message(&RandomIds, clock.as_ref(), "lead", "bench", i)?;
         store
             .send(&msg)
+            .await
             .map_err(|e| e.to_string())
             .map_err(fail("send"))?;
     }
@@ -62,11 +67,13 @@ pub fn run(dir: &Path, n: usize) -> BenchResult<Value> {
     let start = Instant::now();
     while let Some(msg) = store
         .claim(&agent)
+        .await
         .map_err(|e| e.to_string())
         .map_err(fail("claim"))?
     {
         store
             .ack(&agent, &msg)
+            .await
             .map_err(|e| e.to_string())
             .map_err(fail("ack"))?;
         finished_at.push(start.elapsed());

@@ -35,7 +35,7 @@ use troupe::wire::{
     AgentName, Content, ProtocolMessage, RequestKind, TeammateRecord, TeammateStatus,
 };
 
-use crate::result::BenchResult;
+use crate::result::{block_on, runtime, BenchResult};
 use crate::stats::{p50_us, per_second, round2};
 
 const SINK: &str = "sink";
@@ -91,15 +91,27 @@ fn sends(store: Arc<dyn MailboxStore>, procs: usize, n: usize) -> BenchResult<(f
                 let store = store.clone();
                 let ids = ids.clone();
                 scope.spawn(move || {
-                    let mut errors = 0u64;
-                    for _ in 0..n {
-                        let sent = crate::mailbox::message(ids.as_ref(), &clock, "lead", SINK, 0)
-                            .and_then(|m| store.send(&m).map_err(|e| e.to_string()));
-                        if sent.is_err() {
-                            errors += 1;
+                    // Each thread on a runtime of its own, as each sender process would be.
+                    block_on(async {
+                        let mut errors = 0u64;
+                        for _ in 0..n {
+                            let sent = match crate::mailbox::message(
+                                ids.as_ref(),
+                                &clock,
+                                "lead",
+                                SINK,
+                                0,
+                            ) {
+                                Ok(m) => store.send(&m).await.map_err(|e| e.to_string()),
+                                Err(e) => Err(e),
+                            };
+                            if sent.is_err() {
+                                errors += 1;
+                            }
                         }
-                    }
-                    errors
+                        errors
+                    })
+                    .unwrap_or(n as u64)
                 })
             })
             .collect();
@@ -131,9 +143,7 @@ fn drain(
         acked += r["acked"].as_u64().unwrap_or(0);
     }
     let elapsed = start.elapsed();
-    let done = store
-        .list(&sink(), MailboxState::Done)
-        .map_err(|e| e.to_string())?;
+    let done = block_on(store.list(&sink(), MailboxState::Done))?.map_err(|e| e.to_string())?;
     let unique: HashSet<_> = done
         .iter()
         .filter_map(|e| match e {
@@ -156,12 +166,16 @@ fn plan() -> BenchResult<NewRequest> {
 }
 
 fn round_trips(store: &dyn ProtocolStore, rounds: usize) -> BenchResult<f64> {
+    block_on(round_trips_async(store, rounds))?
+}
+
+async fn round_trips_async(store: &dyn ProtocolStore, rounds: usize) -> BenchResult<f64> {
     let ids = RandomIds;
     let clock = SystemClock;
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let start = Instant::now();
-        let request = store.create(plan()?).map_err(|e| e.to_string())?;
+        let request = store.create(plan()?).await.map_err(|e| e.to_string())?;
         let answer = ProtocolMessage::response(
             Envelope {
                 id: ids.message_id(),
@@ -175,7 +189,10 @@ fn round_trips(store: &dyn ProtocolStore, rounds: usize) -> BenchResult<f64> {
             true,
         )
         .map_err(|e| e.to_string())?;
-        store.consume_response(&answer).map_err(|e| e.to_string())?;
+        store
+            .consume_response(&answer)
+            .await
+            .map_err(|e| e.to_string())?;
         samples.push(start.elapsed());
     }
     Ok(p50_us(&mut samples))
@@ -192,11 +209,14 @@ fn wake_latency(pg: &PgStore, mailbox: &dyn MailboxStore, samples: usize) -> Ben
     }
     let ids = RandomIds;
     let clock = SystemClock;
+    let runtime = runtime()?;
     let mut latencies = Vec::with_capacity(samples);
     for i in 0..samples {
         let message = crate::mailbox::message(&ids, &clock, "lead", "waker", i)?;
         let start = Instant::now();
-        mailbox.send(&message).map_err(|e| e.to_string())?;
+        runtime
+            .block_on(mailbox.send(&message))
+            .map_err(|e| e.to_string())?;
         loop {
             match rx.blocking_recv() {
                 Some(Wake::Agent(name)) if name == "waker" => break,
@@ -231,7 +251,10 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
         .map_err(|e| e.to_string())?;
     let mailbox = PgMailboxStore::new(pg.clone(), clock.clone(), "bench-survivor", lease);
     let message = crate::mailbox::message(&RandomIds, clock.as_ref(), "lead", "mate", 0)?;
-    mailbox.send(&message).map_err(|e| e.to_string())?;
+    let runtime = runtime()?;
+    runtime
+        .block_on(mailbox.send(&message))
+        .map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let mut holder = Command::new(exe)
         .args(["pg-worker", "--role", "hold", "--index", "0", "--url", url])
@@ -256,8 +279,11 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
             return Err("the teammate was not taken over within three leases".into());
         }
         if roster.acquire(&mate).map_err(|e| e.to_string())? != Lease::Taken {
-            if let Some(m) = mailbox.claim(&mate).map_err(|e| e.to_string())? {
-                mailbox.ack(&mate, &m).map_err(|e| e.to_string())?;
+            let claimed = runtime.block_on(mailbox.claim(&mate));
+            if let Some(m) = claimed.map_err(|e| e.to_string())? {
+                runtime
+                    .block_on(mailbox.ack(&mate, &m))
+                    .map_err(|e| e.to_string())?;
                 return Ok(killed.elapsed().as_secs_f64());
             }
         }
@@ -368,22 +394,28 @@ pub fn worker(role: &str, index: usize, url: &str, lease_ms: u64) -> ExitCode {
         }
     };
     let (mut acked, mut errors, mut first) = (0u64, 0u64, None::<String>);
-    loop {
-        match store.claim(&sink()) {
-            Ok(Some(m)) => match store.ack(&sink(), &m) {
-                Ok(_) => acked += 1,
+    let drained = block_on(async {
+        loop {
+            match store.claim(&sink()).await {
+                Ok(Some(m)) => match store.ack(&sink(), &m).await {
+                    Ok(_) => acked += 1,
+                    Err(e) => {
+                        errors += 1;
+                        first.get_or_insert(e.to_string());
+                    }
+                },
+                Ok(None) => break,
                 Err(e) => {
                     errors += 1;
                     first.get_or_insert(e.to_string());
+                    break;
                 }
-            },
-            Ok(None) => break,
-            Err(e) => {
-                errors += 1;
-                first.get_or_insert(e.to_string());
-                break;
             }
         }
+    });
+    if let Err(e) = drained {
+        errors += 1;
+        first.get_or_insert(e);
     }
     println!(
         "{}",
@@ -401,7 +433,7 @@ fn hold(pg: PgStore, clock: Arc<dyn Clock>, holder: &str, lease: Duration) -> Ex
     let mailbox = PgMailboxStore::new(pg, clock, holder, lease);
     let held = roster.acquire(&mate).is_ok_and(|l| l != Lease::Taken)
         && roster.register("worker").is_ok()
-        && matches!(mailbox.claim(&mate), Ok(Some(_)));
+        && matches!(block_on(mailbox.claim(&mate)), Ok(Ok(Some(_))));
     if !held {
         eprintln!("troupe-bench: the holder could not take the teammate");
         return ExitCode::FAILURE;

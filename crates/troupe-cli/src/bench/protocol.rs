@@ -13,7 +13,7 @@ use troupe::store::protocol::{JsonProtocolStore, NewRequest, ProtocolStore, DEFA
 use troupe::wire::message::Envelope;
 use troupe::wire::{AgentName, Content, ProtocolMessage, RequestKind};
 
-use crate::result::BenchResult;
+use crate::result::{block_on, BenchResult};
 use crate::stats::{p50_us, round2};
 
 fn name(s: &str) -> BenchResult<AgentName> {
@@ -21,7 +21,7 @@ fn name(s: &str) -> BenchResult<AgentName> {
 }
 
 /// One plan round trip: the teammate registers a plan, the lead's response is consumed.
-pub fn round_trip(
+pub async fn round_trip(
     store: &dyn ProtocolStore,
     clock: &dyn Clock,
     teammate: &AgentName,
@@ -35,6 +35,7 @@ pub fn round_trip(
             content: Content::parse("plan: benchmark").map_err(|e| e.to_string())?,
             ttl: DEFAULT_TTL,
         })
+        .await
         .map_err(|e| format!("create: {e}"))?;
     let response = ProtocolMessage::response(
         Envelope {
@@ -51,12 +52,13 @@ pub fn round_trip(
     .map_err(|e| e.to_string())?;
     store
         .consume_response(&response)
+        .await
         .map_err(|e| format!("consume: {e}"))?;
     Ok(())
 }
 
 /// Round trips on the two stores, alternated so that both see the same disk weather.
-fn measure_alternating(
+async fn measure_alternating(
     empty: &dyn ProtocolStore,
     full: &dyn ProtocolStore,
     clock: &dyn Clock,
@@ -67,7 +69,7 @@ fn measure_alternating(
     for _ in 0..rounds {
         for (store, samples) in [(empty, &mut on_empty), (full, &mut on_full)] {
             let start = Instant::now();
-            round_trip(store, clock, &teammate)?;
+            round_trip(store, clock, &teammate).await?;
             samples.push(start.elapsed());
         }
     }
@@ -75,6 +77,10 @@ fn measure_alternating(
 }
 
 pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
+    block_on(run_async(dir, history, rounds))?
+}
+
+async fn run_async(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
     let disk = crate::disk::durable_writes_per_s(dir, Duration::from_secs(2))?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let open = |path: &Path| {
@@ -91,14 +97,15 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
         .collect::<Result<_, _>>()?;
     let fill_start = Instant::now();
     for i in 0..history {
-        round_trip(&full, clock.as_ref(), &teammates[i % teammates.len()])?;
+        round_trip(&full, clock.as_ref(), &teammates[i % teammates.len()]).await?;
     }
     let fill_span = fill_start.elapsed();
     // Measure on fresh instances, as a restarted runtime would have.
     let full = open(full_ws.path())?;
     let empty_ws = tempfile::tempdir_in(dir).map_err(|e| e.to_string())?;
     let empty = open(empty_ws.path())?;
-    let (empty_p50, history_p50) = measure_alternating(&empty, &full, clock.as_ref(), rounds)?;
+    let (empty_p50, history_p50) =
+        measure_alternating(&empty, &full, clock.as_ref(), rounds).await?;
 
     let mut lookups = Vec::with_capacity(2000);
     for i in 0..2000 {
@@ -106,13 +113,14 @@ pub fn run(dir: &Path, history: usize, rounds: usize) -> BenchResult<Value> {
         let start = Instant::now();
         let latest = full
             .latest_plan_of(who)
+            .await
             .map_err(|e| format!("latest plan: {e}"))?;
         lookups.push(start.elapsed());
         if latest.is_none() && history >= teammates.len() {
             return Err(format!("latest plan of {who} not found"));
         }
     }
-    let listed = full.list().map_err(|e| format!("list: {e}"))?.len();
+    let listed = full.list().await.map_err(|e| format!("list: {e}"))?.len();
     if listed != history + rounds {
         return Err(format!(
             "store lists {listed} requests, expected {}",

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use tokio::runtime::Handle;
 use troupe::agent::NullObserver;
 use troupe::bootstrap::{build_team, SameModel, Team, TeamSettings};
 use troupe::clock::SystemClock;
@@ -68,29 +69,31 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         4,
     );
     let _guard = runtime.enter();
-    let team = build_team(settings).map_err(|e| e.to_string())?;
+    let rt = runtime.handle();
+    let team = rt
+        .block_on(build_team(settings))
+        .map_err(|e| e.to_string())?;
 
     // 32 teammates, each idle after its first task.
     let names: Vec<AgentName> = (0..32)
         .map(|i| AgentName::parse(&format!("mate-{i}")).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     for name in &names {
-        team.runtime
-            .spawn_teammate(name, "benchmark", "say ok")
+        rt.block_on(team.runtime.spawn_teammate(name, "benchmark", "say ok"))
             .map_err(|e| e.to_string())?;
         wait_for(&rx, "a teammate to go idle", |u| {
             is_status(u, name, TeammateStatus::Idle)
         })?;
     }
-    drain_lead(&team)?;
+    drain_lead(rt, &team)?;
 
     let cpu_before = cpu_seconds();
     std::thread::sleep(Duration::from_secs(5));
     let idle_cpu = cpu_seconds() - cpu_before;
     let rss_32 = peak_rss_bytes();
 
-    let plan_samples = plan_round_trips(&team, &rx, &names, rounds)?;
-    let shutdown_samples = shutdown_round_trips(&team, &rx, &names)?;
+    let plan_samples = plan_round_trips(rt, &team, &rx, &names, rounds)?;
+    let shutdown_samples = shutdown_round_trips(rt, &team, &rx, &names)?;
     runtime.block_on(team.close());
     let (mut plan, mut shutdown) = (plan_samples, shutdown_samples);
     Ok(json!({
@@ -136,28 +139,38 @@ pub fn bench_settings(
     }
 }
 
-/// Acks everything in the lead's mailbox (the teammates' results), as the driver would.
-fn drain_lead(team: &Team) -> BenchResult<()> {
+/// Acks everything in the lead's mailbox (the teammates' results), as the driver would. The
+/// store calls run on the team's runtime (`rt`), called from this thread.
+fn drain_lead(rt: &Handle, team: &Team) -> BenchResult<()> {
     let lead = AgentName::lead();
-    while let Some(m) = team.mailbox.claim(&lead).map_err(|e| e.to_string())? {
-        team.mailbox.ack(&lead, &m).map_err(|e| e.to_string())?;
+    while let Some(m) = rt
+        .block_on(team.mailbox.claim(&lead))
+        .map_err(|e| e.to_string())?
+    {
+        rt.block_on(team.mailbox.ack(&lead, &m))
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 /// Claims the lead's messages until one of `kind` arrives; acks the others.
 fn lead_claim(
+    rt: &Handle,
     team: &Team,
     rx: &Receiver<TeamUpdate>,
     kind: ProtocolMessageKind,
 ) -> BenchResult<MailboxMessage> {
     let lead = AgentName::lead();
     loop {
-        while let Some(m) = team.mailbox.claim(&lead).map_err(|e| e.to_string())? {
+        while let Some(m) = rt
+            .block_on(team.mailbox.claim(&lead))
+            .map_err(|e| e.to_string())?
+        {
             if matches!(&m, MailboxMessage::Protocol(p) if p.kind() == kind) {
                 return Ok(m);
             }
-            team.mailbox.ack(&lead, &m).map_err(|e| e.to_string())?;
+            rt.block_on(team.mailbox.ack(&lead, &m))
+                .map_err(|e| e.to_string())?;
         }
         wait_for(
             rx,
@@ -168,6 +181,7 @@ fn lead_claim(
 }
 
 fn plan_round_trips(
+    rt: &Handle,
     team: &Team,
     rx: &Receiver<TeamUpdate>,
     names: &[AgentName],
@@ -179,21 +193,25 @@ fn plan_round_trips(
         let mate = &names[i % names.len()];
         let start = Instant::now();
         // The teammate's submit_plan, then the lead's event handling and review_plan.
-        let request = protocol
-            .open(
+        let request = rt
+            .block_on(protocol.open(
                 RequestKind::PlanApproval,
                 mate,
                 &AgentName::lead(),
                 "plan: benchmark",
-            )
+            ))
             .map_err(|e| e.to_string())?;
-        let message = lead_claim(team, rx, ProtocolMessageKind::PlanApprovalRequest)?;
-        team.mailbox
-            .ack(&AgentName::lead(), &message)
+        let message = lead_claim(rt, team, rx, ProtocolMessageKind::PlanApprovalRequest)?;
+        rt.block_on(team.mailbox.ack(&AgentName::lead(), &message))
             .map_err(|e| e.to_string())?;
-        protocol
-            .review_plan(&AgentName::lead(), request.id(), true, None, &team.runtime)
-            .map_err(|e| e.to_string())?;
+        rt.block_on(protocol.review_plan(
+            &AgentName::lead(),
+            request.id(),
+            true,
+            None,
+            &team.runtime,
+        ))
+        .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.
         let id = request.id();
         wait_for(
@@ -205,12 +223,13 @@ fn plan_round_trips(
         wait_for(rx, "the teammate to go idle", |u| {
             is_status(u, mate, TeammateStatus::Idle)
         })?;
-        drain_lead(team)?;
+        drain_lead(rt, team)?;
     }
     Ok(samples)
 }
 
 fn shutdown_round_trips(
+    rt: &Handle,
     team: &Team,
     rx: &Receiver<TeamUpdate>,
     names: &[AgentName],
@@ -219,23 +238,20 @@ fn shutdown_round_trips(
     let mut samples = Vec::with_capacity(names.len());
     for mate in names {
         let start = Instant::now();
-        protocol
-            .open(
-                RequestKind::Shutdown,
-                &AgentName::lead(),
-                mate,
-                "Please shut down.",
-            )
-            .map_err(|e| e.to_string())?;
-        let message = lead_claim(team, rx, ProtocolMessageKind::ShutdownResponse)?;
+        rt.block_on(protocol.open(
+            RequestKind::Shutdown,
+            &AgentName::lead(),
+            mate,
+            "Please shut down.",
+        ))
+        .map_err(|e| e.to_string())?;
+        let message = lead_claim(rt, team, rx, ProtocolMessageKind::ShutdownResponse)?;
         let MailboxMessage::Protocol(response) = &message else {
             return Err("expected a protocol message".into());
         };
-        team.protocol
-            .consume_response(response)
+        rt.block_on(team.protocol.consume_response(response))
             .map_err(|e| e.to_string())?;
-        team.mailbox
-            .ack(&AgentName::lead(), &message)
+        rt.block_on(team.mailbox.ack(&AgentName::lead(), &message))
             .map_err(|e| e.to_string())?;
         samples.push(start.elapsed());
     }

@@ -23,7 +23,9 @@ pub fn answer(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let answer = answer_permission_in(workspace, &store, request_id, choice, reason, "cli")?;
+    let answer = crate::block_on::block_on(answer_permission_in(
+        workspace, &store, request_id, choice, reason, "cli",
+    ))??;
     if json {
         return render::print_json(&serde_json::json!({
             "request_id": answer.request_id,

@@ -23,9 +23,8 @@ fn inspect_failed(error: InspectError) -> CliError {
 }
 
 pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let report = inspector_of(workspace, store)?
-        .status()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let report = crate::block_on::block_on(inspector.status())?.map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {
@@ -43,9 +42,8 @@ pub fn requests(
         .map(RequestStatus::parse)
         .transpose()
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let views = inspector_of(workspace, store)?
-        .requests(status)
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let views = crate::block_on::block_on(inspector.requests(status))?.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "requests": views }))
     } else {
@@ -94,9 +92,9 @@ pub fn mailbox(
             })
         })
         .transpose()?;
-    let report = inspector_of(workspace, store)?
-        .mailbox(&agent, state)
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let report =
+        crate::block_on::block_on(inspector.mailbox(&agent, state))?.map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {

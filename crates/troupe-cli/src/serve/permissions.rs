@@ -65,7 +65,7 @@ struct PermissionBody {
 /// `POST /api/permission` `{request_id, choice, reason?}`: the same answer as `troupe approve
 /// [--always|--save]` / `troupe deny [--reason]` (one shared function), recorded as by `page`.
 /// A request answered already is refused (409) naming the first answer.
-pub fn answer(workspace: &Path, team: &StoreChoice, body: &[u8]) -> Response<Body> {
+pub async fn answer(workspace: &Path, team: &StoreChoice, body: &[u8]) -> Response<Body> {
     let body: PermissionBody = match parse_body(body, "a permission answer") {
         Ok(body) => body,
         Err(bad) => return bad.response(),
@@ -91,7 +91,7 @@ pub fn answer(workspace: &Path, team: &StoreChoice, body: &[u8]) -> Response<Bod
             "a reason goes with a denial (choice \"no\"), not with an approval",
         );
     }
-    match answer_permission_in(workspace, team, &body.request_id, choice, reason, "page") {
+    match answer_permission_in(workspace, team, &body.request_id, choice, reason, "page").await {
         Ok(answer) => response::json(
             StatusCode::OK,
             &json!({

@@ -50,27 +50,26 @@ impl Team {
             .collect();
         view.set_roster(&teammates);
         let answers = Layout::new(&self.workspace).protocol_answers_dir();
-        let pending = self
-            .inspector
-            .requests(Some(RequestStatus::Pending))
-            .map_err(|e| CliError::coded(&e))?
-            .into_iter()
-            // Answered but not yet read by its teammate (the answer waits in `answers/`):
-            // no longer waiting for a person.
-            .filter(|r| {
-                r.kind == "plan_approval"
-                    && r.target == AgentName::lead().as_str()
-                    && answers
-                        .join(format!("{}.json", r.id))
-                        .symlink_metadata()
-                        .is_err()
-            })
-            .map(|r| PendingPlan {
-                request_id: r.id,
-                from: r.sender,
-                plan: r.content,
-            })
-            .collect();
+        let pending =
+            crate::block_on::block_on(self.inspector.requests(Some(RequestStatus::Pending)))?
+                .map_err(|e| CliError::coded(&e))?
+                .into_iter()
+                // Answered but not yet read by its teammate (the answer waits in `answers/`):
+                // no longer waiting for a person.
+                .filter(|r| {
+                    r.kind == "plan_approval"
+                        && r.target == AgentName::lead().as_str()
+                        && answers
+                            .join(format!("{}.json", r.id))
+                            .symlink_metadata()
+                            .is_err()
+                })
+                .map(|r| PendingPlan {
+                    request_id: r.id,
+                    from: r.sender,
+                    plan: r.content,
+                })
+                .collect();
         view.set_pending(pending);
         Ok(())
     }
@@ -84,13 +83,15 @@ impl Team {
                 request_id,
                 approve,
                 feedback,
-            } => match answer_plan_in(
+            } => match crate::block_on::block_on(answer_plan_in(
                 &self.workspace,
                 &self.store,
                 request_id,
                 *approve,
                 feedback.as_deref(),
-            ) {
+            ))
+            .and_then(|answered| answered)
+            {
                 Ok(answer) => format!(
                     "{} plan {} of {}",
                     if answer.approved {
@@ -106,7 +107,14 @@ impl Team {
             Effect::Send { to, text } => {
                 let sent = AgentName::parse(to)
                     .map_err(|e| CliError::usage(e.to_string()))
-                    .and_then(|to| send_as_user(&self.workspace, &self.store, &to, text));
+                    .and_then(|to| {
+                        crate::block_on::block_on(send_as_user(
+                            &self.workspace,
+                            &self.store,
+                            &to,
+                            text,
+                        ))?
+                    });
                 match sent {
                     Ok(id) => format!("sent message {} to {to}", short_id(&id.to_string())),
                     Err(e) => e.to_string(),

@@ -6,8 +6,14 @@
 
 /// Renders an agent's current system prompt. Implementations re-render only when one of their
 /// inputs changed, and return the same text otherwise.
+#[async_trait::async_trait]
 pub trait SystemPromptSource: Send + Sync {
     fn render(&self) -> String;
+
+    /// Reads the inputs that come from async ports (the living prompt's pending requests), for
+    /// the next [`Self::render`]. The runner calls it before every model call. Sources without
+    /// such inputs ignore it.
+    async fn refresh(&self) {}
 
     /// The memory section selected for the coming turn (empty: none). Sources without a memory
     /// section ignore it.

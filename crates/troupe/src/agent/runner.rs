@@ -389,7 +389,7 @@ impl Runner {
                     return Ok(outcome);
                 }
             }
-            self.refresh_system_prompt();
+            self.refresh_system_prompt().await;
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
@@ -505,8 +505,9 @@ impl Runner {
         self.complete_joined(retry, cancel).await
     }
 
-    fn refresh_system_prompt(&mut self) {
+    async fn refresh_system_prompt(&mut self) {
         if let Some(source) = &self.system_source {
+            source.refresh().await;
             // A living prompt reads the roster and the protocol store (a lock, a file).
             let prompt = crate::sync::blocking(|| source.render());
             if prompt != self.history.system_prompt() {

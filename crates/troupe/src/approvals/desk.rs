@@ -43,7 +43,7 @@ impl ApprovalDesk {
     /// Registers `agent`'s ask for `target` (`user`, or the lead when asks are routed to it). A
     /// request for the lead is also sent to its mailbox, where the lead sees it as an event; a
     /// person's request is only registered (people read the store: `troupe requests`, the page).
-    pub fn open(
+    pub async fn open(
         &self,
         agent: &AgentName,
         target: &AgentName,
@@ -52,13 +52,10 @@ impl ApprovalDesk {
     ) -> Result<ProtocolRequest, TeamError> {
         let content = ask.to_content();
         if target.is_lead() {
-            return self.protocol.open_with_ttl(
-                RequestKind::Permission,
-                agent,
-                target,
-                &content,
-                ttl,
-            );
+            return self
+                .protocol
+                .open_with_ttl(RequestKind::Permission, agent, target, &content, ttl)
+                .await;
         }
         let request = self
             .protocol
@@ -69,16 +66,18 @@ impl ApprovalDesk {
                 target: target.clone(),
                 content: troupe_wire::Content::parse(content)?,
                 ttl,
-            })?;
+            })
+            .await?;
         Ok(request)
     }
 
     /// The permission request `id`, refusing another kind.
-    pub fn request(&self, id: RequestId) -> Result<ProtocolRequest, TeamError> {
+    pub async fn request(&self, id: RequestId) -> Result<ProtocolRequest, TeamError> {
         let request = self
             .protocol
             .store()
-            .get(id)?
+            .get(id)
+            .await?
             .ok_or(ProtocolError::NotFound(id))?;
         if request.kind() != RequestKind::Permission {
             return Err(ProtocolError::Mismatch {
@@ -95,7 +94,7 @@ impl ApprovalDesk {
 
     /// Sends `reply` as the one answer to `request`, from its target. Refused (nothing
     /// written) when an answer was sent already, or the window closed.
-    pub fn answer(
+    pub async fn answer(
         &self,
         request: &ProtocolRequest,
         reply: &PermissionReply,
@@ -112,11 +111,12 @@ impl ApprovalDesk {
         }
         self.protocol
             .respond(request, reply.choice.approves(), &reply.to_content())
+            .await
     }
 
     /// The answer recorded for `request`, if any, read back strictly.
-    pub fn answered(&self, request: &ProtocolRequest) -> Result<Option<Answered>, TeamError> {
-        let Some(message) = self.protocol.store().recorded_answer(request.id())? else {
+    pub async fn answered(&self, request: &ProtocolRequest) -> Result<Option<Answered>, TeamError> {
+        let Some(message) = self.protocol.store().recorded_answer(request.id()).await? else {
             return Ok(None);
         };
         Ok(Some(read_answer(message)))

@@ -32,7 +32,6 @@ use crate::permissions::{
 use crate::settings::{ApprovalRoute, NoTerminal};
 use crate::store::events::kinds::{self, preview};
 use crate::store::events::EventSink;
-use crate::sync::blocking;
 use crate::team::TeamError;
 
 /// Told of each registered request (the `PermissionRequest` hook).
@@ -100,15 +99,15 @@ impl RequestedApproval {
 
     /// Records `reply` as the answer (`true`: it stands), or — when another answer came first —
     /// reads that one (`false`).
-    fn settle(
+    async fn settle(
         &self,
         bound: &Binding,
         request: &ProtocolRequest,
         reply: PermissionReply,
     ) -> Result<(Answered, bool), String> {
-        match blocking(|| bound.desk.answer(request, &reply)) {
+        match bound.desk.answer(request, &reply).await {
             Ok(message) => Ok((read_answer(message), true)),
-            Err(refused) => match blocking(|| bound.desk.answered(request)) {
+            Err(refused) => match bound.desk.answered(request).await {
                 Ok(Some(first)) => Ok((first, false)),
                 _ => Err(format!(
                     "the answer could not be recorded ({refused}); treated as no"
@@ -124,7 +123,7 @@ impl RequestedApproval {
         let mut arrivals_open = true;
         loop {
             arrivals.borrow_and_update();
-            match blocking(|| bound.desk.answered(request)) {
+            match bound.desk.answered(request).await {
                 Ok(Some(answered)) => return Elsewhere::Answered(answered),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(request = %request.id(), "cannot read the answer: {e}"),
@@ -159,7 +158,7 @@ impl RequestedApproval {
 
     /// The provider's answer from the request's answer; the answer is consumed (the request
     /// resolved) here, by the asking side, like every response.
-    fn finish(
+    async fn finish(
         &self,
         bound: &Binding,
         ask: &ApprovalRequest<'_>,
@@ -167,7 +166,7 @@ impl RequestedApproval {
         answered: Answered,
         terminal: Option<ApprovalAnswer>,
     ) -> ApprovalAnswer {
-        if let Err(e) = blocking(|| bound.desk.store().consume_response(&answered.message)) {
+        if let Err(e) = bound.desk.store().consume_response(&answered.message).await {
             // Recorded in its window: the answer stands even if it is consumed late (its copy
             // in the mailbox is consumed when the agent next reads it).
             tracing::debug!(request = %request.id(), "answer not consumed now: {e}");
@@ -278,8 +277,10 @@ impl ApprovalProvider for RequestedApproval {
             ask.preview.and_then(|p| (p.0)()),
         )
         .redacted(&bound.redactor);
-        let opened: Result<ProtocolRequest, TeamError> =
-            blocking(|| bound.desk.open(ask.agent, &target, &content, self.ttl));
+        let opened: Result<ProtocolRequest, TeamError> = bound
+            .desk
+            .open(ask.agent, &target, &content, self.ttl)
+            .await;
         let request = match opened {
             Ok(request) => request,
             Err(e) => {
@@ -339,7 +340,7 @@ impl ApprovalProvider for RequestedApproval {
         if reply == PersonReply::Withdrawn {
             let found = crate::sync::lock(&outcome).take();
             return match found {
-                Some(Elsewhere::Answered(a)) => self.finish(bound, ask, &request, a, None),
+                Some(Elsewhere::Answered(a)) => self.finish(bound, ask, &request, a, None).await,
                 Some(Elsewhere::Expired) => self.expired(bound, ask, &request),
                 None => ApprovalAnswer::deny(crate::permissions::approval::INTERRUPTED_REASON)
                     .by("interrupt"),
@@ -359,7 +360,7 @@ impl ApprovalProvider for RequestedApproval {
         };
         let local = terminal_answer(reply.clone(), None);
         let mine = terminal_reply(&reply, &local);
-        match self.settle(bound, &request, mine) {
+        match self.settle(bound, &request, mine).await {
             Ok((answered, true)) => {
                 // Ours stands: now the entry may be saved.
                 let local = match saved {
@@ -367,6 +368,7 @@ impl ApprovalProvider for RequestedApproval {
                     None => local,
                 };
                 self.finish(bound, ask, &request, answered, Some(local))
+                    .await
             }
             Ok((first, false)) => {
                 self.inner.tell(&format!(
@@ -375,7 +377,7 @@ impl ApprovalProvider for RequestedApproval {
                     first.reply.by,
                     if first.approved { "approved" } else { "denied" }
                 ));
-                self.finish(bound, ask, &request, first, None)
+                self.finish(bound, ask, &request, first, None).await
             }
             Err(why) => ApprovalAnswer::deny(why).by("request"),
         }

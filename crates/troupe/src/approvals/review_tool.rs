@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use super::ask::{Choice, PermissionReply};
 use super::desk::ApprovalDesk;
 use crate::store::protocol::ProtocolError;
-use crate::sync::blocking;
 use crate::team::{TeamError, TeamHandle};
 use crate::tools::{Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
@@ -47,8 +46,8 @@ impl ToolHandler for ReviewPermission {
             .filter(|r| !r.is_empty());
         let team = self.0.upgrade().map_err(|e| ToolError::coded(&e))?;
         let desk = ApprovalDesk::new(team.protocol().clone());
-        let answered = blocking(|| -> Result<_, TeamError> {
-            let request = desk.request(request_id)?;
+        let answered = async {
+            let request = desk.request(request_id).await?;
             if request.target() != &ctx.agent {
                 return Err(ProtocolError::Mismatch {
                     id: request_id,
@@ -71,9 +70,10 @@ impl ToolHandler for ReviewPermission {
                 }
                 (false, None) => PermissionReply::new(Choice::No, "denied by the lead", "lead"),
             };
-            let message = desk.answer(&request, &reply)?;
-            Ok((request, message))
-        })
+            let message = desk.answer(&request, &reply).await?;
+            Ok::<_, TeamError>((request, message))
+        }
+        .await
         .map_err(|e| ToolError::coded(&e))?;
         let (request, message) = answered;
         Ok(json!({

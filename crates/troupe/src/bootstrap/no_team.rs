@@ -24,16 +24,16 @@ use super::options::{BootstrapError, StoreChoice};
 /// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
 /// or a distributed team's database. The one path of `troupe send`, the web page and the
 /// terminal view.
-pub fn send_as_user(
+pub async fn send_as_user(
     workspace: &std::path::Path,
     store: &StoreChoice,
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
     match store {
-        StoreChoice::Files => crate::send::send_from_user(workspace, to, text),
+        StoreChoice::Files => crate::send::send_from_user(workspace, to, text).await,
         StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, to, text)
+            send_to_distributed_team(&options.url, &options.team, to, text).await
         }
     }
 }
@@ -41,13 +41,15 @@ pub fn send_as_user(
 /// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
 /// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
 /// system clock and random ids.
-pub fn send_to_distributed_team(
+pub async fn send_to_distributed_team(
     url: &str,
     team: &str,
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    let store = crate::store::postgres::PgStore::connect_existing(url, team)?;
+    // Connecting waits on the network: off the async threads.
+    let store =
+        crate::sync::blocking(|| crate::store::postgres::PgStore::connect_existing(url, team))?;
     let holder = format!("send:{}", std::process::id());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let roster = crate::store::postgres::PgRoster::new(
@@ -57,7 +59,7 @@ pub fn send_to_distributed_team(
     );
     let mailbox =
         crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
-    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text)
+    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text).await
 }
 
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through

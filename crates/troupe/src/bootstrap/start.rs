@@ -60,7 +60,7 @@ pub(super) struct Start {
 /// lock (`Busy` when another run holds it), the distributed team joined, the event stream
 /// (`settings`' observers and approvals now report into it), the stores, what a dead run left
 /// half done, the base policy and the background jobs, whose completions arrive on the receiver.
-pub(super) fn start(
+pub(super) async fn start(
     settings: &mut TeamSettings,
     role: &str,
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
@@ -69,8 +69,8 @@ pub(super) fn start(
     let pg = open_distributed(settings, role)?;
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role)?;
-    let stores = open_stores(&layout, settings, &events, pg)?;
-    finish_earlier_run(&layout, settings, &stores)?;
+    let stores = open_stores(&layout, settings, &events, pg).await?;
+    finish_earlier_run(&layout, settings, &stores).await?;
     let base_policy = PermissionPolicy::from_settings(
         &settings.settings.rules,
         &settings.workspace,
@@ -234,7 +234,7 @@ fn open_distributed(
 
 /// Opens the stores (on `pg` for a distributed team); messages a dead run left in `processing/` go
 /// back to `ready/`. The mailbox and the protocol store report their transitions to `events`.
-fn open_stores(
+async fn open_stores(
     layout: &Layout,
     settings: &TeamSettings,
     events: &Arc<EventLog>,
@@ -281,8 +281,8 @@ fn open_stores(
     // With files, the run lock says nobody else works on the mailboxes; in a database only
     // expired leases are released (see `PgMailboxStore::recover`).
     let mut recovered = 0;
-    for agent in mailbox.agents()? {
-        recovered += mailbox.recover(&agent)?.released.len();
+    for agent in mailbox.agents().await? {
+        recovered += mailbox.recover(&agent).await?.released.len();
     }
     let observed_board = Arc::new(ObservedBoard::new(board, events.clone()));
     let board: Arc<dyn TaskBoard> = observed_board.clone();
@@ -332,7 +332,7 @@ pub(super) fn take_run_lock(
 
 /// What a dead run left half done: answers recorded but not delivered are delivered (before any
 /// worker runs: this postman wakes nobody), jobs still marked running are settled.
-fn finish_earlier_run(
+async fn finish_earlier_run(
     layout: &Layout,
     settings: &TeamSettings,
     stores: &Stores,
@@ -344,7 +344,8 @@ fn finish_earlier_run(
         settings.team_observer.clone(),
     ));
     ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
-        .deliver_recorded_answers()?;
+        .deliver_recorded_answers()
+        .await?;
     let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .map_err(|e| {

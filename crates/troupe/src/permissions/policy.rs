@@ -3,10 +3,9 @@
 //! deny too ([`PermissionPolicy::deny_by_hook`]): one audit path, one place that builds the
 //! audit entry (`PermissionPolicy::record`).
 //!
-//! Rules that read a port ([`PermissionRule::reads_ports`], e.g. the plan gate reading the
-//! protocol store under its lock) are evaluated off the async worker threads
-//! ([`crate::sync::blocking`]), and so is the audit append; a policy of pure rules only is
-//! evaluated in place.
+//! Rules are async: one that reads a port ([`PermissionRule::reads_ports`], e.g. the plan gate
+//! reading the protocol store) awaits it. The audit append runs off the async worker threads
+//! ([`crate::sync::blocking`]).
 
 use std::sync::Arc;
 
@@ -102,20 +101,11 @@ impl PermissionPolicy {
         &self.audit
     }
 
-    /// What the rules alone say (no approval, no audit). Runs on the calling thread, whatever
-    /// the rules read: async callers use [`Self::decide`].
-    pub fn evaluate(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
-        combine(self.rules.iter().map(|r| r.as_ref()), request)
-    }
-
-    /// [`Self::evaluate`], off the async threads when a rule reads a port (a store call may
-    /// wait on a lock or the disk); in place when every rule is pure (no hand-off per call).
-    fn evaluate_off_async_threads(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
-        if self.rules.iter().any(|rule| rule.reads_ports()) {
-            blocking(|| self.evaluate(request))
-        } else {
-            self.evaluate(request)
-        }
+    /// What the rules alone say (no approval, no audit).
+    pub async fn evaluate(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
+        // Collected first: a closure held across the awaits would make the future not `Send`.
+        let rules: Vec<&dyn PermissionRule> = self.rules.iter().map(|r| r.as_ref()).collect();
+        combine(rules, request).await
     }
 
     /// Audits a PreToolUse hook's deny as the policy's own decision (`hook:<name>`), and returns
@@ -208,7 +198,7 @@ impl PermissionPolicy {
         &self,
         request: &PermissionRequest<'_>,
     ) -> Result<PermissionDecision, AuditError> {
-        let verdict = self.evaluate_off_async_threads(request);
+        let verdict = self.evaluate(request).await;
         let decision = match verdict.decision {
             Decision::Allow | Decision::Deny => PermissionDecision {
                 allowed: verdict.decision == Decision::Allow,

@@ -1,5 +1,5 @@
 //! Permission rules and their combination. Rules are pure except the ones that declare they read
-//! a port ([`PermissionRule::reads_ports`]); those are evaluated off the async threads.
+//! a port ([`PermissionRule::reads_ports`]); a rule is async, so such a rule awaits its port.
 //!
 //! Every rule is evaluated; each may say nothing or give a verdict. The strongest verdict wins:
 //! **deny > ask > allow** (among equals, the first rule in order is the one reported). When no
@@ -67,11 +67,11 @@ impl RuleVerdict {
 ///
 /// **Contract:** a rule is a function of the request and, when [`Self::reads_ports`] is true,
 /// of what it reads through a port (the plan gate reads the latest plan from the protocol
-/// store, which may wait on the store's lock or the disk). The policy evaluates such rules off
-/// the async worker threads (`crate::sync::blocking`); a rule that reads nothing is evaluated
-/// in place.
+/// store, an async port). Evaluation is async so that such a rule awaits its port; a rule that
+/// reads nothing never waits.
+#[async_trait::async_trait]
 pub trait PermissionRule: Send + Sync {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;
 
     /// Whether [`Self::evaluate`] reads a port (and may block). False for pure rules.
     fn reads_ports(&self) -> bool {
@@ -83,13 +83,13 @@ pub trait PermissionRule: Send + Sync {
 pub const FALLBACK_RULE: &str = "fallback";
 
 /// Evaluates every rule and keeps the strongest verdict (first among equals).
-pub fn combine<'r>(
+pub async fn combine<'r>(
     rules: impl IntoIterator<Item = &'r dyn PermissionRule>,
     request: &PermissionRequest<'_>,
 ) -> RuleVerdict {
     let mut strongest: Option<RuleVerdict> = None;
     for rule in rules {
-        if let Some(verdict) = rule.evaluate(request) {
+        if let Some(verdict) = rule.evaluate(request).await {
             let stronger = strongest
                 .as_ref()
                 .is_none_or(|s| verdict.decision > s.decision);
@@ -122,8 +122,9 @@ impl EffectDefaults {
     pub const RULE: &'static str = "default";
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for EffectDefaults {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         let (decision, reason) = match (request.effect, request.scope) {
             (Effect::Read, _) => (Decision::Allow, "read tools are allowed"),
             (Effect::Write, Scope::TroupeState) => (
@@ -151,8 +152,9 @@ pub struct FixedRule {
     pub reason: String,
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for FixedRule {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         let applies = self.tools.is_empty() || self.tools.iter().any(|t| t == request.tool);
         applies.then(|| RuleVerdict::new(self.decision, &self.name, &self.reason))
     }

@@ -144,9 +144,12 @@ impl SettingsRules {
     }
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for SettingsRules {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
-        self.matching(request)
-            .or_else(|| EffectDefaults.evaluate(request))
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+        match self.matching(request) {
+            Some(verdict) => Some(verdict),
+            None => EffectDefaults.evaluate(request).await,
+        }
     }
 }

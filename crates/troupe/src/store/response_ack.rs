@@ -40,8 +40,9 @@ impl ErrorCode for ResponseAckError {
 
 /// Consumes `response` and acks `message`, the mailbox message of `agent` that carries it;
 /// the consume's result and how the ack went.
+#[async_trait::async_trait]
 pub trait ResponseAck: Send + Sync {
-    fn consume_and_ack(
+    async fn consume_and_ack(
         &self,
         agent: &AgentName,
         message: &MailboxMessage,
@@ -55,8 +56,9 @@ pub struct InTurn {
     pub protocol: Arc<dyn ProtocolStore>,
 }
 
+#[async_trait::async_trait]
 impl ResponseAck for InTurn {
-    fn consume_and_ack(
+    async fn consume_and_ack(
         &self,
         agent: &AgentName,
         message: &MailboxMessage,
@@ -65,10 +67,12 @@ impl ResponseAck for InTurn {
         let consumed = self
             .protocol
             .consume_response(response)
+            .await
             .map_err(ResponseAckError::Consume)?;
         let acked = self
             .mailbox
             .ack(agent, message)
+            .await
             .map_err(ResponseAckError::Ack)?;
         Ok((consumed, acked))
     }

@@ -164,8 +164,8 @@ impl Driver {
             let mut events = std::mem::take(&mut self.unfinished);
             events.extend(self.take_external());
             // Store calls (locks, disk) run off the async threads.
-            events.extend(blocking(|| self.claim_lead_events())?);
-            events.extend(blocking(|| self.expiry_events())?);
+            events.extend(self.claim_lead_events().await?);
+            events.extend(self.expiry_events().await?);
             if !events.is_empty() {
                 let mut appended = 0;
                 let handled: Vec<troupe_wire::MessageId> = events
@@ -175,17 +175,16 @@ impl Driver {
                         _ => None,
                     })
                     .collect();
-                blocking(|| -> Result<(), DriveError> {
+                blocking(|| {
                     for event in &events {
                         if lead.push_user_once(&event.key, event.history_text()) {
                             appended += 1;
                         }
                     }
-                    for event in events {
-                        self.finish_event(event)?;
-                    }
-                    Ok(())
-                })?;
+                });
+                for event in events {
+                    self.finish_event(event).await?;
+                }
                 if appended > 0 {
                     lead.observer().handling(&AgentName::lead(), &handled);
                     let turn = lead.run_turn(cancel).await?;
@@ -202,11 +201,11 @@ impl Driver {
                 }
                 continue;
             }
-            let next_expiry = blocking(|| self.next_expiry())?;
+            let next_expiry = self.next_expiry().await?;
             // Quiet by every measure, then the channels: an event that arrived meanwhile is
             // buffered and runs in the next round — at once, not after the wait below, which
             // nothing would end (its sender is done and the team has gone quiet).
-            if blocking(|| self.is_quiescent(next_expiry.is_some()))? {
+            if self.is_quiescent(next_expiry.is_some()).await? {
                 if !self.drain_late_events() {
                     return Ok(outcome);
                 }
@@ -231,26 +230,28 @@ impl Driver {
     }
 
     /// Claims everything ready in the lead's mailbox. Invalid protocol messages are quarantined.
-    fn claim_lead_events(&self) -> Result<Vec<LeadEvent>, DriveError> {
+    async fn claim_lead_events(&self) -> Result<Vec<LeadEvent>, DriveError> {
         let lead = AgentName::lead();
         let mailbox = self.team.mailbox().clone();
         let store = self.team.protocol().store().clone();
         let mut events = Vec::new();
-        while let Some(message) = mailbox.claim(&lead).map_err(TeamError::from)? {
+        while let Some(message) = mailbox.claim(&lead).await.map_err(TeamError::from)? {
             if let MailboxMessage::Protocol(p) = &message {
                 if p.kind() == ProtocolMessageKind::PermissionResponse {
-                    self.settle_permission_response(&message, p)?;
+                    self.settle_permission_response(&message, p).await?;
                     continue;
                 }
             }
             let verdict: Result<(), _> = match &message {
                 MailboxMessage::Ordinary(_) => Ok(()),
                 MailboxMessage::Protocol(p) => match p.kind() {
-                    ProtocolMessageKind::ShutdownResponse => store.validate_response(p).map(|_| ()),
+                    ProtocolMessageKind::ShutdownResponse => {
+                        store.validate_response(p).await.map(|_| ())
+                    }
                     // A teammate's permission ask routed to the lead (`[approvals] route`).
                     ProtocolMessageKind::PlanApprovalRequest
                     | ProtocolMessageKind::PermissionRequest => {
-                        store.validate_request(p).map(|_| ())
+                        store.validate_request(p).await.map(|_| ())
                     }
                     other => Err(crate::store::protocol::ProtocolError::Mismatch {
                         id: p.request_id(),
@@ -260,9 +261,9 @@ impl Driver {
             };
             match classify(verdict) {
                 Triage::Ok(()) => events.push(LeadEvent::from_message(message)),
-                Triage::Quarantine(e) => self.quarantine(&message, &e.to_string())?,
+                Triage::Quarantine(e) => self.quarantine(&message, &e.to_string()).await?,
                 Triage::Storage(e) => {
-                    let _ = mailbox.release(&lead, message.id());
+                    let _ = mailbox.release(&lead, message.id()).await;
                     return Err(TeamError::from(e).into());
                 }
             }
@@ -273,14 +274,14 @@ impl Driver {
     /// The mailbox copy of an answer to one of the lead's own permission asks: consumed (a
     /// replay when the waiting call consumed it) and acked; never an event for the model. A
     /// copy past its window is acked as it is; one that does not match is quarantined.
-    fn settle_permission_response(
+    async fn settle_permission_response(
         &self,
         message: &MailboxMessage,
         response: &troupe_wire::ProtocolMessage,
     ) -> Result<(), DriveError> {
         let lead = AgentName::lead();
         let store = self.team.protocol().store().clone();
-        match classify(store.consume_response(response)) {
+        match classify(store.consume_response(response).await) {
             Triage::Ok(consumed) => {
                 if !consumed.replayed {
                     self.team
@@ -290,20 +291,21 @@ impl Driver {
                 }
             }
             Triage::Quarantine(crate::store::protocol::ProtocolError::Expired { .. }) => {}
-            Triage::Quarantine(e) => return self.quarantine(message, &e.to_string()),
+            Triage::Quarantine(e) => return self.quarantine(message, &e.to_string()).await,
             Triage::Storage(e) => {
-                let _ = self.team.mailbox().release(&lead, message.id());
+                let _ = self.team.mailbox().release(&lead, message.id()).await;
                 return Err(TeamError::from(e).into());
             }
         }
         self.team
             .mailbox()
             .ack(&lead, message)
+            .await
             .map_err(TeamError::from)?;
         Ok(())
     }
 
-    fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), DriveError> {
+    async fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), DriveError> {
         quarantine_and_report(
             self.team.mailbox().as_ref(),
             self.team.postman().observer().as_ref(),
@@ -311,28 +313,30 @@ impl Driver {
             message,
             reason,
         )
+        .await
         .map_err(TeamError::from)?;
         Ok(())
     }
 
     /// After the event is in the history: consume a response, then ack.
-    fn finish_event(&mut self, event: LeadEvent) -> Result<(), DriveError> {
+    async fn finish_event(&mut self, event: LeadEvent) -> Result<(), DriveError> {
         let EventSource::Mailbox(message) = &event.source else {
             return Ok(());
         };
         if let MailboxMessage::Protocol(p) = message {
             if p.kind() == ProtocolMessageKind::ShutdownResponse {
                 // The consume and the ack together (one transaction in a shared store).
-                let finished =
-                    self.team
-                        .response_ack()
-                        .consume_and_ack(&AgentName::lead(), message, p);
+                let finished = self
+                    .team
+                    .response_ack()
+                    .consume_and_ack(&AgentName::lead(), message, p)
+                    .await;
                 let consumed = match finished {
                     Ok((consumed, _)) => consumed,
                     Err(ResponseAckError::Ack(e)) => return self.retry_later(event, e.to_string()),
                     Err(ResponseAckError::Consume(e)) if TeamError::is_invalid_message(&e) => {
                         self.retries.remove(&event.key);
-                        return self.quarantine(message, &e.to_string());
+                        return self.quarantine(message, &e.to_string()).await;
                     }
                     Err(ResponseAckError::Consume(e)) => {
                         return self.retry_later(event, e.to_string())
@@ -348,7 +352,7 @@ impl Driver {
                 return Ok(());
             }
         }
-        match self.team.mailbox().ack(&AgentName::lead(), message) {
+        match self.team.mailbox().ack(&AgentName::lead(), message).await {
             Ok(_) => {
                 self.retries.remove(&event.key);
                 Ok(())
@@ -373,11 +377,11 @@ impl Driver {
 
     /// Expired pending requests not yet reported: the lead's become events; a teammate's plan
     /// expiry is told to the teammate by a message.
-    fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
+    async fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
         let store = self.team.protocol().store().clone();
         let now = self.team.clock().now();
         let mut events = Vec::new();
-        for request in store.pending().map_err(TeamError::from)? {
+        for request in store.pending().await.map_err(TeamError::from)? {
             if request.status_at(now) != RequestStatus::Expired
                 || !self.expired_noticed.insert(request.id())
             {
@@ -393,7 +397,7 @@ impl Driver {
             }
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
-            } else if self.team.check_reachable(request.sender()).is_ok() {
+            } else if blocking(|| self.team.check_reachable(request.sender())).is_ok() {
                 let text = format!(
                     "Your {} request {} expired at {} without an answer. The plan gate stays \
                      closed; submit a revised plan with submit_plan if you still need to act.",
@@ -401,25 +405,29 @@ impl Driver {
                     request.id(),
                     request.expires_at_utc()
                 );
-                self.team.postman().send_ordinary(
-                    &AgentName::lead(),
-                    request.sender(),
-                    troupe_wire::OrdinaryKind::Message,
-                    &text,
-                )?;
+                self.team
+                    .postman()
+                    .send_ordinary(
+                        &AgentName::lead(),
+                        request.sender(),
+                        troupe_wire::OrdinaryKind::Message,
+                        &text,
+                    )
+                    .await?;
             }
         }
         Ok(events)
     }
 
     /// Time until the earliest pending request expires, if any is still open.
-    fn next_expiry(&self) -> Result<Option<Duration>, DriveError> {
+    async fn next_expiry(&self) -> Result<Option<Duration>, DriveError> {
         let now = self.team.clock().now();
         let pending = self
             .team
             .protocol()
             .store()
             .pending()
+            .await
             .map_err(TeamError::from)?;
         // A permission request keeps nobody waiting here: its call waits on it (and keeps its
         // agent busy), and a request whose call is gone must not hold the run open.
@@ -435,8 +443,8 @@ impl Driver {
     /// Whether the run is over, by every measure that needs no waiting: no open request, no
     /// unfinished event, no teammate worker running, no background job running, nothing ready
     /// in the lead's mailbox. Changes nothing.
-    fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
-        if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy()? {
+    async fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
+        if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy().await? {
             return Ok(false);
         }
         // Idle here, the channels after (`drain_late_events`): a job's completion is sent
@@ -451,13 +459,14 @@ impl Driver {
         }
         // A task a dead run or another process holds comes back when its lease runs out, and a
         // teammate here takes it: the run waits for that.
-        if self.team.awaiting_tasks() {
+        if blocking(|| self.team.awaiting_tasks()) {
             return Ok(false);
         }
         let counts = self
             .team
             .mailbox()
             .counts(&AgentName::lead())
+            .await
             .map_err(TeamError::from)?;
         Ok(counts.ready == 0)
     }

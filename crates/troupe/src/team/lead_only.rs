@@ -15,8 +15,9 @@ impl LeadOnlyRule {
     pub const RULE: &'static str = "lead_only";
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for LeadOnlyRule {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         (!request.agent.is_lead() && LEAD_ONLY_TOOLS.contains(&request.tool)).then(|| {
             RuleVerdict::new(
                 Decision::Deny,

@@ -25,17 +25,18 @@ impl LeaseGate {
     }
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for LeaseGate {
     fn reads_ports(&self) -> bool {
         true
     }
 
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         if request.effect == Effect::Read {
             return None;
         }
         let deny = |reason: String| Some(RuleVerdict::new(Decision::Deny, Self::RULE, reason));
-        match self.roster.holds(&self.name) {
+        match crate::sync::blocking(|| self.roster.holds(&self.name)) {
             Ok(true) => None,
             Ok(false) => deny(format!(
                 "this worker no longer holds {}'s lease (another worker runs it now); {} is \

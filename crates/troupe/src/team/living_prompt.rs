@@ -4,8 +4,8 @@
 //!
 //! Identity, workspace and skills are fixed when the agent is built; the tools are its registry's
 //! available ones (an MCP server that went down takes its tools out); memory is set by the
-//! runner before each turn; roster and requests are read from the team when the prompt is
-//! asked for. The text is
+//! runner before each turn; the roster is read from the team when the prompt is asked for, the
+//! pending requests when the runner refreshes it (before every model call). The text is
 //! re-rendered only when one of those inputs changed: the same inputs give the very same
 //! string, so the request prefix (and a provider's prompt cache) stays stable while nothing
 //! changes. A request is shown as `expired` once its window has closed, so expiry changes the
@@ -39,6 +39,8 @@ pub struct LivingPrompt {
     team: TeamHandle,
     clock: Arc<dyn Clock>,
     memory: Mutex<String>,
+    /// The pending requests as last read from the protocol store (by `refresh`).
+    requests: Mutex<Vec<ProtocolRequest>>,
     cache: Mutex<Option<(Inputs, String)>>,
 }
 
@@ -64,6 +66,7 @@ impl LivingPrompt {
             team,
             clock,
             memory: Mutex::new(String::new()),
+            requests: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
         }
     }
@@ -98,21 +101,16 @@ impl LivingPrompt {
             })
             .collect();
         let now = self.clock.now();
-        // A store that cannot be read leaves the section out this time; the gate and the
-        // tools report the failure where it matters.
-        let pending = team
-            .protocol()
-            .store()
-            .pending()
-            .unwrap_or_default()
-            .into_iter()
+        // As last read by `refresh` (before every model call).
+        let pending = lock(&self.requests)
+            .iter()
             .filter(|r| match r.kind() {
                 // A permission request concerns whoever answers it (the lead, when asks are
                 // routed to it); its asker is waiting at the call and sees no prompt meanwhile.
                 troupe_wire::RequestKind::Permission => *r.target() == self.agent,
                 _ => self.agent.is_lead() || *r.sender() == self.agent || *r.target() == self.agent,
             })
-            .map(|r| describe_request(&r, now))
+            .map(|r| describe_request(r, now))
             .collect();
         Inputs {
             tools,
@@ -148,6 +146,7 @@ impl LivingPrompt {
     }
 }
 
+#[async_trait::async_trait]
 impl SystemPromptSource for LivingPrompt {
     fn render(&self) -> String {
         let inputs = self.inputs();
@@ -164,6 +163,16 @@ impl SystemPromptSource for LivingPrompt {
 
     fn set_memory(&self, section: String) {
         *lock(&self.memory) = section;
+    }
+
+    async fn refresh(&self) {
+        let Ok(team) = self.team.upgrade() else {
+            return;
+        };
+        // A store that cannot be read leaves the section out this time; the gate and the
+        // tools report the failure where it matters.
+        let pending = team.protocol().store().pending().await.unwrap_or_default();
+        *lock(&self.requests) = pending;
     }
 }
 

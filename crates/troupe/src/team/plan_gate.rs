@@ -118,18 +118,19 @@ impl PlanGateRule {
     }
 }
 
+#[async_trait::async_trait]
 impl PermissionRule for PlanGateRule {
-    /// It reads the latest plan from the protocol store on every call (under the store's lock).
+    /// It reads the latest plan from the protocol store on every call (an async port).
     fn reads_ports(&self) -> bool {
         true
     }
 
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         if request.effect == Effect::Read || UNGATED_TOOLS.contains(&request.tool) {
             return None;
         }
         let deny = |reason: String| Some(RuleVerdict::new(Decision::Deny, Self::RULE, reason));
-        match self.protocol.latest_plan_of(request.agent) {
+        match self.protocol.latest_plan_of(request.agent).await {
             Ok(None) => self.no_plan_yet(request.tool),
             Ok(Some(plan)) if Some(plan.id()) == self.earlier_plan => {
                 self.no_plan_yet(request.tool)

@@ -86,7 +86,7 @@ impl Postman {
     }
 
     /// Builds, sends and wakes: an ordinary message.
-    pub fn send_ordinary(
+    pub async fn send_ordinary(
         &self,
         from: &AgentName,
         to: &AgentName,
@@ -102,13 +102,13 @@ impl Postman {
             content: e.content,
             created_at_utc: e.created_at_utc,
         });
-        self.send(&message)?;
+        self.send(&message).await?;
         Ok(message)
     }
 
     /// Sends a built message durably, then wakes its recipient.
-    pub fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
-        self.mailbox.send(message)?;
+    pub async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        self.mailbox.send(message).await?;
         self.announce(message);
         Ok(())
     }

@@ -19,12 +19,12 @@ use super::error::TeamError;
 use super::observer::{TeamObserver, TeamUpdate};
 use super::postman::Postman;
 use crate::store::mailbox::{MailboxError, MailboxStore};
-use crate::store::protocol::{Delivery, NewRequest, ProtocolError, ProtocolStore};
+use crate::store::protocol::{DeliverAnswer, Delivery, NewRequest, ProtocolError, ProtocolStore};
 
 /// Where `review_plan` learns whether a plan's sender can still take an answer (SPEC §6: a plan
 /// whose sender is shut down or failed cannot be answered — nobody would read the answer). The
 /// running team answers from its roster; `troupe review` from `team.json`.
-pub trait TeammateStatuses {
+pub trait TeammateStatuses: Sync {
     /// The teammate's roster record; `None` when there is no such teammate.
     fn record_of(&self, name: &AgentName) -> Option<TeammateRecord>;
 }
@@ -59,14 +59,14 @@ pub(crate) fn classify<T>(verdict: Result<T, ProtocolError>) -> Triage<T> {
 
 /// Moves a claimed `message` of `agent` to quarantine with `reason` and tells the observer: the
 /// one way the team quarantines (workers, the driver, a respawn's leftovers).
-pub(crate) fn quarantine_and_report(
+pub(crate) async fn quarantine_and_report(
     mailbox: &dyn MailboxStore,
     observer: &dyn TeamObserver,
     agent: &AgentName,
     message: &MailboxMessage,
     reason: &str,
 ) -> Result<(), MailboxError> {
-    mailbox.quarantine(agent, message.id(), reason)?;
+    mailbox.quarantine(agent, message.id(), reason).await?;
     observer.update(&TeamUpdate::Quarantined {
         agent: agent.clone(),
         message: message.id().to_string(),
@@ -77,11 +77,16 @@ pub(crate) fn quarantine_and_report(
 
 /// Writes an answer into its recipient's mailbox; a message already there (same id) is a
 /// delivery an earlier attempt made.
-fn deliver_to(mailbox: &dyn MailboxStore, answer: &ProtocolMessage) -> Result<Delivery, String> {
-    match mailbox.send(&MailboxMessage::Protocol(answer.clone())) {
-        Ok(()) => Ok(Delivery::Sent),
-        Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
-        Err(e) => Err(e.to_string()),
+struct DeliverTo<'a>(&'a dyn MailboxStore);
+
+#[async_trait::async_trait]
+impl DeliverAnswer for DeliverTo<'_> {
+    async fn deliver(&self, answer: &ProtocolMessage) -> Result<Delivery, String> {
+        match self.0.send(&MailboxMessage::Protocol(answer.clone())).await {
+            Ok(()) => Ok(Delivery::Sent),
+            Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
@@ -107,7 +112,7 @@ impl ProtocolRuntime {
 
     /// Registers a request, then sends its message. If sending fails the request stays pending
     /// and the error says so (`protocol_delivery_error`); nothing is retried behind the caller.
-    pub fn open(
+    pub async fn open(
         &self,
         kind: RequestKind,
         sender: &AgentName,
@@ -115,10 +120,11 @@ impl ProtocolRuntime {
         content: &str,
     ) -> Result<ProtocolRequest, TeamError> {
         self.open_with_ttl(kind, sender, target, content, self.ttl)
+            .await
     }
 
     /// [`Self::open`] with its own response window (a permission request's `[approvals] ttl`).
-    pub fn open_with_ttl(
+    pub async fn open_with_ttl(
         &self,
         kind: RequestKind,
         sender: &AgentName,
@@ -126,18 +132,22 @@ impl ProtocolRuntime {
         content: &str,
         ttl: Duration,
     ) -> Result<ProtocolRequest, TeamError> {
-        let request = self.store.create(NewRequest {
-            kind,
-            sender: sender.clone(),
-            target: target.clone(),
-            content: Content::parse(content)?,
-            ttl,
-        })?;
+        let request = self
+            .store
+            .create(NewRequest {
+                kind,
+                sender: sender.clone(),
+                target: target.clone(),
+                content: Content::parse(content)?,
+                ttl,
+            })
+            .await?;
         let envelope = self.postman.envelope(sender, target, content)?;
         let message =
             ProtocolMessage::request(envelope, kind.request_message_kind(), request.id())?;
         self.postman
             .send(&MailboxMessage::Protocol(message))
+            .await
             .map_err(|e| TeamError::Delivery {
                 request_id: request.id(),
                 cause: e.to_string(),
@@ -147,7 +157,7 @@ impl ProtocolRuntime {
 
     /// Sends the response to `request` from its target back to its sender — the one answer to
     /// it: refused (`protocol_state_error`, nothing written) when an answer was sent already.
-    pub fn respond(
+    pub async fn respond(
         &self,
         request: &ProtocolRequest,
         approved: bool,
@@ -162,9 +172,8 @@ impl ProtocolRuntime {
             request.id(),
             approved,
         )?;
-        let mailbox = self.postman.mailbox().clone();
-        let deliver = |answer: &ProtocolMessage| deliver_to(mailbox.as_ref(), answer);
-        match self.store.answer(&message, &deliver) {
+        let deliver = DeliverTo(self.postman.mailbox().as_ref());
+        match self.store.answer(&message, &deliver).await {
             Ok(Delivery::Sent) => {
                 self.postman
                     .announce(&MailboxMessage::Protocol(message.clone()));
@@ -186,10 +195,9 @@ impl ProtocolRuntime {
 
     /// At start: delivers the recorded answers of pending requests whose message is missing (a
     /// process died between recording an answer and delivering it). Returns how many.
-    pub fn deliver_recorded_answers(&self) -> Result<usize, TeamError> {
-        let mailbox = self.postman.mailbox().clone();
-        let deliver = |answer: &ProtocolMessage| deliver_to(mailbox.as_ref(), answer);
-        let delivered = self.store.deliver_recorded_answers(&deliver)?;
+    pub async fn deliver_recorded_answers(&self) -> Result<usize, TeamError> {
+        let deliver = DeliverTo(self.postman.mailbox().as_ref());
+        let delivered = self.store.deliver_recorded_answers(&deliver).await?;
         for answer in &delivered {
             tracing::warn!(
                 request = %answer.request_id(),
@@ -204,7 +212,7 @@ impl ProtocolRuntime {
 
     /// `review_plan` / `troupe review`: answers a pending plan request addressed to `reviewer`,
     /// unless its sender is shut down or failed (per `statuses`) or it was answered already.
-    pub fn review_plan(
+    pub async fn review_plan(
         &self,
         reviewer: &AgentName,
         request_id: RequestId,
@@ -214,7 +222,8 @@ impl ProtocolRuntime {
     ) -> Result<ProtocolMessage, TeamError> {
         let request = self
             .store
-            .get(request_id)?
+            .get(request_id)
+            .await?
             .ok_or(ProtocolError::NotFound(request_id))?;
         if request.kind() != RequestKind::PlanApproval {
             return Err(ProtocolError::Mismatch {
@@ -235,7 +244,7 @@ impl ProtocolRuntime {
         }
         // An answered plan is refused as such by the store, whatever its sender's status.
         if request.is_pending() {
-            check_answerable(&request, statuses, self.store.as_ref())?;
+            check_answerable(&request, statuses, self.store.as_ref()).await?;
         }
         let content = match feedback.map(str::trim).filter(|f| !f.is_empty()) {
             Some(f) => f.to_owned(),
@@ -243,14 +252,14 @@ impl ProtocolRuntime {
             None => "Rejected".to_owned(),
         };
         // Pending, open, unanswered: the store decides under its locks, atomically with the send.
-        self.respond(&request, approve, &content)
+        self.respond(&request, approve, &content).await
     }
 }
 
 /// A plan's sender must be able to read the answer: on the roster, not shut down, not failed —
 /// and the plan must be this teammate's, not one an earlier teammate of the same name left
 /// pending before the name was spawned again (its `earlier_plan` and anything created before it).
-fn check_answerable(
+async fn check_answerable(
     request: &ProtocolRequest,
     statuses: &dyn TeammateStatuses,
     store: &dyn ProtocolStore,
@@ -277,7 +286,7 @@ fn check_answerable(
     if let Some(earlier) = record.earlier_plan {
         // Creation order is the store's order (SPEC §5), never timestamps.
         let predecessors = earlier == request.id() || {
-            let all = store.list()?;
+            let all = store.list().await?;
             let position = |id| all.iter().position(|r| r.id() == id);
             matches!((position(request.id()), position(earlier)), (Some(r), Some(e)) if r <= e)
         };

@@ -117,7 +117,7 @@ struct TeamInner {
     workers: Workers,
     /// Serialises spawns (two spawns of one name, a spawn and a respawn). Lock order: spawning,
     /// then the workers' slots, then the roster.
-    spawning: Mutex<()>,
+    spawning: tokio::sync::Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
     /// In a distributed team: the failed teammates the lead was told of (failures happen in other
@@ -192,7 +192,7 @@ impl TeamRuntime {
                 roster,
                 factory,
                 workers: Workers::default(),
-                spawning: Mutex::new(()),
+                spawning: tokio::sync::Mutex::new(()),
                 failures: Mutex::new(Vec::new()),
                 failures_told: Mutex::new(std::collections::HashSet::new()),
                 transcripts: ports.transcripts,
@@ -300,7 +300,7 @@ impl TeamRuntime {
     /// Whether any teammate is at work, here or — in a distributed team — in another process: a
     /// worker of this process runs, or the roster says one is running, or a teammate that can
     /// still take messages has some waiting or claimed.
-    pub fn any_teammate_busy(&self) -> Result<bool, TeamError> {
+    pub async fn any_teammate_busy(&self) -> Result<bool, TeamError> {
         if self.inner.workers.any_running() {
             return Ok(true);
         }
@@ -308,12 +308,12 @@ impl TeamRuntime {
             return Ok(false);
         }
         let mailbox = self.mailbox();
-        for record in self.inner.roster.all() {
+        for record in blocking(|| self.inner.roster.all()) {
             match record.status {
                 TeammateStatus::Running => return Ok(true),
                 TeammateStatus::Shutdown | TeammateStatus::Failed => {}
                 TeammateStatus::Idle => {
-                    let counts = mailbox.counts(&record.name)?;
+                    let counts = mailbox.counts(&record.name).await?;
                     if counts.ready + counts.processing > 0 {
                         return Ok(true);
                     }
@@ -525,9 +525,10 @@ impl TeamRuntime {
             let ended = inner.workers.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            match blocking(|| {
-                inner.try_spawn(name, role, plan_required, definition.clone(), isolation)
-            })? {
+            match inner
+                .try_spawn(name, role, plan_required, definition.clone(), isolation)
+                .await?
+            {
                 Some(spawned) => break spawned,
                 None => {
                     tokio::select! {
@@ -537,13 +538,13 @@ impl TeamRuntime {
                 }
             }
         };
-        blocking(|| inner.deliver_first_task(name, role, prompt))?;
+        inner.deliver_first_task(name, role, prompt).await?;
         Ok(spawned)
     }
 
     /// [`Self::spawn`] without waiting and without `plan_required`: refuses with
     /// `teammate_state` while an earlier teammate's worker is still finishing.
-    pub fn spawn_teammate(
+    pub async fn spawn_teammate(
         &self,
         name: &AgentName,
         role: &str,
@@ -554,14 +555,17 @@ impl TeamRuntime {
         if inner.closing.is_cancelled() {
             return Err(TeamError::Closed);
         }
-        let Some(spawned) = inner.try_spawn(name, role, false, None, Isolation::None)? else {
+        let Some(spawned) = inner
+            .try_spawn(name, role, false, None, Isolation::None)
+            .await?
+        else {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
                 why: "its worker is still finishing; try again".into(),
             });
         };
-        inner.deliver_first_task(name, role, prompt)?;
+        inner.deliver_first_task(name, role, prompt).await?;
         Ok(spawned)
     }
 
@@ -596,7 +600,7 @@ impl TeamInner {
         TeamHandle(Arc::downgrade(self))
     }
 
-    fn deliver_first_task(
+    async fn deliver_first_task(
         &self,
         name: &AgentName,
         role: &str,
@@ -606,12 +610,14 @@ impl TeamInner {
             name: name.clone(),
             role: role.to_owned(),
         });
-        self.postman.send_ordinary(
-            &AgentName::lead(),
-            name,
-            troupe_wire::OrdinaryKind::Task,
-            prompt,
-        )?;
+        self.postman
+            .send_ordinary(
+                &AgentName::lead(),
+                name,
+                troupe_wire::OrdinaryKind::Task,
+                prompt,
+            )
+            .await?;
         Ok(())
     }
 
@@ -622,7 +628,7 @@ impl TeamInner {
     /// is taken; the roster change and the new slot are made together under it, so no wake can
     /// start a worker for the name in between, and an old worker can never touch the new
     /// teammate's status or runner.
-    fn try_spawn(
+    async fn try_spawn(
         self: &Arc<Self>,
         name: &AgentName,
         role: &str,
@@ -630,8 +636,8 @@ impl TeamInner {
         definition: Option<AgentName>,
         isolation: Isolation,
     ) -> Result<Option<Spawned>, TeamError> {
-        let _spawning = lock(&self.spawning);
-        let earlier = self.roster.get(name);
+        let _spawning = self.spawning.lock().await;
+        let earlier = blocking(|| self.roster.get(name));
         if let Some(earlier) = &earlier {
             match earlier.status {
                 TeammateStatus::Running | TeammateStatus::Idle => {
@@ -655,20 +661,24 @@ impl TeamInner {
             earlier_plan: self
                 .protocol
                 .store()
-                .latest_plan_of(name)?
+                .latest_plan_of(name)
+                .await?
                 .map(|plan| plan.id()),
             definition,
             isolation,
         };
         let quarantined = match &earlier {
-            Some(earlier) => self.quarantine_leftovers(earlier)?,
+            Some(earlier) => self.quarantine_leftovers(earlier).await?,
             None => 0,
         };
-        let earlier_transcript = self.transcripts.set_aside(name)?;
-        let runner = self.factory.build(self.handle(), &record)?;
-        let registered = self.workers.install(name, runner, || match &earlier {
-            Some(_) => self.roster.replace_stopped(record.clone()),
-            None => self.roster.add(record.clone()),
+        let (earlier_transcript, registered) = blocking(|| -> Result<_, TeamError> {
+            let earlier_transcript = self.transcripts.set_aside(name)?;
+            let runner = self.factory.build(self.handle(), &record)?;
+            let registered = self.workers.install(name, runner, || match &earlier {
+                Some(_) => self.roster.replace_stopped(record.clone()),
+                None => self.roster.add(record.clone()),
+            })?;
+            Ok((earlier_transcript, registered))
         })?;
         match registered {
             None => return Ok(None),
@@ -686,7 +696,7 @@ impl TeamInner {
     /// Moves the messages still waiting in the mailbox of a teammate that shut down or failed to
     /// quarantine (never deleted; `troupe mailbox NAME --state quarantine` shows them with the
     /// reason): they were meant for that teammate, not for the new one spawned under its name.
-    fn quarantine_leftovers(&self, earlier: &TeammateRecord) -> Result<usize, TeamError> {
+    async fn quarantine_leftovers(&self, earlier: &TeammateRecord) -> Result<usize, TeamError> {
         let mailbox = self.postman.mailbox();
         let reason = format!(
             "left for the earlier teammate {} ({}, role: {}) when a new teammate was spawned \
@@ -696,16 +706,18 @@ impl TeamInner {
             earlier.role
         );
         let mut moved = 0;
-        while let Some(message) = mailbox.claim(&earlier.name)? {
+        while let Some(message) = mailbox.claim(&earlier.name).await? {
             if let Err(e) = triage::quarantine_and_report(
                 mailbox.as_ref(),
                 self.observer.as_ref(),
                 &earlier.name,
                 &message,
                 &reason,
-            ) {
+            )
+            .await
+            {
                 // Back to ready/, where it was: the spawn fails and nothing is lost.
-                let _ = mailbox.release(&earlier.name, message.id());
+                let _ = mailbox.release(&earlier.name, message.id()).await;
                 return Err(e.into());
             }
             moved += 1;
@@ -730,7 +742,7 @@ impl TeamInner {
 
     /// Whether `record`'s plan gate lets it take work from the board now (SPEC §12: the gate
     /// applies before any claim): the same rule that denies its `claim_task`.
-    fn gate_allows_claims(&self, record: &TeammateRecord) -> bool {
+    async fn gate_allows_claims(&self, record: &TeammateRecord) -> bool {
         let gate = PlanGateRule::new(self.protocol.store().clone(), self.postman.clock().clone())
             .starting(self.factory.gate_start(record))
             .ignoring(record.earlier_plan);
@@ -746,7 +758,8 @@ impl TeamInner {
                 sandbox: None,
                 preview: None,
             },
-        );
+        )
+        .await;
         verdict.is_none_or(|v| v.decision != crate::permissions::Decision::Deny)
     }
 
@@ -832,6 +845,7 @@ struct TeamWorker {
     name: AgentName,
 }
 
+#[async_trait::async_trait]
 impl WorkerContext for TeamWorker {
     fn name(&self) -> &AgentName {
         &self.name
@@ -909,22 +923,24 @@ impl WorkerContext for TeamWorker {
         self.team.workers.mark_completed(message);
     }
 
-    fn next_task(&self) -> Option<Task> {
+    async fn next_task(&self) -> Option<Task> {
         let work = self.team.board.get()?;
         if self.team.closing.is_cancelled() {
             return None;
         }
-        let record = self.team.roster.get(&self.name)?;
-        if !self.team.gate_allows_claims(&record) {
+        let record = blocking(|| self.team.roster.get(&self.name))?;
+        if !self.team.gate_allows_claims(&record).await {
             return None;
         }
-        match work.next_for(&self.name, &self.team.skills_of(&record)) {
-            Ok(task) => task,
-            Err(e) => {
-                tracing::warn!("{} could not take work from the task board: {e}", self.name);
-                None
-            }
-        }
+        blocking(
+            || match work.next_for(&self.name, &self.team.skills_of(&record)) {
+                Ok(task) => task,
+                Err(e) => {
+                    tracing::warn!("{} could not take work from the task board: {e}", self.name);
+                    None
+                }
+            },
+        )
     }
 
     fn task_completed_by_me(&self, task: &Task) -> bool {

@@ -223,15 +223,15 @@ impl ToolHandler for SendMessage {
         }
         let team = self.0.upgrade().map_err(team_error)?;
         let content = str_arg(&args, "content")?;
-        // Store calls (roster, mailbox) run off the async threads.
-        let message = blocking(|| {
-            if !to.is_lead() {
-                team.check_reachable(&to)?;
-            }
-            team.postman()
-                .send_ordinary(&ctx.agent, &to, OrdinaryKind::Message, content)
-        })
-        .map_err(team_error)?;
+        // The roster call runs off the async threads.
+        if !to.is_lead() {
+            blocking(|| team.check_reachable(&to)).map_err(team_error)?;
+        }
+        let message = team
+            .postman()
+            .send_ordinary(&ctx.agent, &to, OrdinaryKind::Message, content)
+            .await
+            .map_err(team_error)?;
         Ok(render(json!({"sent": message.id(), "to": to})))
     }
 }
@@ -257,16 +257,17 @@ impl ToolHandler for RequestShutdown {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let teammate = name_arg(&args, "teammate")?;
         let team = self.0.upgrade().map_err(team_error)?;
-        let request = blocking(|| {
-            team.check_reachable(&teammate)?;
-            team.protocol().open(
+        blocking(|| team.check_reachable(&teammate)).map_err(team_error)?;
+        let request = team
+            .protocol()
+            .open(
                 RequestKind::Shutdown,
                 &ctx.agent,
                 &teammate,
                 "Please finish your current work and shut down.",
             )
-        })
-        .map_err(team_error)?;
+            .await
+            .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request.id(),
             "status": "pending",
@@ -302,11 +303,11 @@ impl ToolHandler for ReviewPlan {
         let (request_id, approve) = decision_args(&args)?;
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
-        let response = blocking(|| {
-            team.protocol()
-                .review_plan(&ctx.agent, request_id, approve, feedback, &team)
-        })
-        .map_err(team_error)?;
+        let response = team
+            .protocol()
+            .review_plan(&ctx.agent, request_id, approve, feedback, &team)
+            .await
+            .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request_id,
             "approved": approve,
@@ -345,15 +346,16 @@ impl ToolHandler for SubmitPlan {
             return Err(ToolError::InvalidArguments("plan must not be blank".into()));
         }
         let team = self.0.upgrade().map_err(team_error)?;
-        let request = blocking(|| {
-            team.protocol().open(
+        let request = team
+            .protocol()
+            .open(
                 RequestKind::PlanApproval,
                 &ctx.agent,
                 &AgentName::lead(),
                 plan,
             )
-        })
-        .map_err(team_error)?;
+            .await
+            .map_err(team_error)?;
         Ok(render(json!({
             "request_id": request.id(),
             "status": "pending",

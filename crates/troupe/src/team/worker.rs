@@ -33,13 +33,14 @@ use super::postman::Postman;
 use super::protocol::{classify, quarantine_and_report, ProtocolRuntime, Triage};
 use super::workers::SharedRunner;
 use crate::agent::{Runner, TurnEnd};
-use crate::store::mailbox::{MailboxError, MailboxStore};
+use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolError;
 use crate::store::tasks::{Task, TaskError};
 use crate::sync::blocking;
 
 /// What a worker may do to the team: use its ports, report its teammate's status, end. The
 /// runtime implements it; nothing else of the runtime's state is reachable from a worker.
+#[async_trait::async_trait]
 pub(super) trait WorkerContext: Send + Sync + 'static {
     /// The teammate this worker serves.
     fn name(&self) -> &AgentName;
@@ -59,7 +60,7 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     fn mark_completed(&self, message: MessageId);
     /// The next task from the board that fits this teammate, claimed for it; `None` when
     /// nothing fits, its plan gate is closed, or the team has no board.
-    fn next_task(&self) -> Option<Task> {
+    async fn next_task(&self) -> Option<Task> {
         None
     }
     /// Completes a task this worker took (`Done`) or gives it back to the board.
@@ -89,17 +90,6 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
 
     fn mailbox(&self) -> &dyn MailboxStore {
         self.postman().mailbox().as_ref()
-    }
-
-    /// Quarantines `message` and reports it.
-    fn quarantine(&self, message: &MailboxMessage, reason: &str) -> Result<(), MailboxError> {
-        quarantine_and_report(
-            self.mailbox(),
-            self.observer(),
-            self.name(),
-            message,
-            reason,
-        )
     }
 }
 
@@ -137,10 +127,10 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
             blocking(|| team.lost());
             return;
         }
-        let message = match blocking(|| team.mailbox().claim(team.name())) {
+        let message = match team.mailbox().claim(team.name()).await {
             Ok(Some(message)) => message,
             Ok(None) => {
-                if let Some(task) = blocking(|| team.next_task()) {
+                if let Some(task) = team.next_task().await {
                     match work_on_task(team, &mut runner, &task).await {
                         Handled::Next => continue,
                         Handled::Cancelled => {
@@ -184,17 +174,13 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
                 return;
             }
             Handled::Cancelled => {
-                blocking(|| {
-                    release(team, &message);
-                    team.end(TeammateStatus::Idle, None);
-                });
+                release(team, &message).await;
+                blocking(|| team.end(TeammateStatus::Idle, None));
                 return;
             }
             Handled::Failed(reason) => {
-                blocking(|| {
-                    release(team, &message);
-                    team.end(TeammateStatus::Failed, Some(reason));
-                });
+                release(team, &message).await;
+                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
                 return;
             }
             Handled::LeaseLost => {
@@ -205,8 +191,8 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     }
 }
 
-fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
-    if let Err(e) = team.mailbox().release(team.name(), message.id()) {
+async fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
+    if let Err(e) = team.mailbox().release(team.name(), message.id()).await {
         // Still in processing/: recovery at the next start puts it back. Nothing is lost.
         tracing::warn!(
             "could not release {} for {}: {e}",
@@ -216,8 +202,17 @@ fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
     }
 }
 
-fn quarantine(team: &dyn WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
-    match team.quarantine(message, reason) {
+/// Quarantines `message` and reports it.
+async fn quarantine(team: &dyn WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
+    let quarantined = quarantine_and_report(
+        team.mailbox(),
+        team.observer(),
+        team.name(),
+        message,
+        reason,
+    )
+    .await;
+    match quarantined {
         Ok(()) => Handled::Next,
         Err(e) => Handled::Failed(format!("could not quarantine {}: {e}", message.id())),
     }
@@ -238,20 +233,19 @@ async fn handle(
             run_and_report(team, runner, message, &prompt).await
         }
         MailboxMessage::Protocol(p) => match p.kind() {
-            ProtocolMessageKind::ShutdownRequest => blocking(|| shutdown(team, message, p)),
+            ProtocolMessageKind::ShutdownRequest => shutdown(team, message, p).await,
             ProtocolMessageKind::PlanApprovalResponse => {
                 plan_response(team, runner, message, p).await
             }
-            ProtocolMessageKind::PermissionResponse => {
-                blocking(|| permission_response(team, message, p))
-            }
-            other => blocking(|| {
+            ProtocolMessageKind::PermissionResponse => permission_response(team, message, p).await,
+            other => {
                 quarantine(
                     team,
                     message,
                     &format!("a teammate does not accept {} messages", other.as_str()),
                 )
-            }),
+                .await
+            }
         },
     }
 }
@@ -287,16 +281,16 @@ async fn run_and_report(
             return Handled::LeaseLost;
         }
         blocking(|| team.after_result(message));
-        let sent = blocking(|| {
-            team.postman()
-                .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
-        });
+        let sent = team
+            .postman()
+            .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
+            .await;
         if let Err(e) = sent {
             return Handled::Failed(format!("could not send the result to the lead: {e}"));
         }
         team.mark_completed(message.id());
     }
-    blocking(|| ack_and(team, message, Handled::Next))
+    ack_and(team, message, Handled::Next).await
 }
 
 /// Works on `task`, taken from the board: runs the model on it, completes it, and sends the
@@ -346,10 +340,10 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
         Err(e) => format!("not completed: {e}"),
     };
     let content = format!("Task {} ({}) {status}.\n{answer}", task.id, task.subject);
-    let sent = blocking(|| {
-        team.postman()
-            .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &content)
-    });
+    let sent = team
+        .postman()
+        .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &content)
+        .await;
     match sent {
         Ok(_) => Handled::Next,
         Err(e) => Handled::Failed(format!("could not send the result to the lead: {e}")),
@@ -359,27 +353,36 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
 /// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever
 /// reads the answer — the lead, `troupe status` — finds a teammate that takes no more messages),
 /// acks, and its worker ends. No model call.
-fn shutdown(
+async fn shutdown(
     team: &dyn WorkerContext,
     message: &MailboxMessage,
     request_message: &ProtocolMessage,
 ) -> Handled {
     let name = team.name();
-    let request = match classify(team.protocol().store().validate_request(request_message)) {
+    let request = match classify(
+        team.protocol()
+            .store()
+            .validate_request(request_message)
+            .await,
+    ) {
         Triage::Ok(request) => request,
         Triage::Quarantine(e) => {
             let not_pending = matches!(e, ProtocolError::State { .. });
-            if not_pending && answer_was_consumed(team, request_message) {
+            if not_pending && answer_was_consumed(team, request_message).await {
                 // A redelivered request whose answer the lead already has: stop as answered.
-                team.set_status(TeammateStatus::Shutdown);
-                return ack_and(team, message, Handled::Shutdown);
+                blocking(|| team.set_status(TeammateStatus::Shutdown));
+                return ack_and(team, message, Handled::Shutdown).await;
             }
-            return quarantine(team, message, &e.to_string());
+            return quarantine(team, message, &e.to_string()).await;
         }
         Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
-    team.set_status(TeammateStatus::Shutdown);
-    match team.protocol().respond(&request, true, "Shutting down.") {
+    blocking(|| team.set_status(TeammateStatus::Shutdown));
+    match team
+        .protocol()
+        .respond(&request, true, "Shutting down.")
+        .await
+    {
         Ok(_) => {}
         // An earlier attempt (before a crash or a failed delivery) answered already, and the
         // refusal made sure that answer is delivered.
@@ -391,15 +394,20 @@ fn shutdown(
             ))
         }
     }
-    ack_and(team, message, Handled::Shutdown)
+    ack_and(team, message, Handled::Shutdown).await
 }
 
 /// Whether the shutdown request `request_message` announces (a message that matched it in
 /// everything but its pending state) was resolved by this teammate's answer: the lead consumed
 /// the answer, and only the ack of the request was lost.
-fn answer_was_consumed(team: &dyn WorkerContext, request_message: &ProtocolMessage) -> bool {
+async fn answer_was_consumed(team: &dyn WorkerContext, request_message: &ProtocolMessage) -> bool {
     let name = team.name();
-    let Ok(Some(request)) = team.protocol().store().get(request_message.request_id()) else {
+    let Ok(Some(request)) = team
+        .protocol()
+        .store()
+        .get(request_message.request_id())
+        .await
+    else {
         return false;
     };
     request.kind() == RequestKind::Shutdown
@@ -407,8 +415,8 @@ fn answer_was_consumed(team: &dyn WorkerContext, request_message: &ProtocolMessa
         && request.resolution().is_some_and(|r| r.approved)
 }
 
-fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
-    match team.mailbox().ack(team.name(), message) {
+async fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
+    match team.mailbox().ack(team.name(), message).await {
         Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
     }
@@ -418,21 +426,23 @@ fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) ->
 /// consumed it already (a replay here), or the call is gone (the process stopped while it
 /// waited) and this resolves the request. Never a model call. A copy that came after the
 /// request's window is acked as it is; one that does not match its request is quarantined.
-fn permission_response(
+async fn permission_response(
     team: &dyn WorkerContext,
     message: &MailboxMessage,
     response: &ProtocolMessage,
 ) -> Handled {
-    match classify(team.protocol().store().consume_response(response)) {
+    match classify(team.protocol().store().consume_response(response).await) {
         Triage::Ok(consumed) => {
             if !consumed.replayed {
                 team.observer()
                     .update(&TeamUpdate::Resolved(consumed.request.clone()));
             }
-            ack_and(team, message, Handled::Next)
+            ack_and(team, message, Handled::Next).await
         }
-        Triage::Quarantine(ProtocolError::Expired { .. }) => ack_and(team, message, Handled::Next),
-        Triage::Quarantine(e) => quarantine(team, message, &e.to_string()),
+        Triage::Quarantine(ProtocolError::Expired { .. }) => {
+            ack_and(team, message, Handled::Next).await
+        }
+        Triage::Quarantine(e) => quarantine(team, message, &e.to_string()).await,
         Triage::Storage(e) => Handled::Failed(format!("protocol store: {e}")),
     }
 }
@@ -444,11 +454,9 @@ async fn plan_response(
     response: &ProtocolMessage,
 ) -> Handled {
     // Consume first: by the time the runner continues, the plan gate sees the new state.
-    let consumed = match classify(blocking(|| {
-        team.protocol().store().consume_response(response)
-    })) {
+    let consumed = match classify(team.protocol().store().consume_response(response).await) {
         Triage::Ok(consumed) => consumed,
-        Triage::Quarantine(e) => return blocking(|| quarantine(team, message, &e.to_string())),
+        Triage::Quarantine(e) => return quarantine(team, message, &e.to_string()).await,
         Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
     if !consumed.replayed {

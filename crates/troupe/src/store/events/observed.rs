@@ -55,9 +55,10 @@ fn sent_fields(message: &MailboxMessage) -> serde_json::Map<String, serde_json::
     }
 }
 
+#[async_trait::async_trait]
 impl MailboxStore for ObservedMailbox {
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
-        self.inner.send(message)?;
+    async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        self.inner.send(message).await?;
         self.events.emit(
             message.sender().as_str(),
             kinds::MESSAGE_SENT,
@@ -66,8 +67,8 @@ impl MailboxStore for ObservedMailbox {
         Ok(())
     }
 
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
-        let claimed = self.inner.claim(agent)?;
+    async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        let claimed = self.inner.claim(agent).await?;
         if let Some(message) = &claimed {
             self.events.emit(
                 agent.as_str(),
@@ -87,8 +88,12 @@ impl MailboxStore for ObservedMailbox {
         Ok(claimed)
     }
 
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
-        let outcome = self.inner.ack(agent, message)?;
+    async fn ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
+        let outcome = self.inner.ack(agent, message).await?;
         if outcome == AckOutcome::Acked {
             self.events.emit(
                 agent.as_str(),
@@ -99,8 +104,8 @@ impl MailboxStore for ObservedMailbox {
         Ok(outcome)
     }
 
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
-        self.inner.release(agent, id)?;
+    async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.inner.release(agent, id).await?;
         self.events.emit(
             agent.as_str(),
             kinds::MESSAGE_RELEASED,
@@ -109,13 +114,13 @@ impl MailboxStore for ObservedMailbox {
         Ok(())
     }
 
-    fn quarantine(
+    async fn quarantine(
         &self,
         agent: &AgentName,
         id: MessageId,
         reason: &str,
     ) -> Result<QuarantineRecord, MailboxError> {
-        let record = self.inner.quarantine(agent, id, reason)?;
+        let record = self.inner.quarantine(agent, id, reason).await?;
         self.events.emit(
             agent.as_str(),
             kinds::MESSAGE_QUARANTINED,
@@ -124,24 +129,24 @@ impl MailboxStore for ObservedMailbox {
         Ok(record)
     }
 
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
-        self.inner.recover(agent)
+    async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        self.inner.recover(agent).await
     }
 
-    fn list(
+    async fn list(
         &self,
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError> {
-        self.inner.list(agent, state)
+        self.inner.list(agent, state).await
     }
 
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
-        self.inner.counts(agent)
+    async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        self.inner.counts(agent).await
     }
 
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
-        self.inner.agents()
+    async fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        self.inner.agents().await
     }
 }
 
@@ -175,9 +180,10 @@ pub fn request_fields(request: &ProtocolRequest) -> serde_json::Map<String, serd
     }))
 }
 
+#[async_trait::async_trait]
 impl ProtocolStore for ObservedProtocol {
-    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
-        let request = self.inner.create(new)?;
+    async fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        let request = self.inner.create(new).await?;
         if has_request_events(request.kind()) {
             self.events.emit(
                 request.sender().as_str(),
@@ -188,45 +194,54 @@ impl ProtocolStore for ObservedProtocol {
         Ok(request)
     }
 
-    fn get(&self, id: troupe_wire::RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        self.inner.get(id)
+    async fn get(
+        &self,
+        id: troupe_wire::RequestId,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.inner.get(id).await
     }
 
-    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        self.inner.list()
+    async fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.inner.list().await
     }
 
-    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        self.inner.pending()
+    async fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        self.inner.pending().await
     }
 
-    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        self.inner.latest_plan_of(sender)
+    async fn latest_plan_of(
+        &self,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.inner.latest_plan_of(sender).await
     }
 
-    fn validate_request(
+    async fn validate_request(
         &self,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
-        self.inner.validate_request(message)
+        self.inner.validate_request(message).await
     }
 
-    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        self.inner.validate_response(message)
+    async fn validate_response(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
+        self.inner.validate_response(message).await
     }
 
-    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        let consumed = self.inner.consume_response(message)?;
+    async fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        let consumed = self.inner.consume_response(message).await?;
         report_consumed(self.events.as_ref(), message, &consumed);
         Ok(consumed)
     }
 
-    fn answer(
+    async fn answer(
         &self,
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
     ) -> Result<Delivery, ProtocolError> {
-        let delivery = self.inner.answer(response, deliver)?;
+        let delivery = self.inner.answer(response, deliver).await?;
         if !has_request_events(response.kind().request_kind()) {
             return Ok(delivery);
         }
@@ -244,18 +259,18 @@ impl ProtocolStore for ObservedProtocol {
         Ok(delivery)
     }
 
-    fn deliver_recorded_answers(
+    async fn deliver_recorded_answers(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
-        self.inner.deliver_recorded_answers(deliver)
+        self.inner.deliver_recorded_answers(deliver).await
     }
 
-    fn recorded_answer(
+    async fn recorded_answer(
         &self,
         id: troupe_wire::RequestId,
     ) -> Result<Option<ProtocolMessage>, ProtocolError> {
-        self.inner.recorded_answer(id)
+        self.inner.recorded_answer(id).await
     }
 }
 
@@ -291,14 +306,15 @@ impl ObservedResponseAck {
     }
 }
 
+#[async_trait::async_trait]
 impl ResponseAck for ObservedResponseAck {
-    fn consume_and_ack(
+    async fn consume_and_ack(
         &self,
         agent: &AgentName,
         message: &MailboxMessage,
         response: &ProtocolMessage,
     ) -> Result<(Consumed, AckOutcome), ResponseAckError> {
-        let (consumed, acked) = self.inner.consume_and_ack(agent, message, response)?;
+        let (consumed, acked) = self.inner.consume_and_ack(agent, message, response).await?;
         report_consumed(self.events.as_ref(), response, &consumed);
         if acked == AckOutcome::Acked {
             self.events.emit(

@@ -57,6 +57,7 @@ use crate::layout::Layout;
 use crate::store::durable;
 use crate::store::moves::rename_noreplace;
 use crate::store::IoError;
+use crate::sync::blocking;
 
 /// Mailboxes under `.troupe/mailboxes/<agent>/{ready,processing,done,quarantine}/`.
 pub struct FileMailboxStore {
@@ -309,8 +310,9 @@ impl FileMailboxStore {
     }
 }
 
-impl MailboxStore for FileMailboxStore {
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+// The port's operations, synchronous: the async port runs each in `sync::blocking`.
+impl FileMailboxStore {
+    fn send_sync(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let agent = message.recipient();
         let id = message.id();
         let bytes = message.to_json_bytes();
@@ -360,7 +362,7 @@ impl MailboxStore for FileMailboxStore {
         Ok(())
     }
 
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+    fn claim_sync(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
         let index = self.prepared(agent)?;
         let folders = self.folders(agent);
         // Held for the whole claim: claimers of one instance take turns (each claim is a rename
@@ -421,7 +423,11 @@ impl MailboxStore for FileMailboxStore {
         }
     }
 
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
+    fn ack_sync(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
         self.prepared(agent)?;
         let folders = self.folders(agent);
         let id = message.id();
@@ -469,7 +475,7 @@ impl MailboxStore for FileMailboxStore {
         }
     }
 
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+    fn release_sync(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
         let index = self.prepared(agent)?;
         let folders = self.folders(agent);
         let name = file_name_of(id);
@@ -496,7 +502,7 @@ impl MailboxStore for FileMailboxStore {
         self.index_added(agent, &folders, &index, OsStr::new(&name), before)
     }
 
-    fn quarantine(
+    fn quarantine_sync(
         &self,
         agent: &AgentName,
         id: MessageId,
@@ -517,7 +523,7 @@ impl MailboxStore for FileMailboxStore {
         })
     }
 
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+    fn recover_sync(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
         let index = self.prepared(agent)?;
         let folders = self.folders(agent);
         let mut index = lock(&index);
@@ -565,7 +571,7 @@ impl MailboxStore for FileMailboxStore {
         Ok(report)
     }
 
-    fn list(
+    fn list_sync(
         &self,
         agent: &AgentName,
         state: MailboxState,
@@ -616,7 +622,7 @@ impl MailboxStore for FileMailboxStore {
             .collect())
     }
 
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+    fn counts_sync(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
         let mut counts = MailboxCounts::default();
         for state in MailboxState::ALL {
             let n = match self.existing_folder(agent, state)? {
@@ -633,7 +639,7 @@ impl MailboxStore for FileMailboxStore {
         Ok(counts)
     }
 
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+    fn agents_sync(&self) -> Result<Vec<AgentName>, MailboxError> {
         if fs::symlink_metadata(&self.root).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(io_error(
                 "use folder",
@@ -658,5 +664,57 @@ impl MailboxStore for FileMailboxStore {
         }
         agents.sort();
         Ok(agents)
+    }
+}
+
+#[async_trait::async_trait]
+impl MailboxStore for FileMailboxStore {
+    async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+        blocking(|| self.send_sync(message))
+    }
+
+    async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        blocking(|| self.claim_sync(agent))
+    }
+
+    async fn ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
+        blocking(|| self.ack_sync(agent, message))
+    }
+
+    async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        blocking(|| self.release_sync(agent, id))
+    }
+
+    async fn quarantine(
+        &self,
+        agent: &AgentName,
+        id: MessageId,
+        reason: &str,
+    ) -> Result<QuarantineRecord, MailboxError> {
+        blocking(|| self.quarantine_sync(agent, id, reason))
+    }
+
+    async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        blocking(|| self.recover_sync(agent))
+    }
+
+    async fn list(
+        &self,
+        agent: &AgentName,
+        state: MailboxState,
+    ) -> Result<Vec<MailboxEntry>, MailboxError> {
+        blocking(|| self.list_sync(agent, state))
+    }
+
+    async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        blocking(|| self.counts_sync(agent))
+    }
+
+    async fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        blocking(|| self.agents_sync())
     }
 }

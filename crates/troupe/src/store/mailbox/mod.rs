@@ -174,23 +174,28 @@ impl ErrorCode for MailboxError {
 
 /// The mailbox port. Implementations are safe to share between threads, and several instances
 /// (in one process or many) may work on the same folders at once.
+#[async_trait::async_trait]
 pub trait MailboxStore: Send + Sync {
     /// Durably writes `message` into its recipient's `ready/`. Refuses a duplicate id.
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError>;
+    async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError>;
 
     /// Moves the oldest ready message of `agent` (by `created_at_utc`, then id) to `processing/`
     /// and returns it. Invalid files met on the way are quarantined, never returned, never
     /// blocking. `None` when nothing is ready.
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError>;
+    async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError>;
 
     /// Moves a claimed message processing → done. Idempotent (see [`AckOutcome`]).
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError>;
+    async fn ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError>;
 
     /// Moves a claimed message processing → ready.
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError>;
+    async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError>;
 
     /// Moves a message from processing (or ready) to quarantine, recording `reason`.
-    fn quarantine(
+    async fn quarantine(
         &self,
         agent: &AgentName,
         id: MessageId,
@@ -199,18 +204,18 @@ pub trait MailboxStore: Send + Sync {
 
     /// Moves everything in `processing/` back to `ready/`. Call only when no live process is
     /// working on the mailbox (the run lock guarantees it).
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError>;
+    async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError>;
 
     /// The messages in one folder, oldest first; quarantine also lists unparseable files.
-    fn list(
+    async fn list(
         &self,
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError>;
 
     /// File counts per folder.
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError>;
+    async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError>;
 
     /// The agents that have a mailbox folder, sorted.
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError>;
+    async fn agents(&self) -> Result<Vec<AgentName>, MailboxError>;
 }

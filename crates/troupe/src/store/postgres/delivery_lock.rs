@@ -86,9 +86,10 @@ impl DeliveryLock {
 
     /// Releases the lock now, so that whoever tries it next finds it free. If this fails the
     /// connection closes anyway, which releases it too.
-    pub(super) fn release(self) {
-        let store = self.store.clone();
-        let _ = store.block(async move {
+    pub(super) async fn release(self) {
+        let _ = self
+            .store
+            .bounded(async {
             self.client
                 .execute(
                     "SELECT pg_advisory_unlock($1, hashtext(current_schema() || '/' || $2 || '/' || $3))",
@@ -96,6 +97,7 @@ impl DeliveryLock {
                 )
                 .await
                 .map_err(|e| db_error("release an answer's delivery lock", e))
-        });
+        })
+            .await;
     }
 }

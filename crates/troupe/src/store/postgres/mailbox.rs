@@ -192,7 +192,8 @@ impl PgMailboxStore {
             return;
         }
         let store = self.store.clone();
-        let released = self.store.block(async move {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let release = async move {
             let work = async {
                 let client = store.client().await?;
                 client
@@ -211,6 +212,18 @@ impl PgMailboxStore {
             tokio::time::timeout(RELEASE_AHEAD_WAIT, work)
                 .await
                 .map_err(|_| BackendError::new("store_timeout", "gave up giving back claims"))?
+        };
+        // A drop cannot await: the release runs on the store's runtime, and the drop waits for
+        // it (bounded by `RELEASE_AHEAD_WAIT`).
+        let bounded = self.store.clone();
+        self.store.handle().spawn(async move {
+            let _ = tx.send(bounded.bounded(release).await);
+        });
+        let released = rx.recv().unwrap_or_else(|_| {
+            Err(BackendError::new(
+                "store_unavailable",
+                "the database runtime stopped",
+            ))
         });
         if let Err(e) = released {
             tracing::info!("{e}: their leases run out instead");
@@ -262,42 +275,45 @@ impl PgMailboxStore {
         self.churn.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn row(&self, agent: &AgentName, id: MessageId) -> Result<Option<Row>, MailboxError> {
-        let store = self.store.clone();
+    async fn row(&self, agent: &AgentName, id: MessageId) -> Result<Option<Row>, MailboxError> {
+        let store = &self.store;
         let agent = agent.as_str().to_owned();
         let id = id.as_uuid();
-        Ok(self.store.block(async move {
-            let client = store.client().await?;
-            let row = client
-                .query_opt(
-                    &client
-                        .prepare_cached(
-                            "SELECT state, body, fence FROM troupe_messages
+        Ok(self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let row = client
+                    .query_opt(
+                        &client
+                            .prepare_cached(
+                                "SELECT state, body, fence FROM troupe_messages
                       WHERE team = $1 AND agent = $2 AND id = $3
                      UNION ALL
                      SELECT state, body, NULL FROM troupe_messages_kept
                       WHERE team = $1 AND agent = $2 AND id = $3",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent, &id],
-                )
-                .await
-                .map_err(|e| db_error("read a message", e))?;
-            row.map(|r| {
-                Ok(Row {
-                    state: state_of(r.get(0))?,
-                    body: r.get(1),
-                    fence: r.get(2),
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent, &id],
+                    )
+                    .await
+                    .map_err(|e| db_error("read a message", e))?;
+                row.map(|r| {
+                    Ok(Row {
+                        state: state_of(r.get(0))?,
+                        body: r.get(1),
+                        fence: r.get(2),
+                    })
                 })
+                .transpose()
             })
-            .transpose()
-        })?)
+            .await?)
     }
 
     /// Why a fenced move found nothing to move: the row is someone else's now, or not there.
-    fn refusal(&self, agent: &AgentName, id: MessageId, held: Option<i64>) -> MailboxError {
-        match self.row(agent, id) {
+    async fn refusal(&self, agent: &AgentName, id: MessageId, held: Option<i64>) -> MailboxError {
+        match self.row(agent, id).await {
             Ok(Some(row)) if row.state == MailboxState::Processing && row.fence != held => {
                 MailboxError::LeaseLost {
                     agent: agent.clone(),
@@ -313,7 +329,7 @@ impl PgMailboxStore {
     }
 
     /// Moves a processing row this store holds to `to` (clearing the claim); whether it moved.
-    fn fenced_move(
+    async fn fenced_move(
         &self,
         agent: &AgentName,
         id: MessageId,
@@ -322,60 +338,63 @@ impl PgMailboxStore {
         reason: Option<(String, i64)>,
     ) -> Result<bool, MailboxError> {
         let HeldClaim { fence, created_ms } = held;
-        let store = self.store.clone();
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
         let uuid = id.as_uuid();
         let to = to.as_str();
-        Ok(self.store.block(async move {
-            let client = store.client().await?;
-            let (reason, at) = match reason {
-                Some((reason, at)) => (Some(reason), Some(at)),
-                None => (None, None),
-            };
-            let notify = store.channel();
-            let moved = if to == "ready" {
-                client
-                    .query(
-                        &client
-                            .prepare_cached(
-                                "WITH moved AS (
+        Ok(self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let (reason, at) = match reason {
+                    Some((reason, at)) => (Some(reason), Some(at)),
+                    None => (None, None),
+                };
+                let notify = store.channel();
+                let moved = if to == "ready" {
+                    client
+                        .query(
+                            &client
+                                .prepare_cached(
+                                    "WITH moved AS (
                              UPDATE troupe_messages
                                 SET state = 'ready', claimed_by = NULL, lease_until = NULL
                               WHERE team = $1 AND agent = $2 AND created_ms = $6 AND id = $3
                                 AND state = 'processing' AND fence = $4
                           RETURNING agent)
                          SELECT pg_notify($5, agent)::text FROM moved",
-                            )
-                            .await
-                            .map_err(|e| db_error("prepare a statement", e))?,
-                        &[&store.team(), &agent_s, &uuid, &fence, &notify, &created_ms],
-                    )
-                    .await
-            } else {
-                let from = (to == "quarantine").then_some("processing");
-                client
-                    .query(
-                        &client
-                            .prepare_cached(FINISH)
-                            .await
-                            .map_err(|e| db_error("prepare a statement", e))?,
-                        &[
-                            &store.team(),
-                            &agent_s,
-                            &uuid,
-                            &fence,
-                            &to,
-                            &from,
-                            &at,
-                            &reason,
-                            &created_ms,
-                        ],
-                    )
-                    .await
-            }
-            .map_err(|e| db_error("move a claimed message", e))?;
-            Ok(!moved.is_empty())
-        })?)
+                                )
+                                .await
+                                .map_err(|e| db_error("prepare a statement", e))?,
+                            &[&store.team(), &agent_s, &uuid, &fence, &notify, &created_ms],
+                        )
+                        .await
+                } else {
+                    let from = (to == "quarantine").then_some("processing");
+                    client
+                        .query(
+                            &client
+                                .prepare_cached(FINISH)
+                                .await
+                                .map_err(|e| db_error("prepare a statement", e))?,
+                            &[
+                                &store.team(),
+                                &agent_s,
+                                &uuid,
+                                &fence,
+                                &to,
+                                &from,
+                                &at,
+                                &reason,
+                                &created_ms,
+                            ],
+                        )
+                        .await
+                }
+                .map_err(|e| db_error("move a claimed message", e))?;
+                Ok(!moved.is_empty())
+            })
+            .await?)
     }
 }
 
@@ -446,7 +465,7 @@ fn file_name(id: Uuid) -> String {
 
 /// One attempt of each port operation; the port retries those safe to repeat.
 impl PgMailboxStore {
-    fn send_once(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+    async fn send_once(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let bytes = message.to_json_bytes();
         if bytes.len() as u64 > MAX_MESSAGE_BYTES {
             return Err(MailboxError::TooLarge {
@@ -456,17 +475,19 @@ impl PgMailboxStore {
             });
         }
         let body = String::from_utf8_lossy(&bytes).into_owned();
-        let store = self.store.clone();
+        let store = &self.store;
         let agent = message.recipient().as_str().to_owned();
         let id = message.id().as_uuid();
         let created = message.created_at_utc().unix_millis();
-        let inserted = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(
-                            "WITH ins AS (
+        let inserted = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                "WITH ins AS (
                          INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
                          SELECT $1, $2, $3, $4, 'ready', $5
                           WHERE NOT EXISTS (
@@ -475,27 +496,29 @@ impl PgMailboxStore {
                          ON CONFLICT DO NOTHING
                          RETURNING agent)
                      SELECT pg_notify($6, agent)::text FROM ins",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[
-                        &store.team(),
-                        &agent,
-                        &id,
-                        &created,
-                        &body,
-                        &store.channel(),
-                    ],
-                )
-                .await
-                .map_err(|e| db_error("send a message", e))?;
-            Ok(!rows.is_empty())
-        })?;
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[
+                            &store.team(),
+                            &agent,
+                            &id,
+                            &created,
+                            &body,
+                            &store.channel(),
+                        ],
+                    )
+                    .await
+                    .map_err(|e| db_error("send a message", e))?;
+                Ok(!rows.is_empty())
+            })
+            .await?;
         if inserted {
             return Ok(());
         }
         let state = self
-            .row(message.recipient(), message.id())?
+            .row(message.recipient(), message.id())
+            .await?
             .map_or(MailboxState::Ready, |r| r.state);
         Err(MailboxError::Duplicate {
             agent: message.recipient().clone(),
@@ -515,7 +538,7 @@ impl PgMailboxStore {
     /// caller stopped claiming) is dropped here and its lease runs out in the database, so
     /// another holder gets it — never this one, twice. With a zero lease nothing is claimed
     /// ahead.
-    fn next_row(
+    async fn next_row(
         &self,
         agent: &AgentName,
     ) -> Result<Option<(Uuid, String, HeldClaim)>, MailboxError> {
@@ -547,40 +570,43 @@ impl PgMailboxStore {
                 1
             }
         };
-        let store = self.store.clone();
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
         let holder = self.holder.clone();
         let lease = self.lease.as_secs_f64();
         let sent = (Instant::now(), self.clock.now());
-        let mut claimed = self.store.block(async move {
-            let client = store.claim_client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(
-                            // `troupe_claim` (migration 11): each claimed row updated by
-                            // its whole key, whatever the table's statistics.
-                            "SELECT created_ms, id, body, fence
+        let mut claimed = self
+            .store
+            .bounded(async move {
+                let client = store.claim_client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                // `troupe_claim` (migration 11): each claimed row updated by
+                                // its whole key, whatever the table's statistics.
+                                "SELECT created_ms, id, body, fence
                                FROM troupe_claim($1, $2, $3, $4, $5)",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent_s, &holder, &lease, &batch],
-                )
-                .await
-                .map_err(|e| db_error("claim a message", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (
-                        r.get::<_, i64>(0),
-                        r.get::<_, Uuid>(1),
-                        r.get::<_, String>(2),
-                        r.get::<_, i64>(3),
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent_s, &holder, &lease, &batch],
                     )
-                })
-                .collect::<Vec<_>>())
-        })?;
+                    .await
+                    .map_err(|e| db_error("claim a message", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.get::<_, i64>(0),
+                            r.get::<_, Uuid>(1),
+                            r.get::<_, String>(2),
+                            r.get::<_, i64>(3),
+                        )
+                    })
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         // RETURNING has no order: the oldest first, as the claim chose them.
         claimed.sort_by_key(|(created, id, _, _)| (*created, *id));
         let mut ahead = lock(&self.ahead);
@@ -603,9 +629,9 @@ impl PgMailboxStore {
         Ok(Some((uuid, body, HeldClaim { fence, created_ms })))
     }
 
-    fn claim_once(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+    async fn claim_once(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
         loop {
-            let Some((uuid, body, held)) = self.next_row(agent)? else {
+            let Some((uuid, body, held)) = self.next_row(agent).await? else {
                 return Ok(None);
             };
             let fence = held.fence;
@@ -617,17 +643,18 @@ impl PgMailboxStore {
                 Err(why) => {
                     // A row troupe did not write (or an older troupe did): never returned,
                     // never blocking the next claim.
-                    let store = self.store.clone();
+                    let store = &self.store;
                     let agent_s = agent.as_str().to_owned();
                     let at = self.clock.now().unix_millis();
                     let reason = format!("invalid message: {why}");
-                    self.store.block(async move {
-                        let client = store.client().await?;
-                        client
-                            .execute(
-                                &client
-                                    .prepare_cached(
-                                        "WITH moved AS (
+                    self.store
+                        .bounded(async move {
+                            let client = store.client().await?;
+                            client
+                                .execute(
+                                    &client
+                                        .prepare_cached(
+                                            "WITH moved AS (
                                      DELETE FROM troupe_messages
                                       WHERE team = $1 AND agent = $2 AND id = $3 AND fence = $4
                                   RETURNING team, agent, id, created_ms, body)
@@ -636,35 +663,39 @@ impl PgMailboxStore {
                                          quarantined_from, quarantined_ms, reason)
                                  SELECT team, agent, id, created_ms, 'quarantine', body,
                                         'ready', $5, $6 FROM moved",
-                                    )
-                                    .await
-                                    .map_err(|e| db_error("prepare a statement", e))?,
-                                &[&store.team(), &agent_s, &uuid, &fence, &at, &reason],
-                            )
-                            .await
-                            .map_err(|e| db_error("quarantine an invalid message", e))?;
-                        Ok(())
-                    })?;
+                                        )
+                                        .await
+                                        .map_err(|e| db_error("prepare a statement", e))?,
+                                    &[&store.team(), &agent_s, &uuid, &fence, &at, &reason],
+                                )
+                                .await
+                                .map_err(|e| db_error("quarantine an invalid message", e))?;
+                            Ok(())
+                        })
+                        .await?;
                     tracing::warn!(agent = %agent, id = %uuid, "quarantined an invalid message row");
                 }
             }
         }
     }
 
-    fn ack_once(
+    async fn ack_once(
         &self,
         agent: &AgentName,
         message: &MailboxMessage,
     ) -> Result<AckOutcome, MailboxError> {
         let id = message.id();
         if let Some(held) = self.claim_of(agent, id) {
-            if self.fenced_move(agent, id, held, MailboxState::Done, None)? {
+            if self
+                .fenced_move(agent, id, held, MailboxState::Done, None)
+                .await?
+            {
                 self.forget(agent, id);
                 return Ok(AckOutcome::Acked);
             }
         }
         let held = self.fence_of(agent, id);
-        match self.row(agent, id)? {
+        match self.row(agent, id).await? {
             Some(row) if row.state == MailboxState::Done => {
                 self.forget(agent, id);
                 if row.body.as_bytes() == message.to_json_bytes().as_slice() {
@@ -690,22 +721,25 @@ impl PgMailboxStore {
         }
     }
 
-    fn release_once(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+    async fn release_once(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
         let held = self.fence_of(agent, id);
         if let Some(claim) = self.claim_of(agent, id) {
-            if self.fenced_move(agent, id, claim, MailboxState::Ready, None)? {
+            if self
+                .fenced_move(agent, id, claim, MailboxState::Ready, None)
+                .await?
+            {
                 self.forget(agent, id);
                 return Ok(());
             }
         }
-        let refusal = self.refusal(agent, id, held);
+        let refusal = self.refusal(agent, id, held).await;
         if matches!(refusal, MailboxError::LeaseLost { .. }) {
             self.forget(agent, id);
         }
         Err(refusal)
     }
 
-    fn quarantine_once(
+    async fn quarantine_once(
         &self,
         agent: &AgentName,
         id: MessageId,
@@ -720,30 +754,35 @@ impl PgMailboxStore {
         };
         let held = self.fence_of(agent, id);
         if let Some(claim) = self.claim_of(agent, id) {
-            if self.fenced_move(
-                agent,
-                id,
-                claim,
-                MailboxState::Quarantine,
-                Some((reason.to_owned(), at.unix_millis())),
-            )? {
+            if self
+                .fenced_move(
+                    agent,
+                    id,
+                    claim,
+                    MailboxState::Quarantine,
+                    Some((reason.to_owned(), at.unix_millis())),
+                )
+                .await?
+            {
                 self.forget(agent, id);
                 return Ok(record(MailboxState::Processing));
             }
         }
         // A ready message (nobody holds it) may be quarantined by anyone.
-        let store = self.store.clone();
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
         let uuid = id.as_uuid();
         let why = reason.to_owned();
         let at_ms = at.unix_millis();
-        let moved = self.store.block(async move {
-            let client = store.client().await?;
-            let n = client
-                .execute(
-                    &client
-                        .prepare_cached(
-                            "WITH moved AS (
+        let moved = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let n = client
+                    .execute(
+                        &client
+                            .prepare_cached(
+                                "WITH moved AS (
                          DELETE FROM troupe_messages
                           WHERE team = $1 AND agent = $2 AND id = $3 AND state = 'ready'
                       RETURNING team, agent, id, created_ms, body)
@@ -752,50 +791,54 @@ impl PgMailboxStore {
                              quarantined_from, quarantined_ms, reason)
                      SELECT team, agent, id, created_ms, 'quarantine', body, 'ready', $4, $5
                        FROM moved",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent_s, &uuid, &at_ms, &why],
-                )
-                .await
-                .map_err(|e| db_error("quarantine a message", e))?;
-            Ok(n > 0)
-        })?;
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent_s, &uuid, &at_ms, &why],
+                    )
+                    .await
+                    .map_err(|e| db_error("quarantine a message", e))?;
+                Ok(n > 0)
+            })
+            .await?;
         if moved {
             return Ok(record(MailboxState::Ready));
         }
-        let refusal = self.refusal(agent, id, held);
+        let refusal = self.refusal(agent, id, held).await;
         if matches!(refusal, MailboxError::LeaseLost { .. }) {
             self.forget(agent, id);
         }
         Err(refusal)
     }
 
-    fn recover_once(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
-        let store = self.store.clone();
+    async fn recover_once(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
-        let released = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(
-                            "WITH released AS (
+        let released = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                "WITH released AS (
                          UPDATE troupe_messages
                             SET state = 'ready', claimed_by = NULL, lease_until = NULL
                           WHERE team = $1 AND agent = $2 AND state = 'processing'
                             AND lease_until < clock_timestamp()
                       RETURNING id, created_ms)
                      SELECT id, pg_notify($3, $2)::text FROM released ORDER BY created_ms, id",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent_s, &store.channel()],
-                )
-                .await
-                .map_err(|e| db_error("recover messages", e))?;
-            Ok(rows.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>())
-        })?;
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent_s, &store.channel()],
+                    )
+                    .await
+                    .map_err(|e| db_error("recover messages", e))?;
+                Ok(rows.iter().map(|r| r.get::<_, Uuid>(0)).collect::<Vec<_>>())
+            })
+            .await?;
         let mut report = RecoveryReport::default();
         for uuid in released {
             if let Ok(id) = MessageId::from_uuid(uuid) {
@@ -805,12 +848,12 @@ impl PgMailboxStore {
         Ok(report)
     }
 
-    fn list_once(
+    async fn list_once(
         &self,
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError> {
-        let store = self.store.clone();
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
         let state_s = state.as_str();
         let sql = match state {
@@ -825,29 +868,32 @@ impl PgMailboxStore {
                   ORDER BY created_ms, id"
             }
         };
-        let rows = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(sql)
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent_s, &state_s],
-                )
-                .await
-                .map_err(|e| db_error("list messages", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (
-                        r.get::<_, Uuid>(0),
-                        r.get::<_, String>(1),
-                        r.get::<_, Option<String>>(2),
+        let rows = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(sql)
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent_s, &state_s],
                     )
-                })
-                .collect::<Vec<_>>())
-        })?;
+                    .await
+                    .map_err(|e| db_error("list messages", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.get::<_, Uuid>(0),
+                            r.get::<_, String>(1),
+                            r.get::<_, Option<String>>(2),
+                        )
+                    })
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         let mut entries = Vec::with_capacity(rows.len());
         for (uuid, body, reason) in rows {
             match parse_body(agent, &body) {
@@ -869,32 +915,35 @@ impl PgMailboxStore {
         Ok(entries)
     }
 
-    fn counts_once(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
-        let store = self.store.clone();
+    async fn counts_once(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        let store = &self.store;
         let agent_s = agent.as_str().to_owned();
-        let rows = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(
-                            "SELECT state, count(*) FROM troupe_messages
+        let rows = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                "SELECT state, count(*) FROM troupe_messages
                       WHERE team = $1 AND agent = $2 GROUP BY state
                      UNION ALL
                      SELECT state, count(*) FROM troupe_messages_kept
                       WHERE team = $1 AND agent = $2 GROUP BY state",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team(), &agent_s],
-                )
-                .await
-                .map_err(|e| db_error("count messages", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
-                .collect::<Vec<_>>())
-        })?;
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team(), &agent_s],
+                    )
+                    .await
+                    .map_err(|e| db_error("count messages", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         let mut counts = MailboxCounts::default();
         for (state, n) in rows {
             let n = usize::try_from(n).unwrap_or(usize::MAX);
@@ -908,30 +957,33 @@ impl PgMailboxStore {
         Ok(counts)
     }
 
-    fn agents_once(&self) -> Result<Vec<AgentName>, MailboxError> {
-        let store = self.store.clone();
-        let names = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    &client
-                        .prepare_cached(
-                            "SELECT agent FROM troupe_messages WHERE team = $1
+    async fn agents_once(&self) -> Result<Vec<AgentName>, MailboxError> {
+        let store = &self.store;
+        let names = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        &client
+                            .prepare_cached(
+                                "SELECT agent FROM troupe_messages WHERE team = $1
                      UNION
                      SELECT agent FROM troupe_messages_kept WHERE team = $1
                      ORDER BY agent",
-                        )
-                        .await
-                        .map_err(|e| db_error("prepare a statement", e))?,
-                    &[&store.team()],
-                )
-                .await
-                .map_err(|e| db_error("list mailboxes", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect::<Vec<_>>())
-        })?;
+                            )
+                            .await
+                            .map_err(|e| db_error("prepare a statement", e))?,
+                        &[&store.team()],
+                    )
+                    .await
+                    .map_err(|e| db_error("list mailboxes", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         Ok(names
             .iter()
             .filter_map(|n| AgentName::parse(n).ok())
@@ -939,66 +991,77 @@ impl PgMailboxStore {
     }
 }
 
+#[async_trait::async_trait]
 impl MailboxStore for PgMailboxStore {
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+    async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let mut attempt = 0;
-        super::retrying(|| {
+        super::retrying_async(move || {
             attempt += 1;
-            match self.send_once(message) {
-                // The first attempt may have committed before its connection broke: the same
-                // message already there is this send's own.
-                Err(MailboxError::Duplicate { .. }) if attempt > 1 => {
-                    match self.row(message.recipient(), message.id())? {
-                        Some(row) if row.body.as_bytes() == message.to_json_bytes().as_slice() => {
-                            Ok(())
+            let attempt = attempt;
+            async move {
+                match self.send_once(message).await {
+                    // The first attempt may have committed before its connection broke: the
+                    // same message already there is this send's own.
+                    Err(MailboxError::Duplicate { .. }) if attempt > 1 => {
+                        match self.row(message.recipient(), message.id()).await? {
+                            Some(row)
+                                if row.body.as_bytes() == message.to_json_bytes().as_slice() =>
+                            {
+                                Ok(())
+                            }
+                            _ => self.send_once(message).await,
                         }
-                        _ => self.send_once(message),
                     }
+                    other => other,
                 }
-                other => other,
             }
         })
+        .await
     }
 
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
-        super::retrying(|| self.claim_once(agent))
+    async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        super::retrying_async(move || self.claim_once(agent)).await
     }
 
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
-        super::retrying(|| self.ack_once(agent, message))
+    async fn ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
+        super::retrying_async(move || self.ack_once(agent, message)).await
     }
 
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
-        self.release_once(agent, id)
+    async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.release_once(agent, id).await
     }
 
-    fn quarantine(
+    async fn quarantine(
         &self,
         agent: &AgentName,
         id: MessageId,
         reason: &str,
     ) -> Result<QuarantineRecord, MailboxError> {
-        self.quarantine_once(agent, id, reason)
+        self.quarantine_once(agent, id, reason).await
     }
 
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
-        super::retrying(|| self.recover_once(agent))
+    async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        super::retrying_async(move || self.recover_once(agent)).await
     }
 
-    fn list(
+    async fn list(
         &self,
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError> {
-        super::retrying(|| self.list_once(agent, state))
+        super::retrying_async(move || self.list_once(agent, state)).await
     }
 
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
-        super::retrying(|| self.counts_once(agent))
+    async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+        super::retrying_async(move || self.counts_once(agent)).await
     }
 
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
-        super::retrying(|| self.agents_once())
+    async fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        super::retrying_async(move || self.agents_once()).await
     }
 }
 

@@ -97,83 +97,96 @@ impl PgProtocolStore {
         Self { store, clock, ids }
     }
 
-    fn rows(
+    async fn rows(
         &self,
         sql: &'static str,
         sender: Option<String>,
     ) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        let store = self.store.clone();
-        let bodies = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = match &sender {
-                Some(sender) => client.query(sql, &[&store.team(), sender]).await,
-                None => client.query(sql, &[&store.team()]).await,
-            }
-            .map_err(|e| db_error("read protocol requests", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect::<Vec<_>>())
-        })?;
+        let store = &self.store;
+        let bodies = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = match &sender {
+                    Some(sender) => client.query(sql, &[&store.team(), sender]).await,
+                    None => client.query(sql, &[&store.team()]).await,
+                }
+                .map_err(|e| db_error("read protocol requests", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         bodies.iter().map(|b| decode(b)).collect()
     }
 
     /// The request `id` and its answer record, without a lock (reads see committed rows).
-    fn fetch(&self, id: RequestId) -> Result<Fetched, ProtocolError> {
-        let store = self.store.clone();
-        Ok(self.store.block(async move {
-            let client = store.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT r.body, a.body FROM troupe_requests r
+    async fn fetch(&self, id: RequestId) -> Result<Fetched, ProtocolError> {
+        let store = &self.store;
+        Ok(self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let row = client
+                    .query_opt(
+                        "SELECT r.body, a.body FROM troupe_requests r
                        LEFT JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
                       WHERE r.team = $1 AND r.id = $2",
-                    &[&store.team(), &id.as_uuid()],
-                )
-                .await
-                .map_err(|e| db_error("read a protocol request", e))?;
-            Ok(row.map(|r| (r.get(0), r.get(1))))
-        })?)
+                        &[&store.team(), &id.as_uuid()],
+                    )
+                    .await
+                    .map_err(|e| db_error("read a protocol request", e))?;
+                Ok(row.map(|r| (r.get(0), r.get(1))))
+            })
+            .await?)
     }
 
-    fn request(&self, id: RequestId) -> Result<ProtocolRequest, ProtocolError> {
-        match self.fetch(id)? {
+    async fn request(&self, id: RequestId) -> Result<ProtocolRequest, ProtocolError> {
+        match self.fetch(id).await? {
             Some((body, _)) => decode(&body),
             None => Err(ProtocolError::NotFound(id)),
         }
     }
 
-    fn deliver(deliver: Deliver<'_>, answer: &ProtocolMessage) -> Result<Delivery, ProtocolError> {
-        deliver(answer).map_err(|cause| ProtocolError::Undelivered {
-            id: answer.request_id(),
-            cause,
-        })
+    async fn deliver(
+        deliver: Deliver<'_>,
+        answer: &ProtocolMessage,
+    ) -> Result<Delivery, ProtocolError> {
+        deliver
+            .deliver(answer)
+            .await
+            .map_err(|cause| ProtocolError::Undelivered {
+                id: answer.request_id(),
+                cause,
+            })
     }
 
     /// Delivers `recorded` if its writer finished or is gone (its delivery lock is free), and
     /// says whether it was written now; `None` when the writer holds the lock, still delivering.
-    fn finish(
+    async fn finish(
         &self,
         deliver: Deliver<'_>,
         recorded: &ProtocolMessage,
     ) -> Result<Option<Delivery>, ProtocolError> {
-        let store = self.store.clone();
+        let store = &self.store;
         let id = recorded.request_id();
         let Some(lock) = self
             .store
-            .block(async move { DeliveryLock::try_take(&store, id).await })?
+            .bounded(DeliveryLock::try_take(store, id))
+            .await?
         else {
             return Ok(None);
         };
-        let delivered = Self::deliver(deliver, recorded);
-        lock.release();
+        let delivered = Self::deliver(deliver, recorded).await;
+        lock.release().await;
         delivered.map(Some)
     }
 
     /// Before refusing a second answer: finishes the recorded one's delivery if its writer is
     /// gone (a process that died between record and delivery), and says so.
-    fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
-        match self.finish(deliver, recorded) {
+    async fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
+        match self.finish(deliver, recorded).await {
             Ok(None | Some(Delivery::AlreadyThere)) => {}
             Ok(Some(Delivery::Sent)) => tracing::warn!(
                 request = %recorded.request_id(),
@@ -190,40 +203,42 @@ impl PgProtocolStore {
 
 /// One attempt of each port operation; the port retries those safe to repeat.
 impl PgProtocolStore {
-    fn create_once(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
-        let store = self.store.clone();
+    async fn create_once(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        let store = &self.store;
         let clock = self.clock.clone();
         let ids = self.ids.clone();
-        let created = self.store.block(async move {
-            let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-            // Read under the lock: two processes creating at once get times in lock order.
-            let now = clock.now();
-            let latest: Option<i64> = tx
-                .query_one(
-                    "SELECT max(created_ms) FROM troupe_requests WHERE team = $1",
-                    &[&store.team()],
-                )
-                .await
-                .map_err(|e| db_error("read the latest request", e))?
-                .get(0);
-            if let Some(latest) = latest {
-                if now.unix_millis() < latest {
-                    let latest = troupe_wire::UtcTime::from_unix_millis(latest)
-                        .map_err(|e| BackendError::new("store_corrupt", e.to_string()))?;
-                    return Ok(Err(ProtocolError::ClockBackwards { now, latest }));
+        let created = self
+            .store
+            .bounded(async move {
+                let mut client = store.client().await?;
+                let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
+                // Read under the lock: two processes creating at once get times in lock order.
+                let now = clock.now();
+                let latest: Option<i64> = tx
+                    .query_one(
+                        "SELECT max(created_ms) FROM troupe_requests WHERE team = $1",
+                        &[&store.team()],
+                    )
+                    .await
+                    .map_err(|e| db_error("read the latest request", e))?
+                    .get(0);
+                if let Some(latest) = latest {
+                    if now.unix_millis() < latest {
+                        let latest = troupe_wire::UtcTime::from_unix_millis(latest)
+                            .map_err(|e| BackendError::new("store_corrupt", e.to_string()))?;
+                        return Ok(Err(ProtocolError::ClockBackwards { now, latest }));
+                    }
                 }
-            }
-            let id = ids.request_id();
-            let request = match new_request(new, now, id) {
-                Ok(request) => request,
-                Err(e) => return Ok(Err(e)),
-            };
-            let body = match encode(&request) {
-                Ok(body) => body,
-                Err(e) => return Ok(Err(e)),
-            };
-            let inserted = tx
+                let id = ids.request_id();
+                let request = match new_request(new, now, id) {
+                    Ok(request) => request,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let body = match encode(&request) {
+                    Ok(body) => body,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let inserted = tx
                 .execute(
                     "INSERT INTO troupe_requests (team, id, created_ms, sender, kind, pending, body)
                      VALUES ($1, $2, $3, $4, $5, true, $6) ON CONFLICT DO NOTHING",
@@ -238,41 +253,48 @@ impl PgProtocolStore {
                 )
                 .await
                 .map_err(|e| db_error("register a protocol request", e))?;
-            if inserted == 0 {
-                return Ok(Err(ProtocolError::State {
-                    id,
-                    status: "registered".to_owned(),
-                    why: "the id generator returned an id that is already registered".to_owned(),
-                }));
-            }
-            tx.commit()
-                .await
-                .map_err(|e| db_error("commit a protocol request", e))?;
-            Ok(Ok(request))
-        })?;
+                if inserted == 0 {
+                    return Ok(Err(ProtocolError::State {
+                        id,
+                        status: "registered".to_owned(),
+                        why: "the id generator returned an id that is already registered"
+                            .to_owned(),
+                    }));
+                }
+                tx.commit()
+                    .await
+                    .map_err(|e| db_error("commit a protocol request", e))?;
+                Ok(Ok(request))
+            })
+            .await?;
         created
     }
 
-    fn get_once(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        self.fetch(id)?.map(|(body, _)| decode(&body)).transpose()
+    async fn get_once(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        self.fetch(id)
+            .await?
+            .map(|(body, _)| decode(&body))
+            .transpose()
     }
 
-    fn list_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+    async fn list_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         self.rows(
             "SELECT body FROM troupe_requests WHERE team = $1 ORDER BY created_ms, seq",
             None,
         )
+        .await
     }
 
-    fn pending_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+    async fn pending_once(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         self.rows(
             "SELECT body FROM troupe_requests WHERE team = $1 AND pending \
              ORDER BY created_ms, seq",
             None,
         )
+        .await
     }
 
-    fn latest_plan_of_once(
+    async fn latest_plan_of_once(
         &self,
         sender: &AgentName,
     ) -> Result<Option<ProtocolRequest>, ProtocolError> {
@@ -282,40 +304,49 @@ impl PgProtocolStore {
                   WHERE team = $1 AND sender = $2 AND kind = 'plan_approval'
                   ORDER BY created_ms DESC, seq DESC LIMIT 1",
                 Some(sender.as_str().to_owned()),
-            )?
+            )
+            .await?
             .pop()
             .filter(|r| r.kind() == RequestKind::PlanApproval))
     }
 
-    fn validate_request_once(
+    async fn validate_request_once(
         &self,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
-        let request = self.request(message.request_id())?;
+        let request = self.request(message.request_id()).await?;
         rules::check_request_message(&request, message, self.clock.now())?;
         Ok(request)
     }
 
-    fn validate_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        let request = self.request(message.request_id())?;
+    async fn validate_response_once(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
+        let request = self.request(message.request_id()).await?;
         rules::would_consume(request, message, self.clock.now())
     }
 
-    fn consume_response_once(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        let store = self.store.clone();
+    async fn consume_response_once(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
+        let store = &self.store;
         let now = self.clock.now();
         let message = message.clone();
-        self.store.block(async move {
-            let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-            let consumed = consume_in(&tx, &store, &message, now).await?;
-            if matches!(&consumed, Ok(c) if !c.replayed) {
-                tx.commit()
-                    .await
-                    .map_err(|e| db_error("commit a resolution", e))?;
-            }
-            Ok(consumed)
-        })?
+        self.store
+            .bounded(async move {
+                let mut client = store.client().await?;
+                let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
+                let consumed = consume_in(&tx, &store, &message, now).await?;
+                if matches!(&consumed, Ok(c) if !c.replayed) {
+                    tx.commit()
+                        .await
+                        .map_err(|e| db_error("commit a resolution", e))?;
+                }
+                Ok(consumed)
+            })
+            .await?
     }
 
     /// The clock of this store (a transaction that consumes decides at its time).
@@ -323,118 +354,124 @@ impl PgProtocolStore {
         self.clock.now()
     }
 
-    fn answer_once(
+    async fn answer_once(
         &self,
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
     ) -> Result<Delivery, ProtocolError> {
-        let store = self.store.clone();
+        let store = &self.store;
         let clock = self.clock.clone();
         let response_owned = response.clone();
-        let step = self.store.block(async move {
-            let response = response_owned;
-            let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-            let id = response.request_id();
-            let row = tx
-                .query_opt(
-                    "SELECT r.body, a.body FROM troupe_requests r
+        let step = self
+            .store
+            .bounded(async move {
+                let response = response_owned;
+                let mut client = store.client().await?;
+                let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
+                let id = response.request_id();
+                let row = tx
+                    .query_opt(
+                        "SELECT r.body, a.body FROM troupe_requests r
                        LEFT JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
                       WHERE r.team = $1 AND r.id = $2",
-                    &[&store.team(), &id.as_uuid()],
-                )
-                .await
-                .map_err(|e| db_error("read a protocol request", e))?;
-            let Some(row) = row else {
-                return Ok(AnswerStep::Refuse(ProtocolError::NotFound(id), None));
-            };
-            let request = match decode(&row.get::<_, String>(0)) {
-                Ok(request) => request,
-                Err(e) => return Ok(AnswerStep::Refuse(e, None)),
-            };
-            let recorded = match row
-                .get::<_, Option<String>>(1)
-                .map(|body| decode_answer(&request, &body))
-                .transpose()
-            {
-                Ok(recorded) => recorded,
-                Err(e) => return Ok(AnswerStep::Refuse(e, None)),
-            };
-            match rules::check_answer(&request, &response, recorded.as_ref(), clock.now()) {
-                Ok(AnswerCheck::New) => {
-                    // Held from before the record is visible until the delivery returned.
-                    let lock = DeliveryLock::take(&store, id).await?;
-                    let body = String::from_utf8_lossy(
-                        &MailboxMessage::Protocol(response.clone()).to_json_bytes(),
+                        &[&store.team(), &id.as_uuid()],
                     )
-                    .into_owned();
-                    tx.execute(
+                    .await
+                    .map_err(|e| db_error("read a protocol request", e))?;
+                let Some(row) = row else {
+                    return Ok(AnswerStep::Refuse(ProtocolError::NotFound(id), None));
+                };
+                let request = match decode(&row.get::<_, String>(0)) {
+                    Ok(request) => request,
+                    Err(e) => return Ok(AnswerStep::Refuse(e, None)),
+                };
+                let recorded = match row
+                    .get::<_, Option<String>>(1)
+                    .map(|body| decode_answer(&request, &body))
+                    .transpose()
+                {
+                    Ok(recorded) => recorded,
+                    Err(e) => return Ok(AnswerStep::Refuse(e, None)),
+                };
+                match rules::check_answer(&request, &response, recorded.as_ref(), clock.now()) {
+                    Ok(AnswerCheck::New) => {
+                        // Held from before the record is visible until the delivery returned.
+                        let lock = DeliveryLock::take(&store, id).await?;
+                        let body = String::from_utf8_lossy(
+                            &MailboxMessage::Protocol(response.clone()).to_json_bytes(),
+                        )
+                        .into_owned();
+                        tx.execute(
                         "INSERT INTO troupe_answers (team, request_id, body) VALUES ($1, $2, $3)",
                         &[&store.team(), &id.as_uuid(), &body],
                     )
                     .await
                     .map_err(|e| db_error("record an answer", e))?;
-                    tx.commit()
-                        .await
-                        .map_err(|e| db_error("commit an answer", e))?;
-                    Ok(AnswerStep::Deliver(response, Some(lock)))
+                        tx.commit()
+                            .await
+                            .map_err(|e| db_error("commit an answer", e))?;
+                        Ok(AnswerStep::Deliver(response, Some(lock)))
+                    }
+                    // The recorded message itself again: its own sender retrying, idempotent.
+                    Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver(response, None)),
+                    Err(refused) => {
+                        let finish = match &refused {
+                            ProtocolError::Answered { .. } => recorded,
+                            _ => None,
+                        };
+                        Ok(AnswerStep::Refuse(refused, finish))
+                    }
                 }
-                // The recorded message itself again: its own sender retrying, idempotent.
-                Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver(response, None)),
-                Err(refused) => {
-                    let finish = match &refused {
-                        ProtocolError::Answered { .. } => recorded,
-                        _ => None,
-                    };
-                    Ok(AnswerStep::Refuse(refused, finish))
-                }
-            }
-        })?;
+            })
+            .await?;
         match step {
             AnswerStep::Deliver(message, lock) => {
-                let delivered = Self::deliver(deliver, &message);
+                let delivered = Self::deliver(deliver, &message).await;
                 if let Some(lock) = lock {
-                    lock.release();
+                    lock.release().await;
                 }
                 delivered
             }
             AnswerStep::Refuse(refused, recorded) => {
                 if let Some(recorded) = recorded {
-                    self.finish_recorded(deliver, &recorded);
+                    self.finish_recorded(deliver, &recorded).await;
                 }
                 Err(refused)
             }
         }
     }
 
-    fn deliver_recorded_answers_once(
+    async fn deliver_recorded_answers_once(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
-        let store = self.store.clone();
-        let rows = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "SELECT r.body, a.body FROM troupe_requests r
+        let store = &self.store;
+        let rows = self
+            .store
+            .bounded(async move {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT r.body, a.body FROM troupe_requests r
                        JOIN troupe_answers a ON a.team = r.team AND a.request_id = r.id
                       WHERE r.team = $1 AND r.pending
                       ORDER BY r.created_ms, r.seq",
-                    &[&store.team()],
-                )
-                .await
-                .map_err(|e| db_error("read recorded answers", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-                .collect::<Vec<_>>())
-        })?;
+                        &[&store.team()],
+                    )
+                    .await
+                    .map_err(|e| db_error("read recorded answers", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         let mut delivered = Vec::new();
         for (request, answer) in rows {
             let request = decode(&request)?;
             let answer = decode_answer(&request, &answer)?;
             // A writer still delivering its answer is left to finish it.
-            if self.finish(deliver, &answer)? == Some(Delivery::Sent) {
+            if self.finish(deliver, &answer).await? == Some(Delivery::Sent) {
                 delivered.push(answer);
             }
         }
@@ -461,63 +498,73 @@ fn new_request(
     )?)
 }
 
+#[async_trait::async_trait]
 impl ProtocolStore for PgProtocolStore {
     /// Not repeated after a broken connection: a first attempt that committed would leave a
     /// second request registered.
-    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
-        self.create_once(new)
+    async fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        self.create_once(new).await
     }
 
-    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        super::retrying(|| self.get_once(id))
+    async fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        super::retrying_async(move || self.get_once(id)).await
     }
 
-    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        super::retrying(|| self.list_once())
+    async fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        super::retrying_async(move || self.list_once()).await
     }
 
-    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        super::retrying(|| self.pending_once())
+    async fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        super::retrying_async(move || self.pending_once()).await
     }
 
-    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        super::retrying(|| self.latest_plan_of_once(sender))
+    async fn latest_plan_of(
+        &self,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        super::retrying_async(move || self.latest_plan_of_once(sender)).await
     }
 
-    fn validate_request(
+    async fn validate_request(
         &self,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
-        super::retrying(|| self.validate_request_once(message))
+        super::retrying_async(move || self.validate_request_once(message)).await
     }
 
-    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        super::retrying(|| self.validate_response_once(message))
+    async fn validate_response(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
+        super::retrying_async(move || self.validate_response_once(message)).await
     }
 
     /// Repeated after a broken connection: a first attempt that committed makes the repeat a
     /// replay of the same message (the stored result, nothing changed).
-    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        super::retrying(|| self.consume_response_once(message))
+    async fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        super::retrying_async(move || self.consume_response_once(message)).await
     }
 
-    fn answer(
+    async fn answer(
         &self,
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
     ) -> Result<Delivery, ProtocolError> {
-        super::retrying(|| self.answer_once(response, deliver))
+        super::retrying_async(move || self.answer_once(response, deliver)).await
     }
 
-    fn deliver_recorded_answers(
+    async fn deliver_recorded_answers(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
-        super::retrying(|| self.deliver_recorded_answers_once(deliver))
+        super::retrying_async(move || self.deliver_recorded_answers_once(deliver)).await
     }
 
-    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError> {
-        let fetched = super::retrying(|| self.fetch(id))?;
+    async fn recorded_answer(
+        &self,
+        id: RequestId,
+    ) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        let fetched = super::retrying_async(move || self.fetch(id)).await?;
         let Some((body, answer)) = fetched else {
             return Err(ProtocolError::NotFound(id));
         };

@@ -54,67 +54,72 @@ impl PgResponseAck {
         }
     }
 
-    fn in_one_transaction(
+    async fn in_one_transaction(
         &self,
         agent: &AgentName,
         response: &ProtocolMessage,
         held: HeldClaim,
     ) -> Result<Step, BackendError> {
         let HeldClaim { fence, created_ms } = held;
-        let store = self.store.clone();
+        let store = &self.store;
         let now = self.protocol.now();
         let response = response.clone();
         let agent = agent.as_str().to_owned();
         let id = response.id().as_uuid();
-        self.store.block(async move {
-            let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-            let consumed = match consume_in(&tx, &store, &response, now).await? {
-                Ok(consumed) => consumed,
-                Err(refusal) => return Ok(Step::Refused(refusal)),
-            };
-            let moved = tx
-                .query(
-                    FINISH,
-                    &[
-                        &store.team(),
-                        &agent,
-                        &id,
-                        &fence,
-                        &"done",
-                        &None::<&str>,
-                        &None::<i64>,
-                        &None::<String>,
-                        &created_ms,
-                    ],
-                )
-                .await
-                .map_err(|e| db_error("ack a consumed response", e))?;
-            if moved.is_empty() {
-                return Ok(Step::NotHeld);
-            }
-            tx.commit().await.map_err(|e| {
-                // The commit's outcome is unknown: a retry would take the ordinary path,
-                // which reports what happened; not repeated here.
-                let mut error = db_error("commit a consumed response and its ack", e);
-                error.connection_lost = false;
-                error
-            })?;
-            Ok(Step::Done(consumed))
-        })
+        self.store
+            .bounded(async move {
+                let mut client = store.client().await?;
+                let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
+                let consumed = match consume_in(&tx, &store, &response, now).await? {
+                    Ok(consumed) => consumed,
+                    Err(refusal) => return Ok(Step::Refused(refusal)),
+                };
+                let moved = tx
+                    .query(
+                        FINISH,
+                        &[
+                            &store.team(),
+                            &agent,
+                            &id,
+                            &fence,
+                            &"done",
+                            &None::<&str>,
+                            &None::<i64>,
+                            &None::<String>,
+                            &created_ms,
+                        ],
+                    )
+                    .await
+                    .map_err(|e| db_error("ack a consumed response", e))?;
+                if moved.is_empty() {
+                    return Ok(Step::NotHeld);
+                }
+                tx.commit().await.map_err(|e| {
+                    // The commit's outcome is unknown: a retry would take the ordinary path,
+                    // which reports what happened; not repeated here.
+                    let mut error = db_error("commit a consumed response and its ack", e);
+                    error.connection_lost = false;
+                    error
+                })?;
+                Ok(Step::Done(consumed))
+            })
+            .await
     }
 }
 
+#[async_trait::async_trait]
 impl ResponseAck for PgResponseAck {
-    fn consume_and_ack(
+    async fn consume_and_ack(
         &self,
         agent: &AgentName,
         message: &MailboxMessage,
         response: &ProtocolMessage,
     ) -> Result<(Consumed, AckOutcome), ResponseAckError> {
         if let Some(held) = self.mailbox.claim_of(agent, message.id()) {
-            let step = super::retrying(|| self.in_one_transaction(agent, response, held))
-                .map_err(|e| ResponseAckError::Ack(MailboxError::Backend(e)))?;
+            let step =
+                super::retrying_async(move || self.in_one_transaction(agent, response, held))
+                    .await
+                    .map_err(|e| ResponseAckError::Ack(MailboxError::Backend(e)))?;
             match step {
                 Step::Done(consumed) => {
                     self.mailbox.forget(agent, message.id());
@@ -128,10 +133,12 @@ impl ResponseAck for PgResponseAck {
         let acked = self
             .mailbox
             .ack(agent, message)
+            .await
             .map_err(ResponseAckError::Ack)?;
         let consumed = self
             .protocol
             .consume_response(response)
+            .await
             .map_err(ResponseAckError::Consume)?;
         Ok((consumed, acked))
     }

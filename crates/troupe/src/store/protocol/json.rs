@@ -1,19 +1,23 @@
 //! `JsonProtocolStore`: the [`ProtocolStore`] port on `state.json` + `archive.jsonl`.
 //!
-//! Every operation, reads included, runs under this instance's mutex and then the cross-process
-//! lock on `.protocol.lock`, and starts by re-reading both files (see [`Cache::refresh`]): the
+//! Every operation, reads included, runs under this instance's (async) mutex and then the
+//! cross-process lock on `.protocol.lock`, and starts by re-reading both files (see [`Cache::refresh`]): the
 //! files are the truth, the in-memory copies only save re-parsing. Of the archive only an index
 //! is in memory; archived requests are read back from their lines, under the same locks. Writes validate the new
 //! snapshot, then replace `state.json` atomically through the [`ProtocolFiles`] seam; the cache
 //! is updated only after the write succeeded, so a failed write leaves the old bytes *and* the
 //! old state.
 //!
-//! `answer` is the one operation that writes outside the protocol folder: it calls the caller's
+//! The port is async; the disk work (the file lock, reads, writes) runs in `sync::blocking`.
+//!
+//! `answer` is the one operation that writes outside the protocol folder: it awaits the caller's
 //! `deliver` (a mailbox send) while holding both locks, so that "no answer yet" and the sending
 //! are one step for every thread and process. Lock order is always protocol lock → mailbox,
 //! never the reverse: no mailbox operation calls into this store.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, MutexGuard};
 
 use troupe_wire::{
     AgentName, ProtocolMessage, ProtocolRequest, ProtocolSnapshot, RequestId, RequestKind, UtcTime,
@@ -32,6 +36,7 @@ use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::durable;
 use crate::store::lock::{lock_exclusive, LockGuard};
+use crate::sync::blocking;
 
 pub struct JsonProtocolStore {
     /// Where `state.json`, `archive.jsonl` and `.protocol.lock` live.
@@ -44,8 +49,42 @@ pub struct JsonProtocolStore {
     files: Arc<dyn ProtocolFiles>,
     /// `answers/`: the one answer sent to each request (read and written under the locks).
     answers: AnswerRecords,
-    /// Serialises this instance's threads and keeps the last good read of both files.
-    cache: Mutex<Cache>,
+    /// Serialises this instance's threads and tasks and keeps the last good read of both files.
+    /// Async, because `answer` holds it while it awaits the delivery.
+    cache: Mutex<Held>,
+}
+
+/// The cache, and whether an operation panicked while holding it (the async mutex does not
+/// poison itself).
+#[derive(Debug)]
+struct Held {
+    cache: Cache,
+    poisoned: bool,
+}
+
+/// Both locks, held until this drops: the instance's mutex, then `.protocol.lock`.
+struct Session<'a> {
+    held: MutexGuard<'a, Held>,
+    _lock: LockGuard,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.held.poisoned = true;
+        }
+    }
+}
+
+/// What `answer` does once its checks ran under the locks.
+enum AnswerStep {
+    /// Deliver the response (its answer is recorded).
+    Deliver,
+    /// Refuse, after making sure the recorded answer (if any) reached its mailbox.
+    Refuse {
+        finish: Option<ProtocolMessage>,
+        refused: ProtocolError,
+    },
 }
 
 impl std::fmt::Debug for JsonProtocolStore {
@@ -146,35 +185,42 @@ impl JsonProtocolStore {
         files: Arc<dyn ProtocolFiles>,
     ) -> Result<Self, ProtocolError> {
         durable::ensure_real_dir(&layout.protocol_dir())?;
-        let store = Self {
+        let mut store = Self {
             layout: layout.clone(),
             clock,
             ids,
             files,
             answers: AnswerRecords::new(layout.protocol_answers_dir()),
-            cache: Mutex::new(Cache {
-                state: StateFile::new(layout.protocol_state()),
-                archive: ArchiveIndex::new(layout.protocol_archive()),
+            cache: Mutex::new(Held {
+                cache: Cache {
+                    state: StateFile::new(layout.protocol_state()),
+                    archive: ArchiveIndex::new(layout.protocol_archive()),
+                },
+                poisoned: false,
             }),
         };
-        drop(store.session()?);
+        // Nobody else has the store yet: its mutex is not needed.
+        let _lock = lock_exclusive(&store.layout.protocol_lock())?;
+        store.cache.get_mut().cache.refresh()?;
         Ok(store)
     }
 
     /// Takes the mutex, then the file lock, then re-reads the files. Both locks are held until
-    /// the returned guards drop.
-    fn session(&self) -> Result<(MutexGuard<'_, Cache>, LockGuard), ProtocolError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|poisoned| {
+    /// the returned session drops.
+    async fn session(&self) -> Result<Session<'_>, ProtocolError> {
+        let mut held = self.cache.lock().await;
+        if held.poisoned {
             // A panic mid-operation may have left the cache half-updated; the files are the
             // truth, so forget the cache and read them again.
-            let mut cache = poisoned.into_inner();
-            cache.reset();
-            cache
-        });
-        self.cache.clear_poison();
-        let lock = lock_exclusive(&self.layout.protocol_lock())?;
-        cache.refresh()?;
-        Ok((cache, lock))
+            held.cache.reset();
+            held.poisoned = false;
+        }
+        let mut session = blocking(|| -> Result<_, ProtocolError> {
+            let lock = lock_exclusive(&self.layout.protocol_lock())?;
+            Ok(Session { held, _lock: lock })
+        })?;
+        blocking(|| session.held.cache.refresh())?;
+        Ok(session)
     }
 
     /// Writes `next` as the new `state.json`, compacting when due. Called under both locks,
@@ -229,21 +275,24 @@ impl JsonProtocolStore {
     }
 
     /// Calls `deliver`, turning its failure into `Undelivered` (the answer stays recorded).
-    fn deliver(
+    async fn deliver(
         &self,
         deliver: Deliver<'_>,
         answer: &ProtocolMessage,
     ) -> Result<Delivery, ProtocolError> {
-        deliver(answer).map_err(|cause| ProtocolError::Undelivered {
-            id: answer.request_id(),
-            cause,
-        })
+        deliver
+            .deliver(answer)
+            .await
+            .map_err(|cause| ProtocolError::Undelivered {
+                id: answer.request_id(),
+                cause,
+            })
     }
 
     /// Before refusing a second answer: makes sure the recorded one reached its mailbox (a
     /// process that died between record and delivery left it undelivered).
-    fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
-        match deliver(recorded) {
+    async fn finish_recorded(&self, deliver: Deliver<'_>, recorded: &ProtocolMessage) {
+        match deliver.deliver(recorded).await {
             Ok(Delivery::AlreadyThere) => {}
             Ok(Delivery::Sent) => tracing::warn!(
                 request = %recorded.request_id(),
@@ -280,9 +329,13 @@ impl JsonProtocolStore {
     }
 }
 
-impl ProtocolStore for JsonProtocolStore {
-    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
-        let (mut cache, _lock) = self.session()?;
+// The port's operations, synchronous, under both locks (`cache` is the session's).
+impl JsonProtocolStore {
+    fn create_locked(
+        &self,
+        cache: &mut Cache,
+        new: NewRequest,
+    ) -> Result<ProtocolRequest, ProtocolError> {
         // Read under the lock: two processes creating at once get times in lock order.
         let now = self.clock.now();
         if let Some(latest) = cache.latest_created() {
@@ -301,17 +354,19 @@ impl ProtocolStore for JsonProtocolStore {
         let request = self.new_request(new, now, id)?;
         let mut next = cache.state.requests().to_vec();
         next.push(request.clone());
-        self.commit(&mut cache, next)?;
+        self.commit(cache, next)?;
         Ok(request)
     }
 
-    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    fn get_locked(
+        &self,
+        cache: &Cache,
+        id: RequestId,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
         Ok(cache.find(id)?.map(|(_, r)| r))
     }
 
-    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    fn list_locked(&self, cache: &Cache) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         let state = cache.state.requests();
         Ok(compaction::merged_in_creation_order(
             cache.archive.read_all()?,
@@ -320,8 +375,7 @@ impl ProtocolStore for JsonProtocolStore {
         ))
     }
 
-    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    fn pending_locked(&self, cache: &Cache) -> Result<Vec<ProtocolRequest>, ProtocolError> {
         // Pending requests are never archived: state.json holds all of them.
         Ok(cache
             .state
@@ -332,8 +386,11 @@ impl ProtocolStore for JsonProtocolStore {
             .collect())
     }
 
-    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    fn latest_plan_of_locked(
+        &self,
+        cache: &Cache,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
         // Each sender's latest plan is never archived, so state.json's array order decides.
         Ok(cache
             .state
@@ -344,24 +401,30 @@ impl ProtocolStore for JsonProtocolStore {
             .cloned())
     }
 
-    fn validate_request(
+    fn validate_request_locked(
         &self,
+        cache: &Cache,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
-        let (cache, _lock) = self.session()?;
         let (_, request) = cache.get(message.request_id())?;
         rules::check_request_message(&request, message, self.clock.now())?;
         Ok(request)
     }
 
-    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    fn validate_response_locked(
+        &self,
+        cache: &Cache,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
         let (_, request) = cache.get(message.request_id())?;
         rules::would_consume(request, message, self.clock.now())
     }
 
-    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        let (mut cache, _lock) = self.session()?;
+    fn consume_response_locked(
+        &self,
+        cache: &mut Cache,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
         let (found, request) = cache.get(message.request_id())?;
         match rules::decide_response(&request, message, self.clock.now())? {
             Decision::Replay => Ok(Consumed {
@@ -379,7 +442,7 @@ impl ProtocolStore for JsonProtocolStore {
                 if let Some(slot) = next.get_mut(index) {
                     *slot = resolved.clone();
                 }
-                self.commit(&mut cache, next)?;
+                self.commit(cache, next)?;
                 Ok(Consumed {
                     request: resolved,
                     replayed: false,
@@ -388,54 +451,143 @@ impl ProtocolStore for JsonProtocolStore {
         }
     }
 
-    fn answer(
+    /// `answer`'s checks and its record, under the locks: what to deliver, if anything.
+    fn answer_step(
         &self,
+        cache: &Cache,
         response: &ProtocolMessage,
-        deliver: Deliver<'_>,
-    ) -> Result<Delivery, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+    ) -> Result<AnswerStep, ProtocolError> {
         let (_, request) = cache.get(response.request_id())?;
         let recorded = self.answers.read(&request)?;
         match rules::check_answer(&request, response, recorded.as_ref(), self.clock.now()) {
             Ok(AnswerCheck::New) => {
                 if self.answers.create(self.files.as_ref(), response)? {
-                    return self.deliver(deliver, response);
+                    return Ok(AnswerStep::Deliver);
                 }
                 // A record appeared without the lock (not troupe's doing): it is the answer.
                 let now = self.clock.now();
-                Err(match self.answers.read(&request)? {
-                    Some(recorded) => {
-                        self.finish_recorded(deliver, &recorded);
-                        rules::answered_by(&request, &recorded)
-                    }
-                    None => ProtocolError::State {
-                        id: request.id(),
-                        status: request.status_at(now).as_str().to_owned(),
-                        why: "its answer record changed while this answer was being recorded"
-                            .to_owned(),
+                Ok(match self.answers.read(&request)? {
+                    Some(recorded) => AnswerStep::Refuse {
+                        refused: rules::answered_by(&request, &recorded),
+                        finish: Some(recorded),
+                    },
+                    None => AnswerStep::Refuse {
+                        finish: None,
+                        refused: ProtocolError::State {
+                            id: request.id(),
+                            status: request.status_at(now).as_str().to_owned(),
+                            why: "its answer record changed while this answer was being recorded"
+                                .to_owned(),
+                        },
                     },
                 })
             }
-            Ok(AnswerCheck::Again) => self.deliver(deliver, response),
-            Err(refused) => {
-                if let (ProtocolError::Answered { .. }, Some(recorded)) = (&refused, &recorded) {
-                    self.finish_recorded(deliver, recorded);
+            Ok(AnswerCheck::Again) => Ok(AnswerStep::Deliver),
+            Err(refused) => Ok(AnswerStep::Refuse {
+                finish: match (&refused, recorded) {
+                    (ProtocolError::Answered { .. }, Some(recorded)) => Some(recorded),
+                    _ => None,
+                },
+                refused,
+            }),
+        }
+    }
+
+    fn recorded_answer_locked(
+        &self,
+        cache: &Cache,
+        id: RequestId,
+    ) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        let Some((_, request)) = cache.find(id)? else {
+            return Err(ProtocolError::NotFound(id));
+        };
+        self.answers.read(&request)
+    }
+}
+
+#[async_trait::async_trait]
+impl ProtocolStore for JsonProtocolStore {
+    async fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError> {
+        let mut session = self.session().await?;
+        blocking(|| self.create_locked(&mut session.held.cache, new))
+    }
+
+    async fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.get_locked(&session.held.cache, id))
+    }
+
+    async fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.list_locked(&session.held.cache))
+    }
+
+    async fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.pending_locked(&session.held.cache))
+    }
+
+    async fn latest_plan_of(
+        &self,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.latest_plan_of_locked(&session.held.cache, sender))
+    }
+
+    async fn validate_request(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<ProtocolRequest, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.validate_request_locked(&session.held.cache, message))
+    }
+
+    async fn validate_response(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<Consumed, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.validate_response_locked(&session.held.cache, message))
+    }
+
+    async fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
+        let mut session = self.session().await?;
+        blocking(|| self.consume_response_locked(&mut session.held.cache, message))
+    }
+
+    async fn answer(
+        &self,
+        response: &ProtocolMessage,
+        deliver: Deliver<'_>,
+    ) -> Result<Delivery, ProtocolError> {
+        // Both locks stay held until the delivery returned.
+        let session = self.session().await?;
+        match blocking(|| self.answer_step(&session.held.cache, response))? {
+            AnswerStep::Deliver => self.deliver(deliver, response).await,
+            AnswerStep::Refuse { finish, refused } => {
+                if let Some(recorded) = finish {
+                    self.finish_recorded(deliver, &recorded).await;
                 }
                 Err(refused)
             }
         }
     }
 
-    fn deliver_recorded_answers(
+    async fn deliver_recorded_answers(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
+        let session = self.session().await?;
         let mut delivered = Vec::new();
         // Pending requests are never archived: state.json holds all of them.
-        for request in cache.state.requests().iter().filter(|r| r.is_pending()) {
-            if let Some(answer) = self.answers.read(request)? {
-                if self.deliver(deliver, &answer)? == Delivery::Sent {
+        let pending: Vec<ProtocolRequest> = (session.held.cache.state.requests().iter())
+            .filter(|r| r.is_pending())
+            .cloned()
+            .collect();
+        for request in &pending {
+            if let Some(answer) = blocking(|| self.answers.read(request))? {
+                if self.deliver(deliver, &answer).await? == Delivery::Sent {
                     delivered.push(answer);
                 }
             }
@@ -443,11 +595,11 @@ impl ProtocolStore for JsonProtocolStore {
         Ok(delivered)
     }
 
-    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError> {
-        let (cache, _lock) = self.session()?;
-        let Some((_, request)) = cache.find(id)? else {
-            return Err(ProtocolError::NotFound(id));
-        };
-        self.answers.read(&request)
+    async fn recorded_answer(
+        &self,
+        id: RequestId,
+    ) -> Result<Option<ProtocolMessage>, ProtocolError> {
+        let session = self.session().await?;
+        blocking(|| self.recorded_answer_locked(&session.held.cache, id))
     }
 }

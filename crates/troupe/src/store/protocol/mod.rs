@@ -190,36 +190,62 @@ pub enum Delivery {
 
 /// Writes an answer's message into its recipient's mailbox (only that: it runs under the
 /// store's locks, so it must not call back into the store). The error is the cause, in words.
-pub type Deliver<'a> = &'a (dyn Fn(&ProtocolMessage) -> Result<Delivery, String> + 'a);
+///
+/// Asynchronous, like the mailbox it writes to. A plain closure
+/// `Fn(&ProtocolMessage) -> Result<Delivery, String>` is one too.
+#[async_trait::async_trait]
+pub trait DeliverAnswer: Send + Sync {
+    async fn deliver(&self, answer: &ProtocolMessage) -> Result<Delivery, String>;
+}
+
+#[async_trait::async_trait]
+impl<F> DeliverAnswer for F
+where
+    F: Fn(&ProtocolMessage) -> Result<Delivery, String> + Send + Sync,
+{
+    async fn deliver(&self, answer: &ProtocolMessage) -> Result<Delivery, String> {
+        self(answer)
+    }
+}
+
+/// How the store is handed the delivery of an answer.
+pub type Deliver<'a> = &'a (dyn DeliverAnswer + 'a);
 
 /// The protocol store port.
+#[async_trait::async_trait]
 pub trait ProtocolStore: Send + Sync {
     /// Registers a pending request. Fails with `ClockBackwards` if the clock is earlier than
     /// the latest existing request's creation time.
-    fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError>;
+    async fn create(&self, new: NewRequest) -> Result<ProtocolRequest, ProtocolError>;
 
-    fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError>;
+    async fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError>;
 
     /// Every request ever registered (pending and resolved), in creation order.
-    fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
+    async fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
 
     /// Requests whose stored status is pending (expired ones included), in creation order.
-    fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
+    async fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError>;
 
     /// The last plan_approval request `sender` created, by creation order.
-    fn latest_plan_of(&self, sender: &AgentName) -> Result<Option<ProtocolRequest>, ProtocolError>;
+    async fn latest_plan_of(
+        &self,
+        sender: &AgentName,
+    ) -> Result<Option<ProtocolRequest>, ProtocolError>;
 
     /// Checks that a `*_request` message matches a registered pending, unexpired request
     /// (same id, kind, sender, target). Read-only.
-    fn validate_request(&self, message: &ProtocolMessage)
-        -> Result<ProtocolRequest, ProtocolError>;
+    async fn validate_request(
+        &self,
+        message: &ProtocolMessage,
+    ) -> Result<ProtocolRequest, ProtocolError>;
 
     /// Checks that a `*_response` message would be consumed (or is a replay of the message that
     /// was). Read-only.
-    fn validate_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
+    async fn validate_response(&self, message: &ProtocolMessage)
+        -> Result<Consumed, ProtocolError>;
 
     /// Applies a response exactly once (see SPEC §5 for every condition).
-    fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
+    async fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError>;
 
     /// Sends `response` as the one answer to its request (SPEC §6, "Answers are single"), under
     /// the store's locks: refuses (`Answered`) when an answer was recorded or the request is
@@ -229,7 +255,7 @@ pub trait ProtocolStore: Send + Sync {
     /// delivery of the recorded answer if its writer is gone (crashed or failed between record
     /// and delivery) — never while the writer is still delivering it. Sending the recorded
     /// message itself again is allowed (`deliver` is called; nothing else changes).
-    fn answer(
+    async fn answer(
         &self,
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
@@ -239,7 +265,7 @@ pub trait ProtocolStore: Send + Sync {
     /// pending and whose writer is gone, in creation order, and returns the answers it wrote
     /// now: those a crash between record and delivery had left undelivered. A run calls it at start. Stops at the first
     /// delivery that fails (`Undelivered`).
-    fn deliver_recorded_answers(
+    async fn deliver_recorded_answers(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError>;
@@ -247,7 +273,10 @@ pub trait ProtocolStore: Send + Sync {
     /// The one answer recorded for request `id` (sent by [`Self::answer`]), whether or not it
     /// was consumed yet; `None` while nobody has answered. `NotFound` for an unknown id. A
     /// permission ask waits on this: the answer may come from any process.
-    fn recorded_answer(&self, id: RequestId) -> Result<Option<ProtocolMessage>, ProtocolError>;
+    async fn recorded_answer(
+        &self,
+        id: RequestId,
+    ) -> Result<Option<ProtocolMessage>, ProtocolError>;
 }
 
 /// Identifies the response message that resolved a request (for idempotent replays).
