@@ -338,7 +338,7 @@ impl PgProtocolStore {
             .bounded(async move {
                 let mut client = store.client().await?;
                 let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-                let consumed = consume_in(&tx, &store, &message, now).await?;
+                let consumed = consume_in(&tx, store, &message, now).await?;
                 if matches!(&consumed, Ok(c) if !c.replayed) {
                     tx.commit()
                         .await
@@ -396,7 +396,7 @@ impl PgProtocolStore {
                 match rules::check_answer(&request, &response, recorded.as_ref(), clock.now()) {
                     Ok(AnswerCheck::New) => {
                         // Held from before the record is visible until the delivery returned.
-                        let lock = DeliveryLock::take(&store, id).await?;
+                        let lock = DeliveryLock::take(store, id).await?;
                         let body = String::from_utf8_lossy(
                             &MailboxMessage::Protocol(response.clone()).to_json_bytes(),
                         )

@@ -70,7 +70,7 @@ impl PgResponseAck {
             .bounded(async move {
                 let mut client = store.client().await?;
                 let tx = locked(&mut client, store.team(), Lock::Protocol).await?;
-                let consumed = match consume_in(&tx, &store, &response, now).await? {
+                let consumed = match consume_in(&tx, store, &response, now).await? {
                     Ok(consumed) => consumed,
                     Err(refusal) => return Ok(Step::Refused(refusal)),
                 };
