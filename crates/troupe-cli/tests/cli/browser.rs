@@ -134,8 +134,8 @@ fn tool(name: &str, arguments: Value) -> Value {
     json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
-#[test]
-fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
+#[tokio::test]
+async fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
     if skipped() {
         return;
     }
@@ -238,6 +238,7 @@ fn a_person_approves_a_plan_in_the_browser_and_the_teammate_continues() {
         &store,
         troupe::wire::RequestId::parse(&request).unwrap(),
     )
+    .await
     .unwrap()
     .unwrap();
     assert_eq!(

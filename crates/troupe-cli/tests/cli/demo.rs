@@ -178,8 +178,8 @@ fn requests_json_after_the_demo() {
     }
 }
 
-#[test]
-fn an_expired_pending_request_shows_as_expired() {
+#[tokio::test]
+async fn an_expired_pending_request_shows_as_expired() {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     // Created long ago (a clock in 2020): its window closed long before the CLI's now.
@@ -199,6 +199,7 @@ fn an_expired_pending_request_shows_as_expired() {
             content: Content::parse("an old plan").unwrap(),
             ttl: Duration::from_secs(300),
         })
+        .await
         .unwrap();
     let expired = stdout_json(&troupe_in(
         &ws,

@@ -138,6 +138,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         mcp: Default::default(),
         store: Default::default(),
     })
+    .await
     .unwrap();
     let store = team.protocol.clone();
     let run = tokio::spawn(async move {
@@ -197,6 +198,7 @@ async fn review_from_another_process_reaches_the_running_team() {
     );
     let request = store
         .get(troupe::wire::RequestId::parse(&request_id).unwrap())
+        .await
         .unwrap()
         .unwrap();
     assert_eq!(request.stored_status(), RequestStatus::Approved);
@@ -233,7 +235,7 @@ impl IdGenerator for FixedIds {
 }
 
 /// A workspace where `writer` (with `status` in team.json) submitted one plan per id.
-fn workspace_with_plans(
+async fn workspace_with_plans(
     status: TeammateStatus,
     ids: &[&'static str],
 ) -> (tempfile::TempDir, PathBuf, Vec<RequestId>) {
@@ -246,9 +248,9 @@ fn workspace_with_plans(
         Arc::new(FixedIds(Mutex::new(ids.to_vec()))),
     )
     .unwrap();
-    let plans = ids
-        .iter()
-        .map(|_| {
+    let mut plans = Vec::new();
+    for _ in ids {
+        plans.push(
             store
                 .create(NewRequest {
                     kind: RequestKind::PlanApproval,
@@ -257,10 +259,11 @@ fn workspace_with_plans(
                     content: Content::parse("Write NOTES.md.").unwrap(),
                     ttl: Duration::from_secs(3600),
                 })
+                .await
                 .unwrap()
-                .id()
-        })
-        .collect();
+                .id(),
+        );
+    }
     set_status(&ws, status);
     (dir, ws, plans)
 }
@@ -299,15 +302,18 @@ fn assert_one_winner(round: usize, results: &[Ran], answers: &[troupe::wire::Pro
 }
 
 /// The plan responses in the writer's mailbox, any folder.
-fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
+async fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
     let writer = AgentName::parse("writer").unwrap();
     if !Layout::new(ws).mailbox_dir(&writer).is_dir() {
         return Vec::new();
     }
     let mailbox = FileMailboxStore::new(&Layout::new(ws), Arc::new(SystemClock));
-    MailboxState::ALL
+    let mut entries = Vec::new();
+    for state in MailboxState::ALL {
+        entries.extend(mailbox.list(&writer, state).await.unwrap());
+    }
+    entries
         .into_iter()
-        .flat_map(|state| mailbox.list(&writer, state).unwrap())
         .filter_map(|entry| match entry {
             MailboxEntry::Message(MailboxMessage::Protocol(p))
                 if p.kind() == ProtocolMessageKind::PlanApprovalResponse =>
@@ -321,12 +327,12 @@ fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
 
 const PLAN: &str = "0195a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
 
-#[test]
-fn a_second_review_is_refused_and_writes_nothing() {
-    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+#[tokio::test]
+async fn a_second_review_is_refused_and_writes_nothing() {
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]).await;
     let first = troupe_in(&ws, &["review", PLAN, "--approve"]);
     assert_eq!(first.code, 0, "{first:#?}");
-    let answered = answers_to_writer(&ws);
+    let answered = answers_to_writer(&ws).await;
     assert_eq!(answered.len(), 1);
     let state = std::fs::read(Layout::new(&ws).protocol_state()).unwrap();
 
@@ -342,7 +348,11 @@ fn a_second_review_is_refused_and_writes_nothing() {
             "{again:#?}"
         );
     }
-    assert_eq!(answers_to_writer(&ws), answered, "nothing more was sent");
+    assert_eq!(
+        answers_to_writer(&ws).await,
+        answered,
+        "nothing more was sent"
+    );
     assert_eq!(
         std::fs::read(Layout::new(&ws).protocol_state()).unwrap(),
         state
@@ -365,8 +375,8 @@ fn waiting_for(inode: u64) -> usize {
         .count()
 }
 
-#[test]
-fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
+#[tokio::test]
+async fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
     const REVIEWERS: usize = 6;
     const ROUNDS: usize = 4;
     let ids: Vec<&'static str> = vec![
@@ -375,7 +385,7 @@ fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
         "0195a1b2-0000-4000-8000-000000000003",
         "0195a1b2-0000-4000-8000-000000000004",
     ];
-    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &ids[..ROUNDS]);
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &ids[..ROUNDS]).await;
     let lock_path = Layout::new(&ws).protocol_lock();
     for (round, plan) in plans.iter().enumerate() {
         // The starting gate: every reviewer opens the protocol store first, so each one queues
@@ -415,6 +425,7 @@ fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
             .map(|c| ran(c.wait_with_output().unwrap()))
             .collect();
         let answers: Vec<_> = answers_to_writer(&ws)
+            .await
             .into_iter()
             .filter(|a| a.request_id() == *plan)
             .collect();
@@ -422,13 +433,13 @@ fn racing_reviewers_in_separate_processes_send_exactly_one_answer() {
     }
 }
 
-#[test]
-fn a_plan_of_a_shut_down_or_failed_teammate_is_refused() {
+#[tokio::test]
+async fn a_plan_of_a_shut_down_or_failed_teammate_is_refused() {
     for (status, word) in [
         (TeammateStatus::Shutdown, "shutdown"),
         (TeammateStatus::Failed, "failed"),
     ] {
-        let (_dir, ws, _plans) = workspace_with_plans(status, &[PLAN]);
+        let (_dir, ws, _plans) = workspace_with_plans(status, &[PLAN]).await;
         let refused = troupe_in(&ws, &["review", PLAN, "--approve"]);
         assert_fails(&refused, 1, "[teammate_state]");
         assert!(
@@ -437,28 +448,28 @@ fn a_plan_of_a_shut_down_or_failed_teammate_is_refused() {
                 .contains(&format!("teammate writer is {word}")),
             "{refused:#?}"
         );
-        assert!(answers_to_writer(&ws).is_empty());
+        assert!(answers_to_writer(&ws).await.is_empty());
     }
 }
 
-#[test]
-fn a_review_without_a_decision_names_both_flags() {
-    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+#[tokio::test]
+async fn a_review_without_a_decision_names_both_flags() {
+    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]).await;
     let missing = troupe_in(&ws, &["review", PLAN]);
     assert_eq!(missing.code, 2, "{missing:#?}");
     assert!(missing.stderr.contains("--approve"), "{missing:#?}");
     assert!(missing.stderr.contains("--reject"), "{missing:#?}");
     let both = troupe_in(&ws, &["review", PLAN, "--approve", "--reject"]);
     assert_eq!(both.code, 2, "{both:#?}");
-    assert!(answers_to_writer(&ws).is_empty());
+    assert!(answers_to_writer(&ws).await.is_empty());
 }
 
-#[test]
-fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
+#[tokio::test]
+async fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
     const A: &str = "11111111-2222-4333-8444-555555555555";
     const B: &str = "11111111-2222-4333-8444-666666666666";
     const C: &str = "99999999-2222-4333-8444-777777777777";
-    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[A, B, C]);
+    let (_dir, ws, _plans) = workspace_with_plans(TeammateStatus::Idle, &[A, B, C]).await;
 
     assert_fails(
         &troupe_in(&ws, &["review", "9999999", "--approve"]),
@@ -487,7 +498,10 @@ fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
         2,
         "99999999-2222-4333-8444-77777777777A",
     );
-    assert!(answers_to_writer(&ws).is_empty(), "nothing was answered");
+    assert!(
+        answers_to_writer(&ws).await.is_empty(),
+        "nothing was answered"
+    );
 
     let by_prefix = troupe_in(&ws, &["review", "99999999", "--approve"]);
     assert_eq!(by_prefix.code, 0, "{by_prefix:#?}");
@@ -504,12 +518,12 @@ fn a_request_id_may_be_a_unique_prefix_of_at_least_8_characters() {
         .starts_with(&format!("rejected plan request {B}; ")));
     let full = troupe_in(&ws, &["review", A, "--approve"]);
     assert_eq!(full.code, 0, "{full:#?}");
-    assert_eq!(answers_to_writer(&ws).len(), 3);
+    assert_eq!(answers_to_writer(&ws).await.len(), 3);
 }
 
-#[test]
-fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
-    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]);
+#[tokio::test]
+async fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
+    let (_dir, ws, plans) = workspace_with_plans(TeammateStatus::Idle, &[PLAN]).await;
     // A reviewer recorded its answer, then died before writing it into the writer's mailbox.
     let recorded = troupe::wire::ProtocolMessage::response(
         troupe::wire::message::Envelope {
@@ -560,7 +574,7 @@ fn a_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
             ),
         );
         assert_eq!(
-            answers_to_writer(&ws),
+            answers_to_writer(&ws).await,
             vec![recorded.clone()],
             "delivered once"
         );
@@ -594,7 +608,7 @@ fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
     (pg, protocol)
 }
 
-fn plan_of_writer(protocol: &PgProtocolStore) -> RequestId {
+async fn plan_of_writer(protocol: &PgProtocolStore) -> RequestId {
     protocol
         .create(NewRequest {
             kind: RequestKind::PlanApproval,
@@ -603,17 +617,24 @@ fn plan_of_writer(protocol: &PgProtocolStore) -> RequestId {
             content: Content::parse("Write NOTES.md.").unwrap(),
             ttl: Duration::from_secs(3600),
         })
+        .await
         .unwrap()
         .id()
 }
 
 /// The plan responses to `plan` in the shared writer's mailbox, any state.
-fn shared_answers_to_writer(pg: &PgStore, plan: RequestId) -> Vec<troupe::wire::ProtocolMessage> {
+async fn shared_answers_to_writer(
+    pg: &PgStore,
+    plan: RequestId,
+) -> Vec<troupe::wire::ProtocolMessage> {
     let writer = AgentName::parse("writer").unwrap();
     let mailbox = PgMailboxStore::new(pg.clone(), Arc::new(SystemClock), "test", DEFAULT_LEASE);
-    MailboxState::ALL
+    let mut entries = Vec::new();
+    for state in MailboxState::ALL {
+        entries.extend(mailbox.list(&writer, state).await.unwrap());
+    }
+    entries
         .into_iter()
-        .flat_map(|state| mailbox.list(&writer, state).unwrap())
         .filter_map(|entry| match entry {
             MailboxEntry::Message(MailboxMessage::Protocol(p)) if p.request_id() == plan => Some(p),
             _ => None,
@@ -643,8 +664,8 @@ fn shared_review(ws: &Path, url: &str, plan: RequestId, decision: &str) -> std::
 /// it "delivered a recorded answer whose delivery had been interrupted". The reviewers queue on
 /// the team's protocol lock, which this test holds until all of them wait, then lets go: the
 /// first loser reads the record right after the winner's commit, while the winner delivers.
-#[test]
-fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
+#[tokio::test]
+async fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
     const REVIEWERS: usize = 4;
     const ROUNDS: usize = 8;
     let Some(db) = TestDb::create() else { return };
@@ -660,7 +681,7 @@ fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
          AND objid::bigint = ({key}::bigint + 4294967296) % 4294967296"
     );
     for round in 0..ROUNDS {
-        let plan = plan_of_writer(&protocol);
+        let plan = plan_of_writer(&protocol).await;
         let gate = db
             .hold(&format!("SELECT pg_advisory_xact_lock(1, {key})"))
             .unwrap();
@@ -683,20 +704,20 @@ fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
             .into_iter()
             .map(|c| ran(c.wait_with_output().unwrap()))
             .collect();
-        assert_one_winner(round, &results, &shared_answers_to_writer(&pg, plan));
+        assert_one_winner(round, &results, &shared_answers_to_writer(&pg, plan).await);
     }
 }
 
 /// A shared team's reviewer recorded its answer and died before delivering it (its delivery
 /// lock went with its connection): the next `troupe review` delivers it, once, and says so.
-#[test]
-fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
+#[tokio::test]
+async fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
     let (pg, protocol) = shared_team_with_writer(&db);
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let plan = plan_of_writer(&protocol);
+    let plan = plan_of_writer(&protocol).await;
     let recorded = troupe::wire::ProtocolMessage::response(
         troupe::wire::message::Envelope {
             id: troupe::wire::MessageId::parse("0195a1b2-0000-4000-9000-00000000a002").unwrap(),
@@ -710,7 +731,11 @@ fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
         true,
     )
     .unwrap();
-    let died = protocol.answer(&recorded, &|_| Err("killed (injected)".to_owned()));
+    let died = protocol
+        .answer(&recorded, &|_: &troupe::wire::ProtocolMessage| {
+            Err("killed (injected)".to_owned())
+        })
+        .await;
     assert_eq!(
         troupe::error::ErrorCode::code(&died.unwrap_err()),
         "protocol_delivery_error"
@@ -739,7 +764,7 @@ fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
             ),
         );
         assert_eq!(
-            shared_answers_to_writer(&pg, plan),
+            shared_answers_to_writer(&pg, plan).await,
             vec![recorded.clone()],
             "delivered once"
         );

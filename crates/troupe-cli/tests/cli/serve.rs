@@ -687,12 +687,14 @@ fn the_stream_follows_a_run_from_before_its_state_exists_and_resumes_after_an_id
 }
 
 /// A workspace where the idle teammate `writer` waits for an answer to one plan.
-fn workspace_with_a_plan() -> (tempfile::TempDir, PathBuf, RequestId) {
-    workspace_with_a_plan_of(TeammateStatus::Idle)
+async fn workspace_with_a_plan() -> (tempfile::TempDir, PathBuf, RequestId) {
+    workspace_with_a_plan_of(TeammateStatus::Idle).await
 }
 
 /// A workspace where `writer`, with `status`, submitted one plan.
-fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathBuf, RequestId) {
+async fn workspace_with_a_plan_of(
+    status: TeammateStatus,
+) -> (tempfile::TempDir, PathBuf, RequestId) {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let layout = Layout::new(&ws);
@@ -706,6 +708,7 @@ fn workspace_with_a_plan_of(status: TeammateStatus) -> (tempfile::TempDir, PathB
             content: Content::parse("Write NOTES.md.").unwrap(),
             ttl: Duration::from_secs(3600),
         })
+        .await
         .unwrap()
         .id();
     write_roster_with_writer(&layout, status);
@@ -773,10 +776,10 @@ pub(super) fn mail_of(ws: &Path, agent: &str) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn a_review_from_the_page_is_the_same_as_troupe_review() {
-    let (_web_dir, web_ws, web_plan) = workspace_with_a_plan();
-    let (_cli_dir, cli_ws, cli_plan) = workspace_with_a_plan();
+#[tokio::test]
+async fn a_review_from_the_page_is_the_same_as_troupe_review() {
+    let (_web_dir, web_ws, web_plan) = workspace_with_a_plan().await;
+    let (_cli_dir, cli_ws, cli_plan) = workspace_with_a_plan().await;
     let server = Server::start(&web_ws);
 
     let plans = server.get_json("/api/state")["pending_plans"].clone();
@@ -847,9 +850,9 @@ fn a_review_from_the_page_is_the_same_as_troupe_review() {
     assert_eq!(malformed.status, 400, "{malformed:?}");
 }
 
-#[test]
-fn a_plan_of_a_shut_down_teammate_is_refused_like_troupe_review_refuses_it() {
-    let (_dir, ws, plan) = workspace_with_a_plan_of(TeammateStatus::Shutdown);
+#[tokio::test]
+async fn a_plan_of_a_shut_down_teammate_is_refused_like_troupe_review_refuses_it() {
+    let (_dir, ws, plan) = workspace_with_a_plan_of(TeammateStatus::Shutdown).await;
     let server = Server::start(&ws);
     let body = json!({"request_id": plan.to_string(), "approve": true});
     let refused = server.post("/api/review", &body.to_string());
@@ -867,10 +870,10 @@ fn a_plan_of_a_shut_down_teammate_is_refused_like_troupe_review_refuses_it() {
     );
 }
 
-#[test]
-fn a_message_from_the_page_is_the_same_as_troupe_send() {
-    let (_web_dir, web_ws, _) = workspace_with_a_plan();
-    let (_cli_dir, cli_ws, _) = workspace_with_a_plan();
+#[tokio::test]
+async fn a_message_from_the_page_is_the_same_as_troupe_send() {
+    let (_web_dir, web_ws, _) = workspace_with_a_plan().await;
+    let (_cli_dir, cli_ws, _) = workspace_with_a_plan().await;
     let server = Server::start(&web_ws);
     let sent = server.post(
         "/api/send",
@@ -904,9 +907,9 @@ fn a_message_from_the_page_is_the_same_as_troupe_send() {
     assert_eq!(writer_mail(&web_ws).len(), 1);
 }
 
-#[test]
-fn post_bodies_are_strict_json() {
-    let (_dir, ws, plan) = workspace_with_a_plan();
+#[tokio::test]
+async fn post_bodies_are_strict_json() {
+    let (_dir, ws, plan) = workspace_with_a_plan().await;
     let server = Server::start(&ws);
     let id = plan.to_string();
     let duplicate = format!(r#"{{"request_id": "{id}", "approve": false, "approve": true}}"#);

@@ -29,7 +29,7 @@ fn store_of(ws: &Path) -> JsonProtocolStore {
 }
 
 /// Registers the lead's ask for a person, as a run's provider does.
-fn ask(ws: &Path, ask: &PermissionAsk, ttl: Duration) -> RequestId {
+async fn ask(ws: &Path, ask: &PermissionAsk, ttl: Duration) -> RequestId {
     store_of(ws)
         .create(NewRequest {
             kind: RequestKind::Permission,
@@ -38,6 +38,7 @@ fn ask(ws: &Path, ask: &PermissionAsk, ttl: Duration) -> RequestId {
             content: Content::parse(ask.to_content()).unwrap(),
             ttl,
         })
+        .await
         .unwrap()
         .id()
 }
@@ -70,16 +71,17 @@ fn shell_ask(command: &str) -> PermissionAsk {
 }
 
 /// A workspace with a write ask, a shell ask, and an ask already past its window.
-fn workspace() -> (tempfile::TempDir, PathBuf, RequestId, RequestId) {
+async fn workspace() -> (tempfile::TempDir, PathBuf, RequestId, RequestId) {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let write = ask(&ws, &write_ask(), Duration::from_secs(3600));
-    let shell = ask(&ws, &shell_ask("cargo test"), Duration::from_secs(3600));
+    let write = ask(&ws, &write_ask(), Duration::from_secs(3600)).await;
+    let shell = ask(&ws, &shell_ask("cargo test"), Duration::from_secs(3600)).await;
     ask(
         &ws,
         &shell_ask("cargo test --old"),
         Duration::from_millis(1),
-    );
+    )
+    .await;
     (dir, ws, write, shell)
 }
 
@@ -110,15 +112,15 @@ fn answer(server: &Server, body: &Value) -> (u16, Value) {
 }
 
 /// The reply recorded for `id`, and whether it approves.
-fn recorded(ws: &Path, id: RequestId) -> Option<(bool, PermissionReply)> {
-    let message = store_of(ws).recorded_answer(id).unwrap()?;
+async fn recorded(ws: &Path, id: RequestId) -> Option<(bool, PermissionReply)> {
+    let message = store_of(ws).recorded_answer(id).await.unwrap()?;
     let reply = PermissionReply::from_content(message.content().as_str()).unwrap();
     Some((message.approved().unwrap(), reply))
 }
 
-#[test]
-fn the_state_lists_pending_permission_requests_with_the_call_and_the_diff() {
-    let (_dir, ws, write, shell) = workspace();
+#[tokio::test]
+async fn the_state_lists_pending_permission_requests_with_the_call_and_the_diff() {
+    let (_dir, ws, write, shell) = workspace().await;
     let server = Server::start(&ws);
     let write_preview = write_ask().preview.unwrap();
     assert_eq!(
@@ -146,9 +148,9 @@ fn the_state_lists_pending_permission_requests_with_the_call_and_the_diff() {
     assert_eq!(server.get_json("/api/state")["pending_plans"], json!([]));
 }
 
-#[test]
-fn an_approval_from_the_page_is_recorded_once_and_a_second_answer_names_the_first() {
-    let (_dir, ws, write, shell) = workspace();
+#[tokio::test]
+async fn an_approval_from_the_page_is_recorded_once_and_a_second_answer_names_the_first() {
+    let (_dir, ws, write, shell) = workspace().await;
     let server = Server::start(&ws);
     let id = write.to_string();
 
@@ -197,7 +199,7 @@ fn an_approval_from_the_page_is_recorded_once_and_a_second_answer_names_the_firs
     }
     let duplicate = format!(r#"{{"request_id": "{id}", "choice": "no", "choice": "once"}}"#);
     assert_eq!(server.post("/api/permission", &duplicate).status, 400);
-    assert_eq!(recorded(&ws, write), None);
+    assert_eq!(recorded(&ws, write).await, None);
     assert_eq!(pending(&server).len(), 2);
 
     let (status, approved) = answer(&server, &json!({"request_id": id, "choice": "once"}));
@@ -208,7 +210,7 @@ fn an_approval_from_the_page_is_recorded_once_and_a_second_answer_names_the_firs
         json!({"ok": true, "request_id": id, "approved": true, "choice": "once", "agent": "lead",
                "call": "write_file: notes.txt", "response_id": response_id, "saved": null})
     );
-    let (yes, reply) = recorded(&ws, write).unwrap();
+    let (yes, reply) = recorded(&ws, write).await.unwrap();
     assert!(yes);
     assert_eq!(reply.by, "page");
     assert_eq!(reply.choice.as_str(), "once");
@@ -240,7 +242,7 @@ fn an_approval_from_the_page_is_recorded_once_and_a_second_answer_names_the_firs
     );
     let denied = super::support::troupe_in(&ws, &["deny", &id, "--reason", "too late"]);
     super::support::assert_fails(&denied, 1, "the first answer: approved once by page");
-    assert_eq!(recorded(&ws, write).unwrap().1, reply);
+    assert_eq!(recorded(&ws, write).await.unwrap().1, reply);
     assert_eq!(mail_of(&ws, "lead").len(), 1);
 }
 
@@ -249,9 +251,9 @@ fn reply_content(reply: &PermissionReply) -> Value {
     json!(reply.to_content())
 }
 
-#[test]
-fn a_denial_from_the_page_carries_its_reason_and_always_needs_a_suggested_entry() {
-    let (_dir, ws, write, shell) = workspace();
+#[tokio::test]
+async fn a_denial_from_the_page_carries_its_reason_and_always_needs_a_suggested_entry() {
+    let (_dir, ws, write, shell) = workspace().await;
     let server = Server::start(&ws);
     let (status, denied) = answer(
         &server,
@@ -262,7 +264,7 @@ fn a_denial_from_the_page_carries_its_reason_and_always_needs_a_suggested_entry(
         (denied["approved"].clone(), denied["choice"].clone()),
         (json!(false), json!("no"))
     );
-    let (yes, reply) = recorded(&ws, write).unwrap();
+    let (yes, reply) = recorded(&ws, write).await.unwrap();
     assert!(!yes);
     assert_eq!(reply.choice.as_str(), "no");
     assert!(reply.reason.ends_with("): not in notes.txt"), "{reply:?}");
@@ -273,7 +275,7 @@ fn a_denial_from_the_page_carries_its_reason_and_always_needs_a_suggested_entry(
     );
     assert_eq!(status, 200, "{always}");
     assert_eq!(always["choice"], "always");
-    let (yes, reply) = recorded(&ws, shell).unwrap();
+    let (yes, reply) = recorded(&ws, shell).await.unwrap();
     assert!(yes);
     assert!(
         reply
