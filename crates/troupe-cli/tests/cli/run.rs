@@ -43,8 +43,8 @@ fn run_without_model_configuration_exits_2_and_creates_nothing() {
     assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
 }
 
-#[test]
-fn a_second_run_fails_at_start_naming_the_holder() {
+#[tokio::test]
+async fn a_second_run_fails_at_start_naming_the_holder() {
     let (_dir, ws) = empty_workspace();
     // The team's cron timer and job supervisor live on a tokio runtime.
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -70,6 +70,7 @@ fn a_second_run_fails_at_start_naming_the_holder() {
         mcp: Default::default(),
         store: Default::default(),
     })
+    .await
     .unwrap();
     let script = ws.join("script.json");
     std::fs::write(&script, r#"{"responses": [{"text": "hi"}]}"#).unwrap();

@@ -248,7 +248,7 @@ impl MemoryQueries {
                 message: format!("{e} [{}]", e.code()),
             })?;
         if let Some((agent, usage)) = &self.usage {
-            usage.record(agent, purpose, &response);
+            usage.record(agent, purpose, &response).await;
         }
         if !response.message.tool_calls.is_empty() {
             return Err(answer_error(purpose, "the answer calls tools".into()));

@@ -397,8 +397,9 @@ impl troupe::model::ModelClient for Reporting {
 #[derive(Default)]
 struct Recorded(std::sync::Mutex<Vec<(String, &'static str, u64)>>);
 
+#[async_trait::async_trait]
 impl troupe::agent::UsageSink for Recorded {
-    fn record(
+    async fn record(
         &self,
         agent: &troupe::wire::AgentName,
         purpose: Purpose,
