@@ -98,7 +98,7 @@ pub struct JobSupervisor {
 }
 
 /// A job that did not start: its record, how it ended, why, and the caller's error.
-type Unstarted = (JobRecord, JobEnd, String, JobError);
+type Unstarted = Box<(JobRecord, JobEnd, String, JobError)>;
 
 /// What the job tasks share with the supervisor.
 struct Shared {
@@ -247,7 +247,8 @@ impl JobSupervisor {
         record::write_and_copy(&self.shared.layout, &self.shared.copy, &running).await?;
         match self.start_job(running, command, workspace, sandbox, &runtime) {
             Ok(id) => Ok(id),
-            Err((running, end, why, error)) => {
+            Err(unstarted) => {
+                let (running, end, why, error) = *unstarted;
                 self.shared.finish_unstarted(running, end, &why).await;
                 Err(error)
             }
@@ -268,12 +269,12 @@ impl JobSupervisor {
         // starts is in `handles` when `close` takes them.
         let mut tasks = self.shared.tasks();
         if tasks.closed {
-            return Err((
+            return Err(Box::new((
                 running,
                 JobEnd::Cancelled,
                 "not started: closing".to_owned(),
                 JobError::Closed,
-            ));
+            )));
         }
         let spawned = match sandbox {
             Some(sandbox) => GroupChild::spawn_confined(command, workspace, sandbox),
@@ -283,7 +284,7 @@ impl JobSupervisor {
             Ok(group) => group,
             Err(e) => {
                 let why = format!("cannot start sh: {e}");
-                return Err((running, JobEnd::Failed, why, JobError::Start(e)));
+                return Err(Box::new((running, JobEnd::Failed, why, JobError::Start(e))));
             }
         };
         let id = running.id;
