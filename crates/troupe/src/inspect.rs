@@ -274,7 +274,7 @@ impl Inspector {
         Ok(Some(store))
     }
 
-    pub fn status(&self) -> Result<StatusReport, InspectError> {
+    pub async fn status(&self) -> Result<StatusReport, InspectError> {
         let now = self.clock.now();
         let mut mailboxes = Vec::new();
         if let Some(store) = self.mailboxes() {
@@ -303,9 +303,9 @@ impl Inspector {
             teammates: self.roster()?.teammates,
             mailboxes,
             pending_requests,
-            jobs: self.jobs()?,
+            jobs: self.jobs().await?,
             tasks: TaskSummary::of(&self.tasks()?),
-            usage: self.usage()?,
+            usage: self.usage().await?,
             workers: match &self.shared {
                 Some(shared) => Some(shared.roster.workers().map_err(backend)?),
                 None => None,
@@ -316,24 +316,11 @@ impl Inspector {
     /// The token usage recorded in `.troupe/usage.jsonl` (a distributed team's: every process's, from
     /// its database); zeros when there is none. Reading
     /// creates nothing.
-    pub fn usage(&self) -> Result<UsageTotals, InspectError> {
+    pub async fn usage(&self) -> Result<UsageTotals, InspectError> {
         if let Some(shared) = &self.shared {
-            return shared.usage.totals().map_err(backend);
+            return shared.usage.totals().await.map_err(backend);
         }
-        usage::read_totals(&self.layout.usage_log()).map_err(|e: IoError| InspectError::Io {
-            path: e.path,
-            source: e.source,
-        })
-    }
-
-    /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
-    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
-    /// Reading creates nothing.
-    pub fn usage_buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, InspectError> {
-        if let Some(shared) = &self.shared {
-            return shared.usage.buckets(since).map_err(backend);
-        }
-        crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since).map_err(
+        crate::sync::blocking(|| usage::read_totals(&self.layout.usage_log())).map_err(
             |e: IoError| InspectError::Io {
                 path: e.path,
                 source: e.source,
@@ -341,13 +328,34 @@ impl Inspector {
         )
     }
 
+    /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
+    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
+    /// Reading creates nothing.
+    pub async fn usage_buckets(
+        &self,
+        since: Option<UtcTime>,
+    ) -> Result<UsageBuckets, InspectError> {
+        if let Some(shared) = &self.shared {
+            return shared.usage.buckets(since).await.map_err(backend);
+        }
+        crate::sync::blocking(|| {
+            crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since)
+        })
+        .map_err(|e: IoError| InspectError::Io {
+            path: e.path,
+            source: e.source,
+        })
+    }
+
     /// Every background job's record, by start time then id; none when `.troupe/jobs/` does
     /// not exist.
-    pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
+    pub async fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
         if let Some(shared) = &self.shared {
-            return Ok(job_record::read_all_distributed(shared.jobs.as_ref())?);
+            return Ok(job_record::read_all_distributed(shared.jobs.as_ref()).await?);
         }
-        Ok(job_record::read_all(&self.layout)?)
+        Ok(crate::sync::blocking(|| {
+            job_record::read_all(&self.layout)
+        })?)
     }
 
     /// Every task of the task board, in creation order, with its open blockers. Reading takes

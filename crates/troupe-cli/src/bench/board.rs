@@ -123,7 +123,9 @@ pub fn run(
         });
     }
     let _guard = runtime.enter();
-    let team = build_team(settings).map_err(|e| e.to_string())?;
+    let team = runtime
+        .block_on(build_team(settings))
+        .map_err(|e| e.to_string())?;
     let names: Vec<AgentName> = (0..teammates)
         .map(|i| AgentName::parse(&format!("mate-{i}")).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;

@@ -68,7 +68,9 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         4,
     );
     let _guard = runtime.enter();
-    let team = build_team(settings).map_err(|e| e.to_string())?;
+    let team = runtime
+        .block_on(build_team(settings))
+        .map_err(|e| e.to_string())?;
 
     // 32 teammates, each idle after its first task.
     let names: Vec<AgentName> = (0..32)

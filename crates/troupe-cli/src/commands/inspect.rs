@@ -23,9 +23,8 @@ fn inspect_failed(error: InspectError) -> CliError {
 }
 
 pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let report = inspector_of(workspace, store)?
-        .status()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let report = crate::block_on::block_on(inspector.status())?.map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {
@@ -105,9 +104,8 @@ pub fn mailbox(
 }
 
 pub fn jobs(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let jobs = inspector_of(workspace, store)?
-        .jobs()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let jobs = crate::block_on::block_on(inspector.jobs())?.map_err(inspect_failed)?;
     if json {
         // A struct rather than `json!`, so each record keeps its documented key order.
         #[derive(serde::Serialize)]

@@ -55,7 +55,7 @@ pub struct Shared {
     /// table, as they were when the server started.
     pub prices: troupe::prices::PriceTable,
     /// The fold of the team's usage records: per-agent costs and the cost over time.
-    pub cost: Mutex<CostFold>,
+    pub cost: tokio::sync::Mutex<CostFold>,
 }
 
 /// Where the served team lives.
@@ -111,7 +111,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
             page::APP_JS,
         ),
         "/style.css" if get => respond(StatusCode::OK, "text/css; charset=utf-8", page::STYLE_CSS),
-        "/api/state" if get => blocking(move || state_view(&shared)).await,
+        "/api/state" if get => state_view(&shared).await,
         "/api/events" if get => blocking(move || events(&shared, query.as_deref())).await,
         "/api/events/stream" if get => {
             let since = request
@@ -220,14 +220,16 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
     }
 }
 
-fn state_view(shared: &Shared) -> Response<Body> {
+async fn state_view(shared: &Shared) -> Response<Body> {
     match state::state(
         &shared.layout,
         &shared.choice(),
         &shared.window,
         &shared.cost,
         &shared.prices,
-    ) {
+    )
+    .await
+    {
         Ok(value) => response::json(StatusCode::OK, &value),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
     }

@@ -33,11 +33,11 @@ pub struct StateError {
     pub message: String,
 }
 
-pub fn state(
+pub async fn state(
     layout: &Layout,
     team: &StoreChoice,
     window: &Mutex<EventWindow>,
-    cost: &Mutex<CostFold>,
+    cost: &tokio::sync::Mutex<CostFold>,
     prices: &PriceTable,
 ) -> Result<Value, StateError> {
     let failed = |e: troupe::inspect::InspectError| StateError {
@@ -49,13 +49,10 @@ pub fn state(
             code: e.code(),
             message: e.to_string(),
         })?;
-    let report = inspector.status().map_err(failed)?;
+    let report = inspector.status().await.map_err(failed)?;
     let (usage, cost_series) = {
-        let mut cost = cost.lock().map_err(|_| StateError {
-            code: "internal",
-            message: "the cost fold is poisoned".to_owned(),
-        })?;
-        cost.refresh().map_err(|e| StateError {
+        let mut cost = cost.lock().await;
+        cost.refresh().await.map_err(|e| StateError {
             code: e.code,
             message: e.message,
         })?;

@@ -138,6 +138,7 @@ async fn review_from_another_process_reaches_the_running_team() {
         mcp: Default::default(),
         store: Default::default(),
     })
+    .await
     .unwrap();
     let store = team.protocol.clone();
     let run = tokio::spawn(async move {

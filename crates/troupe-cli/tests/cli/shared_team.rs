@@ -711,8 +711,8 @@ fn following_the_shared_stream_prints_what_another_process_adds() {
 
 /// A shared team's memory is the database's: `troupe memory --store` lists, shows and forgets
 /// the records every process of the team sees; the local folder is not touched.
-#[test]
-fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
+#[tokio::test]
+async fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     use std::sync::Arc;
     use troupe::store::memory::{MemoryRecord, MemoryStore, MemoryType};
     let Some(db) = TestDb::create() else { return };
@@ -734,6 +734,7 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
             )
             .unwrap(),
         )
+        .await
         .unwrap();
     let listed = json(&troupe_in(
         dir.path(),
@@ -752,7 +753,7 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
         &["memory", "forget", "prefers-tabs", "--store", &url],
     );
     assert_eq!(forgot.code, 0, "{forgot:#?}");
-    assert_eq!(shared.get("prefers-tabs").unwrap(), None);
+    assert_eq!(shared.get("prefers-tabs").await.unwrap(), None);
     assert!(!dir.path().join(".troupe").exists());
 }
 

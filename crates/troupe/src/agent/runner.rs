@@ -526,7 +526,9 @@ impl Runner {
             () = cancel.cancelled() => return Ok(None),
             response = self.model.complete(request) => response?,
         };
-        self.usage.record(&self.agent, request.purpose, &response);
+        self.usage
+            .record(&self.agent, request.purpose, &response)
+            .await;
         Ok(Some(response))
     }
 

@@ -60,7 +60,7 @@ pub(super) struct Start {
 /// lock (`Busy` when another run holds it), the distributed team joined, the event stream
 /// (`settings`' observers and approvals now report into it), the stores, what a dead run left
 /// half done, the base policy and the background jobs, whose completions arrive on the receiver.
-pub(super) fn start(
+pub(super) async fn start(
     settings: &mut TeamSettings,
     role: &str,
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
@@ -70,7 +70,7 @@ pub(super) fn start(
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role)?;
     let stores = open_stores(&layout, settings, &events, pg)?;
-    finish_earlier_run(&layout, settings, &stores)?;
+    finish_earlier_run(&layout, settings, &stores).await?;
     let base_policy = PermissionPolicy::from_settings(
         &settings.settings.rules,
         &settings.workspace,
@@ -332,7 +332,7 @@ pub(super) fn take_run_lock(
 
 /// What a dead run left half done: answers recorded but not delivered are delivered (before any
 /// worker runs: this postman wakes nobody), jobs still marked running are settled.
-fn finish_earlier_run(
+async fn finish_earlier_run(
     layout: &Layout,
     settings: &TeamSettings,
     stores: &Stores,
@@ -347,6 +347,7 @@ fn finish_earlier_run(
         .deliver_recorded_answers()?;
     let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
+        .await
         .map_err(|e| {
             IoError::new(
                 "settle",

@@ -78,8 +78,8 @@ impl Team {
 }
 
 /// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
-pub fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
-    let (start, job_completions) = start(&mut settings, "lead")?;
+pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
+    let (start, job_completions) = start(&mut settings, "lead").await?;
     let (cron, cron_wakeups) = open_cron(&start, &settings)?;
     let crew = team_runtime(&start, &settings, None)?;
     let Start {

@@ -38,14 +38,14 @@ impl Worker {
 /// of the same repository as the lead's): it takes that workspace's run lock, registers in the
 /// team's worker registry, and leases teammates as their messages arrive or their earlier
 /// worker's leases run out.
-pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError> {
+pub async fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError> {
     if !matches!(settings.store, StoreChoice::Postgres(_)) {
         return Err(BootstrapError::Backend(crate::store::BackendError::new(
             "invalid_arguments",
             "troupe worker needs a shared store: --store postgres://… (or TROUPE_STORE_URL, or [store] url in troupe.toml)",
         )));
     }
-    let (start, mut job_completions) = start(&mut settings, "worker")?;
+    let (start, mut job_completions) = start(&mut settings, "worker").await?;
     // A teammate's background job ends in its worker; the lead is not in this process, so
     // completions are only recorded (in the job's record and the event stream).
     tokio::spawn(async move { while job_completions.recv().await.is_some() {} });

@@ -120,7 +120,7 @@ impl PermissionPolicy {
 
     /// Audits a PreToolUse hook's deny as the policy's own decision (`hook:<name>`), and returns
     /// it. The deny stands even if it cannot be recorded (the error says so).
-    pub fn deny_by_hook(
+    pub async fn deny_by_hook(
         &self,
         request: &PermissionRequest<'_>,
         hook: &str,
@@ -132,25 +132,27 @@ impl PermissionPolicy {
             rule: format!("hook:{hook}"),
             reason,
         };
-        let recorded = blocking(|| self.record(request, &decision));
+        let recorded = self.record(request, &decision).await;
         (decision, recorded)
     }
 
     /// Writes `decision` about `request` to the audit sink: the one place an audit entry is built.
-    fn record(
+    async fn record(
         &self,
         request: &PermissionRequest<'_>,
         decision: &PermissionDecision,
     ) -> Result<(), AuditError> {
-        self.audit.record(AuditEntry {
-            agent: request.agent.clone(),
-            tool: request.tool.to_owned(),
-            allowed: decision.allowed,
-            rule: decision.rule.clone(),
-            reason: decision.reason.clone(),
-            input_digest: input_digest(request.arguments),
-            sandbox: request.sandbox,
-        })
+        self.audit
+            .record(AuditEntry {
+                agent: request.agent.clone(),
+                tool: request.tool.to_owned(),
+                allowed: decision.allowed,
+                rule: decision.rule.clone(),
+                reason: decision.reason.clone(),
+                input_digest: input_digest(request.arguments),
+                sandbox: request.sandbox,
+            })
+            .await
     }
 
     /// The approval provider's answer about `request`, asked for `reason`.
@@ -198,7 +200,7 @@ impl PermissionPolicy {
             sandbox: Some(crate::sandbox::Mode::Off),
             ..*request
         };
-        blocking(|| self.record(&unconfined, &decision))?;
+        self.record(&unconfined, &decision).await?;
         Ok(decision)
     }
 
@@ -238,8 +240,8 @@ impl PermissionPolicy {
                 }
             }
         };
-        // An append under the log's lock: off the async threads too.
-        blocking(|| self.record(request, &decision))?;
+        // The audit sink appends off the async threads.
+        self.record(request, &decision).await?;
         Ok(decision)
     }
 }

@@ -378,12 +378,15 @@ fn the_memory_board_follows_the_same_rules() {
     assert_eq!(board.list().unwrap().len(), 2);
 }
 
-#[test]
-fn inspection_shows_tasks_and_a_summary_without_writing() {
+#[tokio::test]
+async fn inspection_shows_tasks_and_a_summary_without_writing() {
     let dir = tempfile::tempdir().unwrap();
     let inspector = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock));
     assert_eq!(inspector.tasks().unwrap(), vec![]);
-    assert_eq!(inspector.status().unwrap().tasks, TaskSummary::default());
+    assert_eq!(
+        inspector.status().await.unwrap().tasks,
+        TaskSummary::default()
+    );
     assert!(
         !dir.path().join(".troupe").exists(),
         "inspection created state"
@@ -399,7 +402,7 @@ fn inspection_shows_tasks_and_a_summary_without_writing() {
     assert_eq!(views[1].task, c);
     assert_eq!(views[1].open_blockers, vec![a.id]);
     assert_eq!(
-        inspector.status().unwrap().tasks,
+        inspector.status().await.unwrap().tasks,
         TaskSummary {
             total: 3,
             pending: 2,

@@ -233,3 +233,22 @@ macro_rules! both {
     };
 }
 pub(crate) use both;
+
+/// [`both!`] for `async fn name(Backend)`: each test on its own current-thread runtime.
+macro_rules! both_async {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn file() {
+                    super::$name(super::super::Backend::File).await
+                }
+                #[tokio::test]
+                async fn postgres() {
+                    super::$name(super::super::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+pub(crate) use both_async;

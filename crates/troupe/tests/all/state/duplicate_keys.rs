@@ -225,8 +225,8 @@ fn a_task_file_with_a_duplicate_key_is_corrupt() {
     assert_duplicate(&err, "subject");
 }
 
-#[test]
-fn a_job_record_with_a_duplicate_key_is_corrupt() {
+#[tokio::test]
+async fn a_job_record_with_a_duplicate_key_is_corrupt() {
     let (_dir, layout) = workspace();
     let record = format!(
         r#"{{"id":"{ID1}","agent":"lead","command":"make","status":"running","exit_code":null,"started_at_utc":"{AT}","finished_at_utc":null,"output_tail":null}}"#
@@ -242,6 +242,7 @@ fn a_job_record_with_a_duplicate_key_is_corrupt() {
     assert_duplicate(&err, "command");
     let inspected = Inspector::new(layout.clone(), Arc::new(ManualClock::at_spec_epoch()))
         .jobs()
+        .await
         .unwrap_err();
     assert_duplicate(&inspected, "command");
 }

@@ -82,10 +82,12 @@ async fn idle_teammates_take_the_tasks_that_fit_them_each_exactly_once() {
     );
     let alpha = TestModel::new(&f.signal, worker);
     let beta = TestModel::new(&f.signal, worker);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("alpha", &alpha), ("beta", &beta)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("alpha", &alpha), ("beta", &beta)],
+        ))
+        .await;
     drive(&mut team, "Split the work.").await;
 
     let tasks = board(&f);
@@ -150,10 +152,12 @@ async fn a_teammate_gated_by_its_plan_takes_nothing_from_the_board() {
         lead_script(&[("gamma", "engineer", true)], &[("anything", &[], None)]),
     );
     let gamma = TestModel::new(&f.signal, worker);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("gamma", &gamma)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("gamma", &gamma)],
+        ))
+        .await;
     drive(&mut team, "Go.").await;
     let tasks = board(&f);
     assert_eq!(tasks.len(), 1);
@@ -180,7 +184,7 @@ async fn a_claim_held_when_the_run_closes_goes_back_to_the_board() {
         }
         say("Stopping here.")
     });
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     drive(&mut team, "Go.").await;
     assert_eq!(board(&f)[0].status, TaskStatus::InProgress);
     team.close().await;

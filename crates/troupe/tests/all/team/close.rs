@@ -21,7 +21,9 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     });
     // Call 3 answers the "Plan approved" prompt: it never gets past its gate.
     let _held = writer.gate(3);
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan, then write.")
         .unwrap();
@@ -76,7 +78,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     // The next run: the released response is delivered again. It is a replay for the store
     // (same message id): the request keeps its one resolution, and the runner continues.
     let next = TestModel::new(&f.signal, |_| say("Carried out."));
-    let team = f.build(Models::new(&f.signal, &[("writer", &next)]));
+    let team = f.build(Models::new(&f.signal, &[("writer", &next)])).await;
     assert_eq!(team.recovered, 0, "nothing was left in processing/");
     f.signal
         .until("the response handled by the next run", || {

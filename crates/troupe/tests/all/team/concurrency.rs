@@ -32,7 +32,9 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
             call("submit_plan", json!({"plan": "Write NOTES.md."}))
         }
     });
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
         .unwrap();

@@ -76,10 +76,12 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
 
     let lead = TestModel::new(&f.signal, |_| say("Noted."));
     let writer = TestModel::new(&f.signal, |_| say("Report finished."));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     assert_eq!(team.recovered, 2);
     let outcome = drive(&mut team, "Carry on.").await;
     assert_eq!(outcome.answer, "Noted.");

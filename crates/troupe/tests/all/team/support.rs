@@ -368,8 +368,8 @@ impl Fixture {
         }
     }
 
-    pub fn build(&self, models: Arc<dyn ModelChooser>) -> Team {
-        build_team(self.settings(models)).unwrap()
+    pub async fn build(&self, models: Arc<dyn ModelChooser>) -> Team {
+        build_team(self.settings(models)).await.unwrap()
     }
 
     /// A mailbox store on the same folders (for setting up and inspecting).

@@ -172,7 +172,9 @@ async fn a_teammate_searches_edits_and_works_the_lead_s_board() {
         board_lead(json!({"name": "dev", "role": "developer", "prompt": "Do the rename task."})),
     );
     let dev = TestModel::new(&f.signal, scripted_teammate(rename_steps));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]));
+    let mut team = f
+        .build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]))
+        .await;
     drive(&mut team, "Get the rename done.").await;
     team.close().await;
 
@@ -241,7 +243,9 @@ async fn while_a_plan_is_pending_the_gate_denies_edits_and_claims_but_not_reads(
         board_lead(spawn.clone())(c)
     });
     let dev = TestModel::new(&f.signal, scripted_teammate(gated_steps));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]));
+    let mut team = f
+        .build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]))
+        .await;
     drive(&mut team, "Get the rename done.").await;
     team.close().await;
 
@@ -309,10 +313,12 @@ async fn an_agent_definition_narrows_the_working_toolset() {
         _ => say("Noted."),
     });
     let finder = TestModel::new(&f.signal, |_| say("Found."));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("finder", &finder)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("finder", &finder)],
+        ))
+        .await;
     drive(&mut team, "Find things.").await;
     team.close().await;
 
