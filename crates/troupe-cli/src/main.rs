@@ -8,7 +8,6 @@
 
 mod agent_setup;
 mod args;
-#[allow(dead_code)] // until the first command uses it (the async store ports)
 mod block_on;
 mod commands;
 mod error;

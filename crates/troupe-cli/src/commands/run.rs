@@ -267,7 +267,7 @@ pub fn drive(
             settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
         }
         let mcp = settings.mcp.clone();
-        let mut team = match build_team(settings) {
+        let mut team = match build_team(settings).await {
             Ok(team) => team,
             Err(e) => {
                 mcp.stop().await;

@@ -118,7 +118,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
             settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
         }
         let mcp = settings.mcp.clone();
-        let worker = match build_worker(settings) {
+        let worker = match build_worker(settings).await {
             Ok(worker) => worker,
             Err(e) => {
                 mcp.stop().await;

@@ -33,7 +33,7 @@ pub struct StateError {
     pub message: String,
 }
 
-pub fn state(
+pub async fn state(
     layout: &Layout,
     team: &StoreChoice,
     window: &Mutex<EventWindow>,
@@ -45,11 +45,25 @@ pub fn state(
         message: e.to_string(),
     };
     let inspector =
-        troupe::bootstrap::inspector_with(layout.workspace(), team).map_err(|e| StateError {
-            code: e.code(),
-            message: e.to_string(),
-        })?;
-    let report = inspector.status().map_err(failed)?;
+        troupe::sync::blocking(|| troupe::bootstrap::inspector_with(layout.workspace(), team))
+            .map_err(|e| StateError {
+                code: e.code(),
+                message: e.to_string(),
+            })?;
+    let report = inspector.status().await.map_err(failed)?;
+    // The rest reads files (the cost fold, the event window): off the async threads.
+    troupe::sync::blocking(|| state_of(report, layout, team, window, cost, prices))
+}
+
+/// The page's state from `report` and the stream's files.
+fn state_of(
+    report: troupe::inspect::StatusReport,
+    layout: &Layout,
+    team: &StoreChoice,
+    window: &Mutex<EventWindow>,
+    cost: &Mutex<CostFold>,
+    prices: &PriceTable,
+) -> Result<Value, StateError> {
     let (usage, cost_series) = {
         let mut cost = cost.lock().map_err(|_| StateError {
             code: "internal",

@@ -49,28 +49,29 @@ fn a_second_run_fails_at_start_naming_the_holder() {
     // The team's cron timer and job supervisor live on a tokio runtime.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _entered = runtime.enter();
-    let team = build_team(TeamSettings {
-        workspace: ws.clone(),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        models: Arc::new(SameModel(Arc::new(ScriptedModel::new()))),
-        approval: Arc::new(DenyApproval),
-        run_observer: Arc::new(NullObserver),
-        team_observer: Arc::new(NoTeamObserver),
-        max_turns: 1,
-        request_ttl: Duration::from_secs(300),
-        shell_timeout: Duration::from_secs(1),
-        watch: false,
-        require_plans: false,
-        redactor: troupe::secrets::Redactor::default(),
-        long_lived: Default::default(),
-        events: Default::default(),
-        settings: Default::default(),
-        sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
-        mcp: Default::default(),
-        store: Default::default(),
-    })
-    .unwrap();
+    let team = runtime
+        .block_on(build_team(TeamSettings {
+            workspace: ws.clone(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+            models: Arc::new(SameModel(Arc::new(ScriptedModel::new()))),
+            approval: Arc::new(DenyApproval),
+            run_observer: Arc::new(NullObserver),
+            team_observer: Arc::new(NoTeamObserver),
+            max_turns: 1,
+            request_ttl: Duration::from_secs(300),
+            shell_timeout: Duration::from_secs(1),
+            watch: false,
+            require_plans: false,
+            redactor: troupe::secrets::Redactor::default(),
+            long_lived: Default::default(),
+            events: Default::default(),
+            settings: Default::default(),
+            sandbox: troupe::bootstrap::SandboxOptions::off(&ws),
+            mcp: Default::default(),
+            store: Default::default(),
+        }))
+        .unwrap();
     let script = ws.join("script.json");
     std::fs::write(&script, r#"{"responses": [{"text": "hi"}]}"#).unwrap();
     let holder = format!("pid {}", std::process::id());

@@ -38,19 +38,19 @@ impl Worker {
 /// of the same repository as the lead's): it takes that workspace's run lock, registers in the
 /// team's worker registry, and leases teammates as their messages arrive or their earlier
 /// worker's leases run out.
-pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError> {
+pub async fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError> {
     if !matches!(settings.store, StoreChoice::Postgres(_)) {
         return Err(BootstrapError::Backend(crate::store::BackendError::new(
             "invalid_arguments",
             "troupe worker needs a shared store: --store postgres://… (or TROUPE_STORE_URL, or [store] url in troupe.toml)",
         )));
     }
-    let (start, mut job_completions) = start(&mut settings, "worker")?;
+    let (start, mut job_completions) = start(&mut settings, "worker").await?;
     // A teammate's background job ends in its worker; the lead is not in this process, so
     // completions are only recorded (in the job's record and the event stream).
     tokio::spawn(async move { while job_completions.recv().await.is_some() {} });
     // A worker runs teammates whatever the lead's --no-local-workers says.
-    let crew = team_runtime(&start, &settings, Some(true))?;
+    let crew = team_runtime(&start, &settings, Some(true)).await?;
     let Start {
         run_lock,
         events,
@@ -70,7 +70,7 @@ pub fn build_worker(mut settings: TeamSettings) -> Result<Worker, BootstrapError
     let runtime = crew.runtime;
     let parts = stores.pg.take();
     let holder = parts.as_ref().map(|p| p.holder.clone()).unwrap_or_default();
-    let held = Held::running(&runtime, parts, true, None, settings.mcp.clone(), run_lock);
+    let held = Held::running(&runtime, parts, true, None, settings.mcp.clone(), run_lock).await;
     Ok(Worker {
         runtime,
         events,

@@ -5,7 +5,7 @@
 //! claim's token stays in this process ([`HeldClaims`]), so `complete_task` completes with the
 //! claim the caller holds here, and a stale holder's completion is refused. Results
 //! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
-//! block on a file lock, so they run on a blocking thread. Their scope is troupe's own state
+//! are awaited (the board is an async port). Their scope is troupe's own state
 //! (the board under `.troupe/tasks/`), so the default policy allows them without asking.
 
 use std::sync::Arc;
@@ -33,32 +33,8 @@ pub fn task_tools(claims: Arc<HeldClaims>) -> Vec<Arc<dyn ToolHandler>> {
     ]
 }
 
-/// Runs a call on the held claims off the async threads (it may wait on the board's lock).
-async fn on_claims<T: Send + 'static>(
-    claims: &Arc<HeldClaims>,
-    call: impl FnOnce(&HeldClaims) -> Result<T, TaskError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let claims = claims.clone();
-    tokio::task::spawn_blocking(move || call(claims.as_ref()))
-        .await
-        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
-        .map_err(task_error)
-}
-
 fn task_error(error: TaskError) -> ToolError {
     ToolError::coded(&error)
-}
-
-/// Runs a board call off the async threads (it may wait on the board's lock).
-async fn on_board<T: Send + 'static>(
-    board: &Arc<dyn TaskBoard>,
-    call: impl FnOnce(&dyn TaskBoard) -> Result<T, TaskError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let board = board.clone();
-    tokio::task::spawn_blocking(move || call(board.as_ref()))
-        .await
-        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
-        .map_err(task_error)
 }
 
 fn task_id_arg(args: &Value) -> Result<TaskId, ToolError> {
@@ -81,7 +57,7 @@ fn task_id_schema() -> Value {
 
 /// One task with its open blockers, which needs the whole board.
 async fn task_result(board: &Arc<dyn TaskBoard>, task: Task) -> Result<String, ToolError> {
-    let tasks = on_board(board, |b| b.list()).await?;
+    let tasks = board.list().await.map_err(task_error)?;
     let view = views(&tasks)
         .into_iter()
         .find(|v| v.task.id == task.id)
@@ -175,7 +151,7 @@ impl ToolHandler for CreateTask {
             tags,
             assignee,
         };
-        let task = on_board(&self.0, move |b| b.create(new)).await?;
+        let task = self.0.create(new).await.map_err(task_error)?;
         task_result(&self.0, task).await
     }
 }
@@ -201,7 +177,7 @@ impl ToolHandler for GetTask {
 
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
-        let task = on_board(&self.0, move |b| b.get(&id)).await?;
+        let task = self.0.get(&id).await.map_err(task_error)?;
         task_result(&self.0, task).await
     }
 }
@@ -226,7 +202,7 @@ impl ToolHandler for ListTasks {
     }
 
     async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        let tasks = on_board(&self.0, |b| b.list()).await?;
+        let tasks = self.0.list().await.map_err(task_error)?;
         Ok(json!({ "tasks": views(&tasks) }).to_string())
     }
 }
@@ -256,7 +232,7 @@ impl ToolHandler for ClaimTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_claims(&self.0, move |c| c.claim(&id, &agent)).await?;
+        let task = self.0.claim(&id, &agent).await.map_err(task_error)?;
         task_result(self.0.board(), task).await
     }
 }
@@ -284,7 +260,7 @@ impl ToolHandler for CompleteTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_claims(&self.0, move |c| c.complete(&id, &agent)).await?;
+        let task = self.0.complete(&id, &agent).await.map_err(task_error)?;
         task_result(self.0.board(), task).await
     }
 }

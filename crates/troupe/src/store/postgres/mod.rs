@@ -593,7 +593,6 @@ where
 }
 
 /// [`retrying`] for an async operation: `op` makes the attempt's future afresh each time.
-#[allow(dead_code)] // until the first adapter is async
 pub(crate) async fn retrying_async<T, E, F>(mut op: impl FnMut() -> F) -> Result<T, E>
 where
     E: ConnectionLost,

@@ -41,7 +41,7 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
             (seq_id(2), "alice".to_owned(), JobStatus::Running),
         ]
     );
-    assert_eq!(inspector.status().unwrap().jobs, jobs);
+    assert_eq!(inspector.status().await.unwrap().jobs, jobs);
     // The JSON of the view is the records' own shape.
     let json = serde_json::to_value(&jobs).unwrap();
     assert_eq!(json[1]["status"], "running");
@@ -52,8 +52,8 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
     assert_eq!(inspector.jobs().unwrap()[1].status(), JobStatus::Completed);
 }
 
-#[test]
-fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
+#[tokio::test]
+async fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
     let dir = tempfile::tempdir().unwrap();
     let layout = troupe::layout::Layout::new(dir.path());
     let inspector = Inspector::new(
@@ -61,7 +61,7 @@ fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
         Arc::new(troupe::clock::ManualClock::at_spec_epoch()),
     );
     assert!(inspector.jobs().unwrap().is_empty());
-    assert!(inspector.status().unwrap().jobs.is_empty());
+    assert!(inspector.status().await.unwrap().jobs.is_empty());
     assert!(!layout.state_dir().exists());
 }
 
