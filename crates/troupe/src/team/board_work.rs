@@ -369,7 +369,7 @@ mod tests {
         clock.advance_millis(next.millis_since(clock.now()));
         assert_eq!(work.sweep(&sink).await, None);
         assert_eq!(work.sweep(&sink).await, None);
-        let seen = seen.lock().unwrap();
+        let seen = seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].id, task.id);
         assert_eq!(seen[0].status, TaskStatus::Pending);

@@ -5,7 +5,8 @@
 //! claim's token stays in this process ([`HeldClaims`]), so `complete_task` completes with the
 //! claim the caller holds here, and a stale holder's completion is refused. Results
 //! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
-//! are awaited (the board is an async port). Their scope is troupe's own state
+//! run on a task of their own, so that a call stuck on the board's lock is given up when the
+//! agent stops. Their scope is troupe's own state
 //! (the board under `.troupe/tasks/`), so the default policy allows them without asking.
 
 use std::sync::Arc;
@@ -37,6 +38,18 @@ fn task_error(error: TaskError) -> ToolError {
     ToolError::coded(&error)
 }
 
+/// Runs a board call on a task of its own and waits for it: a call stuck on the board's lock
+/// (another process holds it) is given up when the tool call is cancelled (the agent stops),
+/// instead of holding the turn until the lock is free.
+async fn detached<T: Send + 'static>(
+    call: impl std::future::Future<Output = Result<T, TaskError>> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::spawn(call)
+        .await
+        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
+        .map_err(task_error)
+}
+
 fn task_id_arg(args: &Value) -> Result<TaskId, ToolError> {
     TaskId::parse(str_arg(args, "task_id")?).map_err(task_error)
 }
@@ -57,7 +70,8 @@ fn task_id_schema() -> Value {
 
 /// One task with its open blockers, which needs the whole board.
 async fn task_result(board: &Arc<dyn TaskBoard>, task: Task) -> Result<String, ToolError> {
-    let tasks = board.list().await.map_err(task_error)?;
+    let board = board.clone();
+    let tasks = detached(async move { board.list().await }).await?;
     let view = views(&tasks)
         .into_iter()
         .find(|v| v.task.id == task.id)
@@ -151,7 +165,8 @@ impl ToolHandler for CreateTask {
             tags,
             assignee,
         };
-        let task = self.0.create(new).await.map_err(task_error)?;
+        let board = self.0.clone();
+        let task = detached(async move { board.create(new).await }).await?;
         task_result(&self.0, task).await
     }
 }
@@ -177,7 +192,8 @@ impl ToolHandler for GetTask {
 
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
-        let task = self.0.get(&id).await.map_err(task_error)?;
+        let board = self.0.clone();
+        let task = detached(async move { board.get(&id).await }).await?;
         task_result(&self.0, task).await
     }
 }
@@ -202,7 +218,8 @@ impl ToolHandler for ListTasks {
     }
 
     async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        let tasks = self.0.list().await.map_err(task_error)?;
+        let board = self.0.clone();
+        let tasks = detached(async move { board.list().await }).await?;
         Ok(json!({ "tasks": views(&tasks) }).to_string())
     }
 }
@@ -232,7 +249,8 @@ impl ToolHandler for ClaimTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = self.0.claim(&id, &agent).await.map_err(task_error)?;
+        let claims = self.0.clone();
+        let task = detached(async move { claims.claim(&id, &agent).await }).await?;
         task_result(self.0.board(), task).await
     }
 }
@@ -260,7 +278,8 @@ impl ToolHandler for CompleteTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = self.0.complete(&id, &agent).await.map_err(task_error)?;
+        let claims = self.0.clone();
+        let task = detached(async move { claims.complete(&id, &agent).await }).await?;
         task_result(self.0.board(), task).await
     }
 }
