@@ -633,10 +633,12 @@ impl TeamInner {
     /// One attempt at [`TeamRuntime::spawn`]; `None` when the old teammate's worker is still
     /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
     ///
-    /// Spawns are serialised by the `spawning` lock. The runner is built before the slots lock
-    /// is taken; the roster change and the new slot are made together under it, so no wake can
-    /// start a worker for the name in between, and an old worker can never touch the new
-    /// teammate's status or runner.
+    /// Spawns are serialised by the `spawning` lock. The runner is built first; the new slot is
+    /// installed (unless the old worker still runs), then the roster changed (awaited, no lock
+    /// held): a wake in between finds no runnable teammate of the name and starts nothing, so
+    /// no wake can start a worker for the name with the old record, and an old worker can never
+    /// touch the new teammate's status or runner. A roster change that fails takes the slot out
+    /// again.
     async fn try_spawn(
         self: &Arc<Self>,
         name: &AgentName,
