@@ -48,19 +48,22 @@ pub fn open_request(
 /// Answers the plan request `request_id` (a full id or a unique prefix) as the lead, in the team
 /// `store` names (a shared team's database, or the workspace). Errors end with their stable code
 /// (their `code`); a malformed or ambiguous id is a usage error.
-pub fn answer_plan_in(
+pub async fn answer_plan_in(
     workspace: &Path,
     store: &troupe::bootstrap::StoreChoice,
     request_id: &str,
     approve: bool,
     feedback: Option<&str>,
 ) -> Result<PlanAnswer, CliError> {
-    let (review, request_id) = open_request(workspace, store, request_id)?;
-    let roster = review.roster().map_err(|e| CliError::coded(&e))?;
-    let response = review
-        .protocol
-        .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
-        .map_err(|e| CliError::coded(&e))?;
+    let (review, request_id) =
+        troupe::sync::blocking(|| open_request(workspace, store, request_id))?;
+    let roster = review.roster().await.map_err(|e| CliError::coded(&e))?;
+    let response = troupe::sync::blocking(|| {
+        review
+            .protocol
+            .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)
+    })
+    .map_err(|e| CliError::coded(&e))?;
     Ok(PlanAnswer {
         request_id,
         approved: approve,

@@ -13,14 +13,16 @@ use crate::error::CliError;
 
 /// Sends `text` from `user` to `to` in the team `store` names; a malformed text is a usage
 /// error.
-pub fn send_as_user(
+pub async fn send_as_user(
     workspace: &Path,
     store: &StoreChoice,
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, CliError> {
-    troupe::bootstrap::send_as_user(workspace, store, to, text).map_err(|e| match e {
-        SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
-        e => CliError::coded(&e),
-    })
+    troupe::bootstrap::send_as_user(workspace, store, to, text)
+        .await
+        .map_err(|e| match e {
+            SendError::Invalid(_) => CliError::usage(e.to_string()).with_code(e.code()),
+            e => CliError::coded(&e),
+        })
 }

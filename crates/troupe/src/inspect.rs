@@ -300,14 +300,14 @@ impl Inspector {
         Ok(StatusReport {
             workspace: self.layout.workspace().display().to_string(),
             run: self.run_view()?,
-            teammates: self.roster()?.teammates,
+            teammates: self.roster().await?.teammates,
             mailboxes,
             pending_requests,
             jobs: self.jobs().await?,
-            tasks: TaskSummary::of(&self.tasks()?),
+            tasks: TaskSummary::of(&self.tasks().await?),
             usage: self.usage().await?,
             workers: match &self.shared {
-                Some(shared) => Some(shared.roster.workers().map_err(backend)?),
+                Some(shared) => Some(shared.roster.workers().await.map_err(backend)?),
                 None => None,
             },
         })
@@ -360,11 +360,13 @@ impl Inspector {
 
     /// Every task of the task board, in creation order, with its open blockers. Reading takes
     /// no lock and creates nothing.
-    pub fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
+    pub async fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
         let listed = match &self.shared {
-            Some(shared) => shared.board.list()?,
+            Some(shared) => shared.board.list().await?,
             None => {
-                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds)).list()?
+                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds))
+                    .list()
+                    .await?
             }
         };
         Ok(tasks::views(&listed))
@@ -426,22 +428,22 @@ impl Inspector {
     /// The durable cron jobs in `.troupe/cron.json` (a distributed team's: in its database), soonest
     /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
-    pub fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
+    pub async fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
         let store = match &self.shared {
             Some(shared) => shared.cron.clone(),
             None => CronStore::new(&self.layout),
         };
-        let mut jobs: Vec<CronJobView> = store.load()?.iter().map(CronJob::view).collect();
+        let mut jobs: Vec<CronJobView> = store.load().await?.iter().map(CronJob::view).collect();
         jobs.sort_by_key(|v| (v.next_fire_utc, v.id));
         Ok(jobs)
     }
 
     /// The roster in `team.json`; empty when there is none yet.
-    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+    pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
         if let Some(shared) = &self.shared {
             return Ok(TeamRoster {
                 version: TeamRoster::VERSION,
-                teammates: shared.roster.all().map_err(backend)?,
+                teammates: shared.roster.all().await.map_err(backend)?,
             });
         }
         read_roster(&self.layout.team_file())

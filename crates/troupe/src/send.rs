@@ -90,14 +90,14 @@ pub fn send_with(
 
 /// Sends `text` from `user` to `to` in a distributed team, whose roster and mailboxes these are,
 /// on `clock` and random ids.
-pub fn send_to_team(
+pub async fn send_to_team(
     roster: &dyn LeasedRoster,
     mailbox: &dyn MailboxStore,
     clock: &dyn Clock,
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    check_in(&roster.all()?, to)?;
+    check_in(&roster.all().await?, to)?;
     let message = user_message(to, text, clock.now(), &RandomIds)?;
     let id = message.id;
     mailbox.send(&MailboxMessage::Ordinary(message))?;

@@ -77,8 +77,8 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
         .map(|i| AgentName::parse(&format!("mate-{i}")).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     for name in &names {
-        team.runtime
-            .spawn_teammate(name, "benchmark", "say ok")
+        runtime
+            .block_on(team.runtime.spawn_teammate(name, "benchmark", "say ok"))
             .map_err(|e| e.to_string())?;
         wait_for(&rx, "a teammate to go idle", |u| {
             is_status(u, name, TeammateStatus::Idle)
@@ -91,7 +91,7 @@ pub fn run(dir: &Path, rounds: usize) -> BenchResult<Value> {
     let idle_cpu = cpu_seconds() - cpu_before;
     let rss_32 = peak_rss_bytes();
 
-    let plan_samples = plan_round_trips(&team, &rx, &names, rounds)?;
+    let plan_samples = plan_round_trips(&runtime, &team, &rx, &names, rounds)?;
     let shutdown_samples = shutdown_round_trips(&team, &rx, &names)?;
     runtime.block_on(team.close());
     let (mut plan, mut shutdown) = (plan_samples, shutdown_samples);
@@ -170,6 +170,7 @@ fn lead_claim(
 }
 
 fn plan_round_trips(
+    runtime: &tokio::runtime::Runtime,
     team: &Team,
     rx: &Receiver<TeamUpdate>,
     names: &[AgentName],
@@ -193,8 +194,12 @@ fn plan_round_trips(
         team.mailbox
             .ack(&AgentName::lead(), &message)
             .map_err(|e| e.to_string())?;
+        let statuses = troupe::wire::TeamRoster {
+            version: troupe::wire::TeamRoster::VERSION,
+            teammates: runtime.block_on(team.runtime.roster()),
+        };
         protocol
-            .review_plan(&AgentName::lead(), request.id(), true, None, &team.runtime)
+            .review_plan(&AgentName::lead(), request.id(), true, None, &statuses)
             .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.
         let id = request.id();

@@ -22,7 +22,13 @@ pub fn review(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let answer = answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref())?;
+    let answer = crate::block_on::block_on(answer_plan_in(
+        workspace,
+        &store,
+        request_id,
+        approve,
+        feedback.as_deref(),
+    ))??;
     render::print_text(&format!(
         "{} plan request {}; response {} delivered to {}'s mailbox\n",
         if answer.approved {

@@ -24,7 +24,7 @@ pub fn send(
     let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let id = send_as_user(workspace, &store, &to, text)?;
+    let id = crate::block_on::block_on(send_as_user(workspace, &store, &to, text))??;
     if json {
         render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))
     } else {

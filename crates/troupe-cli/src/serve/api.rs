@@ -143,7 +143,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
             blocking(move || conversation(&shared, query.as_deref())).await
         }
         "/api/review" if method == Method::POST => match read_json(request).await {
-            Ok(body) => blocking(move || review(&shared, &body)).await,
+            Ok(body) => review(&shared, &body).await,
             Err(response) => response,
         },
         "/api/permission" if method == Method::POST => match read_json(request).await {
@@ -154,7 +154,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
             Err(response) => response,
         },
         "/api/send" if method == Method::POST => match read_json(request).await {
-            Ok(body) => blocking(move || send_message(&shared, &body)).await,
+            Ok(body) => send_message(&shared, &body).await,
             Err(response) => response,
         },
         "/" | "/index.html" | "/app.js" | "/style.css" | "/api/state" | "/api/events"
@@ -358,7 +358,7 @@ struct ReviewBody {
 }
 
 /// `POST /api/review`: the same answer as `troupe review` (one shared function).
-fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
+async fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
     let body: ReviewBody = match parse_body(body, "a review") {
         Ok(body) => body,
         Err(bad) => return bad.response(),
@@ -370,7 +370,9 @@ fn review(shared: &Shared, body: &[u8]) -> Response<Body> {
         &body.request_id,
         body.approve,
         feedback,
-    ) {
+    )
+    .await
+    {
         Ok(answer) => response::json(
             StatusCode::OK,
             &json!({
@@ -393,7 +395,7 @@ struct SendBody {
 }
 
 /// `POST /api/send`: the same as `troupe send AGENT TEXT`.
-fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
+async fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
     let body: SendBody = match parse_body(body, "a message") {
         Ok(body) => body,
         Err(bad) => return bad.response(),
@@ -402,7 +404,7 @@ fn send_message(shared: &Shared, body: &[u8]) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    match send::send_from_user(&shared.workspace, &shared.choice(), &agent, &body.text) {
+    match send::send_from_user(&shared.workspace, &shared.choice(), &agent, &body.text).await {
         Ok(id) => response::json(
             StatusCode::OK,
             &json!({"ok": true, "message_id": id.to_string(), "agent": agent, "to": agent, "from": "user"}),

@@ -18,22 +18,24 @@ pub struct SendError {
 }
 
 /// No such agent 404; a failed or shut-down one 409; bad text 400; storage 500.
-pub fn send_from_user(
+pub async fn send_from_user(
     workspace: &Path,
     team: &StoreChoice,
     agent: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    troupe::bootstrap::send_as_user(workspace, team, agent, text).map_err(|e| SendError {
-        status: match &e {
-            LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
-            LibError::Unavailable { .. } => StatusCode::CONFLICT,
-            LibError::Invalid(_) => StatusCode::BAD_REQUEST,
-            LibError::Inspect(_) | LibError::Mailbox(_) | LibError::Backend(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        },
-        code: e.code(),
-        message: e.to_string(),
-    })
+    troupe::bootstrap::send_as_user(workspace, team, agent, text)
+        .await
+        .map_err(|e| SendError {
+            status: match &e {
+                LibError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+                LibError::Unavailable { .. } => StatusCode::CONFLICT,
+                LibError::Invalid(_) => StatusCode::BAD_REQUEST,
+                LibError::Inspect(_) | LibError::Mailbox(_) | LibError::Backend(_) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            },
+            code: e.code(),
+            message: e.to_string(),
+        })
 }

@@ -36,7 +36,8 @@ impl Team {
 
     /// Reads the roster and the pending plan requests into `view`.
     pub fn refresh(&self, view: &mut View) -> Result<(), CliError> {
-        let roster = self.inspector.roster().map_err(|e| CliError::coded(&e))?;
+        let roster =
+            crate::block_on::block_on(self.inspector.roster())?.map_err(|e| CliError::coded(&e))?;
         let teammates: Vec<(String, String, String)> = roster
             .teammates
             .iter()
@@ -84,13 +85,15 @@ impl Team {
                 request_id,
                 approve,
                 feedback,
-            } => match answer_plan_in(
+            } => match crate::block_on::block_on(answer_plan_in(
                 &self.workspace,
                 &self.store,
                 request_id,
                 *approve,
                 feedback.as_deref(),
-            ) {
+            ))
+            .and_then(|answered| answered)
+            {
                 Ok(answer) => format!(
                     "{} plan {} of {}",
                     if answer.approved {
@@ -106,7 +109,14 @@ impl Team {
             Effect::Send { to, text } => {
                 let sent = AgentName::parse(to)
                     .map_err(|e| CliError::usage(e.to_string()))
-                    .and_then(|to| send_as_user(&self.workspace, &self.store, &to, text));
+                    .and_then(|to| {
+                        crate::block_on::block_on(send_as_user(
+                            &self.workspace,
+                            &self.store,
+                            &to,
+                            text,
+                        ))?
+                    });
                 match sent {
                     Ok(id) => format!("sent message {} to {to}", short_id(&id.to_string())),
                     Err(e) => e.to_string(),

@@ -6,8 +6,13 @@
 
 /// Renders an agent's current system prompt. Implementations re-render only when one of their
 /// inputs changed, and return the same text otherwise.
+#[async_trait::async_trait]
 pub trait SystemPromptSource: Send + Sync {
     fn render(&self) -> String;
+
+    /// Reads what the prompt shows from async ports (a team's roster) for the next
+    /// [`Self::render`]; the runner awaits it before every model call. The default: nothing.
+    async fn refresh(&self) {}
 
     /// The memory section selected for the coming turn (empty: none). Sources without a memory
     /// section ignore it.

@@ -340,6 +340,7 @@ impl Runner {
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
+        self.observer.turn_starting(&self.agent).await;
         self.observer.turn_started(&self.agent);
         let result = self.turn_loop(cancel).await;
         match &result {
@@ -389,7 +390,7 @@ impl Runner {
                     return Ok(outcome);
                 }
             }
-            self.refresh_system_prompt();
+            self.refresh_system_prompt().await;
             outcome.model_calls += 1;
             self.observer
                 .model_call_started(&self.agent, outcome.model_calls);
@@ -505,9 +506,10 @@ impl Runner {
         self.complete_joined(retry, cancel).await
     }
 
-    fn refresh_system_prompt(&mut self) {
+    async fn refresh_system_prompt(&mut self) {
         if let Some(source) = &self.system_source {
-            // A living prompt reads the roster and the protocol store (a lock, a file).
+            source.refresh().await;
+            // A living prompt reads the protocol store (a lock, a file).
             let prompt = crate::sync::blocking(|| source.render());
             if prompt != self.history.system_prompt() {
                 self.history.set_system_prompt(prompt);

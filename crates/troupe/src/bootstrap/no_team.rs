@@ -24,7 +24,7 @@ use super::options::{BootstrapError, StoreChoice};
 /// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
 /// or a distributed team's database. The one path of `troupe send`, the web page and the
 /// terminal view.
-pub fn send_as_user(
+pub async fn send_as_user(
     workspace: &std::path::Path,
     store: &StoreChoice,
     to: &AgentName,
@@ -33,7 +33,7 @@ pub fn send_as_user(
     match store {
         StoreChoice::Files => crate::send::send_from_user(workspace, to, text),
         StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, to, text)
+            send_to_distributed_team(&options.url, &options.team, to, text).await
         }
     }
 }
@@ -41,7 +41,7 @@ pub fn send_as_user(
 /// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
 /// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
 /// system clock and random ids.
-pub fn send_to_distributed_team(
+pub async fn send_to_distributed_team(
     url: &str,
     team: &str,
     to: &AgentName,
@@ -57,7 +57,7 @@ pub fn send_to_distributed_team(
     );
     let mailbox =
         crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
-    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text)
+    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text).await
 }
 
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
@@ -209,11 +209,11 @@ impl PlanReview {
 
     /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
     /// the run may change it).
-    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+    pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
         if let Some(roster) = &self.distributed_roster {
             return Ok(TeamRoster {
                 version: TeamRoster::VERSION,
-                teammates: roster.all().map_err(|e| InspectError::Io {
+                teammates: roster.all().await.map_err(|e| InspectError::Io {
                     path: "the team's PostgreSQL database".into(),
                     source: std::io::Error::other(format!("{e} [{}]", e.code)),
                 })?,

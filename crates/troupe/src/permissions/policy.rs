@@ -17,7 +17,6 @@ use super::rules::{
 };
 use super::settings_rules::SettingsRules;
 use crate::settings::RuleEntry;
-use crate::sync::blocking;
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +107,11 @@ impl PermissionPolicy {
         combine(self.rules.iter().map(|r| r.as_ref()), request)
     }
 
-    /// [`Self::evaluate`], off the async threads when a rule reads a port (a store call may
-    /// wait on a lock or the disk); in place when every rule is pure (no hand-off per call).
-    fn evaluate_off_async_threads(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
+    /// [`Self::evaluate`], awaiting the rules that read a port
+    /// ([`PermissionRule::evaluate_async`]); in place when every rule is pure.
+    async fn evaluate_reading_ports(&self, request: &PermissionRequest<'_>) -> RuleVerdict {
         if self.rules.iter().any(|rule| rule.reads_ports()) {
-            blocking(|| self.evaluate(request))
+            super::rules::combine_async(&self.rules, request).await
         } else {
             self.evaluate(request)
         }
@@ -210,7 +209,7 @@ impl PermissionPolicy {
         &self,
         request: &PermissionRequest<'_>,
     ) -> Result<PermissionDecision, AuditError> {
-        let verdict = self.evaluate_off_async_threads(request);
+        let verdict = self.evaluate_reading_ports(request).await;
         let decision = match verdict.decision {
             Decision::Allow | Decision::Deny => PermissionDecision {
                 allowed: verdict.decision == Decision::Allow,

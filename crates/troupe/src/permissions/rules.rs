@@ -67,15 +67,22 @@ impl RuleVerdict {
 ///
 /// **Contract:** a rule is a function of the request and, when [`Self::reads_ports`] is true,
 /// of what it reads through a port (the plan gate reads the latest plan from the protocol
-/// store, which may wait on the store's lock or the disk). The policy evaluates such rules off
-/// the async worker threads (`crate::sync::blocking`); a rule that reads nothing is evaluated
-/// in place.
+/// store, which may wait on the store's lock or the disk). The policy evaluates such rules
+/// through [`Self::evaluate_async`]; a rule that reads nothing is evaluated in place.
+#[async_trait::async_trait]
 pub trait PermissionRule: Send + Sync {
     fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict>;
 
     /// Whether [`Self::evaluate`] reads a port (and may block). False for pure rules.
     fn reads_ports(&self) -> bool {
         false
+    }
+
+    /// The verdict as the policy's async path asks for it, for a rule that reads a port. The
+    /// default runs [`Self::evaluate`] off the async worker threads (`crate::sync::blocking`);
+    /// a rule whose port is async (the lease gate's roster) awaits it here instead.
+    async fn evaluate_async(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+        crate::sync::blocking(|| self.evaluate(request))
     }
 }
 
@@ -87,15 +94,34 @@ pub fn combine<'r>(
     rules: impl IntoIterator<Item = &'r dyn PermissionRule>,
     request: &PermissionRequest<'_>,
 ) -> RuleVerdict {
-    let mut strongest: Option<RuleVerdict> = None;
+    strongest_of(rules.into_iter().map(|rule| rule.evaluate(request)))
+}
+
+/// [`combine`], each rule that reads a port through [`PermissionRule::evaluate_async`].
+pub async fn combine_async(
+    rules: &[std::sync::Arc<dyn PermissionRule>],
+    request: &PermissionRequest<'_>,
+) -> RuleVerdict {
+    let mut verdicts = Vec::with_capacity(rules.len());
     for rule in rules {
-        if let Some(verdict) = rule.evaluate(request) {
-            let stronger = strongest
-                .as_ref()
-                .is_none_or(|s| verdict.decision > s.decision);
-            if stronger {
-                strongest = Some(verdict);
-            }
+        verdicts.push(if rule.reads_ports() {
+            rule.evaluate_async(request).await
+        } else {
+            rule.evaluate(request)
+        });
+    }
+    strongest_of(verdicts)
+}
+
+/// The strongest of `verdicts` (first among equals), or the fallback when none has one.
+fn strongest_of(verdicts: impl IntoIterator<Item = Option<RuleVerdict>>) -> RuleVerdict {
+    let mut strongest: Option<RuleVerdict> = None;
+    for verdict in verdicts.into_iter().flatten() {
+        let stronger = strongest
+            .as_ref()
+            .is_none_or(|s| verdict.decision > s.decision);
+        if stronger {
+            strongest = Some(verdict);
         }
     }
     strongest.unwrap_or_else(|| {

@@ -107,7 +107,7 @@ impl Driver {
     }
 
     /// Every external event that has arrived, without waiting.
-    fn take_external(&mut self) -> Vec<LeadEvent> {
+    async fn take_external(&mut self) -> Vec<LeadEvent> {
         let mut events = std::mem::take(&mut self.buffered);
         if let Some(rx) = self.external.job_completions.as_mut() {
             while let Ok(completion) = rx.try_recv() {
@@ -115,7 +115,7 @@ impl Driver {
             }
         }
         let now = self.team.clock().now();
-        for (name, reason) in self.team.take_failures() {
+        for (name, reason) in self.team.take_failures().await {
             self.failures_seen += 1;
             events.push(LeadEvent::teammate_failed(
                 &name,
@@ -162,10 +162,10 @@ impl Driver {
                 return Ok(outcome);
             }
             let mut events = std::mem::take(&mut self.unfinished);
-            events.extend(self.take_external());
+            events.extend(self.take_external().await);
             // Store calls (locks, disk) run off the async threads.
             events.extend(blocking(|| self.claim_lead_events())?);
-            events.extend(blocking(|| self.expiry_events())?);
+            events.extend(self.expiry_events().await?);
             if !events.is_empty() {
                 let mut appended = 0;
                 let handled: Vec<troupe_wire::MessageId> = events
@@ -206,8 +206,8 @@ impl Driver {
             // Quiet by every measure, then the channels: an event that arrived meanwhile is
             // buffered and runs in the next round — at once, not after the wait below, which
             // nothing would end (its sender is done and the team has gone quiet).
-            if blocking(|| self.is_quiescent(next_expiry.is_some()))? {
-                if !self.drain_late_events() {
+            if self.is_quiescent(next_expiry.is_some()).await? {
+                if !self.drain_late_events().await {
                     return Ok(outcome);
                 }
                 continue;
@@ -373,11 +373,11 @@ impl Driver {
 
     /// Expired pending requests not yet reported: the lead's become events; a teammate's plan
     /// expiry is told to the teammate by a message.
-    fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
+    async fn expiry_events(&mut self) -> Result<Vec<LeadEvent>, DriveError> {
         let store = self.team.protocol().store().clone();
         let now = self.team.clock().now();
         let mut events = Vec::new();
-        for request in store.pending().map_err(TeamError::from)? {
+        for request in blocking(|| store.pending()).map_err(TeamError::from)? {
             if request.status_at(now) != RequestStatus::Expired
                 || !self.expired_noticed.insert(request.id())
             {
@@ -393,7 +393,7 @@ impl Driver {
             }
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
-            } else if self.team.check_reachable(request.sender()).is_ok() {
+            } else if self.team.check_reachable(request.sender()).await.is_ok() {
                 let text = format!(
                     "Your {} request {} expired at {} without an answer. The plan gate stays \
                      closed; submit a revised plan with submit_plan if you still need to act.",
@@ -401,12 +401,14 @@ impl Driver {
                     request.id(),
                     request.expires_at_utc()
                 );
-                self.team.postman().send_ordinary(
-                    &AgentName::lead(),
-                    request.sender(),
-                    troupe_wire::OrdinaryKind::Message,
-                    &text,
-                )?;
+                blocking(|| {
+                    self.team.postman().send_ordinary(
+                        &AgentName::lead(),
+                        request.sender(),
+                        troupe_wire::OrdinaryKind::Message,
+                        &text,
+                    )
+                })?;
             }
         }
         Ok(events)
@@ -435,8 +437,8 @@ impl Driver {
     /// Whether the run is over, by every measure that needs no waiting: no open request, no
     /// unfinished event, no teammate worker running, no background job running, nothing ready
     /// in the lead's mailbox. Changes nothing.
-    fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
-        if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy()? {
+    async fn is_quiescent(&self, open_requests: bool) -> Result<bool, DriveError> {
+        if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy().await? {
             return Ok(false);
         }
         // Idle here, the channels after (`drain_late_events`): a job's completion is sent
@@ -451,21 +453,18 @@ impl Driver {
         }
         // A task a dead run or another process holds comes back when its lease runs out, and a
         // teammate here takes it: the run waits for that.
-        if self.team.awaiting_tasks() {
+        if self.team.awaiting_tasks().await {
             return Ok(false);
         }
-        let counts = self
-            .team
-            .mailbox()
-            .counts(&AgentName::lead())
-            .map_err(TeamError::from)?;
+        let counts =
+            blocking(|| self.team.mailbox().counts(&AgentName::lead())).map_err(TeamError::from)?;
         Ok(counts.ready == 0)
     }
 
     /// Moves events that arrived on the external channels since the last look into the buffer;
     /// whether there were any.
-    fn drain_late_events(&mut self) -> bool {
-        let late = self.take_external();
+    async fn drain_late_events(&mut self) -> bool {
+        let late = self.take_external().await;
         if late.is_empty() {
             return false;
         }

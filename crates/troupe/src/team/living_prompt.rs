@@ -39,6 +39,8 @@ pub struct LivingPrompt {
     team: TeamHandle,
     clock: Arc<dyn Clock>,
     memory: Mutex<String>,
+    /// The team section's lines, as [`SystemPromptSource::refresh`] last read the roster.
+    roster: Mutex<Vec<String>>,
     cache: Mutex<Option<(Inputs, String)>>,
 }
 
@@ -64,6 +66,7 @@ impl LivingPrompt {
             team,
             clock,
             memory: Mutex::new(String::new()),
+            roster: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
         }
     }
@@ -84,19 +87,7 @@ impl LivingPrompt {
                 pending: Vec::new(),
             };
         };
-        let roster = team
-            .roster()
-            .into_iter()
-            .filter(|t| t.name != self.agent)
-            .map(|t| {
-                format!(
-                    "- {} ({}): {}",
-                    t.name,
-                    t.status.as_str(),
-                    one_line(&t.role)
-                )
-            })
-            .collect();
+        let roster = lock(&self.roster).clone();
         let now = self.clock.now();
         // A store that cannot be read leaves the section out this time; the gate and the
         // tools report the failure where it matters.
@@ -148,7 +139,29 @@ impl LivingPrompt {
     }
 }
 
+#[async_trait::async_trait]
 impl SystemPromptSource for LivingPrompt {
+    async fn refresh(&self) {
+        let Ok(team) = self.team.upgrade() else {
+            return;
+        };
+        let roster = team
+            .roster()
+            .await
+            .into_iter()
+            .filter(|t| t.name != self.agent)
+            .map(|t| {
+                format!(
+                    "- {} ({}): {}",
+                    t.name,
+                    t.status.as_str(),
+                    one_line(&t.role)
+                )
+            })
+            .collect();
+        *lock(&self.roster) = roster;
+    }
+
     fn render(&self) -> String {
         let inputs = self.inputs();
         let mut cache = lock(&self.cache);

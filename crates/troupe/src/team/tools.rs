@@ -223,11 +223,11 @@ impl ToolHandler for SendMessage {
         }
         let team = self.0.upgrade().map_err(team_error)?;
         let content = str_arg(&args, "content")?;
-        // Store calls (roster, mailbox) run off the async threads.
+        if !to.is_lead() {
+            team.check_reachable(&to).await.map_err(team_error)?;
+        }
+        // Store calls (mailbox) run off the async threads.
         let message = blocking(|| {
-            if !to.is_lead() {
-                team.check_reachable(&to)?;
-            }
             team.postman()
                 .send_ordinary(&ctx.agent, &to, OrdinaryKind::Message, content)
         })
@@ -257,8 +257,8 @@ impl ToolHandler for RequestShutdown {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let teammate = name_arg(&args, "teammate")?;
         let team = self.0.upgrade().map_err(team_error)?;
+        team.check_reachable(&teammate).await.map_err(team_error)?;
         let request = blocking(|| {
-            team.check_reachable(&teammate)?;
             team.protocol().open(
                 RequestKind::Shutdown,
                 &ctx.agent,
@@ -302,9 +302,13 @@ impl ToolHandler for ReviewPlan {
         let (request_id, approve) = decision_args(&args)?;
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
+        let statuses = troupe_wire::TeamRoster {
+            version: troupe_wire::TeamRoster::VERSION,
+            teammates: team.roster().await,
+        };
         let response = blocking(|| {
             team.protocol()
-                .review_plan(&ctx.agent, request_id, approve, feedback, &team)
+                .review_plan(&ctx.agent, request_id, approve, feedback, &statuses)
         })
         .map_err(team_error)?;
         Ok(render(json!({

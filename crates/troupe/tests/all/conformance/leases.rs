@@ -163,25 +163,35 @@ fn board_changes_that_free_work_wake_the_team_and_claims_do_not() {
                 subject: "t".into(),
                 ..Default::default()
             })
+            .await
             .unwrap();
         assert_eq!(rx.recv().await, board_wake);
         let lease = board
             .claim(&task.id, &agent("alice"))
+            .await
             .unwrap()
             .lease
             .unwrap();
         board
             .renew(&task.id, &agent("alice"), &lease.token)
+            .await
             .unwrap();
         board
             .release(&task.id, &agent("alice"), &lease.token, "stopping")
+            .await
             .unwrap();
         // The next wake is the release's: the claim and the renewal sent none.
         assert_eq!(rx.recv().await, board_wake);
         assert!(rx.try_recv().is_err());
-        let lease = board.claim(&task.id, &agent("bob")).unwrap().lease.unwrap();
+        let lease = board
+            .claim(&task.id, &agent("bob"))
+            .await
+            .unwrap()
+            .lease
+            .unwrap();
         board
             .complete(&task.id, &agent("bob"), &lease.token)
+            .await
             .unwrap();
         assert_eq!(rx.recv().await, board_wake);
     });

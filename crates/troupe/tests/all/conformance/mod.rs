@@ -234,16 +234,17 @@ macro_rules! both {
 }
 pub(crate) use both;
 
-/// [`both!`] for `async fn name(Backend)`: each test on its own current-thread runtime.
+/// [`both`] for a contract over an async port: `fn name(Backend)` is async, and each backend's
+/// test runs it on a runtime of its own.
 macro_rules! both_async {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
-                #[tokio::test]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn file() {
                     super::$name(super::super::Backend::File).await
                 }
-                #[tokio::test]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn postgres() {
                     super::$name(super::super::Backend::Postgres).await
                 }

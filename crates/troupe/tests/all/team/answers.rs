@@ -61,6 +61,7 @@ async fn plan_then_shut_down(
 ) -> troupe::wire::ProtocolRequest {
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -105,6 +106,7 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
         .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -160,7 +162,16 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
     let refused = team
         .runtime
         .protocol()
-        .review_plan(&name("lead"), plan.id(), false, Some("No."), &team.runtime)
+        .review_plan(
+            &name("lead"),
+            plan.id(),
+            false,
+            Some("No."),
+            &troupe::wire::TeamRoster {
+                version: troupe::wire::TeamRoster::VERSION,
+                teammates: team.runtime.roster().await,
+            },
+        )
         .unwrap_err();
     assert_eq!(
         troupe::error::ErrorCode::code(&refused),
@@ -302,6 +313,7 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
     let team = f.build(Arc::new(Chooser(writer.clone()))).await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted", || {
@@ -373,6 +385,7 @@ async fn a_teammate_is_shutdown_before_its_shutdown_answer_exists() {
     let team = build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Say done.")
+        .await
         .unwrap();
     f.signal
         .until("the writer idle", || {
@@ -425,6 +438,7 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
     let team = f.build(models.clone()).await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {

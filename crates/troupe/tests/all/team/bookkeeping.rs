@@ -92,7 +92,7 @@ async fn bookkeeping_tools_are_allowed_without_asking_and_write_file_still_asks(
         f.ids.clone(),
     );
     use troupe::store::tasks::TaskBoard;
-    let tasks = board.list().unwrap();
+    let tasks = board.list().await.unwrap();
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].status.as_str(), "completed");
     assert!(f.layout.cron_file().is_file());

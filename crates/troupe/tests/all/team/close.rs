@@ -26,6 +26,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
         .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan, then write.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -41,7 +42,10 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
             plan.id(),
             true,
             Some("Go."),
-            &team.runtime,
+            &troupe::wire::TeamRoster {
+                version: troupe::wire::TeamRoster::VERSION,
+                teammates: team.runtime.roster().await,
+            },
         )
         .unwrap();
     f.signal

@@ -37,6 +37,7 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
         .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -98,7 +99,7 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
         "one answer delivered"
     );
 
-    team.runtime.wake_all();
+    team.runtime.wake_all().await;
     f.signal
         .until("the answer handled", || {
             f.count("writer", MailboxState::Ready) == 0 && !team.runtime.any_worker_running()

@@ -81,7 +81,7 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
         "{status:?}"
     );
     // The roster shows the reason.
-    let roster = team.runtime.roster();
+    let roster = team.runtime.roster().await;
     assert!(roster[0]
         .detail
         .as_deref()

@@ -94,6 +94,7 @@ async fn settings_hooks_apply_to_the_lead_and_to_every_teammate() {
     let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("alice"), "tester", "Run a command.")
+        .await
         .unwrap();
     f.signal
         .until("alice answered and is idle", || {
@@ -153,6 +154,7 @@ async fn the_plan_gate_still_applies_after_a_hook_allows() {
     let team = troupe::bootstrap::build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("alice"), "writer", "Write NOTES.md.")
+        .await
         .unwrap();
     f.signal
         .until("alice answered and is idle", || {

@@ -236,6 +236,7 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     // The next valid message: spawning delivers the first task and starts the worker.
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Do the task.")
+        .await
         .unwrap();
     f.signal
         .until("the writer idle after its task", || {

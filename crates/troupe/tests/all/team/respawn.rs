@@ -205,7 +205,7 @@ async fn a_running_or_idle_name_is_still_refused() {
         .until("the writer's first call", || writer.calls() == 1)
         .await;
     assert_eq!(
-        runtime.status_of(&name("writer")),
+        runtime.status_of(&name("writer")).await,
         Some(TeammateStatus::Running)
     );
     let refused = runtime
@@ -433,9 +433,10 @@ async fn the_reserved_names_user_and_troupe_are_never_spawned() {
         let err = team
             .runtime
             .spawn_teammate(&name(reserved), "writer", "Do the task.")
+            .await
             .unwrap_err();
         assert!(err.to_string().contains("reserved"), "{err}");
-        assert!(team.runtime.record_of(&name(reserved)).is_none());
+        assert!(team.runtime.record_of(&name(reserved)).await.is_none());
     }
     team.close().await;
 }

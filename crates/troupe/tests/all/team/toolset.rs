@@ -218,7 +218,7 @@ async fn a_cron_wakeup_reaches_the_lead_as_an_event() {
     assert_eq!(first.answer, "scheduled");
     // The manual clock reaches the job's time; the cron runtime fires it into the team.
     fx.clock.advance_millis(24 * 3600 * 1000);
-    let fired = team.cron.fire_due(fx.now());
+    let fired = team.cron.fire_due(fx.now()).await;
     assert_eq!(fired.len(), 1);
     let second = driver
         .run(&mut team.lead, "anything new?", &cancel)
@@ -262,7 +262,10 @@ async fn a_subagent_cannot_reach_team_tools() {
         "{}",
         outcome.answer
     );
-    assert!(team.runtime.roster().is_empty(), "no teammate was spawned");
+    assert!(
+        team.runtime.roster().await.is_empty(),
+        "no teammate was spawned"
+    );
     // The subagent was offered the base tools only.
     let sub = lead
         .requests()

@@ -168,7 +168,11 @@ async fn a_worktree_teammate_works_in_its_worktree_and_the_lead_merges_its_branc
         .is_file());
     assert!(!worktree.join(".troupe").exists());
     assert_eq!(
-        team.runtime.record_of(&name("alice")).unwrap().isolation,
+        team.runtime
+            .record_of(&name("alice"))
+            .await
+            .unwrap()
+            .isolation,
         Isolation::Worktree
     );
     team.close().await;
