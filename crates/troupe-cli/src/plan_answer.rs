@@ -60,7 +60,7 @@ pub async fn answer_plan_in(
     feedback: Option<&str>,
 ) -> Result<PlanAnswer, CliError> {
     let (review, request_id) = open_request(workspace, store, request_id).await?;
-    let roster = troupe::sync::blocking(|| review.roster()).map_err(|e| CliError::coded(&e))?;
+    let roster = review.roster().await.map_err(|e| CliError::coded(&e))?;
     let response = review
         .protocol
         .review_plan(&AgentName::lead(), request_id, approve, feedback, &roster)

@@ -301,14 +301,14 @@ impl Inspector {
         Ok(StatusReport {
             workspace: self.layout.workspace().display().to_string(),
             run: self.run_view()?,
-            teammates: self.roster()?.teammates,
+            teammates: self.roster().await?.teammates,
             mailboxes,
             pending_requests,
-            jobs: self.jobs()?,
-            tasks: TaskSummary::of(&self.tasks()?),
-            usage: self.usage()?,
+            jobs: self.jobs().await?,
+            tasks: TaskSummary::of(&self.tasks().await?),
+            usage: self.usage().await?,
             workers: match &self.shared {
-                Some(shared) => Some(shared.roster.workers().map_err(backend)?),
+                Some(shared) => Some(shared.roster.workers().await.map_err(backend)?),
                 None => None,
             },
         })
@@ -317,24 +317,11 @@ impl Inspector {
     /// The token usage recorded in `.troupe/usage.jsonl` (a distributed team's: every process's, from
     /// its database); zeros when there is none. Reading
     /// creates nothing.
-    pub fn usage(&self) -> Result<UsageTotals, InspectError> {
+    pub async fn usage(&self) -> Result<UsageTotals, InspectError> {
         if let Some(shared) = &self.shared {
-            return shared.usage.totals().map_err(backend);
+            return shared.usage.totals().await.map_err(backend);
         }
-        usage::read_totals(&self.layout.usage_log()).map_err(|e: IoError| InspectError::Io {
-            path: e.path,
-            source: e.source,
-        })
-    }
-
-    /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
-    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
-    /// Reading creates nothing.
-    pub fn usage_buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, InspectError> {
-        if let Some(shared) = &self.shared {
-            return shared.usage.buckets(since).map_err(backend);
-        }
-        crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since).map_err(
+        crate::sync::blocking(|| usage::read_totals(&self.layout.usage_log())).map_err(
             |e: IoError| InspectError::Io {
                 path: e.path,
                 source: e.source,
@@ -342,22 +329,45 @@ impl Inspector {
         )
     }
 
+    /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
+    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
+    /// Reading creates nothing.
+    pub async fn usage_buckets(
+        &self,
+        since: Option<UtcTime>,
+    ) -> Result<UsageBuckets, InspectError> {
+        if let Some(shared) = &self.shared {
+            return shared.usage.buckets(since).await.map_err(backend);
+        }
+        crate::sync::blocking(|| {
+            crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since)
+        })
+        .map_err(|e: IoError| InspectError::Io {
+            path: e.path,
+            source: e.source,
+        })
+    }
+
     /// Every background job's record, by start time then id; none when `.troupe/jobs/` does
     /// not exist.
-    pub fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
+    pub async fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
         if let Some(shared) = &self.shared {
-            return Ok(job_record::read_all_distributed(shared.jobs.as_ref())?);
+            return Ok(job_record::read_all_distributed(shared.jobs.as_ref()).await?);
         }
-        Ok(job_record::read_all(&self.layout)?)
+        Ok(crate::sync::blocking(|| {
+            job_record::read_all(&self.layout)
+        })?)
     }
 
     /// Every task of the task board, in creation order, with its open blockers. Reading takes
     /// no lock and creates nothing.
-    pub fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
+    pub async fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
         let listed = match &self.shared {
-            Some(shared) => shared.board.list()?,
+            Some(shared) => shared.board.list().await?,
             None => {
-                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds)).list()?
+                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds))
+                    .list()
+                    .await?
             }
         };
         Ok(tasks::views(&listed))
@@ -420,22 +430,22 @@ impl Inspector {
     /// The durable cron jobs in `.troupe/cron.json` (a distributed team's: in its database), soonest
     /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
-    pub fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
+    pub async fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
         let store = match &self.shared {
             Some(shared) => shared.cron.clone(),
             None => CronStore::new(&self.layout),
         };
-        let mut jobs: Vec<CronJobView> = store.load()?.iter().map(CronJob::view).collect();
+        let mut jobs: Vec<CronJobView> = store.load().await?.iter().map(CronJob::view).collect();
         jobs.sort_by_key(|v| (v.next_fire_utc, v.id));
         Ok(jobs)
     }
 
     /// The roster in `team.json`; empty when there is none yet.
-    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+    pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
         if let Some(shared) = &self.shared {
             return Ok(TeamRoster {
                 version: TeamRoster::VERSION,
-                teammates: shared.roster.all().map_err(backend)?,
+                teammates: shared.roster.all().await.map_err(backend)?,
             });
         }
         read_roster(&self.layout.team_file())

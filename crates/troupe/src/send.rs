@@ -100,7 +100,7 @@ pub async fn send_to_team(
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    check_in(&roster.all()?, to)?;
+    check_in(&roster.all().await?, to)?;
     let message = user_message(to, text, clock.now(), &RandomIds)?;
     let id = message.id;
     mailbox.send(&MailboxMessage::Ordinary(message)).await?;

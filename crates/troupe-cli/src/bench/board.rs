@@ -149,16 +149,16 @@ pub fn run(
 
     let start = Instant::now();
     for i in 0..tasks {
-        team.board
-            .create(NewTask {
+        runtime
+            .block_on(team.board.create(NewTask {
                 subject: format!("task {i}"),
                 ..NewTask::default()
-            })
+            }))
             .map_err(|e| e.to_string())?;
     }
     let limit = Duration::from_millis(latency_ms * 2 * tasks as u64 + 60_000);
     wait(limit, "every task to be completed", || {
-        team.board.list().is_ok_and(|all| {
+        runtime.block_on(team.board.list()).is_ok_and(|all| {
             all.iter().all(|t| t.status == TaskStatus::Completed)
                 && !team.runtime.any_worker_running()
         })
@@ -173,7 +173,7 @@ pub fn run(
     let idle_cpu = cpu_seconds() - cpu_before;
     let idle_model_calls = model.calls.load(Ordering::SeqCst) - idle_calls_before;
 
-    let (double_claims, lost_tasks) = exactly_once(&root, &team.board)?;
+    let (double_claims, lost_tasks) = exactly_once(&root, &runtime, &team.board)?;
     runtime.block_on(team.runtime.close());
     drop(team);
     let mut merges = merge_samples(&root, 5)?;
@@ -211,6 +211,7 @@ fn wait(limit: Duration, what: &str, done: impl Fn() -> bool) -> BenchResult<()>
 /// and the board.
 fn exactly_once(
     root: &Path,
+    runtime: &tokio::runtime::Runtime,
     board: &Arc<dyn troupe::store::tasks::TaskBoard>,
 ) -> BenchResult<(usize, usize)> {
     let events = troupe::store::events::read::read_all(&root.join(".troupe/events.jsonl"))
@@ -226,7 +227,7 @@ fn exactly_once(
     };
     let claims = count("task_claimed");
     let completions = count("task_completed");
-    let tasks = board.list().map_err(|e| e.to_string())?;
+    let tasks = runtime.block_on(board.list()).map_err(|e| e.to_string())?;
     let double = claims.values().filter(|n| **n > 1).count();
     let lost = tasks
         .iter()

@@ -236,8 +236,13 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let mate = AgentName::parse("mate").map_err(|e| e.to_string())?;
     let roster = PgRoster::new(pg.clone(), "bench-survivor", lease);
-    roster
-        .add(&TeammateRecord {
+    // The roster is async: its calls run on one small runtime of this look.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(roster.add(&TeammateRecord {
             name: mate.clone(),
             role: "bench".into(),
             status: TeammateStatus::Idle,
@@ -247,11 +252,10 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
             earlier_plan: None,
             definition: None,
             isolation: troupe_wire::Isolation::None,
-        })
+        }))
         .map_err(|e| e.to_string())?;
     let mailbox = PgMailboxStore::new(pg.clone(), clock.clone(), "bench-survivor", lease);
     let message = crate::mailbox::message(&RandomIds, clock.as_ref(), "lead", "mate", 0)?;
-    let runtime = runtime()?;
     runtime
         .block_on(mailbox.send(&message))
         .map_err(|e| e.to_string())?;
@@ -278,7 +282,11 @@ fn takeover(url: &str, pg: &PgStore, lease: Duration) -> BenchResult<f64> {
         if Instant::now() > deadline {
             return Err("the teammate was not taken over within three leases".into());
         }
-        if roster.acquire(&mate).map_err(|e| e.to_string())? != Lease::Taken {
+        if runtime
+            .block_on(roster.acquire(&mate))
+            .map_err(|e| e.to_string())?
+            != Lease::Taken
+        {
             let claimed = runtime.block_on(mailbox.claim(&mate));
             if let Some(m) = claimed.map_err(|e| e.to_string())? {
                 runtime
@@ -431,9 +439,17 @@ fn hold(pg: PgStore, clock: Arc<dyn Clock>, holder: &str, lease: Duration) -> Ex
     };
     let roster = PgRoster::new(pg.clone(), holder, lease);
     let mailbox = PgMailboxStore::new(pg, clock, holder, lease);
-    let held = roster.acquire(&mate).is_ok_and(|l| l != Lease::Taken)
-        && roster.register("worker").is_ok()
-        && matches!(block_on(mailbox.claim(&mate)), Ok(Ok(Some(_))));
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return ExitCode::FAILURE;
+    };
+    let held = runtime.block_on(async {
+        roster.acquire(&mate).await.is_ok_and(|l| l != Lease::Taken)
+            && roster.register("worker").await.is_ok()
+            && matches!(mailbox.claim(&mate).await, Ok(Some(_)))
+    });
     if !held {
         eprintln!("troupe-bench: the holder could not take the teammate");
         return ExitCode::FAILURE;

@@ -204,12 +204,16 @@ fn plan_round_trips(
         let message = lead_claim(rt, team, rx, ProtocolMessageKind::PlanApprovalRequest)?;
         rt.block_on(team.mailbox.ack(&AgentName::lead(), &message))
             .map_err(|e| e.to_string())?;
+        let statuses = troupe::wire::TeamRoster {
+            version: troupe::wire::TeamRoster::VERSION,
+            teammates: rt.block_on(team.runtime.roster()),
+        };
         rt.block_on(protocol.review_plan(
             &AgentName::lead(),
             request.id(),
             true,
             None,
-            &team.runtime,
+            &statuses,
         ))
         .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.

@@ -54,9 +54,8 @@ pub fn requests(
 /// JSON: `{"jobs":[{id, cron, timezone, prompt, recurring, durable, next_fire_utc,
 /// next_fire_local}]}`.
 pub fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let jobs = inspector_of(workspace, store)?
-        .cron_jobs()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let jobs = crate::block_on::block_on(inspector.cron_jobs())?.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "jobs": jobs }))
     } else {
@@ -65,9 +64,8 @@ pub fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliE
 }
 
 pub fn tasks(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let views = inspector_of(workspace, store)?
-        .tasks()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let views = crate::block_on::block_on(inspector.tasks())?.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "tasks": views }))
     } else {
@@ -103,9 +101,8 @@ pub fn mailbox(
 }
 
 pub fn jobs(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let jobs = inspector_of(workspace, store)?
-        .jobs()
-        .map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store)?;
+    let jobs = crate::block_on::block_on(inspector.jobs())?.map_err(inspect_failed)?;
     if json {
         // A struct rather than `json!`, so each record keeps its documented key order.
         #[derive(serde::Serialize)]

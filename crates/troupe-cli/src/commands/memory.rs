@@ -33,11 +33,13 @@ pub fn memory(
             .map_err(|e| CliError::coded(&e))?
             .memory(&layout),
     };
-    match action.unwrap_or(MemoryAction::List) {
-        MemoryAction::List => list(&store, json),
-        MemoryAction::Show { name } => show(&store, &name, json),
-        MemoryAction::Forget { name } => forget(&store, &name, json),
-    }
+    crate::block_on::block_on(async {
+        match action.unwrap_or(MemoryAction::List) {
+            MemoryAction::List => list(&store, json).await,
+            MemoryAction::Show { name } => show(&store, &name, json).await,
+            MemoryAction::Forget { name } => forget(&store, &name, json).await,
+        }
+    })?
 }
 
 fn failed(error: MemoryError) -> CliError {
@@ -72,8 +74,8 @@ struct Listing<'a> {
 }
 
 /// JSON: `{"records":[{name, type, description}],"problems":[{file, reason}]}`.
-fn list(store: &MemoryStore, json: bool) -> Result<(), CliError> {
-    let catalog = store.list().map_err(failed)?;
+async fn list(store: &MemoryStore, json: bool) -> Result<(), CliError> {
+    let catalog = store.list().await.map_err(failed)?;
     if json {
         let records = catalog
             .records
@@ -126,9 +128,9 @@ fn list_text(catalog: &MemoryCatalog) -> String {
 }
 
 /// JSON: the record `{name, type, description, body}`.
-fn show(store: &MemoryStore, name: &str, json: bool) -> Result<(), CliError> {
+async fn show(store: &MemoryStore, name: &str, json: bool) -> Result<(), CliError> {
     let name = checked_name(name)?;
-    let record = store.get(name).map_err(failed)?.ok_or_else(|| {
+    let record = store.get(name).await.map_err(failed)?.ok_or_else(|| {
         failed(MemoryError::NotFound {
             name: name.to_owned(),
         })
@@ -148,9 +150,9 @@ fn show(store: &MemoryStore, name: &str, json: bool) -> Result<(), CliError> {
 }
 
 /// JSON: `{"forgotten": true|false}`; forgetting a record that does not exist is not an error.
-fn forget(store: &MemoryStore, name: &str, json: bool) -> Result<(), CliError> {
+async fn forget(store: &MemoryStore, name: &str, json: bool) -> Result<(), CliError> {
     let name = checked_name(name)?;
-    let forgotten = store.forget(name).map_err(failed)?;
+    let forgotten = store.forget(name).await.map_err(failed)?;
     if json {
         render::print_json(&serde_json::json!({ "forgotten": forgotten }))
     } else if forgotten {

@@ -55,7 +55,7 @@ pub struct Shared {
     /// table, as they were when the server started.
     pub prices: troupe::prices::PriceTable,
     /// The fold of the team's usage records: per-agent costs and the cost over time.
-    pub cost: Mutex<CostFold>,
+    pub cost: tokio::sync::Mutex<CostFold>,
 }
 
 /// Where the served team lives.

@@ -87,7 +87,7 @@ impl CostFold {
     }
 
     /// Folds the records appended since the last call.
-    pub fn refresh(&mut self) -> Result<(), ReadError> {
+    pub async fn refresh(&mut self) -> Result<(), ReadError> {
         let series = &mut self.series;
         match &mut self.source {
             Source::File { path, offset } => {
@@ -111,10 +111,13 @@ impl CostFold {
             } => {
                 let mut from = after.saturating_sub(LATE_ROWS);
                 loop {
-                    let rows = usage.records_after(from, ROWS).map_err(|e| ReadError {
-                        code: troupe::error::ErrorCode::code(&e),
-                        message: e.to_string(),
-                    })?;
+                    let rows = usage
+                        .records_after(from, ROWS)
+                        .await
+                        .map_err(|e| ReadError {
+                            code: troupe::error::ErrorCode::code(&e),
+                            message: e.to_string(),
+                        })?;
                     let full = rows.len() == ROWS;
                     for (id, record) in rows {
                         from = id;
@@ -169,14 +172,15 @@ mod tests {
     #[derive(Default)]
     struct Table(Mutex<Vec<(i64, UsageRecord)>>);
 
+    #[async_trait::async_trait]
     impl TeamUsage for Table {
-        fn totals(&self) -> Result<UsageTotals, BackendError> {
+        async fn totals(&self) -> Result<UsageTotals, BackendError> {
             Ok(UsageTotals::default())
         }
-        fn buckets(&self, _since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        async fn buckets(&self, _since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
             Ok(UsageBuckets::default())
         }
-        fn records_after(
+        async fn records_after(
             &self,
             after: i64,
             limit: usize,
@@ -210,18 +214,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_row_committed_after_a_larger_id_was_read_is_counted_once() {
+    #[tokio::test]
+    async fn a_row_committed_after_a_larger_id_was_read_is_counted_once() {
         let table = Arc::new(Table::default());
         let mut fold = CostFold::shared(table.clone(), PriceTable::built_in());
         table.0.lock().unwrap().push((2, record(2)));
-        fold.refresh().unwrap();
+        fold.refresh().await.unwrap();
         let one = fold.series().total().unwrap();
         // Row 1 was inserted first but commits now; row 3 arrives normally.
         table.0.lock().unwrap().push((1, record(1)));
         table.0.lock().unwrap().push((3, record(3)));
-        fold.refresh().unwrap();
-        fold.refresh().unwrap();
+        fold.refresh().await.unwrap();
+        fold.refresh().await.unwrap();
         let three = fold.series().total().unwrap();
         assert_eq!(three.micro_usd(), 3 * one.micro_usd(), "each row once");
     }

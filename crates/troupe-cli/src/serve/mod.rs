@@ -105,7 +105,7 @@ async fn run(
         token: Arc::new(token),
         changes,
         prices,
-        cost: Mutex::new(cost),
+        cost: tokio::sync::Mutex::new(cost),
     });
     let shutdown = shutdown()?;
     // Index the stream and read its end while the first page is being asked for.

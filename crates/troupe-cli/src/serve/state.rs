@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use serde_json::{json, Value};
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
-use troupe::inspect::{RequestView, StatusReport};
+use troupe::inspect::RequestView;
 use troupe::layout::Layout;
 use troupe::store::events::read::last_seq;
 use troupe::wire::{RequestKind, RequestStatus};
@@ -37,7 +37,7 @@ pub async fn state(
     layout: &Layout,
     team: &StoreChoice,
     window: &Mutex<EventWindow>,
-    cost: &Mutex<CostFold>,
+    cost: &tokio::sync::Mutex<CostFold>,
     prices: &PriceTable,
 ) -> Result<Value, StateError> {
     let failed = |e: troupe::inspect::InspectError| StateError {
@@ -45,30 +45,14 @@ pub async fn state(
         message: e.to_string(),
     };
     let inspector =
-        troupe::sync::blocking(|| troupe::bootstrap::inspector_with(layout.workspace(), team))
-            .map_err(|e| StateError {
-                code: e.code(),
-                message: e.to_string(),
-            })?;
-    let report = inspector.status().await.map_err(failed)?;
-    // The rest reads files (the cost fold, the event window): off the async threads.
-    troupe::sync::blocking(|| state_of(report, layout, team, window, cost, prices))
-}
-
-fn state_of(
-    report: StatusReport,
-    layout: &Layout,
-    team: &StoreChoice,
-    window: &Mutex<EventWindow>,
-    cost: &Mutex<CostFold>,
-    prices: &PriceTable,
-) -> Result<Value, StateError> {
-    let (usage, cost_series) = {
-        let mut cost = cost.lock().map_err(|_| StateError {
-            code: "internal",
-            message: "the cost fold is poisoned".to_owned(),
+        troupe::bootstrap::inspector_with(layout.workspace(), team).map_err(|e| StateError {
+            code: e.code(),
+            message: e.to_string(),
         })?;
-        cost.refresh().map_err(|e| StateError {
+    let report = inspector.status().await.map_err(failed)?;
+    let (usage, cost_series) = {
+        let mut cost = cost.lock().await;
+        cost.refresh().await.map_err(|e| StateError {
             code: e.code,
             message: e.message,
         })?;

@@ -36,7 +36,8 @@ impl Team {
 
     /// Reads the roster and the pending plan requests into `view`.
     pub fn refresh(&self, view: &mut View) -> Result<(), CliError> {
-        let roster = self.inspector.roster().map_err(|e| CliError::coded(&e))?;
+        let roster =
+            crate::block_on::block_on(self.inspector.roster())?.map_err(|e| CliError::coded(&e))?;
         let teammates: Vec<(String, String, String)> = roster
             .teammates
             .iter()

@@ -295,8 +295,8 @@ fn usage_without_a_log_is_empty_creates_nothing_and_a_corrupt_line_fails() {
 }
 
 /// A shared team's usage is every process's, from its database.
-#[test]
-fn usage_of_a_shared_team_is_read_from_its_database() {
+#[tokio::test]
+async fn usage_of_a_shared_team_is_read_from_its_database() {
     use std::sync::Arc;
     use troupe::store::postgres::testing::TestDb;
     use troupe::store::postgres::usage::PgUsage;
@@ -306,7 +306,10 @@ fn usage_of_a_shared_team_is_read_from_its_database() {
     let Some(db) = TestDb::create() else { return };
     let usage: Arc<dyn TeamCopy<UsageRecord>> = Arc::new(PgUsage::new(db.store("team-a")));
     for line in sample().lines().filter(|l| l.ends_with('}')) {
-        usage.copy(&serde_json::from_str(line).unwrap()).unwrap();
+        usage
+            .copy(&serde_json::from_str(line).unwrap())
+            .await
+            .unwrap();
     }
     let theirs = PgUsage::new(db.store("team-b"));
     theirs
@@ -314,6 +317,7 @@ fn usage_of_a_shared_team_is_read_from_its_database() {
             &serde_json::from_str(&record("2026-07-31T00:00:00.000Z", "lead", "o3", 9, 9, 0))
                 .unwrap(),
         )
+        .await
         .unwrap();
     let (_dir, ws) = workspace();
     let url = db.url();
@@ -334,7 +338,10 @@ fn usage_of_a_shared_team_is_read_from_its_database() {
     assert_eq!(by_day["total"]["cost_usd"], json!(1.408));
     // `--since` is the database's cut too: only the record of a few minutes ago.
     let recent = record(&minutes_ago(5), "writer", "gpt-4.1", 1_000_000, 0, 0);
-    usage.copy(&serde_json::from_str(&recent).unwrap()).unwrap();
+    usage
+        .copy(&serde_json::from_str(&recent).unwrap())
+        .await
+        .unwrap();
     let last_hour = shared(&["--since", "1h"]);
     assert_eq!(last_hour["groups"].as_array().unwrap().len(), 1);
     assert_eq!(last_hour["total"]["cost_usd"], json!(2.0));

@@ -15,7 +15,7 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, ws)
 }
 
-fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
+async fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
     let (dir, ws) = workspace();
     let store = MemoryStore::open(&Layout::new(&ws));
     store
@@ -28,6 +28,7 @@ fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
             )
             .unwrap(),
         )
+        .await
         .unwrap();
     store
         .put(
@@ -39,6 +40,7 @@ fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
             )
             .unwrap(),
         )
+        .await
         .unwrap();
     (dir, ws)
 }
@@ -62,9 +64,9 @@ fn a_workspace_without_memory_lists_nothing_and_creates_nothing() {
     assert!(!ws.join(".troupe").exists());
 }
 
-#[test]
-fn list_shows_records_by_name_and_problems() {
-    let (_dir, ws) = seeded();
+#[tokio::test]
+async fn list_shows_records_by_name_and_problems() {
+    let (_dir, ws) = seeded().await;
     mkfifo(&ws.join(".troupe/memory/stuck.md"));
     let listing = json(&troupe_in(&ws, &["memory", "list", "--json"]));
     assert_eq!(
@@ -107,9 +109,9 @@ fn list_shows_records_by_name_and_problems() {
     );
 }
 
-#[test]
-fn show_prints_one_record() {
-    let (_dir, ws) = seeded();
+#[tokio::test]
+async fn show_prints_one_record() {
+    let (_dir, ws) = seeded().await;
     assert_eq!(
         json(&troupe_in(&ws, &["memory", "show", "use-tabs", "--json"])),
         json!({"name": "use-tabs", "type": "feedback", "description": "Indent with tabs", "body": "Tabs.\n"})
@@ -121,9 +123,9 @@ fn show_prints_one_record() {
     );
 }
 
-#[test]
-fn show_of_an_unknown_or_invalid_name_fails_in_one_line() {
-    let (_dir, ws) = seeded();
+#[tokio::test]
+async fn show_of_an_unknown_or_invalid_name_fails_in_one_line() {
+    let (_dir, ws) = seeded().await;
     let ran = troupe_in(&ws, &["memory", "show", "ghost"]);
     assert_fails(
         &ran,
@@ -154,9 +156,9 @@ fn show_of_an_unknown_or_invalid_name_fails_in_one_line() {
     );
 }
 
-#[test]
-fn forget_removes_a_record_while_a_run_holds_the_run_lock() {
-    let (_dir, ws) = seeded();
+#[tokio::test]
+async fn forget_removes_a_record_while_a_run_holds_the_run_lock() {
+    let (_dir, ws) = seeded().await;
     // The run lock held by this process, as a running `troupe run` would hold it.
     let _run = troupe::store::lock::lock_exclusive(&Layout::new(&ws).run_lock()).unwrap();
     let ran = troupe_within(&ws, &["memory", "forget", "use-tabs", "--json"]);

@@ -589,7 +589,7 @@ use troupe::store::postgres::{PgMailboxStore, PgProtocolStore, PgRoster, PgStore
 const TEAM: &str = "race";
 
 /// A shared team whose `writer` is idle, and its protocol store.
-fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
+async fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
     let pg = db.store(TEAM);
     let roster = PgRoster::new(pg.clone(), "test", DEFAULT_LEASE);
     let writer = TeammateRecord {
@@ -603,7 +603,7 @@ fn shared_team_with_writer(db: &TestDb) -> (PgStore, PgProtocolStore) {
         definition: None,
         isolation: troupe_wire::Isolation::None,
     };
-    assert!(roster.add(&writer).unwrap());
+    assert!(roster.add(&writer).await.unwrap());
     let protocol = PgProtocolStore::new(pg.clone(), Arc::new(SystemClock), Arc::new(RandomIds));
     (pg, protocol)
 }
@@ -664,13 +664,13 @@ fn shared_review(ws: &Path, url: &str, plan: RequestId, decision: &str) -> std::
 /// it "delivered a recorded answer whose delivery had been interrupted". The reviewers queue on
 /// the team's protocol lock, which this test holds until all of them wait, then lets go: the
 /// first loser reads the record right after the winner's commit, while the winner delivers.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answer() {
     const REVIEWERS: usize = 4;
     const ROUNDS: usize = 8;
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
-    let (pg, protocol) = shared_team_with_writer(&db);
+    let (pg, protocol) = shared_team_with_writer(&db).await;
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     // The team's protocol lock (class 1 on schema/team), as `PgProtocolStore` takes it.
@@ -710,11 +710,11 @@ async fn racing_reviewers_of_a_shared_team_lose_with_one_line_and_send_one_answe
 
 /// A shared team's reviewer recorded its answer and died before delivering it (its delivery
 /// lock went with its connection): the next `troupe review` delivers it, once, and says so.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_review_finishes_an_answer_a_dead_reviewer_left_undelivered() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
-    let (pg, protocol) = shared_team_with_writer(&db);
+    let (pg, protocol) = shared_team_with_writer(&db).await;
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     let plan = plan_of_writer(&protocol).await;

@@ -545,8 +545,8 @@ fn the_store_url_from_the_environment_is_used_and_no_command_can_read_it() {
 /// The task board of a shared team is the database's: `troupe tasks --store` in any folder
 /// shows what another process put on it, per team; without `--store` the folder's own (empty)
 /// board.
-#[test]
-fn the_task_board_of_a_shared_team_is_read_through_the_store() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_board_of_a_shared_team_is_read_through_the_store() {
     use std::sync::Arc;
     use troupe::store::tasks::{NewTask, TaskBoard};
     let Some(db) = TestDb::create() else { return };
@@ -563,6 +563,7 @@ fn the_task_board_of_a_shared_team_is_read_through_the_store() {
             blocked_by: vec![],
             ..Default::default()
         })
+        .await
         .unwrap();
     board
         .create(NewTask {
@@ -571,9 +572,11 @@ fn the_task_board_of_a_shared_team_is_read_through_the_store() {
             blocked_by: vec![first.id],
             ..Default::default()
         })
+        .await
         .unwrap();
     board
         .claim(&first.id, &troupe::wire::AgentName::parse("lead").unwrap())
+        .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let listed = json(&troupe_in(
@@ -711,8 +714,8 @@ fn following_the_shared_stream_prints_what_another_process_adds() {
 
 /// A shared team's memory is the database's: `troupe memory --store` lists, shows and forgets
 /// the records every process of the team sees; the local folder is not touched.
-#[test]
-fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
+#[tokio::test]
+async fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     use std::sync::Arc;
     use troupe::store::memory::{MemoryRecord, MemoryStore, MemoryType};
     let Some(db) = TestDb::create() else { return };
@@ -734,6 +737,7 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
             )
             .unwrap(),
         )
+        .await
         .unwrap();
     let listed = json(&troupe_in(
         dir.path(),
@@ -752,14 +756,14 @@ fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
         &["memory", "forget", "prefers-tabs", "--store", &url],
     );
     assert_eq!(forgot.code, 0, "{forgot:#?}");
-    assert_eq!(shared.get("prefers-tabs").unwrap(), None);
+    assert_eq!(shared.get("prefers-tabs").await.unwrap(), None);
     assert!(!dir.path().join(".troupe").exists());
 }
 
 /// A shared team's lead keeps its durable cron jobs in the database: `troupe cron --store`
 /// lists them from any folder; the folder's own file has none.
-#[test]
-fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     use std::sync::Arc;
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
@@ -777,6 +781,7 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
         Arc::new(troupe::ids::RandomIds),
         tx,
     )
+    .await
     .unwrap();
     let job = cron
         .schedule(troupe::cron::ScheduleRequest {
@@ -786,6 +791,7 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
             recurring: true,
             durable: true,
         })
+        .await
         .unwrap();
     let listed = json(&troupe_in(dir.path(), &["cron", "--json", "--store", &url]));
     assert_eq!(listed["jobs"][0]["id"], job.id.to_string(), "{listed:#}");
@@ -800,8 +806,8 @@ fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
 /// team's stream, and the next run goes on from the compacted history. While a lead of the
 /// team runs (it holds the team's lead lock) compact is refused, as the run lock refuses it on
 /// files.
-#[test]
-fn compact_with_a_store_compacts_the_teams_conversation_unless_a_lead_runs() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_with_a_store_compacts_the_teams_conversation_unless_a_lead_runs() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
     let dir = tempfile::tempdir().unwrap();
@@ -858,6 +864,7 @@ fn compact_with_a_store_compacts_the_teams_conversation_unless_a_lead_runs() {
 
     // A running lead of the team holds its lead lock: refused, nothing changed.
     let lead = troupe::store::postgres::lead_lock(&db.store("default"))
+        .await
         .unwrap()
         .expect("the lead lock is free");
     let busy = compact(&[]);

@@ -52,8 +52,8 @@ fn tasks_json_on_an_empty_workspace_creates_nothing() {
     assert!(!dir.path().join(".troupe").exists());
 }
 
-#[test]
-fn tasks_json_shows_the_board() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_json_shows_the_board() {
     let dir = tempfile::tempdir().unwrap();
     let b = board(dir.path());
     let a = b
@@ -63,6 +63,7 @@ fn tasks_json_shows_the_board() {
             blocked_by: vec![],
             ..Default::default()
         })
+        .await
         .unwrap();
     let c = b
         .create(NewTask {
@@ -72,9 +73,11 @@ fn tasks_json_shows_the_board() {
             tags: vec!["rust".into(), "docs".into()],
             assignee: Some(AgentName::parse("bob").unwrap()),
         })
+        .await
         .unwrap();
     let lease = b
         .claim(&a.id, &AgentName::parse("alice").unwrap())
+        .await
         .unwrap()
         .lease
         .unwrap();

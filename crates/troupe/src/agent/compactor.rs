@@ -211,7 +211,9 @@ impl Compactor {
             };
             let failure = match answer {
                 Ok(response) => {
-                    self.usage.record(&self.agent, request.purpose, &response);
+                    self.usage
+                        .record(&self.agent, request.purpose, &response)
+                        .await;
                     let text = response.message.content.unwrap_or_default();
                     match parse_summary(&text) {
                         Ok(summary) => return Some(Some(summary)),

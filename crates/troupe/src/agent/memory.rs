@@ -21,7 +21,6 @@ use super::usage::UsageSink;
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelRequest, Purpose};
 use crate::store::memory::{MemoryError, MemoryRecord, MemoryStore, MemoryType};
-use crate::sync::blocking;
 
 /// Past this many records, `remember` asks for a consolidation.
 pub const CONSOLIDATE_AFTER_RECORDS: usize = 40;
@@ -249,7 +248,7 @@ impl MemoryQueries {
                 message: format!("{e} [{}]", e.code()),
             })?;
         if let Some((agent, usage)) = &self.usage {
-            usage.record(agent, purpose, &response);
+            usage.record(agent, purpose, &response).await;
         }
         if !response.message.tool_calls.is_empty() {
             return Err(answer_error(purpose, "the answer calls tools".into()));
@@ -387,34 +386,27 @@ impl Memory {
         &self,
         conversation: &[ChatMessage],
     ) -> Result<RememberOutcome, MemoryError> {
-        // Store calls take a lock and fsync: off the async threads (`sync::blocking`).
-        let catalog = blocking(|| self.store.list())?;
+        let catalog = self.store.list().await?;
         let records = self.queries.extract(conversation, &catalog.records).await?;
         let mut outcome = RememberOutcome::default();
-        blocking(|| -> Result<(), MemoryError> {
-            for record in &records {
-                self.store.put(record)?;
-                outcome.written.push(record.name.clone());
-            }
-            Ok(())
-        })?;
-        let catalog = blocking(|| self.store.list())?;
+        for record in &records {
+            self.store.put(record).await?;
+            outcome.written.push(record.name.clone());
+        }
+        let catalog = self.store.list().await?;
         if over_budget(&catalog.records) {
             let merges = self.queries.consolidate(&catalog.records).await?;
-            blocking(|| -> Result<(), MemoryError> {
-                for merge in &merges {
-                    self.store.apply_merge(&merge.merge, &merge.into)?;
-                    outcome.merged += 1;
-                }
-                Ok(())
-            })?;
+            for merge in &merges {
+                self.store.apply_merge(&merge.merge, &merge.into).await?;
+                outcome.merged += 1;
+            }
         }
         Ok(outcome)
     }
 
     /// The records relevant to `prompt` (at most [`MAX_SELECTED`]), in the model's order.
     pub async fn relevant(&self, prompt: &str) -> Result<Vec<MemoryRecord>, MemoryError> {
-        let catalog = blocking(|| self.store.list())?;
+        let catalog = self.store.list().await?;
         let names = self.queries.select(prompt, &catalog.records).await?;
         let by_name: BTreeMap<&str, &MemoryRecord> = catalog
             .records

@@ -12,7 +12,12 @@ use crate::model::{ModelResponse, ToolCall};
 use crate::tools::ToolOutcome;
 
 /// Callbacks at each step of a turn. All default to doing nothing.
+#[async_trait::async_trait]
 pub trait RunObserver: Send + Sync {
+    /// A turn is about to start: what the observer reads from an async port first (a worker's
+    /// trace key, from the team's registry). Awaited by the runner just before
+    /// [`Self::turn_started`].
+    async fn turn_starting(&self, _agent: &AgentName) {}
     /// The agent's next turn works on these mailbox messages (a teammate's message, the lead's
     /// events), so that what handles a message can be traced back to what sent it.
     fn handling(&self, _agent: &AgentName, _messages: &[MessageId]) {}

@@ -10,9 +10,9 @@
 pub trait SystemPromptSource: Send + Sync {
     fn render(&self) -> String;
 
-    /// Reads the inputs that come from async ports (the living prompt's pending requests), for
-    /// the next [`Self::render`]. The runner calls it before every model call. Sources without
-    /// such inputs ignore it.
+    /// Reads what the prompt shows from async ports (a team's roster, the pending requests) for
+    /// the next [`Self::render`]; the runner awaits it before every model call. The default:
+    /// nothing.
     async fn refresh(&self) {}
 
     /// The memory section selected for the coming turn (empty: none). Sources without a memory

@@ -340,6 +340,7 @@ impl Runner {
         &mut self,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, RunnerError> {
+        self.observer.turn_starting(&self.agent).await;
         self.observer.turn_started(&self.agent);
         let result = self.turn_loop(cancel).await;
         match &result {
@@ -527,7 +528,9 @@ impl Runner {
             () = cancel.cancelled() => return Ok(None),
             response = self.model.complete(request) => response?,
         };
-        self.usage.record(&self.agent, request.purpose, &response);
+        self.usage
+            .record(&self.agent, request.purpose, &response)
+            .await;
         Ok(Some(response))
     }
 

@@ -18,9 +18,10 @@ use crate::prices::{Cost, PriceTable};
 use crate::store::usage::{UsageLog, UsageRecord};
 
 /// Where a runner reports the usage of each model response.
+#[async_trait::async_trait]
 pub trait UsageSink: Send + Sync {
     /// Records `response`'s usage for `agent`. A response without usage records nothing.
-    fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse);
+    async fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse);
     /// Total tokens (prompt and completion) recorded so far in this run.
     fn run_total(&self) -> u64;
     /// This run's sums per agent, in the order the agents first used the model.
@@ -97,8 +98,9 @@ impl RunUsage {
     }
 }
 
+#[async_trait::async_trait]
 impl UsageSink for RunUsage {
-    fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse) {
+    async fn record(&self, agent: &AgentName, purpose: Purpose, response: &ModelResponse) {
         let Some(usage) = response.usage else {
             return;
         };
@@ -122,8 +124,8 @@ impl UsageSink for RunUsage {
             cache_read_tokens: usage.cache_read_tokens,
             cache_write_tokens: usage.cache_write_tokens,
         };
-        // An append under the log's lock: off the async threads.
-        if let Err(error) = crate::sync::blocking(|| self.log.append(&record)) {
+        // The append runs off the async threads; a distributed team's copy is awaited.
+        if let Err(error) = self.log.append(&record).await {
             tracing::warn!(%agent, %error, "could not record token usage; this run still counts it");
         }
     }
@@ -160,8 +162,9 @@ fn counts(usage: Usage) -> crate::store::usage::TokenCounts {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoUsage;
 
+#[async_trait::async_trait]
 impl UsageSink for NoUsage {
-    fn record(&self, _agent: &AgentName, _purpose: Purpose, _response: &ModelResponse) {}
+    async fn record(&self, _agent: &AgentName, _purpose: Purpose, _response: &ModelResponse) {}
 
     fn run_total(&self) -> u64 {
         0

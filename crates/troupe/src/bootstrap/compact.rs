@@ -56,7 +56,7 @@ pub async fn compact_conversation(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let distributed = match store {
         StoreChoice::Files => None,
-        StoreChoice::Postgres(options) => Some(distributed::open_to_compact(options, agent)?),
+        StoreChoice::Postgres(options) => Some(distributed::open_to_compact(options, agent).await?),
     };
     let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &distributed {
         None => {

@@ -53,10 +53,10 @@ fn lead_busy(options: &PgOptions, store: &PgStore) -> BootstrapError {
 
 /// Connects (migrating the schema) and registers this process; a lead also takes the team's
 /// lead lock, refusing a second lead (`Busy`).
-pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, BootstrapError> {
+pub(super) async fn open(options: &PgOptions, role: &str) -> Result<PgParts, BootstrapError> {
     let store = PgStore::connect(&options.url, &options.team)?;
     let lead_lock = if role == "lead" {
-        match lead_lock(&store)? {
+        match lead_lock(&store).await? {
             Some(lock) => Some(lock),
             None => return Err(lead_busy(options, &store)),
         }
@@ -70,7 +70,7 @@ pub(super) fn open(options: &PgOptions, role: &str) -> Result<PgParts, Bootstrap
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let roster = Arc::new(PgRoster::new(store.clone(), &holder, options.lease));
-    roster.register(role)?;
+    roster.register(role).await?;
     Ok(PgParts {
         store,
         roster,
@@ -92,12 +92,12 @@ pub(super) struct Compaction {
 /// Connects to a team troupe already set up and takes its lead lock (`Busy` while a lead
 /// runs, as a lead that finds another is refused); for a teammate, also refuses while a worker
 /// holds its lease. Nothing is registered: compacting is no worker.
-pub(super) fn open_to_compact(
+pub(super) async fn open_to_compact(
     options: &PgOptions,
     agent: &AgentName,
 ) -> Result<Compaction, BootstrapError> {
     let store = PgStore::connect_existing(&options.url, &options.team)?;
-    let Some(lock) = lead_lock(&store)? else {
+    let Some(lock) = lead_lock(&store).await? else {
         return Err(lead_busy(options, &store));
     };
     let holder = format!(
@@ -108,7 +108,8 @@ pub(super) fn open_to_compact(
     if !agent.is_lead() {
         let roster = PgRoster::new(store.clone(), &holder, options.lease);
         let held = roster
-            .holders()?
+            .holders()
+            .await?
             .into_iter()
             .find(|h| h.name == agent.as_str() && h.live && h.holder.is_some());
         if let Some(held) = held {
@@ -179,18 +180,18 @@ impl PgParts {
                     () = forward_stop.cancelled() => return,
                 };
                 let Some(next) = next else { return };
-                crate::sync::blocking(|| match next {
-                    Wake::Agent(name) if name == BOARD_WAKE => forward.board_changed(),
+                match next {
+                    Wake::Agent(name) if name == BOARD_WAKE => forward.board_changed().await,
                     Wake::Agent(name) => {
                         if let Ok(agent) = AgentName::parse(&name) {
                             forward.wake(&agent);
                         }
                     }
                     Wake::Rescan => {
-                        forward.wake_all();
-                        forward.board_changed();
+                        forward.wake_all().await;
+                        forward.board_changed().await;
                     }
-                });
+                }
             }
         });
         if takeover {
@@ -206,7 +207,7 @@ impl PgParts {
                     if runtime.is_closing() {
                         return;
                     }
-                    crate::sync::blocking(|| runtime.wake_all());
+                    runtime.wake_all().await;
                 }
             });
         }
@@ -214,8 +215,8 @@ impl PgParts {
     }
 
     /// Frees this process's leases and leaves the worker registry (a clean exit).
-    pub fn leave(&self) {
-        if let Err(e) = self.roster.deregister() {
+    pub async fn leave(&self) {
+        if let Err(e) = self.roster.deregister().await {
             tracing::warn!("could not leave the team's workers cleanly: {e}");
         }
     }

@@ -58,7 +58,7 @@ pub(super) struct Crew {
 
 /// The team runtime on `start`'s stores; `local_workers` overrides the settings' choice (a
 /// worker always runs teammates).
-pub(super) fn team_runtime(
+pub(super) async fn team_runtime(
     start: &Start,
     settings: &TeamSettings,
     local_workers: Option<bool>,
@@ -92,7 +92,8 @@ pub(super) fn team_runtime(
             definitions.clone(),
             worktrees,
         ),
-    )?;
+    )
+    .await?;
     let task_returns = attach_board(&runtime, &start.stores, settings);
     Ok(Crew {
         kit,
@@ -112,9 +113,12 @@ fn attach_board(
 ) -> tokio::sync::mpsc::UnboundedReceiver<crate::store::tasks::Task> {
     let handle = runtime.handle();
     stores.observed_board.on_change(Box::new(move || {
-        if let Ok(team) = handle.upgrade() {
-            team.board_changed();
-        }
+        let team = handle.upgrade();
+        Box::pin(async move {
+            if let Ok(team) = team {
+                team.board_changed().await;
+            }
+        })
     }));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let work = Arc::new(BoardWork::new(
@@ -126,6 +130,7 @@ fn attach_board(
         work,
         Arc::new(move |task: &crate::store::tasks::Task| {
             let _ = tx.send(task.clone());
+            Box::pin(async {})
         }),
     );
     rx
@@ -210,13 +215,15 @@ struct Factory {
 impl Factory {
     /// Whether this process runs `name` now: always on a local team; under its lease on a
     /// distributed one (a lease that cannot be read counts as not held).
-    fn runs_here(&self, name: &AgentName) -> bool {
-        self.leases
-            .as_ref()
-            .is_none_or(|roster| roster.holds(name).unwrap_or(false))
+    async fn runs_here(&self, name: &AgentName) -> bool {
+        match &self.leases {
+            Some(roster) => roster.holds(name).await.unwrap_or(false),
+            None => true,
+        }
     }
 }
 
+#[async_trait::async_trait]
 impl TeammateFactory for Factory {
     fn gate_start(&self, teammate: &TeammateRecord) -> GateStart {
         GateStart::of(teammate.plan_required, self.require_plans)
@@ -246,7 +253,28 @@ impl TeammateFactory for Factory {
             .map(|p| p.message.clone())
     }
 
-    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
+    async fn build(
+        &self,
+        team: TeamHandle,
+        teammate: &TeammateRecord,
+    ) -> Result<Runner, TeamError> {
+        let runs_here = match teammate.isolation {
+            Isolation::None => true,
+            Isolation::Worktree => self.runs_here(&teammate.name).await,
+        };
+        crate::sync::blocking(|| self.build_runner(team, teammate, runs_here))
+    }
+}
+
+impl Factory {
+    /// [`TeammateFactory::build`] once whether the teammate runs here is known (files and git:
+    /// a blocking step).
+    fn build_runner(
+        &self,
+        team: TeamHandle,
+        teammate: &TeammateRecord,
+        runs_here: bool,
+    ) -> Result<Runner, TeamError> {
         let name = &teammate.name;
         // A definition that is gone since the teammate was spawned (an earlier run's teammate
         // whose file was removed or broke) is refused: it would otherwise get every tool.
@@ -264,7 +292,7 @@ impl TeammateFactory for Factory {
             // On a distributed team a runner is built where the teammate is spawned and again
             // where it is leased: only a process that holds its lease makes (or reattaches) the
             // worktree, so no clone gets a worktree of a teammate that never runs there.
-            Isolation::Worktree if !self.runs_here(name) => self.worktrees.path_of(name),
+            Isolation::Worktree if !runs_here => self.worktrees.path_of(name),
             Isolation::Worktree => self.worktrees.attach(name)?.path,
         };
         let sandbox = self.sandbox.for_definition(definition.as_ref())?;

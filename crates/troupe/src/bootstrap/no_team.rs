@@ -211,11 +211,11 @@ impl PlanReview {
 
     /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
     /// the run may change it).
-    pub fn roster(&self) -> Result<TeamRoster, InspectError> {
+    pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
         if let Some(roster) = &self.distributed_roster {
             return Ok(TeamRoster {
                 version: TeamRoster::VERSION,
-                teammates: roster.all().map_err(|e| InspectError::Io {
+                teammates: roster.all().await.map_err(|e| InspectError::Io {
                     path: "the team's PostgreSQL database".into(),
                     source: std::io::Error::other(format!("{e} [{}]", e.code)),
                 })?,

@@ -66,9 +66,9 @@ pub(super) async fn start(
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let pg = open_distributed(settings, role)?;
+    let pg = open_distributed(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
-    let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role)?;
+    let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role).await?;
     let stores = open_stores(&layout, settings, &events, pg).await?;
     finish_earlier_run(&layout, settings, &stores).await?;
     let base_policy = PermissionPolicy::from_settings(
@@ -116,7 +116,7 @@ pub(super) struct Stores {
 ///
 /// In a distributed team every event is also copied to the team's stream in the database
 /// (`troupe log --store`), from the first one on.
-fn open_events(
+async fn open_events(
     layout: &Layout,
     settings: &mut TeamSettings,
     pg: Option<&PgParts>,
@@ -139,7 +139,7 @@ fn open_events(
     let recorder = Arc::new(EventRecorder::new(log.clone()));
     settings.run_observer = Arc::new(Both(recorder.clone(), settings.run_observer.clone()));
     settings.team_observer = Arc::new(Both(recorder, settings.team_observer.clone()));
-    let telemetry = open_telemetry(settings, pg, role, &run_id);
+    let telemetry = open_telemetry(settings, pg, role, &run_id).await;
     settings.approval = Arc::new(ObservedApproval::new(
         settings.approval.clone(),
         log.clone(),
@@ -162,7 +162,7 @@ fn open_events(
 /// its lead process, which each worker finds in the team's registry at each turn (so that the
 /// next run's work goes to the next trace). Telemetry that cannot start is a warning:
 /// it never fails a run.
-fn open_telemetry(
+async fn open_telemetry(
     settings: &mut TeamSettings,
     pg: Option<&PgParts>,
     role: &str,
@@ -185,6 +185,7 @@ fn open_telemetry(
                 RunKey::distributed(&team, &parts.holder)
             } else {
                 team_lead_key(&parts.roster, &team)
+                    .await
                     .unwrap_or_else(|| RunKey::distributed(&team, ""))
             };
             (key, team)
@@ -206,7 +207,10 @@ fn open_telemetry(
     };
     if let (Some(parts), false) = (pg, lead) {
         let roster = parts.roster.clone();
-        telemetry.follow(move || team_lead_key(&roster, &team));
+        telemetry.follow(move || {
+            let (roster, team) = (roster.clone(), team.clone());
+            Box::pin(async move { team_lead_key(&roster, &team).await })
+        });
     }
     let observer = telemetry.observer();
     settings.run_observer = Arc::new(Both(observer.clone(), settings.run_observer.clone()));
@@ -215,20 +219,20 @@ fn open_telemetry(
 }
 
 /// The run key of the team's running lead, from the worker registry.
-fn team_lead_key(roster: &PgRoster, team: &str) -> Option<RunKey> {
-    let workers = roster.workers().ok()?;
+async fn team_lead_key(roster: &PgRoster, team: &str) -> Option<RunKey> {
+    let workers = roster.workers().await.ok()?;
     let lead = workers.iter().find(|w| w.role == "lead")?;
     Some(RunKey::distributed(team, &lead.id))
 }
 
 /// Joins the distributed team of `settings` as `role` (`lead`, `worker`), if the team is one.
-fn open_distributed(
+async fn open_distributed(
     settings: &TeamSettings,
     role: &str,
 ) -> Result<Option<PgParts>, BootstrapError> {
     match &settings.store {
         StoreChoice::Files => Ok(None),
-        StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role)?)),
+        StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role).await?)),
     }
 }
 
@@ -348,6 +352,7 @@ async fn finish_earlier_run(
         .await?;
     let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
+        .await
         .map_err(|e| {
             IoError::new(
                 "settle",
@@ -403,7 +408,7 @@ impl Held {
     /// Sets `runtime` going: a distributed team's wakeups from other processes are forwarded
     /// to it (with `takeover`, a worker's, the look for teammates whose lease ran out), then
     /// every agent is woken for what is already waiting.
-    pub(super) fn running(
+    pub(super) async fn running(
         runtime: &TeamRuntime,
         pg: Option<PgParts>,
         takeover: bool,
@@ -422,7 +427,7 @@ impl Held {
             });
             (parts, wakeups)
         });
-        runtime.wake_all();
+        runtime.wake_all().await;
         Self {
             watch,
             mcp,
@@ -457,14 +462,15 @@ pub(super) async fn close(
     // Nothing runs in the worktrees any more: those of shut-down teammates go if merged and
     // clean (git may take a moment: off the async threads).
     if let Some(worktrees) = runtime.worktrees() {
+        let roster = runtime.roster().await;
         crate::sync::blocking(|| {
-            crate::team::isolation::remove_finished_worktrees(worktrees, &runtime.roster())
+            crate::team::isolation::remove_finished_worktrees(worktrees, &roster)
         });
     }
     held.mcp.stop().await;
     held.watch.take();
     if let Some((parts, wakeups)) = held.distributed.take() {
         drop(wakeups);
-        parts.leave();
+        parts.leave().await;
     }
 }

@@ -80,8 +80,8 @@ impl Team {
 /// Builds the whole team on a workspace. Fails with `Busy` if another run holds it.
 pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapError> {
     let (start, job_completions) = start(&mut settings, "lead").await?;
-    let (cron, cron_wakeups) = open_cron(&start, &settings)?;
-    let crew = team_runtime(&start, &settings, None)?;
+    let (cron, cron_wakeups) = open_cron(&start, &settings).await?;
+    let crew = team_runtime(&start, &settings, None).await?;
     let Start {
         layout,
         run_lock,
@@ -128,7 +128,8 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
         watch,
         settings.mcp.clone(),
         run_lock,
-    );
+    )
+    .await;
     Ok(Team {
         runtime,
         lead,
@@ -152,7 +153,7 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
 /// The lead's cron jobs, reporting to the run's event stream and started; their wakeups
 /// arrive on the receiver. A distributed team's lead keeps its durable jobs in the database:
 /// a lead started on another host goes on with them.
-fn open_cron(
+async fn open_cron(
     start: &Start,
     settings: &TeamSettings,
 ) -> Result<(CronRuntime, UnboundedReceiver<CronWakeup>), BootstrapError> {
@@ -166,7 +167,8 @@ fn open_cron(
         settings.clock.clone(),
         settings.ids.clone(),
         cron_tx,
-    )?;
+    )
+    .await?;
     cron.report_to(start.events.clone());
     cron.start()?;
     Ok((cron, cron_wakeups))

@@ -50,7 +50,7 @@ pub async fn build_worker(mut settings: TeamSettings) -> Result<Worker, Bootstra
     // completions are only recorded (in the job's record and the event stream).
     tokio::spawn(async move { while job_completions.recv().await.is_some() {} });
     // A worker runs teammates whatever the lead's --no-local-workers says.
-    let crew = team_runtime(&start, &settings, Some(true))?;
+    let crew = team_runtime(&start, &settings, Some(true)).await?;
     let Start {
         run_lock,
         events,
@@ -70,7 +70,7 @@ pub async fn build_worker(mut settings: TeamSettings) -> Result<Worker, Bootstra
     let runtime = crew.runtime;
     let parts = stores.pg.take();
     let holder = parts.as_ref().map(|p| p.holder.clone()).unwrap_or_default();
-    let held = Held::running(&runtime, parts, true, None, settings.mcp.clone(), run_lock);
+    let held = Held::running(&runtime, parts, true, None, settings.mcp.clone(), run_lock).await;
     Ok(Worker {
         runtime,
         events,

@@ -83,6 +83,9 @@ struct Shared {
     /// Every live job, durable or not; the timer plans from the earliest `next_fire_utc`.
     jobs: Mutex<Vec<CronJob>>,
     wakeups: UnboundedSender<CronWakeup>,
+    /// Serialises the changes of the stored jobs (schedule, remove, fire), each of which writes
+    /// the store before (or after) the list in memory, so the store sees them in one order.
+    writing: tokio::sync::Mutex<()>,
     /// Wakes the timer task to plan again after the jobs changed. `notify_one` keeps a permit,
     /// so a change made while the task is between planning and waiting is not missed.
     replan: Notify,
@@ -96,23 +99,23 @@ impl CronRuntime {
     /// Loads the durable jobs of `layout` (creating nothing) and delivers wakeups into
     /// `wakeups`. Jobs fire only through [`fire_due`](Self::fire_due) until
     /// [`start`](Self::start) spawns the timer task.
-    pub fn open(
+    pub async fn open(
         layout: &Layout,
         clock: Arc<dyn Clock>,
         ids: Arc<dyn IdGenerator>,
         wakeups: UnboundedSender<CronWakeup>,
     ) -> Result<Self, CronError> {
-        Self::open_store(CronStore::new(layout), clock, ids, wakeups)
+        Self::open_store(CronStore::new(layout), clock, ids, wakeups).await
     }
 
     /// [`Self::open`] on `store` (a distributed team's: its database).
-    pub fn open_store(
+    pub async fn open_store(
         store: CronStore,
         clock: Arc<dyn Clock>,
         ids: Arc<dyn IdGenerator>,
         wakeups: UnboundedSender<CronWakeup>,
     ) -> Result<Self, CronError> {
-        let jobs = store.load()?;
+        let jobs = store.load().await?;
         let closed = CancellationToken::new();
         Ok(Self {
             shared: Arc::new(Shared {
@@ -120,6 +123,7 @@ impl CronRuntime {
                 ids,
                 store,
                 jobs: Mutex::new(jobs),
+                writing: tokio::sync::Mutex::new(()),
                 wakeups,
                 replan: Notify::new(),
                 closed: closed.clone(),
@@ -165,7 +169,7 @@ impl CronRuntime {
 
     /// Adds a job. Its first fire is the first match strictly after now. A durable job is in
     /// `cron.json` when this returns.
-    pub fn schedule(&self, request: ScheduleRequest) -> Result<ScheduledJob, CronError> {
+    pub async fn schedule(&self, request: ScheduleRequest) -> Result<ScheduledJob, CronError> {
         if self.shared.closed.is_cancelled() {
             return Err(CronError::Closed);
         }
@@ -192,29 +196,34 @@ impl CronRuntime {
             timezone: job.schedule.timezone(),
         };
         {
-            let mut jobs = lock(&self.shared.jobs);
+            let _writing = self.shared.writing.lock().await;
             if job.durable {
                 self.shared
                     .store
-                    .apply(&[CronChange::Put(Box::new(job.clone()))])?;
+                    .apply(&[CronChange::Put(Box::new(job.clone()))])
+                    .await?;
             }
-            jobs.push(job);
+            lock(&self.shared.jobs).push(job);
         }
         self.shared.replan.notify_one();
         Ok(scheduled)
     }
 
     /// Removes a job (from `cron.json` too when durable). Returns whether it existed.
-    pub fn remove(&self, id: CronJobId) -> Result<bool, CronError> {
+    pub async fn remove(&self, id: CronJobId) -> Result<bool, CronError> {
         let removed = {
-            let mut jobs = lock(&self.shared.jobs);
-            let Some(index) = jobs.iter().position(|j| j.id == id) else {
-                return Ok(false);
+            let _writing = self.shared.writing.lock().await;
+            let durable = {
+                let jobs = lock(&self.shared.jobs);
+                let Some(job) = jobs.iter().find(|j| j.id == id) else {
+                    return Ok(false);
+                };
+                job.durable
             };
-            if jobs[index].durable {
-                self.shared.store.apply(&[CronChange::Remove(id)])?;
+            if durable {
+                self.shared.store.apply(&[CronChange::Remove(id)]).await?;
             }
-            jobs.remove(index);
+            lock(&self.shared.jobs).retain(|j| j.id != id);
             true
         };
         self.shared.replan.notify_one();
@@ -225,8 +234,8 @@ impl CronRuntime {
     /// wakeup for each into the channel and returns them. A recurring job is planned again from
     /// `now` (missed slots collapse into this one fire); a one-shot job is removed. Durable
     /// changes are written to `cron.json`.
-    pub fn fire_due(&self, now: UtcTime) -> Vec<CronWakeup> {
-        let wakeups = self.shared.fire_due(now);
+    pub async fn fire_due(&self, now: UtcTime) -> Vec<CronWakeup> {
+        let wakeups = self.shared.fire_due(now).await;
         if !wakeups.is_empty() {
             self.shared.replan.notify_one();
         }
@@ -252,12 +261,12 @@ impl Shared {
         lock(&self.jobs).iter().map(|j| j.next_fire_utc).min()
     }
 
-    fn fire_due(&self, now: UtcTime) -> Vec<CronWakeup> {
+    async fn fire_due(&self, now: UtcTime) -> Vec<CronWakeup> {
         let mut wakeups = Vec::new();
         {
-            let mut jobs = lock(&self.jobs);
+            let _writing = self.writing.lock().await;
             let mut changes = Vec::new();
-            jobs.retain_mut(|job| {
+            lock(&self.jobs).retain_mut(|job| {
                 if job.next_fire_utc > now {
                     return true;
                 }
@@ -297,7 +306,7 @@ impl Shared {
                     }
                 }
             });
-            if let Err(e) = self.store.apply(&changes) {
+            if let Err(e) = self.store.apply(&changes).await {
                 tracing::warn!(
                     error = %e,
                     "cron.json was not updated after jobs fired; durable jobs may fire again on restart"
@@ -345,8 +354,7 @@ impl Shared {
                 () = self.closed.cancelled() => break,
                 () = self.replan.notified() => {}
                 () = sleep => {
-                    // Firing writes cron.json under its lock: off the async threads.
-                    crate::sync::blocking(|| self.fire_due(self.clock.now()));
+                    self.fire_due(self.clock.now()).await;
                 }
             }
         }

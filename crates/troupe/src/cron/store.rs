@@ -148,13 +148,18 @@ impl CronStore {
     }
 
     /// The stored jobs in file order (all durable). A missing file is no jobs.
-    pub fn load(&self) -> Result<Vec<CronJob>, CronStoreError> {
+    pub async fn load(&self) -> Result<Vec<CronJob>, CronStoreError> {
         if let Some(doc) = &self.shared {
-            return match doc.read()? {
+            return match doc.read().await? {
                 Some(text) => self.parse(text.as_bytes()),
                 None => Ok(Vec::new()),
             };
         }
+        crate::sync::blocking(|| self.load_file())
+    }
+
+    /// The jobs of `cron.json` (a disk read).
+    fn load_file(&self) -> Result<Vec<CronJob>, CronStoreError> {
         match read_regular(&self.path, Links::Refuse, MAX_STATE_FILE_BYTES)? {
             Some(bytes) => self.parse(&bytes),
             None => Ok(Vec::new()),
@@ -162,7 +167,7 @@ impl CronStore {
     }
 
     /// Applies `changes` in order to the stored jobs, under the lock, in one atomic write.
-    pub fn apply(&self, changes: &[CronChange]) -> Result<(), CronStoreError> {
+    pub async fn apply(&self, changes: &[CronChange]) -> Result<(), CronStoreError> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -181,14 +186,17 @@ impl CronStore {
                     };
                     let bytes = this.render(changed(jobs, &changes)).map_err(reason)?;
                     String::from_utf8(bytes).map_err(|e| e.to_string())
-                }))?
+                }))
+                .await?
                 .map_err(|reason| self.corrupt(reason));
         }
-        durable::ensure_real_dir(&self.state_dir)?;
-        let _guard = lock::lock_exclusive(&self.lock_path)?;
-        let jobs = changed(self.load()?, changes);
-        durable::replace(&self.path, &self.render(jobs)?)?;
-        Ok(())
+        crate::sync::blocking(|| {
+            durable::ensure_real_dir(&self.state_dir)?;
+            let _guard = lock::lock_exclusive(&self.lock_path)?;
+            let jobs = changed(self.load_file()?, changes);
+            durable::replace(&self.path, &self.render(jobs)?)?;
+            Ok(())
+        })
     }
 
     /// The document of `jobs`, as the file holds it.

@@ -83,8 +83,10 @@ impl ToolHandler for ScheduleCronTool {
             durable: bool_arg(&args, "durable")?,
         };
         let (recurring, durable) = (request.recurring, request.durable);
-        // A durable job is written to cron.json under its lock: off the async threads.
-        let job = crate::sync::blocking(|| self.runtime.schedule(request))
+        let job = self
+            .runtime
+            .schedule(request)
+            .await
             .map_err(|e| ToolError::coded(&e))?;
         Ok(json!({
             "job_id": job.id,

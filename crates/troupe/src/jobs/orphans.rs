@@ -146,18 +146,19 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
 /// such record was left by a run that is gone. What is left of its process group is stopped when
 /// it is provably the job's (see [`stop_orphan`]). The settled records are copied to `copy`
 /// (a distributed team's job table) too. Returns the ids.
-pub fn settle_orphans(
+pub async fn settle_orphans(
     layout: &Layout,
     copy: &crate::store::team_copy::CopyTo<crate::store::team_copy::JobLine>,
     now: UtcTime,
 ) -> Result<Vec<JobId>, JobError> {
     let mut settled = Vec::new();
-    for record in record::read_all(layout)? {
+    // Reading the records and stopping what is left of their processes: off the async threads.
+    for record in crate::sync::blocking(|| record::read_all(layout))? {
         if record.state != JobState::Running {
             continue;
         }
         let id = record.id;
-        let what = stop_orphan(layout, id);
+        let what = crate::sync::blocking(|| stop_orphan(layout, id));
         let finished = JobRecord {
             state: JobState::Finished {
                 end: JobEnd::Cancelled,
@@ -170,7 +171,7 @@ pub fn settle_orphans(
             },
             ..record
         };
-        record::write_and_copy(layout, copy, &finished)?;
+        record::write_and_copy(layout, copy, &finished).await?;
         settled.push(id);
     }
     Ok(settled)

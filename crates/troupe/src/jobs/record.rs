@@ -277,27 +277,29 @@ pub fn write(layout: &Layout, record: &JobRecord) -> Result<(), JobError> {
 
 /// [`write`], then a copy to a distributed team's table (reported once if it fails: the file has
 /// the record).
-pub fn write_and_copy(
+pub async fn write_and_copy(
     layout: &Layout,
     copy: &CopyTo<JobLine>,
     record: &JobRecord,
 ) -> Result<(), JobError> {
-    write(layout, record)?;
+    // A durable replace: off the async threads.
+    crate::sync::blocking(|| write(layout, record))?;
     if copy.is_on() {
         let line = JobLine {
             id: record.id.0,
             record: String::from_utf8_lossy(&record.to_json_bytes()).into_owned(),
         };
-        copy.copy(&line, &record_path(layout, record.id).display());
+        copy.copy(&line, &record_path(layout, record.id).display())
+            .await;
     }
     Ok(())
 }
 
 /// Every record of a distributed team (every host's), by start time then id; a row that is not a
 /// record is [`JobError::Corrupt`] naming it.
-pub fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
+pub async fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
     let mut records = Vec::new();
-    for (id, host, text) in jobs.all().map_err(JobError::Backend)? {
+    for (id, host, text) in jobs.all().await.map_err(JobError::Backend)? {
         let corrupt = |why: String| JobError::Corrupt {
             path: format!("troupe_jobs row {id} (host {host})"),
             why,

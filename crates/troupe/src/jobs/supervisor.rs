@@ -97,6 +97,9 @@ pub struct JobSupervisor {
     events: Arc<dyn EventSink>,
 }
 
+/// A job that did not start: its record, how it ended, why, and the caller's error.
+type Unstarted = Box<(JobRecord, JobEnd, String, JobError)>;
+
 /// What the job tasks share with the supervisor.
 struct Shared {
     layout: Layout,
@@ -212,18 +215,18 @@ impl JobSupervisor {
 
     /// Starts `sh -c command` in `workspace` for `agent` and returns its id at once. The
     /// `running` record is written before the process starts, so every job that ran has a record.
-    /// Must be called inside a Tokio runtime. Fails after `close` has begun.
-    pub fn submit(
+    /// Fails after `close` has begun.
+    pub async fn submit(
         &self,
         agent: AgentName,
         command: &str,
         workspace: &Path,
     ) -> Result<JobId, JobError> {
-        self.submit_confined(agent, command, workspace, None)
+        self.submit_confined(agent, command, workspace, None).await
     }
 
     /// [`Self::submit`], the command confined by `sandbox` when one is given.
-    pub fn submit_confined(
+    pub async fn submit_confined(
         &self,
         agent: AgentName,
         command: &str,
@@ -241,15 +244,37 @@ impl JobSupervisor {
             started_at_utc: self.shared.clock.now(),
             state: JobState::Running,
         };
-        record::write_and_copy(&self.shared.layout, &self.shared.copy, &running)?;
+        record::write_and_copy(&self.shared.layout, &self.shared.copy, &running).await?;
+        match self.start_job(running, command, workspace, sandbox, &runtime) {
+            Ok(id) => Ok(id),
+            Err(unstarted) => {
+                let (running, end, why, error) = *unstarted;
+                self.shared.finish_unstarted(running, end, &why).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts the process of the job `running` under the tasks' lock and its watching task;
+    /// what stopped it from starting is returned with its record, to be finished.
+    fn start_job(
+        &self,
+        running: JobRecord,
+        command: &str,
+        workspace: &Path,
+        sandbox: Option<&Sandbox>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<JobId, Unstarted> {
         // Spawning under the lock orders every start before or after `close`: a job that
         // starts is in `handles` when `close` takes them.
         let mut tasks = self.shared.tasks();
         if tasks.closed {
-            drop(tasks);
-            self.shared
-                .finish_unstarted(running, JobEnd::Cancelled, "not started: closing");
-            return Err(JobError::Closed);
+            return Err(Box::new((
+                running,
+                JobEnd::Cancelled,
+                "not started: closing".to_owned(),
+                JobError::Closed,
+            )));
         }
         let spawned = match sandbox {
             Some(sandbox) => GroupChild::spawn_confined(command, workspace, sandbox),
@@ -258,10 +283,8 @@ impl JobSupervisor {
         let group = match spawned {
             Ok(group) => group,
             Err(e) => {
-                drop(tasks);
                 let why = format!("cannot start sh: {e}");
-                self.shared.finish_unstarted(running, JobEnd::Failed, &why);
-                return Err(JobError::Start(e));
+                return Err(Box::new((running, JobEnd::Failed, why, JobError::Start(e))));
             }
         };
         let id = running.id;
@@ -325,7 +348,7 @@ impl std::fmt::Debug for JobSupervisor {
 impl Shared {
     /// The final record of a job whose process never started (the caller gets the error; no
     /// completion is sent).
-    fn finish_unstarted(&self, running: JobRecord, end: JobEnd, why: &str) {
+    async fn finish_unstarted(&self, running: JobRecord, end: JobEnd, why: &str) {
         let finished = JobRecord {
             state: JobState::Finished {
                 end,
@@ -335,7 +358,7 @@ impl Shared {
             },
             ..running
         };
-        if let Err(e) = record::write_and_copy(&self.layout, &self.copy, &finished) {
+        if let Err(e) = record::write_and_copy(&self.layout, &self.copy, &finished).await {
             tracing::warn!(job = %finished.id, error = %e, "cannot record an unstarted job");
         }
     }
@@ -392,17 +415,17 @@ impl Watch {
             started_at_utc: job.started_at_utc,
             finished_at_utc: self.shared.finished_at(job.started_at_utc),
         };
-        crate::sync::blocking(|| {
-            if let Err(e) =
-                record::write_and_copy(&self.shared.layout, &self.shared.copy, &completion.record())
-            {
-                // The completion still goes out: the lead learning how the job ended matters
-                // more than the inspection record.
-                tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
-            } else {
-                super::orphans::forget(&self.shared.layout, job.id);
-            }
-        });
+        if let Err(e) =
+            record::write_and_copy(&self.shared.layout, &self.shared.copy, &completion.record())
+                .await
+        {
+            // The completion still goes out: the lead learning how the job ended matters
+            // more than the inspection record.
+            tracing::warn!(job = %job.id, error = %e, "cannot write the final job record");
+        } else {
+            // A file removal: off the async threads.
+            crate::sync::blocking(|| super::orphans::forget(&self.shared.layout, job.id));
+        }
         self.events.emit(
             completion.agent.as_str(),
             kinds::JOB_ENDED,

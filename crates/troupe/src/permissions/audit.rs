@@ -88,8 +88,9 @@ impl ErrorCode for AuditError {
 }
 
 /// Where permission decisions are recorded.
+#[async_trait::async_trait]
 pub trait AuditSink: Send + Sync {
-    fn record(&self, entry: AuditEntry) -> Result<(), AuditError>;
+    async fn record(&self, entry: AuditEntry) -> Result<(), AuditError>;
 }
 
 /// First 16 hex characters of the SHA-256 of `arguments` in canonical JSON.
@@ -183,26 +184,37 @@ impl JsonlAuditSink {
     }
 }
 
-impl AuditSink for JsonlAuditSink {
-    fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
-        let record = AuditRecord::stamp(entry, self.clock.now());
+impl JsonlAuditSink {
+    /// Appends the line of `record` to the file; the line (without its `\n`).
+    fn append(&self, record: &AuditRecord) -> Result<Vec<u8>, AuditError> {
         let fail = |source| AuditError {
             path: self.log.path().display().to_string(),
             source,
         };
-        let mut line = serde_json::to_vec(&record).map_err(|e| fail(std::io::Error::other(e)))?;
+        let mut line = serde_json::to_vec(record).map_err(|e| fail(std::io::Error::other(e)))?;
         line.push(b'\n');
         self.log
             .append(&line, Durability::Unsynced)
             .map_err(|e| fail(e.source))?;
+        line.pop();
+        Ok(line)
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditSink for JsonlAuditSink {
+    async fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
+        let record = AuditRecord::stamp(entry, self.clock.now());
+        // An append under the log's lock: off the async threads.
+        let line = crate::sync::blocking(|| self.append(&record))?;
         if self.copy.is_on() {
             let copied = AuditLine {
                 agent: record.agent.as_str().to_owned(),
                 tool: record.tool.clone(),
                 decision: record.decision.to_owned(),
-                line: String::from_utf8_lossy(&line[..line.len() - 1]).into_owned(),
+                line: String::from_utf8_lossy(&line).into_owned(),
             };
-            self.copy.copy(&copied, &self.log.path().display());
+            self.copy.copy(&copied, &self.log.path().display()).await;
         }
         Ok(())
     }
@@ -227,8 +239,9 @@ impl MemoryAuditSink {
     }
 }
 
+#[async_trait::async_trait]
 impl AuditSink for MemoryAuditSink {
-    fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
+    async fn record(&self, entry: AuditEntry) -> Result<(), AuditError> {
         let record = AuditRecord::stamp(entry, self.clock.now());
         crate::sync::lock(&self.records).push(record);
         Ok(())

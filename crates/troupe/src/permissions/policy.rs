@@ -4,8 +4,8 @@
 //! audit entry (`PermissionPolicy::record`).
 //!
 //! Rules are async: one that reads a port ([`PermissionRule::reads_ports`], e.g. the plan gate
-//! reading the protocol store) awaits it. The audit append runs off the async worker threads
-//! ([`crate::sync::blocking`]).
+//! reading the protocol store, the lease gate reading the roster) awaits it; so is the audit
+//! sink.
 
 use std::sync::Arc;
 
@@ -16,7 +16,6 @@ use super::rules::{
 };
 use super::settings_rules::SettingsRules;
 use crate::settings::RuleEntry;
-use crate::sync::blocking;
 
 /// A final decision: allowed or denied (never `ask`), with what decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +109,7 @@ impl PermissionPolicy {
 
     /// Audits a PreToolUse hook's deny as the policy's own decision (`hook:<name>`), and returns
     /// it. The deny stands even if it cannot be recorded (the error says so).
-    pub fn deny_by_hook(
+    pub async fn deny_by_hook(
         &self,
         request: &PermissionRequest<'_>,
         hook: &str,
@@ -122,25 +121,27 @@ impl PermissionPolicy {
             rule: format!("hook:{hook}"),
             reason,
         };
-        let recorded = blocking(|| self.record(request, &decision));
+        let recorded = self.record(request, &decision).await;
         (decision, recorded)
     }
 
     /// Writes `decision` about `request` to the audit sink: the one place an audit entry is built.
-    fn record(
+    async fn record(
         &self,
         request: &PermissionRequest<'_>,
         decision: &PermissionDecision,
     ) -> Result<(), AuditError> {
-        self.audit.record(AuditEntry {
-            agent: request.agent.clone(),
-            tool: request.tool.to_owned(),
-            allowed: decision.allowed,
-            rule: decision.rule.clone(),
-            reason: decision.reason.clone(),
-            input_digest: input_digest(request.arguments),
-            sandbox: request.sandbox,
-        })
+        self.audit
+            .record(AuditEntry {
+                agent: request.agent.clone(),
+                tool: request.tool.to_owned(),
+                allowed: decision.allowed,
+                rule: decision.rule.clone(),
+                reason: decision.reason.clone(),
+                input_digest: input_digest(request.arguments),
+                sandbox: request.sandbox,
+            })
+            .await
     }
 
     /// The approval provider's answer about `request`, asked for `reason`.
@@ -188,7 +189,7 @@ impl PermissionPolicy {
             sandbox: Some(crate::sandbox::Mode::Off),
             ..*request
         };
-        blocking(|| self.record(&unconfined, &decision))?;
+        self.record(&unconfined, &decision).await?;
         Ok(decision)
     }
 
@@ -228,8 +229,8 @@ impl PermissionPolicy {
                 }
             }
         };
-        // An append under the log's lock: off the async threads too.
-        blocking(|| self.record(request, &decision))?;
+        // The audit sink appends off the async threads.
+        self.record(request, &decision).await?;
         Ok(decision)
     }
 }

@@ -8,13 +8,14 @@ use super::BackendError;
 /// A change: the current text (none yet) → the new text, or why not (nothing is written).
 pub type Change = Box<dyn FnOnce(Option<String>) -> Result<String, String> + Send>;
 
-/// One named document of a team.
+/// One named document of a team. Async: the database is awaited.
+#[async_trait::async_trait]
 pub trait TeamDocument: Send + Sync {
     /// Where it is, for messages.
     fn place(&self) -> String;
     /// Its text, if it was ever written.
-    fn read(&self) -> Result<Option<String>, BackendError>;
+    async fn read(&self) -> Result<Option<String>, BackendError>;
     /// Applies `change` to the current text atomically under the team's lock: `Ok(Err(why))`
     /// when the change refused (nothing written).
-    fn update(&self, change: Change) -> Result<Result<(), String>, BackendError>;
+    async fn update(&self, change: Change) -> Result<Result<(), String>, BackendError>;
 }

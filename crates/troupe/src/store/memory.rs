@@ -327,18 +327,24 @@ impl std::fmt::Debug for MemoryStore {
 
 /// A team's records as rows of text (each a record rendered as its file would be), by name:
 /// what a database keeps for [`MemoryStore::distributed`]. Every method is one atomic step.
+#[async_trait::async_trait]
 pub trait SharedMemory: Send + Sync {
     /// Where the rows are, for messages (`troupe_memory (team "default")`).
     fn place(&self) -> String;
     /// Every row, by name.
-    fn rows(&self) -> Result<Vec<(String, String)>, BackendError>;
-    fn row(&self, name: &str) -> Result<Option<String>, BackendError>;
+    async fn rows(&self) -> Result<Vec<(String, String)>, BackendError>;
+    async fn row(&self, name: &str) -> Result<Option<String>, BackendError>;
     /// Creates or replaces the row `name`.
-    fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError>;
+    async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError>;
     /// Removes the row `name`; whether there was one.
-    fn delete_row(&self, name: &str) -> Result<bool, BackendError>;
+    async fn delete_row(&self, name: &str) -> Result<bool, BackendError>;
     /// Writes `name` and removes `removed`, in one transaction.
-    fn merge_rows(&self, name: &str, text: &str, removed: &[String]) -> Result<(), BackendError>;
+    async fn merge_rows(
+        &self,
+        name: &str,
+        text: &str,
+        removed: &[String],
+    ) -> Result<(), BackendError>;
 }
 
 impl MemoryStore {
@@ -387,11 +393,11 @@ impl MemoryStore {
     /// Every `*.md` entry of the folder: valid records sorted by name, and a problem for each
     /// entry that cannot be read or parsed (a symlink, a FIFO, an oversized or malformed file).
     /// Other entries (temp files, the lock) are ignored. No folder: an empty catalog.
-    pub fn list(&self) -> Result<MemoryCatalog, MemoryError> {
+    pub async fn list(&self) -> Result<MemoryCatalog, MemoryError> {
         let mut catalog = MemoryCatalog::default();
         if let Some(shared) = &self.shared {
             let place = shared.place();
-            for (name, text) in shared.rows()? {
+            for (name, text) in shared.rows().await? {
                 match Self::parse_row(&place, &name, &text) {
                     Ok(record) => catalog.records.push(record),
                     Err(problem) => catalog.problems.push(problem),
@@ -401,6 +407,11 @@ impl MemoryStore {
             catalog.problems.sort_by(|a, b| a.file.cmp(&b.file));
             return Ok(catalog);
         }
+        // Reading the folder and its files: off the async threads.
+        crate::sync::blocking(|| self.list_files(catalog))
+    }
+
+    fn list_files(&self, mut catalog: MemoryCatalog) -> Result<MemoryCatalog, MemoryError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(catalog),
@@ -445,10 +456,10 @@ impl MemoryStore {
 
     /// The record named `name`, `None` if there is none. A name that is not a slug is refused
     /// before any path is built.
-    pub fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
+    pub async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
         if let Some(shared) = &self.shared {
             check_name(name)?;
-            let Some(text) = shared.row(name)? else {
+            let Some(text) = shared.row(name).await? else {
                 return Ok(None);
             };
             return Self::parse_row(&shared.place(), name, &text)
@@ -458,6 +469,10 @@ impl MemoryStore {
                     reason: p.reason,
                 });
         }
+        crate::sync::blocking(|| self.get_file(name))
+    }
+
+    fn get_file(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
         let path = self.path_of(name)?;
         let Some(bytes) = read_regular(&path, Links::Refuse, MAX_RECORD_FILE_BYTES)? else {
             return Ok(None);
@@ -471,32 +486,36 @@ impl MemoryStore {
     }
 
     /// Creates or replaces a record, atomically, under the memory lock.
-    pub fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+    pub async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
         record.validate()?;
         if let Some(shared) = &self.shared {
-            return Ok(shared.put_row(&record.name, &record.render())?);
+            return Ok(shared.put_row(&record.name, &record.render()).await?);
         }
-        let _guard = self.lock()?;
-        self.write_locked(record)
+        crate::sync::blocking(|| {
+            let _guard = self.lock()?;
+            self.write_locked(record)
+        })
     }
 
     /// Removes a record; `false` if there was none. Creates nothing when the folder is missing.
-    pub fn forget(&self, name: &str) -> Result<bool, MemoryError> {
+    pub async fn forget(&self, name: &str) -> Result<bool, MemoryError> {
         let path = self.path_of(name)?;
         if let Some(shared) = &self.shared {
-            return Ok(shared.delete_row(name)?);
+            return Ok(shared.delete_row(name).await?);
         }
-        if !self.dir_exists()? {
-            return Ok(false);
-        }
-        let _guard = self.lock()?;
-        Ok(durable::remove(&path)?)
+        crate::sync::blocking(|| {
+            if !self.dir_exists()? {
+                return Ok(false);
+            }
+            let _guard = self.lock()?;
+            Ok(durable::remove(&path)?)
+        })
     }
 
     /// Replaces the records `merged_names` by `into`: `into` is written first, then the others
     /// are removed, all under one hold of the lock. A crash in between leaves a duplicate,
     /// never a loss. Every name is checked before anything is written.
-    pub fn apply_merge(
+    pub async fn apply_merge(
         &self,
         merged_names: &[String],
         into: &MemoryRecord,
@@ -513,14 +532,18 @@ impl MemoryStore {
                 .filter(|name| **name != into.name)
                 .cloned()
                 .collect();
-            return Ok(shared.merge_rows(&into.name, &into.render(), &removed)?);
+            return Ok(shared
+                .merge_rows(&into.name, &into.render(), &removed)
+                .await?);
         }
-        let _guard = self.lock()?;
-        self.write_locked(into)?;
-        for path in paths {
-            durable::remove(&path)?;
-        }
-        Ok(())
+        crate::sync::blocking(|| {
+            let _guard = self.lock()?;
+            self.write_locked(into)?;
+            for path in paths {
+                durable::remove(&path)?;
+            }
+            Ok(())
+        })
     }
 
     fn write_locked(&self, record: &MemoryRecord) -> Result<(), MemoryError> {

@@ -45,25 +45,26 @@ pub enum Lease {
 }
 
 /// A team's roster with teammate leases, as this process (its holder) sees it. Reads and
-/// lease operations are safe to repeat.
+/// lease operations are safe to repeat. Async: the database is awaited.
+#[async_trait::async_trait]
 pub trait LeasedRoster: Send + Sync {
     /// This process as a holder (also its id in the worker registry).
     fn holder(&self) -> &str;
-    fn all(&self) -> Result<Vec<TeammateRecord>, BackendError>;
-    fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError>;
+    async fn all(&self) -> Result<Vec<TeammateRecord>, BackendError>;
+    async fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError>;
     /// Who holds each teammate, and whether that lease is live.
-    fn holders(&self) -> Result<Vec<Holder>, BackendError>;
+    async fn holders(&self) -> Result<Vec<Holder>, BackendError>;
     /// Whether this holder's lease on `name` is live.
-    fn holds(&self, name: &AgentName) -> Result<bool, BackendError>;
+    async fn holds(&self, name: &AgentName) -> Result<bool, BackendError>;
     /// Takes (or keeps) the lease on `name` unless another live holder has it.
-    fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError>;
+    async fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError>;
     /// Adds a new teammate; false if the name is taken.
-    fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError>;
+    async fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError>;
     /// Replaces a teammate that is shut down or failed (a respawn); false if there is none or
     /// it is running or idle. The new teammate's lease starts free.
-    fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError>;
+    async fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError>;
     /// Sets a status and its detail; returns the previous status.
-    fn set_status(
+    async fn set_status(
         &self,
         name: &AgentName,
         status: TeammateStatus,
@@ -71,5 +72,5 @@ pub trait LeasedRoster: Send + Sync {
         now: UtcTime,
     ) -> Result<Option<TeammateStatus>, BackendError>;
     /// The worker processes of the team, as `troupe status` shows them.
-    fn workers(&self) -> Result<Vec<WorkerRow>, BackendError>;
+    async fn workers(&self) -> Result<Vec<WorkerRow>, BackendError>;
 }

@@ -15,8 +15,9 @@ use uuid::Uuid;
 use super::BackendError;
 
 /// The team's copy of one kind of record.
-pub trait TeamCopy<R>: Send + Sync {
-    fn copy(&self, record: &R) -> Result<(), BackendError>;
+#[async_trait::async_trait]
+pub trait TeamCopy<R: Sync>: Send + Sync {
+    async fn copy(&self, record: &R) -> Result<(), BackendError>;
 }
 
 /// An audit decision, as the team's audit keeps it: who, which tool, `allow` or `deny`, and
@@ -38,19 +39,20 @@ pub struct JobLine {
 
 /// Every host's job records of a team, as `(id, host, record text)`: what `troupe jobs
 /// --store` lists.
+#[async_trait::async_trait]
 pub trait TeamJobs: Send + Sync {
-    fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError>;
+    async fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError>;
 }
 
 /// Where a local store copies its records: nowhere, or a [`TeamCopy`].
-pub struct CopyTo<R> {
+pub struct CopyTo<R: Sync> {
     target: Option<Arc<dyn TeamCopy<R>>>,
     /// What the team misses when a copy fails ("the team's audit misses this decision").
     missing: &'static str,
     warned: AtomicBool,
 }
 
-impl<R> std::fmt::Debug for CopyTo<R> {
+impl<R: Sync> std::fmt::Debug for CopyTo<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CopyTo")
             .field("on", &self.target.is_some())
@@ -58,13 +60,13 @@ impl<R> std::fmt::Debug for CopyTo<R> {
     }
 }
 
-impl<R> Default for CopyTo<R> {
+impl<R: Sync> Default for CopyTo<R> {
     fn default() -> Self {
         Self::nowhere()
     }
 }
 
-impl<R> CopyTo<R> {
+impl<R: Sync> CopyTo<R> {
     /// No copy (a team on files).
     pub fn nowhere() -> Self {
         Self {
@@ -91,11 +93,11 @@ impl<R> CopyTo<R> {
 
     /// Copies `record`, whose local copy is in `kept` (for the warning); a failure is said
     /// once and otherwise ignored. Returns whether the copy was made.
-    pub fn copy(&self, record: &R, kept: &dyn std::fmt::Display) -> bool {
+    pub async fn copy(&self, record: &R, kept: &(dyn std::fmt::Display + Sync)) -> bool {
         let Some(target) = &self.target else {
             return false;
         };
-        match target.copy(record) {
+        match target.copy(record).await {
             Ok(()) => true,
             Err(e) => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
@@ -118,8 +120,9 @@ mod tests {
         seen: Mutex<Vec<u32>>,
     }
 
+    #[async_trait::async_trait]
     impl TeamCopy<u32> for Flaky {
-        fn copy(&self, record: &u32) -> Result<(), BackendError> {
+        async fn copy(&self, record: &u32) -> Result<(), BackendError> {
             self.seen.lock().unwrap().push(*record);
             if record.is_multiple_of(2) {
                 Err(BackendError::new("store_unavailable", "down"))
@@ -129,24 +132,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_record_is_offered_and_failures_only_report() {
+    #[tokio::test]
+    async fn every_record_is_offered_and_failures_only_report() {
         let flaky = Arc::new(Flaky::default());
         let copy = CopyTo::to(
             Some(flaky.clone() as Arc<dyn TeamCopy<u32>>),
             "the team misses it",
         );
         assert!(copy.is_on());
-        let made: Vec<bool> = (1..=4).map(|n| copy.copy(&n, &"here")).collect();
+        let mut made: Vec<bool> = Vec::new();
+        for n in 1..=4 {
+            made.push(copy.copy(&n, &"here").await);
+        }
         assert_eq!(made, vec![true, false, true, false]);
         assert_eq!(*flaky.seen.lock().unwrap(), vec![1, 2, 3, 4]);
         assert!(copy.warned.load(Ordering::Relaxed));
     }
 
-    #[test]
-    fn nowhere_copies_nothing() {
+    #[tokio::test]
+    async fn nowhere_copies_nothing() {
         let copy = CopyTo::<u32>::nowhere();
         assert!(!copy.is_on());
-        assert!(!copy.copy(&1, &"here"));
+        assert!(!copy.copy(&1, &"here").await);
     }
 }

@@ -66,18 +66,19 @@ impl UsageRecord {
 
 /// A team's usage totals, every process's (a distributed team's table): what `troupe status
 /// --store` shows.
+#[async_trait::async_trait]
 pub trait TeamUsage: Send + Sync {
-    fn totals(&self) -> Result<UsageTotals, super::BackendError>;
+    async fn totals(&self) -> Result<UsageTotals, super::BackendError>;
     /// The team's records made at or after `since` (all when `None`), summed per agent, model
     /// and day: what `troupe usage --store` reports.
-    fn buckets(
+    async fn buckets(
         &self,
         since: Option<troupe_wire::UtcTime>,
     ) -> Result<UsageBuckets, super::BackendError>;
     /// Up to `limit` of the team's records after the row `after` (0: from the first), in the
     /// table's order, each with its row id: for a reader that folds them as they arrive (the
     /// page's cost chart).
-    fn records_after(
+    async fn records_after(
         &self,
         after: i64,
         limit: usize,
@@ -119,17 +120,22 @@ impl UsageLog {
         self.clock.now().to_string()
     }
 
-    /// Appends one record as one line, synced (creating the log, and `.troupe/` if need be).
-    pub fn append(&self, record: &UsageRecord) -> Result<(), IoError> {
+    /// Appends one record as one line, synced (creating the log, and `.troupe/` if need be),
+    /// off the async threads; then copies it (see [`UsageLog::with_copy`]).
+    pub async fn append(&self, record: &UsageRecord) -> Result<(), IoError> {
+        crate::sync::blocking(|| self.append_line(record))?;
+        self.copy.copy(record, &self.path.display()).await;
+        Ok(())
+    }
+
+    fn append_line(&self, record: &UsageRecord) -> Result<(), IoError> {
         let mut line = serde_json::to_vec(record)
             .map_err(|e| IoError::new("encode a record for", &self.path, io::Error::other(e)))?;
         line.push(b'\n');
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
-        journal::append(&self.path, &line)?;
-        self.copy.copy(record, &self.path.display());
-        Ok(())
+        journal::append(&self.path, &line)
     }
 }
 

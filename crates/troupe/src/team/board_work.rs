@@ -31,8 +31,10 @@ pub struct BoardWork {
     changed: Notify,
 }
 
-/// What the keeper reports: a task whose lease ran out came back to the board.
-pub type ExpiredSink = Arc<dyn Fn(&Task) + Send + Sync>;
+/// What the keeper reports: a task whose lease ran out came back to the board. The keeper
+/// awaits what it returns (the team wakes whom the task fits) before it looks on.
+pub type ExpiredSink =
+    Arc<dyn Fn(&Task) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl BoardWork {
     pub fn new(claims: Arc<HeldClaims>, clock: Arc<dyn Clock>, lease: Duration) -> Self {
@@ -55,13 +57,13 @@ impl BoardWork {
 
     /// Claims the next task that fits `agent` with `skills`, oldest first; `None` when none
     /// does.
-    pub fn next_for(
+    pub async fn next_for(
         &self,
         agent: &AgentName,
         skills: &[String],
     ) -> Result<Option<Task>, TaskError> {
-        for id in self.candidates(agent, skills)? {
-            match self.claims.claim(&id, agent) {
+        for id in self.candidates(agent, skills).await? {
+            match self.claims.claim(&id, agent).await {
                 Ok(task) => return Ok(Some(task)),
                 // Someone else took it (or a blocker reopened): the next one.
                 Err(
@@ -78,12 +80,12 @@ impl BoardWork {
 
     /// Of `agents` (each with its skills), those that some task on the board fits now: one
     /// read of the board for all of them.
-    pub fn who_has_work<'a>(
+    pub async fn who_has_work<'a>(
         &self,
         agents: impl IntoIterator<Item = (&'a AgentName, Vec<String>)>,
     ) -> Vec<&'a AgentName> {
         let now = self.clock.now();
-        let tasks = match self.claims.board().list() {
+        let tasks = match self.claims.board().list().await {
             Ok(tasks) => tasks,
             Err(e) => {
                 tracing::warn!("could not read the task board: {e}");
@@ -102,8 +104,8 @@ impl BoardWork {
     /// Whether some task is in progress under a lease this process does not hold (a run or
     /// worker that died, or another process): it comes back to the board when the lease runs
     /// out, unless its holder completes it first.
-    pub fn held_elsewhere(&self) -> bool {
-        match self.claims.board().list() {
+    pub async fn held_elsewhere(&self) -> bool {
+        match self.claims.board().list().await {
             Ok(tasks) => tasks.iter().any(|task| {
                 task.status == TaskStatus::InProgress
                     && task.lease.is_some()
@@ -120,9 +122,13 @@ impl BoardWork {
     }
 
     /// The ids of the tasks `agent` could claim now, oldest first.
-    fn candidates(&self, agent: &AgentName, skills: &[String]) -> Result<Vec<TaskId>, TaskError> {
+    async fn candidates(
+        &self,
+        agent: &AgentName,
+        skills: &[String],
+    ) -> Result<Vec<TaskId>, TaskError> {
         let now = self.clock.now();
-        let tasks = self.claims.board().list()?;
+        let tasks = self.claims.board().list().await?;
         Ok(claimable(&crate::store::tasks::views(&tasks), now)
             .filter(|task| task.fits(agent, skills))
             .map(|task| task.id)
@@ -130,9 +136,9 @@ impl BoardWork {
     }
 
     /// Returns every task whose lease ran out by now; the earliest lease still running, if any.
-    fn sweep(&self, expired: &ExpiredSink) -> Option<UtcTime> {
+    async fn sweep(&self, expired: &ExpiredSink) -> Option<UtcTime> {
         let now = self.clock.now();
-        let tasks = match self.claims.board().list() {
+        let tasks = match self.claims.board().list().await {
             Ok(tasks) => tasks,
             Err(e) => {
                 tracing::warn!("could not read the task board to expire leases: {e}");
@@ -148,8 +154,8 @@ impl BoardWork {
                 next = Some(next.map_or(lease.expires_at_utc, |n| n.min(lease.expires_at_utc)));
                 continue;
             }
-            match self.claims.board().expire(&task.id) {
-                Ok(returned) => expired(&returned),
+            match self.claims.board().expire(&task.id).await {
+                Ok(returned) => expired(&returned).await,
                 // Renewed, completed or taken over in between: nothing to do.
                 Err(TaskError::State { .. }) => {}
                 Err(e) => tracing::warn!("could not return task {} to the board: {e}", task.id),
@@ -181,7 +187,7 @@ pub async fn keep_leases(
     let renew_every = (work.lease / 3).max(Duration::from_millis(100));
     let mut next_renewal = tokio::time::Instant::now() + renew_every;
     loop {
-        let next_expiry = work.sweep(&expired);
+        let next_expiry = work.sweep(&expired).await;
         let holding = !work.claims.is_empty();
         let now = work.clock.now();
         let until_expiry = next_expiry.map(|at| {
@@ -208,7 +214,7 @@ pub async fn keep_leases(
             () = sleep_until(deadline) => {}
         }
         if !work.claims.is_empty() && tokio::time::Instant::now() >= next_renewal {
-            for (agent, id, why) in work.claims.renew_all() {
+            for (agent, id, why) in work.claims.renew_all().await {
                 tracing::warn!("{agent} lost its claim on task {id}: {why}");
             }
             next_renewal = tokio::time::Instant::now() + renew_every;
@@ -273,7 +279,7 @@ mod tests {
         )
     }
 
-    fn add(work: &BoardWork, subject: &str, tags: &[&str], assignee: Option<&str>) -> Task {
+    async fn add(work: &BoardWork, subject: &str, tags: &[&str], assignee: Option<&str>) -> Task {
         work.claims
             .board()
             .create(NewTask {
@@ -282,42 +288,45 @@ mod tests {
                 assignee: assignee.map(name),
                 ..NewTask::default()
             })
+            .await
             .unwrap()
     }
 
-    #[test]
-    fn a_teammate_takes_only_what_fits_it_oldest_first() {
+    #[tokio::test]
+    async fn a_teammate_takes_only_what_fits_it_oldest_first() {
         let (work, _) = work();
-        let docs = add(&work, "docs", &["docs"], None);
-        let for_bob = add(&work, "bob's", &[], Some("bob"));
-        let anyone = add(&work, "anyone", &[], None);
+        let docs = add(&work, "docs", &["docs"], None).await;
+        let for_bob = add(&work, "bob's", &[], Some("bob")).await;
+        let anyone = add(&work, "anyone", &[], None).await;
         let rust = vec!["rust".to_owned()];
-        let taken = work.next_for(&name("alice"), &rust).unwrap().unwrap();
+        let taken = work.next_for(&name("alice"), &rust).await.unwrap().unwrap();
         assert_eq!(taken.id, anyone.id);
-        assert_eq!(work.next_for(&name("alice"), &rust).unwrap(), None);
+        assert_eq!(work.next_for(&name("alice"), &rust).await.unwrap(), None);
         let (alice, carol) = (name("alice"), name("carol"));
         let docs_skill = vec!["docs".to_owned()];
         assert_eq!(
-            work.who_has_work([(&alice, rust.clone()), (&carol, docs_skill.clone())]),
+            work.who_has_work([(&alice, rust.clone()), (&carol, docs_skill.clone())])
+                .await,
             [&carol]
         );
         assert_eq!(
             work.next_for(&name("carol"), &docs_skill)
+                .await
                 .unwrap()
                 .unwrap()
                 .id,
             docs.id
         );
         assert_eq!(
-            work.next_for(&name("bob"), &[]).unwrap().unwrap().id,
+            work.next_for(&name("bob"), &[]).await.unwrap().unwrap().id,
             for_bob.id
         );
     }
 
-    #[test]
-    fn a_blocked_task_waits_for_its_blocker() {
+    #[tokio::test]
+    async fn a_blocked_task_waits_for_its_blocker() {
         let (work, _) = work();
-        let first = add(&work, "first", &[], None);
+        let first = add(&work, "first", &[], None).await;
         let second = work
             .claims
             .board()
@@ -326,47 +335,56 @@ mod tests {
                 blocked_by: vec![first.id],
                 ..NewTask::default()
             })
+            .await
             .unwrap();
         let alice = name("alice");
-        assert_eq!(work.next_for(&alice, &[]).unwrap().unwrap().id, first.id);
-        assert_eq!(work.next_for(&name("bob"), &[]).unwrap(), None);
-        work.claims.complete(&first.id, &alice).unwrap();
         assert_eq!(
-            work.next_for(&name("bob"), &[]).unwrap().unwrap().id,
+            work.next_for(&alice, &[]).await.unwrap().unwrap().id,
+            first.id
+        );
+        assert_eq!(work.next_for(&name("bob"), &[]).await.unwrap(), None);
+        work.claims.complete(&first.id, &alice).await.unwrap();
+        assert_eq!(
+            work.next_for(&name("bob"), &[]).await.unwrap().unwrap().id,
             second.id
         );
     }
 
-    #[test]
-    fn an_expired_lease_is_swept_back_and_reported_once() {
+    #[tokio::test]
+    async fn an_expired_lease_is_swept_back_and_reported_once() {
         let (work, clock) = work();
-        let task = add(&work, "t", &[], None);
+        let task = add(&work, "t", &[], None).await;
         let alice = name("alice");
-        work.next_for(&alice, &[]).unwrap().unwrap();
+        work.next_for(&alice, &[]).await.unwrap().unwrap();
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink: ExpiredSink = {
             let seen = seen.clone();
-            Arc::new(move |t: &Task| seen.lock().unwrap().push(t.clone()))
+            Arc::new(move |t: &Task| {
+                seen.lock().unwrap().push(t.clone());
+                Box::pin(async {})
+            })
         };
-        let next = work.sweep(&sink).unwrap();
+        let next = work.sweep(&sink).await.unwrap();
         assert!(seen.lock().unwrap().is_empty());
         clock.advance_millis(next.millis_since(clock.now()));
-        assert_eq!(work.sweep(&sink), None);
-        assert_eq!(work.sweep(&sink), None);
-        let seen = seen.lock().unwrap();
+        assert_eq!(work.sweep(&sink).await, None);
+        assert_eq!(work.sweep(&sink).await, None);
+        let seen = seen.lock().unwrap().clone();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].id, task.id);
         assert_eq!(seen[0].status, TaskStatus::Pending);
         assert_eq!(seen[0].returned.as_ref().unwrap().owner, alice);
         // The stale holder cannot complete it; the next claimer can.
         assert_eq!(
-            crate::error::ErrorCode::code(&work.claims.complete(&task.id, &alice).unwrap_err()),
+            crate::error::ErrorCode::code(
+                &work.claims.complete(&task.id, &alice).await.unwrap_err()
+            ),
             "task_state"
         );
         let bob = name("bob");
-        work.next_for(&bob, &[]).unwrap().unwrap();
+        work.next_for(&bob, &[]).await.unwrap().unwrap();
         assert_eq!(
-            work.claims.complete(&task.id, &bob).unwrap().status,
+            work.claims.complete(&task.id, &bob).await.unwrap().status,
             TaskStatus::Completed
         );
     }

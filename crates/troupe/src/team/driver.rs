@@ -107,7 +107,7 @@ impl Driver {
     }
 
     /// Every external event that has arrived, without waiting.
-    fn take_external(&mut self) -> Vec<LeadEvent> {
+    async fn take_external(&mut self) -> Vec<LeadEvent> {
         let mut events = std::mem::take(&mut self.buffered);
         if let Some(rx) = self.external.job_completions.as_mut() {
             while let Ok(completion) = rx.try_recv() {
@@ -115,7 +115,7 @@ impl Driver {
             }
         }
         let now = self.team.clock().now();
-        for (name, reason) in self.team.take_failures() {
+        for (name, reason) in self.team.take_failures().await {
             self.failures_seen += 1;
             events.push(LeadEvent::teammate_failed(
                 &name,
@@ -162,7 +162,7 @@ impl Driver {
                 return Ok(outcome);
             }
             let mut events = std::mem::take(&mut self.unfinished);
-            events.extend(self.take_external());
+            events.extend(self.take_external().await);
             // Store calls (locks, disk) run off the async threads.
             events.extend(self.claim_lead_events().await?);
             events.extend(self.expiry_events().await?);
@@ -206,7 +206,7 @@ impl Driver {
             // buffered and runs in the next round — at once, not after the wait below, which
             // nothing would end (its sender is done and the team has gone quiet).
             if self.is_quiescent(next_expiry.is_some()).await? {
-                if !self.drain_late_events() {
+                if !self.drain_late_events().await {
                     return Ok(outcome);
                 }
                 continue;
@@ -397,7 +397,7 @@ impl Driver {
             }
             if request.sender().is_lead() {
                 events.push(LeadEvent::expired(request, now));
-            } else if blocking(|| self.team.check_reachable(request.sender())).is_ok() {
+            } else if self.team.check_reachable(request.sender()).await.is_ok() {
                 let text = format!(
                     "Your {} request {} expired at {} without an answer. The plan gate stays \
                      closed; submit a revised plan with submit_plan if you still need to act.",
@@ -459,7 +459,7 @@ impl Driver {
         }
         // A task a dead run or another process holds comes back when its lease runs out, and a
         // teammate here takes it: the run waits for that.
-        if blocking(|| self.team.awaiting_tasks()) {
+        if self.team.awaiting_tasks().await {
             return Ok(false);
         }
         let counts = self
@@ -473,8 +473,8 @@ impl Driver {
 
     /// Moves events that arrived on the external channels since the last look into the buffer;
     /// whether there were any.
-    fn drain_late_events(&mut self) -> bool {
-        let late = self.take_external();
+    async fn drain_late_events(&mut self) -> bool {
+        let late = self.take_external().await;
         if late.is_empty() {
             return false;
         }

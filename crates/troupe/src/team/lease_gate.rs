@@ -3,7 +3,7 @@
 //! (SIGSTOP, a long GC-like stall, a lost network) and resumes mid-turn finds another worker
 //! running the teammate: its writes and commands are denied before any handler runs, so no
 //! effect happens twice. Reads stay allowed (they change nothing). Like the plan gate it is a
-//! permission rule on teammates' policies, evaluated off the async threads (it reads a port).
+//! permission rule on teammates' policies; the policy awaits it (it reads the async roster).
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use troupe_wire::AgentName;
 
 use crate::permissions::{Decision, Effect, PermissionRequest, PermissionRule, RuleVerdict};
 use crate::store::roster::LeasedRoster;
+use crate::store::BackendError;
 
 pub struct LeaseGate {
     roster: Arc<dyn LeasedRoster>,
@@ -25,18 +26,15 @@ impl LeaseGate {
     }
 }
 
-#[async_trait::async_trait]
-impl PermissionRule for LeaseGate {
-    fn reads_ports(&self) -> bool {
-        true
-    }
-
-    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
-        if request.effect == Effect::Read {
-            return None;
-        }
+impl LeaseGate {
+    /// The verdict on `request` given what the roster said of the lease.
+    fn verdict(
+        &self,
+        request: &PermissionRequest<'_>,
+        holds: Result<bool, BackendError>,
+    ) -> Option<RuleVerdict> {
         let deny = |reason: String| Some(RuleVerdict::new(Decision::Deny, Self::RULE, reason));
-        match crate::sync::blocking(|| self.roster.holds(&self.name)) {
+        match holds {
             Ok(true) => None,
             Ok(false) => deny(format!(
                 "this worker no longer holds {}'s lease (another worker runs it now); {} is \
@@ -48,5 +46,20 @@ impl PermissionRule for LeaseGate {
                 self.name, request.tool
             )),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl PermissionRule for LeaseGate {
+    fn reads_ports(&self) -> bool {
+        true
+    }
+
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+        if request.effect == Effect::Read {
+            return None;
+        }
+        let holds = self.roster.holds(&self.name).await;
+        self.verdict(request, holds)
     }
 }

@@ -41,6 +41,8 @@ pub struct LivingPrompt {
     memory: Mutex<String>,
     /// The pending requests as last read from the protocol store (by `refresh`).
     requests: Mutex<Vec<ProtocolRequest>>,
+    /// The team section's lines, as [`SystemPromptSource::refresh`] last read the roster.
+    roster: Mutex<Vec<String>>,
     cache: Mutex<Option<(Inputs, String)>>,
 }
 
@@ -67,6 +69,7 @@ impl LivingPrompt {
             clock,
             memory: Mutex::new(String::new()),
             requests: Mutex::new(Vec::new()),
+            roster: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
         }
     }
@@ -79,27 +82,15 @@ impl LivingPrompt {
             .available_definitions()
             .map(|t| t.name.clone())
             .collect();
-        let Ok(team) = self.team.upgrade() else {
+        if self.team.upgrade().is_err() {
             return Inputs {
                 tools,
                 memory,
                 roster: Vec::new(),
                 pending: Vec::new(),
             };
-        };
-        let roster = team
-            .roster()
-            .into_iter()
-            .filter(|t| t.name != self.agent)
-            .map(|t| {
-                format!(
-                    "- {} ({}): {}",
-                    t.name,
-                    t.status.as_str(),
-                    one_line(&t.role)
-                )
-            })
-            .collect();
+        }
+        let roster = lock(&self.roster).clone();
         let now = self.clock.now();
         // As last read by `refresh` (before every model call).
         let pending = lock(&self.requests)
@@ -148,6 +139,31 @@ impl LivingPrompt {
 
 #[async_trait::async_trait]
 impl SystemPromptSource for LivingPrompt {
+    async fn refresh(&self) {
+        let Ok(team) = self.team.upgrade() else {
+            return;
+        };
+        let roster = team
+            .roster()
+            .await
+            .into_iter()
+            .filter(|t| t.name != self.agent)
+            .map(|t| {
+                format!(
+                    "- {} ({}): {}",
+                    t.name,
+                    t.status.as_str(),
+                    one_line(&t.role)
+                )
+            })
+            .collect();
+        *lock(&self.roster) = roster;
+        // A store that cannot be read leaves the section out this time; the gate and the
+        // tools report the failure where it matters.
+        let pending = team.protocol().store().pending().await.unwrap_or_default();
+        *lock(&self.requests) = pending;
+    }
+
     fn render(&self) -> String {
         let inputs = self.inputs();
         let mut cache = lock(&self.cache);
@@ -165,15 +181,6 @@ impl SystemPromptSource for LivingPrompt {
         *lock(&self.memory) = section;
     }
 
-    async fn refresh(&self) {
-        let Ok(team) = self.team.upgrade() else {
-            return;
-        };
-        // A store that cannot be read leaves the section out this time; the gate and the
-        // tools report the failure where it matters.
-        let pending = team.protocol().store().pending().await.unwrap_or_default();
-        *lock(&self.requests) = pending;
-    }
 }
 
 fn section(out: &mut String, title: &str, body: &str) {

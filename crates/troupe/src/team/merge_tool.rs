@@ -45,6 +45,7 @@ impl ToolHandler for MergeTeammate {
         let team = self.0.upgrade().map_err(|e| ToolError::coded(&e))?;
         let record = team
             .record_of(&name)
+            .await
             .ok_or_else(|| ToolError::coded(&TeamError::TeammateNotFound(name.clone())))?;
         let no_worktree = || ToolError::coded(&WorktreeError::NoWorktree(name.clone()));
         if record.isolation != Isolation::Worktree {

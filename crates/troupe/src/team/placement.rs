@@ -34,14 +34,20 @@ pub enum Claim {
     Elsewhere,
 }
 
-/// Where teammates run, as the team runtime sees it.
+/// Where teammates run, as the team runtime sees it. Async: a distributed team's answers come
+/// from its database.
+#[async_trait::async_trait]
 pub trait Placement: Send + Sync {
     /// The team's roster, loaded where this placement keeps it.
-    fn open_roster(&self, layout: &Layout, clock: Arc<dyn Clock>) -> Result<Roster, TeamError>;
+    async fn open_roster(
+        &self,
+        layout: &Layout,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Roster, TeamError>;
     /// Whether this process may run `name` now (taking its lease if need be).
-    fn claim(&self, name: &AgentName) -> Claim;
+    async fn claim(&self, name: &AgentName) -> Claim;
     /// Whether this process still may run `name` (asked at each safe point of its turns).
-    fn still_here(&self, name: &AgentName) -> bool;
+    async fn still_here(&self, name: &AgentName) -> bool;
     /// Whether other processes run teammates of this team too: then the roster, not this
     /// process's workers, says who is busy and who failed.
     fn spans_processes(&self) -> bool;
@@ -56,16 +62,21 @@ pub trait Placement: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Here;
 
+#[async_trait::async_trait]
 impl Placement for Here {
-    fn open_roster(&self, layout: &Layout, clock: Arc<dyn Clock>) -> Result<Roster, TeamError> {
-        Ok(Roster::load(layout, clock)?)
+    async fn open_roster(
+        &self,
+        layout: &Layout,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Roster, TeamError> {
+        Ok(crate::sync::blocking(|| Roster::load(layout, clock))?)
     }
 
-    fn claim(&self, _name: &AgentName) -> Claim {
+    async fn claim(&self, _name: &AgentName) -> Claim {
         Claim::Here
     }
 
-    fn still_here(&self, _name: &AgentName) -> bool {
+    async fn still_here(&self, _name: &AgentName) -> bool {
         true
     }
 
@@ -94,17 +105,23 @@ pub struct UnderLease {
     pub response_ack: Arc<dyn ResponseAck>,
 }
 
+#[async_trait::async_trait]
 impl Placement for UnderLease {
-    fn open_roster(&self, layout: &Layout, clock: Arc<dyn Clock>) -> Result<Roster, TeamError> {
+    async fn open_roster(
+        &self,
+        layout: &Layout,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Roster, TeamError> {
         Roster::open_leased(layout, clock, self.roster.clone())
+            .await
             .map_err(|e| TeamError::Invalid(format!("open the roster: {e}")))
     }
 
-    fn claim(&self, name: &AgentName) -> Claim {
+    async fn claim(&self, name: &AgentName) -> Claim {
         if !self.local_workers {
             return Claim::Elsewhere;
         }
-        match self.roster.acquire(name) {
+        match self.roster.acquire(name).await {
             Ok(Lease::Kept) => Claim::Here,
             Ok(Lease::New) => Claim::Fresh,
             Ok(Lease::Taken) => Claim::Elsewhere,
@@ -115,8 +132,8 @@ impl Placement for UnderLease {
         }
     }
 
-    fn still_here(&self, name: &AgentName) -> bool {
-        match self.roster.holds(name) {
+    async fn still_here(&self, name: &AgentName) -> bool {
+        match self.roster.holds(name).await {
             Ok(holds) => holds,
             Err(e) => {
                 tracing::warn!("could not check the lease of {name}: {e}");

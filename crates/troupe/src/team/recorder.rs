@@ -251,7 +251,12 @@ impl TeamObserver for EventRecorder {
 /// Both observers get every report: the recorder first, then the caller's own.
 pub struct Both<A: ?Sized, B: ?Sized>(pub Arc<A>, pub Arc<B>);
 
+#[async_trait::async_trait]
 impl<A: RunObserver + ?Sized, B: RunObserver + ?Sized> RunObserver for Both<A, B> {
+    async fn turn_starting(&self, agent: &AgentName) {
+        self.0.turn_starting(agent).await;
+        self.1.turn_starting(agent).await;
+    }
     fn handling(&self, agent: &AgentName, messages: &[troupe_wire::MessageId]) {
         self.0.handling(agent, messages);
         self.1.handling(agent, messages);

@@ -94,24 +94,26 @@ impl Roster {
 
     /// The roster of a team in PostgreSQL. Teammates that were `running` or `failed` and whose
     /// lease nobody holds any more (their worker is gone) come back `idle`, as in `load`.
-    pub fn open_leased(
+    pub async fn open_leased(
         layout: &Layout,
         clock: Arc<dyn Clock>,
         pg: Arc<dyn LeasedRoster>,
     ) -> Result<Self, BackendError> {
         let held: std::collections::HashSet<String> = pg
-            .holders()?
+            .holders()
+            .await?
             .into_iter()
             .filter(|h| h.live && h.holder.is_some())
             .map(|h| h.name)
             .collect();
-        for record in pg.all()? {
+        for record in pg.all().await? {
             if matches!(
                 record.status,
                 TeammateStatus::Running | TeammateStatus::Failed
             ) && !held.contains(record.name.as_str())
             {
-                pg.set_status(&record.name, TeammateStatus::Idle, None, clock.now())?;
+                pg.set_status(&record.name, TeammateStatus::Idle, None, clock.now())
+                    .await?;
             }
         }
         let roster = Self {
@@ -120,14 +122,14 @@ impl Roster {
             records: Mutex::new(BTreeMap::new()),
             pg: Some(pg),
         };
-        roster.all();
+        roster.all().await;
         Ok(roster)
     }
 
     /// Reads the database roster into the cache; on failure the cache stands (and says so).
-    fn refresh(&self) {
+    async fn refresh(&self) {
         let Some(pg) = &self.pg else { return };
-        match pg.all() {
+        match pg.all().await {
             Ok(records) => {
                 *self.lock() = records.into_iter().map(|r| (r.name.clone(), r)).collect();
             }
@@ -139,9 +141,9 @@ impl Roster {
         crate::sync::lock(&self.records)
     }
 
-    pub fn get(&self, name: &AgentName) -> Option<TeammateRecord> {
+    pub async fn get(&self, name: &AgentName) -> Option<TeammateRecord> {
         if let Some(pg) = &self.pg {
-            match pg.get(name) {
+            match pg.get(name).await {
                 Ok(Some(record)) => {
                     self.lock().insert(name.clone(), record.clone());
                     return Some(record);
@@ -158,40 +160,50 @@ impl Roster {
         self.lock().get(name).cloned()
     }
 
-    pub fn all(&self) -> Vec<TeammateRecord> {
-        self.refresh();
+    pub async fn all(&self) -> Vec<TeammateRecord> {
+        self.refresh().await;
         self.lock().values().cloned().collect()
     }
 
     /// Adds a new teammate, durably; false if the name is taken.
-    pub fn add(&self, record: TeammateRecord) -> Result<bool, IoError> {
+    pub async fn add(&self, record: TeammateRecord) -> Result<bool, IoError> {
         if let Some(pg) = &self.pg {
-            let added = pg.add(&record).map_err(|e| self.db_error(e))?;
+            let added = pg.add(&record).await.map_err(|e| self.db_error(e))?;
             if added {
                 self.lock().insert(record.name.clone(), record);
             }
             return Ok(added);
         }
-        let mut records = self.lock();
-        if records.contains_key(&record.name) {
-            return Ok(false);
-        }
-        records.insert(record.name.clone(), record);
-        self.save(&records, true)?;
-        Ok(true)
+        crate::sync::blocking(|| {
+            let mut records = self.lock();
+            if records.contains_key(&record.name) {
+                return Ok(false);
+            }
+            records.insert(record.name.clone(), record);
+            self.save(&records, true)?;
+            Ok(true)
+        })
     }
 
     /// Replaces, durably, a teammate that is shut down or failed with a new one of the same
     /// name (a respawn); false if there is none or it is running or idle. The old record is
     /// kept in memory if the write fails.
-    pub fn replace_stopped(&self, record: TeammateRecord) -> Result<bool, IoError> {
+    pub async fn replace_stopped(&self, record: TeammateRecord) -> Result<bool, IoError> {
         if let Some(pg) = &self.pg {
-            let replaced = pg.replace_stopped(&record).map_err(|e| self.db_error(e))?;
+            let replaced = pg
+                .replace_stopped(&record)
+                .await
+                .map_err(|e| self.db_error(e))?;
             if replaced {
                 self.lock().insert(record.name.clone(), record);
             }
             return Ok(replaced);
         }
+        crate::sync::blocking(|| self.replace_stopped_on_file(record))
+    }
+
+    /// [`Self::replace_stopped`] in `team.json` (a disk write).
+    fn replace_stopped_on_file(&self, record: TeammateRecord) -> Result<bool, IoError> {
         let mut records = self.lock();
         let stopped = records.get(&record.name).is_some_and(|old| {
             matches!(
@@ -214,7 +226,7 @@ impl Roster {
     }
 
     /// Sets a status (and its detail); returns the previous status.
-    pub fn set_status(
+    pub async fn set_status(
         &self,
         name: &AgentName,
         status: TeammateStatus,
@@ -223,6 +235,7 @@ impl Roster {
         if let Some(pg) = &self.pg {
             let previous = pg
                 .set_status(name, status, detail.clone(), self.clock.now())
+                .await
                 .map_err(|e| self.db_error(e))?;
             if let Some(record) = self.lock().get_mut(name) {
                 record.status = status;
@@ -230,6 +243,16 @@ impl Roster {
             }
             return Ok(previous);
         }
+        crate::sync::blocking(|| self.set_status_on_file(name, status, detail))
+    }
+
+    /// [`Self::set_status`] in `team.json` (a disk write).
+    fn set_status_on_file(
+        &self,
+        name: &AgentName,
+        status: TeammateStatus,
+        detail: Option<String>,
+    ) -> Result<Option<TeammateStatus>, IoError> {
         let mut records = self.lock();
         let Some(record) = records.get_mut(name) else {
             return Ok(None);

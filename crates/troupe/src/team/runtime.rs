@@ -28,7 +28,7 @@ use super::observer::{TeamObserver, TeamUpdate};
 use super::placement::{Claim, Placement};
 use super::plan_gate::{GateStart, PlanGateRule};
 use super::postman::{Postman, Waker};
-use super::protocol::{self as triage, ProtocolRuntime, TeammateStatuses};
+use super::protocol::{self as triage, ProtocolRuntime};
 use super::roster::Roster;
 use super::worker::{self, TaskOutcome, WorkerContext};
 use super::workers::{Start, Workers};
@@ -46,9 +46,11 @@ use crate::worktree::Worktrees;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
+#[async_trait::async_trait]
 pub trait TeammateFactory: Send + Sync {
     /// Builds the runner of `teammate` (its name, role, and plan rule come from its record).
-    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError>;
+    async fn build(&self, team: TeamHandle, teammate: &TeammateRecord)
+        -> Result<Runner, TeamError>;
 
     /// When the plan gate of `teammate` first closes, as the runners this factory builds apply
     /// it. The default: from its first call when it was spawned with `plan_required`.
@@ -116,7 +118,7 @@ struct TeamInner {
     /// Slots, worker tasks and completed messages: the worker lifecycle.
     workers: Workers,
     /// Serialises spawns (two spawns of one name, a spawn and a respawn). Lock order: spawning,
-    /// then the workers' slots, then the roster.
+    /// then the workers' slots; the roster is written with neither slots lock held.
     spawning: tokio::sync::Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
@@ -165,12 +167,15 @@ pub struct TeamRuntime {
 impl TeamRuntime {
     /// Builds the runtime, its postman (waking this runtime) and its protocol runtime (sending
     /// through that postman), and loads the roster from `team.json`.
-    pub fn new(
+    pub async fn new(
         layout: Layout,
         ports: TeamPorts,
         factory: Arc<dyn TeammateFactory>,
     ) -> Result<Self, TeamError> {
-        let roster = ports.placement.open_roster(&layout, ports.clock.clone())?;
+        let roster = ports
+            .placement
+            .open_roster(&layout, ports.clock.clone())
+            .await?;
         let inner = Arc::new_cyclic(|weak: &Weak<TeamInner>| {
             let postman = Arc::new(
                 Postman::new(
@@ -246,8 +251,8 @@ impl TeamRuntime {
         self.inner.postman.clock()
     }
 
-    pub fn roster(&self) -> Vec<TeammateRecord> {
-        self.inner.roster.all()
+    pub async fn roster(&self) -> Vec<TeammateRecord> {
+        self.inner.roster.all().await
     }
 
     /// The teammates' git worktrees, if teammates may have them.
@@ -275,19 +280,19 @@ impl TeamRuntime {
         self.inner.factory.definition_problem(name)
     }
 
-    pub fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
-        self.inner.roster.get(name).map(|r| r.status)
+    pub async fn status_of(&self, name: &AgentName) -> Option<TeammateStatus> {
+        self.inner.roster.get(name).await.map(|r| r.status)
     }
 
     /// The roster record of `name`, if it is a teammate.
-    pub fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
-        self.inner.roster.get(name)
+    pub async fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
+        self.inner.roster.get(name).await
     }
 
     /// Wakes every teammate whose mailbox may hold work (on start, after recovery).
-    pub fn wake_all(&self) {
-        for record in self.inner.roster.all() {
-            self.inner.wake_teammate(&record.name);
+    pub async fn wake_all(&self) {
+        for record in self.inner.roster.all().await {
+            self.inner.clone().wake_teammate(record.name).await;
         }
         self.inner.changed.notify_one();
     }
@@ -308,7 +313,7 @@ impl TeamRuntime {
             return Ok(false);
         }
         let mailbox = self.mailbox();
-        for record in blocking(|| self.inner.roster.all()) {
+        for record in self.inner.roster.all().await {
             match record.status {
                 TeammateStatus::Running => return Ok(true),
                 TeammateStatus::Shutdown | TeammateStatus::Failed => {}
@@ -330,7 +335,7 @@ impl TeamRuntime {
         if agent.is_lead() {
             self.inner.changed.notify_one();
         } else {
-            self.inner.wake_teammate(agent);
+            self.inner.wake_teammate_soon(agent);
             // A teammate's change may be what the lead waits for (another process's worker).
             self.inner.changed.notify_one();
         }
@@ -369,9 +374,7 @@ impl TeamRuntime {
             let _ = keeper.await;
         }
         if let Some(work) = self.inner.board.get() {
-            let claims = work.claims().clone();
-            let _ = tokio::task::spawn_blocking(move || claims.release_all(None, "the run closed"))
-                .await;
+            work.claims().release_all(None, "the run closed").await;
         }
     }
 
@@ -384,10 +387,14 @@ impl TeamRuntime {
         }
         let handle = self.handle();
         let on_expired: ExpiredSink = Arc::new(move |task| {
-            expired(task);
-            if let Ok(team) = handle.upgrade() {
-                team.board_changed();
-            }
+            let reported = expired(task);
+            let team = handle.upgrade();
+            Box::pin(async move {
+                reported.await;
+                if let Ok(team) = team {
+                    team.board_changed().await;
+                }
+            })
         });
         let keeper = tokio::spawn(keep_leases(
             work,
@@ -401,22 +408,22 @@ impl TeamRuntime {
     /// Whether the run should wait for a task held by a claim this process does not hold (left
     /// by a run that died, or worked on elsewhere): its holder completes it, or its lease runs
     /// out and a teammate takes it. Only while some teammate can still take work.
-    pub fn awaiting_tasks(&self) -> bool {
+    pub async fn awaiting_tasks(&self) -> bool {
         let Some(work) = self.inner.board.get() else {
             return false;
         };
-        let someone_can_work = self.inner.roster.all().iter().any(|record| {
+        let someone_can_work = self.inner.roster.all().await.iter().any(|record| {
             !matches!(
                 record.status,
                 TeammateStatus::Shutdown | TeammateStatus::Failed
             )
         });
-        someone_can_work && work.held_elsewhere()
+        someone_can_work && work.held_elsewhere().await
     }
 
     /// The board changed (a task was created, completed, released or returned): wakes every
     /// teammate that some claimable task fits. A running teammate looks again before it idles.
-    pub fn board_changed(&self) {
+    pub async fn board_changed(&self) {
         let Some(work) = self.inner.board.get() else {
             return;
         };
@@ -425,6 +432,7 @@ impl TeamRuntime {
             .inner
             .roster
             .all()
+            .await
             .into_iter()
             .filter(|record| {
                 !matches!(
@@ -433,11 +441,12 @@ impl TeamRuntime {
                 )
             })
             .collect();
-        let agents = roster
+        let agents: Vec<(&AgentName, Vec<String>)> = roster
             .iter()
-            .map(|record| (&record.name, self.inner.skills_of(record)));
-        for name in work.who_has_work(agents) {
-            self.inner.wake_teammate(name);
+            .map(|record| (&record.name, self.inner.skills_of(record)))
+            .collect();
+        for name in work.who_has_work(agents).await {
+            self.inner.clone().wake_teammate(name.clone()).await;
         }
     }
 
@@ -458,11 +467,12 @@ impl TeamRuntime {
     }
 
     /// Teammates that failed since the last call, with their reasons.
-    pub fn take_failures(&self) -> Vec<(AgentName, String)> {
+    pub async fn take_failures(&self) -> Vec<(AgentName, String)> {
         let mut failures = std::mem::take(&mut *lock(&self.inner.failures));
         if self.inner.placement.spans_processes() {
+            let records = self.inner.roster.all().await;
             let mut told = lock(&self.inner.failures_told);
-            for record in self.inner.roster.all() {
+            for record in records {
                 if record.status != TeammateStatus::Failed {
                     told.remove(&record.name);
                     continue;
@@ -570,11 +580,12 @@ impl TeamRuntime {
     }
 
     /// Whether `name` may receive a new ordinary message or request.
-    pub fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
+    pub async fn check_reachable(&self, name: &AgentName) -> Result<TeammateRecord, TeamError> {
         let record = self
             .inner
             .roster
             .get(name)
+            .await
             .ok_or_else(|| TeamError::TeammateNotFound(name.clone()))?;
         match record.status {
             TeammateStatus::Shutdown => Err(TeamError::TeammateState {
@@ -624,10 +635,12 @@ impl TeamInner {
     /// One attempt at [`TeamRuntime::spawn`]; `None` when the old teammate's worker is still
     /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
     ///
-    /// Spawns are serialised by the `spawning` lock. The runner is built before the slots lock
-    /// is taken; the roster change and the new slot are made together under it, so no wake can
-    /// start a worker for the name in between, and an old worker can never touch the new
-    /// teammate's status or runner.
+    /// Spawns are serialised by the `spawning` lock. The runner is built first; the new slot is
+    /// installed (unless the old worker still runs), then the roster changed (awaited, no lock
+    /// held): a wake in between finds no runnable teammate of the name and starts nothing, so
+    /// no wake can start a worker for the name with the old record, and an old worker can never
+    /// touch the new teammate's status or runner. A roster change that fails takes the slot out
+    /// again.
     async fn try_spawn(
         self: &Arc<Self>,
         name: &AgentName,
@@ -637,7 +650,7 @@ impl TeamInner {
         isolation: Isolation,
     ) -> Result<Option<Spawned>, TeamError> {
         let _spawning = self.spawning.lock().await;
-        let earlier = blocking(|| self.roster.get(name));
+        let earlier = self.roster.get(name).await;
         if let Some(earlier) = &earlier {
             match earlier.status {
                 TeammateStatus::Running | TeammateStatus::Idle => {
@@ -671,19 +684,32 @@ impl TeamInner {
             Some(earlier) => self.quarantine_leftovers(earlier).await?,
             None => 0,
         };
-        let (earlier_transcript, registered) = blocking(|| -> Result<_, TeamError> {
-            let earlier_transcript = self.transcripts.set_aside(name)?;
-            let runner = self.factory.build(self.handle(), &record)?;
-            let registered = self.workers.install(name, runner, || match &earlier {
-                Some(_) => self.roster.replace_stopped(record.clone()),
-                None => self.roster.add(record.clone()),
-            })?;
-            Ok((earlier_transcript, registered))
-        })?;
+        let earlier_transcript = blocking(|| self.transcripts.set_aside(name))?;
+        let runner = self.factory.build(self.handle(), &record).await?;
+        // The slot first, the roster after (awaited, with no lock held): a wake in between
+        // finds no runnable teammate of the name (none yet, or the stopped one) and starts
+        // nothing, and once the roster has the teammate its slot is there.
+        if self
+            .workers
+            .install(name, runner, || Ok::<_, TeamError>(true))?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let registered = match &earlier {
+            Some(_) => self.roster.replace_stopped(record.clone()).await,
+            None => self.roster.add(record.clone()).await,
+        };
         match registered {
-            None => return Ok(None),
-            Some(false) => return Err(TeamError::TeammateExists(name.clone())),
-            Some(true) => {}
+            Ok(true) => {}
+            Ok(false) => {
+                self.workers.drop_idle(name);
+                return Err(TeamError::TeammateExists(name.clone()));
+            }
+            Err(e) => {
+                self.workers.drop_idle(name);
+                return Err(e.into());
+            }
         }
         Ok(Some(Spawned {
             gate: self.factory.gate_start(&record),
@@ -764,13 +790,14 @@ impl TeamInner {
     }
 
     /// Marks a teammate failed and queues the reason for the lead.
-    fn fail(&self, name: &AgentName, reason: String) {
+    async fn fail(&self, name: &AgentName, reason: String) {
         lock(&self.failures).push((name.clone(), reason.clone()));
-        self.set_status(name, TeammateStatus::Failed, Some(reason));
+        self.set_status(name, TeammateStatus::Failed, Some(reason))
+            .await;
     }
 
-    fn set_status(&self, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
-        match self.roster.set_status(name, status, detail.clone()) {
+    async fn set_status(&self, name: &AgentName, status: TeammateStatus, detail: Option<String>) {
+        match self.roster.set_status(name, status, detail.clone()).await {
             Ok(Some(previous)) if previous != status => {
                 self.observer.update(&TeamUpdate::Status {
                     name: name.clone(),
@@ -789,11 +816,28 @@ impl TeamInner {
         self.arrivals.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn wake_teammate(self: &Arc<Self>, name: &AgentName) {
+    /// [`Self::wake_teammate`] from a sync caller (the postman's waker): run here as far as it
+    /// goes without waiting — all of it in a team on files, whose roster and placement answer
+    /// at once — and finished on a task of its own (awaited at close) when it must wait on a
+    /// database.
+    fn wake_teammate_soon(self: &Arc<Self>, name: &AgentName) {
+        let mut waking = Box::pin(self.clone().wake_teammate(name.clone()));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if std::future::Future::poll(waking.as_mut(), &mut cx).is_ready() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => self.workers.push_task(runtime.spawn(waking)),
+            Err(_) => tracing::warn!("{name} could not be woken: no async runtime runs here"),
+        }
+    }
+
+    async fn wake_teammate(self: Arc<Self>, name: AgentName) {
+        let name = &name;
         if self.closing.is_cancelled() {
             return;
         }
-        let Some(record) = self.roster.get(name) else {
+        let Some(record) = self.roster.get(name).await else {
             return;
         };
         if matches!(
@@ -802,7 +846,7 @@ impl TeamInner {
         ) {
             return;
         }
-        match self.placement.claim(name) {
+        match self.placement.claim(name).await {
             Claim::Here => {}
             // Newly here: a runner this process kept from an earlier lease may be stale
             // (another worker ran the teammate meanwhile); the next one is built from the
@@ -816,10 +860,10 @@ impl TeamInner {
             Start::NoRunner => {
                 // A teammate from an earlier run: a fresh runner for the same name, role and
                 // plan rule, continuing its transcript — built outside the slots lock.
-                match self.factory.build(self.handle(), &record) {
+                match self.factory.build(self.handle(), &record).await {
                     Ok(runner) => self.workers.adopt(name, runner),
                     Err(e) => {
-                        self.fail(name, e.to_string());
+                        self.fail(name, e.to_string()).await;
                         return;
                     }
                 }
@@ -829,7 +873,7 @@ impl TeamInner {
                 }
             }
         };
-        self.set_status(name, TeammateStatus::Running, None);
+        self.set_status(name, TeammateStatus::Running, None).await;
         let context = TeamWorker {
             team: self.clone(),
             name: name.clone(),
@@ -867,35 +911,37 @@ impl WorkerContext for TeamWorker {
         &self.team.closing
     }
 
-    fn set_status(&self, status: TeammateStatus) {
-        self.team.set_status(&self.name, status, None);
+    async fn set_status(&self, status: TeammateStatus) {
+        self.team.set_status(&self.name, status, None).await;
     }
 
-    fn end(&self, status: TeammateStatus, detail: Option<String>) {
+    async fn end(&self, status: TeammateStatus, detail: Option<String>) {
         // A teammate that stops for good gives back what it claimed with `claim_task`.
         if let (Some(work), TeammateStatus::Failed | TeammateStatus::Shutdown) =
             (self.team.board.get(), status)
         {
             let reason = format!("{} {}", self.name, status.as_str());
-            work.claims().release_all(Some(&self.name), &reason);
+            work.claims().release_all(Some(&self.name), &reason).await;
         }
         // The status is set before the worker counts as ended, so a wake in between cannot
         // restart a teammate that just failed or shut down.
         match (status, detail) {
-            (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason),
-            (status, detail) => self.team.set_status(&self.name, status, detail),
+            (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason).await,
+            (status, detail) => self.team.set_status(&self.name, status, detail).await,
         }
         self.team.workers.ended(&self.name);
         self.team.changed.notify_one();
     }
 
-    fn try_idle(&self) -> bool {
+    async fn try_idle(&self) -> bool {
         if self
             .team
             .workers
             .try_idle(&self.name, self.team.closing.is_cancelled())
         {
-            self.team.set_status(&self.name, TeammateStatus::Idle, None);
+            self.team
+                .set_status(&self.name, TeammateStatus::Idle, None)
+                .await;
             return true;
         }
         false
@@ -905,8 +951,8 @@ impl WorkerContext for TeamWorker {
         self.team.workers.is_completed(message)
     }
 
-    fn holds_lease(&self) -> bool {
-        self.team.placement.still_here(&self.name)
+    async fn holds_lease(&self) -> bool {
+        self.team.placement.still_here(&self.name).await
     }
 
     fn lost(&self) {
@@ -928,62 +974,68 @@ impl WorkerContext for TeamWorker {
         if self.team.closing.is_cancelled() {
             return None;
         }
-        let record = blocking(|| self.team.roster.get(&self.name))?;
+        let record = self.team.roster.get(&self.name).await?;
         if !self.team.gate_allows_claims(&record).await {
             return None;
         }
-        blocking(
-            || match work.next_for(&self.name, &self.team.skills_of(&record)) {
-                Ok(task) => task,
-                Err(e) => {
-                    tracing::warn!("{} could not take work from the task board: {e}", self.name);
-                    None
-                }
-            },
-        )
+        match work
+            .next_for(&self.name, &self.team.skills_of(&record))
+            .await
+        {
+            Ok(task) => task,
+            Err(e) => {
+                tracing::warn!("{} could not take work from the task board: {e}", self.name);
+                None
+            }
+        }
     }
 
-    fn task_completed_by_me(&self, task: &Task) -> bool {
-        self.team.board.get().is_some_and(|work| {
-            work.claims()
-                .board()
-                .get(&task.id)
-                .is_ok_and(|now| super::board_work::completed_by(&now, &self.name))
-        })
+    async fn task_completed_by_me(&self, task: &Task) -> bool {
+        let Some(work) = self.team.board.get() else {
+            return false;
+        };
+        work.claims()
+            .board()
+            .get(&task.id)
+            .await
+            .is_ok_and(|now| super::board_work::completed_by(&now, &self.name))
     }
 
-    fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
+    async fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
         let Some(work) = self.team.board.get() else {
             return Err(TaskError::NotFound(task.id));
         };
         // The board reports the change (and wakes whom it concerns) itself.
         match outcome {
-            TaskOutcome::Done => work.claims().complete(&task.id, &self.name),
-            TaskOutcome::GiveBack(reason) => work.claims().release(&task.id, &self.name, &reason),
+            TaskOutcome::Done => work.claims().complete(&task.id, &self.name).await,
+            TaskOutcome::GiveBack(reason) => {
+                work.claims().release(&task.id, &self.name, &reason).await
+            }
         }
     }
 
-    fn after_result(&self, message: &MailboxMessage) {
-        if let Some(worktrees) = self.own_worktree() {
-            super::isolation::commit_finished_work(worktrees, &self.name, message);
+    async fn after_result(&self, message: &MailboxMessage) {
+        if let Some(worktrees) = self.own_worktree().await {
+            blocking(|| super::isolation::commit_finished_work(worktrees, &self.name, message));
         }
     }
 
-    fn after_task(&self, task: &Task) {
-        if let Some(worktrees) = self.own_worktree() {
-            super::isolation::commit_work(worktrees, &self.name, &task.subject);
+    async fn after_task(&self, task: &Task) {
+        if let Some(worktrees) = self.own_worktree().await {
+            blocking(|| super::isolation::commit_work(worktrees, &self.name, &task.subject));
         }
     }
 }
 
 impl TeamWorker {
     /// The team's worktrees when this teammate works in one of its own.
-    fn own_worktree(&self) -> Option<&crate::worktree::Worktrees> {
+    async fn own_worktree(&self) -> Option<&crate::worktree::Worktrees> {
         let worktrees = self.team.worktrees.as_ref()?;
         let isolated = self
             .team
             .roster
             .get(&self.name)
+            .await
             .is_some_and(|r| r.isolation == Isolation::Worktree);
         isolated.then_some(worktrees)
     }
@@ -1009,14 +1061,6 @@ fn check_spawn_arguments(name: &AgentName, role: &str, prompt: &str) -> Result<(
     Ok(())
 }
 
-/// The running team answers `review_plan`'s "can the sender still read the answer" from its
-/// roster.
-impl TeammateStatuses for TeamRuntime {
-    fn record_of(&self, name: &AgentName) -> Option<TeammateRecord> {
-        TeamRuntime::record_of(self, name)
-    }
-}
-
 /// The postman's waker: weak, because the team owns the postman.
 struct TeamWaker(Weak<TeamInner>);
 
@@ -1029,7 +1073,7 @@ impl Waker for TeamWaker {
         if agent.is_lead() {
             inner.changed.notify_one();
         } else {
-            inner.wake_teammate(agent);
+            inner.wake_teammate_soon(agent);
         }
     }
 }

@@ -12,7 +12,6 @@ use troupe_wire::{AgentName, Isolation, OrdinaryKind, RequestId, RequestKind};
 use super::definitions::AgentDefinition;
 use super::error::TeamError;
 use super::runtime::{TeamHandle, TeamRuntime};
-use crate::sync::blocking;
 use crate::tools::{str_arg, Effect, ToolContext, ToolDefinition, ToolError, ToolHandler};
 
 fn team_error(e: TeamError) -> ToolError {
@@ -223,9 +222,8 @@ impl ToolHandler for SendMessage {
         }
         let team = self.0.upgrade().map_err(team_error)?;
         let content = str_arg(&args, "content")?;
-        // The roster call runs off the async threads.
         if !to.is_lead() {
-            blocking(|| team.check_reachable(&to)).map_err(team_error)?;
+            team.check_reachable(&to).await.map_err(team_error)?;
         }
         let message = team
             .postman()
@@ -257,7 +255,7 @@ impl ToolHandler for RequestShutdown {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let teammate = name_arg(&args, "teammate")?;
         let team = self.0.upgrade().map_err(team_error)?;
-        blocking(|| team.check_reachable(&teammate)).map_err(team_error)?;
+        team.check_reachable(&teammate).await.map_err(team_error)?;
         let request = team
             .protocol()
             .open(
@@ -303,9 +301,13 @@ impl ToolHandler for ReviewPlan {
         let (request_id, approve) = decision_args(&args)?;
         let feedback = args.get("feedback").and_then(Value::as_str);
         let team = self.0.upgrade().map_err(team_error)?;
+        let statuses = troupe_wire::TeamRoster {
+            version: troupe_wire::TeamRoster::VERSION,
+            teammates: team.roster().await,
+        };
         let response = team
             .protocol()
-            .review_plan(&ctx.agent, request_id, approve, feedback, &team)
+            .review_plan(&ctx.agent, request_id, approve, feedback, &statuses)
             .await
             .map_err(team_error)?;
         Ok(render(json!({

@@ -36,7 +36,6 @@ use crate::agent::{Runner, TurnEnd};
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolError;
 use crate::store::tasks::{Task, TaskError};
-use crate::sync::blocking;
 
 /// What a worker may do to the team: use its ports, report its teammate's status, end. The
 /// runtime implements it; nothing else of the runtime's state is reachable from a worker.
@@ -49,12 +48,12 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
     fn observer(&self) -> &dyn TeamObserver;
     /// Cancelled when the team closes: the worker stops at its next safe point.
     fn closing(&self) -> &CancellationToken;
-    fn set_status(&self, status: TeammateStatus);
+    async fn set_status(&self, status: TeammateStatus);
     /// Sets the final status (a failure with its reason for the lead), then the worker no
     /// longer counts as running.
-    fn end(&self, status: TeammateStatus, detail: Option<String>);
+    async fn end(&self, status: TeammateStatus, detail: Option<String>);
     /// Found nothing to claim: goes idle and returns true, unless a wake came in meanwhile.
-    fn try_idle(&self) -> bool;
+    async fn try_idle(&self) -> bool;
     /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
     fn is_completed(&self, message: MessageId) -> bool;
     fn mark_completed(&self, message: MessageId);
@@ -64,24 +63,24 @@ pub(super) trait WorkerContext: Send + Sync + 'static {
         None
     }
     /// Completes a task this worker took (`Done`) or gives it back to the board.
-    fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
+    async fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
         let _ = outcome;
         Err(TaskError::NotFound(task.id))
     }
     /// Whether this teammate completed `task` itself (with `complete_task`).
-    fn task_completed_by_me(&self, task: &Task) -> bool {
+    async fn task_completed_by_me(&self, task: &Task) -> bool {
         let _ = task;
         false
     }
     /// The teammate finished `message` and its result is about to go to the lead: what its
     /// workspace does then (a worktree teammate's changes are committed on its branch). The
     /// default: nothing.
-    fn after_result(&self, _message: &MailboxMessage) {}
+    async fn after_result(&self, _message: &MailboxMessage) {}
     /// The same for a task taken from the board, before it is completed: a worktree
     /// teammate's changes are committed on its branch with the task's subject.
-    fn after_task(&self, _task: &Task) {}
+    async fn after_task(&self, _task: &Task) {}
     /// Whether this process still holds the teammate's lease (always, outside a distributed team).
-    fn holds_lease(&self) -> bool {
+    async fn holds_lease(&self) -> bool {
         true
     }
     /// The lease went to another worker: this one stops without touching the teammate's
@@ -120,11 +119,11 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     let mut runner = runner.lock().await;
     loop {
         if team.closing().is_cancelled() {
-            blocking(|| team.end(TeammateStatus::Idle, None));
+            team.end(TeammateStatus::Idle, None).await;
             return;
         }
-        if !blocking(|| team.holds_lease()) {
-            blocking(|| team.lost());
+        if !team.holds_lease().await {
+            team.lost();
             return;
         }
         let message = match team.mailbox().claim(team.name()).await {
@@ -134,31 +133,31 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
                     match work_on_task(team, &mut runner, &task).await {
                         Handled::Next => continue,
                         Handled::Cancelled => {
-                            blocking(|| team.end(TeammateStatus::Idle, None));
+                            team.end(TeammateStatus::Idle, None).await;
                             return;
                         }
                         Handled::Failed(reason) => {
-                            blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
+                            team.end(TeammateStatus::Failed, Some(reason)).await;
                             return;
                         }
                         Handled::LeaseLost => {
-                            blocking(|| team.lost());
+                            team.lost();
                             return;
                         }
                         Handled::Shutdown => {
-                            blocking(|| team.end(TeammateStatus::Shutdown, None));
+                            team.end(TeammateStatus::Shutdown, None).await;
                             return;
                         }
                     }
                 }
-                if blocking(|| team.try_idle()) {
+                if team.try_idle().await {
                     return;
                 }
                 continue;
             }
             Err(e) => {
                 let reason = format!("claim failed: {e}");
-                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
+                team.end(TeammateStatus::Failed, Some(reason)).await;
                 return;
             }
         };
@@ -170,21 +169,21 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
         match handled {
             Handled::Next => {}
             Handled::Shutdown => {
-                blocking(|| team.end(TeammateStatus::Shutdown, None));
+                team.end(TeammateStatus::Shutdown, None).await;
                 return;
             }
             Handled::Cancelled => {
                 release(team, &message).await;
-                blocking(|| team.end(TeammateStatus::Idle, None));
+                team.end(TeammateStatus::Idle, None).await;
                 return;
             }
             Handled::Failed(reason) => {
                 release(team, &message).await;
-                blocking(|| team.end(TeammateStatus::Failed, Some(reason)));
+                team.end(TeammateStatus::Failed, Some(reason)).await;
                 return;
             }
             Handled::LeaseLost => {
-                blocking(|| team.lost());
+                team.lost();
                 return;
             }
         }
@@ -277,10 +276,10 @@ async fn run_and_report(
         };
         // A worker paused past its lease must not report a second time what the new holder
         // reports (its tools were already denied by the lease gate).
-        if !blocking(|| team.holds_lease()) {
+        if !team.holds_lease().await {
             return Handled::LeaseLost;
         }
-        blocking(|| team.after_result(message));
+        team.after_result(message).await;
         let sent = team
             .postman()
             .send_ordinary(name, &AgentName::lead(), OrdinaryKind::Result, &answer)
@@ -304,8 +303,8 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
     };
     runner.recall(&prompt).await;
     runner.push_user_once(&key, &prompt);
-    let give_back = |reason: String| {
-        if let Err(e) = blocking(|| team.finish_task(task, TaskOutcome::GiveBack(reason))) {
+    let give_back = |reason: String| async move {
+        if let Err(e) = team.finish_task(task, TaskOutcome::GiveBack(reason)).await {
             tracing::warn!("{name} could not give task {} back: {e}", task.id);
         }
     };
@@ -314,29 +313,29 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
             TurnEnd::Answered(text) if !text.trim().is_empty() => text,
             TurnEnd::Answered(_) => "(finished without a written answer)".to_owned(),
             TurnEnd::Cancelled => {
-                give_back("the run closed before it was done".to_owned());
+                give_back("the run closed before it was done".to_owned()).await;
                 return Handled::Cancelled;
             }
             end @ (TurnEnd::MaxTurns { .. }
             | TurnEnd::TokenBudget { .. }
             | TurnEnd::CostBudget { .. }) => {
                 let why = end.stop_reason().unwrap_or_default();
-                give_back(format!("{name} stopped: {why}"));
+                give_back(format!("{name} stopped: {why}")).await;
                 return Handled::Failed(format!("task {} not finished: {why}", task.id));
             }
         },
         Err(e) => {
-            give_back(format!("{name} failed: {e}"));
+            give_back(format!("{name} failed: {e}")).await;
             return Handled::Failed(format!("model call failed: {e}"));
         }
     };
-    if !blocking(|| team.holds_lease()) {
+    if !team.holds_lease().await {
         return Handled::LeaseLost;
     }
-    blocking(|| team.after_task(task));
-    let status = match blocking(|| team.finish_task(task, TaskOutcome::Done)) {
+    team.after_task(task).await;
+    let status = match team.finish_task(task, TaskOutcome::Done).await {
         Ok(_) => "completed".to_owned(),
-        Err(_) if blocking(|| team.task_completed_by_me(task)) => "completed".to_owned(),
+        Err(_) if team.task_completed_by_me(task).await => "completed".to_owned(),
         Err(e) => format!("not completed: {e}"),
     };
     let content = format!("Task {} ({}) {status}.\n{answer}", task.id, task.subject);
@@ -370,14 +369,14 @@ async fn shutdown(
             let not_pending = matches!(e, ProtocolError::State { .. });
             if not_pending && answer_was_consumed(team, request_message).await {
                 // A redelivered request whose answer the lead already has: stop as answered.
-                blocking(|| team.set_status(TeammateStatus::Shutdown));
+                team.set_status(TeammateStatus::Shutdown).await;
                 return ack_and(team, message, Handled::Shutdown).await;
             }
             return quarantine(team, message, &e.to_string()).await;
         }
         Triage::Storage(e) => return Handled::Failed(format!("protocol store: {e}")),
     };
-    blocking(|| team.set_status(TeammateStatus::Shutdown));
+    team.set_status(TeammateStatus::Shutdown).await;
     match team
         .protocol()
         .respond(&request, true, "Shutting down.")

@@ -140,7 +140,13 @@ impl Telemetry {
 
     /// Looks the run's key up with `look` at the start of every turn (a worker's: its team's
     /// lead, which changes with each run of the team).
-    pub fn follow(&self, look: impl Fn() -> Option<RunKey> + Send + Sync + 'static) {
+    pub fn follow(
+        &self,
+        look: impl Fn() -> futures_util::future::BoxFuture<'static, Option<RunKey>>
+            + Send
+            + Sync
+            + 'static,
+    ) {
         self.trace.follow(Arc::new(look));
     }
 

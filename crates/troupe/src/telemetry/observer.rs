@@ -92,13 +92,17 @@ fn error_code(content: &str) -> Option<&str> {
     content.strip_prefix("Error [")?.split(']').next()
 }
 
+#[async_trait::async_trait]
 impl RunObserver for TraceObserver {
+    async fn turn_starting(&self, _agent: &AgentName) {
+        self.trace.refresh_key().await;
+    }
+
     fn handling(&self, agent: &AgentName, messages: &[MessageId]) {
         self.with_agent(agent, |spans| spans.handling = messages.to_vec());
     }
 
     fn turn_started(&self, agent: &AgentName) {
-        self.trace.refresh_key();
         let parent = self.with_agent(agent, |spans| spans.innermost());
         let mut span = self
             .trace

@@ -38,7 +38,8 @@ pub struct RunTrace {
 }
 
 /// Finds the run's key now (a store call: run off the async threads).
-pub type KeySource = Arc<dyn Fn() -> Option<RunKey> + Send + Sync>;
+pub type KeySource =
+    Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, Option<RunKey>> + Send + Sync>;
 
 /// A span under way: ended by [`RunTrace::end`].
 #[derive(Debug, Clone)]
@@ -99,12 +100,15 @@ impl RunTrace {
     }
 
     /// A turn starts: the key as its source says now, if it has one and it answers.
-    pub fn refresh_key(&self) {
+    pub async fn refresh_key(&self) {
         let source = match self.key_source.read() {
             Ok(held) => held.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
-        if let Some(key) = source.and_then(|look| crate::sync::blocking(|| look())) {
+        let Some(look) = source else {
+            return;
+        };
+        if let Some(key) = look().await {
             self.set_key(key);
         }
     }

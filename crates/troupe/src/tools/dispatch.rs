@@ -167,7 +167,10 @@ impl Dispatcher {
                 }
                 HookDecision::Deny { reason } => reason,
             };
-            let (decision, recorded) = self.policy.deny_by_hook(&request, hook.name(), reason);
+            let (decision, recorded) = self
+                .policy
+                .deny_by_hook(&request, hook.name(), reason)
+                .await;
             if let Err(e) = recorded {
                 tracing::warn!(error = %e, "audit of a hook deny failed");
             }

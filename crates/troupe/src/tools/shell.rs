@@ -263,19 +263,19 @@ impl ToolHandler for ShellTool {
             ));
         };
         let workspace = Workspace::new(&ctx.workspace)?;
-        // The job's record is written before it starts: off the async threads.
-        let id = crate::sync::blocking(|| {
-            jobs.submit_confined(
+        // The job's record is written before it starts.
+        let id = jobs
+            .submit_confined(
                 ctx.agent.clone(),
                 command,
                 workspace.root(),
                 self.sandbox.as_deref(),
             )
-        })
-        .map_err(|e| ToolError::Coded {
-            code: e.code(),
-            message: format!("the background job was not started: {e}"),
-        })?;
+            .await
+            .map_err(|e| ToolError::Coded {
+                code: e.code(),
+                message: format!("the background job was not started: {e}"),
+            })?;
         Ok(format!(
             "Started background job {id}. It runs in the workspace root; its completion \
              (status, exit code and the end of its output) will arrive as an event. Do not wait \

@@ -5,7 +5,8 @@
 //! claim's token stays in this process ([`HeldClaims`]), so `complete_task` completes with the
 //! claim the caller holds here, and a stale holder's completion is refused. Results
 //! are JSON: `{"task": …}` or `{"tasks": […]}`, each task with its `open_blockers`. Board calls
-//! block on a file lock, so they run on a blocking thread. Their scope is troupe's own state
+//! run on a task of their own, so that a call stuck on the board's lock is given up when the
+//! agent stops. Their scope is troupe's own state
 //! (the board under `.troupe/tasks/`), so the default policy allows them without asking.
 
 use std::sync::Arc;
@@ -33,29 +34,17 @@ pub fn task_tools(claims: Arc<HeldClaims>) -> Vec<Arc<dyn ToolHandler>> {
     ]
 }
 
-/// Runs a call on the held claims off the async threads (it may wait on the board's lock).
-async fn on_claims<T: Send + 'static>(
-    claims: &Arc<HeldClaims>,
-    call: impl FnOnce(&HeldClaims) -> Result<T, TaskError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let claims = claims.clone();
-    tokio::task::spawn_blocking(move || call(claims.as_ref()))
-        .await
-        .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
-        .map_err(task_error)
-}
-
 fn task_error(error: TaskError) -> ToolError {
     ToolError::coded(&error)
 }
 
-/// Runs a board call off the async threads (it may wait on the board's lock).
-async fn on_board<T: Send + 'static>(
-    board: &Arc<dyn TaskBoard>,
-    call: impl FnOnce(&dyn TaskBoard) -> Result<T, TaskError> + Send + 'static,
+/// Runs a board call on a task of its own and waits for it: a call stuck on the board's lock
+/// (another process holds it) is given up when the tool call is cancelled (the agent stops),
+/// instead of holding the turn until the lock is free.
+async fn detached<T: Send + 'static>(
+    call: impl std::future::Future<Output = Result<T, TaskError>> + Send + 'static,
 ) -> Result<T, ToolError> {
-    let board = board.clone();
-    tokio::task::spawn_blocking(move || call(board.as_ref()))
+    tokio::spawn(call)
         .await
         .map_err(|e| ToolError::Failed(format!("the task board call stopped: {e}")))?
         .map_err(task_error)
@@ -81,7 +70,8 @@ fn task_id_schema() -> Value {
 
 /// One task with its open blockers, which needs the whole board.
 async fn task_result(board: &Arc<dyn TaskBoard>, task: Task) -> Result<String, ToolError> {
-    let tasks = on_board(board, |b| b.list()).await?;
+    let board = board.clone();
+    let tasks = detached(async move { board.list().await }).await?;
     let view = views(&tasks)
         .into_iter()
         .find(|v| v.task.id == task.id)
@@ -175,7 +165,8 @@ impl ToolHandler for CreateTask {
             tags,
             assignee,
         };
-        let task = on_board(&self.0, move |b| b.create(new)).await?;
+        let board = self.0.clone();
+        let task = detached(async move { board.create(new).await }).await?;
         task_result(&self.0, task).await
     }
 }
@@ -201,7 +192,8 @@ impl ToolHandler for GetTask {
 
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
-        let task = on_board(&self.0, move |b| b.get(&id)).await?;
+        let board = self.0.clone();
+        let task = detached(async move { board.get(&id).await }).await?;
         task_result(&self.0, task).await
     }
 }
@@ -226,7 +218,8 @@ impl ToolHandler for ListTasks {
     }
 
     async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<String, ToolError> {
-        let tasks = on_board(&self.0, |b| b.list()).await?;
+        let board = self.0.clone();
+        let tasks = detached(async move { board.list().await }).await?;
         Ok(json!({ "tasks": views(&tasks) }).to_string())
     }
 }
@@ -256,7 +249,8 @@ impl ToolHandler for ClaimTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_claims(&self.0, move |c| c.claim(&id, &agent)).await?;
+        let claims = self.0.clone();
+        let task = detached(async move { claims.claim(&id, &agent).await }).await?;
         task_result(self.0.board(), task).await
     }
 }
@@ -284,7 +278,8 @@ impl ToolHandler for CompleteTask {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         let id = task_id_arg(&args)?;
         let agent = ctx.agent.clone();
-        let task = on_claims(&self.0, move |c| c.complete(&id, &agent)).await?;
+        let claims = self.0.clone();
+        let task = detached(async move { claims.complete(&id, &agent).await }).await?;
         task_result(self.0.board(), task).await
     }
 }

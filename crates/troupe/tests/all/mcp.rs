@@ -435,7 +435,7 @@ async fn the_lead_is_offered_mcp_tools_after_its_own_until_the_server_dies_and_c
     let models = Models::new(&fx.signal, &[("lead", &lead)]);
     let mut settings = fx.settings(models);
     settings.mcp = servers.clone();
-    let mut team = build_team(settings).unwrap();
+    let mut team = build_team(settings).await.unwrap();
     drive(&mut team, "use the server").await;
     let offered = |n: usize| -> Vec<String> {
         lead.requests()[n]

@@ -16,8 +16,9 @@ use super::EventSink;
 use crate::store::tasks::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId};
 
 /// Called after a change that may give someone work: a task created, completed, released or
-/// returned.
-pub type BoardListener = Box<dyn Fn() + Send + Sync>;
+/// returned; the change returns once what it returns is done (the team woke whom it concerns).
+pub type BoardListener =
+    Box<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 pub struct ObservedBoard {
     inner: Arc<dyn TaskBoard>,
@@ -40,9 +41,9 @@ impl ObservedBoard {
         let _ = self.listener.set(listener);
     }
 
-    fn changed(&self) {
+    async fn changed(&self) {
         if let Some(listener) = self.listener.get() {
-            listener();
+            listener().await;
         }
     }
 
@@ -70,9 +71,10 @@ impl ObservedBoard {
     }
 }
 
+#[async_trait::async_trait]
 impl TaskBoard for ObservedBoard {
-    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
-        let task = self.inner.create(new)?;
+    async fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+        let task = self.inner.create(new).await?;
         let tags = (!task.tags.is_empty()).then(|| task.tags.clone());
         self.emit(
             "lead",
@@ -80,20 +82,20 @@ impl TaskBoard for ObservedBoard {
             &task,
             json!({"tags": tags, "assignee": task.assignee, "blocked_by": task.blocked_by}),
         );
-        self.changed();
+        self.changed().await;
         Ok(task)
     }
 
-    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
-        self.inner.get(id)
+    async fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+        self.inner.get(id).await
     }
 
-    fn list(&self) -> Result<Vec<Task>, TaskError> {
-        self.inner.list()
+    async fn list(&self) -> Result<Vec<Task>, TaskError> {
+        self.inner.list().await
     }
 
-    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
-        let task = self.inner.claim(id, agent)?;
+    async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let task = self.inner.claim(id, agent).await?;
         // A claim of a task whose lease ran out returned it first, in the same step.
         if task
             .returned
@@ -111,39 +113,44 @@ impl TaskBoard for ObservedBoard {
         Ok(task)
     }
 
-    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
-        self.inner.renew(id, agent, token)
-    }
-
-    fn complete(
+    async fn renew(
         &self,
         id: &TaskId,
         agent: &AgentName,
         token: &ClaimToken,
     ) -> Result<Task, TaskError> {
-        let task = self.inner.complete(id, agent, token)?;
+        self.inner.renew(id, agent, token).await
+    }
+
+    async fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        let task = self.inner.complete(id, agent, token).await?;
         self.emit(agent.as_str(), kinds::TASK_COMPLETED, &task, json!({}));
-        self.changed();
+        self.changed().await;
         Ok(task)
     }
 
-    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
-        let task = self.inner.expire(id)?;
+    async fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        let task = self.inner.expire(id).await?;
         self.returned(kinds::TASK_LEASE_EXPIRED, &task);
-        self.changed();
+        self.changed().await;
         Ok(task)
     }
 
-    fn release(
+    async fn release(
         &self,
         id: &TaskId,
         agent: &AgentName,
         token: &ClaimToken,
         reason: &str,
     ) -> Result<Task, TaskError> {
-        let task = self.inner.release(id, agent, token, reason)?;
+        let task = self.inner.release(id, agent, token, reason).await?;
         self.returned(kinds::TASK_RELEASED, &task);
-        self.changed();
+        self.changed().await;
         Ok(task)
     }
 }

@@ -27,9 +27,11 @@ pub struct PgAudit {
     pid: i32,
 }
 
+#[async_trait::async_trait]
 impl TeamCopy<AuditLine> for PgAudit {
-    fn copy(&self, record: &AuditLine) -> Result<(), BackendError> {
+    async fn copy(&self, record: &AuditLine) -> Result<(), BackendError> {
         self.insert(&record.agent, &record.tool, &record.decision, &record.line)
+            .await
     }
 }
 
@@ -43,40 +45,36 @@ impl PgAudit {
     }
 
     /// Copies one decision (`decision` is `allow` or `deny`).
-    pub fn insert(
+    pub async fn insert(
         &self,
         agent: &str,
         tool: &str,
         decision: &str,
         line: &str,
     ) -> Result<(), BackendError> {
-        let store = self.store.clone();
-        let (agent, tool, decision, line) = (
-            agent.to_owned(),
-            tool.to_owned(),
-            decision.to_owned(),
-            line.to_owned(),
-        );
-        let (host, pid) = (self.host.clone(), self.pid);
-        self.store.block(async move {
-            let client = store.client().await?;
-            client
-                .execute(
-                    "INSERT INTO troupe_audit (team, agent, tool, decision, host, pid, line)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[&store.team(), &agent, &tool, &decision, &host, &pid, &line],
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| db_error("copy an audit record", e))
-        })
+        let store = &self.store;
+        let (host, pid) = (&self.host, self.pid);
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "INSERT INTO troupe_audit (team, agent, tool, decision, host, pid, line)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        &[&store.team(), &agent, &tool, &decision, host, &pid, &line],
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| db_error("copy an audit record", e))
+            })
+            .await
     }
 
     /// Up to `limit` decisions after the team-wide position `after`, in order.
-    pub fn after(&self, after: i64, limit: i64) -> Result<Vec<AuditRow>, BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
+    pub async fn after(&self, after: i64, limit: i64) -> Result<Vec<AuditRow>, BackendError> {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .query(
@@ -100,5 +98,6 @@ impl PgAudit {
                     .map_err(|e| db_error("read the team's audit", e))
             })
         })
+        .await
     }
 }

@@ -32,69 +32,73 @@ impl PgDocument {
         )
     }
 
-    pub fn read(&self) -> Result<Option<String>, BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            let name = self.name.clone();
-            self.store.block(async move {
-                let client = store.client().await?;
-                client
-                    .query_opt(
-                        "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
-                        &[&store.team(), &name],
-                    )
-                    .await
-                    .map(|row| row.map(|r| r.get(0)))
-                    .map_err(|e| db_error("read a document", e))
-            })
+    pub async fn read(&self) -> Result<Option<String>, BackendError> {
+        let (store, name) = (&self.store, &self.name);
+        super::retrying_async(|| async move {
+            store
+                .bounded(async {
+                    let client = store.client().await?;
+                    client
+                        .query_opt(
+                            "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
+                            &[&store.team(), name],
+                        )
+                        .await
+                        .map(|row| row.map(|r| r.get(0)))
+                        .map_err(|e| db_error("read a document", e))
+                })
+                .await
         })
+        .await
     }
 
     /// Applies `change` to the current text in one locked transaction: `Ok(Err(why))` when the
     /// change refused (nothing written).
-    pub fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
-        let store = self.store.clone();
-        let name = self.name.clone();
-        self.store.block(async move {
-            let mut client = store.client().await?;
-            let tx = locked(&mut client, store.team(), Lock::Documents).await?;
-            let current: Option<String> = tx
-                .query_opt(
-                    "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
-                    &[&store.team(), &name],
+    pub async fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
+        let (store, name) = (&self.store, &self.name);
+        store
+            .bounded(async {
+                let mut client = store.client().await?;
+                let tx = locked(&mut client, store.team(), Lock::Documents).await?;
+                let current: Option<String> = tx
+                    .query_opt(
+                        "SELECT text FROM troupe_documents WHERE team = $1 AND name = $2",
+                        &[&store.team(), name],
+                    )
+                    .await
+                    .map_err(|e| db_error("read a document", e))?
+                    .map(|r| r.get(0));
+                let text = match change(current) {
+                    Ok(text) => text,
+                    Err(why) => return Ok(Err(why)),
+                };
+                tx.execute(
+                    "INSERT INTO troupe_documents (team, name, text) VALUES ($1, $2, $3)
+                     ON CONFLICT (team, name) DO UPDATE SET text = excluded.text",
+                    &[&store.team(), name, &text],
                 )
                 .await
-                .map_err(|e| db_error("read a document", e))?
-                .map(|r| r.get(0));
-            let text = match change(current) {
-                Ok(text) => text,
-                Err(why) => return Ok(Err(why)),
-            };
-            tx.execute(
-                "INSERT INTO troupe_documents (team, name, text) VALUES ($1, $2, $3)
-                 ON CONFLICT (team, name) DO UPDATE SET text = excluded.text",
-                &[&store.team(), &name, &text],
-            )
+                .map_err(|e| db_error("write a document", e))?;
+                tx.commit()
+                    .await
+                    .map_err(|e| db_error("commit a document", e))?;
+                Ok(Ok(()))
+            })
             .await
-            .map_err(|e| db_error("write a document", e))?;
-            tx.commit()
-                .await
-                .map_err(|e| db_error("commit a document", e))?;
-            Ok(Ok(()))
-        })
     }
 }
 
+#[async_trait::async_trait]
 impl TeamDocument for PgDocument {
     fn place(&self) -> String {
         PgDocument::place(self)
     }
 
-    fn read(&self) -> Result<Option<String>, BackendError> {
-        PgDocument::read(self)
+    async fn read(&self) -> Result<Option<String>, BackendError> {
+        PgDocument::read(self).await
     }
 
-    fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
-        PgDocument::update(self, change)
+    async fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
+        PgDocument::update(self, change).await
     }
 }

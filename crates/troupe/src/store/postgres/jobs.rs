@@ -24,31 +24,31 @@ impl PgJobs {
     }
 
     /// Creates or replaces the record of job `id` (an upsert: repeating it writes the same).
-    pub fn put(&self, id: Uuid, record: &str) -> Result<(), BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            let (host, record) = (self.host.clone(), record.to_owned());
-            self.store.block(async move {
+    pub async fn put(&self, id: Uuid, record: &str) -> Result<(), BackendError> {
+        let (store, host) = (&self.store, &self.host);
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .execute(
                         "INSERT INTO troupe_jobs (team, id, host, record) VALUES ($1, $2, $3, $4)
                          ON CONFLICT (team, id) DO UPDATE
                             SET host = excluded.host, record = excluded.record",
-                        &[&store.team(), &id, &host, &record],
+                        &[&store.team(), &id, host, &record],
                     )
                     .await
                     .map(|_| ())
                     .map_err(|e| db_error("copy a job record", e))
             })
         })
+        .await
     }
 
     /// Every record of the team: (id, host, record text).
-    pub fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
+    pub async fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .query(
@@ -64,17 +64,20 @@ impl PgJobs {
                     .map_err(|e| db_error("read the team's job records", e))
             })
         })
+        .await
     }
 }
 
+#[async_trait::async_trait]
 impl TeamCopy<JobLine> for PgJobs {
-    fn copy(&self, record: &JobLine) -> Result<(), BackendError> {
-        self.put(record.id, &record.record)
+    async fn copy(&self, record: &JobLine) -> Result<(), BackendError> {
+        self.put(record.id, &record.record).await
     }
 }
 
+#[async_trait::async_trait]
 impl TeamJobs for PgJobs {
-    fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
-        PgJobs::all(self)
+    async fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
+        PgJobs::all(self).await
     }
 }

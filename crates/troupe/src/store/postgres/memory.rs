@@ -18,15 +18,16 @@ impl PgMemory {
     }
 }
 
+#[async_trait::async_trait]
 impl SharedMemory for PgMemory {
     fn place(&self) -> String {
         format!("troupe_memory (team {:?})", self.store.team())
     }
 
-    fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
+    async fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .query(
@@ -38,13 +39,13 @@ impl SharedMemory for PgMemory {
                     .map_err(|e| db_error("read the team's memory", e))
             })
         })
+        .await
     }
 
-    fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
-        super::retrying(|| {
-            let store = self.store.clone();
-            let name = name.to_owned();
-            self.store.block(async move {
+    async fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .query_opt(
@@ -56,14 +57,14 @@ impl SharedMemory for PgMemory {
                     .map_err(|e| db_error("read a memory record", e))
             })
         })
+        .await
     }
 
-    fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
+    async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
         // An upsert: repeating it after a lost answer writes the same row.
-        super::retrying(|| {
-            let store = self.store.clone();
-            let (name, text) = (name.to_owned(), text.to_owned());
-            self.store.block(async move {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 client
                     .execute(
@@ -76,30 +77,36 @@ impl SharedMemory for PgMemory {
                     .map_err(|e| db_error("write a memory record", e))
             })
         })
+        .await
     }
 
-    fn delete_row(&self, name: &str) -> Result<bool, BackendError> {
-        let store = self.store.clone();
-        let name = name.to_owned();
-        self.store.block(async move {
-            let client = store.client().await?;
-            client
-                .execute(
-                    "DELETE FROM troupe_memory WHERE team = $1 AND name = $2",
-                    &[&store.team(), &name],
-                )
-                .await
-                .map(|n| n > 0)
-                .map_err(|e| db_error("remove a memory record", e))
-        })
+    async fn delete_row(&self, name: &str) -> Result<bool, BackendError> {
+        let store = &self.store;
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "DELETE FROM troupe_memory WHERE team = $1 AND name = $2",
+                        &[&store.team(), &name],
+                    )
+                    .await
+                    .map(|n| n > 0)
+                    .map_err(|e| db_error("remove a memory record", e))
+            })
+            .await
     }
 
-    fn merge_rows(&self, name: &str, text: &str, removed: &[String]) -> Result<(), BackendError> {
+    async fn merge_rows(
+        &self,
+        name: &str,
+        text: &str,
+        removed: &[String],
+    ) -> Result<(), BackendError> {
         // Repeatable: the upsert writes the same row, the removals find what is left.
-        super::retrying(|| {
-            let store = self.store.clone();
-            let (name, text, removed) = (name.to_owned(), text.to_owned(), removed.to_vec());
-            self.store.block(async move {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let mut client = store.client().await?;
                 let tx = client
                     .transaction()
@@ -123,5 +130,6 @@ impl SharedMemory for PgMemory {
                     .map_err(|e| db_error("commit a memory merge", e))
             })
         })
+        .await
     }
 }

@@ -42,6 +42,7 @@ pub mod events;
 pub mod jobs;
 mod mailbox;
 pub mod memory;
+mod notify;
 mod protocol;
 mod response_ack;
 pub mod roster;
@@ -145,6 +146,8 @@ struct Shared {
     /// A call timed out while closing: the server is taken as unreachable, and every later
     /// call fails at once instead of waiting again.
     gave_up: std::sync::atomic::AtomicBool,
+    /// Wakes for committed messages, sent in rounds (see `notify.rs`).
+    notifier: Arc<notify::Notifier>,
 }
 
 /// The runtime the queries run on; shut down in the background when the store goes, so
@@ -249,8 +252,10 @@ impl PgStore {
                 wait_for_outages: std::sync::atomic::AtomicBool::new(false),
                 closing: tokio_util::sync::CancellationToken::new(),
                 gave_up: std::sync::atomic::AtomicBool::new(false),
+                notifier: Arc::new(notify::Notifier::new()),
             }),
         };
+        store.start_notifier();
         store.block({
             let store = store.clone();
             async move {
@@ -381,6 +386,10 @@ impl PgStore {
         self.shared
             .gave_up
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn notifier(&self) -> &Arc<notify::Notifier> {
+        &self.shared.notifier
     }
 
     /// The store's runtime, for its own background tasks.
@@ -593,7 +602,6 @@ where
 }
 
 /// [`retrying`] for an async operation: `op` makes the attempt's future afresh each time.
-#[allow(dead_code)] // until the first adapter is async
 pub(crate) async fn retrying_async<T, E, F>(mut op: impl FnMut() -> F) -> Result<T, E>
 where
     E: ConnectionLost,

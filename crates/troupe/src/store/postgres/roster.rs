@@ -65,24 +65,24 @@ fn encode(record: &TeammateRecord) -> Result<String, BackendError> {
 /// The reads and the lease operations, repeated after a broken connection (a repeat changes
 /// nothing a first attempt did: a lease this holder took is kept, with its token).
 impl PgRoster {
-    pub fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
-        super::retrying(|| self.all_once())
+    pub async fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+        super::retrying_async(|| self.all_once()).await
     }
 
-    pub fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
-        super::retrying(|| self.get_once(name))
+    pub async fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+        super::retrying_async(|| self.get_once(name)).await
     }
 
-    pub fn holders(&self) -> Result<Vec<Holder>, BackendError> {
-        super::retrying(|| self.holders_once())
+    pub async fn holders(&self) -> Result<Vec<Holder>, BackendError> {
+        super::retrying_async(|| self.holders_once()).await
     }
 
-    pub fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
-        super::retrying(|| self.holds_once(name))
+    pub async fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+        super::retrying_async(|| self.holds_once(name)).await
     }
 
-    pub fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
-        super::retrying(|| self.acquire_once(name))
+    pub async fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
+        super::retrying_async(|| self.acquire_once(name)).await
     }
 }
 
@@ -102,127 +102,137 @@ impl PgRoster {
         &self.holder
     }
 
-    fn all_once(&self) -> Result<Vec<TeammateRecord>, BackendError> {
-        let store = self.store.clone();
-        let bodies = self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "SELECT body FROM troupe_teammates WHERE team = $1 ORDER BY name",
-                    &[&store.team()],
-                )
-                .await
-                .map_err(|e| db_error("read the roster", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect::<Vec<_>>())
-        })?;
+    async fn all_once(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+        let store = &self.store;
+        let bodies = store
+            .bounded(async {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT body FROM troupe_teammates WHERE team = $1 ORDER BY name",
+                        &[&store.team()],
+                    )
+                    .await
+                    .map_err(|e| db_error("read the roster", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         bodies.iter().map(|b| decode(b)).collect()
     }
 
-    fn get_once(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
-        let store = self.store.clone();
-        let name = name.as_str().to_owned();
-        let body = self.store.block(async move {
-            let client = store.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT body FROM troupe_teammates WHERE team = $1 AND name = $2",
-                    &[&store.team(), &name],
-                )
-                .await
-                .map_err(|e| db_error("read a teammate", e))?;
-            Ok(row.map(|r| r.get::<_, String>(0)))
-        })?;
+    async fn get_once(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+        let store = &self.store;
+        let name = name.as_str();
+        let body = store
+            .bounded(async {
+                let client = store.client().await?;
+                let row = client
+                    .query_opt(
+                        "SELECT body FROM troupe_teammates WHERE team = $1 AND name = $2",
+                        &[&store.team(), &name],
+                    )
+                    .await
+                    .map_err(|e| db_error("read a teammate", e))?;
+                Ok(row.map(|r| r.get::<_, String>(0)))
+            })
+            .await?;
         body.map(|b| decode(&b)).transpose()
     }
 
     /// Adds a new teammate; false if the name is taken.
-    pub fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+    pub async fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
         let body = encode(record)?;
-        let store = self.store.clone();
-        let name = record.name.as_str().to_owned();
-        self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "WITH ins AS (
+        let store = &self.store;
+        let name = record.name.as_str();
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "WITH ins AS (
                          INSERT INTO troupe_teammates (team, name, body) VALUES ($1, $2, $3)
                          ON CONFLICT DO NOTHING RETURNING name)
                      SELECT pg_notify($4, 'lead')::text FROM ins",
-                    &[&store.team(), &name, &body, &store.channel()],
-                )
-                .await
-                .map_err(|e| db_error("add a teammate", e))?;
-            Ok(!rows.is_empty())
-        })
+                        &[&store.team(), &name, &body, &store.channel()],
+                    )
+                    .await
+                    .map_err(|e| db_error("add a teammate", e))?;
+                Ok(!rows.is_empty())
+            })
+            .await
     }
 
     /// Changes one record in a transaction: `change` sees the current record (if any) and
     /// returns the new one, or `None` to leave it. Returns the record before the change.
-    fn update(
+    async fn update(
         &self,
         name: &AgentName,
-        change: impl FnOnce(&TeammateRecord) -> Option<TeammateRecord> + Send + 'static,
+        change: impl FnOnce(&TeammateRecord) -> Option<TeammateRecord> + Send,
         free_lease: bool,
     ) -> Result<Option<TeammateRecord>, BackendError> {
-        let store = self.store.clone();
-        let name = name.as_str().to_owned();
-        self.store.block(async move {
-            let mut client = store.client().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin", e))?;
-            let row = tx
+        let store = &self.store;
+        let name = name.as_str();
+        store
+            .bounded(async {
+                let mut client = store.client().await?;
+                let tx = client
+                    .transaction()
+                    .await
+                    .map_err(|e| db_error("begin", e))?;
+                let row = tx
                 .query_opt(
                     "SELECT body FROM troupe_teammates WHERE team = $1 AND name = $2 FOR UPDATE",
                     &[&store.team(), &name],
                 )
                 .await
                 .map_err(|e| db_error("read a teammate", e))?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let before = decode(&row.get::<_, String>(0))?;
-            if let Some(after) = change(&before) {
-                let body = encode(&after)?;
-                let sql = if free_lease {
-                    "UPDATE troupe_teammates SET body = $3, holder = NULL, lease_until = NULL
-                      WHERE team = $1 AND name = $2"
-                } else {
-                    "UPDATE troupe_teammates SET body = $3 WHERE team = $1 AND name = $2"
+                let Some(row) = row else {
+                    return Ok(None);
                 };
-                tx.execute(sql, &[&store.team(), &name, &body])
+                let before = decode(&row.get::<_, String>(0))?;
+                if let Some(after) = change(&before) {
+                    let body = encode(&after)?;
+                    let sql = if free_lease {
+                        "UPDATE troupe_teammates SET body = $3, holder = NULL, lease_until = NULL
+                      WHERE team = $1 AND name = $2"
+                    } else {
+                        "UPDATE troupe_teammates SET body = $3 WHERE team = $1 AND name = $2"
+                    };
+                    tx.execute(sql, &[&store.team(), &name, &body])
+                        .await
+                        .map_err(|e| db_error("write a teammate", e))?;
+                    tx.execute("SELECT pg_notify($1, 'lead')", &[&store.channel()])
+                        .await
+                        .map_err(|e| db_error("announce a teammate change", e))?;
+                }
+                tx.commit()
                     .await
-                    .map_err(|e| db_error("write a teammate", e))?;
-                tx.execute("SELECT pg_notify($1, 'lead')", &[&store.channel()])
-                    .await
-                    .map_err(|e| db_error("announce a teammate change", e))?;
-            }
-            tx.commit()
-                .await
-                .map_err(|e| db_error("commit a teammate change", e))?;
-            Ok(Some(before))
-        })
+                    .map_err(|e| db_error("commit a teammate change", e))?;
+                Ok(Some(before))
+            })
+            .await
     }
 
     /// Replaces a teammate that is shut down or failed (a respawn); false if there is none or
     /// it is running or idle. The new teammate's lease starts free.
-    pub fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+    pub async fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
         let new = record.clone();
-        let before = self.update(
-            &record.name,
-            move |old| {
-                matches!(
-                    old.status,
-                    TeammateStatus::Shutdown | TeammateStatus::Failed
-                )
-                .then_some(new)
-            },
-            true,
-        )?;
+        let before = self
+            .update(
+                &record.name,
+                move |old| {
+                    matches!(
+                        old.status,
+                        TeammateStatus::Shutdown | TeammateStatus::Failed
+                    )
+                    .then_some(new)
+                },
+                true,
+            )
+            .await?;
         Ok(before.is_some_and(|old| {
             matches!(
                 old.status,
@@ -232,37 +242,39 @@ impl PgRoster {
     }
 
     /// Sets a status and its detail; returns the previous status.
-    pub fn set_status(
+    pub async fn set_status(
         &self,
         name: &AgentName,
         status: TeammateStatus,
         detail: Option<String>,
         now: UtcTime,
     ) -> Result<Option<TeammateStatus>, BackendError> {
-        let before = self.update(
-            name,
-            move |old| {
-                if old.status == status && old.detail == detail {
-                    return None;
-                }
-                let mut new = old.clone();
-                new.status = status;
-                new.detail = detail;
-                new.updated_at_utc = now;
-                Some(new)
-            },
-            false,
-        )?;
+        let before = self
+            .update(
+                name,
+                move |old| {
+                    if old.status == status && old.detail == detail {
+                        return None;
+                    }
+                    let mut new = old.clone();
+                    new.status = status;
+                    new.detail = detail;
+                    new.updated_at_utc = now;
+                    Some(new)
+                },
+                false,
+            )
+            .await?;
         Ok(before.map(|r| r.status))
     }
 
     /// Takes (or keeps) the lease of `name` for this holder.
-    fn acquire_once(&self, name: &AgentName) -> Result<Lease, BackendError> {
-        let store = self.store.clone();
-        let name_s = name.as_str().to_owned();
-        let holder = self.holder.clone();
+    async fn acquire_once(&self, name: &AgentName) -> Result<Lease, BackendError> {
+        let store = &self.store;
+        let name_s = name.as_str();
+        let holder = &self.holder;
         let lease = self.lease.as_secs_f64();
-        let fence = self.store.block(async move {
+        let fence = store.bounded(async {
             let client = store.client().await?;
             let row = client
                 .query_opt(
@@ -278,7 +290,8 @@ impl PgRoster {
                 .await
                 .map_err(|e| db_error("lease a teammate", e))?;
             Ok(row.map(|r| r.get::<_, i64>(0)))
-        })?;
+        })
+        .await?;
         let Some(fence) = fence else {
             return Ok(Lease::Taken);
         };
@@ -293,60 +306,63 @@ impl PgRoster {
 
     /// Whether this holder still holds the lease of `name` it took (same fencing token; an
     /// expired lease nobody took over is still its own).
-    fn holds_once(&self, name: &AgentName) -> Result<bool, BackendError> {
+    async fn holds_once(&self, name: &AgentName) -> Result<bool, BackendError> {
         let Some(fence) = crate::sync::lock(&self.fences).get(name.as_str()).copied() else {
             return Ok(false);
         };
-        let store = self.store.clone();
-        let name = name.as_str().to_owned();
-        let holder = self.holder.clone();
-        self.store.block(async move {
-            let client = store.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT 1 FROM troupe_teammates
+        let store = &self.store;
+        let name = name.as_str();
+        let holder = &self.holder;
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                let row = client
+                    .query_opt(
+                        "SELECT 1 FROM troupe_teammates
                       WHERE team = $1 AND name = $2 AND holder = $3 AND fence = $4",
-                    &[&store.team(), &name, &holder, &fence],
-                )
-                .await
-                .map_err(|e| db_error("check a teammate lease", e))?;
-            Ok(row.is_some())
-        })
+                        &[&store.team(), &name, &holder, &fence],
+                    )
+                    .await
+                    .map_err(|e| db_error("check a teammate lease", e))?;
+                Ok(row.is_some())
+            })
+            .await
     }
 
     /// Who holds each teammate.
-    fn holders_once(&self) -> Result<Vec<Holder>, BackendError> {
-        let store = self.store.clone();
-        self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "SELECT name, holder, coalesce(lease_until >= clock_timestamp(), false)
+    async fn holders_once(&self) -> Result<Vec<Holder>, BackendError> {
+        let store = &self.store;
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT name, holder, coalesce(lease_until >= clock_timestamp(), false)
                        FROM troupe_teammates WHERE team = $1 ORDER BY name",
-                    &[&store.team()],
-                )
-                .await
-                .map_err(|e| db_error("read teammate leases", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| Holder {
-                    name: r.get(0),
-                    holder: r.get(1),
-                    live: r.get(2),
-                })
-                .collect())
-        })
+                        &[&store.team()],
+                    )
+                    .await
+                    .map_err(|e| db_error("read teammate leases", e))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Holder {
+                        name: r.get(0),
+                        holder: r.get(1),
+                        live: r.get(2),
+                    })
+                    .collect())
+            })
+            .await
     }
 
     /// Records this process as a worker (`role`: `lead` or `worker`) and starts its heartbeat:
     /// every third of the lease, its teammate leases are extended and its heartbeat stamped.
-    pub fn register(&self, role: &str) -> Result<(), BackendError> {
-        let store = self.store.clone();
-        let holder = self.holder.clone();
+    pub async fn register(&self, role: &str) -> Result<(), BackendError> {
+        let store = &self.store;
+        let holder = &self.holder;
         let host = hostname();
         let pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
-        let role = role.to_owned();
-        self.store.block(async move {
+        store.bounded(async {
             let client = store.client().await?;
             client
                 .execute(
@@ -357,7 +373,8 @@ impl PgRoster {
                 .await
                 .map_err(|e| db_error("register a worker", e))?;
             Ok(())
-        })?;
+        })
+        .await?;
         let store = self.store.clone();
         let holder = self.holder.clone();
         let lease = self.lease;
@@ -377,45 +394,47 @@ impl PgRoster {
     }
 
     /// Frees this holder's leases and removes it from the workers (a clean exit).
-    pub fn deregister(&self) -> Result<(), BackendError> {
+    pub async fn deregister(&self) -> Result<(), BackendError> {
         self.stop.cancel();
-        let store = self.store.clone();
-        let holder = self.holder.clone();
-        self.store.block(async move {
-            let client = store.client().await?;
-            client
-                .execute(
-                    "UPDATE troupe_teammates SET holder = NULL, lease_until = NULL
+        let store = &self.store;
+        let holder = &self.holder;
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "UPDATE troupe_teammates SET holder = NULL, lease_until = NULL
                       WHERE team = $1 AND holder = $2",
-                    &[&store.team(), &holder],
-                )
-                .await
-                .map_err(|e| db_error("free teammate leases", e))?;
-            client
-                .execute(
-                    "DELETE FROM troupe_workers WHERE team = $1 AND id = $2",
-                    &[&store.team(), &holder],
-                )
-                .await
-                .map_err(|e| db_error("deregister a worker", e))?;
-            Ok(())
-        })
+                        &[&store.team(), &holder],
+                    )
+                    .await
+                    .map_err(|e| db_error("free teammate leases", e))?;
+                client
+                    .execute(
+                        "DELETE FROM troupe_workers WHERE team = $1 AND id = $2",
+                        &[&store.team(), &holder],
+                    )
+                    .await
+                    .map_err(|e| db_error("deregister a worker", e))?;
+                Ok(())
+            })
+            .await
     }
 
     /// The workers of the team with their last heartbeat and live teammates.
-    pub fn workers(&self) -> Result<Vec<WorkerRow>, BackendError> {
-        workers(&self.store)
+    pub async fn workers(&self) -> Result<Vec<WorkerRow>, BackendError> {
+        workers(&self.store).await
     }
 }
 
 /// The workers of `store`'s team (what `troupe status --store` shows).
-pub fn workers(store: &PgStore) -> Result<Vec<WorkerRow>, BackendError> {
-    let store = store.clone();
-    store.clone().block(async move {
-        let client = store.client().await?;
-        let rows = client
-            .query(
-                "SELECT w.id, w.host, w.pid, w.role,
+pub async fn workers(store: &PgStore) -> Result<Vec<WorkerRow>, BackendError> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT w.id, w.host, w.pid, w.role,
                         (extract(epoch FROM clock_timestamp() - w.heartbeat_at) * 1000)::int8,
                         coalesce(array_agg(t.name ORDER BY t.name)
                                  FILTER (WHERE t.name IS NOT NULL), '{}')
@@ -425,22 +444,23 @@ pub fn workers(store: &PgStore) -> Result<Vec<WorkerRow>, BackendError> {
                   WHERE w.team = $1
                   GROUP BY w.id, w.host, w.pid, w.role, w.heartbeat_at, w.started_at
                   ORDER BY w.started_at, w.id",
-                &[&store.team()],
-            )
-            .await
-            .map_err(|e| db_error("read the workers", e))?;
-        Ok(rows
-            .iter()
-            .map(|r| WorkerRow {
-                id: r.get(0),
-                host: r.get(1),
-                pid: r.get(2),
-                role: r.get(3),
-                heartbeat_age_ms: r.get(4),
-                teammates: r.get(5),
-            })
-            .collect())
-    })
+                    &[&store.team()],
+                )
+                .await
+                .map_err(|e| db_error("read the workers", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| WorkerRow {
+                    id: r.get(0),
+                    host: r.get(1),
+                    pid: r.get(2),
+                    role: r.get(3),
+                    heartbeat_age_ms: r.get(4),
+                    teammates: r.get(5),
+                })
+                .collect())
+        })
+        .await
 }
 
 async fn heartbeat(store: &PgStore, holder: &str, lease: Duration) -> Result<(), BackendError> {
@@ -480,12 +500,13 @@ pub struct LeadLock {
     _store: PgStore,
 }
 
-/// Takes the team's lead lock, or says it is held (`Ok(None)`).
-pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
+/// Takes the team's lead lock, or says it is held (`Ok(None)`). The lock's connection is opened
+/// on the store's own runtime (like a pooled one), so it outlives the caller's runtime.
+pub async fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
     let team = store.team().to_owned();
     let shown = store.shown().to_owned();
     let own = store.clone();
-    let client = store.block(async move {
+    let opened = store.handle().spawn(async move {
         let client = own.dedicated().await.map_err(|e| {
             BackendError::new(
                 "store_unavailable",
@@ -504,57 +525,70 @@ pub fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError> {
             .map_err(|e| db_error("take the lead lock", e))?
             .get(0);
         Ok(got.then_some(client))
-    })?;
+    });
+    let client = store
+        .bounded(async {
+            match opened.await {
+                Ok(result) => result,
+                Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                Err(_) => Err(BackendError::new(
+                    "store_unavailable",
+                    "the database runtime stopped",
+                )),
+            }
+        })
+        .await?;
     Ok(client.map(|client| LeadLock {
         _client: Arc::new(client),
         _store: store.clone(),
     }))
 }
 
+#[async_trait::async_trait]
 impl LeasedRoster for PgRoster {
     fn holder(&self) -> &str {
         PgRoster::holder(self)
     }
 
-    fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
-        PgRoster::all(self)
+    async fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
+        PgRoster::all(self).await
     }
 
-    fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
-        PgRoster::get(self, name)
+    async fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
+        PgRoster::get(self, name).await
     }
 
-    fn holders(&self) -> Result<Vec<Holder>, BackendError> {
-        PgRoster::holders(self)
+    async fn holders(&self) -> Result<Vec<Holder>, BackendError> {
+        PgRoster::holders(self).await
     }
 
-    fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
-        PgRoster::holds(self, name)
+    async fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
+        PgRoster::holds(self, name).await
     }
 
-    fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
-        PgRoster::acquire(self, name)
+    async fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
+        PgRoster::acquire(self, name).await
     }
 
-    fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
-        PgRoster::add(self, record)
+    async fn add(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+        PgRoster::add(self, record).await
     }
 
-    fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
-        PgRoster::replace_stopped(self, record)
+    async fn replace_stopped(&self, record: &TeammateRecord) -> Result<bool, BackendError> {
+        PgRoster::replace_stopped(self, record).await
     }
 
-    fn set_status(
+    async fn set_status(
         &self,
         name: &AgentName,
         status: TeammateStatus,
         detail: Option<String>,
         now: UtcTime,
     ) -> Result<Option<TeammateStatus>, BackendError> {
-        PgRoster::set_status(self, name, status, detail, now)
+        PgRoster::set_status(self, name, status, detail, now).await
     }
 
-    fn workers(&self) -> Result<Vec<WorkerRow>, BackendError> {
-        PgRoster::workers(self)
+    async fn workers(&self) -> Result<Vec<WorkerRow>, BackendError> {
+        PgRoster::workers(self).await
     }
 }

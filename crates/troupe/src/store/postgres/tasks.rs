@@ -117,33 +117,36 @@ impl PgTaskBoard {
     /// is decided again from the rows as they are then; a connection lost during the commit
     /// leaves its outcome unknown and is reported, never repeated (a repeated claim would be
     /// refused as the claimer's own).
-    fn change(
+    async fn change(
         &self,
-        change: impl Fn(&Tasks) -> Result<Task, TaskError> + Send + Sync + 'static,
+        change: impl Fn(&Tasks) -> Result<Task, TaskError> + Send + Sync,
         write: Write,
     ) -> Result<Task, TaskError> {
-        let change = Arc::new(change);
-        super::retrying(|| {
-            let store = self.store.clone();
-            let change = change.clone();
-            self.store
-                .block(async move { Ok(change_once(&store, &*change, write).await) })
+        let (store, change) = (&self.store, &change);
+        super::retrying_async(|| async move {
+            store
+                .bounded(async { Ok(change_once(store, change, write).await) })
+                .await
                 .map_err(TaskError::Backend)?
         })
+        .await
     }
 
-    fn load(&self) -> Result<Tasks, TaskError> {
-        let rows = super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
-                let client = store.client().await?;
-                client
-                    .query(ALL, &[&store.team()])
-                    .await
-                    .map(rows_of)
-                    .map_err(|e| db_error("read the task board", e))
-            })
-        })?;
+    async fn load(&self) -> Result<Tasks, TaskError> {
+        let store = &self.store;
+        let rows = super::retrying_async(|| async move {
+            store
+                .bounded(async {
+                    let client = store.client().await?;
+                    client
+                        .query(ALL, &[&store.team()])
+                        .await
+                        .map(rows_of)
+                        .map_err(|e| db_error("read the task board", e))
+                })
+                .await
+        })
+        .await?;
         decode_all(self.store.team(), &rows)
     }
 }
@@ -200,85 +203,93 @@ async fn change_once(
     Ok(task)
 }
 
+#[async_trait::async_trait]
 impl TaskBoard for PgTaskBoard {
-    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+    async fn create(&self, new: NewTask) -> Result<Task, TaskError> {
         let id = TaskId::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
         self.change(
-            move |tasks| rules::create(tasks, id, new.clone(), now),
+            |tasks| rules::create(tasks, id, new.clone(), now),
             Write::Insert,
         )
+        .await
     }
 
-    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+    async fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
         let uuid = uuid_of(id)?;
-        let body = super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
-                let client = store.client().await?;
-                client
-                    .query_opt(
-                        "SELECT body FROM troupe_tasks WHERE team = $1 AND id = $2",
-                        &[&store.team(), &uuid],
-                    )
-                    .await
-                    .map(|row| row.map(|r| r.get::<_, String>(0)))
-                    .map_err(|e| db_error("read a task", e))
-            })
-        })?;
+        let store = &self.store;
+        let uuid_ref = &uuid;
+        let body = super::retrying_async(|| async move {
+            store
+                .bounded(async {
+                    let client = store.client().await?;
+                    client
+                        .query_opt(
+                            "SELECT body FROM troupe_tasks WHERE team = $1 AND id = $2",
+                            &[&store.team(), uuid_ref],
+                        )
+                        .await
+                        .map(|row| row.map(|r| r.get::<_, String>(0)))
+                        .map_err(|e| db_error("read a task", e))
+                })
+                .await
+        })
+        .await?;
         match body {
             Some(body) => decode(self.store.team(), &uuid, &body),
             None => Err(TaskError::NotFound(*id)),
         }
     }
 
-    fn list(&self) -> Result<Vec<Task>, TaskError> {
-        Ok(sorted(self.load()?.into_values()))
+    async fn list(&self) -> Result<Vec<Task>, TaskError> {
+        Ok(sorted(self.load().await?.into_values()))
     }
 
-    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+    async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
         let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
-        let (id, agent, lease) = (*id, agent.clone(), self.lease);
         self.change(
-            move |tasks| rules::claim(tasks, &id, &agent, now, token, lease),
+            |tasks| rules::claim(tasks, id, agent, now, token, self.lease),
             Write::Update,
         )
+        .await
     }
 
-    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
-        let now = self.clock.now();
-        let (id, agent, token, lease) = (*id, agent.clone(), *token, self.lease);
-        self.change(
-            move |tasks| rules::renew(tasks, &id, &agent, &token, now, lease),
-            Write::Update,
-        )
-    }
-
-    fn complete(
+    async fn renew(
         &self,
         id: &TaskId,
         agent: &AgentName,
         token: &ClaimToken,
     ) -> Result<Task, TaskError> {
         let now = self.clock.now();
-        let (id, agent, token) = (*id, agent.clone(), *token);
         self.change(
-            move |tasks| rules::complete(tasks, &id, &agent, &token, now),
-            Write::UpdateAndWake,
+            |tasks| rules::renew(tasks, id, agent, token, now, self.lease),
+            Write::Update,
         )
+        .await
     }
 
-    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+    async fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
         let now = self.clock.now();
-        let id = *id;
         self.change(
-            move |tasks| rules::expire(tasks, &id, now),
+            |tasks| rules::complete(tasks, id, agent, token, now),
             Write::UpdateAndWake,
         )
+        .await
     }
 
-    fn release(
+    async fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        let now = self.clock.now();
+        self.change(|tasks| rules::expire(tasks, id, now), Write::UpdateAndWake)
+            .await
+    }
+
+    async fn release(
         &self,
         id: &TaskId,
         agent: &AgentName,
@@ -286,10 +297,10 @@ impl TaskBoard for PgTaskBoard {
         reason: &str,
     ) -> Result<Task, TaskError> {
         let now = self.clock.now();
-        let (id, agent, token, reason) = (*id, agent.clone(), *token, reason.to_owned());
         self.change(
-            move |tasks| rules::release(tasks, &id, &agent, &token, now, &reason),
+            |tasks| rules::release(tasks, id, agent, token, now, reason),
             Write::UpdateAndWake,
         )
+        .await
     }
 }

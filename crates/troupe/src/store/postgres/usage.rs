@@ -59,46 +59,46 @@ impl PgUsage {
         }
     }
 
-    fn insert(&self, record: &UsageRecord) -> Result<(), BackendError> {
-        let store = self.store.clone();
-        let record = record.clone();
-        let (host, pid) = (self.host.clone(), self.pid);
-        self.store.block(async move {
-            let client = store.client().await?;
-            client
-                .execute(
-                    "INSERT INTO troupe_usage (team, at, run_id, agent, model, purpose,
+    async fn insert(&self, record: &UsageRecord) -> Result<(), BackendError> {
+        let store = &self.store;
+        let (host, pid) = (&self.host, self.pid);
+        store
+            .bounded(async {
+                let client = store.client().await?;
+                client
+                    .execute(
+                        "INSERT INTO troupe_usage (team, at, run_id, agent, model, purpose,
                          prompt_tokens, completion_tokens, total_tokens, host, pid,
                          cache_read_tokens, cache_write_tokens)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                    &[
-                        &store.team(),
-                        &record.at,
-                        &record.run_id,
-                        &record.agent,
-                        &record.model,
-                        &record.purpose,
-                        &count(record.prompt_tokens),
-                        &count(record.completion_tokens),
-                        &count(record.total_tokens),
-                        &host,
-                        &pid,
-                        &count(record.cache_read_tokens),
-                        &count(record.cache_write_tokens),
-                    ],
-                )
-                .await
-                .map_err(|e| db_error("copy a usage record", e))?;
-            Ok(())
-        })
+                        &[
+                            &store.team(),
+                            &record.at,
+                            &record.run_id,
+                            &record.agent,
+                            &record.model,
+                            &record.purpose,
+                            &count(record.prompt_tokens),
+                            &count(record.completion_tokens),
+                            &count(record.total_tokens),
+                            host,
+                            &pid,
+                            &count(record.cache_read_tokens),
+                            &count(record.cache_write_tokens),
+                        ],
+                    )
+                    .await
+                    .map_err(|e| db_error("copy a usage record", e))?;
+                Ok(())
+            })
+            .await
     }
 
     /// The team's totals, from every process's records.
-    pub fn totals(&self) -> Result<UsageTotals, BackendError> {
-        let store = self.store.clone();
-        super::retrying(|| {
-            let store = store.clone();
-            self.store.block(async move {
+    pub async fn totals(&self) -> Result<UsageTotals, BackendError> {
+        let store = &self.store;
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 let team = store.team();
                 let read = |e| db_error("read the team's usage", e);
@@ -150,6 +150,7 @@ impl PgUsage {
                 })
             })
         })
+        .await
     }
 }
 
@@ -157,12 +158,11 @@ impl PgUsage {
     /// The team's records made at or after `since`, summed per agent, model and UTC day. `at`
     /// is troupe's fixed-width UTC time (`YYYY-MM-DDTHH:MM:SS.mmmZ`), so comparing and cutting
     /// it as text is comparing and cutting the time.
-    pub fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
-        let store = self.store.clone();
-        let since = since.map(|at| at.to_string()).unwrap_or_default();
-        super::retrying(|| {
-            let (store, since) = (store.clone(), since.clone());
-            self.store.block(async move {
+    pub async fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        let store = &self.store;
+        let since = &since.map(|at| at.to_string()).unwrap_or_default();
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 let rows = client
                     .query(
@@ -171,7 +171,7 @@ impl PgUsage {
                                FROM troupe_usage WHERE team = $1 AND at >= $2
                               GROUP BY agent, model, day"
                         ),
-                        &[&store.team(), &since],
+                        &[&store.team(), since],
                     )
                     .await
                     .map_err(|e| db_error("read the team's usage", e))?;
@@ -187,21 +187,21 @@ impl PgUsage {
                 Ok(buckets)
             })
         })
+        .await
     }
 }
 
 impl PgUsage {
     /// Up to `limit` of the team's records with a row id above `after`, by id.
-    pub fn records_after(
+    pub async fn records_after(
         &self,
         after: i64,
         limit: usize,
     ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
-        let store = self.store.clone();
+        let store = &self.store;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        super::retrying(|| {
-            let store = store.clone();
-            self.store.block(async move {
+        super::retrying_async(|| {
+            store.bounded(async {
                 let client = store.client().await?;
                 let rows = client
                     .query(
@@ -235,29 +235,32 @@ impl PgUsage {
                     .collect())
             })
         })
+        .await
     }
 }
 
+#[async_trait::async_trait]
 impl TeamCopy<UsageRecord> for PgUsage {
-    fn copy(&self, record: &UsageRecord) -> Result<(), BackendError> {
-        self.insert(record)
+    async fn copy(&self, record: &UsageRecord) -> Result<(), BackendError> {
+        self.insert(record).await
     }
 }
 
+#[async_trait::async_trait]
 impl TeamUsage for PgUsage {
-    fn totals(&self) -> Result<UsageTotals, BackendError> {
-        PgUsage::totals(self)
+    async fn totals(&self) -> Result<UsageTotals, BackendError> {
+        PgUsage::totals(self).await
     }
 
-    fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
-        PgUsage::buckets(self, since)
+    async fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        PgUsage::buckets(self, since).await
     }
 
-    fn records_after(
+    async fn records_after(
         &self,
         after: i64,
         limit: usize,
     ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
-        PgUsage::records_after(self, after, limit)
+        PgUsage::records_after(self, after, limit).await
     }
 }

@@ -187,22 +187,23 @@ pub(crate) fn sorted(tasks: impl IntoIterator<Item = Task>) -> Vec<Task> {
     tasks
 }
 
-impl TaskBoard for FileTaskBoard {
-    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+/// The board's steps, synchronous: each takes the lock and touches the disk.
+impl FileTaskBoard {
+    fn create_now(&self, new: NewTask) -> Result<Task, TaskError> {
         let id = TaskId::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
         self.change(|tasks| rules::create(tasks, id, new, now), true)
     }
 
-    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+    fn get_now(&self, id: &TaskId) -> Result<Task, TaskError> {
         read_task(&self.path_of(id), id)?.ok_or(TaskError::NotFound(*id))
     }
 
-    fn list(&self) -> Result<Vec<Task>, TaskError> {
+    fn list_now(&self) -> Result<Vec<Task>, TaskError> {
         Ok(sorted(self.load_all()?.into_values()))
     }
 
-    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+    fn claim_now(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
         let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
         let now = self.clock.now();
         self.change(
@@ -211,7 +212,12 @@ impl TaskBoard for FileTaskBoard {
         )
     }
 
-    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
+    fn renew_now(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
         let now = self.clock.now();
         self.change(
             |tasks| rules::renew(tasks, id, agent, token, now, self.lease),
@@ -219,7 +225,7 @@ impl TaskBoard for FileTaskBoard {
         )
     }
 
-    fn complete(
+    fn complete_now(
         &self,
         id: &TaskId,
         agent: &AgentName,
@@ -229,12 +235,12 @@ impl TaskBoard for FileTaskBoard {
         self.change(|tasks| rules::complete(tasks, id, agent, token, now), false)
     }
 
-    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+    fn expire_now(&self, id: &TaskId) -> Result<Task, TaskError> {
         let now = self.clock.now();
         self.change(|tasks| rules::expire(tasks, id, now), false)
     }
 
-    fn release(
+    fn release_now(
         &self,
         id: &TaskId,
         agent: &AgentName,
@@ -246,5 +252,57 @@ impl TaskBoard for FileTaskBoard {
             |tasks| rules::release(tasks, id, agent, token, now, reason),
             false,
         )
+    }
+}
+
+/// Every step runs its locked disk work off the async worker threads.
+#[async_trait::async_trait]
+impl TaskBoard for FileTaskBoard {
+    async fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.create_now(new))
+    }
+
+    async fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.get_now(id))
+    }
+
+    async fn list(&self) -> Result<Vec<Task>, TaskError> {
+        crate::sync::blocking(|| self.list_now())
+    }
+
+    async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.claim_now(id, agent))
+    }
+
+    async fn renew(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.renew_now(id, agent, token))
+    }
+
+    async fn complete(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.complete_now(id, agent, token))
+    }
+
+    async fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.expire_now(id))
+    }
+
+    async fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+        reason: &str,
+    ) -> Result<Task, TaskError> {
+        crate::sync::blocking(|| self.release_now(id, agent, token, reason))
     }
 }

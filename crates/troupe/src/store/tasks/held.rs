@@ -37,8 +37,8 @@ impl HeldClaims {
     }
 
     /// Claims `id` for `agent` and keeps the token.
-    pub fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
-        let task = self.board.claim(id, agent)?;
+    pub async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let task = self.board.claim(id, agent).await?;
         if let Some(lease) = &task.lease {
             lock(&self.held).insert((agent.clone(), *id), lease.token);
             self.added.notify_one();
@@ -49,9 +49,9 @@ impl HeldClaims {
     /// Completes `id` with the claim `agent` holds here. A claim this process does not hold
     /// (made by an earlier run, or already given back) is `task_lease_lost`, unless the task
     /// was claimed before leases existed.
-    pub fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
-        let token = self.token_for(id, agent)?;
-        let result = self.board.complete(id, agent, &token);
+    pub async fn complete(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+        let token = self.token_for(id, agent).await?;
+        let result = self.board.complete(id, agent, &token).await;
         if !matches!(&result, Err(e) if is_transient(e)) {
             lock(&self.held).remove(&(agent.clone(), *id));
         }
@@ -59,9 +59,14 @@ impl HeldClaims {
     }
 
     /// Gives back `agent`'s claim on `id` (the task returns to `pending` with `reason`).
-    pub fn release(&self, id: &TaskId, agent: &AgentName, reason: &str) -> Result<Task, TaskError> {
-        let token = self.token_for(id, agent)?;
-        let result = self.board.release(id, agent, &token, reason);
+    pub async fn release(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        reason: &str,
+    ) -> Result<Task, TaskError> {
+        let token = self.token_for(id, agent).await?;
+        let result = self.board.release(id, agent, &token, reason).await;
         if !matches!(&result, Err(e) if is_transient(e)) {
             lock(&self.held).remove(&(agent.clone(), *id));
         }
@@ -70,7 +75,7 @@ impl HeldClaims {
 
     /// Gives back every claim held here by `agent` (every agent's with `None`); what could not
     /// be given back is logged (its lease runs out instead).
-    pub fn release_all(&self, agent: Option<&AgentName>, reason: &str) -> Vec<Task> {
+    pub async fn release_all(&self, agent: Option<&AgentName>, reason: &str) -> Vec<Task> {
         let held: Vec<(AgentName, TaskId)> = lock(&self.held)
             .keys()
             .filter(|(holder, _)| agent.is_none_or(|a| a == holder))
@@ -78,7 +83,7 @@ impl HeldClaims {
             .collect();
         let mut released = Vec::new();
         for (holder, id) in held {
-            match self.release(&id, &holder, reason) {
+            match self.release(&id, &holder, reason).await {
                 Ok(task) => released.push(task),
                 Err(e) => tracing::warn!(
                     "could not give back {holder}'s claim on task {id} ({e}); its lease will run out"
@@ -91,14 +96,14 @@ impl HeldClaims {
     /// Renews every claim held here. A claim that is no longer live is dropped and returned
     /// with the reason; one that could not be renewed for another reason (storage) is kept and
     /// tried again next time.
-    pub fn renew_all(&self) -> Vec<(AgentName, TaskId, TaskError)> {
+    pub async fn renew_all(&self) -> Vec<(AgentName, TaskId, TaskError)> {
         let held: Vec<((AgentName, TaskId), ClaimToken)> = lock(&self.held)
             .iter()
             .map(|(key, token)| (key.clone(), *token))
             .collect();
         let mut lost = Vec::new();
         for ((agent, id), token) in held {
-            match self.board.renew(&id, &agent, &token) {
+            match self.board.renew(&id, &agent, &token).await {
                 Ok(_) => {}
                 Err(e) if is_transient(&e) => {
                     tracing::warn!("could not renew {agent}'s claim on task {id}: {e}")
@@ -137,11 +142,11 @@ impl HeldClaims {
     }
 
     /// The token `agent` holds for `id` here, or why it cannot act on the claim.
-    fn token_for(&self, id: &TaskId, agent: &AgentName) -> Result<ClaimToken, TaskError> {
+    async fn token_for(&self, id: &TaskId, agent: &AgentName) -> Result<ClaimToken, TaskError> {
         if let Some(token) = lock(&self.held).get(&(agent.clone(), *id)) {
             return Ok(*token);
         }
-        let task = self.board.get(id)?;
+        let task = self.board.get(id).await?;
         match (&task.lease, task.status, &task.owner) {
             // Claimed before leases existed: its owner completes it without a token.
             (None, TaskStatus::InProgress, Some(owner)) if owner == agent => {

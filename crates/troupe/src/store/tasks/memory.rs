@@ -58,33 +58,39 @@ impl MemoryTaskBoard {
     }
 }
 
+#[async_trait::async_trait]
 impl TaskBoard for MemoryTaskBoard {
-    fn create(&self, new: NewTask) -> Result<Task, TaskError> {
+    async fn create(&self, new: NewTask) -> Result<Task, TaskError> {
         let id = TaskId::from_uuid(self.ids.next_uuid())?;
         self.change(|tasks, now| rules::create(tasks, id, new, now))
     }
 
-    fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
+    async fn get(&self, id: &TaskId) -> Result<Task, TaskError> {
         self.tasks()
             .get(id)
             .cloned()
             .ok_or(TaskError::NotFound(*id))
     }
 
-    fn list(&self) -> Result<Vec<Task>, TaskError> {
+    async fn list(&self) -> Result<Vec<Task>, TaskError> {
         Ok(sorted(self.tasks().values().cloned()))
     }
 
-    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
+    async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError> {
         let token = ClaimToken::from_uuid(self.ids.next_uuid())?;
         self.change(|tasks, now| rules::claim(tasks, id, agent, now, token, self.lease))
     }
 
-    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError> {
+    async fn renew(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError> {
         self.change(|tasks, now| rules::renew(tasks, id, agent, token, now, self.lease))
     }
 
-    fn complete(
+    async fn complete(
         &self,
         id: &TaskId,
         agent: &AgentName,
@@ -93,11 +99,11 @@ impl TaskBoard for MemoryTaskBoard {
         self.change(|tasks, now| rules::complete(tasks, id, agent, token, now))
     }
 
-    fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
+    async fn expire(&self, id: &TaskId) -> Result<Task, TaskError> {
         self.change(|tasks, now| rules::expire(tasks, id, now))
     }
 
-    fn release(
+    async fn release(
         &self,
         id: &TaskId,
         agent: &AgentName,

@@ -388,28 +388,35 @@ impl ErrorCode for TaskError {
 /// The task board port. Every method is one atomic step: a caller never sees half of a
 /// transition, and two concurrent transitions of one task never both succeed.
 ///
-/// Methods block (file locks); async callers run them on a blocking thread.
+/// Methods are async: the file board runs its locked disk work off the async worker threads
+/// (`sync::blocking`), the PostgreSQL board awaits its pool.
+#[async_trait::async_trait]
 pub trait TaskBoard: Send + Sync {
     /// Registers a pending, unowned task. Refuses a blank subject, unknown or repeated blockers,
     /// and any dependency cycle.
-    fn create(&self, new: NewTask) -> Result<Task, TaskError>;
+    async fn create(&self, new: NewTask) -> Result<Task, TaskError>;
 
-    fn get(&self, id: &TaskId) -> Result<Task, TaskError>;
+    async fn get(&self, id: &TaskId) -> Result<Task, TaskError>;
 
     /// Every task, by creation time then id.
-    fn list(&self) -> Result<Vec<Task>, TaskError>;
+    async fn list(&self) -> Result<Vec<Task>, TaskError>;
 
     /// Makes `agent` the owner of a pending task whose blockers are all completed (or of an
     /// in-progress one whose lease ran out: it is returned first), with a fresh token and a
     /// lease of the board's length. A task assigned to another agent is refused.
-    fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError>;
+    async fn claim(&self, id: &TaskId, agent: &AgentName) -> Result<Task, TaskError>;
 
     /// Extends the live claim `token` of `agent` by the board's lease length. A claim that is
     /// no longer live is `task_lease_lost`.
-    fn renew(&self, id: &TaskId, agent: &AgentName, token: &ClaimToken) -> Result<Task, TaskError>;
+    async fn renew(
+        &self,
+        id: &TaskId,
+        agent: &AgentName,
+        token: &ClaimToken,
+    ) -> Result<Task, TaskError>;
 
     /// Completes an in-progress task: only its owner may, with its live claim.
-    fn complete(
+    async fn complete(
         &self,
         id: &TaskId,
         agent: &AgentName,
@@ -418,11 +425,11 @@ pub trait TaskBoard: Send + Sync {
 
     /// Returns an in-progress task whose lease ran out to `pending`, recording why. A task
     /// whose lease is live (or that is not in progress) is refused `task_state`.
-    fn expire(&self, id: &TaskId) -> Result<Task, TaskError>;
+    async fn expire(&self, id: &TaskId) -> Result<Task, TaskError>;
 
     /// `agent` gives its live claim back (it stops, fails or closes): the task returns to
     /// `pending` with `reason`.
-    fn release(
+    async fn release(
         &self,
         id: &TaskId,
         agent: &AgentName,

@@ -363,6 +363,7 @@ async fn memories_are_selected_before_a_turn_and_extracted_at_the_end_of_the_run
             )
             .unwrap(),
         )
+        .await
         .unwrap();
     let model = Arc::new(
         ScriptedModel::new()
@@ -399,6 +400,7 @@ async fn memories_are_selected_before_a_turn_and_extracted_at_the_end_of_the_run
     runner.remember_run().await;
     let names: Vec<String> = store
         .list()
+        .await
         .unwrap()
         .records
         .into_iter()

@@ -106,8 +106,9 @@ struct Meter {
     records: AtomicUsize,
 }
 
+#[async_trait::async_trait]
 impl UsageSink for Meter {
-    fn record(&self, _agent: &AgentName, purpose: Purpose, response: &ModelResponse) {
+    async fn record(&self, _agent: &AgentName, purpose: Purpose, response: &ModelResponse) {
         assert_eq!(purpose, Purpose::Turn);
         if let Some(usage) = response.usage {
             *self.total.lock().unwrap() += usage.total_tokens;

@@ -37,11 +37,11 @@ fn agent(name: &str) -> AgentName {
     AgentName::parse(name).unwrap()
 }
 
-#[test]
-fn a_new_board_instance_reads_what_an_old_one_wrote() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_board_instance_reads_what_an_old_one_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let old = board(dir.path(), 1);
-    let a = old.create(new_task("a", vec![])).unwrap();
+    let a = old.create(new_task("a", vec![])).await.unwrap();
     let b = old
         .create(NewTask {
             subject: "b".into(),
@@ -49,25 +49,33 @@ fn a_new_board_instance_reads_what_an_old_one_wrote() {
             blocked_by: vec![a.id],
             ..Default::default()
         })
+        .await
         .unwrap();
-    let claim = old.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
+    let claim = old
+        .claim(&a.id, &agent("alice"))
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
     drop(old);
 
     let new = board(dir.path(), 2);
-    let listed = new.list().unwrap();
+    let listed = new.list().await.unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].status, TaskStatus::InProgress);
     assert_eq!(listed[0].owner, Some(agent("alice")));
     assert_eq!(listed[1], b);
-    assert_eq!(new.get(&b.id).unwrap(), b);
+    assert_eq!(new.get(&b.id).await.unwrap(), b);
     // The rules hold across instances: b is still blocked until alice completes a.
     assert_eq!(
-        new.claim(&b.id, &agent("bob")).unwrap_err().code(),
+        new.claim(&b.id, &agent("bob")).await.unwrap_err().code(),
         "task_blocked"
     );
-    new.complete(&a.id, &agent("alice"), &claim.token).unwrap();
+    new.complete(&a.id, &agent("alice"), &claim.token)
+        .await
+        .unwrap();
     assert_eq!(
-        new.claim(&b.id, &agent("bob")).unwrap().owner,
+        new.claim(&b.id, &agent("bob")).await.unwrap().owner,
         Some(agent("bob"))
     );
     // One file per task, plus the lock; no temp files left.
@@ -86,10 +94,13 @@ fn a_new_board_instance_reads_what_an_old_one_wrote() {
     );
 }
 
-#[test]
-fn the_file_is_the_task_as_json() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_is_the_task_as_json() {
     let dir = tempfile::tempdir().unwrap();
-    let task = board(dir.path(), 0).create(new_task("a", vec![])).unwrap();
+    let task = board(dir.path(), 0)
+        .create(new_task("a", vec![]))
+        .await
+        .unwrap();
     let bytes = fs::read(dir.path().join(format!(".troupe/tasks/{}.json", task.id))).unwrap();
     let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(
@@ -103,22 +114,24 @@ fn the_file_is_the_task_as_json() {
     );
 }
 
-#[test]
-fn an_id_already_taken_is_refused_without_overwriting() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_already_taken_is_refused_without_overwriting() {
     let dir = tempfile::tempdir().unwrap();
     let first = board(dir.path(), 0)
         .create(new_task("first", vec![]))
+        .await
         .unwrap();
     // A second generator with the same sequence yields the same id.
     let err = board(dir.path(), 0)
         .create(new_task("second", vec![]))
+        .await
         .unwrap_err();
     assert!(
         matches!(err, TaskError::IdTaken(id) if id == first.id),
         "{err}"
     );
     assert_eq!(err.code(), "storage_error");
-    assert_eq!(board(dir.path(), 0).get(&first.id).unwrap(), first);
+    assert_eq!(board(dir.path(), 0).get(&first.id).await.unwrap(), first);
 }
 
 /// Writes `bytes` as the file of task `id`.
@@ -130,8 +143,8 @@ fn plant(workspace: &Path, name: &str, bytes: &[u8]) -> String {
     path.display().to_string()
 }
 
-#[test]
-fn corrupt_task_files_are_clear_errors() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_task_files_are_clear_errors() {
     let good = |id: &str| {
         serde_json::json!({
             "id": id, "subject": "s", "description": "", "blocked_by": [],
@@ -219,10 +232,11 @@ fn corrupt_task_files_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
         let ok = board(dir.path(), 0)
             .create(new_task("fine", vec![]))
+            .await
             .unwrap();
         let path = plant(dir.path(), &format!("{id}.json"), &bytes);
         let b = board(dir.path(), 1);
-        let err = b.list().unwrap_err();
+        let err = b.list().await.unwrap_err();
         assert_eq!(err.code(), "task_store_corrupt", "{what}: {err}");
         let text = err.to_string();
         assert!(
@@ -234,19 +248,21 @@ fn corrupt_task_files_are_clear_errors() {
             assert!(text.contains(&path), "{what}: {text}");
         }
         // Changes refuse too, and leave the good task as it was.
-        let claim = b.claim(&ok.id, &agent("alice")).unwrap_err();
+        let claim = b.claim(&ok.id, &agent("alice")).await.unwrap_err();
         assert_eq!(claim.code(), "task_store_corrupt", "{what}");
-        assert_eq!(b.get(&ok.id).unwrap(), ok);
-        let inspected = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock)).tasks();
+        assert_eq!(b.get(&ok.id).await.unwrap(), ok);
+        let inspected = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock))
+            .tasks()
+            .await;
         assert_eq!(inspected.unwrap_err().code(), "task_store_corrupt");
     }
 }
 
-#[test]
-fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let path = plant(dir.path(), "notes.json", b"{}");
-    let err = board(dir.path(), 0).list().unwrap_err();
+    let err = board(dir.path(), 0).list().await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("the task board is corrupt: {path}: the file name is not a task id")
@@ -256,13 +272,13 @@ fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     plant(dir.path(), "README.txt", b"hello");
     plant(dir.path(), ".abc.json.tmp-1-2", b"partial");
-    assert_eq!(board(dir.path(), 0).list().unwrap(), vec![]);
+    assert_eq!(board(dir.path(), 0).list().await.unwrap(), vec![]);
 
     // A cycle can only come from editing files by hand; loading refuses it.
     let dir = tempfile::tempdir().unwrap();
     let b = board(dir.path(), 0);
-    let x = b.create(new_task("x", vec![])).unwrap();
-    let y = b.create(new_task("y", vec![x.id])).unwrap();
+    let x = b.create(new_task("x", vec![])).await.unwrap();
+    let y = b.create(new_task("y", vec![x.id])).await.unwrap();
     let x_cycled = Task {
         blocked_by: vec![y.id],
         ..x.clone()
@@ -272,7 +288,7 @@ fn a_file_named_for_no_task_and_a_cycle_on_disk_are_corrupt() {
         &format!("{}.json", x.id),
         &serde_json::to_vec(&x_cycled).unwrap(),
     );
-    let err = b.claim(&x.id, &agent("alice")).unwrap_err();
+    let err = b.claim(&x.id, &agent("alice")).await.unwrap_err();
     assert_eq!(err.code(), "task_store_corrupt");
     assert!(
         err.to_string().ends_with(&format!(
@@ -294,8 +310,12 @@ pub fn race_threads(boards: Vec<Arc<dyn TaskBoard>>, id: TaskId) -> Vec<(AgentNa
             let barrier = barrier.clone();
             std::thread::spawn(move || {
                 let me = agent(&format!("claimer-{i}"));
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 barrier.wait();
-                match board.claim(&id, &me) {
+                match runtime.block_on(board.claim(&id, &me)) {
                     Ok(task) => {
                         assert_eq!(task.owner.as_ref(), Some(&me));
                         (me, true)
@@ -311,12 +331,13 @@ pub fn race_threads(boards: Vec<Arc<dyn TaskBoard>>, id: TaskId) -> Vec<(AgentNa
     handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
-#[test]
-fn racing_threads_give_one_owner() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_threads_give_one_owner() {
     for round in 0..5 {
         let dir = tempfile::tempdir().unwrap();
         let id = board(dir.path(), 0)
             .create(new_task("contested", vec![]))
+            .await
             .unwrap()
             .id;
         let boards: Vec<Arc<dyn TaskBoard>> = (0..8)
@@ -326,14 +347,14 @@ fn racing_threads_give_one_owner() {
         let winners: Vec<&AgentName> = results.iter().filter(|r| r.1).map(|r| &r.0).collect();
         assert_eq!(winners.len(), 1, "round {round}: {results:?}");
         assert_eq!(
-            board(dir.path(), 99).get(&id).unwrap().owner.as_ref(),
+            board(dir.path(), 99).get(&id).await.unwrap().owner.as_ref(),
             Some(winners[0])
         );
     }
 }
 
-#[test]
-fn racing_threads_on_one_shared_board_give_one_owner() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_threads_on_one_shared_board_give_one_owner() {
     let dir = tempfile::tempdir().unwrap();
     let shared: Arc<dyn TaskBoard> = Arc::new(board(dir.path(), 0));
     let memory: Arc<dyn TaskBoard> = Arc::new(MemoryTaskBoard::new(
@@ -341,65 +362,79 @@ fn racing_threads_on_one_shared_board_give_one_owner() {
         Arc::new(RandomIds),
     ));
     for board in [shared, memory] {
-        let id = board.create(new_task("contested", vec![])).unwrap().id;
+        let id = board
+            .create(new_task("contested", vec![]))
+            .await
+            .unwrap()
+            .id;
         let results = race_threads(vec![board.clone(); 8], id);
         assert_eq!(results.iter().filter(|r| r.1).count(), 1, "{results:?}");
     }
 }
 
-#[test]
-fn the_memory_board_follows_the_same_rules() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_board_follows_the_same_rules() {
     let clock = ManualClock::at_spec_epoch();
     let board = MemoryTaskBoard::new(Arc::new(clock.clone()), Arc::new(SequentialIds::new()));
-    let a = board.create(new_task("a", vec![])).unwrap();
-    let b = board.create(new_task("b", vec![a.id])).unwrap();
+    let a = board.create(new_task("a", vec![])).await.unwrap();
+    let b = board.create(new_task("b", vec![a.id])).await.unwrap();
     assert_eq!(
-        board.claim(&b.id, &agent("bob")).unwrap_err().code(),
+        board.claim(&b.id, &agent("bob")).await.unwrap_err().code(),
         "task_blocked"
     );
     let unknown = TaskId::parse("00000000-0000-4000-8000-0000000000ff").unwrap();
     assert_eq!(
         board
             .create(new_task("c", vec![unknown]))
+            .await
             .unwrap_err()
             .code(),
         "task_not_found"
     );
-    let claim = board.claim(&a.id, &agent("alice")).unwrap().lease.unwrap();
+    let claim = board
+        .claim(&a.id, &agent("alice"))
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
     clock.advance_millis(10);
     let done = board
         .complete(&a.id, &agent("alice"), &claim.token)
+        .await
         .unwrap();
     assert_eq!(done.updated_at_utc, clock.now());
     assert_eq!(
-        board.claim(&b.id, &agent("bob")).unwrap().status,
+        board.claim(&b.id, &agent("bob")).await.unwrap().status,
         TaskStatus::InProgress
     );
-    assert_eq!(board.list().unwrap().len(), 2);
+    assert_eq!(board.list().await.unwrap().len(), 2);
 }
 
-#[test]
-fn inspection_shows_tasks_and_a_summary_without_writing() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_shows_tasks_and_a_summary_without_writing() {
     let dir = tempfile::tempdir().unwrap();
     let inspector = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock));
-    assert_eq!(inspector.tasks().unwrap(), vec![]);
-    assert_eq!(inspector.status().unwrap().tasks, TaskSummary::default());
+    assert_eq!(inspector.tasks().await.unwrap(), vec![]);
+    assert_eq!(
+        inspector.status().await.unwrap().tasks,
+        TaskSummary::default()
+    );
     assert!(
         !dir.path().join(".troupe").exists(),
         "inspection created state"
     );
 
     let b = board(dir.path(), 0);
-    let a = b.create(new_task("a", vec![])).unwrap();
-    let c = b.create(new_task("c", vec![a.id])).unwrap();
-    b.create(new_task("d", vec![])).unwrap();
-    b.claim(&a.id, &agent("alice")).unwrap();
-    let views = inspector.tasks().unwrap();
+    let a = b.create(new_task("a", vec![])).await.unwrap();
+    let c = b.create(new_task("c", vec![a.id])).await.unwrap();
+    b.create(new_task("d", vec![])).await.unwrap();
+    b.claim(&a.id, &agent("alice")).await.unwrap();
+    let views = inspector.tasks().await.unwrap();
     assert_eq!(views.len(), 3);
     assert_eq!(views[1].task, c);
     assert_eq!(views[1].open_blockers, vec![a.id]);
     assert_eq!(
-        inspector.status().unwrap().tasks,
+        inspector.status().await.unwrap().tasks,
         TaskSummary {
             total: 3,
             pending: 2,

@@ -18,8 +18,8 @@ const RESULT: &str = "TASK-CLAIM-RESULT ";
 
 /// The child: claims the task named in the environment and prints the outcome. Does nothing
 /// when run as an ordinary test.
-#[test]
-fn claim_child() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_child() {
     let (Ok(dir), Ok(task), Ok(agent)) = (
         std::env::var(ENV_DIR),
         std::env::var(ENV_TASK),
@@ -31,18 +31,19 @@ fn claim_child() {
     let id = TaskId::parse(&task).unwrap();
     // Each process has its own generator; ids are not used by a claim anyway.
     let board = board(std::path::Path::new(&dir), 7);
-    match board.claim(&id, &agent) {
+    match board.claim(&id, &agent).await {
         Ok(task) => println!("{RESULT}ok {}", task.owner.unwrap()),
         Err(e) => println!("{RESULT}err {}", e.code()),
     }
 }
 
-#[test]
-fn racing_processes_give_one_owner() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_processes_give_one_owner() {
     const CLAIMERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
     let id = board(dir.path(), 0)
         .create(new_task("contested", vec![]))
+        .await
         .unwrap()
         .id;
     let exe = std::env::current_exe().unwrap();
@@ -90,6 +91,6 @@ fn racing_processes_give_one_owner() {
         CLAIMERS - 1,
         "{outcomes:?}"
     );
-    let owner = board(dir.path(), 9).get(&id).unwrap().owner.unwrap();
+    let owner = board(dir.path(), 9).get(&id).await.unwrap().owner.unwrap();
     assert_eq!(format!("ok {owner}"), *winners[0]);
 }

@@ -180,7 +180,7 @@ async fn a_denied_write_never_reaches_the_board() {
         "{content}"
     );
     assert_eq!(f.h.last_audit("create_task").decision, "deny");
-    assert_eq!(f.board.list().unwrap(), vec![]);
+    assert_eq!(f.board.list().await.unwrap(), vec![]);
     assert!(
         !f.dir.path().join(".troupe").exists(),
         "nothing was written"
@@ -193,6 +193,7 @@ async fn a_denied_write_never_reaches_the_board() {
             subject: "made directly".into(),
             ..Default::default()
         })
+        .await
         .unwrap();
     let content = f
         .err(
@@ -205,7 +206,10 @@ async fn a_denied_write_never_reaches_the_board() {
         content.starts_with("Error [permission_denied]"),
         "{content}"
     );
-    assert_eq!(f.board.get(&task.id).unwrap().status, TaskStatus::Pending);
+    assert_eq!(
+        f.board.get(&task.id).await.unwrap().status,
+        TaskStatus::Pending
+    );
     // Reads are still allowed.
     let listed = f.ok("lead", "list_tasks", json!({})).await;
     assert_eq!(listed["tasks"].as_array().unwrap().len(), 1);
@@ -299,7 +303,7 @@ async fn unknown_blockers_and_self_reference_are_refused() {
         .await;
     assert_eq!(content, "Error [invalid_arguments]: the subject is blank");
     assert_eq!(
-        f.board.list().unwrap().len(),
+        f.board.list().await.unwrap().len(),
         1,
         "only the first task exists"
     );

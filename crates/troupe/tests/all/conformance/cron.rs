@@ -10,12 +10,12 @@ use troupe::cron::CronRuntime;
 use troupe::error::ErrorCode;
 use troupe::ids::SequentialIds;
 
-use super::{both, Backend, Stores};
+use super::{both_async, Backend, Stores};
 use crate::cron::request;
 
-both!(durable_jobs_outlive_the_runtime_that_scheduled_them,);
+both_async!(durable_jobs_outlive_the_runtime_that_scheduled_them,);
 
-fn runtime(s: &Stores, prefix: u16) -> CronRuntime {
+async fn runtime(s: &Stores, prefix: u16) -> CronRuntime {
     let (tx, _rx) = unbounded_channel();
     CronRuntime::open_store(
         s.cron(),
@@ -23,39 +23,50 @@ fn runtime(s: &Stores, prefix: u16) -> CronRuntime {
         Arc::new(SequentialIds::with_prefix(prefix)),
         tx,
     )
+    .await
     .unwrap()
 }
 
-fn durable_jobs_outlive_the_runtime_that_scheduled_them(backend: Backend) {
+async fn durable_jobs_outlive_the_runtime_that_scheduled_them(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let first = runtime(&s, 1);
+    let first = runtime(&s, 1).await;
     let daily = first
         .schedule(request("30 2 * * *", "Europe/Berlin", true, true))
+        .await
         .unwrap();
     let once = first
         .schedule(request("0 9 * * *", "UTC", false, true))
+        .await
         .unwrap();
     first
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
     drop(first);
-    let second = runtime(&s, 2);
+    let second = runtime(&s, 2).await;
     let mut ids: Vec<_> = second.jobs().iter().map(|j| (j.id, j.durable)).collect();
     ids.sort();
     let mut want = vec![(daily.id, true), (once.id, true)];
     want.sort();
     assert_eq!(ids, want, "only the durable jobs, as they were");
-    assert!(second.remove(once.id).unwrap());
-    let stored: Vec<_> = s.cron().load().unwrap().iter().map(|j| j.id).collect();
+    assert!(second.remove(once.id).await.unwrap());
+    let stored: Vec<_> = s
+        .cron()
+        .load()
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
     assert_eq!(stored, vec![daily.id]);
 }
 
 /// A document that is not a cron store stops the lead from starting with a clear error, and
 /// is never overwritten by a change.
-#[test]
-fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
     let Some(s) = Stores::new(Backend::Postgres) else {
         return;
     };
@@ -65,7 +76,7 @@ fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
             "INSERT INTO troupe_documents (team, name, text) VALUES ('team-a', 'cron', '{\"version\": 9, \"jobs\": []}')",
         )
         .unwrap();
-    let err = s.cron().load().unwrap_err();
+    let err = s.cron().load().await.unwrap_err();
     assert_eq!(err.code(), "cron_state_corrupt");
     assert!(
         err.to_string().contains("troupe_documents \"cron\""),
@@ -79,5 +90,6 @@ fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
         Arc::new(SequentialIds::new()),
         tx
     )
+    .await
     .is_err());
 }

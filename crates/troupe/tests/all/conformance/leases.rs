@@ -163,25 +163,35 @@ fn board_changes_that_free_work_wake_the_team_and_claims_do_not() {
                 subject: "t".into(),
                 ..Default::default()
             })
+            .await
             .unwrap();
         assert_eq!(rx.recv().await, board_wake);
         let lease = board
             .claim(&task.id, &agent("alice"))
+            .await
             .unwrap()
             .lease
             .unwrap();
         board
             .renew(&task.id, &agent("alice"), &lease.token)
+            .await
             .unwrap();
         board
             .release(&task.id, &agent("alice"), &lease.token, "stopping")
+            .await
             .unwrap();
         // The next wake is the release's: the claim and the renewal sent none.
         assert_eq!(rx.recv().await, board_wake);
         assert!(rx.try_recv().is_err());
-        let lease = board.claim(&task.id, &agent("bob")).unwrap().lease.unwrap();
+        let lease = board
+            .claim(&task.id, &agent("bob"))
+            .await
+            .unwrap()
+            .lease
+            .unwrap();
         board
             .complete(&task.id, &agent("bob"), &lease.token)
+            .await
             .unwrap();
         assert_eq!(rx.recv().await, board_wake);
     });
@@ -479,8 +489,8 @@ fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
 
 /// A shared team's token usage adds up every process's records (each also in its own file),
 /// with the file's meaning: overall, per agent, runs, and the latest run.
-#[test]
-fn the_teams_usage_adds_up_every_processs_records() {
+#[tokio::test]
+async fn the_teams_usage_adds_up_every_processs_records() {
     use troupe::store::postgres::usage::PgUsage;
     use troupe::store::team_copy::{CopyTo, TeamCopy};
     use troupe::store::usage::{read_totals, TokenCounts, UsageLog, UsageRecord};
@@ -501,12 +511,17 @@ fn the_teams_usage_adds_up_every_processs_records() {
     };
     let (lead_ws, lead) = process();
     let (worker_ws, worker) = process();
-    lead.append(&record("run-lead", "lead", 10, 5)).unwrap();
+    lead.append(&record("run-lead", "lead", 10, 5))
+        .await
+        .unwrap();
     worker
         .append(&record("run-worker", "writer", 100, 50))
+        .await
         .unwrap();
-    lead.append(&record("run-lead", "lead", 1, 1)).unwrap();
-    let totals = PgUsage::new(store.clone()).totals().unwrap();
+    lead.append(&record("run-lead", "lead", 1, 1))
+        .await
+        .unwrap();
+    let totals = PgUsage::new(store.clone()).totals().await.unwrap();
     let counts = |p: u64, c: u64| TokenCounts {
         prompt_tokens: p,
         completion_tokens: c,
@@ -533,6 +548,7 @@ fn the_teams_usage_adds_up_every_processs_records() {
     // Another team adds up to nothing.
     let theirs = PgUsage::new(s.db.as_ref().unwrap().store("team-b"))
         .totals()
+        .await
         .unwrap();
     assert_eq!(theirs.total, TokenCounts::default());
     assert_eq!((theirs.runs, theirs.latest_run), (0, None));
@@ -540,8 +556,8 @@ fn the_teams_usage_adds_up_every_processs_records() {
 
 /// A shared team's audit: each process's decisions copied, line for line, after its own file's
 /// append, in one team-wide order.
-#[test]
-fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
+#[tokio::test]
+async fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
     use troupe::permissions::{AuditEntry, AuditSink, JsonlAuditSink};
     use troupe::store::postgres::audit::PgAudit;
     use troupe::store::team_copy::{AuditLine, CopyTo, TeamCopy};
@@ -566,9 +582,14 @@ fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
     };
     let (lead_ws, worker_ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (lead, worker) = (sink(lead_ws.path()), sink(worker_ws.path()));
-    lead.record(entry("lead", "spawn_teammate", true)).unwrap();
-    worker.record(entry("writer", "write_file", false)).unwrap();
-    let rows = PgAudit::new(store.clone()).after(0, 10).unwrap();
+    lead.record(entry("lead", "spawn_teammate", true))
+        .await
+        .unwrap();
+    worker
+        .record(entry("writer", "write_file", false))
+        .await
+        .unwrap();
+    let rows = PgAudit::new(store.clone()).after(0, 10).await.unwrap();
     let seen: Vec<(&str, &str, &str)> = rows
         .iter()
         .map(|r| (r.agent.as_str(), r.tool.as_str(), r.decision.as_str()))
@@ -588,8 +609,8 @@ fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
 /// A shared team's job records: each process's copies, read back as the files are (by start
 /// time), a finished record replacing its running one; a row that is not a record is an error
 /// naming it.
-#[test]
-fn the_teams_job_records_are_every_processs_and_checked_like_files() {
+#[tokio::test]
+async fn the_teams_job_records_are_every_processs_and_checked_like_files() {
     use troupe::jobs::record::{read_all_distributed, write_and_copy, JobId, JobRecord, JobState};
     use troupe::jobs::JobEnd;
     use troupe::store::postgres::jobs::PgJobs;
@@ -611,8 +632,12 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
     let (a_ws, b_ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let later = record(1, "make test", 20);
     let earlier = record(2, "make lint", 10);
-    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &later).unwrap();
-    write_and_copy(&troupe::layout::Layout::new(b_ws.path()), &copy, &earlier).unwrap();
+    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &later)
+        .await
+        .unwrap();
+    write_and_copy(&troupe::layout::Layout::new(b_ws.path()), &copy, &earlier)
+        .await
+        .unwrap();
     let finished = JobRecord {
         state: JobState::Finished {
             end: JobEnd::Completed,
@@ -622,9 +647,11 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
         },
         ..later.clone()
     };
-    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &finished).unwrap();
+    write_and_copy(&troupe::layout::Layout::new(a_ws.path()), &copy, &finished)
+        .await
+        .unwrap();
     assert_eq!(
-        read_all_distributed(jobs.as_ref()).unwrap(),
+        read_all_distributed(jobs.as_ref()).await.unwrap(),
         vec![earlier, finished]
     );
     s.db.as_ref()
@@ -634,7 +661,7 @@ fn the_teams_job_records_are_every_processs_and_checked_like_files() {
              ('team-a', '00000000-0000-4000-8000-0000000000ee', 'h', 'not json')",
         )
         .unwrap();
-    let err = read_all_distributed(jobs.as_ref()).unwrap_err();
+    let err = read_all_distributed(jobs.as_ref()).await.unwrap_err();
     assert_eq!(err.code(), "job_record_corrupt");
     assert!(err.to_string().contains("0000000000ee"), "{err}");
 }

@@ -233,3 +233,23 @@ macro_rules! both {
     };
 }
 pub(crate) use both;
+
+/// [`both`] for a contract over an async port: `fn name(Backend)` is async, and each backend's
+/// test runs it on a runtime of its own.
+macro_rules! both_async {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn file() {
+                    super::$name(super::super::Backend::File).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(super::super::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+pub(crate) use both_async;

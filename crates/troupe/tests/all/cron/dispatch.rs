@@ -46,10 +46,10 @@ fn args(cron: &str, timezone: &str) -> Value {
            "recurring": true, "durable": true})
 }
 
-#[test]
-fn the_tool_is_a_write_tool_named_schedule_cron() {
+#[tokio::test]
+async fn the_tool_is_a_write_tool_named_schedule_cron() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let definition = ScheduleCronTool::new(runtime).definition();
     assert_eq!(definition.name, "schedule_cron");
     assert_eq!(definition.effect, Effect::Write);
@@ -62,7 +62,7 @@ fn the_tool_is_a_write_tool_named_schedule_cron() {
 #[tokio::test]
 async fn an_approved_call_schedules_the_job_and_is_audited() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let (dispatcher, audit) = dispatcher(&runtime, Arc::new(AutoApproval));
     let ctx = ToolContext::new(AgentName::lead(), dir.path());
     let outcome = dispatcher
@@ -96,7 +96,7 @@ async fn an_approved_call_schedules_the_job_and_is_audited() {
 async fn scheduling_does_not_ask_even_a_denying_provider() {
     // Bookkeeping (SPEC §7): cron jobs are troupe's own state; the provider is never asked.
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let (dispatcher, audit) = dispatcher(&runtime, Arc::new(DenyApproval));
     let ctx = ToolContext::new(AgentName::lead(), dir.path());
     let outcome = dispatcher
@@ -115,7 +115,7 @@ async fn scheduling_does_not_ask_even_a_denying_provider() {
 #[tokio::test]
 async fn a_denied_call_never_schedules() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let deny: Arc<dyn PermissionRule> = Arc::new(FixedRule {
         name: "test-deny".to_owned(),
         tools: vec!["schedule_cron".to_owned()],
@@ -143,7 +143,7 @@ async fn a_denied_call_never_schedules() {
 #[tokio::test]
 async fn bad_arguments_are_invalid_arguments_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let (dispatcher, _audit) = dispatcher(&runtime, Arc::new(AutoApproval));
     let ctx = ToolContext::new(AgentName::lead(), dir.path());
     let mut blank_prompt = args("0 9 * * *", "UTC");

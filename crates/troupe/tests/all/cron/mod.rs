@@ -32,7 +32,7 @@ pub fn request(cron: &str, timezone: &str, recurring: bool, durable: bool) -> Sc
 }
 
 /// A runtime over `workspace` with the given clock and sequential ids (prefix `prefix`).
-pub fn open_runtime(
+pub async fn open_runtime(
     workspace: &Path,
     clock: Arc<dyn Clock>,
     prefix: u16,
@@ -44,16 +44,17 @@ pub fn open_runtime(
         Arc::new(SequentialIds::with_prefix(prefix)),
         tx,
     )
+    .await
     .unwrap();
     (runtime, rx)
 }
 
-pub fn manual_runtime(
+pub async fn manual_runtime(
     workspace: &Path,
     start: &str,
 ) -> (CronRuntime, UnboundedReceiver<CronWakeup>, ManualClock) {
     let clock = ManualClock::new(at(start));
-    let (runtime, rx) = open_runtime(workspace, Arc::new(clock.clone()), 0);
+    let (runtime, rx) = open_runtime(workspace, Arc::new(clock.clone()), 0).await;
     (runtime, rx, clock)
 }
 

@@ -14,9 +14,10 @@ fn job_id(n: u32) -> CronJobId {
 #[tokio::test]
 async fn schedule_returns_the_id_and_the_first_fire_in_utc_and_in_the_zone() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let job = runtime
         .schedule(request("30 2 * * *", "Europe/Berlin", true, false))
+        .await
         .unwrap();
     assert_eq!(
         job,
@@ -33,15 +34,19 @@ async fn schedule_returns_the_id_and_the_first_fire_in_utc_and_in_the_zone() {
 #[tokio::test]
 async fn fire_due_delivers_wakeups_into_the_channel_and_plans_recurring_jobs_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, mut rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     runtime
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
-    assert_eq!(runtime.fire_due(at("2026-07-30T08:04:59.999Z")), vec![]);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T08:04:59.999Z")).await,
+        vec![]
+    );
     assert_eq!(drain(&mut rx), vec![]);
 
     clock.set(at("2026-07-30T08:05:00.000Z"));
-    let fired = runtime.fire_due(troupe::clock::Clock::now(&clock));
+    let fired = runtime.fire_due(troupe::clock::Clock::now(&clock)).await;
     let expected = vec![CronWakeup {
         job_id: job_id(1),
         prompt: Content::parse("wake up for */5 * * * *").unwrap(),
@@ -52,39 +57,60 @@ async fn fire_due_delivers_wakeups_into_the_channel_and_plans_recurring_jobs_aga
     assert_eq!(drain(&mut rx), expected);
     // Recurring: still there, next at 08:10; firing again at the same instant does nothing.
     assert_eq!(runtime.next_due(), Some(at("2026-07-30T08:10:00.000Z")));
-    assert_eq!(runtime.fire_due(at("2026-07-30T08:05:00.000Z")), vec![]);
-    assert_eq!(runtime.fire_due(at("2026-07-30T08:10:00.000Z")).len(), 1);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T08:05:00.000Z")).await,
+        vec![]
+    );
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T08:10:00.000Z")).await.len(),
+        1
+    );
     assert_eq!(runtime.jobs().len(), 1);
 }
 
 #[tokio::test]
 async fn a_one_shot_fires_once_at_its_next_match_then_is_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     runtime
         .schedule(request("0 9 * * *", "UTC", false, false))
+        .await
         .unwrap();
-    assert_eq!(runtime.fire_due(at("2026-07-30T09:00:00.000Z")).len(), 1);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T09:00:00.000Z")).await.len(),
+        1
+    );
     assert_eq!(runtime.jobs(), vec![]);
     assert_eq!(runtime.next_due(), None);
-    assert_eq!(runtime.fire_due(at("2026-07-31T09:00:00.000Z")), vec![]);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-31T09:00:00.000Z")).await,
+        vec![]
+    );
     assert_eq!(drain(&mut rx).len(), 1);
 }
 
 #[tokio::test]
 async fn a_one_shot_in_the_repeated_hour_fires_once_on_the_fall_back_day() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-10-24T12:00:00.000Z");
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-10-24T12:00:00.000Z").await;
     runtime
         .schedule(request("30 2 * * *", "Europe/Berlin", false, false))
+        .await
         .unwrap();
     let recurring = runtime
         .schedule(request("30 2 * * *", "Europe/Berlin", true, false))
+        .await
         .unwrap();
     // First pass of 02:30 (CEST): both fire.
-    assert_eq!(runtime.fire_due(at("2026-10-25T00:30:00.000Z")).len(), 2);
+    assert_eq!(
+        runtime.fire_due(at("2026-10-25T00:30:00.000Z")).await.len(),
+        2
+    );
     // Second pass of 02:30 (CET): neither fires again.
-    assert_eq!(runtime.fire_due(at("2026-10-25T01:30:00.000Z")), vec![]);
+    assert_eq!(
+        runtime.fire_due(at("2026-10-25T01:30:00.000Z")).await,
+        vec![]
+    );
     assert_eq!(drain(&mut rx).len(), 2);
     let jobs = runtime.jobs();
     assert_eq!(jobs.len(), 1);
@@ -95,11 +121,12 @@ async fn a_one_shot_in_the_repeated_hour_fires_once_on_the_fall_back_day() {
 #[tokio::test]
 async fn missed_slots_collapse_into_one_fire_and_the_job_is_planned_from_now() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     runtime
         .schedule(request("0 * * * *", "UTC", true, false))
+        .await
         .unwrap();
-    let fired = runtime.fire_due(at("2026-07-30T12:30:00.000Z"));
+    let fired = runtime.fire_due(at("2026-07-30T12:30:00.000Z")).await;
     assert_eq!(
         fired.len(),
         1,
@@ -114,18 +141,22 @@ async fn missed_slots_collapse_into_one_fire_and_the_job_is_planned_from_now() {
 #[tokio::test]
 async fn several_due_jobs_fire_in_order_of_due_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let late = runtime
         .schedule(request("30 8 * * *", "UTC", false, false))
+        .await
         .unwrap();
     let early = runtime
         .schedule(request("10 8 * * *", "UTC", false, false))
+        .await
         .unwrap();
     let not_yet = runtime
         .schedule(request("0 10 * * *", "UTC", false, false))
+        .await
         .unwrap();
     let fired: Vec<CronJobId> = runtime
         .fire_due(at("2026-07-30T09:00:00.000Z"))
+        .await
         .iter()
         .map(|w| w.job_id)
         .collect();
@@ -141,19 +172,23 @@ async fn several_due_jobs_fire_in_order_of_due_time() {
 #[tokio::test]
 async fn remove_takes_a_job_out() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let job = runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .unwrap();
-    assert!(runtime.remove(job.id).unwrap());
-    assert!(!runtime.remove(job.id).unwrap());
-    assert_eq!(runtime.fire_due(at("2026-07-30T09:00:00.000Z")), vec![]);
+    assert!(runtime.remove(job.id).await.unwrap());
+    assert!(!runtime.remove(job.id).await.unwrap());
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T09:00:00.000Z")).await,
+        vec![]
+    );
 }
 
 #[tokio::test]
 async fn bad_requests_schedule_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let mut blank = request("0 9 * * *", "UTC", true, true);
     blank.prompt = "  \n ".to_owned();
     let cases = [
@@ -166,7 +201,7 @@ async fn bad_requests_schedule_nothing() {
         (request("0 0 31 2 *", "UTC", true, true), "cron_never_fires"),
     ];
     for (req, code) in cases {
-        let err = runtime.schedule(req).unwrap_err();
+        let err = runtime.schedule(req).await.unwrap_err();
         assert_eq!(err.code(), code, "{err}");
     }
     assert_eq!(runtime.jobs(), vec![]);
@@ -176,11 +211,12 @@ async fn bad_requests_schedule_nothing() {
 #[tokio::test]
 async fn a_closed_runtime_refuses_new_jobs() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     runtime.close().await;
     runtime.close().await;
     let err = runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .unwrap_err();
     assert_eq!(err.code(), "cron_closed");
 }
@@ -208,13 +244,17 @@ async fn every_wakeup_is_reported_to_the_event_stream_as_cron_fired() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let seen = Arc::new(Seen::default());
     runtime.report_to(seen.clone());
     runtime
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
-    assert_eq!(runtime.fire_due(at("2026-07-30T08:05:00.000Z")).len(), 1);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T08:05:00.000Z")).await.len(),
+        1
+    );
     let seen = seen.0.lock().unwrap();
     assert_eq!(seen.len(), 1);
     let (agent, kind, fields) = &seen[0];

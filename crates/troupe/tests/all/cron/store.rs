@@ -22,15 +22,18 @@ fn stored(dir: &std::path::Path) -> serde_json::Value {
 #[tokio::test]
 async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
     let dir = tempfile::tempdir().unwrap();
-    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let daily = first
         .schedule(request("30 2 * * *", "Europe/Berlin", true, true))
+        .await
         .unwrap();
     let once = first
         .schedule(request("0 9 * * *", "UTC", false, true))
+        .await
         .unwrap();
     first
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
     assert_eq!(
         stored(dir.path()),
@@ -49,7 +52,7 @@ async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
     drop(first);
 
     // The next run sees the durable jobs only, as they were.
-    let (second, mut rx) = open_runtime(dir.path(), Arc::new(clock.clone()), 1);
+    let (second, mut rx) = open_runtime(dir.path(), Arc::new(clock.clone()), 1).await;
     let jobs = second.jobs();
     assert_eq!(
         jobs.iter().map(|j| (j.id, j.durable)).collect::<Vec<_>>(),
@@ -58,7 +61,10 @@ async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
     assert_eq!(jobs[1].next_fire_local, "2026-07-31T02:30:00.000+02:00");
 
     // The durable one-shot fires once and leaves the file; the recurring one moves on.
-    assert_eq!(second.fire_due(at("2026-07-30T09:00:00.000Z")).len(), 1);
+    assert_eq!(
+        second.fire_due(at("2026-07-30T09:00:00.000Z")).await.len(),
+        1
+    );
     assert_eq!(
         stored(dir.path())["jobs"]
             .as_array()
@@ -68,7 +74,10 @@ async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
             .collect::<Vec<_>>(),
         vec![daily.id.to_string()]
     );
-    assert_eq!(second.fire_due(at("2026-07-31T00:30:00.000Z")).len(), 1);
+    assert_eq!(
+        second.fire_due(at("2026-07-31T00:30:00.000Z")).await.len(),
+        1
+    );
     assert_eq!(
         stored(dir.path())["jobs"][0]["next_fire_utc"],
         "2026-08-01T00:30:00.000Z"
@@ -76,7 +85,7 @@ async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
     assert_eq!(drain(&mut rx).len(), 2);
 
     // A third runtime sees the fired one-shot gone.
-    let (third, _rx) = open_runtime(dir.path(), Arc::new(clock), 2);
+    let (third, _rx) = open_runtime(dir.path(), Arc::new(clock), 2).await;
     assert_eq!(
         third.jobs().iter().map(|j| j.id).collect::<Vec<_>>(),
         vec![daily.id]
@@ -86,33 +95,39 @@ async fn durable_jobs_are_written_and_reloaded_by_a_new_runtime() {
 #[tokio::test]
 async fn non_durable_jobs_never_touch_the_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     first
         .schedule(request("0 9 * * *", "UTC", false, false))
+        .await
         .unwrap();
     first
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
-    assert_eq!(first.fire_due(at("2026-07-30T09:00:00.000Z")).len(), 2);
+    assert_eq!(
+        first.fire_due(at("2026-07-30T09:00:00.000Z")).await.len(),
+        2
+    );
     assert!(!dir.path().join(".troupe").exists());
-    let (second, _rx) = open_runtime(dir.path(), Arc::new(clock), 1);
+    let (second, _rx) = open_runtime(dir.path(), Arc::new(clock), 1).await;
     assert_eq!(second.jobs(), vec![]);
 }
 
 #[tokio::test]
 async fn a_durable_job_missed_while_troupe_was_down_fires_once_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (first, _rx, clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let job = first
         .schedule(request("0 9 * * *", "UTC", true, true))
+        .await
         .unwrap();
     drop(first);
 
     // Three days later: 09:00 was missed three times.
     clock.set(at("2026-08-02T10:00:00.000Z"));
-    let (second, mut rx) = open_runtime(dir.path(), Arc::new(clock.clone()), 1);
+    let (second, mut rx) = open_runtime(dir.path(), Arc::new(clock.clone()), 1).await;
     assert_eq!(second.next_due(), Some(at("2026-07-30T09:00:00.000Z")));
-    let fired = second.fire_due(clock.now());
+    let fired = second.fire_due(clock.now()).await;
     assert_eq!(fired.len(), 1);
     assert_eq!(fired[0].job_id, job.id);
     assert_eq!(fired[0].scheduled_for_utc, at("2026-07-30T09:00:00.000Z"));
@@ -127,15 +142,16 @@ async fn a_durable_job_missed_while_troupe_was_down_fires_once_at_start() {
 #[tokio::test]
 async fn removing_a_durable_job_removes_it_from_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     let job = runtime
         .schedule(request("0 9 * * *", "UTC", true, true))
+        .await
         .unwrap();
-    assert!(runtime.remove(job.id).unwrap());
+    assert!(runtime.remove(job.id).await.unwrap());
     assert_eq!(stored(dir.path()), json!({"version": 1, "jobs": []}));
 }
 
-fn open_with_file(contents: &str) -> (tempfile::TempDir, String, String) {
+async fn open_with_file(contents: &str) -> (tempfile::TempDir, String, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".troupe")).unwrap();
     let path = dir.path().join(".troupe/cron.json");
@@ -147,6 +163,7 @@ fn open_with_file(contents: &str) -> (tempfile::TempDir, String, String) {
         Arc::new(SequentialIds::new()),
         tx,
     )
+    .await
     .err()
     .unwrap();
     (dir, err.code().to_owned(), err.to_string())
@@ -156,8 +173,8 @@ const GOOD_JOB: &str = r#"{"id":"00000000-0000-4000-8000-000000000001","cron":"0
     "timezone":"UTC","prompt":"p","recurring":true,
     "created_at_utc":"2026-07-30T08:00:00.000Z","next_fire_utc":"2026-07-30T09:00:00.000Z"}"#;
 
-#[test]
-fn a_corrupt_cron_file_is_a_clear_error() {
+#[tokio::test]
+async fn a_corrupt_cron_file_is_a_clear_error() {
     let with_job = |job: &str| format!(r#"{{"version":1,"jobs":[{job}]}}"#);
     let cases = [
         ("{not json".to_owned(), "key must be a string"),
@@ -207,7 +224,7 @@ fn a_corrupt_cron_file_is_a_clear_error() {
         ),
     ];
     for (contents, reason) in cases {
-        let (dir, code, message) = open_with_file(&contents);
+        let (dir, code, message) = open_with_file(&contents).await;
         let path = dir.path().join(".troupe/cron.json");
         assert_eq!(code, "cron_state_corrupt", "{message}");
         assert!(
@@ -225,6 +242,7 @@ fn a_corrupt_cron_file_is_a_clear_error() {
     assert_eq!(
         CronStore::new(&Layout::new(dir.path()))
             .load()
+            .await
             .unwrap()
             .len(),
         1
@@ -236,20 +254,23 @@ async fn inspector_lists_durable_jobs_without_creating_anything() {
     let dir = tempfile::tempdir().unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::at_spec_epoch());
     let inspector = Inspector::new(Layout::new(dir.path()), clock.clone());
-    assert_eq!(inspector.cron_jobs().unwrap(), vec![]);
+    assert_eq!(inspector.cron_jobs().await.unwrap(), vec![]);
     assert!(!dir.path().join(".troupe").exists());
 
-    let (runtime, _rx) = open_runtime(dir.path(), clock, 0);
+    let (runtime, _rx) = open_runtime(dir.path(), clock, 0).await;
     let later = runtime
         .schedule(request("0 9 * * MON", "Europe/Berlin", true, true))
+        .await
         .unwrap();
     let sooner = runtime
         .schedule(request("0 9 * * *", "UTC", false, true))
+        .await
         .unwrap();
     runtime
         .schedule(request("*/5 * * * *", "UTC", true, false))
+        .await
         .unwrap();
-    let listed = inspector.cron_jobs().unwrap();
+    let listed = inspector.cron_jobs().await.unwrap();
     assert_eq!(
         serde_json::to_value(&listed).unwrap(),
         json!([
@@ -265,39 +286,45 @@ async fn inspector_lists_durable_jobs_without_creating_anything() {
     );
 
     std::fs::write(dir.path().join(".troupe/cron.json"), "[]").unwrap();
-    let err = inspector.cron_jobs().unwrap_err();
+    let err = inspector.cron_jobs().await.unwrap_err();
     assert_eq!(err.code(), "cron_state_corrupt");
 }
 
 #[tokio::test]
 async fn a_durable_job_that_cannot_be_written_is_not_scheduled() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, _rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     // A file where the state folder should be: nothing can be written under it.
     std::fs::write(dir.path().join(".troupe"), "not a folder").unwrap();
     let err = runtime
         .schedule(request("0 9 * * *", "UTC", true, true))
+        .await
         .unwrap_err();
     assert_eq!(err.code(), "storage_error", "{err}");
     assert_eq!(runtime.jobs(), vec![]);
     // A non-durable job needs no disk.
     assert!(runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .is_ok());
 }
 
 #[tokio::test]
 async fn a_fire_is_delivered_even_when_cron_json_cannot_be_updated() {
     let dir = tempfile::tempdir().unwrap();
-    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z");
+    let (runtime, mut rx, _clock) = manual_runtime(dir.path(), "2026-07-30T08:00:00.000Z").await;
     runtime
         .schedule(request("0 9 * * *", "UTC", false, true))
+        .await
         .unwrap();
     // cron.json turns into a folder: the write after the fire fails.
     let path = dir.path().join(".troupe/cron.json");
     std::fs::remove_file(&path).unwrap();
     std::fs::create_dir(&path).unwrap();
-    assert_eq!(runtime.fire_due(at("2026-07-30T09:00:00.000Z")).len(), 1);
+    assert_eq!(
+        runtime.fire_due(at("2026-07-30T09:00:00.000Z")).await.len(),
+        1
+    );
     assert_eq!(drain(&mut rx).len(), 1);
     assert_eq!(
         runtime.jobs(),

@@ -46,12 +46,13 @@ async fn the_timer_fires_a_job_due_in_a_few_milliseconds() {
     let dir = tempfile::tempdir().unwrap();
     // 08:59:59.960: the next `* * * * *` match, 09:00:00, is 40 ms away.
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:59:59.960Z"));
-    let (runtime, mut rx) = open_runtime(dir.path(), clock.clone(), 0);
+    let (runtime, mut rx) = open_runtime(dir.path(), clock.clone(), 0).await;
     // Started with no jobs: the timer waits for a change, and the schedule call wakes it.
     runtime.start().unwrap();
     let_the_timer_wait().await;
     let job = runtime
         .schedule(request("* * * * *", "UTC", false, false))
+        .await
         .unwrap();
     assert_eq!(job.next_fire_utc, at("2026-07-30T09:00:00.000Z"));
     let started = Instant::now();
@@ -71,16 +72,18 @@ async fn the_timer_fires_a_job_due_in_a_few_milliseconds() {
 async fn adding_an_earlier_job_replans_the_sleep() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:59:59.950Z"));
-    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0);
+    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0).await;
     // The timer first sleeps towards New Year...
     let far = runtime
         .schedule(request("0 0 1 1 *", "UTC", true, false))
+        .await
         .unwrap();
     runtime.start().unwrap();
     let_the_timer_wait().await;
     // ...then a job due in 50 ms must still fire on time.
     let near = runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .unwrap();
     let wakeup = tokio::time::timeout(BOUND, rx.recv())
         .await
@@ -100,9 +103,10 @@ async fn adding_an_earlier_job_replans_the_sleep() {
 async fn close_stops_the_timer_task_and_releases_the_channel() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:00:00.000Z"));
-    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0);
+    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0).await;
     runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .unwrap();
     runtime.start().unwrap();
     tokio::time::timeout(BOUND, runtime.close())
@@ -122,9 +126,10 @@ async fn close_stops_the_timer_task_and_releases_the_channel() {
 async fn dropping_every_handle_stops_the_timer_task_without_close() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:00:00.000Z"));
-    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0);
+    let (runtime, mut rx) = open_runtime(dir.path(), clock, 0).await;
     runtime
         .schedule(request("0 9 * * *", "UTC", true, false))
+        .await
         .unwrap();
     runtime.start().unwrap();
     let_the_timer_wait().await;
@@ -140,7 +145,12 @@ async fn dropping_every_handle_stops_the_timer_task_without_close() {
 fn start_outside_a_tokio_runtime_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ShiftedClock::at("2026-07-30T08:00:00.000Z"));
-    let (runtime, _rx) = open_runtime(dir.path(), clock, 0);
+    // Opened on a runtime of its own, then started outside it.
+    let (runtime, _rx) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(open_runtime(dir.path(), clock, 0));
     let err = runtime.start().unwrap_err();
     assert_eq!(troupe::error::ErrorCode::code(&err), "cron_no_runtime");
 }

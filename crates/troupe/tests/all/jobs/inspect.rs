@@ -17,6 +17,7 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
     make_fifo(&fx.path("go.fifo"));
     fx.supervisor
         .submit(AgentName::lead(), "exit 0", fx.workspace())
+        .await
         .unwrap();
     fx.next_completion().await;
     fx.clock.advance_millis(10);
@@ -26,10 +27,11 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
             "read x < go.fifo",
             fx.workspace(),
         )
+        .await
         .unwrap();
 
     let inspector = Inspector::new(fx.layout.clone(), Arc::new(fx.clock.clone()));
-    let jobs = inspector.jobs().unwrap();
+    let jobs = inspector.jobs().await.unwrap();
     let summary: Vec<_> = jobs
         .iter()
         .map(|r| (r.id, r.agent.to_string(), r.status()))
@@ -41,7 +43,7 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
             (seq_id(2), "alice".to_owned(), JobStatus::Running),
         ]
     );
-    assert_eq!(inspector.status().unwrap().jobs, jobs);
+    assert_eq!(inspector.status().await.unwrap().jobs, jobs);
     // The JSON of the view is the records' own shape.
     let json = serde_json::to_value(&jobs).unwrap();
     assert_eq!(json[1]["status"], "running");
@@ -49,24 +51,27 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
 
     release(fx.path("go.fifo"), "\n").await;
     fx.next_completion().await;
-    assert_eq!(inspector.jobs().unwrap()[1].status(), JobStatus::Completed);
+    assert_eq!(
+        inspector.jobs().await.unwrap()[1].status(),
+        JobStatus::Completed
+    );
 }
 
-#[test]
-fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
+#[tokio::test]
+async fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
     let dir = tempfile::tempdir().unwrap();
     let layout = troupe::layout::Layout::new(dir.path());
     let inspector = Inspector::new(
         layout.clone(),
         Arc::new(troupe::clock::ManualClock::at_spec_epoch()),
     );
-    assert!(inspector.jobs().unwrap().is_empty());
-    assert!(inspector.status().unwrap().jobs.is_empty());
+    assert!(inspector.jobs().await.unwrap().is_empty());
+    assert!(inspector.status().await.unwrap().jobs.is_empty());
     assert!(!layout.state_dir().exists());
 }
 
-#[test]
-fn a_corrupt_record_is_an_error_not_skipped() {
+#[tokio::test]
+async fn a_corrupt_record_is_an_error_not_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let layout = troupe::layout::Layout::new(dir.path());
     std::fs::create_dir_all(layout.jobs_dir()).unwrap();
@@ -85,7 +90,7 @@ fn a_corrupt_record_is_an_error_not_skipped() {
         layout,
         Arc::new(troupe::clock::ManualClock::at_spec_epoch()),
     );
-    let err = inspector.jobs().unwrap_err();
+    let err = inspector.jobs().await.unwrap_err();
     assert_eq!(err.code(), "job_record_corrupt");
     assert!(err.to_string().contains("does not match its id"), "{err}");
 }

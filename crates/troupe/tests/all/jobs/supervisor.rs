@@ -25,6 +25,7 @@ async fn submit_returns_at_once_and_the_completion_arrives_on_the_channel() {
     let id = fx
         .supervisor
         .submit(AgentName::lead(), command, fx.workspace())
+        .await
         .unwrap();
     assert_eq!(id, seq_id(1));
     assert_eq!(fx.supervisor.running_count(), 1);
@@ -77,6 +78,7 @@ async fn a_failing_command_is_reported_failed_with_its_exit_code() {
             "echo boom >&2; exit 7",
             fx.workspace(),
         )
+        .await
         .unwrap();
     let completion = fx.next_completion().await;
     assert_eq!(completion.job_id, id);
@@ -99,6 +101,7 @@ async fn the_output_tail_keeps_the_end_of_long_output() {
             "echo FIRST; head -c 5000 /dev/zero | tr '\\0' x; echo; echo LAST",
             fx.workspace(),
         )
+        .await
         .unwrap();
     let tail = fx.next_completion().await.output_tail;
     assert!(!tail.contains("FIRST"), "{tail}");
@@ -123,6 +126,7 @@ async fn close_terminates_the_whole_process_group_and_records_cancelled() {
     let id = fx
         .supervisor
         .submit(AgentName::lead(), command, fx.workspace())
+        .await
         .unwrap();
     let grandchild = pid_from(fx.path("grandchild.fifo")).await;
     fx.clock.advance_millis(250);
@@ -168,6 +172,7 @@ async fn close_kills_a_job_that_ignores_sigterm_once_the_grace_has_passed() {
     let id = fx
         .supervisor
         .submit(AgentName::lead(), command, fx.workspace())
+        .await
         .unwrap();
     let grandchild = pid_from(fx.path("grandchild.fifo")).await;
     tokio::time::timeout(super::PATIENCE, fx.supervisor.close())
@@ -196,6 +201,7 @@ async fn a_job_past_its_time_limit_is_timed_out_with_its_whole_group() {
             "echo before; sleep 1000 & echo $! > grandchild.fifo; wait",
             fx.workspace(),
         )
+        .await
         .unwrap();
     let grandchild = pid_from(fx.path("grandchild.fifo")).await;
     let completion = fx.next_completion().await;
@@ -220,6 +226,7 @@ async fn several_jobs_run_at_once_and_end_independently() {
         ids.push(
             fx.supervisor
                 .submit(AgentName::lead(), &command, fx.workspace())
+                .await
                 .unwrap(),
         );
     }
@@ -247,6 +254,7 @@ async fn a_job_stops_counting_as_running_only_after_its_completion_is_sent() {
     for _ in 0..JOBS {
         fx.supervisor
             .submit(AgentName::lead(), "true", fx.workspace())
+            .await
             .unwrap();
     }
     // What a quiescence check relies on: at any moment, every job is either still counted
@@ -282,6 +290,7 @@ async fn a_job_that_cannot_start_is_refused_and_recorded_failed() {
     let err = fx
         .supervisor
         .submit(AgentName::lead(), "true", &missing)
+        .await
         .unwrap_err();
     assert_eq!(err.code(), "job_start_failed");
     assert!(matches!(err, JobError::Start(_)));
@@ -309,6 +318,7 @@ async fn no_job_starts_after_close() {
     let err = fx
         .supervisor
         .submit(AgentName::lead(), "touch ran", fx.workspace())
+        .await
         .unwrap_err();
     assert_eq!(err.code(), "jobs_closed");
     assert!(!fx.path("ran").exists());

@@ -45,7 +45,7 @@ async fn extracted_records_are_written() {
     assert_eq!(outcome.written, vec!["use-tabs".to_owned()]);
     assert_eq!(outcome.merged, 0);
     assert_eq!(
-        memory.store().get("use-tabs").unwrap(),
+        memory.store().get("use-tabs").await.unwrap(),
         Some(
             MemoryRecord::new(
                 "use-tabs",
@@ -99,10 +99,14 @@ async fn an_extraction_replaces_a_record_of_the_same_name() {
         json!([record_json("use-tabs")]).to_string(),
     ));
     let (_dir, memory) = memory(&model);
-    memory.store().put(&record("use-tabs", "old\n")).unwrap();
+    memory
+        .store()
+        .put(&record("use-tabs", "old\n"))
+        .await
+        .unwrap();
     memory.remember(&conversation()).await.unwrap();
     assert_eq!(
-        memory.store().get("use-tabs").unwrap().unwrap().body,
+        memory.store().get("use-tabs").await.unwrap().unwrap().body,
         "Tabs, never spaces.\n"
     );
     // The existing catalog was shown, so the model can reuse the name.
@@ -162,6 +166,7 @@ async fn selection_drops_unknown_names_and_keeps_at_most_five() {
         memory
             .store()
             .put(&record(&format!("r{i}"), &format!("body {i}")))
+            .await
             .unwrap();
     }
     let records = memory.relevant("fix the tabs").await.unwrap();
@@ -190,7 +195,7 @@ async fn selection_on_an_empty_catalog_makes_no_call() {
 async fn a_malformed_selection_is_an_error() {
     let model = Arc::new(ScriptedModel::new().side_text(Purpose::MemorySelect, r#"{"names":[]}"#));
     let (_dir, memory) = memory(&model);
-    memory.store().put(&record("r1", "")).unwrap();
+    memory.store().put(&record("r1", "")).await.unwrap();
     let err = memory.relevant("x").await.unwrap_err();
     assert_eq!(err.code(), "memory_answer_invalid");
 }
@@ -215,7 +220,11 @@ async fn consolidation_merges_past_the_budget() {
     );
     let (_dir, memory) = memory(&model);
     for i in 0..CONSOLIDATE_AFTER_RECORDS {
-        memory.store().put(&record(&format!("r{i}"), "")).unwrap();
+        memory
+            .store()
+            .put(&record(&format!("r{i}"), ""))
+            .await
+            .unwrap();
     }
     let outcome = memory.remember(&conversation()).await.unwrap();
     assert_eq!(
@@ -228,6 +237,7 @@ async fn consolidation_merges_past_the_budget() {
     let names: Vec<String> = memory
         .store()
         .list()
+        .await
         .unwrap()
         .records
         .into_iter()
@@ -239,7 +249,7 @@ async fn consolidation_merges_past_the_budget() {
     }
     assert_eq!(names.len(), CONSOLIDATE_AFTER_RECORDS + 1 - 3);
     assert_eq!(
-        memory.store().get("r4").unwrap().unwrap().body,
+        memory.store().get("r4").await.unwrap().unwrap().body,
         "all of it\n"
     );
     let purposes: Vec<Purpose> = model.side_requests().iter().map(|r| r.purpose).collect();
@@ -254,7 +264,11 @@ async fn no_consolidation_under_the_budget() {
     let model = Arc::new(ScriptedModel::new().side_text(Purpose::MemoryExtract, "[]"));
     let (_dir, memory) = memory(&model);
     for i in 0..CONSOLIDATE_AFTER_RECORDS {
-        memory.store().put(&record(&format!("r{i}"), "")).unwrap();
+        memory
+            .store()
+            .put(&record(&format!("r{i}"), ""))
+            .await
+            .unwrap();
     }
     assert_eq!(memory.remember(&conversation()).await.unwrap().merged, 0);
     assert_eq!(model.side_requests().len(), 1);
@@ -304,12 +318,16 @@ async fn invalid_merges_are_refused_and_nothing_changes() {
         );
         let (_dir, memory) = memory(&model);
         for i in 0..=CONSOLIDATE_AFTER_RECORDS {
-            memory.store().put(&record(&format!("r{i}"), "")).unwrap();
+            memory
+                .store()
+                .put(&record(&format!("r{i}"), ""))
+                .await
+                .unwrap();
         }
-        let before = memory.store().list().unwrap();
+        let before = memory.store().list().await.unwrap();
         let err = memory.remember(&conversation()).await.unwrap_err();
         assert_eq!(err.code(), "memory_answer_invalid", "{answer}: {err}");
-        assert_eq!(memory.store().list().unwrap(), before, "{answer}");
+        assert_eq!(memory.store().list().await.unwrap(), before, "{answer}");
     }
 }
 
@@ -324,7 +342,7 @@ async fn a_failed_model_call_is_an_error_of_its_own() {
         }),
     ));
     let (_dir, memory) = memory(&model);
-    memory.store().put(&record("r1", "")).unwrap();
+    memory.store().put(&record("r1", "")).await.unwrap();
     assert_eq!(
         memory.relevant("x").await.unwrap_err().code(),
         "memory_model_failed"
@@ -379,8 +397,9 @@ impl troupe::model::ModelClient for Reporting {
 #[derive(Default)]
 struct Recorded(std::sync::Mutex<Vec<(String, &'static str, u64)>>);
 
+#[async_trait::async_trait]
 impl troupe::agent::UsageSink for Recorded {
-    fn record(
+    async fn record(
         &self,
         agent: &troupe::wire::AgentName,
         purpose: Purpose,

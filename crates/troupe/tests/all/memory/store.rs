@@ -11,41 +11,41 @@ use troupe::store::memory::{MemoryStore, MAX_RECORD_FILE_BYTES};
 
 use super::{mkfifo, record, store};
 
-#[test]
-fn opening_and_reading_create_nothing() {
+#[tokio::test]
+async fn opening_and_reading_create_nothing() {
     let (dir, store) = store();
-    assert_eq!(store.list().unwrap().records, vec![]);
-    assert_eq!(store.get("missing").unwrap(), None);
-    assert!(!store.forget("missing").unwrap());
+    assert_eq!(store.list().await.unwrap().records, vec![]);
+    assert_eq!(store.get("missing").await.unwrap(), None);
+    assert!(!store.forget("missing").await.unwrap());
     assert!(!dir.path().join(".troupe").exists());
 }
 
-#[test]
-fn put_get_list_forget() {
+#[tokio::test]
+async fn put_get_list_forget() {
     let (dir, store) = store();
     let b = record("b-record", "second\n");
     let a = record("a-record", "first\n");
-    store.put(&b).unwrap();
-    store.put(&a).unwrap();
+    store.put(&b).await.unwrap();
+    store.put(&a).await.unwrap();
     let path = dir.path().join(".troupe/memory/a-record.md");
     assert_eq!(fs::read_to_string(&path).unwrap(), a.render());
-    assert_eq!(store.get("a-record").unwrap(), Some(a.clone()));
-    let catalog = store.list().unwrap();
+    assert_eq!(store.get("a-record").await.unwrap(), Some(a.clone()));
+    let catalog = store.list().await.unwrap();
     assert_eq!(catalog.records, vec![a.clone(), b.clone()]);
     assert_eq!(catalog.problems, vec![]);
 
     let replaced = record("a-record", "replaced\n");
-    store.put(&replaced).unwrap();
-    assert_eq!(store.get("a-record").unwrap(), Some(replaced));
+    store.put(&replaced).await.unwrap();
+    assert_eq!(store.get("a-record").await.unwrap(), Some(replaced));
 
-    assert!(store.forget("a-record").unwrap());
-    assert!(!store.forget("a-record").unwrap());
-    assert_eq!(store.get("a-record").unwrap(), None);
-    assert_eq!(store.list().unwrap().records, vec![b]);
+    assert!(store.forget("a-record").await.unwrap());
+    assert!(!store.forget("a-record").await.unwrap());
+    assert_eq!(store.get("a-record").await.unwrap(), None);
+    assert_eq!(store.list().await.unwrap().records, vec![b]);
 }
 
-#[test]
-fn names_that_are_not_slugs_are_refused_before_any_path_is_touched() {
+#[tokio::test]
+async fn names_that_are_not_slugs_are_refused_before_any_path_is_touched() {
     let (dir, store) = store();
     // A valid-looking record one folder up, which `../victim` would name.
     fs::create_dir_all(dir.path().join(".troupe")).unwrap();
@@ -53,22 +53,23 @@ fn names_that_are_not_slugs_are_refused_before_any_path_is_touched() {
     fs::write(&victim, record("victim", "").render()).unwrap();
     for name in ["../victim", "a/b", "", "Upper", "x.md"] {
         assert_eq!(
-            store.get(name).unwrap_err().code(),
+            store.get(name).await.unwrap_err().code(),
             "memory_invalid",
             "{name}"
         );
         assert_eq!(
-            store.forget(name).unwrap_err().code(),
+            store.forget(name).await.unwrap_err().code(),
             "memory_invalid",
             "{name}"
         );
     }
     let mut bad = record("ok", "");
     bad.name = "../victim".to_owned();
-    assert_eq!(store.put(&bad).unwrap_err().code(), "memory_invalid");
+    assert_eq!(store.put(&bad).await.unwrap_err().code(), "memory_invalid");
     assert_eq!(
         store
             .apply_merge(&["../victim".to_owned()], &record("ok", ""))
+            .await
             .unwrap_err()
             .code(),
         "memory_invalid"
@@ -80,10 +81,10 @@ fn names_that_are_not_slugs_are_refused_before_any_path_is_touched() {
     );
 }
 
-#[test]
-fn bad_entries_are_listed_as_problems_without_hiding_the_good_ones() {
+#[tokio::test]
+async fn bad_entries_are_listed_as_problems_without_hiding_the_good_ones() {
     let (dir, store) = store();
-    store.put(&record("good", "body\n")).unwrap();
+    store.put(&record("good", "body\n")).await.unwrap();
     let memory = dir.path().join(".troupe/memory");
     let outside = dir.path().join("outside.md");
     fs::write(&outside, record("linked", "").render()).unwrap();
@@ -102,7 +103,7 @@ fn bad_entries_are_listed_as_problems_without_hiding_the_good_ones() {
     fs::write(memory.join("notes.txt"), "not a record").unwrap();
     fs::write(memory.join(".good.md.tmp-1-0"), "torn").unwrap();
 
-    let catalog = store.list().unwrap();
+    let catalog = store.list().await.unwrap();
     assert_eq!(catalog.records, vec![record("good", "body\n")]);
     let files: Vec<String> = catalog
         .problems
@@ -144,22 +145,22 @@ fn bad_entries_are_listed_as_problems_without_hiding_the_good_ones() {
     );
     assert!(reason("huge.md").contains("bytes"), "{}", reason("huge.md"));
     // `get` of a bad entry is an error naming it, not a hang or a silent miss.
-    assert_eq!(store.get("fifo").unwrap_err().code(), "memory_io");
-    assert_eq!(store.get("linked").unwrap_err().code(), "memory_io");
+    assert_eq!(store.get("fifo").await.unwrap_err().code(), "memory_io");
+    assert_eq!(store.get("linked").await.unwrap_err().code(), "memory_io");
     assert_eq!(
-        store.get("malformed").unwrap_err().code(),
+        store.get("malformed").await.unwrap_err().code(),
         "memory_malformed"
     );
     // A bad entry can be forgotten (the link itself, never its target).
-    assert!(store.forget("linked").unwrap());
+    assert!(store.forget("linked").await.unwrap());
     assert!(outside.exists());
 }
 
-#[test]
-fn a_torn_write_leaves_the_old_record() {
+#[tokio::test]
+async fn a_torn_write_leaves_the_old_record() {
     let (dir, store) = store();
     let old = record("kept", "old body\n");
-    store.put(&old).unwrap();
+    store.put(&old).await.unwrap();
     let memory = dir.path().join(".troupe/memory");
     // What a crash in the middle of `durable::replace` leaves: a temp file beside the record,
     // holding part of the new bytes, never renamed into place.
@@ -169,26 +170,26 @@ fn a_torn_write_leaves_the_old_record() {
         &new.as_bytes()[..new.len() / 2],
     )
     .unwrap();
-    assert_eq!(store.get("kept").unwrap(), Some(old.clone()));
-    let catalog = store.list().unwrap();
+    assert_eq!(store.get("kept").await.unwrap(), Some(old.clone()));
+    let catalog = store.list().await.unwrap();
     assert_eq!(catalog.records, vec![old]);
     assert_eq!(catalog.problems, vec![]);
     // The next write goes through whatever was left.
     let next = record("kept", "next\n");
-    store.put(&next).unwrap();
-    assert_eq!(store.get("kept").unwrap(), Some(next));
+    store.put(&next).await.unwrap();
+    assert_eq!(store.get("kept").await.unwrap(), Some(next));
 }
 
-#[test]
-fn a_failed_write_leaves_the_old_records() {
+#[tokio::test]
+async fn a_failed_write_leaves_the_old_records() {
     let (dir, store) = store();
     let old = record("kept", "old\n");
-    store.put(&old).unwrap();
+    store.put(&old).await.unwrap();
     // A folder where a record should go makes the replace fail at its rename.
     let memory = dir.path().join(".troupe/memory");
     fs::create_dir(memory.join("blocked.md")).unwrap();
     fs::write(memory.join("blocked.md/x"), "x").unwrap();
-    let err = store.put(&record("blocked", "new\n")).unwrap_err();
+    let err = store.put(&record("blocked", "new\n")).await.unwrap_err();
     assert_eq!(err.code(), "memory_io");
     // A merge whose record cannot be written removes nothing.
     let err = store
@@ -196,9 +197,10 @@ fn a_failed_write_leaves_the_old_records() {
             &["kept".to_owned(), "other".to_owned()],
             &record("blocked", "m\n"),
         )
+        .await
         .unwrap_err();
     assert_eq!(err.code(), "memory_io");
-    assert_eq!(store.get("kept").unwrap(), Some(old));
+    assert_eq!(store.get("kept").await.unwrap(), Some(old));
     let leftovers: Vec<_> = fs::read_dir(&memory)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -207,11 +209,11 @@ fn a_failed_write_leaves_the_old_records() {
     assert_eq!(leftovers, Vec::<String>::new());
 }
 
-#[test]
-fn a_merge_writes_the_merged_record_then_removes_the_others() {
+#[tokio::test]
+async fn a_merge_writes_the_merged_record_then_removes_the_others() {
     let (_dir, store) = store();
     for name in ["tabs", "indent", "editor", "unrelated"] {
-        store.put(&record(name, name)).unwrap();
+        store.put(&record(name, name)).await.unwrap();
     }
     let into = record("editor", "tabs, four wide\n");
     store
@@ -219,59 +221,71 @@ fn a_merge_writes_the_merged_record_then_removes_the_others() {
             &["tabs".to_owned(), "indent".to_owned(), "editor".to_owned()],
             &into,
         )
+        .await
         .unwrap();
     assert_eq!(
-        store.list().unwrap().records,
+        store.list().await.unwrap().records,
         vec![into, record("unrelated", "unrelated")]
     );
 }
 
-#[test]
-fn a_symlinked_memory_folder_is_refused_for_writes() {
+#[tokio::test]
+async fn a_symlinked_memory_folder_is_refused_for_writes() {
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join(".troupe")).unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(".troupe/memory")).unwrap();
     let store = MemoryStore::open(&Layout::new(dir.path()));
-    assert_eq!(store.put(&record("a", "")).unwrap_err().code(), "memory_io");
+    assert_eq!(
+        store.put(&record("a", "")).await.unwrap_err().code(),
+        "memory_io"
+    );
     assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
 
-#[test]
-fn concurrent_puts_all_land_whole() {
+#[tokio::test]
+async fn concurrent_puts_all_land_whole() {
     let (_dir, store) = store();
     let store = Arc::new(store);
     let threads: Vec<_> = (0..8)
         .map(|t| {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
-                for i in 0..5 {
-                    store
-                        .put(&record(&format!("t{t}-r{i}"), &format!("{t}/{i}\n")))
-                        .unwrap();
-                    // Every thread also replaces one shared record.
-                    store
-                        .put(&record("shared", &format!("from {t}\n").repeat(50)))
-                        .unwrap();
-                }
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    for i in 0..5 {
+                        store
+                            .put(&record(&format!("t{t}-r{i}"), &format!("{t}/{i}\n")))
+                            .await
+                            .unwrap();
+                        // Every thread also replaces one shared record.
+                        store
+                            .put(&record("shared", &format!("from {t}\n").repeat(50)))
+                            .await
+                            .unwrap();
+                    }
+                })
             })
         })
         .collect();
     for thread in threads {
         thread.join().unwrap();
     }
-    let catalog = store.list().unwrap();
+    let catalog = store.list().await.unwrap();
     assert_eq!(catalog.problems, vec![]);
     assert_eq!(catalog.records.len(), 8 * 5 + 1);
     for t in 0..8 {
         for i in 0..5 {
             let name = format!("t{t}-r{i}");
             assert_eq!(
-                store.get(&name).unwrap(),
+                store.get(&name).await.unwrap(),
                 Some(record(&name, &format!("{t}/{i}\n")))
             );
         }
     }
-    let shared = store.get("shared").unwrap().unwrap();
+    let shared = store.get("shared").await.unwrap().unwrap();
     assert!((0..8).any(|t| shared.body == format!("from {t}\n").repeat(50)));
 }

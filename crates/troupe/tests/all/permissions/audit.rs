@@ -126,18 +126,25 @@ fn concurrent_appends_from_threads_and_sinks_never_interleave() {
             // Each thread its own sink (its own open file), like separate processes.
             let sink = JsonlAuditSink::open(&layout, clock.clone()).unwrap();
             std::thread::spawn(move || {
-                for i in 0..250 {
-                    sink.record(AuditEntry {
-                        agent: AgentName::lead(),
-                        tool: format!("t{t}"),
-                        allowed: true,
-                        rule: "default".to_owned(),
-                        reason: "x".repeat(i % 50 * 40),
-                        input_digest: format!("{i:016}"),
-                        sandbox: None,
-                    })
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
                     .unwrap();
-                }
+                runtime.block_on(async {
+                    for i in 0..250 {
+                        sink.record(AuditEntry {
+                            agent: AgentName::lead(),
+                            tool: format!("t{t}"),
+                            allowed: true,
+                            rule: "default".to_owned(),
+                            reason: "x".repeat(i % 50 * 40),
+                            input_digest: format!("{i:016}"),
+                            sandbox: None,
+                        })
+                        .await
+                        .unwrap();
+                    }
+                })
             })
         })
         .collect();
@@ -171,8 +178,8 @@ const CHILD_TAG_ENV: &str = "TROUPE_TEST_AUDIT_CHILD_TAG";
 const LINES_PER_CHILD: usize = 300;
 
 /// Child side of the multi-process test: appends lines when told to, else does nothing.
-#[test]
-fn audit_child_writer() {
+#[tokio::test]
+async fn audit_child_writer() {
     let (Ok(dir), Ok(tag)) = (std::env::var(CHILD_DIR_ENV), std::env::var(CHILD_TAG_ENV)) else {
         return;
     };
@@ -189,6 +196,7 @@ fn audit_child_writer() {
             input_digest: format!("{i:016}"),
             sandbox: None,
         })
+        .await
         .unwrap();
     }
 }

@@ -182,27 +182,27 @@ fn team_json_with_a_duplicate_key_or_a_teammate_twice_is_corrupt() {
     }
 }
 
-#[test]
-fn cron_json_with_a_duplicate_key_is_corrupt() {
+#[tokio::test]
+async fn cron_json_with_a_duplicate_key_is_corrupt() {
     let (_dir, layout) = workspace();
     let cron = format!(
         r#"{{"version":1,"jobs":[{{"id":"{ID1}","cron":"30 2 * * *","timezone":"UTC","prompt":"p","recurring":true,"created_at_utc":"{AT}","next_fire_utc":"2026-07-31T02:30:00.000Z"}}]}}"#
     );
     write(&layout.cron_file(), cron.as_bytes());
-    assert_eq!(CronStore::new(&layout).load().unwrap().len(), 1);
+    assert_eq!(CronStore::new(&layout).load().await.unwrap().len(), 1);
     write(
         &layout.cron_file(),
         &cron
             .replace(r#""prompt":"p""#, r#""prompt":"p","prompt":"p""#)
             .into_bytes(),
     );
-    let err = CronStore::new(&layout).load().unwrap_err();
+    let err = CronStore::new(&layout).load().await.unwrap_err();
     assert_eq!(err.code(), "cron_state_corrupt", "{err}");
     assert_duplicate(&err, "prompt");
 }
 
-#[test]
-fn a_task_file_with_a_duplicate_key_is_corrupt() {
+#[tokio::test]
+async fn a_task_file_with_a_duplicate_key_is_corrupt() {
     let (_dir, layout) = workspace();
     let board = FileTaskBoard::new(
         &layout,
@@ -216,17 +216,18 @@ fn a_task_file_with_a_duplicate_key_is_corrupt() {
             blocked_by: vec![],
             ..Default::default()
         })
+        .await
         .unwrap();
     let path = layout.tasks_dir().join(format!("{}.json", task.id));
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, with_duplicate(&bytes, "subject", "\"b\"")).unwrap();
-    let err = board.list().unwrap_err();
+    let err = board.list().await.unwrap_err();
     assert_eq!(err.code(), "task_store_corrupt", "{err}");
     assert_duplicate(&err, "subject");
 }
 
-#[test]
-fn a_job_record_with_a_duplicate_key_is_corrupt() {
+#[tokio::test]
+async fn a_job_record_with_a_duplicate_key_is_corrupt() {
     let (_dir, layout) = workspace();
     let record = format!(
         r#"{{"id":"{ID1}","agent":"lead","command":"make","status":"running","exit_code":null,"started_at_utc":"{AT}","finished_at_utc":null,"output_tail":null}}"#
@@ -242,6 +243,7 @@ fn a_job_record_with_a_duplicate_key_is_corrupt() {
     assert_duplicate(&err, "command");
     let inspected = Inspector::new(layout.clone(), Arc::new(ManualClock::at_spec_epoch()))
         .jobs()
+        .await
         .unwrap_err();
     assert_duplicate(&inspected, "command");
 }

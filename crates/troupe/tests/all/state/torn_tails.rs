@@ -57,8 +57,8 @@ fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
     assert_eq!(assert_clean_jsonl(&path).len(), 2);
 }
 
-#[test]
-fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
+#[tokio::test]
+async fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::new(dir.path());
     std::fs::create_dir_all(layout.state_dir()).unwrap();
@@ -75,6 +75,7 @@ fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
     JsonlAuditSink::open(&layout, clock.clone())
         .unwrap()
         .record(entry("glob"))
+        .await
         .unwrap();
     append_raw(
         &layout.audit_log(),
@@ -82,7 +83,7 @@ fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
     );
 
     let next_run = JsonlAuditSink::open(&layout, clock).unwrap();
-    next_run.record(entry("read_file")).unwrap();
+    next_run.record(entry("read_file")).await.unwrap();
     let lines = assert_clean_jsonl(&layout.audit_log());
     let tools: Vec<&str> = lines.iter().map(|l| l["tool"].as_str().unwrap()).collect();
     assert_eq!(tools, vec!["glob", "read_file"]);

@@ -63,8 +63,8 @@ fn agent(name: &str) -> AgentName {
     AgentName::parse(name).unwrap()
 }
 
-#[test]
-fn appended_records_add_up_per_agent_per_run_and_overall() {
+#[tokio::test]
+async fn appended_records_add_up_per_agent_per_run_and_overall() {
     let dir = tempfile::tempdir().unwrap();
     let log = log(dir.path());
     for r in [
@@ -73,7 +73,7 @@ fn appended_records_add_up_per_agent_per_run_and_overall() {
         record("run-2", "lead", 1000, 20),
         record("run-2", "lead", 200, 2),
     ] {
-        log.append(&r).unwrap();
+        log.append(&r).await.unwrap();
     }
 
     let totals = read_totals(log.path()).unwrap();
@@ -116,27 +116,27 @@ fn a_missing_log_is_zero_and_is_not_created() {
     assert!(!dir.path().join(".troupe").exists());
 }
 
-#[test]
-fn a_torn_last_line_is_ignored_and_cut_by_the_next_append() {
+#[tokio::test]
+async fn a_torn_last_line_is_ignored_and_cut_by_the_next_append() {
     let dir = tempfile::tempdir().unwrap();
     let log = log(dir.path());
-    log.append(&record("run-1", "lead", 10, 1)).unwrap();
+    log.append(&record("run-1", "lead", 10, 1)).await.unwrap();
     let mut bytes = std::fs::read(log.path()).unwrap();
     bytes.extend_from_slice(br#"{"at":"2026-07-30T08:00:00.000Z","run_id":"run-1","ag"#);
     std::fs::write(log.path(), &bytes).unwrap();
 
     assert_eq!(read_totals(log.path()).unwrap().total, counts(10, 1));
 
-    log.append(&record("run-1", "lead", 5, 5)).unwrap();
+    log.append(&record("run-1", "lead", 5, 5)).await.unwrap();
     assert_eq!(read_totals(log.path()).unwrap().total, counts(15, 6));
     super::assert_clean_jsonl(log.path());
 }
 
-#[test]
-fn a_corrupt_line_is_an_error_naming_it() {
+#[tokio::test]
+async fn a_corrupt_line_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = log(dir.path());
-    log.append(&record("run-1", "lead", 10, 1)).unwrap();
+    log.append(&record("run-1", "lead", 10, 1)).await.unwrap();
     let mut text = std::fs::read_to_string(log.path()).unwrap();
     text.push_str("{\"not\": \"a record\"}\n");
     text.push_str(&serde_json::to_string(&record("run-1", "lead", 1, 1)).unwrap());
@@ -167,19 +167,27 @@ fn a_duplicate_key_is_a_corrupt_line() {
     assert!(message.contains("duplicate key"), "{message}");
 }
 
-#[test]
-fn run_usage_logs_each_response_and_sums_this_run_in_memory() {
+#[tokio::test]
+async fn run_usage_logs_each_response_and_sums_this_run_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let usage = RunUsage::new("run-7", log(dir.path()));
-    usage.record(&AgentName::lead(), Purpose::Turn, &answer(1200, 34));
-    usage.record(&agent("writer"), Purpose::Summary, &answer(300, 20));
-    usage.record(&AgentName::lead(), Purpose::Turn, &answer(34, 22));
+    usage
+        .record(&AgentName::lead(), Purpose::Turn, &answer(1200, 34))
+        .await;
+    usage
+        .record(&agent("writer"), Purpose::Summary, &answer(300, 20))
+        .await;
+    usage
+        .record(&AgentName::lead(), Purpose::Turn, &answer(34, 22))
+        .await;
     // No usage reported: nothing recorded, nothing counted.
-    usage.record(
-        &AgentName::lead(),
-        Purpose::Turn,
-        &ModelResponse::text("no usage", "gpt-test"),
-    );
+    usage
+        .record(
+            &AgentName::lead(),
+            Purpose::Turn,
+            &ModelResponse::text("no usage", "gpt-test"),
+        )
+        .await;
 
     assert_eq!(usage.run_total(), 1610);
     assert_eq!(
@@ -228,9 +236,17 @@ fn run_usage_counts_every_record_from_many_threads() {
         .map(|name| {
             let usage = usage.clone();
             std::thread::spawn(move || {
-                for _ in 0..50 {
-                    usage.record(&agent(name), Purpose::Turn, &answer(3, 1));
-                }
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    for _ in 0..50 {
+                        usage
+                            .record(&agent(name), Purpose::Turn, &answer(3, 1))
+                            .await;
+                    }
+                })
             })
         })
         .collect();
@@ -246,24 +262,27 @@ fn run_usage_counts_every_record_from_many_threads() {
     assert_eq!(totals.runs, 1);
 }
 
-#[test]
-fn a_log_that_cannot_be_written_still_counts_in_memory() {
+#[tokio::test]
+async fn a_log_that_cannot_be_written_still_counts_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     // `.troupe` is a file: the log cannot be created under it.
     std::fs::write(dir.path().join(".troupe"), "not a folder").unwrap();
     let usage = RunUsage::new("run-1", log(dir.path()));
 
-    usage.record(&AgentName::lead(), Purpose::Turn, &answer(10, 5));
+    usage
+        .record(&AgentName::lead(), Purpose::Turn, &answer(10, 5))
+        .await;
 
     assert_eq!(usage.run_total(), 15);
     assert_eq!(usage.per_agent().len(), 1);
 }
 
-#[test]
-fn no_usage_records_nothing() {
+#[tokio::test]
+async fn no_usage_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sink: &dyn UsageSink = &NoUsage;
-    sink.record(&AgentName::lead(), Purpose::Turn, &answer(10, 5));
+    sink.record(&AgentName::lead(), Purpose::Turn, &answer(10, 5))
+        .await;
     assert_eq!(sink.run_total(), 0);
     assert_eq!(sink.per_agent(), vec![]);
     assert!(!usage_path(dir.path()).exists());

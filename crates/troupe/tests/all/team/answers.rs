@@ -61,6 +61,7 @@ async fn plan_then_shut_down(
 ) -> troupe::wire::ProtocolRequest {
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -100,9 +101,12 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
     let writer = planner(&f);
     // Call 3 answers the lead's ordinary message: held, so the writer stays busy.
     let release = writer.gate(3);
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -158,7 +162,16 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
     let refused = team
         .runtime
         .protocol()
-        .review_plan(&name("lead"), plan.id(), false, Some("No."), &team.runtime)
+        .review_plan(
+            &name("lead"),
+            plan.id(),
+            false,
+            Some("No."),
+            &troupe::wire::TeamRoster {
+                version: troupe::wire::TeamRoster::VERSION,
+                teammates: team.runtime.roster().await,
+            },
+        )
         .unwrap_err();
     assert_eq!(
         troupe::error::ErrorCode::code(&refused),
@@ -200,7 +213,9 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
 async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
     let f = Fixture::new();
     let writer = planner(&f);
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     let plan = plan_then_shut_down(&f, &team, &writer).await;
     let before = f.count("writer", MailboxState::Ready);
     let state_before = f.state_bytes();
@@ -226,7 +241,9 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
 async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answered() {
     let f = Fixture::new();
     let writer = planner(&f);
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     let old_plan = plan_then_shut_down(&f, &team, &writer).await;
 
     // The name is spawned again (waiting for the old worker to end); the new writer submits a
@@ -293,9 +310,10 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
             }
         }
     }
-    let team = f.build(Arc::new(Chooser(writer.clone())));
+    let team = f.build(Arc::new(Chooser(writer.clone()))).await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted", || {
@@ -364,9 +382,10 @@ async fn a_teammate_is_shutdown_before_its_shutdown_answer_exists() {
     });
     let mut settings = f.settings(Models::new(&f.signal, &[("writer", &writer)]));
     settings.team_observer = observer.clone();
-    let team = build_team(settings).unwrap();
+    let team = build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Say done.")
+        .await
         .unwrap();
     f.signal
         .until("the writer idle", || {
@@ -416,9 +435,10 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
     let f = Fixture::new();
     let writer = planner(&f);
     let models = Models::new(&f.signal, &[("writer", &writer)]);
-    let team = f.build(models.clone());
+    let team = f.build(models.clone()).await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -451,7 +471,7 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
     .unwrap();
     assert!(plan_responses(&f, MailboxState::Ready).is_empty());
 
-    let team = f.build(models);
+    let team = f.build(models).await;
     f.signal
         .until("the recorded answer consumed and the writer idle", || {
             writer.calls() == 3 && !team.runtime.any_worker_running()

@@ -149,7 +149,7 @@ fn asked(route: ApprovalRoute, ttl: Duration) -> (Asked, troupe::bootstrap::Team
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way() {
     let (a, settings) = asked(ApprovalRoute::Person, Duration::from_secs(600));
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.prompted().await;
@@ -225,7 +225,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_ask_expires_as_a_denial_with_its_reason() {
     let (a, settings) = asked(ApprovalRoute::Person, Duration::from_millis(200));
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
         .until("the request", || permission_requests(&a.f).len() == 1)
@@ -257,7 +257,7 @@ async fn an_unanswered_ask_expires_as_a_denial_with_its_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_denies_the_waiting_ask_and_leaves_its_request_unanswered() {
     let (a, settings) = asked(ApprovalRoute::Person, Duration::from_secs(600));
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.prompted().await;
@@ -287,7 +287,7 @@ async fn a_terminal_yes_is_the_recorded_answer() {
     let lead = TestModel::new(&f.signal, writing_lead());
     let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
     settings.approval = typed_terminal(b"y\n", true);
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(f.workspace.join("NOTES.md").exists());
     let request = permission_requests(&f).remove(0);
@@ -307,7 +307,7 @@ async fn without_a_terminal_a_lead_s_ask_is_denied_at_once_and_registers_nothing
     let lead = TestModel::new(&f.signal, writing_lead());
     let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
     settings.approval = typed_terminal(b"y\n", false);
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
     assert!(permission_requests(&f).is_empty());
@@ -352,7 +352,7 @@ async fn routed_to_the_lead_a_teammate_s_ask_is_answered_with_review_permission(
         // Nobody at a terminal: routed asks still wait, for the lead.
         settings.approval = typed_terminal(b"", false);
         settings.settings.approvals.route = ApprovalRoute::Lead;
-        let team = troupe::bootstrap::build_team(settings).unwrap();
+        let team = troupe::bootstrap::build_team(settings).await.unwrap();
         let (_team, _) = finish(drive_in_background(team, "get notes written")).await;
         assert_eq!(
             f.workspace.join("NOTES.md").exists(),
@@ -384,7 +384,7 @@ async fn routed_to_the_lead_a_teammate_s_ask_is_answered_with_review_permission(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lead_cannot_answer_an_ask_meant_for_a_person() {
     let (a, settings) = asked(ApprovalRoute::Person, Duration::from_secs(600));
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
@@ -512,7 +512,7 @@ async fn the_plan_gate_denies_before_any_permission_request_is_registered() {
     ));
     // A person who approves everything at once: the gate must still come first.
     settings.approval = typed_terminal(b"y\ny\ny\n", true);
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "go")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
     assert!(permission_requests(&f).is_empty());
@@ -541,7 +541,7 @@ async fn a_permission_request_hook_is_told_of_each_registered_ask() {
         source: troupe::settings::Source::Project("troupe.toml".into()),
         index: 0,
     }];
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
@@ -605,7 +605,7 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
         .events
         .listeners
         .push(Arc::new(Bump(f.signal.clone())));
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "get notes written");
     // The lead has the ask in its conversation (an answered request's message would be

@@ -12,9 +12,10 @@ use troupe::store::tasks::{FileTaskBoard, Task, TaskBoard, TaskStatus};
 use super::support::{call, drive, name, say, Convo, Fixture, Models, Reply, TestModel};
 
 /// The tasks on the fixture's board, oldest first.
-fn board(f: &Fixture) -> Vec<Task> {
+async fn board(f: &Fixture) -> Vec<Task> {
     FileTaskBoard::new(&f.layout, Arc::new(f.clock.clone()), f.ids.clone())
         .list()
+        .await
         .unwrap()
 }
 
@@ -82,13 +83,15 @@ async fn idle_teammates_take_the_tasks_that_fit_them_each_exactly_once() {
     );
     let alpha = TestModel::new(&f.signal, worker);
     let beta = TestModel::new(&f.signal, worker);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("alpha", &alpha), ("beta", &beta)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("alpha", &alpha), ("beta", &beta)],
+        ))
+        .await;
     drive(&mut team, "Split the work.").await;
 
-    let tasks = board(&f);
+    let tasks = board(&f).await;
     let by_subject = |s: &str| tasks.iter().find(|t| t.subject == s).unwrap().clone();
     for (subject, owner) in [
         ("fix the parser", "alpha"),
@@ -150,12 +153,14 @@ async fn a_teammate_gated_by_its_plan_takes_nothing_from_the_board() {
         lead_script(&[("gamma", "engineer", true)], &[("anything", &[], None)]),
     );
     let gamma = TestModel::new(&f.signal, worker);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("gamma", &gamma)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("gamma", &gamma)],
+        ))
+        .await;
     drive(&mut team, "Go.").await;
-    let tasks = board(&f);
+    let tasks = board(&f).await;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].status, TaskStatus::Pending);
     assert!(f.events_of("task_claimed").is_empty());
@@ -180,11 +185,11 @@ async fn a_claim_held_when_the_run_closes_goes_back_to_the_board() {
         }
         say("Stopping here.")
     });
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     drive(&mut team, "Go.").await;
-    assert_eq!(board(&f)[0].status, TaskStatus::InProgress);
+    assert_eq!(board(&f).await[0].status, TaskStatus::InProgress);
     team.close().await;
-    let task = &board(&f)[0];
+    let task = &board(&f).await[0];
     assert_eq!(task.status, TaskStatus::Pending);
     let returned = task.returned.as_ref().unwrap();
     assert_eq!(returned.owner, name("lead"));

@@ -73,7 +73,7 @@ async fn bookkeeping_tools_are_allowed_without_asking_and_write_file_still_asks(
     let lead = TestModel::new(&f.signal, bookkeeping_lead);
     let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
     settings.approval = approval.clone();
-    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     let outcome = drive(&mut team, "Organise the release.").await;
 
     // Only write_file reached the approval provider, which refused it.
@@ -92,7 +92,7 @@ async fn bookkeeping_tools_are_allowed_without_asking_and_write_file_still_asks(
         f.ids.clone(),
     );
     use troupe::store::tasks::TaskBoard;
-    let tasks = board.list().unwrap();
+    let tasks = board.list().await.unwrap();
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].status.as_str(), "completed");
     assert!(f.layout.cron_file().is_file());

@@ -21,9 +21,12 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     });
     // Call 3 answers the "Plan approved" prompt: it never gets past its gate.
     let _held = writer.gate(3);
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan, then write.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -39,7 +42,10 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
             plan.id(),
             true,
             Some("Go."),
-            &team.runtime,
+            &troupe::wire::TeamRoster {
+                version: troupe::wire::TeamRoster::VERSION,
+                teammates: team.runtime.roster().await,
+            },
         )
         .unwrap();
     f.signal
@@ -76,7 +82,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     // The next run: the released response is delivered again. It is a replay for the store
     // (same message id): the request keeps its one resolution, and the runner continues.
     let next = TestModel::new(&f.signal, |_| say("Carried out."));
-    let team = f.build(Models::new(&f.signal, &[("writer", &next)]));
+    let team = f.build(Models::new(&f.signal, &[("writer", &next)])).await;
     assert_eq!(team.recovered, 0, "nothing was left in processing/");
     f.signal
         .until("the response handled by the next run", || {

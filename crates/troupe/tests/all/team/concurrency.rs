@@ -32,9 +32,12 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
             call("submit_plan", json!({"plan": "Write NOTES.md."}))
         }
     });
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Plan first.")
+        .await
         .unwrap();
     f.signal
         .until("the plan submitted and the writer idle", || {
@@ -96,7 +99,7 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
         "one answer delivered"
     );
 
-    team.runtime.wake_all();
+    team.runtime.wake_all().await;
     f.signal
         .until("the answer handled", || {
             f.count("writer", MailboxState::Ready) == 0 && !team.runtime.any_worker_running()

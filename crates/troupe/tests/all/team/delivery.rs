@@ -28,7 +28,7 @@ use troupe::wire::{
     TeammateStatus,
 };
 
-use super::support::{name, say, Fixture, Signal, TestModel};
+use super::support::{at_once, name, say, Fixture, Signal, TestModel};
 
 /// A file mailbox whose `send` fails for the message kinds listed in `failing`, and whose next
 /// `lead_ack_failures` acks of the lead's messages fail.
@@ -118,8 +118,13 @@ struct Factory {
     audit: Arc<MemoryAuditSink>,
 }
 
+#[async_trait::async_trait]
 impl TeammateFactory for Factory {
-    fn build(&self, team: TeamHandle, teammate: &TeammateRecord) -> Result<Runner, TeamError> {
+    async fn build(
+        &self,
+        team: TeamHandle,
+        teammate: &TeammateRecord,
+    ) -> Result<Runner, TeamError> {
         let name = &teammate.name;
         let mut registry = ToolRegistry::new();
         registry
@@ -144,7 +149,7 @@ struct Parts {
     runtime: TeamRuntime,
 }
 
-fn parts(f: &Fixture) -> Parts {
+async fn parts(f: &Fixture) -> Parts {
     let clock = Arc::new(f.clock.clone());
     let mailbox = Arc::new(FlakyMailbox {
         inner: FileMailboxStore::new(&f.layout, clock.clone()),
@@ -177,6 +182,7 @@ fn parts(f: &Fixture) -> Parts {
         },
         factory,
     )
+    .await
     .unwrap();
     Parts {
         mailbox,
@@ -189,10 +195,11 @@ fn parts(f: &Fixture) -> Parts {
 async fn spawn_writer(f: &Fixture, p: &Parts) {
     p.runtime
         .spawn_teammate(&name("writer"), "writer", "Say done.")
+        .await
         .unwrap();
     f.signal
         .until("the writer idle", || {
-            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Idle)
+            at_once(p.runtime.status_of(&name("writer"))) == Some(TeammateStatus::Idle)
                 && !p.runtime.any_worker_running()
         })
         .await;
@@ -205,7 +212,7 @@ fn ctx(f: &Fixture, agent: &str) -> ToolContext {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_message_cannot_be_sent_stays_pending() {
     let f = Fixture::new();
-    let p = parts(&f);
+    let p = parts(&f).await;
     spawn_writer(&f, &p).await;
     let lead_before = p.mailbox.counts(&AgentName::lead()).unwrap();
     p.mailbox
@@ -264,7 +271,7 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
     assert_eq!(f.count("writer", MailboxState::Ready), 0);
     // The writer is still usable: the failure was the delivery's, not the teammate's.
     assert_eq!(
-        p.runtime.status_of(&name("writer")),
+        p.runtime.status_of(&name("writer")).await,
         Some(TeammateStatus::Idle)
     );
     p.runtime.close().await;
@@ -287,7 +294,7 @@ async fn shutdown_whose_answer_fails(f: &Fixture, p: &Parts) -> troupe::wire::Pr
         .unwrap();
     f.signal
         .until("the writer failed", || {
-            p.runtime.status_of(&name("writer")) == Some(TeammateStatus::Failed)
+            at_once(p.runtime.status_of(&name("writer"))) == Some(TeammateStatus::Failed)
         })
         .await;
     request
@@ -296,7 +303,7 @@ async fn shutdown_whose_answer_fails(f: &Fixture, p: &Parts) -> troupe::wire::Pr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fails() {
     let f = Fixture::new();
-    let p = parts(&f);
+    let p = parts(&f).await;
     let request = shutdown_whose_answer_fails(&f, &p).await;
 
     // The request message is back in ready/, nothing in processing/, the request pending.
@@ -312,6 +319,7 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
     let record = p
         .runtime
         .roster()
+        .await
         .into_iter()
         .find(|r| r.name.as_str() == "writer")
         .unwrap();
@@ -352,7 +360,7 @@ async fn a_teammate_whose_recorded_answer_was_consumed_stops_on_the_redelivered_
 
 async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     let f = Fixture::new();
-    let p = parts(&f);
+    let p = parts(&f).await;
     let request = shutdown_whose_answer_fails(&f, &p).await;
     p.runtime.close().await;
     let responses = |f: &Fixture| -> Vec<MessageId> {
@@ -376,7 +384,7 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     };
 
     // The next run: the mailbox works again.
-    let next = parts(&f);
+    let next = parts(&f).await;
     assert_eq!(
         next.runtime.protocol().deliver_recorded_answers().unwrap(),
         1
@@ -385,10 +393,10 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     if consumed_first {
         next.store.consume_response(&recorded).unwrap();
     }
-    next.runtime.wake_all();
+    next.runtime.wake_all().await;
     f.signal
         .until("the writer shut down", || {
-            next.runtime.status_of(&name("writer")) == Some(TeammateStatus::Shutdown)
+            at_once(next.runtime.status_of(&name("writer"))) == Some(TeammateStatus::Shutdown)
         })
         .await;
     // Closing waits for the worker, which acks the request before it ends.
@@ -423,7 +431,7 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_lead_ack_is_retried_without_another_model_call() {
     let f = Fixture::new();
-    let p = parts(&f);
+    let p = parts(&f).await;
     spawn_writer(&f, &p).await;
     // The writer's result is waiting in the lead's mailbox; its first two acks will fail.
     *p.mailbox.lead_ack_failures.lock().unwrap() = 2;
@@ -529,7 +537,7 @@ async fn a_failed_lead_ack_is_retried_without_another_model_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_arriving_during_the_last_look_runs_at_once() {
     let f = Fixture::new();
-    let p = parts(&f);
+    let p = parts(&f).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let wakeup = troupe::cron::CronWakeup {
         job_id: troupe::cron::CronJobId::parse("00000000-0000-4000-8000-0000000000c1").unwrap(),

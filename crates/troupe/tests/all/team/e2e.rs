@@ -181,7 +181,7 @@ async fn full_scenario_through_a_chat_completions_server() {
         ..ModelConfig::new("sk-test-0123456789abcdef", "gpt-test")
     };
     let client = Arc::new(OpenAiClient::new(&config).unwrap());
-    let mut team = f.build(Arc::new(SameModel(client)));
+    let mut team = f.build(Arc::new(SameModel(client))).await;
 
     let outcome = drive(
         &mut team,

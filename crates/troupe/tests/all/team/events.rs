@@ -28,7 +28,7 @@ async fn a_teammate_result_waits_for_the_event_turn() {
     // The lead's second call (still inside its user turn) waits until the teammate's result is
     // in the lead's mailbox.
     let release = lead.gate(2);
-    let team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     let run = drive_in_background(team, "Spawn a teammate, then look around.");
     f.signal
         .until("the teammate's result in the lead's mailbox", || {

@@ -42,7 +42,9 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
             ),
         }
     });
-    let mut team = fx.build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }));
+    let mut team = fx
+        .build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }))
+        .await;
     let outcome = drive(&mut team, "go").await;
     assert!(
         outcome
@@ -79,7 +81,7 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
         "{status:?}"
     );
     // The roster shows the reason.
-    let roster = team.runtime.roster();
+    let roster = team.runtime.roster().await;
     assert!(roster[0]
         .detail
         .as_deref()
@@ -103,7 +105,9 @@ async fn a_teammate_that_failed_in_an_earlier_run_gets_another_chance() {
         }
         say("noted")
     });
-    let mut first = fx.build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }));
+    let mut first = fx
+        .build(Arc::new(LeadAndBrokenMate { lead: lead.clone() }))
+        .await;
     drive(&mut first, "go").await;
     first.close().await;
     assert_eq!(
@@ -115,7 +119,7 @@ async fn a_teammate_that_failed_in_an_earlier_run_gets_another_chance() {
     // Next run: the teammate works again; its released task is retried and succeeds.
     let mate = TestModel::new(&fx.signal, |_| say("done at last"));
     let models = Models::new(&fx.signal, &[("lead", &lead), ("mate", &mate)]);
-    let mut second = fx.build(models);
+    let mut second = fx.build(models).await;
     drive(&mut second, "carry on").await;
     assert_eq!(mate.calls(), 1);
     assert_eq!(fx.count("mate", MailboxState::Done), 1);

@@ -91,9 +91,10 @@ async fn settings_hooks_apply_to_the_lead_and_to_every_teammate() {
         hooks,
         ..Settings::default()
     };
-    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("alice"), "tester", "Run a command.")
+        .await
         .unwrap();
     f.signal
         .until("alice answered and is idle", || {
@@ -150,9 +151,10 @@ async fn the_plan_gate_still_applies_after_a_hook_allows() {
         hooks,
         ..Settings::default()
     };
-    let team = troupe::bootstrap::build_team(settings).unwrap();
+    let team = troupe::bootstrap::build_team(settings).await.unwrap();
     team.runtime
         .spawn_teammate(&name("alice"), "writer", "Write NOTES.md.")
+        .await
         .unwrap();
     f.signal
         .until("alice answered and is idle", || {
@@ -202,7 +204,7 @@ async fn a_rule_style_matcher_fires_only_for_the_calls_it_names() {
         hooks,
         ..Settings::default()
     };
-    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     let outcome = drive(&mut team, "go").await;
     assert_eq!(outcome.answer, "lead done");
     // The echo ran; the chain with an rm was blocked before it ran.

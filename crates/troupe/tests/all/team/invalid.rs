@@ -102,7 +102,9 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     use ProtocolMessageKind::*;
     let f = Fixture::new();
     let writer = TestModel::new(&f.signal, |_| say("Task done."));
-    let team = f.build(Models::new(&f.signal, &[("writer", &writer)]));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
     let store = team.protocol.clone();
     let resolved_plan = create(&store, RequestKind::PlanApproval, "writer", "lead");
     let open_plan = create(&store, RequestKind::PlanApproval, "writer", "lead");
@@ -234,6 +236,7 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     // The next valid message: spawning delivers the first task and starts the worker.
     team.runtime
         .spawn_teammate(&name("writer"), "writer", "Do the task.")
+        .await
         .unwrap();
     f.signal
         .until("the writer idle after its task", || {
@@ -288,7 +291,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
     use ProtocolMessageKind::*;
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, |_| say("Noted."));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     let store = team.protocol.clone();
     let shutdown = create(&store, RequestKind::Shutdown, "lead", "writer");
     let plan = create(&store, RequestKind::PlanApproval, "writer", "lead");

@@ -43,10 +43,12 @@ async fn the_leads_prompt_follows_the_roster_and_the_pending_requests() {
             call("submit_plan", json!({"plan": "Write NOTES.md."}))
         }
     });
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     finish(drive_in_background(team, "go")).await;
 
     let prompts: Vec<String> = (1..=lead.calls()).map(|n| system_of(&lead, n)).collect();
@@ -125,10 +127,12 @@ async fn teammates_and_subagents_keep_large_results_as_artifacts() {
             call("read_file", json!({"path": "big.txt"}))
         }
     });
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("reader", &reader)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("reader", &reader)],
+        ))
+        .await;
     finish(drive_in_background(team, "go")).await;
 
     for (agent, model) in [("reader", &reader), ("lead", &lead)] {

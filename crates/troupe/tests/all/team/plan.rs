@@ -53,10 +53,12 @@ async fn a_rejected_plan_keeps_the_gate_closed_and_the_feedback_reaches_the_team
             (true, true) => say("Understood; I will revise."),
         }
     });
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let (team, _) = finish(drive_in_background(team, "go")).await;
 
     let requests = f.requests();
@@ -102,10 +104,12 @@ async fn a_response_consumed_after_expiry_is_refused_and_the_sender_is_told() {
     });
     // The writer stays inside its first message (its second call) while the lead approves.
     let release = writer.gate(2);
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let run = drive_in_background(team, "go");
     f.signal
         .until("the lead's approval sent while the writer is busy", || {

@@ -118,10 +118,12 @@ async fn a_plan_required_teammate_is_denied_before_any_plan_and_allowed_after_ap
                                "prompt": "Write NOTES.md.", "plan_required": true})),
     );
     let writer = TestModel::new(&f.signal, eager_writer);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     drive(&mut team, "Have a writer write NOTES.md.").await;
 
     // The early write never ran; the approved one did.
@@ -177,10 +179,12 @@ async fn without_plan_required_a_teammate_is_gated_only_once_it_submits_a_plan()
         approving_lead(json!({"name": "writer", "role": "writer", "prompt": "Write."})),
     );
     let writer = TestModel::new(&f.signal, eager_writer);
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     drive(&mut team, "Have a writer write.").await;
 
     assert!(f.workspace.join("early.txt").exists(), "no plan, no gate");
@@ -229,7 +233,7 @@ async fn a_run_that_requires_plans_gates_every_teammate_from_its_first_call() {
         &[("lead", &lead), ("writer", &writer)],
     ));
     settings.require_plans = true;
-    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     drive(&mut team, "Have a writer write NOTES.md.").await;
 
     assert!(!f.workspace.join("early.txt").exists());
@@ -296,10 +300,12 @@ async fn plan_required_survives_into_the_next_run() {
         false => say("Noted."),
     });
     let writer = TestModel::new(&f.signal, |_| say("Ready."));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     drive(&mut team, "Spawn a writer.").await;
     team.close().await;
     assert_eq!(roster(&f)["teammates"][0]["plan_required"], true);
@@ -317,10 +323,12 @@ async fn plan_required_survives_into_the_next_run() {
         Some(result) => say(result),
         None => call("write_file", json!({"path": "NOTES.md", "content": "x"})),
     });
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     drive(&mut team, "Tell the writer to write.").await;
     assert!(!f.workspace.join("NOTES.md").exists());
     let denial = &tool_results(&writer.requests()[1].messages)[0];
@@ -337,7 +345,7 @@ async fn plan_required_survives_into_the_next_run() {
 async fn spawn_teammate_offers_plan_required_as_an_optional_boolean() {
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, |_| say("ok"));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     drive(&mut team, "hello").await;
     let spawn = lead.requests()[0]
         .tools

@@ -76,10 +76,12 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
 
     let lead = TestModel::new(&f.signal, |_| say("Noted."));
     let writer = TestModel::new(&f.signal, |_| say("Report finished."));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     assert_eq!(team.recovered, 2);
     let outcome = drive(&mut team, "Carry on.").await;
     assert_eq!(outcome.answer, "Noted.");
@@ -125,9 +127,9 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
     assert_eq!(f.count("writer", MailboxState::Done), 1);
     assert_eq!(f.count("lead", MailboxState::Done), 2);
     assert_eq!(
-        team.runtime.status_of(&name("writer")),
+        team.runtime.status_of(&name("writer")).await,
         Some(TeammateStatus::Idle)
     );
-    assert!(team.runtime.status_of(&AgentName::lead()).is_none());
+    assert!(team.runtime.status_of(&AgentName::lead()).await.is_none());
     team.close().await;
 }

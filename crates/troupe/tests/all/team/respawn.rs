@@ -123,10 +123,12 @@ async fn a_shut_down_name_is_spawned_again_with_a_fresh_conversation_twice_in_a_
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, obedient_lead);
     let writer = TestModel::new(&f.signal, |c| say(&format!("Ready; {}", c.last_user())));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
 
     step(&mut team, "spawn writer as drafter").await;
     step(&mut team, "shut writer down").await;
@@ -187,10 +189,12 @@ async fn a_running_or_idle_name_is_still_refused() {
     let writer = TestModel::new(&f.signal, |_| say("Ready."));
     // Hold the writer inside its first model call: it is running while the lead tries again.
     let release = writer.gate(1);
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let runtime = team.runtime.clone();
     let run = tokio::spawn(async move {
         let mut team = team;
@@ -201,7 +205,7 @@ async fn a_running_or_idle_name_is_still_refused() {
         .until("the writer's first call", || writer.calls() == 1)
         .await;
     assert_eq!(
-        runtime.status_of(&name("writer")),
+        runtime.status_of(&name("writer")).await,
         Some(TeammateStatus::Running)
     );
     let refused = runtime
@@ -253,11 +257,13 @@ async fn a_failed_name_is_spawned_again_and_messages_left_for_the_old_teammate_a
     let f = Fixture::new();
     let lead = TestModel::new(&f.signal, obedient_lead);
     let writer = TestModel::new(&f.signal, |c| say(&format!("Done: {}", c.last_user())));
-    let mut team = f.build(Arc::new(BrokenFirstWriter {
-        lead: lead.clone(),
-        writer: writer.clone(),
-        built: AtomicUsize::new(0),
-    }));
+    let mut team = f
+        .build(Arc::new(BrokenFirstWriter {
+            lead: lead.clone(),
+            writer: writer.clone(),
+            built: AtomicUsize::new(0),
+        }))
+        .await;
 
     step(&mut team, "spawn writer as drafter").await;
     assert_eq!(f.status_of(&team, "writer"), Some(TeammateStatus::Failed));
@@ -327,10 +333,12 @@ async fn a_plan_of_the_earlier_teammate_does_not_open_the_new_ones_gate() {
         }
         say("Submitted.")
     });
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     step(&mut team, "spawn writer as drafter with a plan").await;
     step(&mut team, "shut writer down").await;
     let plans = f.requests();
@@ -402,10 +410,12 @@ async fn the_name_can_be_spawned_again_the_moment_the_shutdown_answer_arrives() 
         let f = Fixture::new();
         let lead = TestModel::new(&f.signal, hasty_lead);
         let writer = TestModel::new(&f.signal, |_| say("Ok."));
-        let mut team = f.build(Models::new(
-            &f.signal,
-            &[("lead", &lead), ("writer", &writer)],
-        ));
+        let mut team = f
+            .build(Models::new(
+                &f.signal,
+                &[("lead", &lead), ("writer", &writer)],
+            ))
+            .await;
         step(&mut team, "Draft, then review.").await;
         let spawned = last_spawn(&lead);
         assert_eq!(spawned["replaced"], "shutdown", "{spawned}");
@@ -418,14 +428,15 @@ async fn the_name_can_be_spawned_again_the_moment_the_shutdown_answer_arrives() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reserved_names_user_and_troupe_are_never_spawned() {
     let f = Fixture::new();
-    let team = f.build(Models::new(&f.signal, &[]));
+    let team = f.build(Models::new(&f.signal, &[])).await;
     for reserved in ["user", "troupe"] {
         let err = team
             .runtime
             .spawn_teammate(&name(reserved), "writer", "Do the task.")
+            .await
             .unwrap_err();
         assert!(err.to_string().contains("reserved"), "{err}");
-        assert!(team.runtime.record_of(&name(reserved)).is_none());
+        assert!(team.runtime.record_of(&name(reserved)).await.is_none());
     }
     team.close().await;
 }

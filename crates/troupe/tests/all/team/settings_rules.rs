@@ -81,7 +81,7 @@ async fn settings_rules_apply_to_the_lead_teammates_and_the_subagent() {
         ],
         ..Settings::default()
     };
-    let mut team = troupe::bootstrap::build_team(settings).unwrap();
+    let mut team = troupe::bootstrap::build_team(settings).await.unwrap();
     let outcome = drive(&mut team, "Write the docs.").await;
     assert_eq!(outcome.answer, "All done.");
     for file in ["docs/lead.md", "docs/writer.md", "docs/sub.md"] {

@@ -32,10 +32,12 @@ async fn a_busy_teammate_finishes_its_message_before_shutting_down() {
     let writer = TestModel::new(&f.signal, |_| say("Report finished."));
     // The writer's only model call waits until the test says so.
     let release = writer.gate(1);
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let run = drive_in_background(team, "Start the report, then stop the writer.");
 
     // The lead's third call comes after request_shutdown ran: the request is queued while the
@@ -152,10 +154,12 @@ async fn a_shut_down_teammate_is_refused_by_send_message_and_request_shutdown() 
         }
     });
     let writer = TestModel::new(&f.signal, |_| say("hi"));
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let (team, _) = finish(drive_in_background(team, "go")).await;
     let last = lead.wire_messages(lead.calls());
     let results: Vec<&str> = last
@@ -197,10 +201,12 @@ async fn an_unanswered_shutdown_request_expires_and_the_lead_is_told() {
     });
     let writer = TestModel::new(&f.signal, |_| say("Long task done."));
     let release = writer.gate(1);
-    let team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("writer", &writer)],
-    ));
+    let team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("writer", &writer)],
+        ))
+        .await;
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "Start, then stop the writer.");
     f.signal

@@ -368,8 +368,8 @@ impl Fixture {
         }
     }
 
-    pub fn build(&self, models: Arc<dyn ModelChooser>) -> Team {
-        build_team(self.settings(models)).unwrap()
+    pub async fn build(&self, models: Arc<dyn ModelChooser>) -> Team {
+        build_team(self.settings(models)).await.unwrap()
     }
 
     /// A mailbox store on the same folders (for setting up and inspecting).
@@ -423,7 +423,18 @@ impl Fixture {
     }
 
     pub fn status_of(&self, team: &Team, agent: &str) -> Option<TeammateStatus> {
-        team.runtime.status_of(&name(agent))
+        at_once(team.runtime.status_of(&name(agent)))
+    }
+}
+
+/// What a team on files answers at once (its roster is in memory), for a condition that
+/// cannot wait: `future` polled once, which must be enough.
+pub fn at_once<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("a team on files answers at once"),
     }
 }
 

@@ -74,7 +74,7 @@ async fn lead_bodies(server: &MockServer) -> Vec<Value> {
 async fn the_lead_is_offered_its_tools_in_contract_order() {
     let (server, models) = model_server(|_| say("ok")).await;
     let fx = Fixture::new();
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     drive(&mut team, "hello").await;
     let body = &lead_bodies(&server).await[0];
     let names: Vec<&str> = body["tools"]
@@ -126,7 +126,7 @@ async fn the_lead_s_system_prompt_lists_the_workspace_skills() {
         "---\nname: release-notes\ndescription: Write release notes from the git log\n---\n# How\n",
     )
     .unwrap();
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     drive(&mut team, "hello").await;
     let system = lead_bodies(&server).await[0]["messages"][0]["content"]
         .as_str()
@@ -162,7 +162,7 @@ async fn a_background_job_completion_reaches_the_lead_as_an_event() {
     })
     .await;
     let fx = Fixture::new();
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     let outcome = drive(&mut team, "build in the background").await;
     // The run stayed alive while the job ran, and ended after the event turn.
     assert_eq!(outcome.answer, "job \"failed\" exited 3");
@@ -208,7 +208,7 @@ async fn a_cron_wakeup_reaches_the_lead_as_an_event() {
     })
     .await;
     let fx = Fixture::new();
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     let mut driver = team.driver();
     let cancel = CancellationToken::new();
     let first = driver
@@ -218,7 +218,7 @@ async fn a_cron_wakeup_reaches_the_lead_as_an_event() {
     assert_eq!(first.answer, "scheduled");
     // The manual clock reaches the job's time; the cron runtime fires it into the team.
     fx.clock.advance_millis(24 * 3600 * 1000);
-    let fired = team.cron.fire_due(fx.now());
+    let fired = team.cron.fire_due(fx.now()).await;
     assert_eq!(fired.len(), 1);
     let second = driver
         .run(&mut team.lead, "anything new?", &cancel)
@@ -253,7 +253,7 @@ async fn a_subagent_cannot_reach_team_tools() {
         }
     });
     let models = Models::new(&fx.signal, &[("lead", &lead)]);
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     let outcome = drive(&mut team, "delegate").await;
     assert!(
         outcome
@@ -262,7 +262,10 @@ async fn a_subagent_cannot_reach_team_tools() {
         "{}",
         outcome.answer
     );
-    assert!(team.runtime.roster().is_empty(), "no teammate was spawned");
+    assert!(
+        team.runtime.roster().await.is_empty(),
+        "no teammate was spawned"
+    );
     // The subagent was offered the base tools only.
     let sub = lead
         .requests()
@@ -289,7 +292,7 @@ async fn closing_the_team_kills_a_running_jobs_whole_process_group() {
         ),
     });
     let models = Models::new(&fx.signal, &[("lead", &lead)]);
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     let mut driver = team.driver();
     let cancel = CancellationToken::new();
     // The job writes to a FIFO once its grandchild runs; reading it is the test's signal.
@@ -339,7 +342,7 @@ async fn a_job_left_running_by_a_dead_run_is_recorded_cancelled_at_start() {
     };
     write(&fx.layout, &orphan).unwrap();
     let (_server, models) = model_server(|_| say("ok")).await;
-    let team = fx.build(models);
+    let team = fx.build(models).await;
     let records = read_all(&fx.layout).unwrap();
     assert_eq!(records.len(), 1);
     match &records[0].state {

@@ -36,13 +36,13 @@ async fn the_lead_and_a_teammate_continue_their_conversations_in_the_next_run() 
     let mate = TestModel::new(&f.signal, |_| say("ok"));
     let models = Models::new(&f.signal, &[("lead", &lead), ("mate", &mate)]);
 
-    let mut first = f.build(models.clone());
+    let mut first = f.build(models.clone()).await;
     drive(&mut first, "Start.").await;
     first.close().await;
     let lead_calls_in_first_run = lead.calls();
     let mate_calls_in_first_run = mate.calls();
 
-    let mut second = f.build(models);
+    let mut second = f.build(models).await;
     drive(&mut second, "Ask the teammate.").await;
     second.close().await;
 
@@ -93,7 +93,7 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
         .unwrap();
 
     let lead = TestModel::new(&f.signal, |_| say("Done."));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)]));
+    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     assert_eq!(team.recovered, 1);
     drive(&mut team, "Carry on.").await;
     team.close().await;

@@ -85,9 +85,9 @@ fn offered_tools(model: &TestModel) -> Vec<String> {
         .collect()
 }
 
-fn only_task(f: &Fixture) -> Task {
+async fn only_task(f: &Fixture) -> Task {
     let board = FileTaskBoard::new(&f.layout, Arc::new(f.clock.clone()), f.ids.clone());
-    let mut tasks = board.list().unwrap();
+    let mut tasks = board.list().await.unwrap();
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     tasks.remove(0)
 }
@@ -172,7 +172,9 @@ async fn a_teammate_searches_edits_and_works_the_lead_s_board() {
         board_lead(json!({"name": "dev", "role": "developer", "prompt": "Do the rename task."})),
     );
     let dev = TestModel::new(&f.signal, scripted_teammate(rename_steps));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]));
+    let mut team = f
+        .build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]))
+        .await;
     drive(&mut team, "Get the rename done.").await;
     team.close().await;
 
@@ -191,7 +193,7 @@ async fn a_teammate_searches_edits_and_works_the_lead_s_board() {
         "fn new_name() {}\n"
     );
     // The task the lead created, claimed and completed by the teammate: one board.
-    let task = only_task(&f);
+    let task = only_task(&f).await;
     assert_eq!(task.status.as_str(), "completed");
     assert_eq!(task.owner.as_ref().map(|o| o.as_str()), Some("dev"));
     // The teammate was told about the board.
@@ -241,7 +243,9 @@ async fn while_a_plan_is_pending_the_gate_denies_edits_and_claims_but_not_reads(
         board_lead(spawn.clone())(c)
     });
     let dev = TestModel::new(&f.signal, scripted_teammate(gated_steps));
-    let mut team = f.build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]));
+    let mut team = f
+        .build(Models::new(&f.signal, &[("lead", &lead), ("dev", &dev)]))
+        .await;
     drive(&mut team, "Get the rename done.").await;
     team.close().await;
 
@@ -277,7 +281,7 @@ async fn while_a_plan_is_pending_the_gate_denies_edits_and_claims_but_not_reads(
         std::fs::read_to_string(f.workspace.join("src/lib.rs")).unwrap(),
         "fn old_name() {}\n"
     );
-    let task = only_task(&f);
+    let task = only_task(&f).await;
     assert_eq!((task.status.as_str(), task.owner), ("pending", None));
 }
 
@@ -309,10 +313,12 @@ async fn an_agent_definition_narrows_the_working_toolset() {
         _ => say("Noted."),
     });
     let finder = TestModel::new(&f.signal, |_| say("Found."));
-    let mut team = f.build(Models::new(
-        &f.signal,
-        &[("lead", &lead), ("finder", &finder)],
-    ));
+    let mut team = f
+        .build(Models::new(
+            &f.signal,
+            &[("lead", &lead), ("finder", &finder)],
+        ))
+        .await;
     drive(&mut team, "Find things.").await;
     team.close().await;
 

@@ -139,6 +139,7 @@ async fn a_background_job_printing_the_key_records_it_redacted() {
     let id = fx
         .supervisor
         .submit(AgentName::lead(), "cat .env", fx.workspace())
+        .await
         .unwrap();
     let completion = fx.next_completion().await;
     assert_eq!(completion.output_tail, "OPENAI_API_KEY=[redacted]\n");
@@ -153,6 +154,7 @@ async fn a_background_job_printing_the_key_records_it_redacted() {
         let id = fx
             .supervisor
             .submit(AgentName::lead(), &command, fx.workspace())
+            .await
             .unwrap();
         let completion = fx.next_completion().await;
         assert_no_piece_of_the_key(&completion.output_tail);

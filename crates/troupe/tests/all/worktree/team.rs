@@ -92,7 +92,7 @@ async fn a_worktree_teammate_works_in_its_worktree_and_the_lead_merges_its_branc
     let models = Models::new(&fx.signal, &[("lead", &lead), ("alice", &alice)]);
     let mut settings = fx.settings(models);
     settings.sandbox = confined(&fx);
-    let mut team = build_team(settings).unwrap();
+    let mut team = build_team(settings).await.unwrap();
     drive(&mut team, "greet").await;
 
     let worktree = fx.workspace.join(".troupe/worktrees/alice");
@@ -168,7 +168,11 @@ async fn a_worktree_teammate_works_in_its_worktree_and_the_lead_merges_its_branc
         .is_file());
     assert!(!worktree.join(".troupe").exists());
     assert_eq!(
-        team.runtime.record_of(&name("alice")).unwrap().isolation,
+        team.runtime
+            .record_of(&name("alice"))
+            .await
+            .unwrap()
+            .isolation,
         Isolation::Worktree
     );
     team.close().await;
@@ -220,7 +224,7 @@ async fn two_teammates_on_the_same_lines_one_merges_and_the_other_is_a_conflict(
         value: Isolation::Worktree,
         source: Source::Default,
     });
-    let mut team = build_team(settings).unwrap();
+    let mut team = build_team(settings).await.unwrap();
     drive(&mut team, "edit").await;
 
     let results = tool_results(&lead);
@@ -270,7 +274,7 @@ async fn a_shut_down_teammate_s_merged_clean_worktree_goes_at_close() {
         }
     });
     let models = Models::new(&fx.signal, &[("lead", &lead), ("alice", &alice)]);
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     drive(&mut team, "go").await;
     let worktree = fx.workspace.join(".troupe/worktrees/alice");
     assert!(worktree.is_dir());
@@ -304,7 +308,7 @@ async fn a_workspace_that_is_not_a_repository_refuses_worktrees_and_works_as_bef
         }
     });
     let models = Models::new(&fx.signal, &[("lead", &lead), ("alice", &alice)]);
-    let mut team = fx.build(models);
+    let mut team = fx.build(models).await;
     drive(&mut team, "go").await;
     let results = tool_results(&lead);
     assert!(
@@ -353,7 +357,7 @@ async fn a_task_taken_from_the_board_is_committed_on_the_teammate_s_branch_with_
         say("added")
     });
     let models = Models::new(&fx.signal, &[("lead", &lead), ("bob", &bob)]);
-    let mut team = build_team(fx.settings(models)).unwrap();
+    let mut team = build_team(fx.settings(models)).await.unwrap();
     drive(&mut team, "go").await;
     assert_eq!(
         commit_line(&fx.workspace, "troupe/bob"),
