@@ -194,23 +194,28 @@ impl PgParts {
                 }
             }
         });
-        if takeover {
-            let runtime = runtime.clone();
-            let stop = stop.clone();
-            let every = takeover_look(self.lease);
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        () = tokio::time::sleep(every) => {}
-                        () = stop.cancelled() => return,
-                    }
-                    if runtime.is_closing() {
-                        return;
-                    }
-                    runtime.wake_all().await;
+        // Every process looks again at every look: a worker for teammates whose lease ran out,
+        // every process for messages whose wake was lost (a sender killed between its commit and
+        // its wake: see `store/postgres/notify.rs`).
+        let runtime = runtime.clone();
+        let look_stop = stop.clone();
+        let every = takeover_look(self.lease);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = look_stop.cancelled() => return,
                 }
-            });
-        }
+                if runtime.is_closing() {
+                    return;
+                }
+                if takeover {
+                    runtime.wake_all().await;
+                } else {
+                    runtime.look_again().await;
+                }
+            }
+        });
         WakeGuard(stop)
     }
 

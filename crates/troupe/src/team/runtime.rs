@@ -297,6 +297,16 @@ impl TeamRuntime {
         self.inner.changed.notify_one();
     }
 
+    /// Looks again at the mailboxes of the agents this process runs — the lead and the
+    /// teammates it has runners for — as if each had been woken: a lost wake is made up (see
+    /// `store/postgres/notify.rs`). Unlike [`Self::wake_all`], takes over no teammate.
+    pub async fn look_again(&self) {
+        self.wake(&AgentName::lead());
+        for name in self.inner.workers.names() {
+            self.inner.clone().wake_teammate(name).await;
+        }
+    }
+
     /// Whether any teammate worker is running.
     pub fn any_worker_running(&self) -> bool {
         self.inner.workers.any_running()

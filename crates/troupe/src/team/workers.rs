@@ -122,6 +122,11 @@ impl Workers {
     }
 
     /// Whether a worker of `name` is running.
+    /// The teammates with a runner in this process.
+    pub(super) fn names(&self) -> Vec<AgentName> {
+        lock(&self.slots).keys().cloned().collect()
+    }
+
     pub(super) fn is_running(&self, name: &AgentName) -> bool {
         lock(&self.slots).get(name).is_some_and(|slot| slot.running)
     }

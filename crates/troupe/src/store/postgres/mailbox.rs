@@ -22,8 +22,10 @@
 //! `next_row` for why a row claimed ahead is never handed out once its lease may have run out.
 //! Meanwhile those rows show as `processing`, claimed by this holder.
 //!
-//! **Wakes.** `send` inserts the row and `pg_notify`s the recipient in the same statement, so
-//! the notification is sent on commit, never before the row is visible.
+//! **Wakes.** `send` commits the row alone, then has the store's notifier wake the recipient
+//! (`notify.rs`: wakes go out in rounds after their rows commit, so durable sends from many
+//! connections share WAL flushes; a wake is never seen before its row). Releases, requeues and
+//! recovery, which are rare, still `pg_notify` in their own statement.
 //!
 //! `recover` (run start) releases only processing messages whose lease expired: with workers
 //! in other processes, a live lease is somebody's work in progress. Database time
@@ -487,26 +489,17 @@ impl PgMailboxStore {
                     .query(
                         &client
                             .prepare_cached(
-                                "WITH ins AS (
-                         INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
+                                "INSERT INTO troupe_messages (team, agent, id, created_ms, state, body)
                          SELECT $1, $2, $3, $4, 'ready', $5
                           WHERE NOT EXISTS (
                                 SELECT 1 FROM troupe_messages_kept
                                  WHERE team = $1 AND agent = $2 AND id = $3)
                          ON CONFLICT DO NOTHING
-                         RETURNING agent)
-                     SELECT pg_notify($6, agent)::text FROM ins",
+                         RETURNING agent",
                             )
                             .await
                             .map_err(|e| db_error("prepare a statement", e))?,
-                        &[
-                            &store.team(),
-                            &agent,
-                            &id,
-                            &created,
-                            &body,
-                            &store.channel(),
-                        ],
+                        &[&store.team(), &agent, &id, &created, &body],
                     )
                     .await
                     .map_err(|e| db_error("send a message", e))?;
@@ -995,7 +988,7 @@ impl PgMailboxStore {
 impl MailboxStore for PgMailboxStore {
     async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let mut attempt = 0;
-        super::retrying_async(move || {
+        let sent = super::retrying_async(move || {
             attempt += 1;
             let attempt = attempt;
             async move {
@@ -1016,7 +1009,15 @@ impl MailboxStore for PgMailboxStore {
                 }
             }
         })
-        .await
+        .await;
+        if sent.is_ok() {
+            // Committed: now its wake (after the row, never before; see `notify.rs`). A wake
+            // that cannot be sent is made up by the recipient's next look, so the send stands.
+            if let Err(e) = self.store.wake(message.recipient().as_str()).await {
+                tracing::debug!("no wake for {}'s message: {e}", message.recipient());
+            }
+        }
+        sent
     }
 
     async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {

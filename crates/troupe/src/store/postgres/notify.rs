@@ -12,8 +12,9 @@
 //! process that goes on running.
 //!
 //! What it gives up: a process killed between its commit and its round leaves the row without a
-//! wake. Every process of a team looks at all its agents' mailboxes every half lease anyway
-//! (`bootstrap::distributed::wakeups`), which makes up for it; nothing is lost, only late.
+//! wake. Every process of a team looks at its agents' mailboxes again at every look — a tenth
+//! of the lease, between 50 ms and 1 s (`bootstrap::distributed::wakeups`) — which makes up for
+//! it: nothing is lost, only late by up to one look.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -83,8 +84,7 @@ impl Notifier {
 impl PgStore {
     /// Announces a committed change to `agent`'s mailbox: returns once a wake sent after this
     /// call began is out (see the module's documentation). A wake that fails is logged: the
-    /// half-lease look makes up for it.
-    #[allow(dead_code)] // until the mailbox sends through it
+    /// next look makes up for it.
     pub(crate) async fn wake(&self, agent: &str) -> Result<(), BackendError> {
         self.bounded(self.notifier().announced(agent)).await
     }
@@ -104,7 +104,7 @@ impl PgStore {
                     if let Err(e) = store.bounded(send_round(&store, &agents)).await {
                         tracing::warn!(
                             "could not wake {} agent(s) after their messages: {e} (they look \
-                             again within half a lease)",
+                             again at the next look)",
                             agents.len()
                         );
                     }
