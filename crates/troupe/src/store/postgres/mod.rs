@@ -10,18 +10,20 @@
 //!   (a small pool made for it: connections recycled, creation and wait time-outs). `sqlx` was
 //!   not taken: its macros and drivers weigh far more on a 2-core build, and nothing here needs
 //!   compile-time checked queries.
-//! - **Its own runtime.** The store ports are synchronous (ARCHITECTURE, "Blocking store
-//!   calls"), so [`PgStore`] owns a small tokio runtime on which every query runs; a port call
-//!   hands its query to that runtime and waits on a channel. That works from any thread — a
-//!   worker task inside `sync::blocking`, a current-thread test runtime, a plain thread —
-//!   without ever blocking the runtime that waits. Nothing that runs *on* this runtime calls a
-//!   port (wakeups leave it through a channel), so it cannot wait on itself.
+//! - **Async ports, connections on a runtime of its own.** Every adapter is async and awaits the
+//!   pool on its caller's runtime. The pool's connections are opened and driven on a small
+//!   runtime [`PgStore`] owns (`connect.rs`): a socket belongs to the runtime that made it, and a
+//!   CLI command's or a test's runtime ends long before the pool lets go of a connection. The
+//!   one call that waits on that runtime from the calling thread is [`PgStore::connect`] (the
+//!   pool and the schema, once, before any team work).
 //! - **Time-outs**: every connection sets `statement_timeout` (30 s unless the URL's `options`
 //!   set one); the pool waits at most 10 s for a free connection.
 //!
 //! # Layout
 //!
-//! - `mod.rs`: [`PgStore`] — the URL, the pool, the runtime bridge, the team key, the error map.
+//! - `mod.rs`: [`PgStore`] — the URL, the pool, its runtime, the team key, the error map.
+//! - `connect.rs`: connections opened and driven on the store's runtime.
+//! - `notify.rs`: wakes sent after their rows commit, in rounds.
 //! - `schema.rs`: the embedded migrations, applied at start under an advisory lock.
 //! - `wake.rs`: `LISTEN` on the team's channel, reconnecting with backoff; a lost connection
 //!   is followed by a rescan, so no wake is lost.
