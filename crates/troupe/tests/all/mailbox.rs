@@ -47,6 +47,16 @@ pub fn message(id: MessageId, to: &str, created_at: UtcTime, content: &str) -> M
     })
 }
 
+/// Runs `f` to completion on a current-thread runtime of its own: for a thread of a test that
+/// races real threads, or a proptest case.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 /// A workspace in a temp folder with a manual clock and sequential ids.
 pub struct Fixture {
     pub dir: TempDir,

@@ -13,7 +13,7 @@ use troupe::store::postgres::wake::{listen, Wake};
 use troupe::store::postgres::{PgStore, SCHEMA_VERSION};
 use troupe::wire::{AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage};
 
-use super::{Backend, Stores};
+use super::{block_on, Backend, Stores};
 use crate::mailbox::{agent, at};
 
 fn message(n: u128, to: &str) -> MailboxMessage {
@@ -32,49 +32,53 @@ fn pg() -> Option<Stores> {
     Stores::new(Backend::Postgres)
 }
 
-#[test]
-fn an_expired_lease_is_taken_over_and_the_old_holders_ack_is_refused() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_taken_over_and_the_old_holders_ack_is_refused() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     // The first worker pauses past its (zero) lease; the second takes the message over.
     let paused = s.pg_mailbox(&store, Duration::ZERO);
     let other = s.pg_mailbox(&store, Duration::from_secs(60));
-    paused.send(&message(1, "alice")).unwrap();
-    let m = paused.claim(&agent("alice")).unwrap().unwrap();
-    let taken = other.claim(&agent("alice")).unwrap().unwrap();
+    paused.send(&message(1, "alice")).await.unwrap();
+    let m = paused.claim(&agent("alice")).await.unwrap().unwrap();
+    let taken = other.claim(&agent("alice")).await.unwrap().unwrap();
     assert_eq!(taken, m);
     // Every completion by the paused worker is fenced off.
     for refused in [
-        paused.ack(&agent("alice"), &m).map(|_| ()),
-        paused.release(&agent("alice"), m.id()),
+        paused.ack(&agent("alice"), &m).await.map(|_| ()),
+        paused.release(&agent("alice"), m.id()).await,
         paused
             .quarantine(&agent("alice"), m.id(), "late")
+            .await
             .map(|_| ()),
     ] {
         assert_eq!(refused.unwrap_err().code(), "mailbox_lease_lost");
     }
-    let counts = other.counts(&agent("alice")).unwrap();
+    let counts = other.counts(&agent("alice")).await.unwrap();
     assert_eq!((counts.processing, counts.done), (1, 0));
-    assert_eq!(other.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+    assert_eq!(
+        other.ack(&agent("alice"), &m).await.unwrap(),
+        AckOutcome::Acked
+    );
     // Once done, the late holder's retried ack sees the same message done: no second effect.
     assert_eq!(
-        paused.ack(&agent("alice"), &m).unwrap(),
+        paused.ack(&agent("alice"), &m).await.unwrap(),
         AckOutcome::AlreadyDone
     );
-    assert_eq!(other.counts(&agent("alice")).unwrap().done, 1);
+    assert_eq!(other.counts(&agent("alice")).await.unwrap().done, 1);
 }
 
-#[test]
-fn fencing_tokens_only_grow_and_an_untaken_expired_claim_is_still_its_holders() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_only_grow_and_an_untaken_expired_claim_is_still_its_holders() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     let holder = s.pg_mailbox(&store, Duration::ZERO);
     for n in 1..=3 {
-        holder.send(&message(n, "alice")).unwrap();
+        holder.send(&message(n, "alice")).await.unwrap();
     }
     let mut fences = Vec::new();
     for _ in 0..3 {
-        let m = holder.claim(&agent("alice")).unwrap().unwrap();
+        let m = holder.claim(&agent("alice")).await.unwrap().unwrap();
         let fence =
             s.db.as_ref()
                 .unwrap()
@@ -86,28 +90,34 @@ fn fencing_tokens_only_grow_and_an_untaken_expired_claim_is_still_its_holders() 
                 .unwrap();
         fences.push(fence.parse::<i64>().unwrap());
         // Expired (lease zero) but nobody took it: the token still matches.
-        assert_eq!(holder.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+        assert_eq!(
+            holder.ack(&agent("alice"), &m).await.unwrap(),
+            AckOutcome::Acked
+        );
     }
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
 
-#[test]
-fn recovery_releases_expired_leases_only() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_releases_expired_leases_only() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     let dead = s.pg_mailbox(&store, Duration::ZERO);
     let live = s.pg_mailbox(&store, Duration::from_secs(60));
-    dead.send(&message(1, "alice")).unwrap();
-    dead.send(&message(2, "alice")).unwrap();
+    dead.send(&message(1, "alice")).await.unwrap();
+    dead.send(&message(2, "alice")).await.unwrap();
     // The live claim first: a zero lease would let it take the dead one's message.
-    let held = live.claim(&agent("alice")).unwrap().unwrap();
-    let lost = dead.claim(&agent("alice")).unwrap().unwrap();
+    let held = live.claim(&agent("alice")).await.unwrap().unwrap();
+    let lost = dead.claim(&agent("alice")).await.unwrap().unwrap();
     assert_ne!(lost.id(), held.id());
-    let report = s.mailbox().recover(&agent("alice")).unwrap();
+    let report = s.mailbox().recover(&agent("alice")).await.unwrap();
     assert_eq!(report.released, vec![lost.id()]);
-    let counts = live.counts(&agent("alice")).unwrap();
+    let counts = live.counts(&agent("alice")).await.unwrap();
     assert_eq!((counts.ready, counts.processing), (1, 1));
-    assert_eq!(live.ack(&agent("alice"), &held).unwrap(), AckOutcome::Acked);
+    assert_eq!(
+        live.ack(&agent("alice"), &held).await.unwrap(),
+        AckOutcome::Acked
+    );
 }
 
 #[test]
@@ -117,13 +127,14 @@ fn a_send_wakes_a_listener_after_its_row_is_visible() {
     runtime.block_on(async {
         assert_eq!(rx.recv().await, Some(Wake::Rescan));
         let mailbox = s.mailbox();
-        mailbox.send(&message(1, "alice")).unwrap();
+        mailbox.send(&message(1, "alice")).await.unwrap();
         assert_eq!(rx.recv().await, Some(Wake::Agent("alice".into())));
         // What the wake announced is there to claim.
-        assert!(mailbox.claim(&agent("alice")).unwrap().is_some());
+        assert!(mailbox.claim(&agent("alice")).await.unwrap().is_some());
         // A release wakes too (the message is claimable again).
         mailbox
             .release(&agent("alice"), message(1, "alice").id())
+            .await
             .unwrap();
         assert_eq!(rx.recv().await, Some(Wake::Agent("alice".into())));
     });
@@ -222,20 +233,21 @@ fn a_schema_newer_than_the_binary_is_refused_and_migrating_twice_is_a_no_op() {
     assert!(err.to_string().contains("upgrade troupe"), "{err}");
 }
 
-#[test]
-fn teams_sharing_a_database_never_see_each_others_messages() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teams_sharing_a_database_never_see_each_others_messages() {
     let Some(s) = pg() else { return };
     let db = s.db.as_ref().unwrap();
     let a = s.pg_mailbox(&db.store("team-a"), Duration::from_secs(60));
     let b = s.pg_mailbox(&db.store("team-b"), Duration::from_secs(60));
-    a.send(&message(1, "alice")).unwrap();
+    a.send(&message(1, "alice")).await.unwrap();
     // The same id in another team is another message.
-    b.send(&message(1, "alice")).unwrap();
-    assert!(b.claim(&agent("alice")).unwrap().is_some());
-    assert_eq!(b.claim(&agent("alice")).unwrap(), None);
-    assert_eq!(a.counts(&agent("alice")).unwrap().ready, 1);
+    b.send(&message(1, "alice")).await.unwrap();
+    assert!(b.claim(&agent("alice")).await.unwrap().is_some());
+    assert_eq!(b.claim(&agent("alice")).await.unwrap(), None);
+    assert_eq!(a.counts(&agent("alice")).await.unwrap().ready, 1);
     assert_eq!(
         b.list(&agent("alice"), MailboxState::Processing)
+            .await
             .unwrap()
             .len(),
         1
@@ -255,13 +267,13 @@ fn an_unreachable_server_is_a_clear_error_with_a_stable_code() {
 /// The lead pauses past the lease of a shutdown response it claimed, another lead process takes
 /// the message over: the paused one's consume + ack is refused as a whole — the request is not
 /// resolved by a holder that can no longer ack — and the new holder resolves it once.
-#[test]
-fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
     use crate::protocol::support::{answer, mid, shutdown_of};
     use troupe::store::response_ack::ResponseAckError;
     use troupe::wire::RequestStatus;
     let Some(s) = pg() else { return };
-    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let request = s.protocol().create(shutdown_of("alice")).await.unwrap();
     let paused = s.claiming_mailbox(Duration::ZERO);
     let other = s.claiming_mailbox(Duration::from_secs(60));
     let lead = AgentName::lead();
@@ -269,18 +281,21 @@ fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
     paused
         .port()
         .send(&MailboxMessage::Protocol(yes.clone()))
+        .await
         .unwrap();
-    let m = paused.port().claim(&lead).unwrap().unwrap();
-    assert_eq!(other.port().claim(&lead).unwrap().unwrap(), m);
+    let m = paused.port().claim(&lead).await.unwrap().unwrap();
+    assert_eq!(other.port().claim(&lead).await.unwrap().unwrap(), m);
     let err = s
         .response_ack(&paused)
         .consume_and_ack(&lead, &m, &yes)
+        .await
         .unwrap_err();
     assert!(matches!(err, ResponseAckError::Ack(_)), "{err:?}");
     assert_eq!(err.code(), "mailbox_lease_lost");
     assert_eq!(
         s.protocol()
             .get(request.id())
+            .await
             .unwrap()
             .unwrap()
             .stored_status(),
@@ -290,12 +305,14 @@ fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
     let (consumed, acked) = s
         .response_ack(&other)
         .consume_and_ack(&lead, &m, &yes)
+        .await
         .unwrap();
     assert!(!consumed.replayed);
     assert_eq!(acked, AckOutcome::Acked);
     assert_eq!(
         s.protocol()
             .get(request.id())
+            .await
             .unwrap()
             .unwrap()
             .stored_status(),
@@ -305,55 +322,62 @@ fn a_consume_and_ack_by_a_holder_that_lost_the_lease_changes_nothing() {
 
 /// A consumer draining a backlog has its claims made in batches: it still gets every message
 /// once, oldest first, and the rows claimed ahead are its own (processing) until handed out.
-#[test]
-fn a_drained_backlog_comes_in_order_once_through_claims_made_ahead() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_backlog_comes_in_order_once_through_claims_made_ahead() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     let consumer = s.pg_mailbox(&store, Duration::from_secs(60));
     let sent: Vec<MailboxMessage> = (1..=40).map(|n| message(n, "alice")).collect();
     for m in &sent {
-        consumer.send(m).unwrap();
+        consumer.send(m).await.unwrap();
     }
     let mut got = Vec::new();
     let mut most_processing = 0;
-    while let Some(m) = consumer.claim(&agent("alice")).unwrap() {
-        most_processing = most_processing.max(consumer.counts(&agent("alice")).unwrap().processing);
+    while let Some(m) = consumer.claim(&agent("alice")).await.unwrap() {
+        most_processing =
+            most_processing.max(consumer.counts(&agent("alice")).await.unwrap().processing);
         assert_eq!(
-            consumer.ack(&agent("alice"), &m).unwrap(),
+            consumer.ack(&agent("alice"), &m).await.unwrap(),
             AckOutcome::Acked
         );
         got.push(m);
     }
     assert_eq!(got, sent);
     assert!(most_processing > 1, "no claims were made ahead");
-    let counts = consumer.counts(&agent("alice")).unwrap();
+    let counts = consumer.counts(&agent("alice")).await.unwrap();
     assert_eq!((counts.ready, counts.processing, counts.done), (0, 0, 40));
 }
 
 /// A store that sent ten messages to alice and claimed and acked the first five, the fifth
 /// claim taking the other five ahead (still processing, its own); and the ten.
-fn five_handled_five_ahead(
+async fn five_handled_five_ahead(
     s: &Stores,
     store: &PgStore,
 ) -> (troupe::store::postgres::PgMailboxStore, Vec<MailboxMessage>) {
     let first = s.pg_mailbox(store, Duration::from_secs(60));
     let sent: Vec<MailboxMessage> = (1..=10).map(|n| message(n, "alice")).collect();
     for m in &sent {
-        first.send(m).unwrap();
+        first.send(m).await.unwrap();
     }
     for m in &sent[..5] {
-        assert_eq!(first.claim(&agent("alice")).unwrap().as_ref(), Some(m));
-        first.ack(&agent("alice"), m).unwrap();
+        assert_eq!(
+            first.claim(&agent("alice")).await.unwrap().as_ref(),
+            Some(m)
+        );
+        first.ack(&agent("alice"), m).await.unwrap();
     }
-    assert_eq!(first.counts(&agent("alice")).unwrap().processing, 5);
+    assert_eq!(first.counts(&agent("alice")).await.unwrap().processing, 5);
     (first, sent)
 }
 
 /// Claims and acks alice's messages until there are none; what it got, in order.
-fn drain(mailbox: &dyn MailboxStore) -> Vec<MailboxMessage> {
+async fn drain(mailbox: &dyn MailboxStore) -> Vec<MailboxMessage> {
     let mut taken = Vec::new();
-    while let Some(m) = mailbox.claim(&agent("alice")).unwrap() {
-        assert_eq!(mailbox.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+    while let Some(m) = mailbox.claim(&agent("alice")).await.unwrap() {
+        assert_eq!(
+            mailbox.ack(&agent("alice"), &m).await.unwrap(),
+            AckOutcome::Acked
+        );
         taken.push(m);
     }
     taken
@@ -361,35 +385,35 @@ fn drain(mailbox: &dyn MailboxStore) -> Vec<MailboxMessage> {
 
 /// A row claimed ahead and not handed out within half the lease is never handed out by that
 /// store: its lease runs out in the database and another holder gets it, once.
-#[test]
-fn a_row_claimed_ahead_and_left_too_long_goes_to_the_next_holder_only() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_claimed_ahead_and_left_too_long_goes_to_the_next_holder_only() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let (first, sent) = five_handled_five_ahead(&s, &store);
+    let (first, sent) = five_handled_five_ahead(&s, &store).await;
     // Half the lease passes before the caller claims again.
     s.clock.advance_millis(30_001);
-    assert_eq!(first.claim(&agent("alice")).unwrap(), None);
+    assert_eq!(first.claim(&agent("alice")).await.unwrap(), None);
     // Their leases run out (in the database's time); another holder takes them, in order.
     s.db.as_ref()
         .unwrap()
         .execute("UPDATE troupe_messages SET lease_until = clock_timestamp() - interval '1 second'")
         .unwrap();
     let next = s.pg_mailbox(&store, Duration::from_secs(60));
-    let taken = drain(&next);
+    let taken = drain(&next).await;
     assert_eq!(taken, sent[5..].to_vec());
-    assert_eq!(first.claim(&agent("alice")).unwrap(), None);
-    assert_eq!(next.counts(&agent("alice")).unwrap().done, 10);
+    assert_eq!(first.claim(&agent("alice")).await.unwrap(), None);
+    assert_eq!(next.counts(&agent("alice")).await.unwrap().done, 10);
 }
 
 /// Four consumers (each its own store, as four processes) drain one backlog with claims made
 /// ahead: every message is done exactly once.
-#[test]
-fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
     let sender = s.pg_mailbox(&store, Duration::from_secs(60));
     for n in 1..=200 {
-        sender.send(&message(n, "alice")).unwrap();
+        sender.send(&message(n, "alice")).await.unwrap();
     }
     let consumers: Vec<_> = (0..4)
         .map(|_| s.pg_mailbox(&store, Duration::from_secs(60)))
@@ -399,13 +423,15 @@ fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
         for consumer in &consumers {
             let handled = &handled;
             scope.spawn(move || {
-                while let Some(m) = consumer.claim(&agent("alice")).unwrap() {
-                    assert_eq!(
-                        consumer.ack(&agent("alice"), &m).unwrap(),
-                        AckOutcome::Acked
-                    );
-                    handled.lock().unwrap().push(m.id());
-                }
+                block_on(async move {
+                    while let Some(m) = consumer.claim(&agent("alice")).await.unwrap() {
+                        assert_eq!(
+                            consumer.ack(&agent("alice"), &m).await.unwrap(),
+                            AckOutcome::Acked
+                        );
+                        handled.lock().unwrap().push(m.id());
+                    }
+                })
             });
         }
     });
@@ -413,7 +439,7 @@ fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
     handled.sort();
     handled.dedup();
     assert_eq!(handled.len(), 200);
-    assert_eq!(sender.counts(&agent("alice")).unwrap().done, 200);
+    assert_eq!(sender.counts(&agent("alice")).await.unwrap().done, 200);
 }
 
 /// The team's shared event stream: every process's events in one order, each `seq` replaced
@@ -471,17 +497,17 @@ fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
 
 /// A store that goes away (its worker stops) gives back the rows it claimed ahead: the next
 /// holder takes them at once, without waiting for their leases.
-#[test]
-fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_claimed_ahead_are_given_back_when_the_store_goes_away() {
     let Some(s) = pg() else { return };
     let store = s.pg.clone().unwrap();
-    let (first, sent) = five_handled_five_ahead(&s, &store);
+    let (first, sent) = five_handled_five_ahead(&s, &store).await;
     drop(first);
     let next = s.pg_mailbox(&store, Duration::from_secs(60));
-    assert_eq!(next.counts(&agent("alice")).unwrap().ready, 5);
+    assert_eq!(next.counts(&agent("alice")).await.unwrap().ready, 5);
     let mut taken = Vec::new();
-    while let Some(m) = next.claim(&agent("alice")).unwrap() {
-        next.ack(&agent("alice"), &m).unwrap();
+    while let Some(m) = next.claim(&agent("alice")).await.unwrap() {
+        next.ack(&agent("alice"), &m).await.unwrap();
         taken.push(m);
     }
     assert_eq!(taken, sent[5..].to_vec());

@@ -214,28 +214,8 @@ impl Mailbox {
     }
 }
 
-/// One test per backend: `both!(name)` runs `fn name(Backend)` as `name::file` and
-/// `name::postgres`.
-macro_rules! both {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[test]
-                fn file() {
-                    super::$name(super::super::Backend::File)
-                }
-                #[test]
-                fn postgres() {
-                    super::$name(super::super::Backend::Postgres)
-                }
-            }
-        )*
-    };
-}
-pub(crate) use both;
-
-/// [`both`] for a contract over an async port: `fn name(Backend)` is async, and each backend's
-/// test runs it on a runtime of its own.
+/// One test per backend: `both_async!(name)` runs `async fn name(Backend)` as `name::file` and
+/// `name::postgres`, each on a runtime of its own.
 macro_rules! both_async {
     ($($name:ident),* $(,)?) => {
         $(
@@ -253,3 +233,13 @@ macro_rules! both_async {
     };
 }
 pub(crate) use both_async;
+
+/// Runs `f` to completion on a current-thread runtime of its own: for each thread of a test that
+/// races real threads (a thread of a test's own runtime cannot block on another future).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}

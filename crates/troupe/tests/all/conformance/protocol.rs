@@ -10,12 +10,12 @@ use troupe::store::protocol::{Delivery, ProtocolStore};
 use troupe::store::response_ack::ResponseAckError;
 use troupe::wire::{MailboxMessage, ProtocolMessage, ProtocolMessageKind, RequestStatus};
 
-use super::{both, Backend, Stores};
+use super::{block_on, both_async, Backend, Stores};
 use crate::protocol::support::{
     announce, answer, code, mid, name, plan_of, response, shutdown_of, with_ttl,
 };
 
-both!(
+both_async!(
     requests_are_registered_and_listed_in_creation_order,
     a_response_is_consumed_exactly_once_and_replayed_unchanged,
     mismatched_responses_change_nothing,
@@ -28,66 +28,79 @@ both!(
     a_refused_response_is_neither_consumed_nor_acked,
 );
 
-fn requests_are_registered_and_listed_in_creation_order(backend: Backend) {
+async fn requests_are_registered_and_listed_in_creation_order(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
     let store = s.protocol();
-    let a = store.create(shutdown_of("alice")).unwrap();
+    let a = store.create(shutdown_of("alice")).await.unwrap();
     s.clock.advance_millis(5);
-    let p1 = store.create(plan_of("alice")).unwrap();
-    let p2 = store.create(plan_of("alice")).unwrap();
-    let b = store.create(plan_of("bob")).unwrap();
-    assert_eq!(store.get(a.id()).unwrap(), Some(a.clone()));
-    let listed: Vec<_> = store.list().unwrap().iter().map(|r| r.id()).collect();
+    let p1 = store.create(plan_of("alice")).await.unwrap();
+    let p2 = store.create(plan_of("alice")).await.unwrap();
+    let b = store.create(plan_of("bob")).await.unwrap();
+    assert_eq!(store.get(a.id()).await.unwrap(), Some(a.clone()));
+    let listed: Vec<_> = store.list().await.unwrap().iter().map(|r| r.id()).collect();
     assert_eq!(listed, vec![a.id(), p1.id(), p2.id(), b.id()]);
-    assert_eq!(store.pending().unwrap().len(), 4);
+    assert_eq!(store.pending().await.unwrap().len(), 4);
     // The latest plan by creation order, ties by registration.
     assert_eq!(
         store
             .latest_plan_of(&name("alice"))
+            .await
             .unwrap()
             .map(|r| r.id()),
         Some(p2.id())
     );
-    assert_eq!(store.latest_plan_of(&name("carol")).unwrap(), None);
+    assert_eq!(store.latest_plan_of(&name("carol")).await.unwrap(), None);
     // A request message must carry what was registered.
-    store.validate_request(&announce(&p1, mid(1))).unwrap();
+    store
+        .validate_request(&announce(&p1, mid(1)))
+        .await
+        .unwrap();
     // Another process sees the same (a second instance over the same backend).
-    assert_eq!(s.protocol().list().unwrap(), store.list().unwrap());
+    assert_eq!(
+        s.protocol().list().await.unwrap(),
+        store.list().await.unwrap()
+    );
 }
 
-fn a_response_is_consumed_exactly_once_and_replayed_unchanged(backend: Backend) {
+async fn a_response_is_consumed_exactly_once_and_replayed_unchanged(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
     let store = s.protocol();
-    let request = store.create(plan_of("alice")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
     let yes = answer(&request, mid(1), true);
-    let checked = store.validate_response(&yes).unwrap();
+    let checked = store.validate_response(&yes).await.unwrap();
     assert!(!checked.replayed);
-    assert!(store.get(request.id()).unwrap().unwrap().is_pending());
-    let consumed = store.consume_response(&yes).unwrap();
+    assert!(store.get(request.id()).await.unwrap().unwrap().is_pending());
+    let consumed = store.consume_response(&yes).await.unwrap();
     assert!(!consumed.replayed);
     assert_eq!(consumed.request.stored_status(), RequestStatus::Approved);
     // The same message again: a replay, the stored result, nothing changed.
-    let replay = store.consume_response(&yes).unwrap();
+    let replay = store.consume_response(&yes).await.unwrap();
     assert!(replay.replayed);
     assert_eq!(replay.request, consumed.request);
     // Another message: a duplicate, refused.
     let no = answer(&request, mid(2), false);
-    assert_eq!(code(&store.consume_response(&no)), "protocol_state_error");
-    assert_eq!(store.get(request.id()).unwrap().unwrap(), consumed.request);
-    assert!(store.pending().unwrap().is_empty());
+    assert_eq!(
+        code(&store.consume_response(&no).await),
+        "protocol_state_error"
+    );
+    assert_eq!(
+        store.get(request.id()).await.unwrap().unwrap(),
+        consumed.request
+    );
+    assert!(store.pending().await.unwrap().is_empty());
 }
 
-fn mismatched_responses_change_nothing(backend: Backend) {
+async fn mismatched_responses_change_nothing(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
     let store = s.protocol();
-    let shutdown = store.create(shutdown_of("alice")).unwrap();
-    let plan = store.create(plan_of("bob")).unwrap();
+    let shutdown = store.create(shutdown_of("alice")).await.unwrap();
+    let plan = store.create(plan_of("bob")).await.unwrap();
     // A shutdown answer to a plan request: the wrong kind.
     let wrong_kind = crate::protocol::support::response(
         &plan,
@@ -98,7 +111,7 @@ fn mismatched_responses_change_nothing(backend: Backend) {
         true,
     );
     assert_eq!(
-        code(&store.consume_response(&wrong_kind)),
+        code(&store.consume_response(&wrong_kind).await),
         "protocol_mismatch"
     );
     // From the wrong party.
@@ -110,9 +123,16 @@ fn mismatched_responses_change_nothing(backend: Backend) {
         shutdown.sender(),
         true,
     );
-    assert_eq!(code(&store.consume_response(&forged)), "protocol_mismatch");
     assert_eq!(
-        code(&store.answer(&forged, &|_| Ok(Delivery::Sent))),
+        code(&store.consume_response(&forged).await),
+        "protocol_mismatch"
+    );
+    assert_eq!(
+        code(
+            &store
+                .answer(&forged, &|_: &ProtocolMessage| Ok(Delivery::Sent))
+                .await
+        ),
         "protocol_mismatch"
     );
     // An unknown request.
@@ -120,41 +140,56 @@ fn mismatched_responses_change_nothing(backend: Backend) {
     for _ in 0..10 {
         troupe::ids::IdGenerator::request_id(other.ids.as_ref());
     }
-    let elsewhere = other.protocol().create(shutdown_of("zed")).unwrap();
+    let elsewhere = other.protocol().create(shutdown_of("zed")).await.unwrap();
     assert_eq!(
-        code(&store.consume_response(&answer(&elsewhere, mid(3), true))),
+        code(
+            &store
+                .consume_response(&answer(&elsewhere, mid(3), true))
+                .await
+        ),
         "protocol_not_found"
     );
-    assert_eq!(store.pending().unwrap().len(), 2);
+    assert_eq!(store.pending().await.unwrap().len(), 2);
 }
 
-fn the_window_closes_and_the_clock_may_not_go_back(backend: Backend) {
+async fn the_window_closes_and_the_clock_may_not_go_back(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
     let store = s.protocol();
     let request = store
         .create(with_ttl(shutdown_of("alice"), Duration::from_millis(100)))
+        .await
         .unwrap();
     s.clock.advance_millis(100);
     let late = answer(&request, mid(1), true);
-    assert_eq!(code(&store.consume_response(&late)), "protocol_expired");
     assert_eq!(
-        code(&store.answer(&late, &|_| Ok(Delivery::Sent))),
+        code(&store.consume_response(&late).await),
         "protocol_expired"
     );
-    assert!(store.get(request.id()).unwrap().unwrap().is_pending());
+    assert_eq!(
+        code(
+            &store
+                .answer(&late, &|_: &ProtocolMessage| Ok(Delivery::Sent))
+                .await
+        ),
+        "protocol_expired"
+    );
+    assert!(store.get(request.id()).await.unwrap().unwrap().is_pending());
     s.clock.set(request.created_at_utc());
     s.clock.advance_millis(-1);
-    assert_eq!(code(&store.create(plan_of("bob"))), "protocol_clock_error");
+    assert_eq!(
+        code(&store.create(plan_of("bob")).await),
+        "protocol_clock_error"
+    );
 }
 
-fn an_answer_is_single_and_an_interrupted_delivery_is_finished_once(backend: Backend) {
+async fn an_answer_is_single_and_an_interrupted_delivery_is_finished_once(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
     let store = s.protocol();
-    let request = store.create(plan_of("alice")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
     let delivered = Mutex::new(Vec::<ProtocolMessage>::new());
     let failing = std::sync::atomic::AtomicBool::new(true);
     let deliver = |m: &ProtocolMessage| {
@@ -171,45 +206,49 @@ fn an_answer_is_single_and_an_interrupted_delivery_is_finished_once(backend: Bac
     let first = answer(&request, mid(1), true);
     // Recorded, not delivered: that answer is *the* answer now.
     assert_eq!(
-        code(&store.answer(&first, &deliver)),
+        code(&store.answer(&first, &deliver).await),
         "protocol_delivery_error"
     );
     failing.store(false, std::sync::atomic::Ordering::SeqCst);
     let second = answer(&request, mid(2), false);
-    let refused = store.answer(&second, &deliver);
+    let refused = store.answer(&second, &deliver).await;
     assert_eq!(code(&refused), "protocol_state_error");
     // The refusal finished the first answer's delivery, once.
     assert_eq!(delivered.lock().unwrap().clone(), vec![first.clone()]);
     assert_eq!(
-        store.deliver_recorded_answers(&deliver).unwrap(),
+        store.deliver_recorded_answers(&deliver).await.unwrap(),
         Vec::<ProtocolMessage>::new()
     );
     // Sending the recorded message again is allowed and changes nothing.
     assert_eq!(
-        store.answer(&first, &deliver).unwrap(),
+        store.answer(&first, &deliver).await.unwrap(),
         Delivery::AlreadyThere
     );
     assert_eq!(delivered.lock().unwrap().len(), 1);
 
     // A run start delivers a recorded answer whose delivery never happened.
-    let other = store.create(plan_of("bob")).unwrap();
+    let other = store.create(plan_of("bob")).await.unwrap();
     failing.store(true, std::sync::atomic::Ordering::SeqCst);
     let lone = answer(&other, mid(3), true);
     assert_eq!(
-        code(&store.answer(&lone, &deliver)),
+        code(&store.answer(&lone, &deliver).await),
         "protocol_delivery_error"
     );
     failing.store(false, std::sync::atomic::Ordering::SeqCst);
-    let finished = s.protocol().deliver_recorded_answers(&deliver).unwrap();
+    let finished = s
+        .protocol()
+        .deliver_recorded_answers(&deliver)
+        .await
+        .unwrap();
     assert_eq!(finished, vec![lone.clone()]);
     assert_eq!(delivered.lock().unwrap().len(), 2);
 }
 
-fn threads_racing_to_consume_resolve_a_request_once(backend: Backend) {
+async fn threads_racing_to_consume_resolve_a_request_once(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let request = s.protocol().create(plan_of("alice")).await.unwrap();
     let stores: Vec<Arc<dyn ProtocolStore>> = (0..4).map(|_| s.protocol()).collect();
     let barrier = Barrier::new(8);
     let wins = Mutex::new(Vec::new());
@@ -220,7 +259,7 @@ fn threads_racing_to_consume_resolve_a_request_once(backend: Backend) {
             scope.spawn(move || {
                 let message = answer(request, mid(100 + t), t % 2 == 0);
                 barrier.wait();
-                if let Ok(consumed) = store.consume_response(&message) {
+                if let Ok(consumed) = block_on(store.consume_response(&message)) {
                     assert!(!consumed.replayed);
                     wins.lock().unwrap().push(message.id());
                 }
@@ -229,15 +268,15 @@ fn threads_racing_to_consume_resolve_a_request_once(backend: Backend) {
     });
     let wins = wins.lock().unwrap().clone();
     assert_eq!(wins.len(), 1, "winners: {wins:?}");
-    let resolved = s.protocol().get(request.id()).unwrap().unwrap();
+    let resolved = s.protocol().get(request.id()).await.unwrap().unwrap();
     assert_eq!(resolved.resolution().map(|r| r.message_id), Some(wins[0]));
 }
 
-fn threads_racing_to_answer_send_one_answer(backend: Backend) {
+async fn threads_racing_to_answer_send_one_answer(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let request = s.protocol().create(plan_of("alice")).await.unwrap();
     let stores: Vec<Arc<dyn ProtocolStore>> = (0..4).map(|_| s.protocol()).collect();
     let barrier = Barrier::new(8);
     let delivered = Mutex::new(Vec::new());
@@ -248,14 +287,14 @@ fn threads_racing_to_answer_send_one_answer(backend: Backend) {
             scope.spawn(move || {
                 let message = answer(request, mid(200 + t), true);
                 barrier.wait();
-                let _ = store.answer(&message, &|m: &ProtocolMessage| {
+                let _ = block_on(store.answer(&message, &|m: &ProtocolMessage| {
                     let mut d = delivered.lock().unwrap();
                     if d.iter().any(|x: &ProtocolMessage| x.id() == m.id()) {
                         return Ok(Delivery::AlreadyThere);
                     }
                     d.push(m.clone());
                     Ok(Delivery::Sent)
-                });
+                }));
             });
         }
     });
@@ -297,31 +336,40 @@ fn waiting_for_protocol_lock(s: &Stores) -> usize {
 /// returns while A is still held; on files B waits for the protocol lock A holds across its
 /// delivery. Then A dies before its message is written: the next answerer finishes the
 /// delivery, once, and a run's start finds nothing left.
-fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(backend: Backend) {
+async fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(
+    backend: Backend,
+) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let request = s.protocol().create(plan_of("alice")).await.unwrap();
     let (store_a, store_b, store_c) = (s.protocol(), s.protocol(), s.protocol());
     let first = answer(&request, mid(1), true);
     let mailbox = Mailbox::default();
     let (mid_delivery, held) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel::<()>();
+    // A delivery is `Sync`: the receiving end is shared behind a lock.
+    let released = Mutex::new(released);
     std::thread::scope(|scope| {
         let a_answer = &first;
+        let released = &released;
         let a = scope.spawn(move || {
-            store_a.answer(a_answer, &|_: &ProtocolMessage| {
+            block_on(store_a.answer(a_answer, &|_: &ProtocolMessage| {
                 mid_delivery.send(()).unwrap();
-                released.recv().unwrap();
+                released.lock().unwrap().recv().unwrap();
                 // A dies here, before its message is written.
                 Err("killed mid-delivery (injected)".to_owned())
-            })
+            }))
         });
         held.recv().unwrap();
         let b = scope.spawn(|| {
-            let deliver = |m: &ProtocolMessage| mailbox.deliver("b", m);
-            let refused = store_b.answer(&answer(&request, mid(2), false), &deliver);
-            (refused, store_b.deliver_recorded_answers(&deliver))
+            block_on(async {
+                let deliver = |m: &ProtocolMessage| mailbox.deliver("b", m);
+                let refused = store_b
+                    .answer(&answer(&request, mid(2), false), &deliver)
+                    .await;
+                (refused, store_b.deliver_recorded_answers(&deliver).await)
+            })
         });
         let (refused, started) = if backend == Backend::Postgres {
             let b = b.join().unwrap();
@@ -343,7 +391,9 @@ fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(back
     // A is gone: the next answerer delivers A's answer, once — C on PostgreSQL (B had left it
     // to A); on files B itself, whose turn came only after A had died.
     let deliver = |m: &ProtocolMessage| mailbox.deliver("c", m);
-    let refused = store_c.answer(&answer(&request, mid(3), true), &deliver);
+    let refused = store_c
+        .answer(&answer(&request, mid(3), true), &deliver)
+        .await;
     assert_eq!(code(&refused), "protocol_state_error");
     let finisher = if backend == Backend::Postgres {
         "c"
@@ -352,7 +402,7 @@ fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(back
     };
     assert_eq!(mailbox.delivered(), vec![(finisher, first.clone())]);
     assert_eq!(
-        store_c.deliver_recorded_answers(&deliver).unwrap(),
+        store_c.deliver_recorded_answers(&deliver).await.unwrap(),
         Vec::<ProtocolMessage>::new()
     );
     assert_eq!(mailbox.delivered().len(), 1);
@@ -360,11 +410,11 @@ fn an_answer_in_delivery_is_left_to_its_writer_and_finished_once_it_is_gone(back
 
 /// The lead claims a shutdown response: the consume and the ack finish it together, and a
 /// retry (a redelivery after a lost answer) is a replay that acks nothing twice.
-fn a_response_is_consumed_and_its_message_acked_together(backend: Backend) {
+async fn a_response_is_consumed_and_its_message_acked_together(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let request = s.protocol().create(shutdown_of("alice")).await.unwrap();
     let mailbox = s.claiming_mailbox(Duration::from_secs(60));
     let finish = s.response_ack(&mailbox);
     let lead = troupe::wire::AgentName::lead();
@@ -372,35 +422,37 @@ fn a_response_is_consumed_and_its_message_acked_together(backend: Backend) {
     mailbox
         .port()
         .send(&MailboxMessage::Protocol(yes.clone()))
+        .await
         .unwrap();
-    let claimed = mailbox.port().claim(&lead).unwrap().unwrap();
-    let (consumed, acked) = finish.consume_and_ack(&lead, &claimed, &yes).unwrap();
+    let claimed = mailbox.port().claim(&lead).await.unwrap().unwrap();
+    let (consumed, acked) = finish.consume_and_ack(&lead, &claimed, &yes).await.unwrap();
     assert!(!consumed.replayed);
     assert_eq!(acked, AckOutcome::Acked);
     assert_eq!(
         s.protocol()
             .get(request.id())
+            .await
             .unwrap()
             .unwrap()
             .stored_status(),
         RequestStatus::Approved
     );
-    let counts = mailbox.port().counts(&lead).unwrap();
+    let counts = mailbox.port().counts(&lead).await.unwrap();
     assert_eq!((counts.processing, counts.done), (0, 1));
-    let (again, acked) = finish.consume_and_ack(&lead, &claimed, &yes).unwrap();
+    let (again, acked) = finish.consume_and_ack(&lead, &claimed, &yes).await.unwrap();
     assert!(again.replayed);
     assert_eq!(acked, AckOutcome::AlreadyDone);
-    assert_eq!(mailbox.port().counts(&lead).unwrap().done, 1);
+    assert_eq!(mailbox.port().counts(&lead).await.unwrap().done, 1);
 }
 
 /// A response that does not pair with its request (here: a plan response to a shutdown) is
 /// refused by the consume; the message stays claimed (for the caller to quarantine) and the
 /// request pending.
-fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
+async fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
     let Some(s) = Stores::new(backend) else {
         return;
     };
-    let request = s.protocol().create(shutdown_of("alice")).unwrap();
+    let request = s.protocol().create(shutdown_of("alice")).await.unwrap();
     let mailbox = s.claiming_mailbox(Duration::from_secs(60));
     let finish = s.response_ack(&mailbox);
     let lead = troupe::wire::AgentName::lead();
@@ -415,20 +467,25 @@ fn a_refused_response_is_neither_consumed_nor_acked(backend: Backend) {
     mailbox
         .port()
         .send(&MailboxMessage::Protocol(wrong.clone()))
+        .await
         .unwrap();
-    let claimed = mailbox.port().claim(&lead).unwrap().unwrap();
-    let err = finish.consume_and_ack(&lead, &claimed, &wrong).unwrap_err();
+    let claimed = mailbox.port().claim(&lead).await.unwrap().unwrap();
+    let err = finish
+        .consume_and_ack(&lead, &claimed, &wrong)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ResponseAckError::Consume(_)), "{err:?}");
     assert_eq!(err.code(), "protocol_mismatch");
     assert_eq!(
         s.protocol()
             .get(request.id())
+            .await
             .unwrap()
             .unwrap()
             .stored_status(),
         RequestStatus::Pending
     );
-    assert_eq!(mailbox.port().counts(&lead).unwrap().processing, 1);
+    assert_eq!(mailbox.port().counts(&lead).await.unwrap().processing, 1);
 }
 
 /// PostgreSQL: a writer whose connection ends mid-delivery (its process killed, its host gone)
@@ -440,7 +497,7 @@ fn a_writer_whose_connection_died_mid_delivery_has_its_answer_finished_once() {
         return;
     };
     let db = s.db.as_ref().unwrap();
-    let request = s.protocol().create(plan_of("alice")).unwrap();
+    let request = block_on(s.protocol().create(plan_of("alice"))).unwrap();
     let (store_a, store_c) = (s.protocol(), s.protocol());
     let first = answer(&request, mid(1), true);
     let mailbox = Mailbox::default();
@@ -455,14 +512,17 @@ fn a_writer_whose_connection_died_mid_delivery_has_its_answer_finished_once() {
         db.schema(),
         request.id()
     );
+    // A delivery is `Sync`: the receiving end is shared behind a lock.
+    let released = Mutex::new(released);
     std::thread::scope(|scope| {
         let a_answer = &first;
+        let released = &released;
         let a = scope.spawn(move || {
-            store_a.answer(a_answer, &|_: &ProtocolMessage| {
+            block_on(store_a.answer(a_answer, &|_: &ProtocolMessage| {
                 mid_delivery.send(()).unwrap();
-                released.recv().unwrap();
+                released.lock().unwrap().recv().unwrap();
                 Err("killed mid-delivery (injected)".to_owned())
-            })
+            }))
         });
         held.recv().unwrap();
         assert_eq!(
@@ -479,11 +539,11 @@ fn a_writer_whose_connection_died_mid_delivery_has_its_answer_finished_once() {
             std::thread::yield_now();
         }
         let deliver = |m: &ProtocolMessage| mailbox.deliver("c", m);
-        let refused = store_c.answer(&answer(&request, mid(2), false), &deliver);
+        let refused = block_on(store_c.answer(&answer(&request, mid(2), false), &deliver));
         assert_eq!(code(&refused), "protocol_state_error");
         assert_eq!(mailbox.delivered(), vec![("c", first.clone())]);
         assert_eq!(
-            store_c.deliver_recorded_answers(&deliver).unwrap(),
+            block_on(store_c.deliver_recorded_answers(&deliver)).unwrap(),
             Vec::<ProtocolMessage>::new()
         );
         release.send(()).unwrap();

@@ -26,15 +26,15 @@ fn plant(fx: &Fixture, name: &OsString, bytes: &[u8]) {
     fs::write(ready.join(name), bytes).unwrap();
 }
 
-#[test]
-fn bad_files_in_ready_are_quarantined_and_valid_ones_still_delivered() {
+#[tokio::test]
+async fn bad_files_in_ready_are_quarantined_and_valid_ones_still_delivered() {
     let fx = Fixture::new();
     let store = fx.store();
     let alice = agent("alice");
     let first = fx.msg("alice", 0);
     let last = fx.msg("alice", 100);
-    store.send(&first).unwrap();
-    store.send(&last).unwrap();
+    store.send(&first).await.unwrap();
+    store.send(&last).await.unwrap();
 
     let named = |m: &MailboxMessage| OsString::from(format!("{}.json", m.id()));
     let mut corpus: Vec<(&str, OsString, Vec<u8>, &str)> = Vec::new();
@@ -135,9 +135,9 @@ fn bad_files_in_ready_are_quarantined_and_valid_ones_still_delivered() {
     fs::create_dir(fx.folder("alice", MailboxState::Ready).join(&dir_name)).unwrap();
 
     // Only the two valid messages are delivered, in order.
-    assert_eq!(store.claim(&alice).unwrap(), Some(first));
-    assert_eq!(store.claim(&alice).unwrap(), Some(last));
-    assert_eq!(store.claim(&alice).unwrap(), None);
+    assert_eq!(store.claim(&alice).await.unwrap(), Some(first));
+    assert_eq!(store.claim(&alice).await.unwrap(), Some(last));
+    assert_eq!(store.claim(&alice).await.unwrap(), None);
 
     let mut expected: BTreeSet<OsString> = corpus.iter().map(|c| c.1.clone()).collect();
     expected.insert(huge_name.clone());
@@ -164,7 +164,7 @@ fn bad_files_in_ready_are_quarantined_and_valid_ones_still_delivered() {
     assert_eq!(journal.len(), expected.len());
 
     // The listing of quarantine shows parseable files as messages and the rest with reasons.
-    let listed = store.list(&alice, MailboxState::Quarantine).unwrap();
+    let listed = store.list(&alice, MailboxState::Quarantine).await.unwrap();
     let invalid: Vec<_> = listed
         .iter()
         .filter_map(|e| match e {
@@ -182,13 +182,13 @@ fn bad_files_in_ready_are_quarantined_and_valid_ones_still_delivered() {
     assert!(reason.as_deref().unwrap().contains("does not parse"));
 }
 
-#[test]
-fn a_symlinked_message_file_is_moved_as_a_link_and_never_followed() {
+#[tokio::test]
+async fn a_symlinked_message_file_is_moved_as_a_link_and_never_followed() {
     let fx = Fixture::new();
     let store = fx.store();
     let alice = agent("alice");
     let valid = fx.msg("alice", 5);
-    store.send(&valid).unwrap();
+    store.send(&valid).await.unwrap();
     // The link points at a perfectly valid message outside the mailbox.
     let outside = fx.dir.path().join("outside.json");
     let target = fx.msg("alice", 0);
@@ -199,8 +199,8 @@ fn a_symlinked_message_file_is_moved_as_a_link_and_never_followed() {
         fx.folder("alice", MailboxState::Ready).join(&name),
     )
     .unwrap();
-    assert_eq!(store.claim(&alice).unwrap(), Some(valid));
-    assert_eq!(store.claim(&alice).unwrap(), None);
+    assert_eq!(store.claim(&alice).await.unwrap(), Some(valid));
+    assert_eq!(store.claim(&alice).await.unwrap(), None);
     let moved = fx.folder("alice", MailboxState::Quarantine).join(&name);
     assert!(fs::symlink_metadata(&moved)
         .unwrap()
@@ -213,7 +213,7 @@ fn a_symlinked_message_file_is_moved_as_a_link_and_never_followed() {
         .contains("symbolic link"));
     // Listing quarantine does not follow it either.
     assert_eq!(
-        store.list(&alice, MailboxState::Quarantine).unwrap(),
+        store.list(&alice, MailboxState::Quarantine).await.unwrap(),
         vec![MailboxEntry::Invalid {
             file_name: name,
             reason: Some("a symbolic link, not a regular file (not followed)".to_owned()),
@@ -231,8 +231,8 @@ fn assert_invalid_mailbox<T: std::fmt::Debug>(result: Result<T, MailboxError>) {
     }
 }
 
-#[test]
-fn a_symlinked_mailbox_folder_is_refused_and_nothing_is_followed() {
+#[tokio::test]
+async fn a_symlinked_mailbox_folder_is_refused_and_nothing_is_followed() {
     let fx = Fixture::new();
     let elsewhere = fx.dir.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
@@ -241,16 +241,16 @@ fn a_symlinked_mailbox_folder_is_refused_and_nothing_is_followed() {
     let store = fx.store();
     let alice = agent("alice");
     let m = fx.msg("alice", 0);
-    assert_invalid_mailbox(store.send(&m));
-    assert_invalid_mailbox(store.claim(&alice));
-    assert_invalid_mailbox(store.recover(&alice));
-    assert_invalid_mailbox(store.list(&alice, MailboxState::Ready));
-    assert_invalid_mailbox(store.counts(&alice));
+    assert_invalid_mailbox(store.send(&m).await);
+    assert_invalid_mailbox(store.claim(&alice).await);
+    assert_invalid_mailbox(store.recover(&alice).await);
+    assert_invalid_mailbox(store.list(&alice, MailboxState::Ready).await);
+    assert_invalid_mailbox(store.counts(&alice).await);
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
 
-#[test]
-fn a_symlinked_ready_folder_is_refused_and_nothing_is_followed() {
+#[tokio::test]
+async fn a_symlinked_ready_folder_is_refused_and_nothing_is_followed() {
     let fx = Fixture::new();
     let elsewhere = fx.dir.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
@@ -265,27 +265,27 @@ fn a_symlinked_ready_folder_is_refused_and_nothing_is_followed() {
     std::os::unix::fs::symlink(&elsewhere, base.join("ready")).unwrap();
     let store = fx.store();
     let alice = agent("alice");
-    assert_invalid_mailbox(store.claim(&alice));
-    assert_invalid_mailbox(store.send(&fx.msg("alice", 1)));
-    assert_invalid_mailbox(store.list(&alice, MailboxState::Ready));
+    assert_invalid_mailbox(store.claim(&alice).await);
+    assert_invalid_mailbox(store.send(&fx.msg("alice", 1)).await);
+    assert_invalid_mailbox(store.list(&alice, MailboxState::Ready).await);
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 1);
 }
 
-#[test]
-fn a_symlinked_mailboxes_root_is_refused() {
+#[tokio::test]
+async fn a_symlinked_mailboxes_root_is_refused() {
     let fx = Fixture::new();
     let elsewhere = fx.dir.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
     fs::create_dir_all(fx.layout.state_dir()).unwrap();
     std::os::unix::fs::symlink(&elsewhere, fx.layout.mailboxes_dir()).unwrap();
     let store = fx.store();
-    assert_invalid_mailbox(store.send(&fx.msg("alice", 0)));
-    assert!(store.agents().is_err());
+    assert_invalid_mailbox(store.send(&fx.msg("alice", 0)).await);
+    assert!(store.agents().await.is_err());
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
 
-#[test]
-fn names_with_dots_or_slashes_cannot_become_agent_names() {
+#[tokio::test]
+async fn names_with_dots_or_slashes_cannot_become_agent_names() {
     for bad in ["..", "../alice", "alice/ready", "/etc", "a/../b", "."] {
         assert!(AgentName::parse(bad).is_err(), "{bad}");
         assert!(serde_json::from_value::<AgentName>(json!(bad)).is_err());
@@ -300,20 +300,20 @@ fn names_with_dots_or_slashes_cannot_become_agent_names() {
     let processing = fx.folder("alice", MailboxState::Processing);
     fs::create_dir_all(&processing).unwrap();
     fs::write(processing.join(format!("{}.json", m.id())), v.to_string()).unwrap();
-    let report = fx.store().recover(&agent("alice")).unwrap();
+    let report = fx.store().recover(&agent("alice")).await.unwrap();
     assert_eq!(report.quarantined, vec![format!("{}.json", m.id())]);
     assert!(report.released.is_empty());
 }
 
-#[test]
-fn quarantine_never_overwrites_a_file_of_the_same_name() {
+#[tokio::test]
+async fn quarantine_never_overwrites_a_file_of_the_same_name() {
     let fx = Fixture::new();
     let store = fx.store();
     let alice = agent("alice");
     let name = OsString::from("broken.json");
     for content in [b"one".as_slice(), b"two", b"three"] {
         plant(&fx, &name, content);
-        assert_eq!(store.claim(&alice).unwrap(), None);
+        assert_eq!(store.claim(&alice).await.unwrap(), None);
     }
     let q = fx.folder("alice", MailboxState::Quarantine);
     assert_eq!(fs::read(q.join("broken.json")).unwrap(), b"one");
@@ -327,16 +327,17 @@ fn quarantine_never_overwrites_a_file_of_the_same_name() {
     assert_eq!(names, vec!["broken.json", "broken.json.1", "broken.json.2"]);
 }
 
-#[test]
-fn a_long_reason_is_truncated_to_keep_the_journal_line_under_4k() {
+#[tokio::test]
+async fn a_long_reason_is_truncated_to_keep_the_journal_line_under_4k() {
     let fx = Fixture::new();
     let store = fx.store();
     let alice = agent("alice");
     let m = fx.msg("alice", 0);
-    store.send(&m).unwrap();
-    store.claim(&alice).unwrap();
+    store.send(&m).await.unwrap();
+    store.claim(&alice).await.unwrap();
     let record = store
         .quarantine(&alice, m.id(), &"why ".repeat(5000))
+        .await
         .unwrap();
     assert_eq!(record.reason.len(), 20_000);
     let text = fs::read_to_string(fx.layout.mailbox_dir(&alice).join("quarantine.jsonl")).unwrap();
@@ -347,12 +348,12 @@ fn a_long_reason_is_truncated_to_keep_the_journal_line_under_4k() {
         .ends_with('…'));
 }
 
-#[test]
-fn temp_files_are_ignored_not_quarantined() {
+#[tokio::test]
+async fn temp_files_are_ignored_not_quarantined() {
     let fx = Fixture::new();
     let store = fx.store();
     plant(&fx, &OsString::from(".abc.json.tmp-1-2"), b"{");
-    assert_eq!(store.claim(&agent("alice")).unwrap(), None);
+    assert_eq!(store.claim(&agent("alice")).await.unwrap(), None);
     assert!(fx.names("alice", MailboxState::Quarantine).is_empty());
-    assert_eq!(store.counts(&agent("alice")).unwrap().ready, 0);
+    assert_eq!(store.counts(&agent("alice")).await.unwrap().ready, 0);
 }

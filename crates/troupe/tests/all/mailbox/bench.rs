@@ -16,9 +16,9 @@ fn rate(n: usize, since: Instant) -> f64 {
     n as f64 / since.elapsed().as_secs_f64()
 }
 
-#[test]
+#[tokio::test]
 #[ignore = "timing run; see the module doc"]
-fn drain_10k_timing() {
+async fn drain_10k_timing() {
     let fx = Fixture::new();
     let baseline_dir = fx.dir.path().join("baseline");
     std::fs::create_dir(&baseline_dir).unwrap();
@@ -35,7 +35,7 @@ fn drain_10k_timing() {
         .collect();
     let start = Instant::now();
     for m in &messages {
-        store.send(m).unwrap();
+        store.send(m).await.unwrap();
     }
     let sends = rate(MESSAGES, start);
 
@@ -46,25 +46,25 @@ fn drain_10k_timing() {
     let mut rates = Vec::new();
     let mut claim_us = Vec::new();
     let start = Instant::now();
-    let first = store.claim(&alice).unwrap().unwrap();
+    let first = store.claim(&alice).await.unwrap().unwrap();
     let first_claim_ms = start.elapsed().as_secs_f64() * 1000.0;
-    store.ack(&alice, &first).unwrap();
+    store.ack(&alice, &first).await.unwrap();
     for chunk in 0..10 {
         let n = if chunk == 0 { tenth - 1 } else { tenth };
         let start = Instant::now();
         let mut claiming = std::time::Duration::ZERO;
         for _ in 0..n {
             let claim_start = Instant::now();
-            let m = store.claim(&alice).unwrap().unwrap();
+            let m = store.claim(&alice).await.unwrap().unwrap();
             claiming += claim_start.elapsed();
-            store.ack(&alice, &m).unwrap();
+            store.ack(&alice, &m).await.unwrap();
         }
         rates.push(rate(n, start));
         claim_us.push(claiming.as_secs_f64() * 1e6 / n as f64);
     }
-    assert_eq!(store.claim(&alice).unwrap(), None);
+    assert_eq!(store.claim(&alice).await.unwrap(), None);
     assert_eq!(
-        store.counts(&alice).unwrap().get(MailboxState::Done),
+        store.counts(&alice).await.unwrap().get(MailboxState::Done),
         MESSAGES
     );
     println!("disk durable create_new: {disk:.0}/s");

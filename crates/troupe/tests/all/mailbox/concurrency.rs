@@ -20,7 +20,7 @@ use troupe::layout::Layout;
 use troupe::store::mailbox::{AckOutcome, FileMailboxStore, MailboxState, MailboxStore};
 use troupe::wire::MessageId;
 
-use super::{agent, at, message, Fixture};
+use super::{agent, at, block_on, message, Fixture};
 
 const CHILD_ENV: &str = "TROUPE_MAILBOX_CHILD";
 /// A lost message would make a drain loop wait forever; fail loudly instead.
@@ -31,23 +31,23 @@ fn store_at(workspace: &Path) -> FileMailboxStore {
 }
 
 /// Claims and acks until the mailbox is empty; returns the ids claimed.
-fn drain(store: &dyn MailboxStore, who: &str) -> Vec<MessageId> {
+async fn drain(store: &dyn MailboxStore, who: &str) -> Vec<MessageId> {
     let mut claimed = Vec::new();
-    while let Some(m) = store.claim(&agent(who)).unwrap() {
-        assert_eq!(store.ack(&agent(who), &m).unwrap(), AckOutcome::Acked);
+    while let Some(m) = store.claim(&agent(who)).await.unwrap() {
+        assert_eq!(store.ack(&agent(who), &m).await.unwrap(), AckOutcome::Acked);
         claimed.push(m.id());
     }
     claimed
 }
 
-fn send_many(fx: &Fixture, store: &dyn MailboxStore, n: usize) -> BTreeSet<MessageId> {
-    (0..n)
-        .map(|i| {
-            let m = fx.msg("alice", (i % 7) as i64);
-            store.send(&m).unwrap();
-            m.id()
-        })
-        .collect()
+async fn send_many(fx: &Fixture, store: &dyn MailboxStore, n: usize) -> BTreeSet<MessageId> {
+    let mut sent = BTreeSet::new();
+    for i in 0..n {
+        let m = fx.msg("alice", (i % 7) as i64);
+        store.send(&m).await.unwrap();
+        sent.insert(m.id());
+    }
+    sent
 }
 
 /// Every id claimed exactly once, all of them in `done/`, nothing anywhere else.
@@ -70,14 +70,14 @@ fn assert_each_once(fx: &Fixture, claimed: Vec<MessageId>, sent: &BTreeSet<Messa
 fn threads_sharing_one_instance_claim_each_message_once() {
     let fx = Fixture::new();
     let store = Arc::new(fx.store());
-    let sent = send_many(&fx, store.as_ref(), 200);
+    let sent = block_on(send_many(&fx, store.as_ref(), 200));
     let barrier = Arc::new(Barrier::new(4));
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
             std::thread::spawn(move || {
                 barrier.wait();
-                drain(store.as_ref(), "alice")
+                block_on(drain(store.as_ref(), "alice"))
             })
         })
         .collect();
@@ -91,7 +91,7 @@ fn threads_sharing_one_instance_claim_each_message_once() {
 #[test]
 fn threads_with_their_own_instances_claim_each_message_once() {
     let fx = Fixture::new();
-    let sent = send_many(&fx, &fx.store(), 200);
+    let sent = block_on(send_many(&fx, &fx.store(), 200));
     let barrier = Arc::new(Barrier::new(4));
     let workspace = fx.dir.path().to_path_buf();
     let handles: Vec<_> = (0..4)
@@ -100,7 +100,7 @@ fn threads_with_their_own_instances_claim_each_message_once() {
             std::thread::spawn(move || {
                 let store = store_at(&workspace);
                 barrier.wait();
-                drain(&store, "alice")
+                block_on(drain(&store, "alice"))
             })
         })
         .collect();
@@ -132,10 +132,12 @@ fn senders_and_claimers_at_once_lose_and_duplicate_nothing() {
         };
         let ids = Arc::clone(&ids);
         handles.push(std::thread::spawn(move || {
-            for i in 0..per_sender {
-                let m = message(ids.message_id(), "alice", at((i % 5) as i64), "work");
-                store.send(&m).unwrap();
-            }
+            block_on(async {
+                for i in 0..per_sender {
+                    let m = message(ids.message_id(), "alice", at((i % 5) as i64), "work");
+                    store.send(&m).await.unwrap();
+                }
+            })
         }));
     }
     for c in 0..3 {
@@ -146,18 +148,20 @@ fn senders_and_claimers_at_once_lose_and_duplicate_nothing() {
         };
         let (claimed, count) = (Arc::clone(&claimed), Arc::clone(&count));
         handles.push(std::thread::spawn(move || {
-            let start = Instant::now();
-            while count.load(Ordering::SeqCst) < total {
-                assert!(start.elapsed() < DEADLINE, "messages went missing");
-                match store.claim(&agent("alice")).unwrap() {
-                    Some(m) => {
-                        store.ack(&agent("alice"), &m).unwrap();
-                        claimed.lock().unwrap().push(m.id());
-                        count.fetch_add(1, Ordering::SeqCst);
+            block_on(async {
+                let start = Instant::now();
+                while count.load(Ordering::SeqCst) < total {
+                    assert!(start.elapsed() < DEADLINE, "messages went missing");
+                    match store.claim(&agent("alice")).await.unwrap() {
+                        Some(m) => {
+                            store.ack(&agent("alice"), &m).await.unwrap();
+                            claimed.lock().unwrap().push(m.id());
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                        None => std::thread::yield_now(),
                     }
-                    None => std::thread::yield_now(),
                 }
-            }
+            })
         }));
     }
     for h in handles {
@@ -204,8 +208,8 @@ fn wait_child(child: std::process::Child) -> Vec<MessageId> {
         .collect()
 }
 
-#[test]
-fn processes_send_while_the_parent_claims_and_acks() {
+#[tokio::test]
+async fn processes_send_while_the_parent_claims_and_acks() {
     let fx = Fixture::new();
     let store = fx.store();
     let (children, per_child) = (3u16, 60usize);
@@ -218,9 +222,12 @@ fn processes_send_while_the_parent_claims_and_acks() {
     let start = Instant::now();
     while claimed.len() < total {
         assert!(start.elapsed() < DEADLINE, "messages went missing");
-        match store.claim(&agent("alice")).unwrap() {
+        match store.claim(&agent("alice")).await.unwrap() {
             Some(m) => {
-                assert_eq!(store.ack(&agent("alice"), &m).unwrap(), AckOutcome::Acked);
+                assert_eq!(
+                    store.ack(&agent("alice"), &m).await.unwrap(),
+                    AckOutcome::Acked
+                );
                 claimed.push(m.id());
             }
             None => {
@@ -236,7 +243,7 @@ fn processes_send_while_the_parent_claims_and_acks() {
     for kid in kids {
         wait_child(kid);
     }
-    assert_eq!(store.claim(&agent("alice")).unwrap(), None);
+    assert_eq!(store.claim(&agent("alice")).await.unwrap(), None);
     let sent: BTreeSet<MessageId> = (1..=children)
         .flat_map(|k| {
             let ids = SequentialIds::with_prefix(k);
@@ -246,16 +253,16 @@ fn processes_send_while_the_parent_claims_and_acks() {
     assert_each_once(&fx, claimed, &sent);
 }
 
-#[test]
-fn processes_claiming_at_once_never_claim_a_message_twice() {
+#[tokio::test]
+async fn processes_claiming_at_once_never_claim_a_message_twice() {
     let fx = Fixture::new();
-    let sent = send_many(&fx, &fx.store(), 300);
+    let sent = send_many(&fx, &fx.store(), 300).await;
     let workspace = fx.dir.path().display().to_string();
     let kids: Vec<_> = (0..2)
         .map(|_| spawn_child("child_claimer", format!("claim|{workspace}")))
         .collect();
     // The parent claims too, so three processes race on the same files.
-    let mut claimed = drain(&fx.store(), "alice");
+    let mut claimed = drain(&fx.store(), "alice").await;
     for kid in kids {
         claimed.extend(wait_child(kid));
     }
@@ -263,8 +270,8 @@ fn processes_claiming_at_once_never_claim_a_message_twice() {
 }
 
 /// Child: `send|<workspace>|<id prefix>|<count>` sends `count` messages to alice.
-#[test]
-fn child_sender() {
+#[tokio::test]
+async fn child_sender() {
     let Ok(task) = std::env::var(CHILD_ENV) else {
         return;
     };
@@ -282,14 +289,14 @@ fn child_sender() {
             at((i % 3) as i64),
             "from a child",
         );
-        store.send(&m).unwrap();
+        store.send(&m).await.unwrap();
     }
 }
 
 /// Child: `claim|<workspace>` claims and acks alice's messages until none is left, printing
 /// `CLAIMED <id>` for each.
-#[test]
-fn child_claimer() {
+#[tokio::test]
+async fn child_claimer() {
     let Ok(task) = std::env::var(CHILD_ENV) else {
         return;
     };
@@ -298,7 +305,7 @@ fn child_claimer() {
         return;
     }
     let store = store_at(Path::new(parts[1]));
-    for id in drain(&store, "alice") {
+    for id in drain(&store, "alice").await {
         println!("CLAIMED {id}");
     }
 }

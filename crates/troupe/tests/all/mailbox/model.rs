@@ -11,7 +11,7 @@ use troupe::store::mailbox::{
 };
 use troupe::wire::MailboxMessage;
 
-use super::{agent, message, Fixture};
+use super::{agent, block_on, message, Fixture};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -51,7 +51,7 @@ fn in_state(model: &Model, state: MailboxState) -> Vec<&MailboxMessage> {
     found
 }
 
-fn check_disk(fx: &Fixture, store: &FileMailboxStore, model: &Model) {
+async fn check_disk(fx: &Fixture, store: &FileMailboxStore, model: &Model) {
     let mut counts = MailboxCounts::default();
     for state in MailboxState::ALL {
         let expected: std::collections::BTreeSet<String> = in_state(model, state)
@@ -66,10 +66,10 @@ fn check_disk(fx: &Fixture, store: &FileMailboxStore, model: &Model) {
             MailboxState::Quarantine => counts.quarantine = expected.len(),
         }
     }
-    assert_eq!(store.counts(&agent("alice")).unwrap(), counts);
+    assert_eq!(store.counts(&agent("alice")).await.unwrap(), counts);
 }
 
-fn run(ops: Vec<Op>, instances: usize) {
+async fn run(ops: Vec<Op>, instances: usize) {
     let fx = Fixture::new();
     let alice = agent("alice");
     let mut stores: Vec<FileMailboxStore> = (0..instances).map(|_| fx.store()).collect();
@@ -79,20 +79,20 @@ fn run(ops: Vec<Op>, instances: usize) {
         match op {
             Op::Send { at, via } => {
                 let m = fx.msg("alice", at);
-                stores[via].send(&m).unwrap();
+                stores[via].send(&m).await.unwrap();
                 model.push((m, MailboxState::Ready));
             }
             Op::SendAgain(i) => {
                 if let Some(i) = pick(i) {
                     let (m, state) = &model[i];
-                    match stores[i % instances].send(m) {
+                    match stores[i % instances].send(m).await {
                         Err(MailboxError::Duplicate { state: s, .. }) => assert_eq!(s, *state),
                         other => panic!("duplicate send gave {other:?}"),
                     }
                 }
             }
             Op::Claim { via } => {
-                let got = stores[via].claim(&alice).unwrap();
+                let got = stores[via].claim(&alice).await.unwrap();
                 let ready = in_state(&model, MailboxState::Ready);
                 match got {
                     None => assert!(ready.is_empty(), "claim missed {} ready", ready.len()),
@@ -109,7 +109,7 @@ fn run(ops: Vec<Op>, instances: usize) {
             }
             Op::Ack(i) => {
                 if let Some(i) = pick(i) {
-                    let result = stores[i % instances].ack(&alice, &model[i].0);
+                    let result = stores[i % instances].ack(&alice, &model[i].0).await;
                     match model[i].1 {
                         MailboxState::Processing => {
                             assert_eq!(result.unwrap(), AckOutcome::Acked);
@@ -126,7 +126,7 @@ fn run(ops: Vec<Op>, instances: usize) {
                     if *state == MailboxState::Done {
                         let changed = message(m.id(), "alice", m.created_at_utc(), "changed");
                         assert!(matches!(
-                            stores[i % instances].ack(&alice, &changed),
+                            stores[i % instances].ack(&alice, &changed).await,
                             Err(MailboxError::AckConflict { .. })
                         ));
                     }
@@ -134,7 +134,7 @@ fn run(ops: Vec<Op>, instances: usize) {
             }
             Op::Release(i) => {
                 if let Some(i) = pick(i) {
-                    let result = stores[i % instances].release(&alice, model[i].0.id());
+                    let result = stores[i % instances].release(&alice, model[i].0.id()).await;
                     if model[i].1 == MailboxState::Processing {
                         result.unwrap();
                         model[i].1 = MailboxState::Ready;
@@ -145,7 +145,9 @@ fn run(ops: Vec<Op>, instances: usize) {
             }
             Op::Quarantine(i) => {
                 if let Some(i) = pick(i) {
-                    let result = stores[i % instances].quarantine(&alice, model[i].0.id(), "test");
+                    let result = stores[i % instances]
+                        .quarantine(&alice, model[i].0.id(), "test")
+                        .await;
                     if matches!(model[i].1, MailboxState::Processing | MailboxState::Ready) {
                         assert_eq!(result.unwrap().from, model[i].1);
                         model[i].1 = MailboxState::Quarantine;
@@ -157,7 +159,7 @@ fn run(ops: Vec<Op>, instances: usize) {
             Op::Crash => {
                 drop(stores);
                 stores = (0..instances).map(|_| fx.store()).collect();
-                let report = stores[0].recover(&alice).unwrap();
+                let report = stores[0].recover(&alice).await.unwrap();
                 let mut expected: Vec<_> = in_state(&model, MailboxState::Processing)
                     .iter()
                     .map(|m| m.id())
@@ -172,7 +174,7 @@ fn run(ops: Vec<Op>, instances: usize) {
                 }
             }
         }
-        check_disk(&fx, &stores[0], &model);
+        check_disk(&fx, &stores[0], &model).await;
     }
 }
 
@@ -181,11 +183,11 @@ proptest! {
 
     #[test]
     fn one_instance_matches_the_model_exactly(ops in vec(op(1), 1..40)) {
-        run(ops, 1);
+        block_on(run(ops, 1));
     }
 
     #[test]
     fn two_instances_lose_and_duplicate_nothing(ops in vec(op(2), 1..40)) {
-        run(ops, 2);
+        block_on(run(ops, 2));
     }
 }

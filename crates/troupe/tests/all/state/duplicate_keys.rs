@@ -44,8 +44,8 @@ fn assert_duplicate(err: &dyn std::fmt::Display, key: &str) {
     );
 }
 
-#[test]
-fn a_mailbox_file_with_a_duplicate_key_is_quarantined_with_the_key_in_the_reason() {
+#[tokio::test]
+async fn a_mailbox_file_with_a_duplicate_key_is_quarantined_with_the_key_in_the_reason() {
     let (_dir, layout) = workspace();
     let store = FileMailboxStore::new(&layout, Arc::new(ManualClock::at_spec_epoch()));
     let alice = AgentName::parse("alice").unwrap();
@@ -62,8 +62,8 @@ fn a_mailbox_file_with_a_duplicate_key_is_quarantined_with_the_key_in_the_reason
             .join(format!("{ID1}.json")),
         &twice,
     );
-    assert_eq!(store.claim(&alice).unwrap(), None);
-    match &store.list(&alice, MailboxState::Quarantine).unwrap()[..] {
+    assert_eq!(store.claim(&alice).await.unwrap(), None);
+    match &store.list(&alice, MailboxState::Quarantine).await.unwrap()[..] {
         [MailboxEntry::Invalid { file_name, reason }] => {
             assert_eq!(file_name, &format!("{ID1}.json"));
             assert_duplicate(&reason.clone().unwrap_or_default(), "recipient");
@@ -107,8 +107,8 @@ fn state_json_with_a_duplicate_key_is_corrupt() {
     }
 }
 
-#[test]
-fn an_archive_line_with_a_duplicate_key_is_corrupt() {
+#[tokio::test]
+async fn an_archive_line_with_a_duplicate_key_is_corrupt() {
     let (_dir, layout) = workspace();
     let line = format!(
         r#"{{"id":"{ID1}","kind":"shutdown","sender":"lead","target":"alice","status":"approved","content":"stop","created_at_utc":"{AT}","expires_at_utc":"2026-07-30T08:05:00.000Z","resolution":{{"message_id":"{ID2}","approved":true,"content":"ok","resolved_at_utc":"{AT}"}}}}"#
@@ -121,7 +121,7 @@ fn an_archive_line_with_a_duplicate_key_is_corrupt() {
         )
     };
     write(&layout.protocol_archive(), format!("{line}\n").as_bytes());
-    assert_eq!(open().unwrap().list_ids(), vec![ID1.to_owned()]);
+    assert_eq!(open().unwrap().list_ids().await, vec![ID1.to_owned()]);
     let nested = line.replace(r#""approved":true"#, r#""approved":true,"approved":true"#);
     write(&layout.protocol_archive(), format!("{nested}\n").as_bytes());
     let err = open().unwrap_err();
@@ -129,14 +129,17 @@ fn an_archive_line_with_a_duplicate_key_is_corrupt() {
     assert_duplicate(&err, "approved");
 }
 
+#[async_trait::async_trait]
 trait ListIds {
-    fn list_ids(&self) -> Vec<String>;
+    async fn list_ids(&self) -> Vec<String>;
 }
 
+#[async_trait::async_trait]
 impl ListIds for JsonProtocolStore {
-    fn list_ids(&self) -> Vec<String> {
+    async fn list_ids(&self) -> Vec<String> {
         use troupe::store::protocol::ProtocolStore;
         self.list()
+            .await
             .unwrap()
             .iter()
             .map(|r| r.id().to_string())

@@ -89,8 +89,8 @@ async fn the_audit_log_cuts_a_torn_tail_before_its_next_line() {
     assert_eq!(tools, vec!["glob", "read_file"]);
 }
 
-#[test]
-fn the_quarantine_journal_cuts_a_torn_tail_and_keeps_the_next_reason() {
+#[tokio::test]
+async fn the_quarantine_journal_cuts_a_torn_tail_and_keeps_the_next_reason() {
     let dir = tempfile::tempdir().unwrap();
     let layout = Layout::new(dir.path());
     let store = FileMailboxStore::new(&layout, Arc::new(ManualClock::at_spec_epoch()));
@@ -104,13 +104,13 @@ fn the_quarantine_journal_cuts_a_torn_tail_and_keeps_the_next_reason() {
     );
     let bad = "00000000-0000-4000-8000-000000000001.json";
     std::fs::write(mailbox.join("ready").join(bad), b"not json").unwrap();
-    assert_eq!(store.claim(&alice).unwrap(), None);
+    assert_eq!(store.claim(&alice).await.unwrap(), None);
 
     let lines = assert_clean_jsonl(&mailbox.join("quarantine.jsonl"));
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["file_name"], bad);
     // The reason is found again when the quarantine is listed.
-    let listed = store.list(&alice, MailboxState::Quarantine).unwrap();
+    let listed = store.list(&alice, MailboxState::Quarantine).await.unwrap();
     match &listed[..] {
         [MailboxEntry::Invalid { file_name, reason }] => {
             assert_eq!(file_name, bad);
