@@ -117,6 +117,7 @@ async fn a_teammate_whose_plan_is_pending_cannot_start_a_background_job() {
             content: Content::parse("refactor the parser").unwrap(),
             ttl: DEFAULT_TTL,
         })
+        .await
         .unwrap();
     let gate: Arc<dyn PermissionRule> = Arc::new(PlanGateRule::new(protocol, clock));
     // Automatic approval: only the gate stands between the call and the supervisor.

@@ -69,8 +69,9 @@ impl PreToolUse for DenyHook {
 /// Like the plan gate: denies every tool except read tools.
 struct GateRule;
 
+#[async_trait::async_trait]
 impl PermissionRule for GateRule {
-    fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
+    async fn evaluate(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         (request.effect != Effect::Read)
             .then(|| RuleVerdict::new(Decision::Deny, "plan_gate", "plan 0000 is pending"))
     }

@@ -11,8 +11,8 @@ use super::{fixed, request};
 
 use Decision::{Allow, Ask, Deny};
 
-#[test]
-fn the_strongest_verdict_wins_in_any_order() {
+#[tokio::test]
+async fn the_strongest_verdict_wins_in_any_order() {
     let agent = AgentName::lead();
     let args = json!({});
     let req = request(&agent, "t", Effect::Write, &args);
@@ -36,7 +36,7 @@ fn the_strongest_verdict_wins_in_any_order() {
             .enumerate()
             .map(|(i, d)| fixed(&format!("r{i}"), *d))
             .collect();
-        let verdict = combine(rules.iter().map(|r| r.as_ref()), &req);
+        let verdict = combine(rules.iter().map(|r| r.as_ref()), &req).await;
         assert_eq!(verdict.decision, *expected, "{decisions:?}");
         // The reported rule is the first one that gave the winning decision.
         let first = decisions.iter().position(|d| d == expected).unwrap();
@@ -44,20 +44,21 @@ fn the_strongest_verdict_wins_in_any_order() {
     }
 }
 
-#[test]
-fn no_verdict_at_all_falls_back_to_ask() {
+#[tokio::test]
+async fn no_verdict_at_all_falls_back_to_ask() {
     let agent = AgentName::lead();
     let args = json!({});
     let verdict = combine(
         std::iter::empty(),
         &request(&agent, "t", Effect::Read, &args),
-    );
+    )
+    .await;
     assert_eq!(verdict.decision, Ask);
     assert_eq!(verdict.rule, FALLBACK_RULE);
 }
 
-#[test]
-fn defaults_follow_the_effect() {
+#[tokio::test]
+async fn defaults_follow_the_effect() {
     let agent = AgentName::parse("alice").unwrap();
     let args = json!({});
     let table = [
@@ -72,14 +73,16 @@ fn defaults_follow_the_effect() {
     ];
     for (effect, decision, reason) in table {
         assert_eq!(
-            EffectDefaults.evaluate(&request(&agent, "t", effect, &args)),
+            EffectDefaults
+                .evaluate(&request(&agent, "t", effect, &args))
+                .await,
             Some(RuleVerdict::new(decision, "default", reason))
         );
     }
 }
 
-#[test]
-fn defaults_allow_bookkeeping_writes_but_not_bookkeeping_processes() {
+#[tokio::test]
+async fn defaults_allow_bookkeeping_writes_but_not_bookkeeping_processes() {
     // A tool whose changes land only in troupe's own state (todo list, task board, cron) is
     // allowed without asking; the scope never turns an execute tool into an allowed one.
     let agent = AgentName::lead();
@@ -97,7 +100,7 @@ fn defaults_allow_bookkeeping_writes_but_not_bookkeeping_processes() {
         let mut req = request(&agent, "t", effect, &args);
         req.scope = Scope::TroupeState;
         assert_eq!(
-            EffectDefaults.evaluate(&req),
+            EffectDefaults.evaluate(&req).await,
             Some(RuleVerdict::new(decision, "default", reason)),
             "{effect:?}"
         );

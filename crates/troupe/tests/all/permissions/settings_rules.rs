@@ -383,8 +383,8 @@ fn call<'a>(agent: &'a AgentName, tool: &'a str, args: &'a Value) -> PermissionR
     }
 }
 
-#[test]
-fn deny_beats_ask_beats_allow_and_the_verdict_names_the_entry() {
+#[tokio::test]
+async fn deny_beats_ask_beats_allow_and_the_verdict_names_the_entry() {
     let agent = AgentName::lead();
     let rules = SettingsRules::new(
         &[
@@ -413,7 +413,10 @@ fn deny_beats_ask_beats_allow_and_the_verdict_names_the_entry() {
         ),
     ] {
         let args = path(p);
-        let verdict = rules.evaluate(&call(&agent, "write_file", &args)).unwrap();
+        let verdict = rules
+            .evaluate(&call(&agent, "write_file", &args))
+            .await
+            .unwrap();
         assert_eq!(
             (verdict.decision, verdict.rule.as_str()),
             (decision, rule),
@@ -422,18 +425,18 @@ fn deny_beats_ask_beats_allow_and_the_verdict_names_the_entry() {
     }
 }
 
-#[test]
-fn no_matching_entry_leaves_the_defaults() {
+#[tokio::test]
+async fn no_matching_entry_leaves_the_defaults() {
     let agent = AgentName::lead();
     let rules = SettingsRules::new(&example(), Path::new(WS));
     let args = sh("cargo build");
-    let verdict = rules.evaluate(&call(&agent, "shell", &args)).unwrap();
+    let verdict = rules.evaluate(&call(&agent, "shell", &args)).await.unwrap();
     assert_eq!(
         (verdict.decision, verdict.rule.as_str()),
         (Decision::Ask, "default")
     );
     let args = path("src/a.rs");
-    let verdict = rules.evaluate(&call(&agent, "glob", &args)).unwrap();
+    let verdict = rules.evaluate(&call(&agent, "glob", &args)).await.unwrap();
     assert_eq!(
         (verdict.decision, verdict.rule.as_str()),
         (Decision::Allow, "default")

@@ -60,17 +60,20 @@ fn bytes_of(message: &ProtocolMessage) -> Vec<u8> {
     MailboxMessage::Protocol(message.clone()).to_json_bytes()
 }
 
-#[test]
-fn one_answer_is_recorded_then_delivered_and_every_other_is_refused() {
+#[tokio::test]
+async fn one_answer_is_recorded_then_delivered_and_every_other_is_refused() {
     let fx = Fixture::new();
     let store = fx.store();
     let postbox = Postbox::default();
-    let request = store.create(plan_of("alice")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
     let state = fx.state_bytes();
 
     let first = answer(&request, mid(1), true);
     assert_eq!(
-        store.answer(&first, &|m| postbox.deliver(m)).unwrap(),
+        store
+            .answer(&first, &|m: &ProtocolMessage| postbox.deliver(m))
+            .await
+            .unwrap(),
         Delivery::Sent
     );
     assert_eq!(postbox.delivered(), vec![first.clone()]);
@@ -80,7 +83,12 @@ fn one_answer_is_recorded_then_delivered_and_every_other_is_refused() {
     assert_eq!(fx.state_bytes(), state);
 
     for (n, approved) in [(2, true), (3, false)] {
-        let refused = store.answer(&answer(&request, mid(n), approved), &|m| postbox.deliver(m));
+        let refused = store
+            .answer(
+                &answer(&request, mid(n), approved),
+                &|m: &ProtocolMessage| postbox.deliver(m),
+            )
+            .await;
         assert_eq!(code(&refused), "protocol_state_error");
         assert_eq!(
             refused.unwrap_err().to_string(),
@@ -100,12 +108,19 @@ fn one_answer_is_recorded_then_delivered_and_every_other_is_refused() {
 
     // Sending the recorded message itself again is harmless.
     assert_eq!(
-        store.answer(&first, &|m| postbox.deliver(m)).unwrap(),
+        store
+            .answer(&first, &|m: &ProtocolMessage| postbox.deliver(m))
+            .await
+            .unwrap(),
         Delivery::AlreadyThere
     );
     // Once consumed, the request refuses other answers the same way.
-    store.consume_response(&first).unwrap();
-    let late = store.answer(&answer(&request, mid(4), false), &|m| postbox.deliver(m));
+    store.consume_response(&first).await.unwrap();
+    let late = store
+        .answer(&answer(&request, mid(4), false), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert_eq!(code(&late), "protocol_state_error");
     assert!(late
         .unwrap_err()
@@ -114,16 +129,20 @@ fn one_answer_is_recorded_then_delivered_and_every_other_is_refused() {
     assert_eq!(postbox.delivered(), [first]);
 }
 
-#[test]
-fn a_request_resolved_without_a_record_refuses_other_answers() {
+#[tokio::test]
+async fn a_request_resolved_without_a_record_refuses_other_answers() {
     // A workspace from before answer records, or a response written by hand.
     let fx = Fixture::new();
     let store = fx.store();
     let postbox = Postbox::default();
-    let request = store.create(shutdown_of("alice")).unwrap();
+    let request = store.create(shutdown_of("alice")).await.unwrap();
     let consumed = answer(&request, mid(1), true);
-    store.consume_response(&consumed).unwrap();
-    let refused = store.answer(&answer(&request, mid(2), true), &|m| postbox.deliver(m));
+    store.consume_response(&consumed).await.unwrap();
+    let refused = store
+        .answer(&answer(&request, mid(2), true), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert_eq!(code(&refused), "protocol_state_error");
     assert!(refused.unwrap_err().to_string().contains(&format!(
         "already answered (approved) by alice in message {}",
@@ -133,12 +152,12 @@ fn a_request_resolved_without_a_record_refuses_other_answers() {
     assert_eq!(record_bytes(&fx, &request), None);
 }
 
-#[test]
-fn answers_that_do_not_fit_write_nothing() {
+#[tokio::test]
+async fn answers_that_do_not_fit_write_nothing() {
     let fx = Fixture::new();
     let store = fx.store();
     let postbox = Postbox::default();
-    let request = store.create(plan_of("alice")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
     let wrong_sender = response(
         &request,
         mid(1),
@@ -148,7 +167,11 @@ fn answers_that_do_not_fit_write_nothing() {
         true,
     );
     assert_eq!(
-        code(&store.answer(&wrong_sender, &|m| postbox.deliver(m))),
+        code(
+            &store
+                .answer(&wrong_sender, &|m: &ProtocolMessage| postbox.deliver(m))
+                .await
+        ),
         "protocol_mismatch"
     );
     let wrong_kind = response(
@@ -160,40 +183,57 @@ fn answers_that_do_not_fit_write_nothing() {
         true,
     );
     assert_eq!(
-        code(&store.answer(&wrong_kind, &|m| postbox.deliver(m))),
+        code(
+            &store
+                .answer(&wrong_kind, &|m: &ProtocolMessage| postbox.deliver(m))
+                .await
+        ),
         "protocol_mismatch"
     );
     // Registered in another workspace only.
     let elsewhere = Fixture::new()
         .store_with_ids(Arc::new(SequentialIds::with_prefix(7)))
         .create(plan_of("alice"))
+        .await
         .unwrap();
     let unknown = answer(&elsewhere, mid(3), true);
     assert_eq!(
-        code(&store.answer(&unknown, &|m| postbox.deliver(m))),
+        code(
+            &store
+                .answer(&unknown, &|m: &ProtocolMessage| postbox.deliver(m))
+                .await
+        ),
         "protocol_not_found"
     );
     fx.clock.set(request.expires_at_utc());
     assert_eq!(
-        code(&store.answer(&answer(&request, mid(4), true), &|m| postbox.deliver(m))),
+        code(
+            &store
+                .answer(&answer(&request, mid(4), true), &|m: &ProtocolMessage| {
+                    postbox.deliver(m)
+                })
+                .await
+        ),
         "protocol_expired"
     );
     assert_eq!(postbox.attempts(), Vec::<MessageId>::new());
     assert!(!fx.layout.protocol_answers_dir().exists());
 }
 
-#[test]
-fn an_undelivered_answer_stays_recorded_and_is_finished_once() {
+#[tokio::test]
+async fn an_undelivered_answer_stays_recorded_and_is_finished_once() {
     let fx = Fixture::new();
     let store = fx.store();
     let postbox = Postbox::default();
-    let first = store.create(plan_of("alice")).unwrap();
-    let second = store.create(plan_of("bob")).unwrap();
+    let first = store.create(plan_of("alice")).await.unwrap();
+    let second = store.create(plan_of("bob")).await.unwrap();
 
     postbox.failing.store(true, Ordering::SeqCst);
     let answers = [answer(&first, mid(1), true), answer(&second, mid(2), false)];
     for message in &answers {
-        let failed = store.answer(message, &|m| postbox.deliver(m));
+        let failed = store
+            .answer(message, &|m: &ProtocolMessage| postbox.deliver(m))
+            .await;
         assert_eq!(code(&failed), "protocol_delivery_error");
         assert!(failed
             .unwrap_err()
@@ -204,7 +244,11 @@ fn an_undelivered_answer_stays_recorded_and_is_finished_once() {
     assert_eq!(postbox.delivered(), Vec::new());
 
     // The first: another answer is refused, and the refusal finishes the recorded one.
-    let refused = store.answer(&answer(&first, mid(3), false), &|m| postbox.deliver(m));
+    let refused = store
+        .answer(&answer(&first, mid(3), false), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert!(refused.unwrap_err().to_string().contains(&format!(
         "already answered (approved) by lead in message {}",
         mid(1)
@@ -215,37 +259,44 @@ fn an_undelivered_answer_stays_recorded_and_is_finished_once() {
     let started = fx.store();
     assert_eq!(
         started
-            .deliver_recorded_answers(&|m| postbox.deliver(m))
+            .deliver_recorded_answers(&|m: &ProtocolMessage| postbox.deliver(m))
+            .await
             .unwrap(),
         [answers[1].clone()]
     );
     assert_eq!(
         started
-            .deliver_recorded_answers(&|m| postbox.deliver(m))
+            .deliver_recorded_answers(&|m: &ProtocolMessage| postbox.deliver(m))
+            .await
             .unwrap(),
         Vec::new()
     );
     assert_eq!(postbox.delivered(), answers);
     // Consumed requests are no longer looked at.
     for message in &answers {
-        store.consume_response(message).unwrap();
+        store.consume_response(message).await.unwrap();
     }
     let before = postbox.attempts().len();
     started
-        .deliver_recorded_answers(&|m| postbox.deliver(m))
+        .deliver_recorded_answers(&|m: &ProtocolMessage| postbox.deliver(m))
+        .await
         .unwrap();
     assert_eq!(postbox.attempts().len(), before);
 }
 
-#[test]
-fn a_failed_record_write_leaves_no_record_and_sends_nothing() {
+#[tokio::test]
+async fn a_failed_record_write_leaves_no_record_and_sends_nothing() {
     let fx = Fixture::new();
     let files = Arc::new(FailingFiles::default());
     let store = fx.store_with_files(files.clone());
     let postbox = Postbox::default();
-    let request = store.create(plan_of("alice")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
     files.fail_answer.store(true, Ordering::SeqCst);
-    let failed = store.answer(&answer(&request, mid(1), true), &|m| postbox.deliver(m));
+    let failed = store
+        .answer(&answer(&request, mid(1), true), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert_eq!(code(&failed), "storage_error");
     assert_eq!(record_bytes(&fx, &request), None);
     assert_eq!(postbox.attempts(), Vec::<MessageId>::new());
@@ -253,29 +304,40 @@ fn a_failed_record_write_leaves_no_record_and_sends_nothing() {
     files.fail_answer.store(false, Ordering::SeqCst);
     let second = answer(&request, mid(2), false);
     assert_eq!(
-        store.answer(&second, &|m| postbox.deliver(m)).unwrap(),
+        store
+            .answer(&second, &|m: &ProtocolMessage| postbox.deliver(m))
+            .await
+            .unwrap(),
         Delivery::Sent
     );
     assert_eq!(postbox.delivered(), [second]);
 }
 
-#[test]
-fn a_bad_answer_record_is_reported_never_trusted() {
+#[tokio::test]
+async fn a_bad_answer_record_is_reported_never_trusted() {
     let fx = Fixture::new();
     let store = fx.store();
     let postbox = Postbox::default();
-    let request = store.create(plan_of("alice")).unwrap();
-    let other = store.create(plan_of("bob")).unwrap();
+    let request = store.create(plan_of("alice")).await.unwrap();
+    let other = store.create(plan_of("bob")).await.unwrap();
     let path = record_path(&fx, &request);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
 
     let foreign = bytes_of(&answer(&other, mid(9), true));
     for bytes in [&b"{not json"[..], &foreign] {
         std::fs::write(&path, bytes).unwrap();
-        let refused = store.answer(&answer(&request, mid(1), true), &|m| postbox.deliver(m));
+        let refused = store
+            .answer(&answer(&request, mid(1), true), &|m: &ProtocolMessage| {
+                postbox.deliver(m)
+            })
+            .await;
         assert_eq!(code(&refused), "protocol_state_corrupt");
         assert_eq!(
-            code(&store.deliver_recorded_answers(&|m| postbox.deliver(m))),
+            code(
+                &store
+                    .deliver_recorded_answers(&|m: &ProtocolMessage| postbox.deliver(m))
+                    .await
+            ),
             "protocol_state_corrupt"
         );
     }
@@ -284,24 +346,32 @@ fn a_bad_answer_record_is_reported_never_trusted() {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let refused = store.answer(&answer(&request, mid(1), true), &|m| postbox.deliver(m));
+    let refused = store
+        .answer(&answer(&request, mid(1), true), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert!(refused.unwrap_err().to_string().contains("FIFO"));
     std::fs::remove_file(&path).unwrap();
     let elsewhere = fx.layout.workspace().join("elsewhere.json");
     std::fs::write(&elsewhere, bytes_of(&answer(&request, mid(9), true))).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
-    let refused = store.answer(&answer(&request, mid(1), true), &|m| postbox.deliver(m));
+    let refused = store
+        .answer(&answer(&request, mid(1), true), &|m: &ProtocolMessage| {
+            postbox.deliver(m)
+        })
+        .await;
     assert!(refused.unwrap_err().to_string().contains("symbolic link"));
     assert_eq!(postbox.attempts(), Vec::<MessageId>::new());
 }
 
-#[test]
-fn threads_on_several_instances_race_to_answer_and_one_is_sent() {
+#[tokio::test]
+async fn threads_on_several_instances_race_to_answer_and_one_is_sent() {
     let fx = Fixture::new();
     let stores = [Arc::new(fx.store()), Arc::new(fx.store())];
     let postbox = Arc::new(Postbox::default());
     for round in 0..4u64 {
-        let request = stores[0].create(plan_of("alice")).unwrap();
+        let request = stores[0].create(plan_of("alice")).await.unwrap();
         let barrier = Arc::new(Barrier::new(8));
         let handles: Vec<_> = (0..8u64)
             .map(|i| {
@@ -312,8 +382,13 @@ fn threads_on_several_instances_race_to_answer_and_one_is_sent() {
                 );
                 let message = answer(&request, mid(round * 100 + i), i % 2 == 0);
                 thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
                     barrier.wait();
-                    store.answer(&message, &|m| postbox.deliver(m))
+                    runtime
+                        .block_on(store.answer(&message, &|m: &ProtocolMessage| postbox.deliver(m)))
                 })
             })
             .collect();

@@ -11,10 +11,10 @@ use troupe::wire::ProtocolRequest;
 use super::support::*;
 
 /// Resolves enough requests, then writes once more so that they are compacted; returns them.
-fn archived_batch(fx: &Fixture, store: &JsonProtocolStore) -> Vec<ProtocolRequest> {
-    let resolved = resolve_many(fx, store, COMPACT_ABOVE as u64 + 1, 0);
+async fn archived_batch(fx: &Fixture, store: &JsonProtocolStore) -> Vec<ProtocolRequest> {
+    let resolved = resolve_many(fx, store, COMPACT_ABOVE as u64 + 1, 0).await;
     fx.clock.advance_millis(1);
-    store.create(shutdown_of("bob")).unwrap();
+    store.create(shutdown_of("bob")).await.unwrap();
     let archived: Vec<_> = fx.archive_lines().iter().map(|r| r.id()).collect();
     assert_eq!(
         archived,
@@ -51,14 +51,14 @@ fn overwrite(fx: &Fixture, offset: u64, bytes: &[u8]) {
     file.write_all(bytes).unwrap();
 }
 
-#[test]
-fn get_reads_an_archived_request_from_the_file() {
+#[tokio::test]
+async fn get_reads_an_archived_request_from_the_file() {
     let fx = Fixture::new();
     let store = fx.store();
-    let archived = archived_batch(&fx, &store);
+    let archived = archived_batch(&fx, &store).await;
     let target = &archived[5];
     let neighbour = &archived[6];
-    assert_eq!(store.get(target.id()).unwrap(), Some(target.clone()));
+    assert_eq!(store.get(target.id()).await.unwrap(), Some(target.clone()));
     let (offset, line) = line_of(&fx, target);
     let len_before = fx.archive_bytes().unwrap().len();
 
@@ -84,87 +84,103 @@ fn get_reads_an_archived_request_from_the_file() {
         overwrite(&fx, offset, &changed);
         assert_eq!(fx.archive_bytes().unwrap().len(), len_before);
         // The instance indexed the line before it changed: only a read from disk can notice.
-        let err = store.get(target.id()).unwrap_err();
+        let err = store.get(target.id()).await.unwrap_err();
         assert_eq!(code::<()>(&Err(err)), "protocol_state_corrupt");
         let replay = answer(target, mid(5), true);
         assert_eq!(
-            code(&store.consume_response(&replay)),
+            code(&store.consume_response(&replay).await),
             "protocol_state_corrupt"
         );
         assert_eq!(
-            code(&store.validate_response(&replay)),
+            code(&store.validate_response(&replay).await),
             "protocol_state_corrupt"
         );
-        assert_eq!(code(&store.list()), "protocol_state_corrupt");
+        assert_eq!(code(&store.list().await), "protocol_state_corrupt");
         // Other lines are untouched and still read.
-        assert_eq!(store.get(neighbour.id()).unwrap(), Some(neighbour.clone()));
+        assert_eq!(
+            store.get(neighbour.id()).await.unwrap(),
+            Some(neighbour.clone())
+        );
     }
     // Put the original line back: the reads succeed again (nothing stale was cached).
     overwrite(&fx, offset, &line);
-    assert_eq!(store.get(target.id()).unwrap(), Some(target.clone()));
+    assert_eq!(store.get(target.id()).await.unwrap(), Some(target.clone()));
     assert!(
         store
             .consume_response(&answer(target, mid(5), true))
+            .await
             .unwrap()
             .replayed
     );
-    assert_eq!(store.list().unwrap().len(), archived.len() + 1);
+    assert_eq!(store.list().await.unwrap().len(), archived.len() + 1);
 }
 
-#[test]
-fn an_archived_request_replays_after_a_reopen() {
+#[tokio::test]
+async fn an_archived_request_replays_after_a_reopen() {
     let fx = Fixture::new();
     let archived = {
         let store = fx.store();
-        archived_batch(&fx, &store)
+        archived_batch(&fx, &store).await
     };
     let store = fx.store();
     for (i, request) in archived.iter().enumerate() {
         let same = answer(request, mid(i as u64), true);
-        let validated = store.validate_response(&same).unwrap();
+        let validated = store.validate_response(&same).await.unwrap();
         assert!(validated.replayed);
         assert_eq!(&validated.request, request);
-        let consumed = store.consume_response(&same).unwrap();
+        let consumed = store.consume_response(&same).await.unwrap();
         assert!(consumed.replayed, "{i}");
         assert_eq!(&consumed.request, request);
     }
     let duplicate = answer(&archived[0], mid(999_999), true);
     assert_eq!(
-        code(&store.consume_response(&duplicate)),
+        code(&store.consume_response(&duplicate).await),
         "protocol_state_error"
     );
     // Nothing was written by the replays.
     assert_eq!(fx.archive_lines().len(), archived.len());
 }
 
-#[test]
-fn an_instance_reads_what_another_instance_archived() {
+#[tokio::test]
+async fn an_instance_reads_what_another_instance_archived() {
     let fx = Fixture::new();
     let reader = fx.store();
-    let first = archived_batch(&fx, &reader);
+    let first = archived_batch(&fx, &reader).await;
     // Another instance (as another process would) archives a second batch behind its back.
     let writer = fx.store();
-    let second = resolve_many(&fx, &writer, COMPACT_ABOVE as u64 + 1, 1_000);
+    let second = resolve_many(&fx, &writer, COMPACT_ABOVE as u64 + 1, 1_000).await;
     fx.clock.advance_millis(1);
-    writer.create(shutdown_of("carol")).unwrap();
+    writer.create(shutdown_of("carol")).await.unwrap();
     let archived_ids: Vec<_> = fx.archive_lines().iter().map(|r| r.id()).collect();
     assert!(second
         .iter()
         .take(5)
         .all(|r| archived_ids.contains(&r.id())));
     for request in first.iter().chain(second.iter().take(5)) {
-        assert_eq!(reader.get(request.id()).unwrap(), Some(request.clone()));
+        assert_eq!(
+            reader.get(request.id()).await.unwrap(),
+            Some(request.clone())
+        );
     }
-    let all = reader.list().unwrap();
-    assert_eq!(all, writer.list().unwrap());
+    let all = reader.list().await.unwrap();
+    assert_eq!(all, writer.list().await.unwrap());
     assert_eq!(all.len(), first.len() + second.len() + 2);
     // And the reader's own next compaction appends after the writer's lines, not over them.
-    let third = resolve_many(&fx, &reader, COMPACT_ABOVE as u64 + 1, 2_000);
+    let third = resolve_many(&fx, &reader, COMPACT_ABOVE as u64 + 1, 2_000).await;
     fx.clock.advance_millis(1);
-    reader.create(shutdown_of("dave")).unwrap();
+    reader.create(shutdown_of("dave")).await.unwrap();
     for request in first.iter().chain(&second).chain(&third) {
-        assert_eq!(writer.get(request.id()).unwrap(), Some(request.clone()));
-        assert_eq!(reader.get(request.id()).unwrap(), Some(request.clone()));
+        assert_eq!(
+            writer.get(request.id()).await.unwrap(),
+            Some(request.clone())
+        );
+        assert_eq!(
+            reader.get(request.id()).await.unwrap(),
+            Some(request.clone())
+        );
     }
-    assert_eq!(fx.store().list().unwrap(), reader.list().unwrap());
+    assert_eq!(
+        fx.store().list().await.unwrap(),
+        reader.list().await.unwrap()
+    );
 }

@@ -19,9 +19,9 @@ use troupe::store::mailbox::{
     FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
 };
 use troupe::store::protocol::{
-    Consumed, Delivery, JsonProtocolStore, ProtocolError, ProtocolStore,
+    Consumed, DeliverAnswer, Delivery, JsonProtocolStore, ProtocolError, ProtocolStore,
 };
-use troupe::wire::{MailboxMessage, MessageId, ProtocolRequest, RequestId};
+use troupe::wire::{MailboxMessage, MessageId, ProtocolMessage, ProtocolRequest, RequestId};
 
 use super::support::*;
 
@@ -61,39 +61,43 @@ fn race_threads(
             let barrier = barrier.clone();
             let msg = answer(request, mid(i), true);
             thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 barrier.wait();
-                store.consume_response(&msg)
+                runtime.block_on(store.consume_response(&msg))
             })
         })
         .collect();
     race_outcome(handles.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
-#[test]
-fn threads_on_one_store_race_and_one_wins() {
+#[tokio::test]
+async fn threads_on_one_store_race_and_one_wins() {
     let fx = Fixture::new();
     let store = Arc::new(fx.store());
-    let request = store.create(shutdown_of("alice")).unwrap();
+    let request = store.create(shutdown_of("alice")).await.unwrap();
     let winner = race_threads(vec![store.clone()], &request, 8);
-    assert_eq!(store.get(request.id()).unwrap(), Some(winner.request));
+    assert_eq!(store.get(request.id()).await.unwrap(), Some(winner.request));
 }
 
-#[test]
-fn two_store_instances_race_and_one_wins() {
+#[tokio::test]
+async fn two_store_instances_race_and_one_wins() {
     let fx = Fixture::new();
     let stores = vec![Arc::new(fx.store()), Arc::new(fx.store())];
-    let request = stores[0].create(plan_of("alice")).unwrap();
+    let request = stores[0].create(plan_of("alice")).await.unwrap();
     let winner = race_threads(stores.clone(), &request, 8);
     for store in &stores {
         assert_eq!(
-            store.get(request.id()).unwrap(),
+            store.get(request.id()).await.unwrap(),
             Some(winner.request.clone())
         );
     }
 }
 
-#[test]
-fn threads_on_several_instances_create_and_lose_nothing() {
+#[tokio::test]
+async fn threads_on_several_instances_create_and_lose_nothing() {
     let fx = Fixture::new();
     let (threads, per_thread) = (4u64, 60u64);
     let barrier = Arc::new(Barrier::new(threads as usize));
@@ -103,20 +107,31 @@ fn threads_on_several_instances_create_and_lose_nothing() {
             let store = Arc::new(fx.store());
             let barrier = barrier.clone();
             thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 barrier.wait();
-                for j in 0..per_thread {
-                    let request = store.create(shutdown_of("alice")).unwrap();
-                    store
-                        .consume_response(&answer(&request, mid(t * 1000 + j), j.is_multiple_of(2)))
-                        .unwrap();
-                }
+                runtime.block_on(async {
+                    for j in 0..per_thread {
+                        let request = store.create(shutdown_of("alice")).await.unwrap();
+                        store
+                            .consume_response(&answer(
+                                &request,
+                                mid(t * 1000 + j),
+                                j.is_multiple_of(2),
+                            ))
+                            .await
+                            .unwrap();
+                    }
+                })
             })
         })
         .collect();
     for handle in handles {
         handle.join().unwrap();
     }
-    let all = fx.store().list().unwrap();
+    let all = fx.store().list().await.unwrap();
     let unique: HashSet<RequestId> = all.iter().map(|r| r.id()).collect();
     assert_eq!(all.len() as u64, threads * per_thread);
     assert_eq!(unique.len(), all.len());
@@ -175,8 +190,8 @@ fn wait_for(stdout: &mut impl BufRead, marker: &str) -> String {
 }
 
 /// The child side. Does nothing unless started by `run_children`.
-#[test]
-fn child() {
+#[tokio::test]
+async fn child() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
@@ -196,32 +211,38 @@ fn child() {
     let outcome = match role.as_str() {
         "consume" => {
             let id = RequestId::parse(&var(REQUEST)).unwrap();
-            let request = store.get(id).unwrap().unwrap();
-            code(&store.consume_response(&answer(&request, mid(u64::from(index)), true)))
+            let request = store.get(id).await.unwrap().unwrap();
+            code(
+                &store
+                    .consume_response(&answer(&request, mid(u64::from(index)), true))
+                    .await,
+            )
         }
         "create" => {
             let creates: u64 = var(CREATES).parse().unwrap();
             let base = u64::from(index) * 100_000;
-            (0..creates)
-                .map(|j| {
-                    let request = store.create(shutdown_of("alice"))?;
-                    store.consume_response(&answer(&request, mid(base + j), true))
-                })
-                .find_map(|r| r.err())
-                .map_or("ok", |e| troupe::error::ErrorCode::code(&e))
+            let mut failed = None;
+            for j in 0..creates {
+                let round = async {
+                    let request = store.create(shutdown_of("alice")).await?;
+                    store
+                        .consume_response(&answer(&request, mid(base + j), true))
+                        .await
+                }
+                .await;
+                if let Err(e) = round {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            failed.map_or("ok", |e| troupe::error::ErrorCode::code(&e))
         }
         "answer" => {
             let id = RequestId::parse(&var(REQUEST)).unwrap();
-            let request = store.get(id).unwrap().unwrap();
+            let request = store.get(id).await.unwrap().unwrap();
             let mailbox = FileMailboxStore::new(&layout, Arc::new(ManualClock::at_spec_epoch()));
             let message = answer(&request, mid(u64::from(index)), index.is_multiple_of(2));
-            code(&store.answer(&message, &|m| {
-                match mailbox.send(&MailboxMessage::Protocol(m.clone())) {
-                    Ok(()) => Ok(Delivery::Sent),
-                    Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
-                    Err(e) => Err(e.to_string()),
-                }
-            }))
+            code(&store.answer(&message, &ToMailbox(mailbox)).await)
         }
         other => panic!("unknown child role {other}"),
     };
@@ -229,11 +250,11 @@ fn child() {
     std::io::stdout().flush().unwrap();
 }
 
-#[test]
-fn processes_race_on_one_request_and_one_wins() {
+#[tokio::test]
+async fn processes_race_on_one_request_and_one_wins() {
     let fx = Fixture::new();
     let store = fx.store();
-    let request = store.create(shutdown_of("alice")).unwrap();
+    let request = store.create(shutdown_of("alice")).await.unwrap();
     let workspace = fx.layout.workspace().display().to_string();
     let envs = (0..4)
         .map(|i| {
@@ -257,19 +278,19 @@ fn processes_race_on_one_request_and_one_wins() {
             .all(|r| r == "ok" || r == "protocol_state_error"),
         "{results:?}"
     );
-    let resolved = store.get(request.id()).unwrap().unwrap();
+    let resolved = store.get(request.id()).await.unwrap().unwrap();
     let winner = results.iter().position(|r| r == "ok").unwrap() as u64;
     assert_eq!(resolved.resolution().unwrap().message_id, mid(winner));
 }
 
-#[test]
-fn processes_race_to_answer_and_exactly_one_answer_is_sent() {
+#[tokio::test]
+async fn processes_race_to_answer_and_exactly_one_answer_is_sent() {
     let fx = Fixture::new();
     let store = fx.store();
     let workspace = fx.layout.workspace().display().to_string();
     let mailbox = FileMailboxStore::new(&fx.layout, Arc::new(fx.clock.clone()));
     for round in 0..3 {
-        let request = store.create(plan_of("alice")).unwrap();
+        let request = store.create(plan_of("alice")).await.unwrap();
         let envs = (0..4)
             .map(|i| {
                 vec![
@@ -295,6 +316,7 @@ fn processes_race_to_answer_and_exactly_one_answer_is_sent() {
         let winner = (round * 10 + results.iter().position(|r| r == "ok").unwrap()) as u64;
         let answers: Vec<MessageId> = mailbox
             .list(&name("alice"), MailboxState::Ready)
+            .await
             .unwrap()
             .into_iter()
             .filter_map(|e| match e {
@@ -308,12 +330,12 @@ fn processes_race_to_answer_and_exactly_one_answer_is_sent() {
             .collect();
         assert_eq!(answers, [mid(winner)], "round {round}: one answer exists");
         // Still pending: only the recipient consumes an answer.
-        assert!(store.get(request.id()).unwrap().unwrap().is_pending());
+        assert!(store.get(request.id()).await.unwrap().unwrap().is_pending());
     }
 }
 
-#[test]
-fn processes_create_concurrently_and_lose_nothing() {
+#[tokio::test]
+async fn processes_create_concurrently_and_lose_nothing() {
     let fx = Fixture::new();
     let (processes, creates) = (4u64, 50u64);
     let workspace = fx.layout.workspace().display().to_string();
@@ -329,9 +351,23 @@ fn processes_create_concurrently_and_lose_nothing() {
         .collect();
     let results = run_children(envs);
     assert!(results.iter().all(|r| r == "ok"), "{results:?}");
-    let all = fx.store().list().unwrap();
+    let all = fx.store().list().await.unwrap();
     let unique: HashSet<RequestId> = all.iter().map(|r| r.id()).collect();
     assert_eq!(all.len() as u64, processes * creates);
     assert_eq!(unique.len(), all.len());
     assert!(all.iter().all(|r| !r.is_pending()));
+}
+
+/// Delivers an answer into a file mailbox, as the protocol runtime does.
+struct ToMailbox(FileMailboxStore);
+
+#[async_trait::async_trait]
+impl DeliverAnswer for ToMailbox {
+    async fn deliver(&self, m: &ProtocolMessage) -> Result<Delivery, String> {
+        match self.0.send(&MailboxMessage::Protocol(m.clone())).await {
+            Ok(()) => Ok(Delivery::Sent),
+            Err(MailboxError::Duplicate { .. }) => Ok(Delivery::AlreadyThere),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }

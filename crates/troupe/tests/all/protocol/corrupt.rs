@@ -8,13 +8,14 @@ use troupe::store::protocol::{ProtocolError, ProtocolStore};
 use super::support::*;
 
 /// A store with a pending shutdown (lead → alice) then, 1 s later, an approved plan (alice → lead).
-fn valid_state(fx: &Fixture) -> Value {
+async fn valid_state(fx: &Fixture) -> Value {
     let store = fx.store();
-    store.create(shutdown_of("alice")).unwrap();
+    store.create(shutdown_of("alice")).await.unwrap();
     fx.clock.advance_millis(1000);
-    let plan = store.create(plan_of("alice")).unwrap();
+    let plan = store.create(plan_of("alice")).await.unwrap();
     store
         .consume_response(&answer(&plan, mid(1), true))
+        .await
         .unwrap();
     serde_json::from_slice(&fx.state_bytes().unwrap()).unwrap()
 }
@@ -25,7 +26,7 @@ fn mutated(base: &Value, change: impl Fn(&mut Value)) -> Vec<u8> {
     serde_json::to_vec_pretty(&value).unwrap()
 }
 
-fn assert_corrupt(fx: &Fixture, good: &[u8], why: &str, bytes: &[u8]) {
+async fn assert_corrupt(fx: &Fixture, good: &[u8], why: &str, bytes: &[u8]) {
     std::fs::write(fx.state_path(), good).unwrap();
     let open = fx.store();
     std::fs::write(fx.state_path(), bytes).unwrap();
@@ -35,14 +36,18 @@ fn assert_corrupt(fx: &Fixture, good: &[u8], why: &str, bytes: &[u8]) {
         "{why}: open gave {:?}",
         at_open.map(|_| ())
     );
-    assert_eq!(code(&open.list()), "protocol_state_corrupt", "{why}: list");
     assert_eq!(
-        code(&open.latest_plan_of(&name("alice"))),
+        code(&open.list().await),
+        "protocol_state_corrupt",
+        "{why}: list"
+    );
+    assert_eq!(
+        code(&open.latest_plan_of(&name("alice")).await),
         "protocol_state_corrupt",
         "{why}: latest_plan_of"
     );
     assert_eq!(
-        code(&open.create(shutdown_of("bob"))),
+        code(&open.create(shutdown_of("bob")).await),
         "protocol_state_corrupt",
         "{why}: create"
     );
@@ -53,10 +58,10 @@ fn assert_corrupt(fx: &Fixture, good: &[u8], why: &str, bytes: &[u8]) {
     );
 }
 
-#[test]
-fn every_broken_invariant_of_state_json_is_corrupt() {
+#[tokio::test]
+async fn every_broken_invariant_of_state_json_is_corrupt() {
     let fx = Fixture::new();
-    let base = valid_state(&fx);
+    let base = valid_state(&fx).await;
     let good = fx.state_bytes().unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (
@@ -166,11 +171,11 @@ fn every_broken_invariant_of_state_json_is_corrupt() {
         ("not json", b"garbage".to_vec()),
     ];
     for (why, bytes) in cases {
-        assert_corrupt(&fx, &good, why, &bytes);
+        assert_corrupt(&fx, &good, why, &bytes).await;
     }
     // The unmodified file still loads: the cases above fail for their own reason.
     std::fs::write(fx.state_path(), &good).unwrap();
-    assert_eq!(fx.store().list().unwrap().len(), 2);
+    assert_eq!(fx.store().list().await.unwrap().len(), 2);
 }
 
 fn archive_line(request: &troupe::wire::ProtocolRequest) -> Vec<u8> {
@@ -179,19 +184,21 @@ fn archive_line(request: &troupe::wire::ProtocolRequest) -> Vec<u8> {
     line
 }
 
-#[test]
-fn archive_lines_that_break_a_rule_are_corrupt() {
+#[tokio::test]
+async fn archive_lines_that_break_a_rule_are_corrupt() {
     let fx = Fixture::new();
     let store = fx.store();
-    let pending = store.create(shutdown_of("alice")).unwrap();
-    let resolved = store.create(shutdown_of("bob")).unwrap();
+    let pending = store.create(shutdown_of("alice")).await.unwrap();
+    let resolved = store.create(shutdown_of("bob")).await.unwrap();
     let resolved = store
         .consume_response(&answer(&resolved, mid(1), true))
+        .await
         .unwrap()
         .request;
+    let other = store.create(shutdown_of("carol")).await.unwrap();
     let other = store
-        .create(shutdown_of("carol"))
-        .and_then(|r| store.consume_response(&answer(&r, mid(2), false)))
+        .consume_response(&answer(&other, mid(2), false))
+        .await
         .unwrap()
         .request;
     let differing = resolved

@@ -194,22 +194,25 @@ pub fn code<T>(result: &Result<T, ProtocolError>) -> &'static str {
 }
 
 /// Creates and resolves `n` shutdown requests (approved by `mid(base + i)`), one ms apart.
-pub fn resolve_many(
+pub async fn resolve_many(
     fx: &Fixture,
     store: &JsonProtocolStore,
     n: u64,
     base: u64,
 ) -> Vec<ProtocolRequest> {
-    (0..n)
-        .map(|i| {
-            fx.clock.advance_millis(1);
-            let request = store.create(shutdown_of("alice")).unwrap();
+    let mut resolved = Vec::new();
+    for i in 0..n {
+        fx.clock.advance_millis(1);
+        let request = store.create(shutdown_of("alice")).await.unwrap();
+        resolved.push(
             store
                 .consume_response(&answer(&request, mid(base + i), true))
+                .await
                 .unwrap()
-                .request
-        })
-        .collect()
+                .request,
+        );
+    }
+    resolved
 }
 
 /// A write seam that fails on demand (tests run as root, so permissions cannot make it fail).

@@ -38,7 +38,7 @@ impl ProtocolFiles for UnsyncedFiles {
     }
 }
 
-fn round_trip(fx: &Fixture, store: &JsonProtocolStore, i: u64) -> Duration {
+async fn round_trip(fx: &Fixture, store: &JsonProtocolStore, i: u64) -> Duration {
     fx.clock.advance_millis(1);
     let started = Instant::now();
     let new = if i.is_multiple_of(10) {
@@ -46,9 +46,10 @@ fn round_trip(fx: &Fixture, store: &JsonProtocolStore, i: u64) -> Duration {
     } else {
         shutdown_of("alice")
     };
-    let request = store.create(new).unwrap();
+    let request = store.create(new).await.unwrap();
     store
         .consume_response(&answer(&request, mid(i), true))
+        .await
         .unwrap();
     started.elapsed()
 }
@@ -62,12 +63,12 @@ fn mean(samples: &[Duration]) -> Duration {
     samples.iter().sum::<Duration>() / samples.len() as u32
 }
 
-fn measure(label: &str, files: Arc<dyn ProtocolFiles>) {
+async fn measure(label: &str, files: Arc<dyn ProtocolFiles>) {
     let full = Fixture::new();
     let store = full.store_with_files(files.clone());
     let started = Instant::now();
     for i in 0..10_000 {
-        round_trip(&full, &store, i);
+        round_trip(&full, &store, i).await;
     }
     let fill = started.elapsed();
     let full_store = full.store_with_files(files.clone());
@@ -75,19 +76,18 @@ fn measure(label: &str, files: Arc<dyn ProtocolFiles>) {
     let empty_store = empty.store_with_files(files);
     let (mut on_empty, mut on_full) = (Vec::new(), Vec::new());
     for i in 0..300 {
-        on_empty.push(round_trip(&empty, &empty_store, i));
-        on_full.push(round_trip(&full, &full_store, 1_000_000 + i));
+        on_empty.push(round_trip(&empty, &empty_store, i).await);
+        on_full.push(round_trip(&full, &full_store, 1_000_000 + i).await);
     }
-    let plans: Vec<Duration> = (0..2000)
-        .map(|_| {
-            let started = Instant::now();
-            let plan = full_store.latest_plan_of(&name("bob")).unwrap();
-            assert!(plan.is_some());
-            started.elapsed()
-        })
-        .collect();
+    let mut plans: Vec<Duration> = Vec::new();
+    for _ in 0..2000 {
+        let started = Instant::now();
+        let plan = full_store.latest_plan_of(&name("bob")).await.unwrap();
+        assert!(plan.is_some());
+        plans.push(started.elapsed());
+    }
     let started = Instant::now();
-    let all = full_store.list().unwrap();
+    let all = full_store.list().await.unwrap();
     let list = started.elapsed();
     println!("[{label}] filling 10,000 round trips took {fill:?}");
     println!(
@@ -112,9 +112,9 @@ fn measure(label: &str, files: Arc<dyn ProtocolFiles>) {
     );
 }
 
-#[test]
+#[tokio::test]
 #[ignore = "timing; run by hand in release mode"]
-fn round_trip_and_latest_plan_timings() {
-    measure("durable", Arc::new(DurableFiles));
-    measure("no fsync", Arc::new(UnsyncedFiles));
+async fn round_trip_and_latest_plan_timings() {
+    measure("durable", Arc::new(DurableFiles)).await;
+    measure("no fsync", Arc::new(UnsyncedFiles)).await;
 }

@@ -68,7 +68,7 @@ async fn plan_then_shut_down(
             writer.calls() == 2 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     RequestShutdown(team.runtime.handle())
         .call(&lead_ctx(f), json!({"teammate": "writer"}))
         .await
@@ -81,8 +81,9 @@ async fn plan_then_shut_down(
     plan
 }
 
-fn plan_responses(f: &Fixture, state: MailboxState) -> Vec<troupe::wire::ProtocolMessage> {
+async fn plan_responses(f: &Fixture, state: MailboxState) -> Vec<troupe::wire::ProtocolMessage> {
     f.messages("writer", state)
+        .await
         .into_iter()
         .filter_map(|m| match m {
             MailboxMessage::Protocol(p)
@@ -113,7 +114,7 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
             writer.calls() == 2 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     team.runtime
         .postman()
         .send_ordinary(
@@ -122,6 +123,7 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
             OrdinaryKind::Message,
             "Wait.",
         )
+        .await
         .unwrap();
     f.signal
         .until("the writer busy with the message", || writer.calls() == 3)
@@ -136,7 +138,7 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
     .unwrap();
     assert_eq!(first["approved"], true);
     let state_after_first = f.state_bytes();
-    let answers_after_first = plan_responses(&f, MailboxState::Ready);
+    let answers_after_first = plan_responses(&f, MailboxState::Ready).await;
     assert_eq!(answers_after_first.len(), 1);
 
     // Same decision, opposite decision, through the tool and through the runtime (`troupe
@@ -172,13 +174,17 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
                 teammates: team.runtime.roster().await,
             },
         )
+        .await
         .unwrap_err();
     assert_eq!(
         troupe::error::ErrorCode::code(&refused),
         "protocol_state_error"
     );
     // Nothing was written: one answer in the writer's mailbox, state.json as it was.
-    assert_eq!(plan_responses(&f, MailboxState::Ready), answers_after_first);
+    assert_eq!(
+        plan_responses(&f, MailboxState::Ready).await,
+        answers_after_first
+    );
     assert_eq!(f.state_bytes(), state_after_first);
 
     // The writer consumes the one answer; nothing is quarantined.
@@ -188,14 +194,14 @@ async fn a_second_answer_to_a_plan_is_refused_before_anything_is_written() {
             writer.calls() == 4 && !team.runtime.any_worker_running()
         })
         .await;
-    let resolved = f.requests()[0].clone();
+    let resolved = f.requests().await[0].clone();
     assert_eq!(resolved.stored_status(), RequestStatus::Approved);
     assert_eq!(
         resolved.resolution().unwrap().message_id,
         answers_after_first[0].id()
     );
     assert_eq!(f.recorder.quarantined(), Vec::new());
-    assert_eq!(f.count("writer", MailboxState::Quarantine), 0);
+    assert_eq!(f.count("writer", MailboxState::Quarantine).await, 0);
     // Once consumed, another answer is still refused, naming the decision.
     let late = review(
         &f,
@@ -217,7 +223,7 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
         .build(Models::new(&f.signal, &[("writer", &writer)]))
         .await;
     let plan = plan_then_shut_down(&f, &team, &writer).await;
-    let before = f.count("writer", MailboxState::Ready);
+    let before = f.count("writer", MailboxState::Ready).await;
     let state_before = f.state_bytes();
 
     for approve in [true, false] {
@@ -231,9 +237,9 @@ async fn a_plan_of_a_shut_down_teammate_cannot_be_answered() {
         assert!(refused.starts_with("Error [teammate_state]"), "{refused}");
         assert!(refused.contains("writer is shutdown"), "{refused}");
     }
-    assert_eq!(f.count("writer", MailboxState::Ready), before);
+    assert_eq!(f.count("writer", MailboxState::Ready).await, before);
     assert_eq!(f.state_bytes(), state_before);
-    assert!(f.requests()[0].is_pending());
+    assert!(f.requests().await[0].is_pending());
     team.close().await;
 }
 
@@ -259,6 +265,7 @@ async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answer
         .await;
     let plans: Vec<_> = f
         .requests()
+        .await
         .into_iter()
         .filter(|r| r.kind().as_str() == "plan_approval")
         .collect();
@@ -276,7 +283,7 @@ async fn a_plan_left_pending_by_an_earlier_teammate_of_the_name_cannot_be_answer
     assert!(refused.starts_with("Error [teammate_state]"), "{refused}");
     assert!(refused.contains("earlier teammate"), "{refused}");
     assert_eq!(f.state_bytes(), state_before);
-    assert!(plan_responses(&f, MailboxState::Ready).is_empty());
+    assert!(plan_responses(&f, MailboxState::Ready).await.is_empty());
 
     review(
         &f,
@@ -316,11 +323,11 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
         .await
         .unwrap();
     f.signal
-        .until("the plan submitted", || {
-            f.requests().len() == 1 && !team.runtime.any_worker_running()
+        .until_async("the plan submitted", async || {
+            f.requests().await.len() == 1 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     team.runtime
         .postman()
         .send_ordinary(
@@ -329,6 +336,7 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
             OrdinaryKind::Message,
             "Go on.",
         )
+        .await
         .unwrap();
     f.signal
         .until("the writer failed", || {
@@ -340,8 +348,8 @@ async fn a_plan_of_a_failed_teammate_cannot_be_answered() {
         .unwrap_err();
     assert!(refused.starts_with("Error [teammate_state]"), "{refused}");
     assert!(refused.contains("writer is failed"), "{refused}");
-    assert!(plan_responses(&f, MailboxState::Ready).is_empty());
-    assert!(f.requests()[0].is_pending());
+    assert!(plan_responses(&f, MailboxState::Ready).await.is_empty());
+    assert!(f.requests().await[0].is_pending());
     team.close().await;
 }
 
@@ -445,7 +453,7 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
             writer.calls() == 2 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     team.close().await;
 
     // A reviewer recorded its answer, then died before writing it into the mailbox.
@@ -469,7 +477,7 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
         MailboxMessage::Protocol(recorded.clone()).to_json_bytes(),
     )
     .unwrap();
-    assert!(plan_responses(&f, MailboxState::Ready).is_empty());
+    assert!(plan_responses(&f, MailboxState::Ready).await.is_empty());
 
     let team = f.build(models).await;
     f.signal
@@ -486,11 +494,11 @@ async fn an_answer_recorded_but_not_delivered_is_delivered_at_the_next_start() {
         "{:?}",
         writer.user_texts(3)
     );
-    let resolved = f.requests()[0].clone();
+    let resolved = f.requests().await[0].clone();
     assert_eq!(resolved.stored_status(), RequestStatus::Approved);
     assert_eq!(resolved.resolution().unwrap().message_id, recorded.id());
     assert_eq!(
-        plan_responses(&f, MailboxState::Done),
+        plan_responses(&f, MailboxState::Done).await,
         vec![recorded.clone()]
     );
     let refused = review(

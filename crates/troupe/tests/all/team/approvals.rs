@@ -85,8 +85,9 @@ fn writing_lead() -> impl Fn(&Convo<'_>) -> Reply + Send + Sync {
     }
 }
 
-fn permission_requests(f: &Fixture) -> Vec<ProtocolRequest> {
+async fn permission_requests(f: &Fixture) -> Vec<ProtocolRequest> {
     f.requests()
+        .await
         .into_iter()
         .filter(|r| r.kind() == RequestKind::Permission)
         .collect()
@@ -105,8 +106,9 @@ impl Asked {
     async fn prompted(&self) {
         self.f
             .signal
-            .until("the prompt and its request", || {
-                self.screen.text().ends_with("/N] ") && permission_requests(&self.f).len() == 1
+            .until_async("the prompt and its request", async || {
+                self.screen.text().ends_with("/N] ")
+                    && permission_requests(&self.f).await.len() == 1
             })
             .await;
     }
@@ -153,7 +155,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.prompted().await;
-    let request = permission_requests(&a.f).remove(0);
+    let request = permission_requests(&a.f).await.remove(0);
     assert_eq!(request.sender().as_str(), "lead");
     assert_eq!(request.target().as_str(), "user");
     assert!(request.is_pending());
@@ -176,6 +178,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
         &request,
         &PermissionReply::new(Choice::Once, "approved with troupe approve (pid 1)", "cli"),
     )
+    .await
     .unwrap();
     // A second answer, either way, is refused naming the first.
     let second = desk
@@ -183,6 +186,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
             &request,
             &PermissionReply::new(Choice::No, "too late", "page"),
         )
+        .await
         .unwrap_err();
     assert_eq!(second.code(), "protocol_state_error");
     assert!(
@@ -208,7 +212,7 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
     let line = audit.iter().find(|l| l["tool"] == "write_file").unwrap();
     assert_eq!(line["rule"], "default+approval:cli");
     assert_eq!(line["decision"], "allow");
-    let stored = permission_requests(&a.f).remove(0);
+    let stored = permission_requests(&a.f).await.remove(0);
     assert_eq!(stored.stored_status(), RequestStatus::Approved);
     assert_eq!(a.f.events_of("permission_requested").len(), 1);
     let answered = a.f.events_of("permission_answered");
@@ -217,7 +221,8 @@ async fn an_ask_is_registered_then_answered_elsewhere_and_the_prompt_gives_way()
     assert_eq!(answered[0].fields["approved"], true);
     // The mailbox copy of the answer was consumed without a model call.
     assert_eq!(
-        a.f.count("lead", troupe::store::mailbox::MailboxState::Ready),
+        a.f.count("lead", troupe::store::mailbox::MailboxState::Ready)
+            .await,
         0
     );
 }
@@ -228,12 +233,14 @@ async fn an_unanswered_ask_expires_as_a_denial_with_its_reason() {
     let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
-        .until("the request", || permission_requests(&a.f).len() == 1)
+        .until_async("the request", async || {
+            permission_requests(&a.f).await.len() == 1
+        })
         .await;
     a.f.clock.advance_millis(1_000);
     let (_team, _) = finish(run).await;
     assert!(!a.f.workspace.join("NOTES.md").exists());
-    let request = permission_requests(&a.f).remove(0);
+    let request = permission_requests(&a.f).await.remove(0);
     assert_eq!(request.status_at(a.f.clock.now()), RequestStatus::Expired);
     let audit = a.f.audit();
     let line = audit.iter().find(|l| l["tool"] == "write_file").unwrap();
@@ -264,7 +271,7 @@ async fn an_interrupt_denies_the_waiting_ask_and_leaves_its_request_unanswered()
     a.cancel.cancel();
     let (_team, _) = finish(run).await;
     assert!(!a.f.workspace.join("NOTES.md").exists());
-    let request = permission_requests(&a.f).remove(0);
+    let request = permission_requests(&a.f).await.remove(0);
     assert_eq!(request.stored_status(), RequestStatus::Pending);
     let audit = a.f.audit();
     let line = audit.iter().find(|l| l["tool"] == "write_file").unwrap();
@@ -272,11 +279,13 @@ async fn an_interrupt_denies_the_waiting_ask_and_leaves_its_request_unanswered()
     assert_eq!(line["decision"], "deny");
     // Nothing was written into the lead's mailbox; a later answer finds no call waiting.
     assert_eq!(
-        a.f.count("lead", troupe::store::mailbox::MailboxState::Ready),
+        a.f.count("lead", troupe::store::mailbox::MailboxState::Ready)
+            .await,
         0
     );
     let desk = ApprovalDesk::new(runtime.protocol().clone());
     desk.answer(&request, &PermissionReply::new(Choice::Once, "", "cli"))
+        .await
         .unwrap();
     assert!(!a.f.workspace.join("NOTES.md").exists());
 }
@@ -290,7 +299,7 @@ async fn a_terminal_yes_is_the_recorded_answer() {
     let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(f.workspace.join("NOTES.md").exists());
-    let request = permission_requests(&f).remove(0);
+    let request = permission_requests(&f).await.remove(0);
     assert_eq!(request.stored_status(), RequestStatus::Approved);
     let reply =
         PermissionReply::from_content(request.resolution().unwrap().content.as_str()).unwrap();
@@ -310,7 +319,7 @@ async fn without_a_terminal_a_lead_s_ask_is_denied_at_once_and_registers_nothing
     let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "write")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
-    assert!(permission_requests(&f).is_empty());
+    assert!(permission_requests(&f).await.is_empty());
 }
 
 /// The lead spawns `alice`; a permission_request event from her is answered with
@@ -359,7 +368,7 @@ async fn routed_to_the_lead_a_teammate_s_ask_is_answered_with_review_permission(
             approve,
             "approve={approve}"
         );
-        let request = permission_requests(&f).remove(0);
+        let request = permission_requests(&f).await.remove(0);
         assert_eq!(request.sender().as_str(), "alice");
         assert_eq!(request.target().as_str(), "lead");
         assert_eq!(
@@ -388,9 +397,11 @@ async fn the_lead_cannot_answer_an_ask_meant_for_a_person() {
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
-        .until("the request", || permission_requests(&a.f).len() == 1)
+        .until_async("the request", async || {
+            permission_requests(&a.f).await.len() == 1
+        })
         .await;
-    let request = permission_requests(&a.f).remove(0);
+    let request = permission_requests(&a.f).await.remove(0);
     let tool = troupe::approvals::review_tool::ReviewPermission(runtime.handle());
     let ctx = troupe::tools::ToolContext::new(troupe::wire::AgentName::lead(), &a.f.workspace);
     let refused = troupe::tools::ToolHandler::call(
@@ -444,15 +455,20 @@ fn of_answerers_racing_in_separate_stores_exactly_one_wins_and_the_others_name_i
         None,
         None,
     );
-    let request = desk_at()
-        .store()
-        .create(NewRequest {
+    // The answerers race on threads of their own, each with its own runtime; this one sets up
+    // and inspects.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = runtime
+        .block_on(desk_at().store().create(NewRequest {
             kind: RequestKind::Permission,
             sender: troupe::wire::AgentName::lead(),
             target: troupe::wire::AgentName::user(),
             content: troupe::wire::Content::parse(ask.to_content()).unwrap(),
             ttl: Duration::from_secs(600),
-        })
+        }))
         .unwrap();
     let barrier = Arc::new(std::sync::Barrier::new(8));
     let results: Vec<_> = std::thread::scope(|s| {
@@ -462,12 +478,16 @@ fn of_answerers_racing_in_separate_stores_exactly_one_wins_and_the_others_name_i
                 let request = request.clone();
                 let desk = desk_at();
                 s.spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
                     let choice = if i % 2 == 0 { Choice::Once } else { Choice::No };
                     barrier.wait();
-                    desk.answer(
+                    runtime.block_on(desk.answer(
                         &request,
                         &PermissionReply::new(choice, format!("answerer {i}"), "cli"),
-                    )
+                    ))
                 })
             })
             .collect();
@@ -485,10 +505,13 @@ fn of_answerers_racing_in_separate_stores_exactly_one_wins_and_the_others_name_i
     }
     // One answer recorded, one message in the asker's mailbox.
     assert_eq!(
-        f.count("lead", troupe::store::mailbox::MailboxState::Ready),
+        runtime.block_on(f.count("lead", troupe::store::mailbox::MailboxState::Ready)),
         1
     );
-    let recorded = desk_at().answered(&request).unwrap().unwrap();
+    let recorded = runtime
+        .block_on(desk_at().answered(&request))
+        .unwrap()
+        .unwrap();
     assert_eq!(recorded.message.id(), winner.id());
 }
 
@@ -515,7 +538,7 @@ async fn the_plan_gate_denies_before_any_permission_request_is_registered() {
     let team = troupe::bootstrap::build_team(settings).await.unwrap();
     let (_team, _) = finish(drive_in_background(team, "go")).await;
     assert!(!f.workspace.join("NOTES.md").exists());
-    assert!(permission_requests(&f).is_empty());
+    assert!(permission_requests(&f).await.is_empty());
     let audit = f.audit();
     let line = audit
         .iter()
@@ -545,7 +568,9 @@ async fn a_permission_request_hook_is_told_of_each_registered_ask() {
     let runtime = team.runtime.clone();
     let run = drive_in_background(team, "write the notes");
     a.f.signal
-        .until("the request", || permission_requests(&a.f).len() == 1)
+        .until_async("the request", async || {
+            permission_requests(&a.f).await.len() == 1
+        })
         .await;
     // The hook runs beside the waiting call (a process of its own): its file, within the bound.
     let input = a.f.workspace.join("hook-input.json");
@@ -556,7 +581,7 @@ async fn a_permission_request_hook_is_told_of_each_registered_ask() {
     }
     let told: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
-    let request = permission_requests(&a.f).remove(0);
+    let request = permission_requests(&a.f).await.remove(0);
     assert_eq!(told["event"], "PermissionRequest");
     assert_eq!(told["agent"], "lead");
     assert_eq!(told["tool"], "write_file");
@@ -568,6 +593,7 @@ async fn a_permission_request_hook_is_told_of_each_registered_ask() {
     assert!(request.is_pending());
     ApprovalDesk::new(runtime.protocol().clone())
         .answer(&request, &PermissionReply::new(Choice::Once, "ok", "cli"))
+        .await
         .unwrap();
     let (_team, _) = finish(run).await;
     assert!(a.f.workspace.join("NOTES.md").exists());
@@ -615,13 +641,14 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
             lead_saw_it.load(std::sync::atomic::Ordering::SeqCst)
         })
         .await;
-    let request = permission_requests(&f).remove(0);
+    let request = permission_requests(&f).await.remove(0);
     assert_eq!(request.target().as_str(), "lead");
     ApprovalDesk::new(runtime.protocol().clone())
         .answer(
             &request,
             &PermissionReply::new(Choice::Once, "approved with cli (pid 7)", "cli"),
         )
+        .await
         .unwrap();
     person_answered.store(true, std::sync::atomic::Ordering::SeqCst);
     runtime.wake(&troupe::wire::AgentName::lead());
@@ -644,6 +671,6 @@ async fn routed_to_the_lead_a_person_may_still_answer_first_and_the_lead_is_refu
         .collect();
     assert_eq!(reviews.len(), 1, "{reviews:?}");
     assert_eq!(reviews[0].fields["outcome"], "error");
-    let stored = permission_requests(&f).remove(0);
+    let stored = permission_requests(&f).await.remove(0);
     assert_eq!(stored.stored_status(), RequestStatus::Approved);
 }

@@ -33,7 +33,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
             writer.calls() == 2 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     let response = team
         .runtime
         .protocol()
@@ -47,6 +47,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
                 teammates: team.runtime.roster().await,
             },
         )
+        .await
         .unwrap();
     f.signal
         .until("the writer inside the response's model call", || {
@@ -55,13 +56,14 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
         .await;
     assert_eq!(
         f.messages("writer", MailboxState::Processing)
+            .await
             .iter()
             .map(|m| m.id())
             .collect::<Vec<_>>(),
         [response.id()]
     );
     // Consumed before the runner continued.
-    let approved = f.requests()[0].clone();
+    let approved = f.requests().await[0].clone();
     assert_eq!(approved.stored_status(), RequestStatus::Approved);
 
     tokio::time::timeout(WAIT, team.close())
@@ -69,13 +71,14 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
         .expect("close did not finish");
     assert_eq!(
         f.messages("writer", MailboxState::Ready)
+            .await
             .iter()
             .map(|m| m.id())
             .collect::<Vec<_>>(),
         [response.id()]
     );
-    assert_eq!(f.count("writer", MailboxState::Processing), 0);
-    assert_eq!(f.count("writer", MailboxState::Quarantine), 0);
+    assert_eq!(f.count("writer", MailboxState::Processing).await, 0);
+    assert_eq!(f.count("writer", MailboxState::Quarantine).await, 0);
     let roster = troupe::inspect::read_roster(&f.layout.team_file()).unwrap();
     assert_eq!(roster.teammates[0].status, TeammateStatus::Idle);
 
@@ -85,8 +88,8 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
     let team = f.build(Models::new(&f.signal, &[("writer", &next)])).await;
     assert_eq!(team.recovered, 0, "nothing was left in processing/");
     f.signal
-        .until("the response handled by the next run", || {
-            f.count("writer", MailboxState::Done) == 2 && !team.runtime.any_worker_running()
+        .until_async("the response handled by the next run", async || {
+            f.count("writer", MailboxState::Done).await == 2 && !team.runtime.any_worker_running()
         })
         .await;
     assert_eq!(next.calls(), 1);
@@ -95,7 +98,7 @@ async fn closing_during_a_plan_response_releases_it_and_the_next_run_replays_it(
         prompt.starts_with(&format!("Plan approved ({}). Feedback: Go.", plan.id())),
         "{prompt}"
     );
-    assert_eq!(f.requests()[0], approved, "no second transition");
-    assert_eq!(f.count("writer", MailboxState::Ready), 0);
+    assert_eq!(f.requests().await[0], approved, "no second transition");
+    assert_eq!(f.count("writer", MailboxState::Ready).await, 0);
     team.close().await;
 }

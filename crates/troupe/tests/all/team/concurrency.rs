@@ -44,7 +44,7 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
             writer.calls() == 2 && !team.runtime.any_worker_running()
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
 
     // Two reviewers, each with its own stores, released together.
     let barrier = Arc::new(Barrier::new(2));
@@ -54,6 +54,10 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
             let (layout, clock, barrier) = (f.layout.clone(), f.clock.clone(), barrier.clone());
             let plan_id = plan.id();
             std::thread::spawn(move || {
+                let executor = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 let store =
                     JsonProtocolStore::open(&layout, Arc::new(clock.clone()), Arc::new(RandomIds))
                         .unwrap();
@@ -67,8 +71,14 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
                     ProtocolRuntime::new(Arc::new(store), postman, Duration::from_secs(300));
                 let roster = read_roster(&layout.team_file()).unwrap();
                 barrier.wait();
-                runtime
-                    .review_plan(&AgentName::lead(), plan_id, approve, None, &roster)
+                executor
+                    .block_on(runtime.review_plan(
+                        &AgentName::lead(),
+                        plan_id,
+                        approve,
+                        None,
+                        &roster,
+                    ))
                     .map(|m| m.id())
             })
         })
@@ -92,6 +102,7 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
         .unwrap();
     assert_eq!(
         f.messages("writer", MailboxState::Ready)
+            .await
             .iter()
             .map(|m| m.id())
             .collect::<Vec<_>>(),
@@ -101,11 +112,11 @@ async fn two_reviewers_race_and_exactly_one_answer_is_sent() {
 
     team.runtime.wake_all().await;
     f.signal
-        .until("the answer handled", || {
-            f.count("writer", MailboxState::Ready) == 0 && !team.runtime.any_worker_running()
+        .until_async("the answer handled", async || {
+            f.count("writer", MailboxState::Ready).await == 0 && !team.runtime.any_worker_running()
         })
         .await;
-    let resolved = f.requests()[0].clone();
+    let resolved = f.requests().await[0].clone();
     assert_eq!(resolved.resolution().unwrap().message_id, sent);
     assert_eq!(f.recorder.quarantined(), Vec::new());
     // The teammate was told once, and what it was told is what the store says.

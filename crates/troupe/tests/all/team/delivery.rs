@@ -49,8 +49,9 @@ impl FlakyMailbox {
     }
 }
 
+#[async_trait::async_trait]
 impl MailboxStore for FlakyMailbox {
-    fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
+    async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         if self.failing.lock().unwrap().contains(&message.kind_str()) {
             return Err(MailboxError::Io(IoError::new(
                 "write",
@@ -58,56 +59,61 @@ impl MailboxStore for FlakyMailbox {
                 std::io::Error::other("disk full (injected)"),
             )));
         }
-        self.inner.send(message)
+        self.inner.send(message).await
     }
-    fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
-        self.inner.claim(agent)
+    async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
+        self.inner.claim(agent).await
     }
-    fn ack(&self, agent: &AgentName, message: &MailboxMessage) -> Result<AckOutcome, MailboxError> {
-        let mut left = self.lead_ack_failures.lock().unwrap();
-        if agent.is_lead() && *left > 0 {
-            *left -= 1;
-            self.failed_lead_acks.lock().unwrap().push(message.id());
-            return Err(MailboxError::Io(IoError::new(
-                "move",
-                std::path::Path::new("processing"),
-                std::io::Error::other("I/O error (injected)"),
-            )));
+    async fn ack(
+        &self,
+        agent: &AgentName,
+        message: &MailboxMessage,
+    ) -> Result<AckOutcome, MailboxError> {
+        {
+            let mut left = self.lead_ack_failures.lock().unwrap();
+            if agent.is_lead() && *left > 0 {
+                *left -= 1;
+                self.failed_lead_acks.lock().unwrap().push(message.id());
+                return Err(MailboxError::Io(IoError::new(
+                    "move",
+                    std::path::Path::new("processing"),
+                    std::io::Error::other("I/O error (injected)"),
+                )));
+            }
         }
-        drop(left);
-        self.inner.ack(agent, message)
+        self.inner.ack(agent, message).await
     }
-    fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
-        self.inner.release(agent, id)
+    async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
+        self.inner.release(agent, id).await
     }
-    fn quarantine(
+    async fn quarantine(
         &self,
         agent: &AgentName,
         id: MessageId,
         reason: &str,
     ) -> Result<QuarantineRecord, MailboxError> {
-        self.inner.quarantine(agent, id, reason)
+        self.inner.quarantine(agent, id, reason).await
     }
-    fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
-        self.inner.recover(agent)
+    async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
+        self.inner.recover(agent).await
     }
-    fn list(
+    async fn list(
         &self,
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError> {
-        self.inner.list(agent, state)
+        self.inner.list(agent, state).await
     }
-    fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
+    async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
         if agent.is_lead() {
             if let Some(hook) = self.at_lead_count.lock().unwrap().take() {
                 hook();
             }
         }
-        self.inner.counts(agent)
+        self.inner.counts(agent).await
     }
-    fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
-        self.inner.agents()
+    async fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
+        self.inner.agents().await
     }
 }
 
@@ -214,7 +220,7 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
     let f = Fixture::new();
     let p = parts(&f).await;
     spawn_writer(&f, &p).await;
-    let lead_before = p.mailbox.counts(&AgentName::lead()).unwrap();
+    let lead_before = p.mailbox.counts(&AgentName::lead()).await.unwrap();
     p.mailbox
         .fail(&["shutdown_request", "plan_approval_request"]);
 
@@ -228,6 +234,7 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
             &AgentName::lead(),
             "my plan",
         )
+        .await
         .unwrap_err();
     assert_eq!(error.code(), "protocol_delivery_error");
     // Through the tools the model calls.
@@ -251,7 +258,7 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
         .starts_with("Error [protocol_delivery_error]"));
 
     // Each request was registered once and stays pending; no message went anywhere.
-    let requests = p.store.list().unwrap();
+    let requests = p.store.list().await.unwrap();
     assert_eq!(
         requests
             .iter()
@@ -267,8 +274,11 @@ async fn a_request_whose_message_cannot_be_sent_stays_pending() {
         shutdown.to_string().contains(&requests[1].id().to_string()),
         "the error names the pending request: {shutdown}"
     );
-    assert_eq!(p.mailbox.counts(&AgentName::lead()).unwrap(), lead_before);
-    assert_eq!(f.count("writer", MailboxState::Ready), 0);
+    assert_eq!(
+        p.mailbox.counts(&AgentName::lead()).await.unwrap(),
+        lead_before
+    );
+    assert_eq!(f.count("writer", MailboxState::Ready).await, 0);
     // The writer is still usable: the failure was the delivery's, not the teammate's.
     assert_eq!(
         p.runtime.status_of(&name("writer")).await,
@@ -291,6 +301,7 @@ async fn shutdown_whose_answer_fails(f: &Fixture, p: &Parts) -> troupe::wire::Pr
             &name("writer"),
             "stop",
         )
+        .await
         .unwrap();
     f.signal
         .until("the writer failed", || {
@@ -307,12 +318,17 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
     let request = shutdown_whose_answer_fails(&f, &p).await;
 
     // The request message is back in ready/, nothing in processing/, the request pending.
-    let ready = f.messages("writer", MailboxState::Ready);
+    let ready = f.messages("writer", MailboxState::Ready).await;
     assert_eq!(ready.len(), 1);
     assert_eq!(ready[0].kind_str(), "shutdown_request");
-    assert_eq!(f.count("writer", MailboxState::Processing), 0);
+    assert_eq!(f.count("writer", MailboxState::Processing).await, 0);
     assert_eq!(
-        p.store.get(request.id()).unwrap().unwrap().stored_status(),
+        p.store
+            .get(request.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .stored_status(),
         RequestStatus::Pending
     );
     // The reason is visible to the lead (roster, and the tools' refusal).
@@ -340,7 +356,7 @@ async fn a_teammate_whose_answer_cannot_be_delivered_releases_the_request_and_fa
         refused.to_string().contains("could not answer"),
         "{refused}"
     );
-    assert_eq!(p.store.list().unwrap().len(), 1);
+    assert_eq!(p.store.list().await.unwrap().len(), 1);
     p.runtime.close().await;
 }
 
@@ -358,20 +374,25 @@ async fn a_teammate_whose_recorded_answer_was_consumed_stops_on_the_redelivered_
     recorded_shutdown_answer_in_the_next_run(true).await;
 }
 
+/// The ids of the shutdown responses in the lead's mailbox, in any folder.
+async fn responses(f: &Fixture) -> Vec<MessageId> {
+    let mut ids = Vec::new();
+    for state in MailboxState::ALL {
+        for m in f.messages("lead", state).await {
+            if m.kind_str() == "shutdown_response" {
+                ids.push(m.id());
+            }
+        }
+    }
+    ids
+}
+
 async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     let f = Fixture::new();
     let p = parts(&f).await;
     let request = shutdown_whose_answer_fails(&f, &p).await;
     p.runtime.close().await;
-    let responses = |f: &Fixture| -> Vec<MessageId> {
-        MailboxState::ALL
-            .into_iter()
-            .flat_map(|state| f.messages("lead", state))
-            .filter(|m| m.kind_str() == "shutdown_response")
-            .map(|m| m.id())
-            .collect()
-    };
-    assert_eq!(responses(&f), Vec::<MessageId>::new());
+    assert_eq!(responses(&f).await, Vec::<MessageId>::new());
     let recorded = std::fs::read(
         f.layout
             .protocol_answers_dir()
@@ -386,12 +407,16 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     // The next run: the mailbox works again.
     let next = parts(&f).await;
     assert_eq!(
-        next.runtime.protocol().deliver_recorded_answers().unwrap(),
+        next.runtime
+            .protocol()
+            .deliver_recorded_answers()
+            .await
+            .unwrap(),
         1
     );
-    assert_eq!(responses(&f), [recorded.id()]);
+    assert_eq!(responses(&f).await, [recorded.id()]);
     if consumed_first {
-        next.store.consume_response(&recorded).unwrap();
+        next.store.consume_response(&recorded).await.unwrap();
     }
     next.runtime.wake_all().await;
     f.signal
@@ -403,12 +428,13 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     next.runtime.close().await;
     assert_eq!(
         f.messages("writer", MailboxState::Done)
+            .await
             .iter()
             .map(MailboxMessage::kind_str)
             .collect::<Vec<_>>(),
         ["task", "shutdown_request"]
     );
-    assert_eq!(responses(&f), [recorded.id()], "answered once");
+    assert_eq!(responses(&f).await, [recorded.id()], "answered once");
     assert_eq!(f.recorder.quarantined(), Vec::new());
     let expected = if consumed_first {
         RequestStatus::Approved
@@ -419,6 +445,7 @@ async fn recorded_shutdown_answer_in_the_next_run(consumed_first: bool) {
     assert_eq!(
         next.store
             .get(request.id())
+            .await
             .unwrap()
             .unwrap()
             .stored_status(),
@@ -523,10 +550,10 @@ async fn a_failed_lead_ack_is_retried_without_another_model_call() {
         );
     }
     // …and in the end everything is acked and the request is approved.
-    let counts = p.mailbox.counts(&AgentName::lead()).unwrap();
+    let counts = p.mailbox.counts(&AgentName::lead()).await.unwrap();
     assert_eq!((counts.ready, counts.processing), (0, 0));
     assert_eq!(counts.done, events.len());
-    let requests = p.store.list().unwrap();
+    let requests = p.store.list().await.unwrap();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].stored_status(), RequestStatus::Approved);
 }

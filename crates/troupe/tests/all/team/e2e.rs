@@ -222,7 +222,7 @@ async fn full_scenario_through_a_chat_completions_server() {
     );
     let third = Convo(of("writer")[2]["messages"].as_array().unwrap());
     let denial = third.last_tool_result().unwrap();
-    let requests = f.requests();
+    let requests = f.requests().await;
     let plan = requests
         .iter()
         .find(|r| r.kind() == RequestKind::PlanApproval)
@@ -269,10 +269,10 @@ async fn full_scenario_through_a_chat_completions_server() {
             MailboxState::Processing,
             MailboxState::Quarantine,
         ] {
-            assert_eq!(f.count(agent, state), 0, "{agent} {state}");
+            assert_eq!(f.count(agent, state).await, 0, "{agent} {state}");
         }
     }
     // lead: plan request, two results, shutdown response. writer: task, plan response, shutdown.
-    assert_eq!(f.count("lead", MailboxState::Done), 4);
-    assert_eq!(f.count("writer", MailboxState::Done), 3);
+    assert_eq!(f.count("lead", MailboxState::Done).await, 4);
+    assert_eq!(f.count("writer", MailboxState::Done).await, 3);
 }

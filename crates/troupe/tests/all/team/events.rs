@@ -31,8 +31,8 @@ async fn a_teammate_result_waits_for_the_event_turn() {
     let team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     let run = drive_in_background(team, "Spawn a teammate, then look around.");
     f.signal
-        .until("the teammate's result in the lead's mailbox", || {
-            f.count("lead", MailboxState::Ready) == 1
+        .until_async("the teammate's result in the lead's mailbox", async || {
+            f.count("lead", MailboxState::Ready).await == 1
         })
         .await;
     release.send(()).unwrap();

@@ -60,8 +60,8 @@ async fn a_failed_teammate_releases_its_message_and_the_lead_is_told() {
     );
     assert_eq!(fx.status_of(&team, "mate"), Some(TeammateStatus::Failed));
     // The task went back to ready/, nothing is stuck in processing/.
-    assert_eq!(fx.count("mate", MailboxState::Ready), 1);
-    assert_eq!(fx.count("mate", MailboxState::Processing), 0);
+    assert_eq!(fx.count("mate", MailboxState::Ready).await, 1);
+    assert_eq!(fx.count("mate", MailboxState::Processing).await, 0);
     // The stream says why, and that the message went back.
     let failed = fx.events_of("model_call_failed");
     assert_eq!(failed.len(), 1, "{failed:#?}");
@@ -111,7 +111,7 @@ async fn a_teammate_that_failed_in_an_earlier_run_gets_another_chance() {
     drive(&mut first, "go").await;
     first.close().await;
     assert_eq!(
-        fx.count("mate", MailboxState::Ready),
+        fx.count("mate", MailboxState::Ready).await,
         1,
         "the failed task was released"
     );
@@ -122,7 +122,7 @@ async fn a_teammate_that_failed_in_an_earlier_run_gets_another_chance() {
     let mut second = fx.build(models).await;
     drive(&mut second, "carry on").await;
     assert_eq!(mate.calls(), 1);
-    assert_eq!(fx.count("mate", MailboxState::Done), 1);
+    assert_eq!(fx.count("mate", MailboxState::Done).await, 1);
     assert_eq!(fx.status_of(&second, "mate"), Some(TeammateStatus::Idle));
     second.close().await;
 }

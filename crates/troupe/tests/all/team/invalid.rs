@@ -76,7 +76,7 @@ fn announce_saying(
     )
 }
 
-fn create(
+async fn create(
     store: &Arc<dyn ProtocolStore>,
     kind: RequestKind,
     from: &str,
@@ -90,6 +90,7 @@ fn create(
             content: Content::parse(REQUESTED).unwrap(),
             ttl: DEFAULT_TTL,
         })
+        .await
         .unwrap()
 }
 
@@ -106,10 +107,10 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
         .build(Models::new(&f.signal, &[("writer", &writer)]))
         .await;
     let store = team.protocol.clone();
-    let resolved_plan = create(&store, RequestKind::PlanApproval, "writer", "lead");
-    let open_plan = create(&store, RequestKind::PlanApproval, "writer", "lead");
-    let bobs_plan = create(&store, RequestKind::PlanApproval, "bob", "lead");
-    let shutdown = create(&store, RequestKind::Shutdown, "lead", "writer");
+    let resolved_plan = create(&store, RequestKind::PlanApproval, "writer", "lead").await;
+    let open_plan = create(&store, RequestKind::PlanApproval, "writer", "lead").await;
+    let bobs_plan = create(&store, RequestKind::PlanApproval, "bob", "lead").await;
+    let shutdown = create(&store, RequestKind::Shutdown, "lead", "writer").await;
     // The plan's real answer, already consumed: a second answer is a duplicate.
     let earlier = UtcTime::from_unix_millis(f.now().unix_millis() - 1000).unwrap();
     let MailboxMessage::Protocol(first) = response(
@@ -122,7 +123,7 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     ) else {
         unreachable!()
     };
-    store.consume_response(&first).unwrap();
+    store.consume_response(&first).await.unwrap();
     let before = f.state_bytes();
 
     // Every one of these is invalid; each is older than the task that comes next.
@@ -231,7 +232,7 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
         ),
     ];
     for (message, _) in &invalid {
-        team.mailbox.send(message).unwrap();
+        team.mailbox.send(message).await.unwrap();
     }
     // The next valid message: spawning delivers the first task and starts the worker.
     team.runtime
@@ -239,9 +240,9 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
         .await
         .unwrap();
     f.signal
-        .until("the writer idle after its task", || {
+        .until_async("the writer idle after its task", async || {
             writer.calls() == 1
-                && f.count("writer", MailboxState::Done) == 1
+                && f.count("writer", MailboxState::Done).await == 1
                 && !team.runtime.any_worker_running()
         })
         .await;
@@ -255,6 +256,7 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
     }
     let mut in_quarantine: Vec<MessageId> = f
         .messages("writer", MailboxState::Quarantine)
+        .await
         .iter()
         .map(MailboxMessage::id)
         .collect();
@@ -273,16 +275,16 @@ async fn a_teammate_quarantines_invalid_responses_and_goes_on() {
         before,
         "state.json is byte for byte unchanged"
     );
-    assert_eq!(store.get(open_plan.id()).unwrap().unwrap(), open_plan);
-    assert_eq!(store.get(shutdown.id()).unwrap().unwrap(), shutdown);
-    assert_eq!(store.get(bobs_plan.id()).unwrap().unwrap(), bobs_plan);
+    assert_eq!(store.get(open_plan.id()).await.unwrap().unwrap(), open_plan);
+    assert_eq!(store.get(shutdown.id()).await.unwrap().unwrap(), shutdown);
+    assert_eq!(store.get(bobs_plan.id()).await.unwrap().unwrap(), bobs_plan);
     // The task ran through the model, once, and nothing invalid reached it.
     assert_eq!(writer.calls(), 1);
     assert_eq!(writer.user_texts(1), ["Task from lead:\nDo the task."]);
-    let done = f.messages("writer", MailboxState::Done);
+    let done = f.messages("writer", MailboxState::Done).await;
     assert!(matches!(&done[..], [MailboxMessage::Ordinary(m)] if m.kind == OrdinaryKind::Task));
-    assert_eq!(f.count("writer", MailboxState::Ready), 0);
-    assert_eq!(f.count("writer", MailboxState::Processing), 0);
+    assert_eq!(f.count("writer", MailboxState::Ready).await, 0);
+    assert_eq!(f.count("writer", MailboxState::Processing).await, 0);
     team.close().await;
 }
 
@@ -293,8 +295,8 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
     let lead = TestModel::new(&f.signal, |_| say("Noted."));
     let mut team = f.build(Models::new(&f.signal, &[("lead", &lead)])).await;
     let store = team.protocol.clone();
-    let shutdown = create(&store, RequestKind::Shutdown, "lead", "writer");
-    let plan = create(&store, RequestKind::PlanApproval, "writer", "lead");
+    let shutdown = create(&store, RequestKind::Shutdown, "lead", "writer").await;
+    let plan = create(&store, RequestKind::PlanApproval, "writer", "lead").await;
     let earlier = UtcTime::from_unix_millis(f.now().unix_millis() - 1000).unwrap();
     let MailboxMessage::Protocol(answer) = response(
         1,
@@ -306,7 +308,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
     ) else {
         unreachable!()
     };
-    store.consume_response(&answer).unwrap();
+    store.consume_response(&answer).await.unwrap();
     let MailboxMessage::Protocol(review) = response(
         20,
         "lead",
@@ -317,7 +319,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
     ) else {
         unreachable!()
     };
-    store.consume_response(&review).unwrap();
+    store.consume_response(&review).await.unwrap();
     let before = f.state_bytes();
 
     let invalid = [
@@ -391,7 +393,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
         ),
     ];
     for (message, _) in &invalid {
-        team.mailbox.send(message).unwrap();
+        team.mailbox.send(message).await.unwrap();
     }
     let result = MailboxMessage::Ordinary(OrdinaryMessage {
         id: mid(9),
@@ -401,7 +403,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
         content: Content::parse("All done.").unwrap(),
         created_at_utc: f.now(),
     });
-    team.mailbox.send(&result).unwrap();
+    team.mailbox.send(&result).await.unwrap();
 
     let outcome = drive(&mut team, "Look at your mailbox.").await;
     assert_eq!(outcome.event_turns, 1);
@@ -412,14 +414,22 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
         assert_eq!(id, &message.id().to_string());
         assert!(reason.contains(why), "{id}: {reason:?} should say {why:?}");
     }
-    assert_eq!(f.count("lead", MailboxState::Quarantine), invalid.len());
+    assert_eq!(
+        f.count("lead", MailboxState::Quarantine).await,
+        invalid.len()
+    );
     assert_eq!(
         f.state_bytes(),
         before,
         "state.json is byte for byte unchanged"
     );
     assert_eq!(
-        store.get(shutdown.id()).unwrap().unwrap().stored_status(),
+        store
+            .get(shutdown.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .stored_status(),
         RequestStatus::Approved
     );
     // Only the valid result became an event.
@@ -433,6 +443,7 @@ async fn the_lead_quarantines_invalid_protocol_messages_and_goes_on() {
     assert!(events[0].contains(&mid(9).to_string()), "{}", events[0]);
     assert_eq!(
         f.messages("lead", MailboxState::Done)
+            .await
             .iter()
             .map(MailboxMessage::id)
             .collect::<Vec<_>>(),

@@ -61,7 +61,7 @@ async fn a_rejected_plan_keeps_the_gate_closed_and_the_feedback_reaches_the_team
         .await;
     let (team, _) = finish(drive_in_background(team, "go")).await;
 
-    let requests = f.requests();
+    let requests = f.requests().await;
     assert_eq!(requests.len(), 1);
     let plan = &requests[0];
     assert_eq!(plan.stored_status(), RequestStatus::Rejected);
@@ -84,8 +84,8 @@ async fn a_rejected_plan_keeps_the_gate_closed_and_the_feedback_reaches_the_team
     assert!(denial.contains("is rejected"), "{denial}");
     assert!(!f.workspace.join("NOTES.md").exists());
     // The response was consumed by the teammate, not quarantined.
-    assert_eq!(f.count("writer", MailboxState::Quarantine), 0);
-    assert_eq!(f.count("writer", MailboxState::Done), 2);
+    assert_eq!(f.count("writer", MailboxState::Quarantine).await, 0);
+    assert_eq!(f.count("writer", MailboxState::Done).await, 2);
     team.close().await;
 }
 
@@ -120,7 +120,7 @@ async fn a_response_consumed_after_expiry_is_refused_and_the_sender_is_told() {
                 })
         })
         .await;
-    let plan = f.requests()[0].clone();
+    let plan = f.requests().await[0].clone();
     assert_eq!(plan.stored_status(), RequestStatus::Pending);
     // The window closes before the writer gets to the response.
     f.clock.set(plan.expires_at_utc());
@@ -134,10 +134,10 @@ async fn a_response_consumed_after_expiry_is_refused_and_the_sender_is_told() {
     let (agent, _, reason) = &quarantined[0];
     assert_eq!(agent, "writer");
     assert!(reason.contains("expired"), "{reason}");
-    let in_quarantine = f.messages("writer", MailboxState::Quarantine);
+    let in_quarantine = f.messages("writer", MailboxState::Quarantine).await;
     assert_eq!(in_quarantine.len(), 1);
     assert_eq!(in_quarantine[0].kind_str(), "plan_approval_response");
-    let stored = f.requests()[0].clone();
+    let stored = f.requests().await[0].clone();
     assert_eq!(stored, plan, "the request is unchanged");
     assert_eq!(stored.status_at(f.now()), RequestStatus::Expired);
     // The sender was told (once), and its gate says expired.
@@ -167,8 +167,8 @@ async fn a_response_consumed_after_expiry_is_refused_and_the_sender_is_told() {
             .any(|t| t.starts_with("Plan approved")));
     }
     for agent in ["lead", "writer"] {
-        assert_eq!(f.count(agent, MailboxState::Ready), 0);
-        assert_eq!(f.count(agent, MailboxState::Processing), 0);
+        assert_eq!(f.count(agent, MailboxState::Ready).await, 0);
+        assert_eq!(f.count(agent, MailboxState::Processing).await, 0);
     }
     team.close().await;
 }

@@ -365,8 +365,8 @@ async fn spawn_teammate_offers_plan_required_as_an_optional_boolean() {
 
 /// The gate rule on its own: when it starts, what it says before any plan of the teammate's
 /// own, and that a predecessor's plan (`earlier_plan`) counts as no plan.
-#[test]
-fn the_gate_rule_by_start_and_latest_plan() {
+#[tokio::test]
+async fn the_gate_rule_by_start_and_latest_plan() {
     use std::sync::Arc;
     use troupe::clock::{Clock, ManualClock};
     use troupe::ids::SequentialIds;
@@ -429,6 +429,7 @@ fn the_gate_rule_by_start_and_latest_plan() {
                         content: Content::parse("a plan").unwrap(),
                         ttl: DEFAULT_TTL,
                     })
+                    .await
                     .unwrap();
                 match latest {
                     Latest::Earlier => earlier = Some(plan.id()),
@@ -447,9 +448,9 @@ fn the_gate_rule_by_start_and_latest_plan() {
                 ("send_message", Effect::External),
                 ("submit_plan", Effect::External),
             ] {
-                assert_eq!(gate.evaluate(&call(tool, effect)), None, "{tool}");
+                assert_eq!(gate.evaluate(&call(tool, effect)).await, None, "{tool}");
             }
-            let verdict = gate.evaluate(&call("write_file", Effect::Write));
+            let verdict = gate.evaluate(&call("write_file", Effect::Write)).await;
             match (own, &latest) {
                 (None, _) if start == GateStart::AtFirstPlan => assert_eq!(verdict, None),
                 (None, _) => {

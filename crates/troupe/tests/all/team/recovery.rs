@@ -68,11 +68,11 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
     );
     let dead = f.mailbox();
     for m in [&task, &result] {
-        dead.send(m).unwrap();
-        assert_eq!(dead.claim(m.recipient()).unwrap().as_ref(), Some(m));
+        dead.send(m).await.unwrap();
+        assert_eq!(dead.claim(m.recipient()).await.unwrap().as_ref(), Some(m));
     }
-    assert_eq!(f.count("writer", MailboxState::Processing), 1);
-    assert_eq!(f.count("lead", MailboxState::Processing), 1);
+    assert_eq!(f.count("writer", MailboxState::Processing).await, 1);
+    assert_eq!(f.count("lead", MailboxState::Processing).await, 1);
 
     let lead = TestModel::new(&f.signal, |_| say("Noted."));
     let writer = TestModel::new(&f.signal, |_| say("Report finished."));
@@ -121,11 +121,11 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
         "appended once"
     );
     for agent in ["lead", "writer"] {
-        assert_eq!(f.count(agent, MailboxState::Ready), 0, "{agent}");
-        assert_eq!(f.count(agent, MailboxState::Processing), 0, "{agent}");
+        assert_eq!(f.count(agent, MailboxState::Ready).await, 0, "{agent}");
+        assert_eq!(f.count(agent, MailboxState::Processing).await, 0, "{agent}");
     }
-    assert_eq!(f.count("writer", MailboxState::Done), 1);
-    assert_eq!(f.count("lead", MailboxState::Done), 2);
+    assert_eq!(f.count("writer", MailboxState::Done).await, 1);
+    assert_eq!(f.count("lead", MailboxState::Done).await, 2);
     assert_eq!(
         team.runtime.status_of(&name("writer")).await,
         Some(TeammateStatus::Idle)

@@ -268,14 +268,14 @@ async fn a_failed_name_is_spawned_again_and_messages_left_for_the_old_teammate_a
     step(&mut team, "spawn writer as drafter").await;
     assert_eq!(f.status_of(&team, "writer"), Some(TeammateStatus::Failed));
     // Its task went back to ready/ for it; it is the old teammate's, not the new one's.
-    let left = f.messages("writer", MailboxState::Ready);
+    let left = f.messages("writer", MailboxState::Ready).await;
     assert_eq!(left.len(), 1);
 
     step(&mut team, "spawn writer as reviewer").await;
     let spawned = last_spawn(&lead);
     assert_eq!(spawned["replaced"], "failed");
     assert_eq!(spawned["quarantined_leftover_messages"], 1);
-    let quarantined = f.messages("writer", MailboxState::Quarantine);
+    let quarantined = f.messages("writer", MailboxState::Quarantine).await;
     assert_eq!(quarantined, left, "kept, never deleted");
     let reasons = f.recorder.quarantined();
     assert_eq!(reasons.len(), 1);
@@ -341,7 +341,7 @@ async fn a_plan_of_the_earlier_teammate_does_not_open_the_new_ones_gate() {
         .await;
     step(&mut team, "spawn writer as drafter with a plan").await;
     step(&mut team, "shut writer down").await;
-    let plans = f.requests();
+    let plans = f.requests().await;
     let drafter_plan = plans
         .iter()
         .find(|r| r.kind().as_str() == "plan_approval")

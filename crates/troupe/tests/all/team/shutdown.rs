@@ -48,15 +48,15 @@ async fn a_busy_teammate_finishes_its_message_before_shutting_down() {
         })
         .await;
     assert_eq!(
-        kinds(&f.messages("writer", MailboxState::Processing)),
+        kinds(&f.messages("writer", MailboxState::Processing).await),
         ["task"]
     );
     assert_eq!(
-        kinds(&f.messages("writer", MailboxState::Ready)),
+        kinds(&f.messages("writer", MailboxState::Ready).await),
         ["shutdown_request"]
     );
     assert_eq!(
-        f.requests()[0].stored_status(),
+        f.requests().await[0].stored_status(),
         RequestStatus::Pending,
         "nothing answered the request yet"
     );
@@ -81,12 +81,13 @@ async fn a_busy_teammate_finishes_its_message_before_shutting_down() {
         from_writer,
         ["result: Report finished.", "shutdown_response"]
     );
-    let requests = f.requests();
+    let requests = f.requests().await;
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].kind(), RequestKind::Shutdown);
     assert_eq!(requests[0].stored_status(), RequestStatus::Approved);
     let response = f
         .messages("lead", MailboxState::Done)
+        .await
         .into_iter()
         .find_map(|m| match m {
             MailboxMessage::Protocol(p) if p.kind() == ProtocolMessageKind::ShutdownResponse => {
@@ -107,12 +108,12 @@ async fn a_busy_teammate_finishes_its_message_before_shutting_down() {
         Some(&TeammateStatus::Shutdown)
     );
     // Both of the writer's messages are done, in order; nothing is left anywhere else.
-    let done = f.messages("writer", MailboxState::Done);
+    let done = f.messages("writer", MailboxState::Done).await;
     assert_eq!(kinds(&done), ["task", "shutdown_request"]);
     assert!(matches!(&done[0], MailboxMessage::Ordinary(m) if m.kind == OrdinaryKind::Task));
     for state in [MailboxState::Ready, MailboxState::Processing] {
-        assert_eq!(f.count("writer", state), 0);
-        assert_eq!(f.count("lead", state), 0);
+        assert_eq!(f.count("writer", state).await, 0);
+        assert_eq!(f.count("lead", state).await, 0);
     }
     // The lead saw the result before the shutdown answer.
     let last = lead.user_texts(lead.calls());
@@ -174,7 +175,7 @@ async fn a_shut_down_teammate_is_refused_by_send_message_and_request_shutdown() 
     assert_eq!(refusals.len(), 2, "{results:#?}");
     assert_eq!(writer.calls(), 1);
     assert_eq!(
-        f.requests().len(),
+        f.requests().await.len(),
         1,
         "no second shutdown request was registered"
     );
@@ -214,7 +215,7 @@ async fn an_unanswered_shutdown_request_expires_and_the_lead_is_told() {
             writer.calls() == 1 && lead.calls() >= 3
         })
         .await;
-    let request = f.requests()[0].clone();
+    let request = f.requests().await[0].clone();
     f.clock.set(request.expires_at_utc());
     runtime.poke();
     f.signal
@@ -246,7 +247,11 @@ async fn an_unanswered_shutdown_request_expires_and_the_lead_is_told() {
     assert_eq!(events_quarantined.len(), 1);
     assert_eq!(events_quarantined[0].agent, "writer");
     assert_eq!(writer.calls(), 1);
-    assert_eq!(f.requests()[0], request, "still pending, shown as expired");
+    assert_eq!(
+        f.requests().await[0],
+        request,
+        "still pending, shown as expired"
+    );
     assert_eq!(f.status_of(&team, "writer"), Some(TeammateStatus::Idle));
     assert!(!f
         .recorder

@@ -58,6 +58,22 @@ impl Signal {
             }
         }
     }
+
+    /// [`Self::until`] for a condition that reads an async port (a mailbox, the requests).
+    pub async fn until_async(&self, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+        let mut rx = self.0.subscribe();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            rx.borrow_and_update();
+            if cond().await {
+                return;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(result) => result.unwrap(),
+                Err(_) => panic!("timed out waiting for {what}"),
+            }
+        }
+    }
 }
 
 /// Records every team update and bumps the signal.
@@ -378,12 +394,13 @@ impl Fixture {
     }
 
     /// The messages in one folder of `agent`'s mailbox, oldest first.
-    pub fn messages(&self, agent: &str, state: MailboxState) -> Vec<MailboxMessage> {
+    pub async fn messages(&self, agent: &str, state: MailboxState) -> Vec<MailboxMessage> {
         if !self.layout.mailbox_dir(&name(agent)).is_dir() {
             return Vec::new();
         }
         self.mailbox()
             .list(&name(agent), state)
+            .await
             .unwrap()
             .into_iter()
             .filter_map(|e| match e {
@@ -393,19 +410,24 @@ impl Fixture {
             .collect()
     }
 
-    pub fn count(&self, agent: &str, state: MailboxState) -> usize {
+    pub async fn count(&self, agent: &str, state: MailboxState) -> usize {
         if !self.layout.mailbox_dir(&name(agent)).is_dir() {
             return 0;
         }
-        self.mailbox().counts(&name(agent)).unwrap().get(state)
+        self.mailbox()
+            .counts(&name(agent))
+            .await
+            .unwrap()
+            .get(state)
     }
 
     /// Every protocol request, as `troupe requests` sees it.
-    pub fn requests(&self) -> Vec<ProtocolRequest> {
+    pub async fn requests(&self) -> Vec<ProtocolRequest> {
         use troupe::store::protocol::{JsonProtocolStore, ProtocolStore};
         JsonProtocolStore::open(&self.layout, Arc::new(self.clock.clone()), self.ids.clone())
             .unwrap()
             .list()
+            .await
             .unwrap()
     }
 

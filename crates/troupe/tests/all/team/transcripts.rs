@@ -74,8 +74,8 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
         created_at_utc: f.now(),
     });
     let mailbox = f.mailbox();
-    mailbox.send(&message).unwrap();
-    mailbox.claim(&AgentName::lead()).unwrap().unwrap();
+    mailbox.send(&message).await.unwrap();
+    mailbox.claim(&AgentName::lead()).await.unwrap().unwrap();
     let transcript = FileTranscript::new(f.layout.transcript(&AgentName::lead()));
     transcript
         .append(None, &ChatMessage::system("You are lead"), Origin::Runtime)
@@ -106,6 +106,6 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
         .filter(|t| t.starts_with("[event] "))
         .collect();
     assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(f.count("lead", MailboxState::Done), 1);
-    assert_eq!(f.count("lead", MailboxState::Processing), 0);
+    assert_eq!(f.count("lead", MailboxState::Done).await, 1);
+    assert_eq!(f.count("lead", MailboxState::Processing).await, 0);
 }
