@@ -208,14 +208,8 @@ fn plan_round_trips(
             version: troupe::wire::TeamRoster::VERSION,
             teammates: rt.block_on(team.runtime.roster()),
         };
-        rt.block_on(protocol.review_plan(
-            &AgentName::lead(),
-            request.id(),
-            true,
-            None,
-            &statuses,
-        ))
-        .map_err(|e| e.to_string())?;
+        rt.block_on(protocol.review_plan(&AgentName::lead(), request.id(), true, None, &statuses))
+            .map_err(|e| e.to_string())?;
         // Done when the teammate has consumed the response.
         let id = request.id();
         wait_for(

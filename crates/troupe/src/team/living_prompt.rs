@@ -180,7 +180,6 @@ impl SystemPromptSource for LivingPrompt {
     fn set_memory(&self, section: String) {
         *lock(&self.memory) = section;
     }
-
 }
 
 fn section(out: &mut String, title: &str, body: &str) {
