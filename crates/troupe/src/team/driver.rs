@@ -175,12 +175,12 @@ impl Driver {
                         _ => None,
                     })
                     .collect();
-                blocking(|| -> Result<(), DriveError> {
-                    for event in &events {
-                        if lead.push_user_once(&event.key, event.history_text()) {
-                            appended += 1;
-                        }
+                for event in &events {
+                    if lead.push_user_once(&event.key, event.history_text()).await {
+                        appended += 1;
                     }
+                }
+                blocking(|| -> Result<(), DriveError> {
                     for event in events {
                         self.finish_event(event)?;
                     }
