@@ -354,6 +354,8 @@ impl TranscriptSink for FileTranscript {
 }
 
 /// Where every agent's transcript is kept: files under `.troupe/transcripts/`, or a database.
+/// Opening one touches nothing; reading, appending and setting aside are async (a file's work
+/// runs off the async threads, a database's awaits its pool).
 #[async_trait::async_trait]
 pub trait Transcripts: Send + Sync {
     /// The transcript of `agent`.

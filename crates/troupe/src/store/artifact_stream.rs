@@ -14,9 +14,10 @@
 //! converted to UTF-8).
 //!
 //! Each chunk is written when it is pushed, on the reading task: one pipe read's worth into the
-//! page cache, no fsync. The one `sync_all` is in [`ArtifactStream::finish`], which a caller on
-//! an async runtime runs as blocking work; until then the file has a temp name nobody reads
-//! ([`super::durable::StagedFile`]), so writing it unsynced loses nothing a crash could expose.
+//! page cache, no fsync. The one `sync_all` is in [`ArtifactStream::finish`] (async: it runs
+//! off the async threads, then the team's copy is taken); until then the file has a temp name
+//! nobody reads ([`super::durable::StagedFile`]), so writing it unsynced loses nothing a crash
+//! could expose.
 
 use super::artifacts::{ArtifactDraft, ArtifactRef, ArtifactStore};
 use crate::secrets::Redactor;
