@@ -245,7 +245,7 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
     }
     let mut cursor = EventCursor::new(path);
     let path = path.to_owned();
-    follow_with(
+    crate::block_on::block_on(follow_with(
         // The watch starts before the first read, so that nothing appended in between is
         // missed.
         move |changed| {
@@ -254,7 +254,7 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
             })
             .map_err(CliError::failed)
         },
-        || loop {
+        async || loop {
             match print_batch(&mut cursor, printer)? {
                 Batch::More => {}
                 Batch::Done => {
@@ -264,21 +264,18 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
                 Batch::Gone => return Ok(Batch::Gone),
             }
         },
-    )
+    ))?
 }
 
 /// Follows a stream until Ctrl-C, SIGTERM or stdout's reader goes. `wakes` starts what says
 /// the stream changed (before the first read; what it returns is kept alive meanwhile);
-/// `print` prints everything new, `Gone` when stdout's reader went away.
-fn follow_with<K>(
+/// `print` prints everything new, `Gone` when stdout's reader went away. Runs in the
+/// command's runtime ([`crate::block_on::block_on`]).
+async fn follow_with<K>(
     wakes: impl FnOnce(UnboundedSender<Wake>) -> Result<K, CliError>,
-    mut print: impl FnMut() -> Result<Batch, CliError>,
+    mut print: impl AsyncFnMut() -> Result<Batch, CliError>,
 ) -> Result<(), CliError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
+    {
         let listen = |kind, name| {
             signal(kind)
                 .map_err(|e| CliError::failed(format_args!("cannot listen for {name}: {e}")))
@@ -289,7 +286,7 @@ fn follow_with<K>(
         let _kept = wakes(wake.clone())?;
         watch_reader(wake);
         loop {
-            if print()? == Batch::Gone {
+            if print().await? == Batch::Gone {
                 return Ok(());
             }
             tokio::select! {
@@ -302,7 +299,7 @@ fn follow_with<K>(
                 _ = terminate.recv() => return Ok(()),
             }
         }
-    })
+    }
 }
 
 /// How many events of a shared stream are read at a time.
@@ -310,7 +307,7 @@ const SHARED_BATCH: i64 = 1000;
 
 /// Prints every event of the shared stream after `after`, moving it on; `Gone` when stdout's
 /// reader went away.
-fn print_shared(
+async fn print_shared(
     view: &TeamView,
     after: &mut u64,
     printer: &mut Printer,
@@ -318,6 +315,7 @@ fn print_shared(
     loop {
         let batch = view
             .events_after(*after, SHARED_BATCH)
+            .await
             .map_err(|e| CliError::coded(&e))?;
         let Some(last) = batch.last() else {
             printer.caught_up();
@@ -332,19 +330,26 @@ fn print_shared(
 
 fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
     let mut after = printer.filter.since;
-    if printer.until_end.is_some() {
-        printer.starts_after(view.last_position().map_err(|e| CliError::coded(&e))?);
-    }
-    if !follow {
-        print_shared(view, &mut after, printer)?;
-        return Ok(());
-    }
-    follow_with(
-        // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
-        // to read.
-        |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
-        || print_shared(view, &mut after, printer),
-    )
+    crate::block_on::block_on(async {
+        if printer.until_end.is_some() {
+            printer.starts_after(
+                view.last_position()
+                    .await
+                    .map_err(|e| CliError::coded(&e))?,
+            );
+        }
+        if !follow {
+            print_shared(view, &mut after, printer).await?;
+            return Ok(());
+        }
+        follow_with(
+            // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
+            // to read.
+            |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
+            async || print_shared(view, &mut after, printer).await,
+        )
+        .await
+    })?
 }
 
 /// Takes every wakeup already queued after `first` (one read covers them all); false once

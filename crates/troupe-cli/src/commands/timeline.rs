@@ -55,15 +55,19 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
         StoreChoice::Postgres(options) => {
             let view =
                 TeamView::open_url(&options.url, &options.team).map_err(|e| CliError::coded(&e))?;
-            let mut last = 0;
-            loop {
-                let batch = view
-                    .events_after(last, 1000)
-                    .map_err(|e| CliError::coded(&e))?;
-                let Some(end) = batch.last() else { break };
-                last = end.seq;
-                out.add(&batch).map_err(storage)?;
-            }
+            crate::block_on::block_on(async {
+                let mut last = 0;
+                loop {
+                    let batch = view
+                        .events_after(last, 1000)
+                        .await
+                        .map_err(|e| CliError::coded(&e))?;
+                    let Some(end) = batch.last() else { break };
+                    last = end.seq;
+                    out.add(&batch).map_err(storage)?;
+                }
+                Ok::<(), CliError>(())
+            })??;
         }
     }
     out.file.write_all(b"]").map_err(storage)?;

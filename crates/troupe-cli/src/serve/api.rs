@@ -4,7 +4,7 @@
 //! state (it may catch up the stream's index, the server's own cache).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -48,7 +48,7 @@ pub struct Shared {
     pub token: Arc<Token>,
     pub changes: Changes,
     /// The latest events and the fold of the stream (never the whole stream).
-    pub window: Mutex<EventWindow>,
+    pub window: tokio::sync::Mutex<EventWindow>,
     /// The team served: the workspace's files, or a shared team's database.
     pub team: Team,
     /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
@@ -72,12 +72,9 @@ pub enum Team {
 impl Shared {
     /// A reader of the served team's events after `since` (found through the index: the
     /// stream is not read from its start).
-    pub fn reader_after(&self, since: u64) -> Result<EventSource, ReadError> {
-        let mut window = self.window.lock().map_err(|_| ReadError {
-            code: "internal",
-            message: "the event window is poisoned".into(),
-        })?;
-        window.reader_after(since)
+    pub async fn reader_after(&self, since: u64) -> Result<EventSource, ReadError> {
+        let mut window = self.window.lock().await;
+        troupe::sync::blocking(|| window.reader_after(since))
     }
 
     /// The store choice of the served team (for the functions the commands share).
@@ -112,7 +109,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
         ),
         "/style.css" if get => respond(StatusCode::OK, "text/css; charset=utf-8", page::STYLE_CSS),
         "/api/state" if get => state_view(&shared).await,
-        "/api/events" if get => blocking(move || events(&shared, query.as_deref())).await,
+        "/api/events" if get => events(&shared, query.as_deref()).await,
         "/api/events/stream" if get => {
             let since = request
                 .headers()
@@ -122,15 +119,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
                 .or_else(|| query_param(query.as_deref(), "since"));
             match parse_seq(since.as_deref()) {
                 Ok(since) => {
-                    let reader = shared.clone();
-                    let found = tokio::task::spawn_blocking(move || reader.reader_after(since))
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(ReadError {
-                                code: "internal",
-                                message: format!("the handler failed: {e}"),
-                            })
-                        });
+                    let found = shared.reader_after(since).await;
                     match found {
                         Ok(source) => sse::stream(shared.changes.subscribe(), source, since),
                         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
@@ -139,9 +128,7 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
                 Err(cause) => error(StatusCode::BAD_REQUEST, "usage", &cause),
             }
         }
-        "/api/conversation" if get => {
-            blocking(move || conversation(&shared, query.as_deref())).await
-        }
+        "/api/conversation" if get => conversation(&shared, query.as_deref()).await,
         "/api/review" if method == Method::POST => match read_json(request).await {
             Ok(body) => review(&shared, &body).await,
             Err(response) => response,
@@ -167,17 +154,6 @@ async fn route(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body
             &format!("no route {path}"),
         ),
     }
-}
-
-/// Runs file-reading work off the async threads.
-async fn blocking(work: impl FnOnce() -> Response<Body> + Send + 'static) -> Response<Body> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
-        error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            &format!("the handler failed: {e}"),
-        )
-    })
 }
 
 /// An event seq from the query or `Last-Event-ID` (none: 0); the error is the cause.
@@ -232,14 +208,6 @@ async fn state_view(shared: &Shared) -> Response<Body> {
     }
 }
 
-fn poisoned() -> Response<Body> {
-    error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
-        "the event window is poisoned",
-    )
-}
-
 /// `GET /api/events`, two ways:
 /// - `?since=N&limit=M`: the events with `seq > N`, at most M (default and cap 5,000), oldest
 ///   first, as a JSON array.
@@ -249,7 +217,7 @@ fn poisoned() -> Response<Body> {
 ///   for the page before this one (null: the stream's start was reached). A filtered search
 ///   reads at most 50,000 events of the history per request, so a page may hold fewer than M
 ///   events and still have a `next_before`.
-fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
+async fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let limit = match query_param(query, "limit") {
         None => MAX_LIMIT,
         Some(raw) => match raw.parse::<usize>() {
@@ -275,14 +243,12 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Ok(since) => since,
         Err(cause) => return error(StatusCode::BAD_REQUEST, "usage", &cause),
     };
-    let Ok(mut window) = shared.window.lock() else {
-        return poisoned();
-    };
-    if let Err(e) = window.refresh() {
+    let mut window = shared.window.lock().await;
+    if let Err(e) = window.refresh().await {
         return error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message);
     }
     let Some(before) = before else {
-        return match window.after(since, limit) {
+        return match window.after(since, limit).await {
             Ok(events) => respond(StatusCode::OK, "application/json", json_array(&events)),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.code, &e.message),
         };
@@ -292,7 +258,7 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
         query_param(query, "kind"),
         query_param(query, "q"),
     );
-    match window.before(before, limit, &filter, MAX_SCAN) {
+    match window.before(before, limit, &filter, MAX_SCAN).await {
         Ok(older) => {
             let next = older
                 .next_before
@@ -313,18 +279,20 @@ fn events(shared: &Shared, query: Option<&str>) -> Response<Body> {
 
 /// `GET /api/conversation?agent=NAME`: the agent's transcript since its last compaction, each
 /// message with its origin.
-fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
+async fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let raw = query_param(query, "agent").unwrap_or_default();
     let agent = match AgentName::parse(&raw) {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
     let loaded = match &shared.team {
-        Team::Files => FileTranscript::new(shared.layout.transcript(&agent))
-            .load()
-            .map_err(|e| e.to_string()),
+        Team::Files => {
+            troupe::sync::blocking(|| FileTranscript::new(shared.layout.transcript(&agent)).load())
+                .map_err(|e| e.to_string())
+        }
         Team::Shared { view, .. } => view
             .transcript(&agent)
+            .await
             .map_err(|e| e.to_string())
             .and_then(|bytes| parse(&bytes).map_err(|e| e.to_string())),
     };

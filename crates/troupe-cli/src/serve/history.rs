@@ -107,14 +107,19 @@ impl History {
         Ok(index.as_mut())
     }
 
-    /// Up to `limit` events with `seq > since`, oldest first.
-    pub fn after(&mut self, since: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
+    /// Up to `limit` events with `seq > since`, oldest first (a file's off the async threads).
+    pub async fn after(&mut self, since: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
         if let Self::Shared(view) = self {
             let batch = view
                 .events_after(since, i64::try_from(limit).unwrap_or(i64::MAX))
+                .await
                 .map_err(|e| backend(&e))?;
             return Ok(batch.iter().map(Served::of).collect());
         }
+        troupe::sync::blocking(|| self.file_after(since, limit))
+    }
+
+    fn file_after(&mut self, since: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
         let Some(index) = self.index()? else {
             return Ok(Vec::new());
         };
@@ -122,14 +127,20 @@ impl History {
         lines(index, from, from.saturating_add(limit as u64))
     }
 
-    /// Up to `limit` events with `seq < before` — the latest of them — oldest first.
-    pub fn before(&mut self, before: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
+    /// Up to `limit` events with `seq < before` — the latest of them — oldest first (a file's
+    /// off the async threads).
+    pub async fn before(&mut self, before: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
         if let Self::Shared(view) = self {
             let batch = view
                 .events_before(before, i64::try_from(limit).unwrap_or(i64::MAX))
+                .await
                 .map_err(|e| backend(&e))?;
             return Ok(batch.iter().map(Served::of).collect());
         }
+        troupe::sync::blocking(|| self.file_before(before, limit))
+    }
+
+    fn file_before(&mut self, before: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
         let Some(index) = self.index()? else {
             return Ok(Vec::new());
         };
@@ -181,13 +192,14 @@ pub enum EventSource {
 
 impl EventSource {
     /// The next batch of events not read yet (a file: up to `bytes` of it; a shared stream:
-    /// up to a thousand); empty when there are none.
-    pub fn read_batch(&mut self, bytes: usize) -> Result<Vec<Event>, ReadError> {
+    /// up to a thousand); empty when there are none. A file is read off the async threads.
+    pub async fn read_batch(&mut self, bytes: usize) -> Result<Vec<Event>, ReadError> {
         match self {
-            Self::File(cursor) => Ok(cursor.read_batch(bytes)?),
+            Self::File(cursor) => Ok(troupe::sync::blocking(|| cursor.read_batch(bytes))?),
             Self::Shared { view, after } => {
                 let batch = view
                     .events_after(*after, SHARED_BATCH)
+                    .await
                     .map_err(|e| backend(&e))?;
                 if let Some(last) = batch.last() {
                     *after = last.seq;

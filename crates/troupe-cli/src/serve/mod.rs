@@ -37,7 +37,7 @@ mod window;
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
@@ -99,7 +99,7 @@ async fn run(
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
-        window: Mutex::new(window::EventWindow::new(history)),
+        window: tokio::sync::Mutex::new(window::EventWindow::new(history)),
         layout,
         team,
         token: Arc::new(token),
@@ -110,10 +110,8 @@ async fn run(
     let shutdown = shutdown()?;
     // Index the stream and read its end while the first page is being asked for.
     let warm = shared.clone();
-    tokio::task::spawn_blocking(move || {
-        if let Ok(mut window) = warm.window.lock() {
-            let _ = window.refresh();
-        }
+    tokio::spawn(async move {
+        let _ = warm.window.lock().await.refresh().await;
     });
     {
         let mut out = std::io::stdout().lock();

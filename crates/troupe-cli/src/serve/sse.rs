@@ -42,7 +42,7 @@ pub fn stream(
         loop {
             // Marked seen before reading: a change during the read wakes the next wait.
             changes.borrow_and_update();
-            let read = tokio::task::block_in_place(|| cursor.read_batch(BATCH_BYTES));
+            let read = cursor.read_batch(BATCH_BYTES).await;
             let events = match read {
                 Ok(events) => events,
                 Err(e) => {

@@ -10,7 +10,6 @@
 //! total is the sum of the agents' costs (the same sums).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use troupe::bootstrap::StoreChoice;
@@ -36,7 +35,7 @@ pub struct StateError {
 pub async fn state(
     layout: &Layout,
     team: &StoreChoice,
-    window: &Mutex<EventWindow>,
+    window: &tokio::sync::Mutex<EventWindow>,
     cost: &tokio::sync::Mutex<CostFold>,
     prices: &PriceTable,
 ) -> Result<Value, StateError> {
@@ -67,18 +66,15 @@ pub async fn state(
         .map(|group| (group.key, group.line))
         .collect();
     let (models, cached_last) = {
-        let mut window = window.lock().map_err(|_| StateError {
-            code: "internal",
-            message: "the event window is poisoned".to_owned(),
-        })?;
+        let mut window = window.lock().await;
         let read = |e: super::history::ReadError| StateError {
             code: e.code,
             message: e.message,
         };
-        window.refresh().map_err(read)?;
+        window.refresh().await.map_err(read)?;
         let mut names = vec!["lead"];
         names.extend(report.teammates.iter().map(|t| t.name.as_str()));
-        let models = window.models(&names).map_err(read)?.clone();
+        let models = window.models(&names).await.map_err(read)?.clone();
         (models, window.last_seq())
     };
     let last = match team {

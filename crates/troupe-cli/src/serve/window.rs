@@ -58,20 +58,23 @@ impl EventWindow {
     }
 
     /// Reads what was appended since the last call (the first time: the stream's end).
-    pub fn refresh(&mut self) -> Result<(), ReadError> {
+    pub async fn refresh(&mut self) -> Result<(), ReadError> {
         if self.tail.is_none() {
-            let latest = self.history.before(u64::MAX, WINDOW)?;
+            let latest = self.history.before(u64::MAX, WINDOW).await?;
             self.searched_from = latest.first().map_or(0, |e| e.seq);
             for event in latest {
                 self.add(event);
             }
-            self.tail = Some(self.history.reader_after(self.last_seq)?);
+            let last_seq = self.last_seq;
+            self.tail = Some(troupe::sync::blocking(|| {
+                self.history.reader_after(last_seq)
+            })?);
         }
         let Some(mut tail) = self.tail.take() else {
             return Ok(());
         };
         let read = loop {
-            let batch = match tail.read_batch(READ_BYTES) {
+            let batch = match tail.read_batch(READ_BYTES).await {
                 Ok(batch) if batch.is_empty() => break Ok(()),
                 Ok(batch) => batch,
                 Err(e) => break Err(e),
@@ -112,9 +115,12 @@ impl EventWindow {
 
     /// The last model each of `agents` called (searching older events only for those not
     /// found yet); agents that never called one are absent.
-    pub fn models(&mut self, agents: &[&str]) -> Result<&BTreeMap<String, String>, ReadError> {
+    pub async fn models(
+        &mut self,
+        agents: &[&str],
+    ) -> Result<&BTreeMap<String, String>, ReadError> {
         while self.searched_from > 1 && agents.iter().any(|a| !self.models.contains_key(*a)) {
-            let batch = self.history.before(self.searched_from, BATCH)?;
+            let batch = self.history.before(self.searched_from, BATCH).await?;
             for event in batch.iter().rev() {
                 if event.kind == kinds::MODEL_CALL_FINISHED {
                     if let Some(model) = model_of(event) {
@@ -131,7 +137,7 @@ impl EventWindow {
     }
 
     /// At most `limit` events with `seq > since`, oldest first.
-    pub fn after(&mut self, since: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
+    pub async fn after(&mut self, since: u64, limit: usize) -> Result<Vec<Served>, ReadError> {
         if let Some(front) = self.recent.front() {
             if since >= front.seq.saturating_sub(1) {
                 return Ok(self
@@ -143,12 +149,12 @@ impl EventWindow {
                     .collect());
             }
         }
-        self.history.after(since, limit)
+        self.history.after(since, limit).await
     }
 
     /// The latest `limit` events with `seq < before` that `filter` lets through, searching at
     /// most `scan` events of the history for them.
-    pub fn before(
+    pub async fn before(
         &mut self,
         before: u64,
         limit: usize,
@@ -178,7 +184,7 @@ impl EventWindow {
             BATCH
         };
         let next_before = loop {
-            let batch = self.history.before(from, step)?;
+            let batch = self.history.before(from, step).await?;
             let Some(first) = batch.first().map(|e| e.seq) else {
                 break None;
             };
@@ -212,7 +218,8 @@ impl EventWindow {
         })
     }
 
-    /// A reader of the events with `seq > since` and every later one.
+    /// A reader of the events with `seq > since` and every later one (blocking I/O: a file's
+    /// index is caught up).
     pub fn reader_after(&mut self, since: u64) -> Result<EventSource, ReadError> {
         self.history.reader_after(since)
     }

@@ -43,8 +43,9 @@ pub enum Feed {
         view: TeamView,
         after: u64,
         _listening: tokio_util::sync::DropGuard,
-        /// The listener's tasks run here; kept for as long as the feed.
-        _runtime: tokio::runtime::Runtime,
+        /// The listener's tasks run here, and each read of the stream; kept for as long as the
+        /// feed.
+        runtime: tokio::runtime::Runtime,
     },
 }
 
@@ -82,7 +83,7 @@ impl Feed {
                     view,
                     after: 0,
                     _listening: listening,
-                    _runtime: runtime,
+                    runtime,
                 })
             }
         }
@@ -92,9 +93,14 @@ impl Feed {
     pub fn next_batch(&mut self) -> Result<Vec<Event>, CliError> {
         match self {
             Self::Files { cursor, .. } => cursor.read_batch(BATCH_BYTES).map_err(CliError::failed),
-            Self::Shared { view, after, .. } => {
-                let batch = view
-                    .events_after(*after, SHARED_BATCH)
+            Self::Shared {
+                view,
+                after,
+                runtime,
+                ..
+            } => {
+                let batch = runtime
+                    .block_on(view.events_after(*after, SHARED_BATCH))
                     .map_err(|e| CliError::coded(&e))?;
                 if let Some(last) = batch.last() {
                     *after = last.seq;

@@ -100,7 +100,7 @@ impl Compactor {
         tools: &[ToolSpec],
         cancel: &CancellationToken,
     ) -> ModelRequest {
-        self.clear_under_pressure(history, tools);
+        self.clear_under_pressure(history, tools).await;
         let request = build(history, tools);
         if sent_bytes(&request.messages, tools) <= self.budget.budget_bytes {
             return request;
@@ -113,13 +113,13 @@ impl Compactor {
         {
             return request;
         }
-        self.clear_under_pressure(history, tools);
+        self.clear_under_pressure(history, tools).await;
         build(history, tools)
     }
 
     /// Micro-compaction: when the request for `history` passes the trigger, one batch of old
     /// results is cleared from now on (see `context::micro`).
-    fn clear_under_pressure(&self, history: &mut History, tools: &[ToolSpec]) {
+    async fn clear_under_pressure(&self, history: &mut History, tools: &[ToolSpec]) {
         let policy = MicroPolicy::for_budget(&self.budget);
         let cleared = history.cleared_results();
         if let Some(count) = next_batch(history.messages(), tools, cleared, &policy) {
@@ -128,7 +128,7 @@ impl Compactor {
                 "micro-compaction: {} more tool results cleared",
                 count - cleared
             );
-            history.clear_results(count);
+            history.clear_results(count).await;
         }
     }
 
@@ -168,14 +168,16 @@ impl Compactor {
                 (messages, origins, BoundaryKind::Dropped)
             }
         };
-        history.replace(
-            messages,
-            origins,
-            Boundary {
-                kind,
-                replaced: messages_before,
-            },
-        );
+        history
+            .replace(
+                messages,
+                origins,
+                Boundary {
+                    kind,
+                    replaced: messages_before,
+                },
+            )
+            .await;
         let report = CompactionReport {
             trigger,
             kind,
@@ -253,9 +255,9 @@ impl Results {
         self.0.as_ref().map(|budget| budget.store().clone())
     }
 
-    pub fn admit(&mut self, content: String) -> String {
+    pub async fn admit(&mut self, content: String) -> String {
         match &mut self.0 {
-            Some(budget) => budget.admit(content),
+            Some(budget) => budget.admit(content).await,
             None => content,
         }
     }

@@ -56,14 +56,14 @@ impl History {
     /// skills or a moved workspace (a system message a transcript holds is replaced). A new
     /// transcript records the first system prompt, for people who read it; later ones are
     /// rebuilt by each run, not recorded.
-    pub fn restore(
+    pub async fn restore(
         system_prompt: impl Into<String>,
         loaded: Loaded,
         sink: Arc<dyn TranscriptSink>,
     ) -> Self {
         if loaded.messages.is_empty() && loaded.boundaries == 0 {
             let system = ChatMessage::system(system_prompt);
-            record(&sink, None, &system, Origin::Runtime);
+            record(&sink, None, &system, Origin::Runtime).await;
             let mut history = Self::new(String::new());
             history.messages = vec![system];
             history.applied = loaded.keys;
@@ -128,14 +128,14 @@ impl History {
     }
 
     /// Appends the runtime's own message (an answer, a tool result) without a key.
-    pub fn push(&mut self, message: ChatMessage) {
-        self.push_as(Origin::Runtime, message);
+    pub async fn push(&mut self, message: ChatMessage) {
+        self.push_as(Origin::Runtime, message).await;
     }
 
     /// Appends a message without a key, recording who it came from.
-    pub fn push_as(&mut self, origin: Origin, message: ChatMessage) {
+    pub async fn push_as(&mut self, origin: Origin, message: ChatMessage) {
         if let Some(sink) = &self.sink {
-            record(sink, None, &message, origin);
+            record(sink, None, &message, origin).await;
         }
         self.messages.push(message);
         self.origins.push(origin);
@@ -143,12 +143,12 @@ impl History {
 
     /// Appends an input once per key; returns false (and appends nothing) if the key was seen
     /// before.
-    pub fn push_once(&mut self, key: &str, message: ChatMessage) -> bool {
+    pub async fn push_once(&mut self, key: &str, message: ChatMessage) -> bool {
         if !self.applied.insert(key.to_owned()) {
             return false;
         }
         if let Some(sink) = &self.sink {
-            record(sink, Some(key), &message, Origin::Input);
+            record(sink, Some(key), &message, Origin::Input).await;
         }
         self.messages.push(message);
         self.origins.push(Origin::Input);
@@ -166,7 +166,7 @@ impl History {
 
     /// Sends the first `count` clearable tool results cleared from now on (a micro-compaction
     /// batch), recorded in the transcript. The messages themselves are not changed.
-    pub fn clear_results(&mut self, count: usize) {
+    pub async fn clear_results(&mut self, count: usize) {
         if count == self.cleared_results {
             return;
         }
@@ -175,7 +175,7 @@ impl History {
             let cleared = MicroCompaction {
                 cleared_results: count,
             };
-            if let Err(e) = crate::sync::blocking(|| sink.micro_compaction(&cleared)) {
+            if let Err(e) = sink.micro_compaction(&cleared).await {
                 // This run sends the same bytes; the next one may clear differently, once.
                 tracing::warn!("micro-compaction not written to the transcript: {e}");
             }
@@ -192,7 +192,7 @@ impl History {
     /// message. The transcript gets a boundary and the new history after it, so the next run
     /// loads the compacted conversation; the keys seen so far stay known. No result of the new
     /// history is sent cleared (a boundary resets micro-compaction too).
-    pub fn replace(
+    pub async fn replace(
         &mut self,
         messages: Vec<ChatMessage>,
         origins: Vec<Origin>,
@@ -200,16 +200,16 @@ impl History {
     ) {
         debug_assert_eq!(messages.len(), origins.len());
         if let Some(sink) = &self.sink {
-            let sink = sink.clone();
-            let written = crate::sync::blocking(|| -> Result<(), crate::store::IoError> {
-                sink.boundary(&boundary)?;
+            let written = async {
+                sink.boundary(&boundary).await?;
                 for (message, origin) in messages.iter().zip(&origins) {
                     if !matches!(message, ChatMessage::System { .. }) {
-                        sink.append(None, message, *origin)?;
+                        sink.append(None, message, *origin).await?;
                     }
                 }
-                Ok(())
-            });
+                Ok::<(), crate::store::IoError>(())
+            }
+            .await;
             if let Err(e) = written {
                 // The next run would load a boundary with part of the history after it: the
                 // history it continues is shorter, never wrong (calls without results are
@@ -223,14 +223,13 @@ impl History {
     }
 }
 
-fn record(
+async fn record(
     sink: &Arc<dyn TranscriptSink>,
     key: Option<&str>,
     message: &ChatMessage,
     origin: Origin,
 ) {
-    // An append under the transcript's lock, with an fsync: off the async threads.
-    if let Err(e) = crate::sync::blocking(|| sink.append(key, message, origin)) {
+    if let Err(e) = sink.append(key, message, origin).await {
         // The conversation goes on in memory; only its memory across runs is at risk.
         tracing::warn!("transcript not written: {e}");
     }
@@ -240,12 +239,15 @@ fn record(
 mod tests {
     use super::*;
 
-    #[test]
-    fn keyed_inputs_are_appended_once() {
+    #[tokio::test]
+    async fn keyed_inputs_are_appended_once() {
         let mut h = History::new("sys");
-        assert!(h.push_once("m-1", ChatMessage::user("event one")));
-        assert!(!h.push_once("m-1", ChatMessage::user("event one again")));
-        assert!(h.push_once("m-2", ChatMessage::user("event two")));
+        assert!(h.push_once("m-1", ChatMessage::user("event one")).await);
+        assert!(
+            !h.push_once("m-1", ChatMessage::user("event one again"))
+                .await
+        );
+        assert!(h.push_once("m-2", ChatMessage::user("event two")).await);
         assert_eq!(h.len(), 3);
         assert!(h.contains_key("m-1"));
     }

@@ -280,13 +280,13 @@ impl Runner {
     }
 
     /// Continues the conversation kept in `transcript` (if any) and keeps writing to it.
-    pub fn with_transcript(
+    pub async fn with_transcript(
         mut self,
         transcript: Arc<dyn Transcript>,
     ) -> Result<Self, crate::store::IoError> {
-        let loaded = transcript.load()?;
+        let loaded = transcript.load().await?;
         let system_prompt = self.history.system_prompt().to_owned();
-        self.history = History::restore(system_prompt, loaded, transcript);
+        self.history = History::restore(system_prompt, loaded, transcript).await;
         self.run_start = self.history.len();
         Ok(self)
     }
@@ -309,8 +309,10 @@ impl Runner {
     }
 
     /// Appends a user message once per key (see [`History::push_once`]).
-    pub fn push_user_once(&mut self, key: &str, content: impl Into<String>) -> bool {
-        self.history.push_once(key, ChatMessage::user(content))
+    pub async fn push_user_once(&mut self, key: &str, content: impl Into<String>) -> bool {
+        self.history
+            .push_once(key, ChatMessage::user(content))
+            .await
     }
 
     /// Appends a person's `prompt` and runs a turn.
@@ -325,7 +327,8 @@ impl Runner {
         }
         self.recall(&prompt).await;
         self.history
-            .push_as(Origin::Person, ChatMessage::user(prompt));
+            .push_as(Origin::Person, ChatMessage::user(prompt))
+            .await;
         self.run_turn(cancel).await
     }
 
@@ -414,16 +417,16 @@ impl Runner {
             let message = response.message;
             if message.tool_calls.is_empty() {
                 let text = message.content.clone().unwrap_or_default();
-                self.history.push(ChatMessage::Assistant(message));
+                self.history.push(ChatMessage::Assistant(message)).await;
                 if let Some(continuation) = self.stop_hooks(&mut stop_continued).await {
-                    self.history.push(ChatMessage::user(continuation));
+                    self.history.push(ChatMessage::user(continuation)).await;
                     continue;
                 }
                 outcome.end = TurnEnd::Answered(text);
                 return Ok(outcome);
             }
             let calls = message.tool_calls.clone();
-            self.history.push(ChatMessage::Assistant(message));
+            self.history.push(ChatMessage::Assistant(message)).await;
             let ctx = ToolContext::new(self.agent.clone(), self.workspace.clone())
                 .with_cancel(cancel.child_token())
                 .with_artifacts(self.results.artifacts());
@@ -435,7 +438,8 @@ impl Runner {
                         "the run was cancelled before this tool call ran",
                     );
                     self.history
-                        .push(ChatMessage::tool_result(call.id.clone(), text));
+                        .push(ChatMessage::tool_result(call.id.clone(), text))
+                        .await;
                     continue;
                 }
                 self.observer.tool_started(&self.agent, call);
@@ -445,9 +449,10 @@ impl Runner {
                     .await;
                 outcome.tool_calls += 1;
                 self.observer.tool_finished(&self.agent, call, &result);
-                let content = crate::sync::blocking(|| self.results.admit(result.content));
+                let content = self.results.admit(result.content).await;
                 self.history
-                    .push(ChatMessage::tool_result(call.id.clone(), content));
+                    .push(ChatMessage::tool_result(call.id.clone(), content))
+                    .await;
             }
         }
     }
@@ -508,9 +513,9 @@ impl Runner {
 
     async fn refresh_system_prompt(&mut self) {
         if let Some(source) = &self.system_source {
+            // What the prompt shows from the ports is read here; rendering reads only memory.
             source.refresh().await;
-            // A living prompt reads the roster and the protocol store (a lock, a file).
-            let prompt = crate::sync::blocking(|| source.render());
+            let prompt = source.render();
             if prompt != self.history.system_prompt() {
                 self.history.set_system_prompt(prompt);
             }

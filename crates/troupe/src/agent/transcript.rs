@@ -41,8 +41,9 @@ use crate::model::ChatMessage;
 use crate::store::{durable, journal, IoError};
 
 /// Where a history's entries go as they are appended.
+#[async_trait::async_trait]
 pub trait TranscriptSink: Send + Sync {
-    fn append(
+    async fn append(
         &self,
         key: Option<&str>,
         message: &ChatMessage,
@@ -50,11 +51,11 @@ pub trait TranscriptSink: Send + Sync {
     ) -> Result<(), IoError>;
 
     /// Records that the history was replaced (a compaction): what follows is the whole history.
-    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError>;
+    async fn boundary(&self, boundary: &Boundary) -> Result<(), IoError>;
 
     /// Records that the first `cleared.cleared_results` clearable tool results are now sent
     /// cleared (a micro-compaction batch).
-    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError>;
+    async fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError>;
 }
 
 /// Who put a message in the history. Compaction keeps a person's words verbatim (SPEC §9), so
@@ -180,13 +181,15 @@ impl FileTranscript {
 }
 
 /// A transcript that can be read back as well as appended to: what a runner continues from.
+#[async_trait::async_trait]
 pub trait Transcript: TranscriptSink {
-    fn load(&self) -> Result<Loaded, IoError>;
+    async fn load(&self) -> Result<Loaded, IoError>;
 }
 
+#[async_trait::async_trait]
 impl Transcript for FileTranscript {
-    fn load(&self) -> Result<Loaded, IoError> {
-        FileTranscript::load(self)
+    async fn load(&self) -> Result<Loaded, IoError> {
+        crate::sync::blocking(|| FileTranscript::load(self))
     }
 }
 
@@ -232,11 +235,12 @@ pub fn parse(complete: &[u8]) -> Result<Loaded, String> {
 
 /// The lines of a transcript kept somewhere else than a file (a database): appended one at a
 /// time, read back whole.
+#[async_trait::async_trait]
 pub trait TranscriptLines: Send + Sync {
     /// Appends one line (no `\n`), durably.
-    fn append_line(&self, line: &[u8]) -> Result<(), String>;
+    async fn append_line(&self, line: &[u8]) -> Result<(), String>;
     /// Every line of the current conversation, each followed by `\n`.
-    fn read_lines(&self) -> Result<Vec<u8>, String>;
+    async fn read_lines(&self) -> Result<Vec<u8>, String>;
     /// Where it is, for errors.
     fn describe(&self) -> String;
 }
@@ -253,16 +257,18 @@ impl<L: TranscriptLines> LinesTranscript<L> {
         )
     }
 
-    fn write(&self, line: &impl Serialize) -> Result<(), IoError> {
+    async fn write(&self, line: &(impl Serialize + Sync)) -> Result<(), IoError> {
         let bytes = serde_json::to_vec(line).map_err(|e| self.error("encode", e.to_string()))?;
         self.0
             .append_line(&bytes)
+            .await
             .map_err(|e| self.error("append", e))
     }
 }
 
+#[async_trait::async_trait]
 impl<L: TranscriptLines> TranscriptSink for LinesTranscript<L> {
-    fn append(
+    async fn append(
         &self,
         key: Option<&str>,
         message: &ChatMessage,
@@ -273,24 +279,32 @@ impl<L: TranscriptLines> TranscriptSink for LinesTranscript<L> {
             message: message.clone(),
             origin: Some(origin),
         })
+        .await
     }
 
-    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
+    async fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
         self.write(&BoundaryLine {
             compaction: boundary.clone(),
         })
+        .await
     }
 
-    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
+    async fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
         self.write(&MicroCompactionLine {
             micro_compaction: *cleared,
         })
+        .await
     }
 }
 
+#[async_trait::async_trait]
 impl<L: TranscriptLines> Transcript for LinesTranscript<L> {
-    fn load(&self) -> Result<Loaded, IoError> {
-        let bytes = self.0.read_lines().map_err(|e| self.error("read", e))?;
+    async fn load(&self) -> Result<Loaded, IoError> {
+        let bytes = self
+            .0
+            .read_lines()
+            .await
+            .map_err(|e| self.error("read", e))?;
         parse(&bytes).map_err(|e| self.error("read", e))
     }
 }
@@ -307,52 +321,61 @@ impl FileTranscript {
     }
 }
 
+/// An append takes the file's lock and fsyncs: off the async threads.
+#[async_trait::async_trait]
 impl TranscriptSink for FileTranscript {
-    fn append(
+    async fn append(
         &self,
         key: Option<&str>,
         message: &ChatMessage,
         origin: Origin,
     ) -> Result<(), IoError> {
-        self.append_line(&Line {
+        let line = Line {
             key: key.map(str::to_owned),
             message: message.clone(),
             origin: Some(origin),
-        })
+        };
+        crate::sync::blocking(|| self.append_line(&line))
     }
 
-    fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
-        self.append_line(&BoundaryLine {
+    async fn boundary(&self, boundary: &Boundary) -> Result<(), IoError> {
+        let line = BoundaryLine {
             compaction: boundary.clone(),
-        })
+        };
+        crate::sync::blocking(|| self.append_line(&line))
     }
 
-    fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
-        self.append_line(&MicroCompactionLine {
+    async fn micro_compaction(&self, cleared: &MicroCompaction) -> Result<(), IoError> {
+        let line = MicroCompactionLine {
             micro_compaction: *cleared,
-        })
+        };
+        crate::sync::blocking(|| self.append_line(&line))
     }
 }
 
 /// Where every agent's transcript is kept: files under `.troupe/transcripts/`, or a database.
+/// Opening one touches nothing; reading, appending and setting aside are async (a file's work
+/// runs off the async threads, a database's awaits its pool).
+#[async_trait::async_trait]
 pub trait Transcripts: Send + Sync {
     /// The transcript of `agent`.
     fn open(&self, agent: &AgentName) -> Arc<dyn Transcript>;
     /// Sets `agent`'s conversation aside (kept, never deleted) so that it starts a fresh one;
     /// where it went, or `None` when there was none.
-    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError>;
+    async fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError>;
 }
 
 /// Transcripts as files: `.troupe/transcripts/<agent>.jsonl`.
 pub struct FileTranscripts(pub Layout);
 
+#[async_trait::async_trait]
 impl Transcripts for FileTranscripts {
     fn open(&self, agent: &AgentName) -> Arc<dyn Transcript> {
         Arc::new(FileTranscript::new(self.0.transcript(agent)))
     }
 
-    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError> {
-        set_aside(&self.0.transcript(agent))
+    async fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, IoError> {
+        crate::sync::blocking(|| set_aside(&self.0.transcript(agent)))
     }
 }
 
@@ -436,13 +459,15 @@ mod tests {
     use super::*;
     use crate::model::{AssistantMessage, ToolCall};
 
-    #[test]
-    fn round_trips_keys_and_messages_and_ignores_a_torn_tail() {
+    #[tokio::test]
+    async fn round_trips_keys_and_messages_and_ignores_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let t = FileTranscript::new(dir.path().join("t/lead.jsonl"));
         t.append(None, &ChatMessage::system("sys"), Origin::Runtime)
+            .await
             .unwrap();
         t.append(Some("m-1"), &ChatMessage::user("event"), Origin::Input)
+            .await
             .unwrap();
         let mut bytes = std::fs::read(t.path()).unwrap();
         bytes.extend_from_slice(b"{\"key\":null,\"mess");
@@ -455,8 +480,8 @@ mod tests {
         assert!(loaded.keys.contains("m-1"));
     }
 
-    #[test]
-    fn unanswered_tool_calls_are_answered_as_cancelled() {
+    #[tokio::test]
+    async fn unanswered_tool_calls_are_answered_as_cancelled() {
         let dir = tempfile::tempdir().unwrap();
         let t = FileTranscript::new(dir.path().join("lead.jsonl"));
         let calls = vec![
@@ -464,14 +489,17 @@ mod tests {
             ToolCall::new("b", "glob", "{}"),
         ];
         t.append(None, &ChatMessage::user("go"), Origin::Person)
+            .await
             .unwrap();
         t.append(
             None,
             &ChatMessage::Assistant(AssistantMessage::tool_calls(calls)),
             Origin::Runtime,
         )
+        .await
         .unwrap();
         t.append(None, &ChatMessage::tool_result("a", "ok"), Origin::Runtime)
+            .await
             .unwrap();
         let loaded = t.load().unwrap();
         assert_eq!(loaded.messages.len(), 4);
@@ -507,30 +535,36 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_load_continues_from_the_last_boundary_and_keeps_every_key() {
+    #[tokio::test]
+    async fn a_load_continues_from_the_last_boundary_and_keeps_every_key() {
         let dir = tempfile::tempdir().unwrap();
         let t = FileTranscript::new(dir.path().join("lead.jsonl"));
         t.append(None, &ChatMessage::system("sys"), Origin::Runtime)
+            .await
             .unwrap();
         t.append(None, &ChatMessage::user("old prompt"), Origin::Person)
+            .await
             .unwrap();
         t.append(Some("m-1"), &ChatMessage::user("old event"), Origin::Input)
+            .await
             .unwrap();
         for n in 1..=2 {
             t.boundary(&Boundary {
                 kind: BoundaryKind::Summary,
                 replaced: n,
             })
+            .await
             .unwrap();
             t.append(
                 None,
                 &ChatMessage::user(format!("summary {n}")),
                 Origin::Summary,
             )
+            .await
             .unwrap();
         }
         t.append(Some("m-2"), &ChatMessage::user("new event"), Origin::Input)
+            .await
             .unwrap();
         let loaded = t.load().unwrap();
         assert_eq!(
@@ -548,23 +582,25 @@ mod tests {
         assert!(text.contains("old prompt"));
     }
 
-    #[test]
-    fn a_load_takes_the_last_micro_compaction_after_the_last_boundary() {
+    #[tokio::test]
+    async fn a_load_takes_the_last_micro_compaction_after_the_last_boundary() {
         let dir = tempfile::tempdir().unwrap();
         let t = FileTranscript::new(dir.path().join("lead.jsonl"));
         let cleared = |n| MicroCompaction { cleared_results: n };
         t.append(None, &ChatMessage::user("go"), Origin::Person)
+            .await
             .unwrap();
-        t.micro_compaction(&cleared(2)).unwrap();
-        t.micro_compaction(&cleared(5)).unwrap();
+        t.micro_compaction(&cleared(2)).await.unwrap();
+        t.micro_compaction(&cleared(5)).await.unwrap();
         assert_eq!(t.load().unwrap().cleared_results, 5);
         t.boundary(&Boundary {
             kind: BoundaryKind::Summary,
             replaced: 3,
         })
+        .await
         .unwrap();
         assert_eq!(t.load().unwrap().cleared_results, 0, "a boundary resets it");
-        t.micro_compaction(&cleared(1)).unwrap();
+        t.micro_compaction(&cleared(1)).await.unwrap();
         let loaded = t.load().unwrap();
         assert_eq!(loaded.cleared_results, 1);
         assert!(

@@ -71,7 +71,7 @@ pub async fn compact_conversation(
         Some(compaction) => compaction.transcript.clone(),
     };
     let _run_lock = take_run_lock(&layout, clock.as_ref())?;
-    let loaded = transcript.load()?;
+    let loaded = transcript.load().await?;
     if let Some(compaction) = &distributed {
         if loaded.messages.is_empty() && loaded.boundaries == 0 {
             return Err(BootstrapError::NoSharedConversation {
@@ -80,7 +80,7 @@ pub async fn compact_conversation(
             });
         }
     }
-    let mut history = crate::agent::History::restore(String::new(), loaded, transcript);
+    let mut history = crate::agent::History::restore(String::new(), loaded, transcript).await;
     let run_id = RandomIds.next_uuid().to_string();
     // The compaction is recorded in the event stream like a run's (trigger `manual`).
     let events = EventLog::open(

@@ -241,13 +241,14 @@ struct PgTranscripts(PgStore, String);
 
 struct PgLines(PgTranscriptLog);
 
+#[async_trait::async_trait]
 impl TranscriptLines for PgLines {
-    fn append_line(&self, line: &[u8]) -> Result<(), String> {
-        self.0.append(line).map_err(|e| e.to_string())
+    async fn append_line(&self, line: &[u8]) -> Result<(), String> {
+        self.0.append(line).await.map_err(|e| e.to_string())
     }
 
-    fn read_lines(&self) -> Result<Vec<u8>, String> {
-        self.0.read().map_err(|e| e.to_string())
+    async fn read_lines(&self) -> Result<Vec<u8>, String> {
+        self.0.read().await.map_err(|e| e.to_string())
     }
 
     fn describe(&self) -> String {
@@ -255,6 +256,7 @@ impl TranscriptLines for PgLines {
     }
 }
 
+#[async_trait::async_trait]
 impl Transcripts for PgTranscripts {
     fn open(&self, agent: &AgentName) -> Arc<dyn Transcript> {
         let log = PgTranscriptLog::new(self.0.clone(), agent.as_str());
@@ -266,9 +268,10 @@ impl Transcripts for PgTranscripts {
         Arc::new(LinesTranscript(PgLines(log)))
     }
 
-    fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, crate::store::IoError> {
+    async fn set_aside(&self, agent: &AgentName) -> Result<Option<PathBuf>, crate::store::IoError> {
         let log = PgTranscriptLog::new(self.0.clone(), agent.as_str());
         log.set_aside()
+            .await
             .map(|generation| {
                 generation.map(|g| PathBuf::from(format!("postgres:transcripts/{agent}/{g}")))
             })

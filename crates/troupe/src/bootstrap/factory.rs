@@ -262,13 +262,16 @@ impl TeammateFactory for Factory {
             Isolation::None => true,
             Isolation::Worktree => self.runs_here(&teammate.name).await,
         };
-        crate::sync::blocking(|| self.build_runner(team, teammate, runs_here))
+        let runner = crate::sync::blocking(|| self.build_runner(team, teammate, runs_here))?;
+        Ok(runner
+            .with_transcript(self.transcripts.open(&teammate.name))
+            .await?)
     }
 }
 
 impl Factory {
     /// [`TeammateFactory::build`] once whether the teammate runs here is known (files and git:
-    /// a blocking step).
+    /// a blocking step), before its transcript is loaded.
     fn build_runner(
         &self,
         team: TeamHandle,
@@ -382,10 +385,7 @@ impl Factory {
         )
         .with_max_turns(self.max_turns)
         .with_system_prompt(prompt);
-        Ok(self
-            .kit
-            .apply(runner, name, &model, true)
-            .with_transcript(self.transcripts.open(name))?)
+        Ok(self.kit.apply(runner, name, &model, true))
     }
 }
 

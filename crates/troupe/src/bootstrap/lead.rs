@@ -30,7 +30,7 @@ use super::start::Stores;
 
 /// The lead of the team `crew` runs, on `policy` (the base policy) — and where its earlier
 /// conversation was kept, when this run starts a new session.
-pub(super) fn lead(
+pub(super) async fn lead(
     settings: &TeamSettings,
     stores: &Stores,
     policy: PermissionPolicy,
@@ -55,7 +55,7 @@ pub(super) fn lead(
     )?;
     let lead_name = AgentName::lead();
     let earlier_session = if settings.long_lived.new_session {
-        stores.transcripts.set_aside(&lead_name)?
+        stores.transcripts.set_aside(&lead_name).await?
     } else {
         None
     };
@@ -93,7 +93,8 @@ pub(super) fn lead(
     .with_system_prompt(prompt);
     let lead = kit
         .apply(lead, &lead_name, &lead_model, true)
-        .with_transcript(stores.transcripts.open(&lead_name))?;
+        .with_transcript(stores.transcripts.open(&lead_name))
+        .await?;
     Ok((lead, earlier_session))
 }
 

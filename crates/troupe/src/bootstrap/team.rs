@@ -99,7 +99,8 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
         &events,
         crew.kit.command_hooks(),
     );
-    let (lead, earlier_session) = lead(&settings, &stores, base_policy, &jobs, &cron, &crew)?;
+    let (lead, earlier_session) =
+        lead(&settings, &stores, base_policy, &jobs, &cron, &crew).await?;
     let Crew {
         kit,
         runtime,

@@ -52,19 +52,21 @@ impl TeamView {
 
     /// Up to `limit` events of the team's stream after position `after`, in team order, each
     /// with its `seq` set to its position.
-    pub fn events_after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
-        PgEvents::new(self.store.clone()).after(after, limit)
+    pub async fn events_after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+        PgEvents::new(self.store.clone()).after(after, limit).await
     }
 
     /// Up to `limit` events of the team's stream before position `before` (the latest of
     /// them), oldest first, each with its `seq` set to its position.
-    pub fn events_before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
-        PgEvents::new(self.store.clone()).before(before, limit)
+    pub async fn events_before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+        PgEvents::new(self.store.clone())
+            .before(before, limit)
+            .await
     }
 
     /// The position of the stream's last event now (0 when it has none).
-    pub fn last_position(&self) -> Result<u64, BackendError> {
-        PgEvents::new(self.store.clone()).last()
+    pub async fn last_position(&self) -> Result<u64, BackendError> {
+        PgEvents::new(self.store.clone()).last().await
     }
 
     /// Calls `changed` whenever the team's stream may have grown (a notification, or a
@@ -78,8 +80,10 @@ impl TeamView {
     }
 
     /// The conversation of `agent` as its transcript's bytes (empty when it has none).
-    pub fn transcript(&self, agent: &AgentName) -> Result<Vec<u8>, BackendError> {
-        PgTranscriptLog::new(self.store.clone(), agent.as_str()).read()
+    pub async fn transcript(&self, agent: &AgentName) -> Result<Vec<u8>, BackendError> {
+        PgTranscriptLog::new(self.store.clone(), agent.as_str())
+            .read()
+            .await
     }
 
     /// The team's token usage, every process's records (for a reader that folds them as they

@@ -14,9 +14,10 @@
 //! converted to UTF-8).
 //!
 //! Each chunk is written when it is pushed, on the reading task: one pipe read's worth into the
-//! page cache, no fsync. The one `sync_all` is in [`ArtifactStream::finish`], which a caller on
-//! an async runtime runs as blocking work; until then the file has a temp name nobody reads
-//! ([`super::durable::StagedFile`]), so writing it unsynced loses nothing a crash could expose.
+//! page cache, no fsync. The one `sync_all` is in [`ArtifactStream::finish`] (async: it runs
+//! off the async threads, then the team's copy is taken); until then the file has a temp name
+//! nobody reads ([`super::durable::StagedFile`]), so writing it unsynced loses nothing a crash
+//! could expose.
 
 use super::artifacts::{ArtifactDraft, ArtifactRef, ArtifactStore};
 use crate::secrets::Redactor;
@@ -118,13 +119,13 @@ impl ArtifactStream {
         self.peak_pending = self.peak_pending.max(self.pending.len());
     }
 
-    /// Writes what is left and places the artifact (blocking I/O: the one `sync_all`).
-    pub fn finish(mut self) -> StreamEnd {
+    /// Writes what is left and places the artifact (the one `sync_all`, off the async threads).
+    pub async fn finish(mut self) -> StreamEnd {
         self.flush(true);
         let total = self.total;
         match std::mem::replace(&mut self.state, State::InMemory) {
             State::InMemory => StreamEnd::Small,
-            State::Writing(draft) | State::Full(draft) => match draft.finish() {
+            State::Writing(draft) | State::Full(draft) => match draft.finish().await {
                 Ok(artifact) => StreamEnd::Kept {
                     artifact,
                     kept: self.written,
@@ -231,17 +232,17 @@ mod tests {
         std::fs::read_dir(folder).map_or(0, |entries| entries.count())
     }
 
-    #[test]
-    fn a_small_output_makes_no_file() {
+    #[tokio::test]
+    async fn a_small_output_makes_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut stream = ArtifactStream::new(store(dir.path()), 10, Redactor::default());
         stream.push(b"0123456789");
-        assert!(matches!(stream.finish(), StreamEnd::Small));
+        assert!(matches!(stream.finish().await, StreamEnd::Small));
         assert_eq!(files(dir.path()), 0);
     }
 
-    #[test]
-    fn a_large_output_is_kept_whole_and_memory_stays_at_the_threshold() {
+    #[tokio::test]
+    async fn a_large_output_is_kept_whole_and_memory_stays_at_the_threshold() {
         let dir = tempfile::tempdir().unwrap();
         let mut stream = ArtifactStream::new(store(dir.path()), 1_000, Redactor::new([KEY]));
         let mut all = Vec::new();
@@ -255,14 +256,14 @@ mod tests {
             "{}",
             stream.peak_pending()
         );
-        let (bytes, kept, total) = read_kept(stream.finish(), dir.path());
+        let (bytes, kept, total) = read_kept(stream.finish().await, dir.path());
         assert_eq!((kept, total), (all.len() as u64, all.len() as u64));
         assert_eq!(bytes, all);
         assert_eq!(files(dir.path()), 1);
     }
 
-    #[test]
-    fn a_secret_split_between_two_chunks_is_redacted() {
+    #[tokio::test]
+    async fn a_secret_split_between_two_chunks_is_redacted() {
         let text = format!("{}{KEY}{}{KEY}.", "a".repeat(40), "b".repeat(30));
         let want = format!("{}[redacted]{}[redacted].", "a".repeat(40), "b".repeat(30));
         for threshold in [0, 20, 50] {
@@ -274,7 +275,7 @@ mod tests {
                             .with_limit(limit);
                     stream.push(&text.as_bytes()[..split]);
                     stream.push(&text.as_bytes()[split..]);
-                    let (bytes, kept, _) = read_kept(stream.finish(), dir.path());
+                    let (bytes, kept, _) = read_kept(stream.finish().await, dir.path());
                     assert_eq!(String::from_utf8(bytes).unwrap(), want, "{split}");
                     assert_eq!(kept, text.len() as u64);
                 }
@@ -282,8 +283,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn past_the_limit_nothing_more_is_kept_and_no_secret_is_cut() {
+    #[tokio::test]
+    async fn past_the_limit_nothing_more_is_kept_and_no_secret_is_cut() {
         let dir = tempfile::tempdir().unwrap();
         let mut stream =
             ArtifactStream::new(store(dir.path()), 5, Redactor::default()).with_limit(100);
@@ -291,7 +292,7 @@ mod tests {
             stream.push(b"0123456789");
         }
         assert!(stream.peak_pending() <= 100);
-        let (bytes, kept, total) = read_kept(stream.finish(), dir.path());
+        let (bytes, kept, total) = read_kept(stream.finish().await, dir.path());
         assert_eq!((bytes.len(), kept, total), (100, 100, 10_000));
         // A key across the limit is left out whole, and the kept count says so.
         for at in 90..=100 {
@@ -302,7 +303,7 @@ mod tests {
             for chunk in text.as_bytes().chunks(7) {
                 stream.push(chunk);
             }
-            let (bytes, kept, total) = read_kept(stream.finish(), dir.path());
+            let (bytes, kept, total) = read_kept(stream.finish().await, dir.path());
             let expected = if at + KEY.len() <= 100 { 100 } else { at };
             assert_eq!(kept, expected as u64, "{at}");
             assert_eq!(total, text.len() as u64);

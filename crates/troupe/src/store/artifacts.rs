@@ -96,6 +96,7 @@ impl SharedArtifact {
 /// Where the artifacts of a team are copied, so that a process in another workspace can read
 /// those its agents' histories name. A copy that fails is the copy's to report; the artifact's
 /// file is written.
+#[async_trait::async_trait]
 pub trait ArtifactCopy: Send + Sync {
     /// Whether [`copy`](Self::copy) keeps anything (if not, a streamed artifact is not read
     /// back to hand it over).
@@ -103,24 +104,25 @@ pub trait ArtifactCopy: Send + Sync {
 
     /// Takes a copy of the artifact `key`: `head`, its first bytes (at most
     /// [`SHARED_ARTIFACT_BYTES`]), of `bytes` in all.
-    fn copy(&self, key: &ArtifactKey, head: &[u8], bytes: u64);
+    async fn copy(&self, key: &ArtifactKey, head: &[u8], bytes: u64);
 
     /// The copy of the artifact `key`, if one was taken.
-    fn fetch(&self, key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError>;
+    async fn fetch(&self, key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError>;
 }
 
 /// The file store's: artifacts are only in the workspace.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FilesOnly;
 
+#[async_trait::async_trait]
 impl ArtifactCopy for FilesOnly {
     fn keeps(&self) -> bool {
         false
     }
 
-    fn copy(&self, _key: &ArtifactKey, _head: &[u8], _bytes: u64) {}
+    async fn copy(&self, _key: &ArtifactKey, _head: &[u8], _bytes: u64) {}
 
-    fn fetch(&self, _key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError> {
+    async fn fetch(&self, _key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError> {
         Ok(None)
     }
 }
@@ -240,15 +242,18 @@ impl ArtifactStore {
         &self.dir
     }
 
-    /// Writes `content` durably to a new artifact and returns where it is.
-    pub fn write(&self, content: &str) -> Result<ArtifactRef, IoError> {
-        self.ensure_dirs()?;
+    /// Writes `content` durably to a new artifact (off the async threads) and returns where it
+    /// is, once the copy has it too.
+    pub async fn write(&self, content: &str) -> Result<ArtifactRef, IoError> {
         let bytes = content.len();
-        let (artifact, key) =
-            self.place(bytes, |dest| durable::create_new(dest, content.as_bytes()))?;
+        let (artifact, key) = crate::sync::blocking(|| {
+            self.ensure_dirs()?;
+            self.place(bytes, |dest| durable::create_new(dest, content.as_bytes()))
+        })?;
         if self.copy.keeps() {
             self.copy
-                .copy(&key, shared_head(content.as_bytes()), bytes as u64);
+                .copy(&key, shared_head(content.as_bytes()), bytes as u64)
+                .await;
         }
         Ok(artifact)
     }
@@ -270,11 +275,20 @@ impl ArtifactStore {
     /// team's copy: `Ok(None)` when there is no copy. The file is created as an artifact is —
     /// in real folders, never over an existing file (one that appeared meanwhile is left as
     /// it is) — holding the copy, and, when the copy was cut at [`SHARED_ARTIFACT_BYTES`], a
-    /// last line saying so. Blocking I/O.
-    pub fn recover(&self, key: &ArtifactKey) -> Result<Option<Recovered>, RecoverError> {
-        let Some(shared) = self.copy.fetch(key)? else {
+    /// last line saying so. The file is made off the async threads.
+    pub async fn recover(&self, key: &ArtifactKey) -> Result<Option<Recovered>, RecoverError> {
+        let Some(shared) = self.copy.fetch(key).await? else {
             return Ok(None);
         };
+        crate::sync::blocking(|| self.make_recovered(key, shared)).map(Some)
+    }
+
+    /// Creates the artifact `key` from its copy `shared` (blocking I/O).
+    fn make_recovered(
+        &self,
+        key: &ArtifactKey,
+        shared: SharedArtifact,
+    ) -> Result<Recovered, RecoverError> {
         let dir = self.root.join(key.agent().as_str());
         durable::ensure_real_dir(&self.state_dir)?;
         durable::ensure_real_dir(&self.root)?;
@@ -295,20 +309,21 @@ impl ArtifactStore {
             );
         }
         match durable::create_new(&dir.join(key.name()), &content) {
-            Ok(()) => Ok(Some(recovered)),
-            Err(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(recovered)),
+            Ok(()) => Ok(recovered),
+            Err(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => Ok(recovered),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Hands the placed artifact `key` of `bytes` to the copy: its first bytes, read back.
-    fn share_placed(&self, key: &ArtifactKey, bytes: usize) {
+    /// The placed artifact `key`'s first bytes, read back for the copy (blocking I/O); `None`
+    /// when the copy keeps nothing.
+    fn placed_head(&self, key: &ArtifactKey) -> Option<Result<Vec<u8>, String>> {
         if !self.copy.keeps() {
-            return;
+            return None;
         }
         let path = self.dir.join(key.name());
         // One byte past the bound: the head's cut must see the character it could split.
-        let head = match open_regular(&path, Links::Refuse) {
+        Some(match open_regular(&path, Links::Refuse) {
             Ok(Some(file)) => {
                 let mut head = Vec::new();
                 file.take(SHARED_ARTIFACT_BYTES as u64 + 1)
@@ -318,10 +333,21 @@ impl ArtifactStore {
             }
             Ok(None) => Err("it is gone".to_owned()),
             Err(e) => Err(e.to_string()),
-        };
+        })
+    }
+
+    /// Hands the placed artifact `key` of `bytes` to the copy: its first bytes, read back
+    /// ([`placed_head`](Self::placed_head)).
+    async fn share_placed(
+        &self,
+        key: &ArtifactKey,
+        head: Option<Result<Vec<u8>, String>>,
+        bytes: usize,
+    ) {
         match head {
-            Ok(head) => self.copy.copy(key, shared_head(&head), bytes as u64),
-            Err(e) => tracing::warn!(
+            None => {}
+            Some(Ok(head)) => self.copy.copy(key, shared_head(&head), bytes as u64).await,
+            Some(Err(e)) => tracing::warn!(
                 "the artifact {} was not copied to the team's store: cannot read it back: {e}",
                 key.relative_path()
             ),
@@ -401,12 +427,17 @@ impl ArtifactDraft {
         self.bytes
     }
 
-    /// Syncs the artifact and places it under a fresh name (blocking I/O).
-    pub fn finish(mut self) -> Result<ArtifactRef, IoError> {
+    /// Syncs the artifact and places it under a fresh name (off the async threads), and hands
+    /// it to the copy.
+    pub async fn finish(mut self) -> Result<ArtifactRef, IoError> {
         let bytes = self.bytes;
         let store = self.store.clone();
-        let (artifact, key) = store.place(bytes, |dest| self.staged.place_new(dest))?;
-        store.share_placed(&key, bytes);
+        let (artifact, key, head) = crate::sync::blocking(|| -> Result<_, IoError> {
+            let (artifact, key) = store.place(bytes, |dest| self.staged.place_new(dest))?;
+            let head = store.placed_head(&key);
+            Ok((artifact, key, head))
+        })?;
+        store.share_placed(&key, head, bytes).await;
         Ok(artifact)
     }
 }

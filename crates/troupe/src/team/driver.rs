@@ -26,7 +26,6 @@ use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
 use crate::store::response_ack::ResponseAckError;
-use crate::sync::blocking;
 
 /// How long the driver waits before retrying a failed ack, and the most retries of one event.
 const ACK_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -175,13 +174,11 @@ impl Driver {
                         _ => None,
                     })
                     .collect();
-                blocking(|| {
-                    for event in &events {
-                        if lead.push_user_once(&event.key, event.history_text()) {
-                            appended += 1;
-                        }
+                for event in &events {
+                    if lead.push_user_once(&event.key, event.history_text()).await {
+                        appended += 1;
                     }
-                });
+                }
                 for event in events {
                     self.finish_event(event).await?;
                 }

@@ -694,7 +694,7 @@ impl TeamInner {
             Some(earlier) => self.quarantine_leftovers(earlier).await?,
             None => 0,
         };
-        let earlier_transcript = blocking(|| self.transcripts.set_aside(name))?;
+        let earlier_transcript = self.transcripts.set_aside(name).await?;
         let runner = self.factory.build(self.handle(), &record).await?;
         // The slot first, the roster after (awaited, with no lock held): a wake in between
         // finds no runnable teammate of the name (none yet, or the stopped one) and starts

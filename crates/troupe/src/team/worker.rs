@@ -259,7 +259,9 @@ async fn run_and_report(
     let name = team.name();
     if !team.is_completed(message.id()) {
         runner.recall(prompt).await;
-        runner.push_user_once(&message.id().to_string(), prompt);
+        runner
+            .push_user_once(&message.id().to_string(), prompt)
+            .await;
         runner.observer().handling(name, &[message.id()]);
         let answer = match runner.run_turn(team.closing()).await {
             Ok(outcome) => match outcome.end {
@@ -302,7 +304,7 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
         None => format!("task:{}", task.id),
     };
     runner.recall(&prompt).await;
-    runner.push_user_once(&key, &prompt);
+    runner.push_user_once(&key, &prompt).await;
     let give_back = |reason: String| async move {
         if let Err(e) = team.finish_task(task, TaskOutcome::GiveBack(reason)).await {
             tracing::warn!("{name} could not give task {} back: {e}", task.id);

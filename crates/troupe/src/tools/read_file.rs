@@ -130,9 +130,9 @@ async fn recover(
     store: ArtifactStore,
     not_found: String,
 ) -> Result<(std::path::PathBuf, Option<Recovered>), ToolError> {
-    let recovered = tokio::task::spawn_blocking(move || store.recover(&key))
+    let recovered = store
+        .recover(&key)
         .await
-        .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))?
         .map_err(|e| ToolError::coded(&e))?;
     let Some(recovered) = recovered else {
         return Err(ToolError::NotFound(not_found));

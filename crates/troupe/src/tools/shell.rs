@@ -311,7 +311,7 @@ impl ShellTool {
             .run(&mut output, Some(deadline), &ctx.cancel, Stop::Kill)
             .await
             .map_err(|e| ToolError::Failed(format!("cannot wait for sh: {e}")))?;
-        let text = crate::sync::blocking(|| output.render());
+        let text = output.render().await;
         match ending {
             Ending::Exited(status) => Ok((
                 status.success(),

@@ -59,9 +59,12 @@ impl ShellOutput {
     }
 
     /// The output as the result shows it, ending with a newline when not empty. Places the
-    /// artifact: blocking I/O (one `sync_all`).
-    pub fn render(self) -> String {
-        let end = self.artifact.map(ArtifactStream::finish);
+    /// artifact (one `sync_all`, off the async threads).
+    pub async fn render(self) -> String {
+        let end = match self.artifact {
+            Some(stream) => Some(stream.finish().await),
+            None => None,
+        };
         if !self.capped.is_cut() {
             return self.capped.render();
         }

@@ -33,16 +33,16 @@ fn seqs(events: &[Served]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
 }
 
-fn window_of(layout: &Layout) -> EventWindow {
+async fn window_of(layout: &Layout) -> EventWindow {
     let mut window = EventWindow::new(History::file(layout));
-    window.refresh().unwrap();
+    window.refresh().await.unwrap();
     window
 }
 
-#[test]
-fn the_window_holds_only_the_latest_events() {
+#[tokio::test]
+async fn the_window_holds_only_the_latest_events() {
     let (_dir, layout) = workspace(5_000);
-    let window = window_of(&layout);
+    let window = window_of(&layout).await;
     assert_eq!(window.held(), WINDOW);
     assert_eq!(window.last_seq(), 5_000);
     assert!(
@@ -51,35 +51,42 @@ fn the_window_holds_only_the_latest_events() {
     );
 }
 
-#[test]
-fn new_events_join_the_window_and_push_the_oldest_out() {
+#[tokio::test]
+async fn new_events_join_the_window_and_push_the_oldest_out() {
     let (_dir, layout) = workspace(WINDOW as u64);
-    let mut window = window_of(&layout);
+    let mut window = window_of(&layout).await;
     let more: String = (WINDOW as u64 + 1..=WINDOW as u64 + 5).map(line).collect();
     let mut text = std::fs::read_to_string(layout.events_log()).unwrap();
     text.push_str(&more);
     std::fs::write(layout.events_log(), text).unwrap();
-    window.refresh().unwrap();
+    window.refresh().await.unwrap();
     assert_eq!(window.held(), WINDOW);
     assert_eq!(window.last_seq(), WINDOW as u64 + 5);
-    let tail = window.after(WINDOW as u64 + 2, 10).unwrap();
+    let tail = window.after(WINDOW as u64 + 2, 10).await.unwrap();
     assert_eq!(seqs(&tail), [2003, 2004, 2005]);
 }
 
-#[test]
-fn older_events_come_by_seq_from_the_history() {
+#[tokio::test]
+async fn older_events_come_by_seq_from_the_history() {
     let (_dir, layout) = workspace(10_000);
-    let mut window = window_of(&layout);
+    let mut window = window_of(&layout).await;
     let latest = window
         .before(u64::MAX, 3, &Filter::default(), 1000)
+        .await
         .unwrap();
     assert_eq!(seqs(&latest.events), [9_998, 9_999, 10_000]);
     assert_eq!(latest.next_before, Some(9_998));
     // Far below the window: read through the index.
-    let old = window.before(101, 4, &Filter::default(), 1000).unwrap();
+    let old = window
+        .before(101, 4, &Filter::default(), 1000)
+        .await
+        .unwrap();
     assert_eq!(seqs(&old.events), [97, 98, 99, 100]);
     assert_eq!(old.next_before, Some(97));
-    let first = window.before(3, 10, &Filter::default(), 1000).unwrap();
+    let first = window
+        .before(3, 10, &Filter::default(), 1000)
+        .await
+        .unwrap();
     assert_eq!(seqs(&first.events), [1, 2]);
     assert_eq!(first.next_before, None, "the stream's start");
     assert_eq!(
@@ -87,30 +94,30 @@ fn older_events_come_by_seq_from_the_history() {
         line(1).trim_end(),
         "each event is its line"
     );
-    let forward = window.after(4_000, 3).unwrap();
+    let forward = window.after(4_000, 3).await.unwrap();
     assert_eq!(seqs(&forward), [4_001, 4_002, 4_003]);
 }
 
-#[test]
-fn filters_search_back_through_the_history() {
+#[tokio::test]
+async fn filters_search_back_through_the_history() {
     let (_dir, layout) = workspace(10_000);
-    let mut window = window_of(&layout);
+    let mut window = window_of(&layout).await;
     let by_kind = Filter::new(None, Some("model_call_finished".into()), None);
-    let page = window.before(u64::MAX, 3, &by_kind, 100_000).unwrap();
+    let page = window.before(u64::MAX, 3, &by_kind, 100_000).await.unwrap();
     assert_eq!(seqs(&page.events), [9_980, 9_990, 10_000]);
     assert_eq!(page.next_before, Some(9_980));
     let bob_models = Filter::new(Some("bob".into()), Some("model_call_finished".into()), None);
-    let page = window.before(9_980, 2, &bob_models, 100_000).unwrap();
+    let page = window.before(9_980, 2, &bob_models, 100_000).await.unwrap();
     assert_eq!(seqs(&page.events), [9_920, 9_950]);
     let text = Filter::new(None, None, Some("STEP 123".into()));
-    let page = window.before(u64::MAX, 100, &text, 100_000).unwrap();
+    let page = window.before(u64::MAX, 100, &text, 100_000).await.unwrap();
     assert_eq!(
         seqs(&page.events),
         [123, 1_231, 1_232, 1_233, 1_234, 1_235, 1_236, 1_237, 1_238, 1_239]
     );
     assert_eq!(page.next_before, None);
     // A search bounded by `scan` says where to go on.
-    let page = window.before(u64::MAX, 100, &text, 3_000).unwrap();
+    let page = window.before(u64::MAX, 100, &text, 3_000).await.unwrap();
     assert!(page.events.is_empty());
     assert_eq!(
         page.next_before,
@@ -119,8 +126,8 @@ fn filters_search_back_through_the_history() {
     );
 }
 
-#[test]
-fn the_last_model_of_each_agent_is_folded_without_keeping_the_stream() {
+#[tokio::test]
+async fn the_last_model_of_each_agent_is_folded_without_keeping_the_stream() {
     let (_dir, layout) = workspace(10_000);
     let mut extra = std::fs::read_to_string(layout.events_log()).unwrap();
     // Only one `carol` event, far below the window.
@@ -130,9 +137,10 @@ fn the_last_model_of_each_agent_is_folded_without_keeping_the_stream() {
         1,
     );
     std::fs::write(layout.events_log(), extra).unwrap();
-    let mut window = window_of(&layout);
+    let mut window = window_of(&layout).await;
     let models = window
         .models(&["lead", "alice", "bob", "carol"])
+        .await
         .unwrap()
         .clone();
     assert_eq!(models["lead"], "m-9990");

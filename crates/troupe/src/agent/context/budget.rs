@@ -12,8 +12,8 @@
 //! If the artifact cannot be written the preview says the full result could not be kept: the
 //! run goes on, with less.
 //!
-//! Writing an artifact is blocking file I/O; a caller on an async runtime admits a batch inside
-//! `spawn_blocking` (the store is `Clone`).
+//! Admitting is async: the artifact's file is written off the async threads, then copied to
+//! the team's store.
 
 use crate::store::artifacts::ArtifactStore;
 use crate::tools::read_file::MAX_READ_BYTES;
@@ -69,7 +69,7 @@ impl ResultBudget {
 
     /// What of `content` enters the history: the content itself, or a preview of it naming the
     /// artifact that keeps it whole.
-    pub fn admit(&mut self, content: String) -> String {
+    pub async fn admit(&mut self, content: String) -> String {
         let size = content.len();
         let over_batch = self.batch_bytes.saturating_add(size) > TURN_BUDGET_BYTES;
         // A result no larger than its preview would be is shown whole: a preview saves nothing.
@@ -83,7 +83,7 @@ impl ResultBudget {
         } else {
             format!("past this turn's {TURN_BUDGET_BYTES}-byte budget for tool results")
         };
-        let note = match self.store.write(&content) {
+        let note = match self.store.write(&content).await {
             Ok(artifact) => {
                 self.artifact_bytes += artifact.bytes as u64;
                 kept_note(&why, &artifact.relative_path, size)

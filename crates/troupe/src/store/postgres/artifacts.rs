@@ -30,39 +30,38 @@ impl PgArtifacts {
         }
     }
 
-    fn insert(&self, key: &ArtifactKey, head: &[u8], bytes: u64) -> Result<(), BackendError> {
+    async fn insert(&self, key: &ArtifactKey, head: &[u8], bytes: u64) -> Result<(), BackendError> {
         // The bound holds whoever calls (the store already cuts there).
         let head = &head[..head.len().min(SHARED_ARTIFACT_BYTES)];
+        let (agent, name) = (key.agent().as_str(), key.name());
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
         retrying(|| {
-            let store = self.store.clone();
-            let (agent, name) = (key.agent().as_str().to_owned(), key.name().to_owned());
-            let head = head.to_vec();
-            let host = self.host.clone();
-            let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
-            self.store.block(async move {
-                let client = store.client().await?;
+            self.store.bounded(async {
+                let client = self.store.client().await?;
                 client
                     .execute(
                         "INSERT INTO troupe_artifacts (team, agent, name, bytes, content, host)
                          VALUES ($1, $2, $3, $4, $5, $6)
                          ON CONFLICT (team, agent, name) DO NOTHING",
-                        &[&store.team(), &agent, &name, &bytes, &head, &host],
+                        &[&self.store.team(), &agent, &name, &bytes, &head, &self.host],
                     )
                     .await
                     .map_err(|e| db_error("copy an artifact", e))?;
                 Ok(())
             })
         })
+        .await
     }
 }
 
+#[async_trait::async_trait]
 impl ArtifactCopy for PgArtifacts {
     fn keeps(&self) -> bool {
         true
     }
 
-    fn copy(&self, key: &ArtifactKey, head: &[u8], bytes: u64) {
-        if let Err(e) = self.insert(key, head, bytes) {
+    async fn copy(&self, key: &ArtifactKey, head: &[u8], bytes: u64) {
+        if let Err(e) = self.insert(key, head, bytes).await {
             if !self.warned.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "{e}: the team's store misses the artifact {} (it is in this workspace only; \
@@ -73,17 +72,16 @@ impl ArtifactCopy for PgArtifacts {
         }
     }
 
-    fn fetch(&self, key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError> {
+    async fn fetch(&self, key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError> {
+        let (agent, name) = (key.agent().as_str(), key.name());
         retrying(|| {
-            let store = self.store.clone();
-            let (agent, name) = (key.agent().as_str().to_owned(), key.name().to_owned());
-            self.store.block(async move {
-                let client = store.client().await?;
+            self.store.bounded(async {
+                let client = self.store.client().await?;
                 let row = client
                     .query_opt(
                         "SELECT content, bytes FROM troupe_artifacts
                           WHERE team = $1 AND agent = $2 AND name = $3",
-                        &[&store.team(), &agent, &name],
+                        &[&self.store.team(), &agent, &name],
                     )
                     .await
                     .map_err(|e| db_error("read an artifact", e))?;
@@ -93,5 +91,6 @@ impl ArtifactCopy for PgArtifacts {
                 }))
             })
         })
+        .await
     }
 }

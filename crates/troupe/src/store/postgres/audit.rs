@@ -73,7 +73,7 @@ impl PgAudit {
     /// Up to `limit` decisions after the team-wide position `after`, in order.
     pub async fn after(&self, after: i64, limit: i64) -> Result<Vec<AuditRow>, BackendError> {
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client

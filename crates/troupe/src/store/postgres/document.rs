@@ -34,7 +34,7 @@ impl PgDocument {
 
     pub async fn read(&self) -> Result<Option<String>, BackendError> {
         let (store, name) = (&self.store, &self.name);
-        super::retrying_async(|| async move {
+        super::retrying(|| async move {
             store
                 .bounded(async {
                     let client = store.client().await?;

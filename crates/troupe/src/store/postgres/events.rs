@@ -190,26 +190,26 @@ impl PgEvents {
     }
 
     /// The team-wide position of the stream's last event (0 when it has none).
-    pub fn last(&self) -> Result<u64, BackendError> {
+    pub async fn last(&self) -> Result<u64, BackendError> {
         super::retrying(|| {
-            let store = self.store.clone();
-            self.store.block(async move {
-                let client = store.client().await?;
+            self.store.bounded(async {
+                let client = self.store.client().await?;
                 client
                     .query_one(
                         "SELECT coalesce(max(id), 0) FROM troupe_events WHERE team = $1",
-                        &[&store.team()],
+                        &[&self.store.team()],
                     )
                     .await
                     .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
                     .map_err(|e| db_error("read the shared stream", e))
             })
         })
+        .await
     }
 
     /// Up to `limit` events after the team-wide position `after`, in team order, each with its
     /// `seq` set to its position. A row that is not an event is `store_corrupt`.
-    pub fn after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+    pub async fn after(&self, after: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         self.select(
             "SELECT id, line FROM troupe_events WHERE team = $1 AND id > $2
@@ -217,36 +217,37 @@ impl PgEvents {
             after,
             limit,
         )
+        .await
     }
 
     /// Up to `limit` events before the team-wide position `before` — the latest of them — in
     /// team order (oldest first), each with its `seq` set to its position: the history of a
     /// view that opened on the stream's end.
-    pub fn before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
+    pub async fn before(&self, before: u64, limit: i64) -> Result<Vec<Event>, BackendError> {
         let before = i64::try_from(before).unwrap_or(i64::MAX);
-        let mut events = self.select(
-            "SELECT id, line FROM troupe_events WHERE team = $1 AND id < $2
+        let mut events = self
+            .select(
+                "SELECT id, line FROM troupe_events WHERE team = $1 AND id < $2
               ORDER BY id DESC LIMIT $3",
-            before,
-            limit,
-        )?;
+                before,
+                limit,
+            )
+            .await?;
         events.reverse();
         Ok(events)
     }
 
-    fn select(
+    async fn select(
         &self,
         sql: &'static str,
         bound: i64,
         limit: i64,
     ) -> Result<Vec<Event>, BackendError> {
-        let store = self.store.clone();
         let rows = super::retrying(|| {
-            let store = store.clone();
-            self.store.block(async move {
-                let client = store.client().await?;
+            self.store.bounded(async {
+                let client = self.store.client().await?;
                 client
-                    .query(sql, &[&store.team(), &bound, &limit])
+                    .query(sql, &[&self.store.team(), &bound, &limit])
                     .await
                     .map(|rows| {
                         rows.iter()
@@ -255,7 +256,8 @@ impl PgEvents {
                     })
                     .map_err(|e| db_error("read the shared event stream", e))
             })
-        })?;
+        })
+        .await?;
         rows.into_iter()
             .map(|(id, line)| {
                 let mut event = Event::parse_line(&line).map_err(|e| {

@@ -26,7 +26,7 @@ impl PgJobs {
     /// Creates or replaces the record of job `id` (an upsert: repeating it writes the same).
     pub async fn put(&self, id: Uuid, record: &str) -> Result<(), BackendError> {
         let (store, host) = (&self.store, &self.host);
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client
@@ -47,7 +47,7 @@ impl PgJobs {
     /// Every record of the team: (id, host, record text).
     pub async fn all(&self) -> Result<Vec<(Uuid, String, String)>, BackendError> {
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client

@@ -988,7 +988,7 @@ impl PgMailboxStore {
 impl MailboxStore for PgMailboxStore {
     async fn send(&self, message: &MailboxMessage) -> Result<(), MailboxError> {
         let mut attempt = 0;
-        let sent = super::retrying_async(move || {
+        let sent = super::retrying(move || {
             attempt += 1;
             let attempt = attempt;
             async move {
@@ -1021,7 +1021,7 @@ impl MailboxStore for PgMailboxStore {
     }
 
     async fn claim(&self, agent: &AgentName) -> Result<Option<MailboxMessage>, MailboxError> {
-        super::retrying_async(move || self.claim_once(agent)).await
+        super::retrying(move || self.claim_once(agent)).await
     }
 
     async fn ack(
@@ -1029,7 +1029,7 @@ impl MailboxStore for PgMailboxStore {
         agent: &AgentName,
         message: &MailboxMessage,
     ) -> Result<AckOutcome, MailboxError> {
-        super::retrying_async(move || self.ack_once(agent, message)).await
+        super::retrying(move || self.ack_once(agent, message)).await
     }
 
     async fn release(&self, agent: &AgentName, id: MessageId) -> Result<(), MailboxError> {
@@ -1046,7 +1046,7 @@ impl MailboxStore for PgMailboxStore {
     }
 
     async fn recover(&self, agent: &AgentName) -> Result<RecoveryReport, MailboxError> {
-        super::retrying_async(move || self.recover_once(agent)).await
+        super::retrying(move || self.recover_once(agent)).await
     }
 
     async fn list(
@@ -1054,15 +1054,15 @@ impl MailboxStore for PgMailboxStore {
         agent: &AgentName,
         state: MailboxState,
     ) -> Result<Vec<MailboxEntry>, MailboxError> {
-        super::retrying_async(move || self.list_once(agent, state)).await
+        super::retrying(move || self.list_once(agent, state)).await
     }
 
     async fn counts(&self, agent: &AgentName) -> Result<MailboxCounts, MailboxError> {
-        super::retrying_async(move || self.counts_once(agent)).await
+        super::retrying(move || self.counts_once(agent)).await
     }
 
     async fn agents(&self) -> Result<Vec<AgentName>, MailboxError> {
-        super::retrying_async(move || self.agents_once()).await
+        super::retrying(move || self.agents_once()).await
     }
 }
 

@@ -26,7 +26,7 @@ impl SharedMemory for PgMemory {
 
     async fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client
@@ -44,7 +44,7 @@ impl SharedMemory for PgMemory {
 
     async fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client
@@ -63,7 +63,7 @@ impl SharedMemory for PgMemory {
     async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
         // An upsert: repeating it after a lost answer writes the same row.
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 client
@@ -105,7 +105,7 @@ impl SharedMemory for PgMemory {
     ) -> Result<(), BackendError> {
         // Repeatable: the upsert writes the same row, the removals find what is left.
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let mut client = store.client().await?;
                 let tx = client

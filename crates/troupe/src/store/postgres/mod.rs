@@ -258,7 +258,7 @@ impl PgStore {
             }),
         };
         store.start_notifier();
-        store.block({
+        store.wait_on_own_runtime({
             let store = store.clone();
             async move {
                 if migrate {
@@ -331,9 +331,10 @@ impl PgStore {
         self.shared.closing.cancel();
     }
 
-    /// Runs `future` on the store's runtime and waits for its result, from any thread. While
-    /// the team closes, bounded by [`CLOSING_WAIT`] (see [`PgStore::closing`]).
-    pub(crate) fn block<T: Send + 'static>(
+    /// Runs `future` on the store's runtime and waits for its result from the calling thread:
+    /// only for [`PgStore::connect`] (the pool and the schema, once, before any team work), which
+    /// may be called from inside an async task or outside any runtime.
+    fn wait_on_own_runtime<T: Send + 'static>(
         &self,
         future: impl Future<Output = Result<T, BackendError>> + Send + 'static,
     ) -> Result<T, BackendError> {
@@ -354,8 +355,8 @@ impl PgStore {
     }
 
     /// `future`, unless the team is closing and it takes longer than [`CLOSING_WAIT`] (then
-    /// `store_unavailable`, and every later call fails at once: see [`PgStore::closing`]). For
-    /// the store's own async work that does not go through [`PgStore::block`].
+    /// `store_unavailable`, and every later call fails at once: see [`PgStore::closing`]). Every
+    /// adapter's call goes through it.
     pub(crate) async fn bounded<T>(
         &self,
         future: impl Future<Output = Result<T, BackendError>>,
@@ -582,29 +583,13 @@ pub(crate) fn db_error(what: &str, e: tokio_postgres::Error) -> BackendError {
 /// How many times an operation that is safe to repeat is run again after its connection broke.
 const RETRIES: u32 = 3;
 
-/// Runs `op` again when its connection broke under it (a server restart), up to [`RETRIES`]
-/// times: for operations whose repetition changes nothing that the first run may have done
-/// (reads; claims, whose lost result only delays a message until its lease runs out; fenced
-/// moves, which a repeat finds done; idempotent updates). The next attempt's connection waits
-/// for the server to be back ([`PgStore::client`]).
-pub(crate) fn retrying<T, E>(mut op: impl FnMut() -> Result<T, E>) -> Result<T, E>
-where
-    E: ConnectionLost,
-{
-    let mut attempt = 0;
-    loop {
-        match op() {
-            Err(e) if e.connection_lost() && attempt < RETRIES => {
-                attempt += 1;
-                tracing::info!("the database connection broke; trying again ({attempt})");
-            }
-            other => return other,
-        }
-    }
-}
-
-/// [`retrying`] for an async operation: `op` makes the attempt's future afresh each time.
-pub(crate) async fn retrying_async<T, E, F>(mut op: impl FnMut() -> F) -> Result<T, E>
+/// Runs an operation again when its connection broke under it (a server restart), up to
+/// [`RETRIES`] times: for operations whose repetition changes nothing that the first run may
+/// have done (reads; claims, whose lost result only delays a message until its lease runs out;
+/// fenced moves, which a repeat finds done; idempotent updates). `op` makes each attempt's
+/// future afresh; the next attempt's connection waits for the server to be back
+/// ([`PgStore::client`]).
+pub(crate) async fn retrying<T, E, F>(mut op: impl FnMut() -> F) -> Result<T, E>
 where
     E: ConnectionLost,
     F: Future<Output = Result<T, E>>,

@@ -117,7 +117,7 @@ impl PgStore {
 
 async fn send_round(store: &PgStore, agents: &BTreeSet<String>) -> Result<(), BackendError> {
     let agents: Vec<&str> = agents.iter().map(String::as_str).collect();
-    super::retrying_async(|| async {
+    super::retrying(|| async {
         let client = store.claim_client().await?;
         client
             .execute(

@@ -507,42 +507,42 @@ impl ProtocolStore for PgProtocolStore {
     }
 
     async fn get(&self, id: RequestId) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        super::retrying_async(move || self.get_once(id)).await
+        super::retrying(move || self.get_once(id)).await
     }
 
     async fn list(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        super::retrying_async(move || self.list_once()).await
+        super::retrying(move || self.list_once()).await
     }
 
     async fn pending(&self) -> Result<Vec<ProtocolRequest>, ProtocolError> {
-        super::retrying_async(move || self.pending_once()).await
+        super::retrying(move || self.pending_once()).await
     }
 
     async fn latest_plan_of(
         &self,
         sender: &AgentName,
     ) -> Result<Option<ProtocolRequest>, ProtocolError> {
-        super::retrying_async(move || self.latest_plan_of_once(sender)).await
+        super::retrying(move || self.latest_plan_of_once(sender)).await
     }
 
     async fn validate_request(
         &self,
         message: &ProtocolMessage,
     ) -> Result<ProtocolRequest, ProtocolError> {
-        super::retrying_async(move || self.validate_request_once(message)).await
+        super::retrying(move || self.validate_request_once(message)).await
     }
 
     async fn validate_response(
         &self,
         message: &ProtocolMessage,
     ) -> Result<Consumed, ProtocolError> {
-        super::retrying_async(move || self.validate_response_once(message)).await
+        super::retrying(move || self.validate_response_once(message)).await
     }
 
     /// Repeated after a broken connection: a first attempt that committed makes the repeat a
     /// replay of the same message (the stored result, nothing changed).
     async fn consume_response(&self, message: &ProtocolMessage) -> Result<Consumed, ProtocolError> {
-        super::retrying_async(move || self.consume_response_once(message)).await
+        super::retrying(move || self.consume_response_once(message)).await
     }
 
     async fn answer(
@@ -550,21 +550,21 @@ impl ProtocolStore for PgProtocolStore {
         response: &ProtocolMessage,
         deliver: Deliver<'_>,
     ) -> Result<Delivery, ProtocolError> {
-        super::retrying_async(move || self.answer_once(response, deliver)).await
+        super::retrying(move || self.answer_once(response, deliver)).await
     }
 
     async fn deliver_recorded_answers(
         &self,
         deliver: Deliver<'_>,
     ) -> Result<Vec<ProtocolMessage>, ProtocolError> {
-        super::retrying_async(move || self.deliver_recorded_answers_once(deliver)).await
+        super::retrying(move || self.deliver_recorded_answers_once(deliver)).await
     }
 
     async fn recorded_answer(
         &self,
         id: RequestId,
     ) -> Result<Option<ProtocolMessage>, ProtocolError> {
-        let fetched = super::retrying_async(move || self.fetch(id)).await?;
+        let fetched = super::retrying(move || self.fetch(id)).await?;
         let Some((body, answer)) = fetched else {
             return Err(ProtocolError::NotFound(id));
         };

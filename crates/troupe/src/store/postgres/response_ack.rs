@@ -116,10 +116,9 @@ impl ResponseAck for PgResponseAck {
         response: &ProtocolMessage,
     ) -> Result<(Consumed, AckOutcome), ResponseAckError> {
         if let Some(held) = self.mailbox.claim_of(agent, message.id()) {
-            let step =
-                super::retrying_async(move || self.in_one_transaction(agent, response, held))
-                    .await
-                    .map_err(|e| ResponseAckError::Ack(MailboxError::Backend(e)))?;
+            let step = super::retrying(move || self.in_one_transaction(agent, response, held))
+                .await
+                .map_err(|e| ResponseAckError::Ack(MailboxError::Backend(e)))?;
             match step {
                 Step::Done(consumed) => {
                     self.mailbox.forget(agent, message.id());

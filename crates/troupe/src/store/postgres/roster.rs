@@ -66,23 +66,23 @@ fn encode(record: &TeammateRecord) -> Result<String, BackendError> {
 /// nothing a first attempt did: a lease this holder took is kept, with its token).
 impl PgRoster {
     pub async fn all(&self) -> Result<Vec<TeammateRecord>, BackendError> {
-        super::retrying_async(|| self.all_once()).await
+        super::retrying(|| self.all_once()).await
     }
 
     pub async fn get(&self, name: &AgentName) -> Result<Option<TeammateRecord>, BackendError> {
-        super::retrying_async(|| self.get_once(name)).await
+        super::retrying(|| self.get_once(name)).await
     }
 
     pub async fn holders(&self) -> Result<Vec<Holder>, BackendError> {
-        super::retrying_async(|| self.holders_once()).await
+        super::retrying(|| self.holders_once()).await
     }
 
     pub async fn holds(&self, name: &AgentName) -> Result<bool, BackendError> {
-        super::retrying_async(|| self.holds_once(name)).await
+        super::retrying(|| self.holds_once(name)).await
     }
 
     pub async fn acquire(&self, name: &AgentName) -> Result<Lease, BackendError> {
-        super::retrying_async(|| self.acquire_once(name)).await
+        super::retrying(|| self.acquire_once(name)).await
     }
 }
 

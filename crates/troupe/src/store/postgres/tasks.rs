@@ -123,7 +123,7 @@ impl PgTaskBoard {
         write: Write,
     ) -> Result<Task, TaskError> {
         let (store, change) = (&self.store, &change);
-        super::retrying_async(|| async move {
+        super::retrying(|| async move {
             store
                 .bounded(async { Ok(change_once(store, change, write).await) })
                 .await
@@ -134,7 +134,7 @@ impl PgTaskBoard {
 
     async fn load(&self) -> Result<Tasks, TaskError> {
         let store = &self.store;
-        let rows = super::retrying_async(|| async move {
+        let rows = super::retrying(|| async move {
             store
                 .bounded(async {
                     let client = store.client().await?;
@@ -219,7 +219,7 @@ impl TaskBoard for PgTaskBoard {
         let uuid = uuid_of(id)?;
         let store = &self.store;
         let uuid_ref = &uuid;
-        let body = super::retrying_async(|| async move {
+        let body = super::retrying(|| async move {
             store
                 .bounded(async {
                     let client = store.client().await?;

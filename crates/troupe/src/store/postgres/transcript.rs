@@ -38,66 +38,70 @@ impl PgTranscriptLog {
     }
 
     /// Appends one line (without its `\n`).
-    pub fn append(&self, line: &[u8]) -> Result<(), BackendError> {
-        let store = self.store.clone();
-        let agent = self.agent.clone();
+    pub async fn append(&self, line: &[u8]) -> Result<(), BackendError> {
+        let store = &self.store;
+        let agent = &self.agent;
         let line = String::from_utf8_lossy(line).into_owned();
-        let holder = self.holder.clone();
-        self.store.block(async move {
-            let client = store.client().await?;
-            let n = client
-                .execute(
-                    "INSERT INTO troupe_transcripts (team, agent, generation, line)
+        let holder = &self.holder;
+        self.store
+            .bounded(async {
+                let client = store.client().await?;
+                let n = client
+                    .execute(
+                        "INSERT INTO troupe_transcripts (team, agent, generation, line)
                      SELECT $1, $2, 0, $3
                       WHERE $4::text IS NULL OR NOT EXISTS (
                             SELECT 1 FROM troupe_teammates
                              WHERE team = $1 AND name = $2 AND holder IS NOT NULL
                                AND holder <> $4::text AND lease_until >= clock_timestamp())",
-                    &[&store.team(), &agent, &line, &holder],
-                )
-                .await
-                .map_err(|e| db_error("append to a transcript", e))?;
-            if n == 0 {
-                return Err(BackendError::new(
-                    "mailbox_lease_lost",
-                    format!(
+                        &[&store.team(), &agent, &line, &holder],
+                    )
+                    .await
+                    .map_err(|e| db_error("append to a transcript", e))?;
+                if n == 0 {
+                    return Err(BackendError::new(
+                        "mailbox_lease_lost",
+                        format!(
                         "another worker holds {agent} now; this worker's lease ran out, so its \
                          transcript line was not written"
                     ),
-                ));
-            }
-            Ok(())
-        })
+                    ));
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// The current conversation's lines, each followed by `\n`.
-    pub fn read(&self) -> Result<Vec<u8>, BackendError> {
-        let store = self.store.clone();
-        let agent = self.agent.clone();
-        self.store.block(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "SELECT line FROM troupe_transcripts
+    pub async fn read(&self) -> Result<Vec<u8>, BackendError> {
+        let store = &self.store;
+        let agent = &self.agent;
+        self.store
+            .bounded(async {
+                let client = store.client().await?;
+                let rows = client
+                    .query(
+                        "SELECT line FROM troupe_transcripts
                       WHERE team = $1 AND agent = $2 AND generation = 0 ORDER BY seq",
-                    &[&store.team(), &agent],
-                )
-                .await
-                .map_err(|e| db_error("read a transcript", e))?;
-            let mut bytes = Vec::new();
-            for row in rows {
-                bytes.extend_from_slice(row.get::<_, &str>(0).as_bytes());
-                bytes.push(b'\n');
-            }
-            Ok(bytes)
-        })
+                        &[&store.team(), &agent],
+                    )
+                    .await
+                    .map_err(|e| db_error("read a transcript", e))?;
+                let mut bytes = Vec::new();
+                for row in rows {
+                    bytes.extend_from_slice(row.get::<_, &str>(0).as_bytes());
+                    bytes.push(b'\n');
+                }
+                Ok(bytes)
+            })
+            .await
     }
 
     /// Sets the current conversation aside; its new generation, or `None` when it was empty.
-    pub fn set_aside(&self) -> Result<Option<i32>, BackendError> {
-        let store = self.store.clone();
-        let agent = self.agent.clone();
-        self.store.block(async move {
+    pub async fn set_aside(&self) -> Result<Option<i32>, BackendError> {
+        let store = &self.store;
+        let agent = &self.agent;
+        self.store.bounded(async {
             let mut client = store.client().await?;
             let tx = client
                 .transaction()
@@ -131,5 +135,6 @@ impl PgTranscriptLog {
                 .map_err(|e| db_error("commit a set-aside transcript", e))?;
             Ok((moved > 0).then_some(next))
         })
+        .await
     }
 }

@@ -97,7 +97,7 @@ impl PgUsage {
     /// The team's totals, from every process's records.
     pub async fn totals(&self) -> Result<UsageTotals, BackendError> {
         let store = &self.store;
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 let team = store.team();
@@ -161,7 +161,7 @@ impl PgUsage {
     pub async fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
         let store = &self.store;
         let since = &since.map(|at| at.to_string()).unwrap_or_default();
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 let rows = client
@@ -200,7 +200,7 @@ impl PgUsage {
     ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
         let store = &self.store;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        super::retrying_async(|| {
+        super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
                 let rows = client

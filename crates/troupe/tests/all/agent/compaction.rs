@@ -48,8 +48,8 @@ impl Setup {
 
     /// The lead's runner on `model`, with a context window of `window` tokens, artifacts and
     /// its transcript.
-    fn runner(&self, model: Arc<dyn ModelClient>, window: u32) -> Runner {
-        lead_runner(self.workspace.path(), model, window)
+    async fn runner(&self, model: Arc<dyn ModelClient>, window: u32) -> Runner {
+        lead_runner(self.workspace.path(), model, window).await
     }
 
     fn transcript(&self) -> String {
@@ -98,7 +98,7 @@ fn tool_pairs_are_whole(messages: &[ChatMessage]) {
 /// The lead's runner in `ws` on `model`, with a context window of `window` tokens, the base
 /// tools (approved), artifacts and its transcript (a second runner continues the first one's
 /// conversation).
-pub(super) fn lead_runner(
+pub(super) async fn lead_runner(
     ws: &std::path::Path,
     model: Arc<dyn ModelClient>,
     window: u32,
@@ -133,6 +133,7 @@ pub(super) fn lead_runner(
         )),
     )
     .with_transcript(Arc::new(FileTranscript::new(layout.transcript(&lead))))
+    .await
     .unwrap()
 }
 
@@ -142,7 +143,7 @@ async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_fr
     // 4,096 tokens: a budget of 12,288 bytes; each read adds about 1 KB that micro-compaction
     // may not clear.
     let model = Arc::new(reading_small());
-    let mut runner = setup.runner(model.clone(), 4_096);
+    let mut runner = setup.runner(model.clone(), 4_096).await;
     let outcome = runner
         .run_user_turn(
             "read the small file sixteen times",
@@ -178,7 +179,9 @@ async fn over_the_budget_the_history_is_summarised_and_the_next_run_continues_fr
     // The next run loads from the boundary: the same compacted conversation.
     let compacted: Vec<ChatMessage> = history.messages()[1..].to_vec();
     drop(runner);
-    let next = setup.runner(Arc::new(ScriptedModel::new().text("hi")), 4_096);
+    let next = setup
+        .runner(Arc::new(ScriptedModel::new().text("hi")), 4_096)
+        .await;
     assert_eq!(next.history().messages()[1..], compacted[..]);
 }
 
@@ -195,7 +198,7 @@ async fn a_malformed_summary_is_asked_again_once() {
                     "user_constraints": []}"#,
             ),
     );
-    let mut runner = setup.runner(model.clone(), 4_096);
+    let mut runner = setup.runner(model.clone(), 4_096).await;
     runner
         .run_user_turn("go", &CancellationToken::new())
         .await
@@ -217,7 +220,7 @@ async fn two_malformed_summaries_drop_the_older_part_with_a_note_and_the_turn_go
             .side_text(Purpose::Summary, "{\"current_goal\": \"x\"}")
             .side_text(Purpose::Summary, "not json at all"),
     );
-    let mut runner = setup.runner(model.clone(), 4_096);
+    let mut runner = setup.runner(model.clone(), 4_096).await;
     let outcome = runner
         .run_user_turn("go", &CancellationToken::new())
         .await
@@ -243,12 +246,14 @@ async fn a_prompt_too_long_refusal_compacts_and_retries_once() {
     );
     // Our own budget would never compact (a huge window); the server's window is 30,000
     // bytes, and the conversation so far (twenty 3 KB messages) is over it.
-    let mut runner = setup.runner(model.clone(), 1_000_000);
+    let mut runner = setup.runner(model.clone(), 1_000_000).await;
     for n in 0..20 {
-        runner.push_user_once(
-            &format!("m-{n}"),
-            format!("message {n}: {}", "y".repeat(3_000)),
-        );
+        runner
+            .push_user_once(
+                &format!("m-{n}"),
+                format!("message {n}: {}", "y".repeat(3_000)),
+            )
+            .await;
     }
     let outcome = runner
         .run_user_turn("summarise the messages", &CancellationToken::new())
@@ -271,7 +276,7 @@ async fn a_request_too_long_even_after_compaction_fails_the_turn_with_a_clear_er
     let setup = Setup::new();
     // Nothing fits: even the prompt alone is over the server's window.
     let model = Arc::new(reading(1).with_max_request_bytes(100));
-    let mut runner = setup.runner(model.clone(), 1_000_000);
+    let mut runner = setup.runner(model.clone(), 1_000_000).await;
     let err = runner
         .run_user_turn("go", &CancellationToken::new())
         .await
@@ -292,7 +297,7 @@ async fn a_large_result_becomes_an_artifact_and_a_small_conversation_is_sent_who
             .tool_call("read_file", json!({"path": "blob.txt"}))
             .text("done"),
     );
-    let mut runner = setup.runner(model.clone(), 1_000_000);
+    let mut runner = setup.runner(model.clone(), 1_000_000).await;
     runner
         .run_user_turn("go", &CancellationToken::new())
         .await
@@ -382,6 +387,7 @@ async fn memories_are_selected_before_a_turn_and_extracted_at_the_end_of_the_run
     ));
     let mut runner = setup
         .runner(model.clone(), 1_000_000)
+        .await
         .with_system_prompt(prompt.clone())
         .with_memory(memory, true);
     runner

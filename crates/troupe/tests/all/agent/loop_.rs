@@ -312,8 +312,8 @@ fn completion_two_calls() -> wiremock::ResponseTemplate {
 async fn a_redelivered_input_is_appended_once() {
     let server = server(vec![say("one"), say("two")]).await;
     let mut lead = lead(&server, Arc::new(AutoApproval), vec![]);
-    assert!(lead.runner.push_user_once("msg-1", "event one"));
-    assert!(!lead.runner.push_user_once("msg-1", "event one"));
+    assert!(lead.runner.push_user_once("msg-1", "event one").await);
+    assert!(!lead.runner.push_user_once("msg-1", "event one").await);
     lead.runner
         .run_turn(&CancellationToken::new())
         .await

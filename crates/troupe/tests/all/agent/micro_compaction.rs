@@ -38,15 +38,15 @@ impl Setup {
 
     /// The lead's runner on `model` with a budget of `budget_bytes`, artifacts and its
     /// transcript (a second runner continues the first one's conversation).
-    fn runner(&self, model: Arc<dyn ModelClient>, budget_bytes: usize) -> Runner {
+    async fn runner(&self, model: Arc<dyn ModelClient>, budget_bytes: usize) -> Runner {
         // A window of w tokens is a budget of 3w bytes (4 bytes a token, three quarters).
         let window = u32::try_from(budget_bytes / 3).unwrap();
-        super::compaction::lead_runner(self.workspace.path(), model, window)
+        super::compaction::lead_runner(self.workspace.path(), model, window).await
     }
 
     /// The bytes the lead's tools add to every request.
-    fn tools_bytes(&self) -> usize {
-        let runner = self.runner(Arc::new(ScriptedModel::new()), 100_000);
+    async fn tools_bytes(&self) -> usize {
+        let runner = self.runner(Arc::new(ScriptedModel::new()), 100_000).await;
         tools_bytes(runner.tools())
     }
 }
@@ -120,7 +120,7 @@ async fn under_the_trigger_every_tool_result_is_sent_whole() {
         "plan.txt",
     ];
     let model = Arc::new(reading(&files));
-    let mut runner = setup.runner(model.clone(), 98_304);
+    let mut runner = setup.runner(model.clone(), 98_304).await;
     runner
         .run_user_turn("plan the work", &CancellationToken::new())
         .await
@@ -151,9 +151,9 @@ async fn results_under_a_kilobyte_are_never_cleared_even_under_pressure() {
     // (half the budget) but under the budget, so no summary runs.
     let mut files = vec!["large.txt"; 4];
     files.extend(["small.txt"; 20]);
-    let budget = budget_of(setup.tools_bytes() + 60_000);
+    let budget = budget_of(setup.tools_bytes().await + 60_000);
     let model = Arc::new(reading(&files));
-    let mut runner = setup.runner(model.clone(), budget);
+    let mut runner = setup.runner(model.clone(), budget).await;
     runner
         .run_user_turn("read", &CancellationToken::new())
         .await
@@ -182,11 +182,11 @@ async fn past_the_trigger_the_oldest_results_are_cleared_in_one_batch_down_to_th
     let setup = Setup::new();
     setup.file("blob.txt", "0123456789", 6_000);
     // A budget where the last three exchanges take well under the target.
-    let budget = budget_of(4 * (setup.tools_bytes() + 24_000));
+    let budget = budget_of(4 * (setup.tools_bytes().await + 24_000));
     let trigger = budget / 100 * TRIGGER_PERCENT;
     let target = budget / 100 * TARGET_PERCENT;
     let model = Arc::new(reading(&["blob.txt"; 14]));
-    let mut runner = setup.runner(model.clone(), budget);
+    let mut runner = setup.runner(model.clone(), budget).await;
     runner
         .run_user_turn("read", &CancellationToken::new())
         .await
@@ -215,11 +215,11 @@ async fn past_the_trigger_the_oldest_results_are_cleared_in_one_batch_down_to_th
 async fn between_batches_each_request_appends_to_the_previous_one_even_across_a_restart() {
     let setup = Setup::new();
     setup.file("blob.txt", "0123456789", 6_000);
-    let budget = budget_of(4 * (setup.tools_bytes() + 24_000));
+    let budget = budget_of(4 * (setup.tools_bytes().await + 24_000));
     let mut requests = Vec::new();
     for run in 0..3 {
         let model = Arc::new(reading(&["blob.txt"; 9]));
-        let mut runner = setup.runner(model.clone(), budget);
+        let mut runner = setup.runner(model.clone(), budget).await;
         runner
             .run_user_turn(format!("read, run {run}"), &CancellationToken::new())
             .await

@@ -100,7 +100,7 @@ impl Team {
 async fn an_artifact_written_in_one_workspace_is_read_in_another_of_the_team() {
     let Some(team) = Team::new() else { return };
     let content = "line of a long build log\n".repeat(2_000);
-    let written = team.in_a().write(&content).unwrap();
+    let written = team.in_a().write(&content).await.unwrap();
     assert!(written
         .relative_path
         .starts_with(".troupe/artifacts/alice/"));
@@ -123,7 +123,7 @@ async fn an_artifact_written_in_one_workspace_is_read_in_another_of_the_team() {
     // A streamed artifact (a command's output) is copied too, with the same path form.
     let mut stream = ArtifactStream::new(team.in_a(), 10, Redactor::default());
     stream.push(b"0123456789 streamed output\n");
-    let StreamEnd::Kept { artifact, .. } = stream.finish() else {
+    let StreamEnd::Kept { artifact, .. } = stream.finish().await else {
         panic!("no artifact");
     };
     let text = read_as_alice(team.b.path(), &store_b, &artifact.relative_path)
@@ -150,7 +150,7 @@ async fn the_teams_copy_of_an_artifact_is_bounded_and_a_cut_copy_says_so() {
     let mut content = "a".repeat(SHARED_ARTIFACT_BYTES - 1);
     content.push('é');
     content.push_str(&"z".repeat(1_000));
-    let written = team.in_a().write(&content).unwrap();
+    let written = team.in_a().write(&content).await.unwrap();
     let kept = team
         .db
         .query_text("SELECT length(content)::text || '/' || bytes::text FROM troupe_artifacts")
@@ -235,7 +235,7 @@ async fn a_name_that_is_not_an_artifacts_is_never_fetched() {
 
     // A real artifact whose folder in B is a symlink (to a folder of the workspace, or out of
     // it): refused, nothing written through it.
-    let written = team.in_a().write("the real one\n").unwrap();
+    let written = team.in_a().write("the real one\n").await.unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(team.b.path().join(".troupe/artifacts")).unwrap();
     std::fs::create_dir(team.b.path().join("elsewhere")).unwrap();
@@ -250,7 +250,7 @@ async fn a_name_that_is_not_an_artifacts_is_never_fetched() {
     assert!(matches!(err, ToolError::NotFound(_)), "{err:?}");
     let key =
         ArtifactKey::parse("alice", written.relative_path.rsplit('/').next().unwrap()).unwrap();
-    let refused = store_b.recover(&key).unwrap_err();
+    let refused = store_b.recover(&key).await.unwrap_err();
     assert!(refused.to_string().contains("symbolic link"), "{refused}");
     std::fs::remove_file(team.b.path().join(".troupe/artifacts/alice")).unwrap();
     std::fs::remove_dir(team.b.path().join(".troupe/artifacts")).unwrap();
@@ -262,7 +262,7 @@ async fn a_name_that_is_not_an_artifacts_is_never_fetched() {
         matches!(err, ToolError::NotFound(_) | ToolError::PermissionDenied(_)),
         "{err:?}"
     );
-    assert!(store_b.recover(&key).is_err());
+    assert!(store_b.recover(&key).await.is_err());
     assert!(files_under(outside.path()).is_empty());
     assert!(files_under(&team.b.path().join("elsewhere")).is_empty());
 }

@@ -444,8 +444,8 @@ async fn racing_consumers_with_claims_made_ahead_finish_each_message_once() {
 
 /// The team's shared event stream: every process's events in one order, each `seq` replaced
 /// by its position; an event copied twice (a retried insert) is there once; teams apart.
-#[test]
-fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
+#[tokio::test]
+async fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
     use troupe::store::events::{EventListener, EventLog, EventSink};
     use troupe::store::postgres::events::{PgEventMirror, PgEvents};
     let Some(s) = pg() else { return };
@@ -476,7 +476,7 @@ fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
     let again = PgEventMirror::start(&store);
     again.event(&copied);
     again.close();
-    let events = PgEvents::new(store.clone()).after(0, 100).unwrap();
+    let events = PgEvents::new(store.clone()).after(0, 100).await.unwrap();
     let seen: Vec<(&str, &str)> = events
         .iter()
         .map(|e| (e.run_id.as_str(), e.agent.as_str()))
@@ -488,11 +488,15 @@ fn the_shared_event_stream_keeps_every_processs_events_once_in_one_order() {
     assert_eq!(
         PgEvents::new(store.clone())
             .after(events[0].seq, 100)
+            .await
             .unwrap(),
         events[1..].to_vec()
     );
     let other_team = s.db.as_ref().unwrap().store("team-b");
-    assert_eq!(PgEvents::new(other_team).after(0, 100).unwrap(), vec![]);
+    assert_eq!(
+        PgEvents::new(other_team).after(0, 100).await.unwrap(),
+        vec![]
+    );
 }
 
 /// A store that goes away (its worker stops) gives back the rows it claimed ahead: the next

@@ -27,13 +27,14 @@ fn append_raw(path: &std::path::Path, bytes: &[u8]) {
         .unwrap();
 }
 
-#[test]
-fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
+#[tokio::test]
+async fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("transcripts/lead.jsonl");
     let first_run = FileTranscript::new(&path);
     first_run
         .append(None, &ChatMessage::user("one"), Origin::Person)
+        .await
         .unwrap();
     append_raw(&path, b"{\"key\":null,\"message\":{\"role\":\"assi");
 
@@ -45,6 +46,7 @@ fn a_transcript_with_a_torn_tail_takes_the_next_message_on_a_line_of_its_own() {
     );
     second_run
         .append(Some("k"), &ChatMessage::user("two"), Origin::Input)
+        .await
         .unwrap();
 
     // And the run after that still reads every line.

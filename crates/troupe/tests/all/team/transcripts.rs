@@ -79,6 +79,7 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
     let transcript = FileTranscript::new(f.layout.transcript(&AgentName::lead()));
     transcript
         .append(None, &ChatMessage::system("You are lead"), Origin::Runtime)
+        .await
         .unwrap();
     let event = format!(
         "[event] {}",
@@ -90,6 +91,7 @@ async fn an_event_a_dead_run_appended_is_not_appended_again() {
             &ChatMessage::user(event),
             Origin::Input,
         )
+        .await
         .unwrap();
 
     let lead = TestModel::new(&f.signal, |_| say("Done."));

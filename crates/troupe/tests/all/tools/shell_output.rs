@@ -265,7 +265,7 @@ async fn output_is_streamed_to_the_artifact_and_memory_stays_at_the_cap() {
         "{}",
         output.peak_pending()
     );
-    let text = output.render();
+    let text = output.render().await;
     let path = named_artifact(text.lines().next().unwrap());
     assert_eq!(fs::metadata(ws.join(path)).unwrap().len(), 5_000_004);
 }

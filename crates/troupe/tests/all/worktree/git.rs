@@ -403,7 +403,7 @@ async fn a_worktree_teammate_reads_its_own_artifacts_kept_in_the_lead_s_state() 
         &name("alice"),
         Arc::new(SequentialIds::new()),
     );
-    let kept = store.write("a long output\n").unwrap();
+    let kept = store.write("a long output\n").await.unwrap();
     let ctx = ToolContext::new(name("alice"), &worktree).with_artifacts(Some(store.clone()));
     let text = ReadFileTool
         .call(&ctx, serde_json::json!({"path": kept.relative_path}))
@@ -417,6 +417,7 @@ async fn a_worktree_teammate_reads_its_own_artifacts_kept_in_the_lead_s_state() 
         Arc::new(SequentialIds::new()),
     )
     .write("bob's\n")
+    .await
     .unwrap();
     let err = ReadFileTool
         .call(&ctx, serde_json::json!({"path": bob.relative_path}))

@@ -40,24 +40,24 @@ fn constants_are_the_contracted_ones() {
     assert_eq!(PREVIEW_TAIL_BYTES, 2_000);
 }
 
-#[test]
-fn a_result_of_exactly_the_threshold_enters_whole() {
+#[tokio::test]
+async fn a_result_of_exactly_the_threshold_enters_whole() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     budget.start_batch();
     let content = text(PERSIST_THRESHOLD_BYTES);
-    assert_eq!(budget.admit(content.clone()), content);
+    assert_eq!(budget.admit(content.clone()).await, content);
     assert_eq!(budget.batch_bytes(), PERSIST_THRESHOLD_BYTES);
     assert!(!workspace.path().join(".troupe/artifacts").exists());
 }
 
-#[test]
-fn a_result_one_byte_over_the_threshold_is_kept_whole_as_an_artifact_and_previewed() {
+#[tokio::test]
+async fn a_result_one_byte_over_the_threshold_is_kept_whole_as_an_artifact_and_previewed() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     budget.start_batch();
     let content = text(PERSIST_THRESHOLD_BYTES + 1);
-    let shown = budget.admit(content.clone());
+    let shown = budget.admit(content.clone()).await;
 
     let relative = format!(".troupe/artifacts/lead/{FIRST_ID}.txt");
     let kept = std::fs::read_to_string(workspace.path().join(&relative)).unwrap();
@@ -87,7 +87,7 @@ async fn read_file_opens_the_artifact_named_in_the_preview() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     let content = text(50_000);
-    let shown = budget.admit(content.clone());
+    let shown = budget.admit(content.clone()).await;
     let path = shown
         .split_once("kept whole in ")
         .and_then(|(_, rest)| rest.split_once(';'))
@@ -103,11 +103,11 @@ async fn read_file_opens_the_artifact_named_in_the_preview() {
     assert_eq!(read, content);
 }
 
-#[test]
-fn an_artifact_larger_than_read_file_shows_says_how_to_read_the_rest() {
+#[tokio::test]
+async fn an_artifact_larger_than_read_file_shows_says_how_to_read_the_rest() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
-    let shown = budget.admit(text(300_000));
+    let shown = budget.admit(text(300_000)).await;
     assert!(
         shown.contains("read_file shows its first 200000 bytes"),
         "{shown:.300}"
@@ -115,19 +115,19 @@ fn an_artifact_larger_than_read_file_shows_says_how_to_read_the_rest() {
     assert!(shown.contains("use shell tools for the rest"));
 }
 
-#[test]
-fn at_most_200000_bytes_of_whole_results_enter_a_batch_and_a_new_batch_starts_afresh() {
+#[tokio::test]
+async fn at_most_200000_bytes_of_whole_results_enter_a_batch_and_a_new_batch_starts_afresh() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     budget.start_batch();
     let result = text(25_000);
     // 8 × 25,000 = 200,000 exactly: all whole.
     for _ in 0..8 {
-        assert_eq!(budget.admit(result.clone()), result);
+        assert_eq!(budget.admit(result.clone()).await, result);
     }
     assert_eq!(budget.batch_bytes(), TURN_BUDGET_BYTES);
     // The ninth would pass the budget: previewed, and its preview counted.
-    let ninth = budget.admit(result.clone());
+    let ninth = budget.admit(result.clone()).await;
     assert!(
         ninth.starts_with(
             "[Tool result past this turn's 200000-byte budget for tool results (25000 bytes): \
@@ -138,32 +138,32 @@ fn at_most_200000_bytes_of_whole_results_enter_a_batch_and_a_new_batch_starts_af
     assert_eq!(budget.batch_bytes(), TURN_BUDGET_BYTES + ninth.len());
     budget.start_batch();
     assert_eq!(budget.batch_bytes(), 0);
-    assert_eq!(budget.admit(result.clone()), result);
+    assert_eq!(budget.admit(result.clone()).await, result);
 }
 
-#[test]
-fn a_result_no_larger_than_a_preview_enters_whole_even_past_the_batch_budget() {
+#[tokio::test]
+async fn a_result_no_larger_than_a_preview_enters_whole_even_past_the_batch_budget() {
     let workspace = tempfile::tempdir().unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     for _ in 0..8 {
-        budget.admit(text(25_000));
+        budget.admit(text(25_000)).await;
     }
     assert_eq!(budget.batch_bytes(), TURN_BUDGET_BYTES);
     let small = text(PREVIEW_HEAD_BYTES + PREVIEW_TAIL_BYTES);
-    assert_eq!(budget.admit(small.clone()), small);
+    assert_eq!(budget.admit(small.clone()).await, small);
     let larger = text(PREVIEW_HEAD_BYTES + PREVIEW_TAIL_BYTES + 1);
-    assert_ne!(budget.admit(larger.clone()), larger);
+    assert_ne!(budget.admit(larger.clone()).await, larger);
 }
 
-#[test]
-fn when_the_artifact_cannot_be_written_the_preview_says_so_and_the_run_goes_on() {
+#[tokio::test]
+async fn when_the_artifact_cannot_be_written_the_preview_says_so_and_the_run_goes_on() {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(workspace.path().join(".troupe")).unwrap();
     // A file where the artifacts folder should be.
     std::fs::write(workspace.path().join(".troupe/artifacts"), "not a folder").unwrap();
     let mut budget = ResultBudget::new(store(workspace.path()));
     let content = text(40_000);
-    let shown = budget.admit(content.clone());
+    let shown = budget.admit(content.clone()).await;
     assert!(
         shown.starts_with(
             "[Tool result too large for the conversation (40000 bytes); the full result could \
@@ -181,21 +181,21 @@ fn when_the_artifact_cannot_be_written_the_preview_says_so_and_the_run_goes_on()
 }
 
 #[cfg(unix)]
-#[test]
-fn a_symlinked_artifacts_folder_is_refused_not_followed() {
+#[tokio::test]
+async fn a_symlinked_artifacts_folder_is_refused_not_followed() {
     let workspace = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(workspace.path().join(".troupe")).unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), workspace.path().join(".troupe/artifacts"))
         .unwrap();
-    assert!(store(workspace.path()).write("x").is_err());
+    assert!(store(workspace.path()).write("x").await.is_err());
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
 
-#[test]
-fn artifacts_are_named_by_the_id_generator_and_never_overwritten() {
+#[tokio::test]
+async fn artifacts_are_named_by_the_id_generator_and_never_overwritten() {
     let workspace = tempfile::tempdir().unwrap();
-    let first = store(workspace.path()).write("first").unwrap();
+    let first = store(workspace.path()).write("first").await.unwrap();
     assert_eq!(
         first,
         ArtifactRef {
@@ -204,7 +204,7 @@ fn artifacts_are_named_by_the_id_generator_and_never_overwritten() {
         }
     );
     // A second store with a generator starting over (as a test re-run would) takes a new name.
-    let second = store(workspace.path()).write("second").unwrap();
+    let second = store(workspace.path()).write("second").await.unwrap();
     assert_ne!(second.relative_path, first.relative_path);
     let read = |r: &ArtifactRef| std::fs::read_to_string(workspace.path().join(&r.relative_path));
     assert_eq!(read(&first).unwrap(), "first");
