@@ -133,3 +133,44 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
     assert!(team.runtime.status_of(&AgentName::lead()).await.is_none());
     team.close().await;
 }
+
+/// A message that reached a teammate's mailbox without a wake (on PostgreSQL: its sender was
+/// killed between its commit and its wake) is handled once the process looks again at the agents
+/// it runs — what a distributed team does at every takeover look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_came_without_a_wake_is_handled_at_the_next_look() {
+    let f = Fixture::new();
+    let writer = TestModel::new(&f.signal, |_| say("done"));
+    let team = f
+        .build(Models::new(&f.signal, &[("writer", &writer)]))
+        .await;
+    team.runtime
+        .spawn_teammate(&name("writer"), "writer", "Start.")
+        .await
+        .unwrap();
+    f.signal
+        .until("the writer's first turn, then idle", || {
+            writer.calls() == 1 && !team.runtime.any_worker_running()
+        })
+        .await;
+    // Written by another store on the same folders: no wake, and no watch in this fixture.
+    let late = message(
+        "0195a1b2-0000-4000-9000-00000000a0a0",
+        "lead",
+        "writer",
+        OrdinaryKind::Message,
+        "One more thing.",
+        &f,
+    );
+    f.mailbox().send(&late).await.unwrap();
+    assert_eq!(f.count("writer", MailboxState::Ready).await, 1);
+    team.runtime.look_again().await;
+    f.signal
+        .until("the late message handled", || writer.calls() == 2)
+        .await;
+    f.signal
+        .until_async("the late message done", async || {
+            f.count("writer", MailboxState::Done).await == 2
+        })
+        .await;
+}
