@@ -291,6 +291,8 @@ impl TeamRuntime {
 
     /// Wakes every teammate whose mailbox may hold work (on start, after recovery).
     pub async fn wake_all(&self) {
+        // Anything may have arrived: whoever waits on arrivals (a permission ask) looks too.
+        self.inner.arrived();
         for record in self.inner.roster.all().await {
             self.inner.clone().wake_teammate(record.name).await;
         }

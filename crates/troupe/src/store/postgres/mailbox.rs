@@ -22,7 +22,7 @@
 //! `next_row` for why a row claimed ahead is never handed out once its lease may have run out.
 //! Meanwhile those rows show as `processing`, claimed by this holder.
 //!
-//! **Wakes.** `send` commits the row alone, then asks the store's notifier to wake the recipient
+//! **Wakes.** `send` commits the row alone, then has the store's notifier wake the recipient
 //! (`notify.rs`: wakes go out in rounds after their rows commit, so durable sends from many
 //! connections share WAL flushes; a wake is never seen before its row). Releases, requeues and
 //! recovery, which are rare, still `pg_notify` in their own statement.
@@ -1011,8 +1011,11 @@ impl MailboxStore for PgMailboxStore {
         })
         .await;
         if sent.is_ok() {
-            // Committed: now its wake (after the row, never before; see `notify.rs`).
-            self.store.wake(message.recipient().as_str());
+            // Committed: now its wake (after the row, never before; see `notify.rs`). A wake
+            // that cannot be sent is made up by the recipient's next look, so the send stands.
+            if let Err(e) = self.store.wake(message.recipient().as_str()).await {
+                tracing::debug!("no wake for {}'s message: {e}", message.recipient());
+            }
         }
         sent
     }

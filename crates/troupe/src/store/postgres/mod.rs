@@ -152,16 +152,6 @@ struct Shared {
     notifier: Arc<notify::Notifier>,
 }
 
-impl Drop for Shared {
-    /// Wakes asked for before the store went are sent first (at most `notify::FLUSH_WAIT`).
-    fn drop(&mut self) {
-        if let Some(runtime) = &self.runtime.0 {
-            self.notifier
-                .flush_blocking(runtime.handle(), notify::FLUSH_WAIT);
-        }
-    }
-}
-
 /// The runtime the queries run on; shut down in the background when the store goes, so
 /// dropping it inside an async context is fine.
 struct OwnRuntime(Option<tokio::runtime::Runtime>);
@@ -267,7 +257,7 @@ impl PgStore {
                 notifier: Arc::new(notify::Notifier::new()),
             }),
         };
-        store.start_notifier(store.shared.claim_pool.clone());
+        store.start_notifier();
         store.wait_on_own_runtime({
             let store = store.clone();
             async move {

@@ -4,35 +4,26 @@
 //! but PostgreSQL serialises every committing transaction that notified — it holds one lock for
 //! the whole database from the notify's queueing until the commit's WAL flush — so durable sends
 //! from many connections could not share a flush and ran at under half the commits the server
-//! allows (`troupe-bench pg`). So a send commits its row alone and then asks this process's
-//! [`Notifier`] for the wake, without waiting for it: one task on the store's runtime sends every
-//! agent asked for since its last round in one statement, on a connection whose commits do not
-//! wait for the WAL flush (a wake is not data; it only says where to look). A wake is asked for
-//! only after its row committed, so it is never seen before the row; waiting for it too would
-//! put a second round trip into every send (0.45 × the server's commits instead of 0.6 ×).
+//! allows (`troupe-bench pg`). So a send commits its row alone, and then asks this process's
+//! [`Notifier`] to announce it: one task on the store's runtime sends every agent asked for since
+//! its last round in one statement, on a connection whose commits do not wait for the WAL flush
+//! (a wake is not data; it only says where to look). A send returns once a round that began after
+//! its commit is done, so its wake is never seen before its row and never left unsent by a
+//! process that goes on running.
 //!
-//! A store that is dropped waits (at most [`FLUSH_WAIT`]) for the wakes asked before, so a
-//! command that sends and exits (`troupe send`) still wakes its recipient. What is given up: a
-//! process killed between a commit and its round leaves the row without a wake. Every process of
-//! a team looks at its agents' mailboxes again at every look — a tenth of the lease, between
-//! 50 ms and 1 s (`bootstrap::distributed::wakeups`) — which makes up for it: nothing is lost,
-//! only late by up to one look.
+//! What it gives up: a process killed between its commit and its round leaves the row without a
+//! wake. Every process of a team looks at its agents' mailboxes again at every look — a tenth
+//! of the lease, between 50 ms and 1 s (`bootstrap::distributed::wakeups`) — which makes up for
+//! it: nothing is lost, only late by up to one look.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use deadpool_postgres::Pool;
 use tokio::sync::{watch, Notify};
 
 use super::{db_error, PgStore};
 use crate::store::BackendError;
 use crate::sync::lock;
-
-/// How long a dropped store waits for the wakes asked before it was dropped.
-pub(crate) const FLUSH_WAIT: Duration = Duration::from_secs(1);
-/// How long one round may take (an unreachable server): its wakes are then given up.
-const ROUND_WAIT: Duration = Duration::from_secs(3);
 
 /// The agents waiting for a wake, and the numbering of rounds.
 pub(crate) struct Notifier {
@@ -71,32 +62,14 @@ impl Notifier {
         round
     }
 
-    /// The round that carries the latest wake asked for (0: none yet): what a flush waits for.
-    fn asked(&self) -> u64 {
-        let pending = lock(&self.state);
-        if pending.agents.is_empty() {
-            pending.next_round - 1
-        } else {
-            pending.next_round
-        }
-    }
-
-    /// Waits until the wakes asked so far are out, for at most `bound`; `home` (the store's
-    /// runtime, which sends them) runs the wait, so any thread may call this.
-    pub(super) fn flush_blocking(&self, home: &tokio::runtime::Handle, bound: Duration) {
-        let target = self.asked();
-        if *self.done.borrow() >= target {
-            return;
-        }
+    /// Asks for a wake of `agent` and waits until a round that carries it is done.
+    async fn announced(&self, agent: &str) -> Result<(), BackendError> {
         let mut done = self.done.subscribe();
-        let (tx, rx) = std::sync::mpsc::channel();
-        home.spawn(async move {
-            let _ = done.wait_for(|last| *last >= target).await;
-            let _ = tx.send(());
-        });
-        if rx.recv_timeout(bound).is_err() {
-            tracing::warn!("some wakes were not sent before the store closed");
-        }
+        let round = self.ask(agent);
+        done.wait_for(|last| *last >= round)
+            .await
+            .map_err(|_| BackendError::new("store_unavailable", "the database runtime stopped"))?;
+        Ok(())
     }
 
     /// Takes what is pending as a round: its number and agents.
@@ -109,33 +82,26 @@ impl Notifier {
 }
 
 impl PgStore {
-    /// Asks for a wake of `agent` after a committed change to its mailbox; it goes out in the
-    /// notifier's next round (see the module's documentation).
-    pub(crate) fn wake(&self, agent: &str) {
-        self.notifier().ask(agent);
+    /// Announces a committed change to `agent`'s mailbox: returns once a wake sent after this
+    /// call began is out (see the module's documentation). A wake that fails is logged: the
+    /// next look makes up for it.
+    pub(crate) async fn wake(&self, agent: &str) -> Result<(), BackendError> {
+        self.bounded(self.notifier().announced(agent)).await
     }
 
-    /// The task sending the rounds, on the store's own runtime. It holds the claim pool and the
-    /// notifier, not the store, so the store can go (and with it its runtime, which ends the
-    /// task).
-    pub(super) fn start_notifier(&self, claims: Pool) {
+    /// The task sending the rounds, on the store's own runtime. It holds the store weakly, so
+    /// the store can go (and with it its runtime, which ends the task).
+    pub(super) fn start_notifier(&self) {
+        let weak = std::sync::Arc::downgrade(&self.shared);
         let notifier = self.notifier().clone();
-        let channel = self.channel();
         self.handle().spawn(async move {
             loop {
                 notifier.kick.notified().await;
+                let Some(shared) = weak.upgrade() else { return };
+                let store = PgStore { shared };
                 let (round, agents) = notifier.take();
                 if !agents.is_empty() {
-                    let sent =
-                        tokio::time::timeout(ROUND_WAIT, send_round(&claims, &channel, &agents))
-                            .await
-                            .unwrap_or_else(|_| {
-                                Err(BackendError::new(
-                                    "store_timeout",
-                                    format!("no answer within {ROUND_WAIT:?}"),
-                                ))
-                            });
-                    if let Err(e) = sent {
+                    if let Err(e) = store.bounded(send_round(&store, &agents)).await {
                         tracing::warn!(
                             "could not wake {} agent(s) after their messages: {e} (they look \
                              again at the next look)",
@@ -149,25 +115,20 @@ impl PgStore {
     }
 }
 
-/// One round: every agent of `agents` notified on `channel`, in one statement.
-async fn send_round(
-    claims: &Pool,
-    channel: &str,
-    agents: &BTreeSet<String>,
-) -> Result<(), BackendError> {
+async fn send_round(store: &PgStore, agents: &BTreeSet<String>) -> Result<(), BackendError> {
     let agents: Vec<&str> = agents.iter().map(String::as_str).collect();
-    let client = claims
-        .get()
-        .await
-        .map_err(|e| BackendError::new("store_unavailable", format!("wake the recipients: {e}")))?;
-    client
-        .execute(
-            "SELECT pg_notify($1, a) FROM unnest($2::text[]) a",
-            &[&channel, &agents],
-        )
-        .await
-        .map_err(|e| db_error("wake the recipients", e))?;
-    Ok(())
+    super::retrying(|| async {
+        let client = store.claim_client().await?;
+        client
+            .execute(
+                "SELECT pg_notify($1, a) FROM unnest($2::text[]) a",
+                &[&store.channel(), &agents],
+            )
+            .await
+            .map_err(|e| db_error("wake the recipients", e))?;
+        Ok(())
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -190,65 +151,70 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_agent_asked_for_is_woken() {
+    async fn every_agent_asked_for_is_woken_and_each_wake_is_out_when_it_returns() {
         let Some(db) = TestDb::create() else { return };
         let store = db.store("team-a");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let stop = CancellationToken::new();
         listen(&store, tx, stop.clone());
         assert_eq!(rx.recv().await, Some(Wake::Rescan), "listening");
-        // Many at once, from many tasks: rounds batch them, and none is left out.
+
+        // Many at once: rounds batch them, and none is left out.
         let mut asks = Vec::new();
         for i in 0..40 {
             let store = store.clone();
-            asks.push(tokio::spawn(
-                async move { store.wake(&format!("agent{i}")) },
-            ));
+            asks.push(tokio::spawn(async move {
+                store.wake(&format!("agent{i}")).await
+            }));
         }
         for ask in asks {
-            ask.await.unwrap();
+            ask.await.unwrap().unwrap();
+        }
+        // Every wake was committed before its call returned: a notification sent only now, on
+        // another connection, arrives after all of them (the server delivers in commit order).
+        db.execute(&format!(
+            "SELECT pg_notify('{}', 'marker')",
+            store.channel()
+        ))
+        .unwrap();
+        let mut seen = BTreeSet::new();
+        loop {
+            let name = next_agent(&mut rx).await.expect("a wake within 10 s");
+            if name == "marker" {
+                break;
+            }
+            seen.insert(name);
         }
         let wanted: BTreeSet<String> = (0..40).map(|i| format!("agent{i}")).collect();
-        let mut seen = BTreeSet::new();
-        while seen != wanted {
-            seen.insert(next_agent(&mut rx).await.expect("a wake within 10 s"));
-        }
-        stop.cancel();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_store_dropped_right_after_asking_still_sends_the_wake() {
-        let Some(db) = TestDb::create() else { return };
-        let listening = db.store("team-a");
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
-        listen(&listening, tx, stop.clone());
-        assert_eq!(rx.recv().await, Some(Wake::Rescan), "listening");
-        // A command that sends and exits: its store goes right after the send.
-        for i in 0..5 {
-            let sender = db.store("team-a");
-            sender.wake(&format!("late{i}"));
-            drop(sender);
-            assert_eq!(
-                next_agent(&mut rx).await.as_deref(),
-                Some(format!("late{i}").as_str())
-            );
-        }
+        assert_eq!(seen, wanted);
         stop.cancel();
     }
 
     #[tokio::test]
-    async fn a_flush_waits_for_the_round_of_the_latest_wake() {
+    async fn an_announcement_waits_for_the_round_that_carries_it() {
+        use futures_util::FutureExt;
         let notifier = Notifier::new();
-        assert_eq!(notifier.asked(), 0, "nothing asked: nothing to wait for");
-        notifier.ask("alice");
-        assert_eq!(notifier.asked(), 1);
+        let mut first = Box::pin(notifier.announced("alice"));
+        assert!(
+            first.as_mut().now_or_never().is_none(),
+            "asked, not yet sent"
+        );
         let (round, _) = notifier.take();
-        assert_eq!(notifier.asked(), 1, "round 1 is on its way");
-        notifier.ask("bob");
-        assert_eq!(notifier.asked(), 2);
+        let mut second = Box::pin(notifier.announced("bob"));
+        assert!(second.as_mut().now_or_never().is_none());
         notifier.done.send_replace(round);
-        assert_eq!(notifier.asked(), 2);
+        assert!(first.as_mut().now_or_never().is_some(), "its round is done");
+        assert!(
+            second.as_mut().now_or_never().is_none(),
+            "asked during round 1: only round 2 carries it"
+        );
+        let (round, agents) = notifier.take();
+        assert_eq!(
+            agents.into_iter().collect::<Vec<_>>(),
+            vec!["bob".to_owned()]
+        );
+        notifier.done.send_replace(round);
+        assert!(second.as_mut().now_or_never().is_some());
     }
 
     #[tokio::test]
