@@ -9,7 +9,9 @@
 //! its last round in one statement, on a connection whose commits do not wait for the WAL flush
 //! (a wake is not data; it only says where to look). A send returns once a round that began after
 //! its commit is done, so its wake is never seen before its row and never left unsent by a
-//! process that goes on running.
+//! process that goes on running. Waiting for the round is itself a second round trip, so sends
+//! measure no faster yet (0.45–0.49 × the server's commits); not waiting measured 0.60–0.67 ×
+//! but needs every short-lived command to flush its wakes before it exits (BENCHMARKS.md).
 //!
 //! What it gives up: a process killed between its commit and its round leaves the row without a
 //! wake. Every process of a team looks at its agents' mailboxes again at every look — a tenth
