@@ -22,10 +22,12 @@
 //! `next_row` for why a row claimed ahead is never handed out once its lease may have run out.
 //! Meanwhile those rows show as `processing`, claimed by this holder.
 //!
-//! **Wakes.** `send` commits the row alone, then has the store's notifier wake the recipient
+//! **Wakes.** `send` commits the row alone, then asks the store's notifier to wake the recipient
 //! (`notify.rs`: wakes go out in rounds after their rows commit, so durable sends from many
-//! connections share WAL flushes; a wake is never seen before its row). Releases, requeues and
-//! recovery, which are rare, still `pg_notify` in their own statement.
+//! connections share WAL flushes; a wake is never seen before its row). It returns without
+//! waiting for that round; the store waits for its sends' wakes when it is dropped (at most
+//! `notify::FLUSH_WAIT`), so a command that sends and exits still wakes its recipient. Releases,
+//! requeues and recovery, which are rare, still `pg_notify` in their own statement.
 //!
 //! `recover` (run start) releases only processing messages whose lease expired: with workers
 //! in other processes, a live lease is somebody's work in progress. Database time
@@ -41,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, MailboxMessage, MessageId, UtcTime};
 use uuid::Uuid;
 
+use super::notify::FLUSH_WAIT;
 use super::{db_error, PgStore};
 use crate::clock::Clock;
 use crate::store::mailbox::{
@@ -67,6 +70,9 @@ pub struct PgMailboxStore {
     churn: Arc<AtomicU64>,
     /// Per agent: claims made ahead of the caller while it drains a backlog.
     ahead: Mutex<HashMap<AgentName, Ahead>>,
+    /// The notifier's round that carries the latest wake this store's sends asked for (0:
+    /// none): what it waits for when it goes.
+    wakes_asked: AtomicU64,
     stop: CancellationToken,
 }
 
@@ -111,6 +117,8 @@ impl Drop for PgMailboxStore {
     fn drop(&mut self) {
         self.stop.cancel();
         self.release_ahead();
+        self.store
+            .wait_for_wakes(self.wakes_asked.load(Ordering::Acquire), FLUSH_WAIT);
     }
 }
 
@@ -135,6 +143,7 @@ impl PgMailboxStore {
             claims: Arc::new(Mutex::new(HashMap::new())),
             churn: Arc::new(AtomicU64::new(0)),
             ahead: Mutex::new(HashMap::new()),
+            wakes_asked: AtomicU64::new(0),
             stop: CancellationToken::new(),
         };
         mailbox.start_heartbeat();
@@ -1011,11 +1020,10 @@ impl MailboxStore for PgMailboxStore {
         })
         .await;
         if sent.is_ok() {
-            // Committed: now its wake (after the row, never before; see `notify.rs`). A wake
-            // that cannot be sent is made up by the recipient's next look, so the send stands.
-            if let Err(e) = self.store.wake(message.recipient().as_str()).await {
-                tracing::debug!("no wake for {}'s message: {e}", message.recipient());
-            }
+            // Committed: now its wake, which the notifier sends in its next round (after the
+            // row, never before; see `notify.rs`).
+            let round = self.store.wake(message.recipient().as_str());
+            self.wakes_asked.fetch_max(round, Ordering::AcqRel);
         }
         sent
     }

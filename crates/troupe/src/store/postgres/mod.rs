@@ -128,6 +128,9 @@ pub struct PgStore {
     shared: Arc<Shared>,
 }
 
+/// The name of the threads of every store's own runtime.
+pub(crate) const RUNTIME_THREAD: &str = "troupe-pg";
+
 struct Shared {
     runtime: OwnRuntime,
     pool: Pool,
@@ -226,7 +229,7 @@ impl PgStore {
         let tls = tls::Tls::of(&config)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name("troupe-pg")
+            .thread_name(RUNTIME_THREAD)
             .enable_all()
             .build()
             .map_err(|e| {

@@ -4,28 +4,33 @@
 //! but PostgreSQL serialises every committing transaction that notified — it holds one lock for
 //! the whole database from the notify's queueing until the commit's WAL flush — so durable sends
 //! from many connections could not share a flush and ran at under half the commits the server
-//! allows (`troupe-bench pg`). So a send commits its row alone, and then asks this process's
-//! [`Notifier`] to announce it: one task on the store's runtime sends every agent asked for since
-//! its last round in one statement, on a connection whose commits do not wait for the WAL flush
-//! (a wake is not data; it only says where to look). A send returns once a round that began after
-//! its commit is done, so its wake is never seen before its row and never left unsent by a
-//! process that goes on running. Waiting for the round is itself a second round trip, so sends
-//! measure no faster yet (0.45–0.49 × the server's commits); not waiting measured 0.60–0.67 ×
-//! but needs every short-lived command to flush its wakes before it exits (BENCHMARKS.md).
+//! allows (`troupe-bench pg`). So a send commits its row alone and then asks this process's
+//! [`Notifier`] for the wake, without waiting for it: one task on the store's runtime sends every
+//! agent asked for since its last round in one statement, on a connection whose commits do not
+//! wait for the WAL flush (a wake is not data; it only says where to look). A wake is asked for
+//! only after its row committed, so it is never seen before the row; waiting for it as well would
+//! put a second round trip into every send (0.45–0.49 × the server's commits instead of 0.6 ×:
+//! `BENCHMARKS.md`).
 //!
-//! What it gives up: a process killed between its commit and its round leaves the row without a
-//! wake. Every process of a team looks at its agents' mailboxes again at every look — a tenth
-//! of the lease, between 50 ms and 1 s (`bootstrap::distributed::wakeups`) — which makes up for
-//! it: nothing is lost, only late by up to one look.
+//! A mailbox store that goes away waits (at most [`FLUSH_WAIT`]) for the rounds of the wakes it
+//! asked for, so a command that sends and exits (`troupe send`, `troupe approve`) still wakes
+//! its recipient. What is given up: a process killed between a commit and its round leaves the
+//! row without a wake. Every process of a team looks at its agents' mailboxes again at every
+//! look — a tenth of the lease, between 50 ms and 1 s (`bootstrap::distributed::wakeups`) —
+//! which makes up for it: nothing is lost, only late by up to one look.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::{db_error, PgStore};
+use super::{db_error, PgStore, RUNTIME_THREAD};
 use crate::store::BackendError;
 use crate::sync::lock;
+
+/// How long a mailbox store that goes away waits for the wakes it asked for.
+pub(crate) const FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// The agents waiting for a wake, and the numbering of rounds.
 pub(crate) struct Notifier {
@@ -64,10 +69,25 @@ impl Notifier {
         round
     }
 
-    /// Asks for a wake of `agent` and waits until a round that carries it is done.
-    async fn announced(&self, agent: &str) -> Result<(), BackendError> {
+    /// The round that carries the latest wake asked for (0: none yet).
+    #[cfg(test)]
+    fn asked(&self) -> u64 {
+        let pending = lock(&self.state);
+        if pending.agents.is_empty() {
+            pending.next_round - 1
+        } else {
+            pending.next_round
+        }
+    }
+
+    /// Whether the round `round` (and every round before it) is done.
+    fn sent(&self, round: u64) -> bool {
+        *self.done.borrow() >= round
+    }
+
+    /// Waits until the round `round` is done.
+    async fn wait_sent(&self, round: u64) -> Result<(), BackendError> {
         let mut done = self.done.subscribe();
-        let round = self.ask(agent);
         done.wait_for(|last| *last >= round)
             .await
             .map_err(|_| BackendError::new("store_unavailable", "the database runtime stopped"))?;
@@ -84,11 +104,45 @@ impl Notifier {
 }
 
 impl PgStore {
-    /// Announces a committed change to `agent`'s mailbox: returns once a wake sent after this
-    /// call began is out (see the module's documentation). A wake that fails is logged: the
-    /// next look makes up for it.
-    pub(crate) async fn wake(&self, agent: &str) -> Result<(), BackendError> {
-        self.bounded(self.notifier().announced(agent)).await
+    /// Asks for a wake of `agent` after a committed change to its mailbox; returns the round
+    /// that carries it, which [`Self::wakes_sent`] and [`Self::wait_for_wakes`] wait for (see
+    /// the module's documentation).
+    pub(crate) fn wake(&self, agent: &str) -> u64 {
+        self.notifier().ask(agent)
+    }
+
+    /// Waits until the round `round` — and with it every wake asked for before it — is out. A
+    /// round that failed counts as done: the next look makes up for its wakes.
+    pub(crate) async fn wakes_sent(&self, round: u64) -> Result<(), BackendError> {
+        if self.notifier().sent(round) {
+            return Ok(());
+        }
+        self.bounded(self.notifier().wait_sent(round)).await
+    }
+
+    /// [`Self::wakes_sent`] from a thread that cannot await (a store being dropped), for at most
+    /// `bound`: the store's runtime runs the wait. On one of the stores' own threads it does not
+    /// wait (that could hold up the very round it waits for); the next look makes up for it.
+    pub(crate) fn wait_for_wakes(&self, round: u64, bound: Duration) {
+        if self.notifier().sent(round) {
+            return;
+        }
+        if std::thread::current().name() == Some(RUNTIME_THREAD) {
+            tracing::debug!("wakes left to their round: dropped on the store's own runtime");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let store = self.clone();
+        self.handle().spawn(async move {
+            let _ = tx.send(store.wakes_sent(round).await);
+        });
+        match rx.recv_timeout(bound) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::info!("wakes not confirmed: {e} (the next look makes up)"),
+            Err(_) => tracing::info!(
+                "wakes not out within {bound:?} of the store going (the next look makes up)"
+            ),
+        }
     }
 
     /// The task sending the rounds, on the store's own runtime. It holds the store weakly, so
@@ -166,13 +220,14 @@ mod tests {
         for i in 0..40 {
             let store = store.clone();
             asks.push(tokio::spawn(async move {
-                store.wake(&format!("agent{i}")).await
+                let round = store.wake(&format!("agent{i}"));
+                store.wakes_sent(round).await
             }));
         }
         for ask in asks {
             ask.await.unwrap().unwrap();
         }
-        // Every wake was committed before its call returned: a notification sent only now, on
+        // Every wake was committed before its wait returned: a notification sent only now, on
         // another connection, arrives after all of them (the server delivers in commit order).
         db.execute(&format!(
             "SELECT pg_notify('{}', 'marker')",
@@ -192,17 +247,63 @@ mod tests {
         stop.cancel();
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_mailbox_store_dropped_right_after_a_send_still_wakes_its_recipient() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::store::mailbox::MailboxStore;
+        use crate::store::postgres::PgMailboxStore;
+        use troupe_wire::{
+            AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage, UtcTime,
+        };
+
+        let Some(db) = TestDb::create() else { return };
+        let listening = db.store("team-sends-and-exits");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        listen(&listening, tx, stop.clone());
+        assert_eq!(rx.recv().await, Some(Wake::Rescan), "listening");
+        let now = UtcTime::from_unix_millis(1_785_398_400_000).unwrap();
+        let clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(ManualClock::new(now));
+        // A command that sends and exits: its mailbox store goes right after the send returns,
+        // and the process with it — nothing runs the store's rounds after that. So the drop
+        // returns only once the send's wake is out.
+        let sending = db.store("team-sends-and-exits");
+        for i in 0..5u128 {
+            let sender =
+                PgMailboxStore::new(sending.clone(), clock.clone(), "send:1", Duration::ZERO);
+            let to = AgentName::parse(&format!("late{i}")).unwrap();
+            let message = MailboxMessage::Ordinary(OrdinaryMessage {
+                id: MessageId::parse(&format!("00000000-0000-4000-8000-{:012x}", i + 1)).unwrap(),
+                sender: AgentName::parse("user").unwrap(),
+                recipient: to.clone(),
+                kind: OrdinaryKind::Message,
+                content: Content::parse("hello").unwrap(),
+                created_at_utc: now,
+            });
+            sender.send(&message).await.unwrap();
+            drop(sender);
+            let notifier = sending.notifier();
+            assert!(
+                notifier.sent(notifier.asked()),
+                "dropped with its wake still to send"
+            );
+            assert_eq!(next_agent(&mut rx).await.as_deref(), Some(to.as_str()));
+        }
+        stop.cancel();
+    }
+
     #[tokio::test]
-    async fn an_announcement_waits_for_the_round_that_carries_it() {
+    async fn a_wait_for_wakes_lasts_until_the_round_that_carries_them() {
         use futures_util::FutureExt;
         let notifier = Notifier::new();
-        let mut first = Box::pin(notifier.announced("alice"));
+        let asked = notifier.ask("alice");
+        let mut first = Box::pin(notifier.wait_sent(asked));
         assert!(
             first.as_mut().now_or_never().is_none(),
             "asked, not yet sent"
         );
         let (round, _) = notifier.take();
-        let mut second = Box::pin(notifier.announced("bob"));
+        let mut second = Box::pin(notifier.wait_sent(notifier.ask("bob")));
         assert!(second.as_mut().now_or_never().is_none());
         notifier.done.send_replace(round);
         assert!(first.as_mut().now_or_never().is_some(), "its round is done");
