@@ -29,8 +29,8 @@ pub async fn open_request(
     request_id: &str,
 ) -> Result<(PlanReview, RequestId), CliError> {
     let given = RequestIdInput::parse(request_id).map_err(|e| CliError::usage(e.to_string()))?;
-    // Opening reads the disk or connects to the database: off the async threads.
-    let review = troupe::sync::blocking(|| PlanReview::open_with(workspace, store))
+    let review = PlanReview::open_with(workspace, store)
+        .await
         .map_err(|e| CliError::coded(&e))?
         .ok_or_else(|| {
             CliError::new(

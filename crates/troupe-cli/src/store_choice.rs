@@ -149,3 +149,10 @@ fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
         source: Source::Default,
     }))
 }
+
+/// The read-only view of the shared team `options` names, for a command outside any runtime
+/// (it connects, changing nothing).
+pub fn team_view(options: &PgOptions) -> Result<troupe::bootstrap::TeamView, CliError> {
+    crate::block_on::block_on(troupe::bootstrap::TeamView::open(options))?
+        .map_err(|e| CliError::coded(&e))
+}

@@ -18,7 +18,8 @@ pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// runtime, as in tests, or no runtime) in place, where nothing else waits on this thread's
 /// scheduler in the meantime that could run elsewhere.
 ///
-/// The bridge until the store ports become async (see ARCHITECTURE, "Blocking store calls").
+/// The file adapters of the async store ports run their locked sections through it, once per
+/// port call (ARCHITECTURE, "Async store ports").
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {

@@ -306,7 +306,7 @@ pub fn run(dir: &Path, procs: usize, n: usize, lease: Duration) -> BenchResult<V
             .into());
     };
     let url = db.url();
-    let pg = PgStore::connect(&url, TEAM).map_err(|e| e.to_string())?;
+    let pg = PgStore::connect_in_schema(&url, TEAM, None).map_err(|e| e.to_string())?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let total = procs * n;
 
@@ -381,7 +381,7 @@ pub fn worker(role: &str, index: usize, url: &str, lease_ms: u64) -> ExitCode {
     let holder = format!("bench-{role}-{index}-{}", std::process::id());
     let store: Arc<dyn MailboxStore> = match role {
         "consume-files" => Arc::new(FileMailboxStore::new(&Layout::new(Path::new(url)), clock)),
-        "consume" | "hold" => match PgStore::connect(url, TEAM) {
+        "consume" | "hold" => match PgStore::connect_in_schema(url, TEAM, None) {
             Ok(pg) => {
                 if role == "hold" {
                     return hold(pg, clock, &holder, lease);

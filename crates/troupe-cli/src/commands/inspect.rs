@@ -15,7 +15,8 @@ use crate::render;
 fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    troupe::bootstrap::inspector_with(workspace, &choice).map_err(|e| CliError::coded(&e))
+    crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &choice))?
+        .map_err(|e| CliError::coded(&e))
 }
 
 fn inspect_failed(error: InspectError) -> CliError {

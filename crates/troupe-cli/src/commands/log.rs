@@ -39,7 +39,7 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     if let StoreChoice::Postgres(options) =
         crate::store_choice::store_choice(&args.store, &settings, false)?
     {
-        let view = TeamView::open(&options).map_err(|e| CliError::coded(&e))?;
+        let view = crate::store_choice::team_view(&options)?;
         return shared_log(&view, args.follow, &mut printer);
     }
     let path = Layout::new(workspace).events_log();

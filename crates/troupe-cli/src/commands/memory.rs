@@ -9,7 +9,6 @@ use std::path::Path;
 
 use serde::Serialize;
 use troupe::bootstrap::StoreChoice;
-use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::memory::{
     is_valid_name, MemoryCatalog, MemoryError, MemoryProblem, MemoryStore, MemoryType,
@@ -29,9 +28,7 @@ pub fn memory(
     let layout = Layout::new(workspace);
     let store = match crate::store_choice::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),
-        StoreChoice::Postgres(options) => TeamView::open(&options)
-            .map_err(|e| CliError::coded(&e))?
-            .memory(&layout),
+        StoreChoice::Postgres(options) => crate::store_choice::team_view(&options)?.memory(&layout),
     };
     crate::block_on::block_on(async {
         match action.unwrap_or(MemoryAction::List) {

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use troupe::bootstrap::StoreChoice;
-use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::durable::StagedFile;
 use troupe::store::events::read::EventCursor;
@@ -53,8 +52,7 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
             }
         }
         StoreChoice::Postgres(options) => {
-            let view =
-                TeamView::open_url(&options.url, &options.team).map_err(|e| CliError::coded(&e))?;
+            let view = crate::store_choice::team_view(&options)?;
             crate::block_on::block_on(async {
                 let mut last = 0;
                 loop {

@@ -27,7 +27,8 @@ pub fn usage(workspace: &Path, args: &UsageArgs) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
     let inspector =
-        troupe::bootstrap::inspector_with(workspace, &choice).map_err(|e| CliError::coded(&e))?;
+        crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &choice))?
+            .map_err(|e| CliError::coded(&e))?;
     let buckets = crate::block_on::block_on(inspector.usage_buckets(since))?
         .map_err(|e| CliError::coded(&e))?;
     let report = UsageReport::new(&buckets, group_by(args.by), &settings.prices.table());

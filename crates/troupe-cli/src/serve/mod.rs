@@ -40,7 +40,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use troupe::bootstrap::StoreChoice;
-use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 
 use crate::args::StoreFlags;
@@ -55,7 +54,7 @@ pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliE
             let StoreChoice::Postgres(options) = &choice else {
                 unreachable!("matched above")
             };
-            let view = TeamView::open(options).map_err(|e| CliError::coded(&e))?;
+            let view = crate::store_choice::team_view(options)?;
             Team::Shared { choice, view }
         }
     };

@@ -43,8 +43,9 @@ pub async fn state(
         code: e.code(),
         message: e.to_string(),
     };
-    let inspector =
-        troupe::bootstrap::inspector_with(layout.workspace(), team).map_err(|e| StateError {
+    let inspector = troupe::bootstrap::inspector_with(layout.workspace(), team)
+        .await
+        .map_err(|e| StateError {
             code: e.code(),
             message: e.to_string(),
         })?;

@@ -69,7 +69,7 @@ impl Feed {
                 })
             }
             StoreChoice::Postgres(options) => {
-                let view = TeamView::open(options).map_err(|e| CliError::coded(&e))?;
+                let view = crate::store_choice::team_view(options)?;
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
                     .enable_all()

@@ -25,8 +25,9 @@ pub struct Team {
 
 impl Team {
     pub fn open(workspace: &Path, store: StoreChoice) -> Result<Self, CliError> {
-        let inspector = troupe::bootstrap::inspector_with(workspace, &store)
-            .map_err(|e| CliError::coded(&e))?;
+        let inspector =
+            crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &store))?
+                .map_err(|e| CliError::coded(&e))?;
         Ok(Self {
             workspace: workspace.to_owned(),
             store,

@@ -54,7 +54,7 @@ fn lead_busy(options: &PgOptions, store: &PgStore) -> BootstrapError {
 /// Connects (migrating the schema) and registers this process; a lead also takes the team's
 /// lead lock, refusing a second lead (`Busy`).
 pub(super) async fn open(options: &PgOptions, role: &str) -> Result<PgParts, BootstrapError> {
-    let store = PgStore::connect(&options.url, &options.team)?;
+    let store = PgStore::connect(&options.url, &options.team).await?;
     let lead_lock = if role == "lead" {
         match lead_lock(&store).await? {
             Some(lock) => Some(lock),
@@ -96,7 +96,7 @@ pub(super) async fn open_to_compact(
     options: &PgOptions,
     agent: &AgentName,
 ) -> Result<Compaction, BootstrapError> {
-    let store = PgStore::connect_existing(&options.url, &options.team)?;
+    let store = PgStore::connect_existing(&options.url, &options.team).await?;
     let Some(lock) = lead_lock(&store).await? else {
         return Err(lead_busy(options, &store));
     };

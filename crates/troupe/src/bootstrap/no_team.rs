@@ -47,9 +47,7 @@ pub async fn send_to_distributed_team(
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    // Connecting waits on the network: off the async threads.
-    let store =
-        crate::sync::blocking(|| crate::store::postgres::PgStore::connect_existing(url, team))?;
+    let store = crate::store::postgres::PgStore::connect_existing(url, team).await?;
     let holder = format!("send:{}", std::process::id());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let roster = crate::store::postgres::PgRoster::new(
@@ -65,14 +63,14 @@ pub async fn send_to_distributed_team(
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
 /// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
 /// already hold troupe's schema: inspection changes nothing).
-pub fn inspector_with(
+pub async fn inspector_with(
     workspace: &std::path::Path,
     store: &StoreChoice,
 ) -> Result<Inspector, BootstrapError> {
     let StoreChoice::Postgres(options) = store else {
         return Ok(inspector(workspace));
     };
-    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let holder = format!("inspect:{}", std::process::id());
     Ok(Inspector::distributed(
@@ -167,14 +165,15 @@ impl PlanReview {
     /// [`Self::open`] for the team `store` names: a distributed team's protocol store, mailboxes
     /// (the answer's insert wakes the running team through its NOTIFY) and roster are its
     /// database's, which must already hold troupe's schema.
-    pub fn open_with(
+    pub async fn open_with(
         workspace: &std::path::Path,
         store: &StoreChoice,
     ) -> Result<Option<Self>, BootstrapError> {
         let StoreChoice::Postgres(options) = store else {
-            return Self::open(workspace);
+            return crate::sync::blocking(|| Self::open(workspace));
         };
-        let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team)?;
+        let pg =
+            crate::store::postgres::PgStore::connect_existing(&options.url, &options.team).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let ids: Arc<dyn IdGenerator> = Arc::new(RandomIds);
         let holder = format!("review:{}", std::process::id());

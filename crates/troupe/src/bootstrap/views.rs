@@ -34,14 +34,9 @@ impl std::fmt::Debug for TeamView {
 
 impl TeamView {
     /// Connects to the team `options` names, changing nothing.
-    pub fn open(options: &PgOptions) -> Result<Self, BackendError> {
-        Self::open_url(&options.url, &options.team)
-    }
-
-    /// Connects to the team `team` of the database at `url`, changing nothing.
-    pub fn open_url(url: &str, team: &str) -> Result<Self, BackendError> {
+    pub async fn open(options: &PgOptions) -> Result<Self, BackendError> {
         Ok(Self {
-            store: PgStore::connect_existing(url, team)?,
+            store: PgStore::connect_existing(&options.url, &options.team).await?,
         })
     }
 

@@ -13,9 +13,9 @@
 //! - **Async ports, connections on a runtime of its own.** Every adapter is async and awaits the
 //!   pool on its caller's runtime. The pool's connections are opened and driven on a small
 //!   runtime [`PgStore`] owns (`connect.rs`): a socket belongs to the runtime that made it, and a
-//!   CLI command's or a test's runtime ends long before the pool lets go of a connection. The
-//!   one call that waits on that runtime from the calling thread is [`PgStore::connect`] (the
-//!   pool and the schema, once, before any team work).
+//!   CLI command's or a test's runtime ends long before the pool lets go of a connection.
+//!   Connecting is async too ([`PgStore::connect`]); only [`PgStore::connect_in_schema`], for
+//!   tests and benchmark processes, waits for it from a thread that cannot await.
 //! - **Time-outs**: every connection sets `statement_timeout` (30 s unless the URL's `options`
 //!   set one); the pool waits at most 10 s for a free connection.
 //!
@@ -170,32 +170,38 @@ impl Drop for OwnRuntime {
 impl PgStore {
     /// Connects to `url` for the team `team` and brings the schema up to date (refusing a
     /// database whose schema is newer than this binary knows).
-    pub fn connect(url: &str, team: &str) -> Result<Self, BackendError> {
-        Self::connect_in_schema(url, team, None)
+    pub async fn connect(url: &str, team: &str) -> Result<Self, BackendError> {
+        let store = Self::prepare(url, team, None)?;
+        store.ready(true).await?;
+        Ok(store)
     }
 
-    /// [`Self::connect`] with every table in `schema` (which must exist): what the tests use,
-    /// one schema each.
+    /// Connects to a database troupe already set up, changing nothing (inspection): a
+    /// database without troupe's schema, or with a newer one, is refused.
+    pub async fn connect_existing(url: &str, team: &str) -> Result<Self, BackendError> {
+        let store = Self::prepare(url, team, None)?;
+        store.ready(false).await?;
+        Ok(store)
+    }
+
+    /// [`Self::connect`] with every table in `schema` (which must exist), from a thread that
+    /// cannot await (it waits on the store's own runtime): what the tests and the benchmarks'
+    /// processes use, one schema each.
     pub fn connect_in_schema(
         url: &str,
         team: &str,
         schema: Option<&str>,
     ) -> Result<Self, BackendError> {
-        Self::open(url, team, schema, true)
+        let store = Self::prepare(url, team, schema)?;
+        store.wait_on_own_runtime({
+            let store = store.clone();
+            async move { store.ready(true).await }
+        })?;
+        Ok(store)
     }
 
-    /// Connects to a database troupe already set up, changing nothing (inspection): a
-    /// database without troupe's schema, or with a newer one, is refused.
-    pub fn connect_existing(url: &str, team: &str) -> Result<Self, BackendError> {
-        Self::open(url, team, None, false)
-    }
-
-    fn open(
-        url: &str,
-        team: &str,
-        schema: Option<&str>,
-        migrate: bool,
-    ) -> Result<Self, BackendError> {
+    /// The store for `url` and `team`, its runtime and pools made; nothing is connected yet.
+    fn prepare(url: &str, team: &str, schema: Option<&str>) -> Result<Self, BackendError> {
         if team.trim().is_empty() {
             return Err(BackendError::new(
                 "invalid_arguments",
@@ -261,22 +267,27 @@ impl PgStore {
             }),
         };
         store.start_notifier();
-        store.wait_on_own_runtime({
-            let store = store.clone();
-            async move {
-                if migrate {
-                    schema::migrate(&store).await
-                } else {
-                    schema::check(&store).await
-                }
+        Ok(store)
+    }
+
+    /// Brings the schema up to date (`migrate`) or checks it, on the store's own runtime (its
+    /// first connections are made there); from then on an outage is waited out.
+    async fn ready(&self, migrate: bool) -> Result<(), BackendError> {
+        let store = self.clone();
+        let checked = self.handle().spawn(async move {
+            if migrate {
+                store.bounded(schema::migrate(&store)).await
+            } else {
+                store.bounded(schema::check(&store)).await
             }
-        })?;
-        // Connected once: from now on an outage is waited out.
-        store
-            .shared
+        });
+        checked.await.map_err(|_| {
+            BackendError::new("store_unavailable", "the database runtime stopped")
+        })??;
+        self.shared
             .wait_for_outages
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok(store)
+        Ok(())
     }
 
     /// The team key every row of this store carries.
@@ -289,7 +300,6 @@ impl PgStore {
         &self.shared.shown
     }
 
-    /// The connection settings (for the listener's own connection).
     /// How this store's connections are made (TLS or not).
     pub(crate) fn tls(&self) -> &tls::Tls {
         &self.shared.tls
@@ -334,9 +344,8 @@ impl PgStore {
         self.shared.closing.cancel();
     }
 
-    /// Runs `future` on the store's runtime and waits for its result from the calling thread:
-    /// only for [`PgStore::connect`] (the pool and the schema, once, before any team work), which
-    /// may be called from inside an async task or outside any runtime.
+    /// Waits for `future` from the calling thread, which cannot await: only for
+    /// [`PgStore::connect_in_schema`]. `future` runs on the store's own runtime.
     fn wait_on_own_runtime<T: Send + 'static>(
         &self,
         future: impl Future<Output = Result<T, BackendError>> + Send + 'static,
@@ -659,9 +668,9 @@ mod tests {
         assert!(!is_postgres_url("mysql://h/db"));
     }
 
-    #[test]
-    fn a_blank_team_key_is_refused_before_connecting() {
-        let Err(e) = PgStore::connect("postgres://127.0.0.1:1/x", " ") else {
+    #[tokio::test]
+    async fn a_blank_team_key_is_refused_before_connecting() {
+        let Err(e) = PgStore::connect("postgres://127.0.0.1:1/x", " ").await else {
             panic!("a blank key was accepted");
         };
         assert_eq!(e.code, "invalid_arguments");

@@ -226,7 +226,7 @@ fn a_schema_newer_than_the_binary_is_refused_and_migrating_twice_is_a_no_op() {
         SCHEMA_VERSION + 1
     ))
     .unwrap();
-    let err = PgStore::connect(&db.url(), "t")
+    let err = PgStore::connect_in_schema(&db.url(), "t", None)
         .err()
         .expect("a newer schema was accepted");
     assert_eq!(err.code(), "store_schema_newer");
@@ -257,7 +257,7 @@ async fn teams_sharing_a_database_never_see_each_others_messages() {
 
 #[test]
 fn an_unreachable_server_is_a_clear_error_with_a_stable_code() {
-    let err = PgStore::connect("postgres://troupe@127.0.0.1:1/none", "t")
+    let err = PgStore::connect_in_schema("postgres://troupe@127.0.0.1:1/none", "t", None)
         .err()
         .expect("connected to nothing");
     assert_eq!(err.code(), "store_unavailable");
