@@ -27,11 +27,13 @@
 //!   and artifacts, memory, the settings' hooks.
 //! - `approvals.rs` — the run's approval provider as durable permission requests (SPEC §13):
 //!   wrapped at the start, bound to the team once built.
+//! - `observe.rs` — the run's event stream and traces.
 //! - `start.rs` — the run's start and close, one each for a lead and a worker: run lock, event
 //!   stream, stores, what a dead run left half done, base policy and background jobs; the
 //!   close in reverse order.
-//! - `factory.rs` — the team runtime and the factory of teammates' runners (their policy,
-//!   tools, prompt and model), with the agent definitions.
+//! - `teammates.rs` — the factory of teammates' runners (their policy, tools, prompt, model
+//!   and worktree) and the agent definitions; `factory.rs` — the team runtime on the opened
+//!   stores.
 //! - `lead.rs` — the lead's runner: its tools, prompt, model and conversation.
 //! - `team.rs` — [`build_team`] and [`Team`]; `worker.rs` — [`build_worker`] and [`Worker`].
 //! - `no_team.rs` — the adapters of the commands that run no team: [`inspector`],
@@ -49,10 +51,12 @@ mod factory;
 mod kit;
 mod lead;
 mod no_team;
+mod observe;
 mod options;
 mod prompts;
 mod start;
 mod team;
+mod teammates;
 mod views;
 mod worker;
 
