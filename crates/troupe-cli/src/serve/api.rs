@@ -51,6 +51,8 @@ pub struct Shared {
     pub window: tokio::sync::Mutex<EventWindow>,
     /// The team served: the workspace's files, or a shared team's database.
     pub team: Team,
+    /// The team's read-only views (`/api/state`), opened once.
+    pub inspector: troupe::inspect::Inspector,
     /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
     /// table, as they were when the server started.
     pub prices: troupe::prices::PriceTable,
@@ -79,7 +81,14 @@ impl Shared {
 
     /// The store choice of the served team (for the functions the commands share).
     pub fn choice(&self) -> StoreChoice {
-        match &self.team {
+        self.team.choice()
+    }
+}
+
+impl Team {
+    /// Where the team's stores are, as the commands name it.
+    pub fn choice(&self) -> StoreChoice {
+        match self {
             Team::Files => StoreChoice::Files,
             Team::Shared { choice, .. } => choice.clone(),
         }
@@ -197,6 +206,7 @@ async fn state_view(shared: &Shared) -> Response<Body> {
     match state::state(
         &shared.layout,
         &shared.choice(),
+        &shared.inspector,
         &shared.window,
         &shared.cost,
         &shared.prices,

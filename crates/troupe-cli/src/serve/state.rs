@@ -2,7 +2,8 @@
 //! and estimated cost, the plan and permission requests waiting for an answer, and the last
 //! event's `seq`.
 //!
-//! Built from the read-only `Inspector` (roster, pending requests), the fold of the usage records
+//! Built from the server's read-only `Inspector` (roster, pending requests; opened once, so a
+//! shared team's page does not connect to its database at every look), the fold of the usage records
 //! ([`CostFold`]: tokens, costs and `cost_series`, the cost over time) and, for the model each
 //! agent uses, the fold of `model_call_finished` events kept by the server's [`EventWindow`]. An
 //! agent's cost is `troupe usage`'s: each model's tokens at that model's price (`troupe::prices`,
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use troupe::bootstrap::StoreChoice;
 use troupe::error::ErrorCode;
-use troupe::inspect::RequestView;
+use troupe::inspect::{Inspector, RequestView};
 use troupe::layout::Layout;
 use troupe::store::events::read::last_seq;
 use troupe::wire::{RequestKind, RequestStatus};
@@ -35,6 +36,7 @@ pub struct StateError {
 pub async fn state(
     layout: &Layout,
     team: &StoreChoice,
+    inspector: &Inspector,
     window: &tokio::sync::Mutex<EventWindow>,
     cost: &tokio::sync::Mutex<CostFold>,
     prices: &PriceTable,
@@ -43,12 +45,6 @@ pub async fn state(
         code: e.code(),
         message: e.to_string(),
     };
-    let inspector = troupe::bootstrap::inspector_with(layout.workspace(), team)
-        .await
-        .map_err(|e| StateError {
-            code: e.code(),
-            message: e.to_string(),
-        })?;
     let report = inspector.status().await.map_err(failed)?;
     let (usage, cost_series) = {
         let mut cost = cost.lock().await;
