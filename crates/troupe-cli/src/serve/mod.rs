@@ -95,9 +95,10 @@ async fn run(
         Team::Files => cost::CostFold::file(&layout, prices.clone()),
         Team::Shared { view, .. } => cost::CostFold::shared(view.usage(), prices.clone()),
     };
-    let inspector = troupe::bootstrap::inspector_with(workspace, &team.choice())
-        .await
-        .map_err(|e| CliError::coded(&e))?;
+    let inspector = match &team {
+        Team::Files => troupe::bootstrap::inspector(workspace),
+        Team::Shared { view, .. } => view.inspector(workspace),
+    };
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),

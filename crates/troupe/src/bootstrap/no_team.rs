@@ -71,9 +71,17 @@ pub async fn inspector_with(
         return Ok(inspector(workspace));
     };
     let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team).await?;
+    Ok(distributed_inspector(workspace, pg))
+}
+
+/// The read-only views of the distributed team `pg` is connected to.
+pub(super) fn distributed_inspector(
+    workspace: &std::path::Path,
+    pg: crate::store::postgres::PgStore,
+) -> Inspector {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let holder = format!("inspect:{}", std::process::id());
-    Ok(Inspector::distributed(
+    Inspector::distributed(
         Layout::new(workspace),
         clock.clone(),
         crate::inspect::DistributedStores {
@@ -108,7 +116,7 @@ pub async fn inspector_with(
                 crate::store::postgres::TEAMMATE_LEASE,
             )),
         },
-    ))
+    )
 }
 
 /// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,

@@ -89,6 +89,11 @@ impl TeamView {
         ))
     }
 
+    /// The team's read-only views (roster, requests, mailboxes, usage…) on this connection.
+    pub fn inspector(&self, workspace: &std::path::Path) -> crate::inspect::Inspector {
+        super::no_team::distributed_inspector(workspace, self.store.clone())
+    }
+
     /// The team's memory records (files under `layout` keep nothing of them).
     pub fn memory(&self, layout: &Layout) -> MemoryStore {
         MemoryStore::distributed(layout, Arc::new(PgMemory::new(self.store.clone())))
