@@ -65,6 +65,7 @@ pub fn options(
         mode: mode.value,
         network: network.value,
         deny_read: settings.sandbox.deny_read.clone(),
+        deny_write: settings.sandbox.deny_write.clone(),
     };
     let sandbox = Sandbox::new(&policy, workspace)
         .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;

@@ -55,6 +55,10 @@
 //! - `sandbox`: every escape a hostile command tries is refused by default and works with
 //!   `--sandbox off` (Landlock and bubblewrap); read-only mode, settings, refusal without a
 //!   mechanism.
+//! - `protected_paths`: the protected paths (`.git`, `troupe.toml`, `.env`, `.troupe/`) with a
+//!   real git repository: file tools under `--approval auto` and a broad allow, a rule naming a
+//!   path exactly, confined commands renaming `.git` (Landlock and bubblewrap); the sandbox's
+//!   private `/dev/shm`; `.troupe/` made `0700`.
 //! - `providers`: the team flow against a native Anthropic server; a run on Azure OpenAI.
 //! - `shared_faults`: a shared team's faults with real processes: SIGKILL and SIGSTOP of a
 //!   worker, PostgreSQL restarted mid-run, a second lead.
@@ -123,6 +127,8 @@ mod orphans;
 mod otel_receiver;
 #[path = "cli/plans.rs"]
 pub mod plans;
+#[path = "cli/protected_paths.rs"]
+mod protected_paths;
 #[path = "cli/providers.rs"]
 mod providers;
 #[path = "cli/readme.rs"]

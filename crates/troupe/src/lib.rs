@@ -5,6 +5,8 @@
 //! - [`clock`], [`ids`]: the injectable clock and id generator every store and runtime takes,
 //!   so that tests are deterministic.
 //! - [`layout`]: where things live under `<workspace>/.troupe/`.
+//! - [`protected`]: the workspace's protected paths (`.git`, `troupe.toml`, `.env`, `.troupe/`,
+//!   `[sandbox] deny_write`): the one list every writer — file tools and sandbox — checks.
 //! - [`error`]: the stable error codes shared by every module's error enum.
 //! - [`store`]: durable file primitives (atomic replace, folder fsync, cross-process locks), the
 //!   mailbox store and the protocol store.
@@ -57,6 +59,7 @@ pub mod model;
 pub mod permissions;
 pub mod prices;
 pub mod process;
+pub mod protected;
 pub mod sandbox;
 pub mod secrets;
 pub mod send;

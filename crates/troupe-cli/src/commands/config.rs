@@ -218,6 +218,7 @@ fn sandbox_json(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> V
         "mode": {"value": mode.value.as_str(), "source": mode.source.describe()},
         "network": {"value": network.value.as_str(), "source": network.source.describe()},
         "deny_read": settings.sandbox.deny_read,
+        "deny_write": settings.sandbox.deny_write,
         "hooks": settings.sandbox.hooks.as_ref().is_some_and(|h| h.value),
     })
 }
@@ -371,6 +372,10 @@ fn sandbox_text(settings: &Settings, mode: &Sourced<troupe::sandbox::Mode>) -> S
     out.push_str(&format!(
         "{:<16} = {:?}   (besides ~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gcloud, .env)\n",
         "deny_read", settings.sandbox.deny_read
+    ));
+    out.push_str(&format!(
+        "{:<16} = {:?}   (besides .git, troupe.toml, .env, .troupe/)\n",
+        "deny_write", settings.sandbox.deny_write
     ));
     out.push_str(&format!(
         "{:<16} = {}\n",

@@ -26,11 +26,31 @@ fn inspect_failed(error: InspectError) -> CliError {
 pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
     let inspector = inspector_of(workspace, store)?;
     let report = crate::block_on::block_on(inspector.status())?.map_err(inspect_failed)?;
+    if let Some(note) = state_shared_note(workspace) {
+        eprintln!("{note}");
+    }
     if json {
         render::print_json(&report)
     } else {
         render::print_text(&render::status(&report))
     }
+}
+
+/// A line for stderr when the workspace's `.troupe/` lets other users of the machine in: its
+/// transcripts hold what agents read, its requests the calls' arguments. Workspaces made before
+/// troupe created it `0700` keep working; this says how to close them.
+fn state_shared_note(workspace: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let state = workspace.join(troupe::layout::Layout::STATE_DIR);
+    let mode = std::fs::symlink_metadata(&state).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "troupe: {} is readable by other users of this machine (mode {mode:04o}); \
+             `chmod -R go-rwx {}` makes it yours alone",
+            state.display(),
+            state.display()
+        )
+    })
 }
 
 pub fn requests(

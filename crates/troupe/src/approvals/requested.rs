@@ -253,7 +253,12 @@ impl ApprovalProvider for RequestedApproval {
         let Some(bound) = self.bound.get() else {
             return self.inner.approve(ask).await;
         };
-        let target = self.target_of(ask.agent);
+        // A write to a protected path is a person's to answer, never the lead's.
+        let target = if ask.person_only {
+            AgentName::user()
+        } else {
+            self.target_of(ask.agent)
+        };
         let waits = match person {
             Person::No => false,
             Person::AtTerminal => true,

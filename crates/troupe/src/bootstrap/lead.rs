@@ -84,7 +84,8 @@ pub(super) async fn lead(
         lead_model.clone(),
         Arc::new(
             Dispatcher::new(tools, policy, kit.tool_hooks())
-                .with_redactor(settings.redactor.clone()),
+                .with_redactor(settings.redactor.clone())
+                .with_protected_additions(&settings.sandbox.policy.deny_write),
         ),
         settings.workspace.clone(),
         settings.run_observer.clone(),
@@ -127,6 +128,7 @@ fn lead_tools(
         lead_model,
         Arc::new(
             Dispatcher::new(Arc::new(subagent_tools), policy.clone(), kit.tool_hooks())
+                .with_protected_additions(&settings.sandbox.policy.deny_write)
                 .with_redactor(settings.redactor.clone()),
         ),
         settings.run_observer.clone(),

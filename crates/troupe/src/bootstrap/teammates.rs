@@ -235,7 +235,8 @@ impl Factory {
         let tools = Arc::new(tools);
         let prompt = living_prompt(name, identity, &tools, &workspace, team, self.clock.clone());
         let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
-            .with_redactor(self.redactor.clone());
+            .with_redactor(self.redactor.clone())
+            .with_protected_additions(&self.sandbox.policy.deny_write);
         let model_name = agent_model(&self.model_settings, name, definition.as_ref());
         let model = self.models.model_named(name, model_name.as_deref());
         let runner = Runner::new(

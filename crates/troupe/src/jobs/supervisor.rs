@@ -276,6 +276,7 @@ impl JobSupervisor {
                 JobError::Closed,
             )));
         }
+        let absent = sandbox.and_then(Sandbox::absent_protected);
         let spawned = match sandbox {
             Some(sandbox) => GroupChild::spawn_confined(command, workspace, sandbox),
             None => GroupChild::spawn(command, workspace),
@@ -302,6 +303,7 @@ impl JobSupervisor {
             redactor: self.redactor.clone(),
             cancel: self.closing.child_token(),
             events: self.events.clone(),
+            absent,
         };
         self.events.emit(
             watch.record.agent.as_str(),
@@ -380,6 +382,8 @@ struct Watch {
     redactor: Redactor,
     cancel: CancellationToken,
     events: Arc<dyn EventSink>,
+    /// The protected paths missing when the job started: moved aside if it creates them.
+    absent: Option<crate::sandbox::Absent>,
 }
 
 impl Watch {
@@ -404,6 +408,11 @@ impl Watch {
                 (JobEnd::Failed, None)
             }
         };
+        if let Some(absent) = &self.absent {
+            for note in crate::sync::blocking(|| absent.undo_created()) {
+                output.push(format!("\n{note}").as_bytes());
+            }
+        }
         let job = self.record;
         let completion = JobCompletion {
             job_id: job.id,

@@ -46,6 +46,9 @@ pub struct ApprovalRequest<'a> {
     pub sandbox: Option<crate::sandbox::Mode>,
     /// The diff a write or an edit would make, when the tool can tell.
     pub preview: Option<Preview<'a>>,
+    /// Only a person may answer (a write to a protected path): never the lead, never a
+    /// provider that answers on its own.
+    pub person_only: bool,
 }
 
 /// A provider's answer, with a reason for the audit log and, on deny, for the model.

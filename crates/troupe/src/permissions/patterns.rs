@@ -121,6 +121,21 @@ impl RulePattern {
         opaque()
     }
 
+    /// Whether this pattern names `tool` on exactly the workspace path `relative`
+    /// (`/`-separated): `write_file(.git/config)`, not `write_file(.git/**)` nor `write_file`.
+    /// Only such a rule allows a write to a protected path (`crate::protected`).
+    pub fn names_exactly(&self, tool: &str, relative: &str) -> bool {
+        match self {
+            Self::Path {
+                tool: name, glob, ..
+            } => {
+                let text = glob.as_str();
+                name == tool && !text.contains(['*', '?', '[', ']', '{', '}']) && text == relative
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this pattern, used as `usage`, applies to the call.
     pub fn matches(&self, tool: &str, arguments: &Value, workspace: &Path, usage: Use) -> bool {
         match self {

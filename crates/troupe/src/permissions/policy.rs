@@ -17,6 +17,9 @@ use super::rules::{
 use super::settings_rules::SettingsRules;
 use crate::settings::RuleEntry;
 
+/// The audit's name for the protected-path step (`protected+approval:terminal`).
+pub const PROTECTED_RULE: &str = "protected";
+
 /// A final decision: allowed or denied (never `ask`), with what decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionDecision {
@@ -161,8 +164,77 @@ impl PermissionPolicy {
                 suggestion,
                 sandbox: request.sandbox,
                 preview: request.preview,
+                person_only: request.protected.is_some(),
             })
             .await
+    }
+
+    /// A write to a protected path (`crate::protected`): a deny of the rules stands; else a
+    /// rule naming the path exactly allows it; else a person is asked — never a provider that
+    /// answers on its own (`--approval auto`), never a broad rule (`write_file`).
+    async fn decide_protected(
+        &self,
+        request: &PermissionRequest<'_>,
+        hit: &crate::protected::Hit,
+        verdict: RuleVerdict,
+    ) -> PermissionDecision {
+        if verdict.decision == Decision::Deny {
+            return PermissionDecision {
+                allowed: false,
+                rules_said: Decision::Deny,
+                rule: verdict.rule,
+                reason: verdict.reason,
+            };
+        }
+        let exact = self
+            .settings
+            .as_ref()
+            .and_then(|s| s.exact_allow(request, &hit.shown));
+        if let Some(rule) = exact {
+            return PermissionDecision {
+                allowed: true,
+                rules_said: Decision::Allow,
+                reason: format!(
+                    "{}; allowed by {rule}, which names it exactly",
+                    hit.explain()
+                ),
+                rule,
+            };
+        }
+        let suggestion = format!("{}({})", request.tool, hit.shown);
+        if self.approval.person() == super::approval::Person::No {
+            return PermissionDecision {
+                allowed: false,
+                rules_said: Decision::Ask,
+                rule: PROTECTED_RULE.to_owned(),
+                reason: format!(
+                    "{}: a write there is asked of a person, and no person answers in this run \
+                     ({} approval); only a rule naming the path exactly ({suggestion}) allows it \
+                     without asking",
+                    hit.explain(),
+                    self.approval.name()
+                ),
+            };
+        }
+        let reason = format!(
+            "{}: a write there is always asked of a person",
+            hit.explain()
+        );
+        let answer = self.ask(request, &reason, Some(&suggestion)).await;
+        if let (true, Some(entry), Some(settings)) =
+            (answer.approved, &answer.remember, &self.settings)
+        {
+            settings.session().remember(entry);
+        }
+        PermissionDecision {
+            allowed: answer.approved,
+            rules_said: Decision::Ask,
+            rule: format!(
+                "{PROTECTED_RULE}+approval:{}",
+                answer.by.as_deref().unwrap_or(self.approval.name())
+            ),
+            reason: answer.reason,
+        }
     }
 
     /// Asks the approval provider whether `request`'s command, refused by the sandbox
@@ -200,6 +272,11 @@ impl PermissionPolicy {
         request: &PermissionRequest<'_>,
     ) -> Result<PermissionDecision, AuditError> {
         let verdict = self.evaluate(request).await;
+        if let Some(hit) = request.protected {
+            let decision = self.decide_protected(request, hit, verdict).await;
+            self.record(request, &decision).await?;
+            return Ok(decision);
+        }
         let decision = match verdict.decision {
             Decision::Allow | Decision::Deny => PermissionDecision {
                 allowed: verdict.decision == Decision::Allow,

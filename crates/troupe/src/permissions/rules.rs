@@ -43,6 +43,9 @@ pub struct PermissionRequest<'a> {
     pub sandbox: Option<crate::sandbox::Mode>,
     /// What the call would change (a write's diff), made only if someone is asked.
     pub preview: Option<super::approval::Preview<'a>>,
+    /// The protected path (`crate::protected`) the call would write, if any: the policy then
+    /// asks a person whatever the rules allow, unless a rule names that path exactly.
+    pub protected: Option<&'a crate::protected::Hit>,
 }
 
 /// One rule's verdict, with its name and reason for the audit log and the model.

@@ -117,6 +117,24 @@ impl SettingsRules {
         suggest(request.tool, request.arguments, &self.workspace)
     }
 
+    /// The first allow entry (settings, then session allows) that names this call's tool on
+    /// exactly the workspace path `relative`, by name: what alone may allow a write to a
+    /// protected path.
+    pub fn exact_allow(&self, request: &PermissionRequest<'_>, relative: &str) -> Option<String> {
+        let session = self
+            .session
+            .entries
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.entries
+            .iter()
+            .chain(session.iter())
+            .find(|e| {
+                e.decision == Decision::Allow && e.pattern.names_exactly(request.tool, relative)
+            })
+            .map(|e| e.name.clone())
+    }
+
     /// The strongest matching entry (settings, then session allows), if any.
     pub fn matching(&self, request: &PermissionRequest<'_>) -> Option<RuleVerdict> {
         let session = self

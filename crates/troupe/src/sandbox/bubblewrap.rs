@@ -26,6 +26,9 @@ pub fn arguments(sandbox: &Sandbox) -> Vec<OsString> {
     let mut push = |parts: &[&std::ffi::OsStr]| args.extend(parts.iter().map(|p| p.into()));
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
     push(&["--dev".as_ref(), "/dev".as_ref()]);
+    if let Some(shm) = paths.private_shm() {
+        push(&["--bind".as_ref(), shm.as_os_str(), "/dev/shm".as_ref()]);
+    }
     let mut writable = paths.writable(sandbox.mode());
     writable.sort_by_key(|p| p.components().count());
     let over_host = paths.temp_mounted_over_host();
@@ -44,6 +47,7 @@ pub fn arguments(sandbox: &Sandbox) -> Vec<OsString> {
     // Whatever writable folder contains them, in every mode.
     for path in paths.read_only() {
         if writable.iter().any(|w| path.starts_with(w))
+            && !paths.is_denied(&path)
             && std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_symlink())
         {
             push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);

@@ -78,10 +78,10 @@ fn classify(sandbox: &Sandbox, path: &Path, marker: &str) -> Option<String> {
              tools instead)"
         ));
     }
-    if paths.is_read_only(path) {
+    if let Some(hit) = paths.write_protected().find(path) {
         return Some(format!(
-            "sandbox: read-only to commands: {shown} (troupe.toml, .git/hooks and .git/config \
-             decide what runs later; ask the user to change them)"
+            "sandbox: read-only to commands: {shown} ({}; ask the user to change it)",
+            hit.explain()
         ));
     }
     let writable = paths.writable(sandbox.mode());

@@ -31,8 +31,9 @@ const DEVICES: [&str; 7] = [
     "/dev/ptmx",
 ];
 
-/// Device folders a command may use freely.
-const DEVICE_FOLDERS: [&str; 2] = ["/dev/pts", "/dev/shm"];
+/// Device folders a command may use freely. Not the host's `/dev/shm`: a private one of the
+/// run's is mounted over it (`namespace`) and granted by its own rule below.
+const DEVICE_FOLDERS: [&str; 1] = ["/dev/pts"];
 
 /// The Landlock ABI of the running kernel, if it has Landlock.
 pub fn abi() -> Option<i32> {
@@ -94,6 +95,10 @@ pub fn ruleset(sandbox: &Sandbox) -> Result<OwnedFd, SandboxError> {
     }
     for root in &writable {
         ruleset = grant(ruleset, root, all)?;
+    }
+    // Seen at /dev/shm through a bind mount, whose root is judged on its own inode.
+    if let Some(shm) = paths.private_shm() {
+        ruleset = grant(ruleset, &shm, all)?;
     }
     let fd: Option<OwnedFd> = ruleset.into();
     fd.ok_or_else(|| failed("the kernel does not support it"))

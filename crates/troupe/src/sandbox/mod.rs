@@ -5,9 +5,14 @@
 //! [`Network`] says. troupe itself is never restricted: everything happens in the child, between
 //! fork and exec, or in a `bwrap` process that then runs the command.
 //!
-//! - `workspace-write` (the default): writes inside the workspace — minus `.troupe/`,
-//!   `troupe.toml`, `.git/hooks` and `.git/config`, which stay readable — the run's private
-//!   temp folder and harmless devices (`/dev/null`, …).
+//! - `workspace-write` (the default): writes inside the workspace — minus its protected paths
+//!   ([`crate::protected`]: `.git` whole, `troupe.toml`, `.env`, `.troupe/` and the settings'
+//!   `deny_write`), which stay readable (but `.env`) and can be neither written, renamed nor
+//!   replaced — the run's private temp folder, a private `/dev/shm` and harmless devices
+//!   (`/dev/null`, …). A protected path that does not exist when a command starts cannot be
+//!   held by a mount: if the command creates it, it is moved aside into
+//!   `.troupe/blocked/` when the command ends, and the command's result says so
+//!   ([`Sandbox::undo_created`]).
 //! - `read-only`: writes only to the private temp folder and those devices.
 //!
 //! The private temp folder (`private_temp`) is made in the host's (`$TMPDIR`, else `/tmp`) and
@@ -36,6 +41,7 @@
 //! multi-threaded process.
 
 mod bubblewrap;
+mod created;
 mod denial;
 mod landlock_rules;
 mod namespace;
@@ -51,6 +57,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorCode;
 
+pub use created::Absent;
 pub use paths::{real, Host, Protected};
 
 /// How much a command may change.
@@ -124,6 +131,9 @@ pub struct Policy {
     pub network: Network,
     /// More paths no command may read (absolute, `~/…`, or relative to the workspace).
     pub deny_read: Vec<String>,
+    /// More paths no command may write (absolute, `~/…`, or relative to the workspace), beside
+    /// the built-in protected paths ([`crate::protected`]).
+    pub deny_write: Vec<String>,
 }
 
 /// How commands are confined.
@@ -183,7 +193,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// No confinement (`--sandbox off`).
     pub fn off(workspace: &Path) -> Self {
-        Self::unconfined(Protected::resolve(workspace, &[], &Host::from_env()))
+        Self::unconfined(Protected::resolve(workspace, &[], &[], &Host::from_env()))
     }
 
     fn unconfined(paths: Protected) -> Self {
@@ -204,7 +214,7 @@ impl Sandbox {
 
     /// [`Sandbox::new`] with the home, temp folder and forced mechanism given.
     pub fn new_on(policy: &Policy, workspace: &Path, host: &Host) -> Result<Self, SandboxError> {
-        let mut paths = Protected::resolve(workspace, &policy.deny_read, host);
+        let mut paths = Protected::resolve(workspace, &policy.deny_read, &policy.deny_write, host);
         if policy.mode == Mode::Off {
             return Ok(Self::unconfined(paths));
         }
@@ -383,6 +393,7 @@ impl Sandbox {
                     mode,
                     network,
                     deny_read: Vec::new(),
+                    deny_write: Vec::new(),
                 },
                 self.paths.workspace(),
             ),
@@ -412,6 +423,28 @@ impl Sandbox {
                 }
             ))
         }
+    }
+
+    /// The protected paths that do not exist now, inside what a command may write: to be
+    /// moved aside if the command creates them ([`Absent::undo_created`], see the module doc).
+    /// `None` when commands run unconfined or cannot write there.
+    pub fn absent_protected(&self) -> Option<Absent> {
+        self.mechanism.as_ref()?;
+        let writable = self.paths.writable(self.mode);
+        let missing: Vec<_> = self
+            .paths
+            .write_protected()
+            .missing()
+            .into_iter()
+            .filter(|p| writable.iter().any(|w| p.path.starts_with(w)))
+            .collect();
+        (!missing.is_empty()).then(|| {
+            Absent::new(
+                missing,
+                self.paths.workspace().to_owned(),
+                self.paths.blocked_dir().to_owned(),
+            )
+        })
     }
 
     /// Notes for the model when a confined command's `output` shows it ran into the sandbox:

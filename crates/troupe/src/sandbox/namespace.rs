@@ -16,6 +16,8 @@ use std::path::Path;
 use super::{landlock_rules, Network, Sandbox, SandboxError};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// Where the run's private `/dev/shm` is seen.
+const SHM: &str = "/dev/shm";
 const AT_RECURSIVE: libc::c_int = 0x8000;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
@@ -32,6 +34,8 @@ pub struct Prepared {
     ruleset: OwnedFd,
     /// The run's private temp folder, bound over the host's: (private, host).
     temp_over: Option<(CString, CString)>,
+    /// The run's private `/dev/shm`, bound over the host's.
+    shm_over: Option<CString>,
     unshare: libc::c_int,
     uid_map: CString,
     gid_map: CString,
@@ -59,6 +63,10 @@ impl Prepared {
             if !writable.iter().any(|w| path.starts_with(w)) {
                 continue;
             }
+            // Unreadable too: masked below, read-only as well.
+            if paths.is_denied(&path) {
+                continue;
+            }
             // A symlink is judged on its target; only what is really there is bound.
             match std::fs::symlink_metadata(&path) {
                 Ok(m) if !m.file_type().is_symlink() => read_only.push(c_path(&path)?),
@@ -69,6 +77,10 @@ impl Prepared {
             Some((c_path(paths.temp())?, c_path(paths.host_temp())?))
         } else {
             None
+        };
+        let shm_over = match paths.private_shm() {
+            Some(shm) if Path::new(SHM).is_dir() => Some(c_path(&shm)?),
+            _ => None,
         };
         let mut mask_folders = Vec::new();
         let mut mask_files = Vec::new();
@@ -93,6 +105,7 @@ impl Prepared {
         Ok(Self {
             ruleset: landlock_rules::ruleset(sandbox)?,
             temp_over,
+            shm_over,
             unshare,
             uid_map: map(uid),
             gid_map: map(gid),
@@ -119,6 +132,16 @@ impl Prepared {
             write_file(c"/proc/self/setgroups", c"deny")?;
             write_file(c"/proc/self/gid_map", &self.gid_map)?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            // Before the temp folder is covered: the private /dev/shm lies in the host's.
+            if let Some(private) = &self.shm_over {
+                check(libc::mount(
+                    private.as_ptr(),
+                    c"/dev/shm".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+            }
             if let Some((private, host)) = &self.temp_over {
                 check(libc::mount(
                     private.as_ptr(),

@@ -1,20 +1,18 @@
-//! The paths a sandbox is about: the workspace, its `.troupe/`, the temp folder, and the paths no
-//! command may read — resolved once, to absolute paths without symlinks where they exist.
+//! The paths a sandbox is about: the workspace, its protected paths, the temp folder, and the
+//! paths no command may read — resolved once, to absolute paths without symlinks where they
+//! exist.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::Mode;
+use crate::protected::ProtectedPaths;
+pub use crate::protected::{lexical, real};
 
 /// The protected paths under the user's home, always denied for reading.
 pub const HOME_SECRETS: [&str; 4] = [".ssh", ".aws", ".gnupg", ".config/gcloud"];
 
 /// The workspace's files no command may read.
 pub const WORKSPACE_SECRETS: [&str; 1] = [".env"];
-
-/// What stays read-only inside a writable workspace: troupe's own state, its settings (they
-/// decide permissions, hooks and this sandbox), and what makes git run commands later
-/// (`.git/hooks`, `.git/config`: `core.hooksPath`, `core.fsmonitor`).
-pub const WORKSPACE_READ_ONLY: [&str; 4] = [".troupe", "troupe.toml", ".git/hooks", ".git/config"];
 
 /// What a sandbox takes from the machine: the user's home, the temp folder, and a forced
 /// mechanism ([`super::MECHANISM_VAR`]). Tests make their own.
@@ -49,11 +47,22 @@ pub struct Protected {
     /// then a private folder of the run's.
     temp: PathBuf,
     deny_read: Vec<PathBuf>,
+    /// What no command may write, rename or replace (`crate::protected`): the workspace's
+    /// `.git`, `troupe.toml`, `.env`, `.troupe/` and the settings' `deny_write`.
+    write_protected: ProtectedPaths,
+    /// The settings' `deny_write`, kept to protect them again under another root.
+    deny_write: Vec<String>,
+    home: Option<PathBuf>,
+    /// `.troupe/blocked/` of the workspace the sandbox was made for (kept under another root):
+    /// where a protected path a command created is moved.
+    blocked: PathBuf,
 }
 
 impl Protected {
-    /// `extra` entries are absolute, `~/…` (the user's home) or relative to the workspace.
-    pub fn resolve(workspace: &Path, extra: &[String], host: &Host) -> Self {
+    /// `extra` entries (unreadable) and `deny_write` entries (unwritable) are absolute, `~/…`
+    /// (the user's home) or relative to the workspace.
+    pub fn resolve(workspace: &Path, extra: &[String], deny_write: &[String], host: &Host) -> Self {
+        let write_protected = ProtectedPaths::of(workspace, deny_write, host.home.as_deref());
         let workspace = real(workspace);
         let temp = real(&host.temp);
         let home = host.home.clone();
@@ -72,16 +81,24 @@ impl Protected {
         }
         deny_read.sort();
         deny_read.dedup();
+        let blocked = workspace
+            .join(crate::layout::Layout::STATE_DIR)
+            .join("blocked");
         Self {
             workspace,
             host_temp: temp.clone(),
             temp,
             deny_read,
+            write_protected,
+            deny_write: deny_write.to_vec(),
+            home,
+            blocked,
         }
     }
 
-    /// The same paths with `root` as the workspace (a teammate's worktree): the protected
-    /// paths kept, the new workspace's own secrets added.
+    /// The same paths with `root` as the workspace (a teammate's worktree): the unreadable
+    /// paths kept, the new workspace's own secrets added; the new workspace's own protected
+    /// paths (its `.git` file, `troupe.toml`, …) unwritable.
     pub fn rooted_at(&self, root: &Path) -> Self {
         let workspace = real(root);
         let mut deny_read = self.deny_read.clone();
@@ -89,6 +106,7 @@ impl Protected {
         deny_read.sort();
         deny_read.dedup();
         Self {
+            write_protected: ProtectedPaths::of(&workspace, &self.deny_write, self.home.as_deref()),
             workspace,
             deny_read,
             ..self.clone()
@@ -99,6 +117,11 @@ impl Protected {
     /// folder.
     pub fn use_private_temp(&mut self, dir: &Path) {
         self.temp = real(dir);
+    }
+
+    /// The commands' private `/dev/shm` (inside the private temp folder), once there is one.
+    pub fn private_shm(&self) -> Option<PathBuf> {
+        (self.temp != self.host_temp).then(|| self.temp.join("shm"))
     }
 
     pub fn host_temp(&self) -> &Path {
@@ -135,15 +158,26 @@ impl Protected {
         self.workspace.join(crate::layout::Layout::STATE_DIR)
     }
 
-    /// The paths of [`WORKSPACE_READ_ONLY`] (existing or not).
+    /// The protected paths (existing or not): what no command writes, renames or replaces.
+    pub fn write_protected(&self) -> &ProtectedPaths {
+        &self.write_protected
+    }
+
+    /// Where a protected path a confined command created is moved (`.troupe/blocked/`).
+    pub fn blocked_dir(&self) -> &Path {
+        &self.blocked
+    }
+
+    /// The protected paths (existing or not), as paths.
     pub fn read_only(&self) -> Vec<PathBuf> {
-        WORKSPACE_READ_ONLY
+        self.write_protected
+            .entries()
             .iter()
-            .map(|p| self.workspace.join(p))
+            .map(|e| e.path.clone())
             .collect()
     }
 
-    /// Whether `path` is one of [`WORKSPACE_READ_ONLY`] or lies under one.
+    /// Whether `path` is a protected path or lies under one.
     pub fn is_read_only(&self, path: &Path) -> bool {
         self.read_only().iter().any(|r| path.starts_with(r))
     }
@@ -168,61 +202,5 @@ impl Protected {
     /// Whether `path` is a protected path or lies under one.
     pub fn is_denied(&self, path: &Path) -> bool {
         self.deny_read.iter().any(|d| path.starts_with(d))
-    }
-}
-
-/// `path` without symlinks where it exists: its longest existing ancestor is canonicalised and
-/// the rest appended (so a protected path that does not exist yet still names the right place).
-pub fn real(path: &Path) -> PathBuf {
-    let path = lexical(path);
-    let mut existing = path.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(canonical) = std::fs::canonicalize(existing) {
-            let mut out = canonical;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                existing = parent;
-            }
-            _ => return path,
-        }
-    }
-}
-
-/// `.` and `..` taken out without touching the file system (`..` at the root stays the root).
-pub fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lexical_paths_lose_dots_and_never_climb_above_the_root() {
-        assert_eq!(lexical(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
-        assert_eq!(lexical(Path::new("/../../x")), PathBuf::from("/x"));
-    }
-
-    #[test]
-    fn a_missing_path_resolves_through_its_existing_ancestor() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        std::os::unix::fs::symlink(&root, root.join("link")).unwrap();
-        assert_eq!(real(&root.join("link/missing/x")), root.join("missing/x"));
     }
 }

@@ -4,11 +4,17 @@
 //! through the temp folder's grant). Made `0700` in the host's temp folder when the sandbox is
 //! made; every clone of the sandbox (background jobs, agent definitions' modes) shares it; the
 //! last one dropped removes it with what the commands left there.
+//!
+//! Inside it, `shm/` is the commands' `/dev/shm` (mounted over the host's, which they cannot
+//! write): POSIX shared memory and semaphores work, private to the run.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::SandboxError;
+
+/// The name of the private `/dev/shm` inside the folder.
+const SHM: &str = "shm";
 
 /// The folder, removed when the last holder drops it.
 #[derive(Debug)]
@@ -27,6 +33,16 @@ impl PrivateTemp {
                 SandboxError::Prepare(format!(
                     "cannot make the private temp folder {}: {e}",
                     path.display()
+                ))
+            })?;
+        let shm = path.join(SHM);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&shm)
+            .map_err(|e| {
+                SandboxError::Prepare(format!(
+                    "cannot make the private /dev/shm {}: {e}",
+                    shm.display()
                 ))
             })?;
         Ok(Self { path })

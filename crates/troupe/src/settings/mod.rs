@@ -214,6 +214,8 @@ pub struct SandboxSettings {
     pub network: Option<Sourced<crate::sandbox::Network>>,
     /// Every file's entries, project first.
     pub deny_read: Vec<String>,
+    /// More protected paths (`crate::protected`): every file's entries, project first.
+    pub deny_write: Vec<String>,
     /// Whether hook commands are confined too (default: not).
     pub hooks: Option<Sourced<bool>>,
 }

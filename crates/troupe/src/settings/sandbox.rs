@@ -3,9 +3,11 @@
 //! `config.toml` says, `network` other than off, `hooks = false` (hook commands unconfined).
 //!
 //! `mode` one of `workspace-write`, `read-only`, `off`; `network` `true`, `false` or
-//! `"loopback"`; `deny_read` a list of non-blank paths (absolute, `~/…` or relative to the
-//! workspace); `hooks` a boolean (confine hook commands too). `mode`, `network` and `hooks`:
-//! project over user; `deny_read`: both files' entries, project first.
+//! `"loopback"`; `deny_read` and `deny_write` lists of non-blank paths (absolute, `~/…` or
+//! relative to the workspace) that commands may not read, or write (`deny_write` joins the
+//! protected paths every writer checks, `crate::protected`); `hooks` a boolean (confine hook
+//! commands too). `mode`, `network` and `hooks`: project over user; `deny_read` and
+//! `deny_write`: both files' entries, project first (they only tighten: no trust needed).
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -24,6 +26,8 @@ pub(super) struct RawSandbox {
     network: Option<Spanned<RawNetwork>>,
     #[serde(default)]
     deny_read: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny_write: Vec<Spanned<String>>,
     hooks: Option<bool>,
 }
 
@@ -51,7 +55,27 @@ pub(super) struct ParsedSandbox {
     mode: Option<SandboxMode>,
     network: Option<Network>,
     deny_read: Vec<String>,
+    deny_write: Vec<String>,
     hooks: Option<bool>,
+}
+
+/// Non-blank paths of a `deny_*` list.
+fn paths(
+    list: Vec<Spanned<String>>,
+    key: &str,
+    spans: &Spans<'_>,
+) -> Result<Vec<String>, SettingsError> {
+    let mut out = Vec::new();
+    for (index, path) in list.into_iter().enumerate() {
+        if path.get_ref().trim().is_empty() {
+            return Err(spans.invalid(
+                path.span().start,
+                format!("sandbox.{key}[{index}] must not be blank"),
+            ));
+        }
+        out.push(path.into_inner());
+    }
+    Ok(out)
 }
 
 pub(super) fn parse(raw: RawSandbox, spans: &Spans<'_>) -> Result<ParsedSandbox, SettingsError> {
@@ -68,29 +92,26 @@ pub(super) fn parse(raw: RawSandbox, spans: &Spans<'_>) -> Result<ParsedSandbox,
             spans.invalid(network.span().start, format!("sandbox.network {why}"))
         })?);
     }
-    for (index, path) in raw.deny_read.into_iter().enumerate() {
-        if path.get_ref().trim().is_empty() {
-            return Err(spans.invalid(
-                path.span().start,
-                format!("sandbox.deny_read[{index}] must not be blank"),
-            ));
-        }
-        parsed.deny_read.push(path.into_inner());
-    }
+    parsed.deny_read = paths(raw.deny_read, "deny_read", spans)?;
+    parsed.deny_write = paths(raw.deny_write, "deny_write", spans)?;
     parsed.hooks = raw.hooks;
     Ok(parsed)
 }
 
-/// `mode`, `network`, `hooks`: project over user; `deny_read`: every file's, project first.
+/// `mode`, `network`, `hooks`: project over user; `deny_read`, `deny_write`: every file's,
+/// project first.
 pub(super) fn merge(layers: &Layers<'_, ParsedSandbox>) -> SandboxSettings {
     let mut deny_read = Vec::new();
+    let mut deny_write = Vec::new();
     for (_, parsed) in layers {
         deny_read.extend(parsed.deny_read.iter().cloned());
+        deny_write.extend(parsed.deny_write.iter().cloned());
     }
     SandboxSettings {
         mode: first(layers, |s| s.mode),
         network: first(layers, |s| s.network),
         deny_read,
+        deny_write,
         hooks: first(layers, |s| s.hooks),
     }
 }

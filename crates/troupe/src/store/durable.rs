@@ -4,16 +4,31 @@
 //! A crash at any point leaves either the old bytes or the new bytes at the destination, never a
 //! mix; a leftover temp file (`.<name>.tmp-*`) is ignored by readers and cleaned up by the next
 //! writer of the same folder that finds it stale.
+//!
+//! What troupe creates is the user's alone ([`NEW_FILE_MODE`], [`NEW_DIR_MODE`]): transcripts
+//! hold the files agents read, requests hold the calls' arguments. A replaced file keeps the
+//! mode it had (a person's `troupe.toml` stays as readable as they made it).
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::IoError;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+pub use super::read::NEW_FILE_MODE;
+/// The mode of a folder troupe creates (`.troupe/` and everything in it).
+pub const NEW_DIR_MODE: u32 = 0o700;
+
+/// The permission bits `dest` has now, if it exists.
+fn existing_mode(dest: &Path) -> Option<u32> {
+    fs::metadata(dest)
+        .ok()
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+}
 
 /// Prefix of temporary files; readers skip names that start with it.
 pub const TEMP_PREFIX: char = '.';
@@ -38,11 +53,16 @@ fn parent_of(path: &Path) -> &Path {
 /// Writes `bytes` to a fresh temp file beside `dest` and fsyncs it. Returns the temp path.
 fn write_temp(dest: &Path, bytes: &[u8]) -> Result<PathBuf, IoError> {
     let temp = temp_path_for(dest);
+    let kept = existing_mode(dest);
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(NEW_FILE_MODE)
             .open(&temp)?;
+        if let Some(mode) = kept {
+            file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        }
         file.write_all(bytes)?;
         file.sync_all()
     })();
@@ -84,6 +104,7 @@ pub fn replace_view(dest: &Path, bytes: &[u8]) -> Result<(), IoError> {
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(NEW_FILE_MODE)
         .open(&temp)
         .and_then(|mut f| f.write_all(bytes));
     if let Err(e) = written {
@@ -259,7 +280,11 @@ pub fn ensure_real_dir(dir: &Path) -> Result<(), IoError> {
             std::io::Error::other("it exists and is not a folder"),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(|e| IoError::new("create folder", dir, e))?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(NEW_DIR_MODE)
+                .create(dir)
+                .map_err(|e| IoError::new("create folder", dir, e))?;
             // Re-check: a racing process may have put a symlink there.
             match fs::symlink_metadata(dir) {
                 Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {

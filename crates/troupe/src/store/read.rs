@@ -14,6 +14,10 @@ use std::path::Path;
 
 use super::IoError;
 
+/// The mode of a file troupe creates: read and written by the user only (transcripts hold the
+/// files agents read, requests the calls' arguments).
+pub const NEW_FILE_MODE: u32 = 0o600;
+
 /// The most troupe reads of one of its JSON state files (`state.json`, `team.json`, `cron.json`, a
 /// job record or process note): far above what a workspace writes, low enough that a planted
 /// huge file is refused rather than read into memory.
@@ -50,6 +54,8 @@ pub fn open_regular_with(
     links: Links,
 ) -> Result<File, IoError> {
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // Only a file this opening creates takes it: troupe's files are the user's alone.
+    options.mode(NEW_FILE_MODE);
     if links == Links::Refuse {
         flags |= libc::O_NOFOLLOW;
     }

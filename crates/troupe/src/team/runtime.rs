@@ -795,6 +795,7 @@ impl TeamInner {
                 arguments: &arguments,
                 sandbox: None,
                 preview: None,
+                protected: None,
             },
         )
         .await;

@@ -9,6 +9,9 @@
 //! 3. **validate** the arguments against the tool's schema → `invalid_arguments` naming the path
 //!    (for a tool whose schema is outside the checked subset: a JSON object with the schema's
 //!    top-level `required` keys, see [`super::ToolHandler::checked_schema`]).
+//!    A tool that writes files names the paths ([`super::ToolHandler::written_paths`]); each is
+//!    resolved in the workspace and checked against the protected paths
+//!    ([`crate::protected`]): a hit goes with the request, and the policy asks a person for it.
 //! 4. **PreToolUse hooks**, in order; the first deny stops the call (audited by the policy as
 //!    `hook:<name>`).
 //! 5. **permission policy**: rules (deny > ask > allow), then the approval provider when the
@@ -30,11 +33,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::confine::Workspace;
 use super::registry::ToolRegistry;
 use super::{schema, ToolContext, ToolError};
 use crate::permissions::hooks::{append_context, HookDecision, Hooks, ToolResultView};
 use crate::permissions::policy::{PermissionDecision, PermissionPolicy};
 use crate::permissions::rules::PermissionRequest;
+use crate::protected::{Hit, ProtectedPaths, Protection};
 use crate::secrets::Redactor;
 
 /// The result of one tool call, as the model will see it.
@@ -69,6 +74,8 @@ pub struct Dispatcher {
     hooks: Hooks,
     /// What no result may hold; none unless the composition root gives one.
     redactor: Redactor,
+    /// The settings' `[sandbox] deny_write`: protected paths beside the built-in ones.
+    protected_additions: Arc<[String]>,
 }
 
 impl Dispatcher {
@@ -78,7 +85,42 @@ impl Dispatcher {
             policy,
             hooks,
             redactor: Redactor::default(),
+            protected_additions: Arc::from(Vec::new()),
         }
+    }
+
+    /// Protects `additions` (`[sandbox] deny_write`) as well as the built-in protected paths.
+    pub fn with_protected_additions(mut self, additions: &[String]) -> Self {
+        self.protected_additions = Arc::from(additions.to_vec());
+        self
+    }
+
+    /// The first protected path among the paths the call would write, if any.
+    fn protected_hit(
+        &self,
+        ctx: &ToolContext,
+        handler: &dyn super::ToolHandler,
+        arguments: &Value,
+    ) -> Option<Hit> {
+        let written = handler.written_paths(arguments);
+        if written.is_empty() {
+            return None;
+        }
+        // A path the workspace cannot resolve is refused by the handler itself.
+        let workspace = Workspace::new(&ctx.workspace).ok()?;
+        let home = crate::sandbox::Host::from_env().home;
+        let protected =
+            ProtectedPaths::of(workspace.root(), &self.protected_additions, home.as_deref());
+        written.into_iter().find_map(|raw| {
+            // A path that does not resolve (`..` below a missing folder) is judged as spelled.
+            let resolved = workspace
+                .resolve_maybe_missing(raw)
+                .unwrap_or_else(|_| workspace.root().join(raw));
+            protected
+                .find(&resolved)
+                // troupe's own state is refused outright by the handler, asked of no one.
+                .filter(|hit| hit.entry.protection != Protection::TroupeState)
+        })
     }
 
     /// Redacts `redactor`'s secrets from every result (step 7), and hands it to the handlers.
@@ -146,6 +188,7 @@ impl Dispatcher {
             return fail(&error, None);
         }
         let handler = &registered.handler;
+        let protected = self.protected_hit(ctx, handler.as_ref(), &arguments);
         let preview = || handler.preview(ctx, &arguments);
         let request = PermissionRequest {
             agent: &ctx.agent,
@@ -155,6 +198,7 @@ impl Dispatcher {
             arguments: &arguments,
             sandbox: registered.handler.sandbox(),
             preview: Some(crate::permissions::Preview(&preview)),
+            protected: protected.as_ref(),
         };
         // 4. PreToolUse hooks
         let mut contexts = Vec::new();

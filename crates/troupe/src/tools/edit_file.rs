@@ -53,6 +53,10 @@ impl ToolHandler for EditFileTool {
     }
 
     /// The edit's own lines: the file is not read (the handler checks the match).
+    fn written_paths<'a>(&self, args: &'a Value) -> Vec<&'a str> {
+        str_arg(args, "path").into_iter().collect()
+    }
+
     fn preview(&self, _ctx: &ToolContext, args: &Value) -> Option<String> {
         let raw = str_arg(args, "path").ok()?;
         let old_text = str_arg(args, "old_text").ok()?;

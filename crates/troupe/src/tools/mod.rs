@@ -174,6 +174,13 @@ pub trait ToolHandler: Send + Sync {
         None
     }
 
+    /// The workspace paths (as the model gave them) the call would write: dispatch checks each
+    /// against the protected paths (`crate::protected`) before the permission policy, so a
+    /// write there is asked of a person. Every tool that writes files says so here.
+    fn written_paths<'a>(&self, _args: &'a Value) -> Vec<&'a str> {
+        Vec::new()
+    }
+
     /// Runs the tool. `Ok` text and `Err` alike go back to the model as the tool result.
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError>;
 }

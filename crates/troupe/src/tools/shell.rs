@@ -135,7 +135,10 @@ impl ShellTool {
         };
         let writes = match sandbox.mode() {
             Mode::ReadOnly => "nowhere but the temp folder ($TMPDIR)",
-            _ => "only inside the workspace (not .troupe/) and the temp folder ($TMPDIR)",
+            _ => {
+                "only inside the workspace (not .git, troupe.toml, .env or .troupe/) and the \
+                 temp folder ($TMPDIR)"
+            }
         };
         format!(
             " Commands run in a sandbox ({}): they may write {writes}, cannot read ~/.ssh,              ~/.aws, ~/.gnupg, ~/.config/gcloud or .env, and the network is {}. A refusal              shows as `sandbox: …` in the result.",
@@ -215,7 +218,14 @@ impl ToolHandler for ShellTool {
             let workspace = Workspace::new(&ctx.workspace)?;
             let cwd = workspace.root().to_owned();
             let sandbox = self.sandbox.as_deref();
-            let (ok, text) = self.run(command, &cwd, ctx, sandbox).await?;
+            let absent = sandbox.and_then(Sandbox::absent_protected);
+            let (ok, mut text) = self.run(command, &cwd, ctx, sandbox).await?;
+            if let Some(absent) = &absent {
+                for note in crate::sync::blocking(|| absent.undo_created()) {
+                    text.push('\n');
+                    text.push_str(&note);
+                }
+            }
             let notes = match sandbox {
                 Some(sandbox) if !ok => sandbox.explain(&text, &cwd),
                 _ => Vec::new(),
@@ -232,6 +242,7 @@ impl ToolHandler for ShellTool {
                     arguments: &args,
                     sandbox: self.sandbox(),
                     preview: None,
+                    protected: None,
                 };
                 let decision = policy
                     .approve_unconfined_rerun(&request, &notes.join("; "))

@@ -34,6 +34,10 @@ impl ToolHandler for WriteFileTool {
         }
     }
 
+    fn written_paths<'a>(&self, args: &'a Value) -> Vec<&'a str> {
+        str_arg(args, "path").into_iter().collect()
+    }
+
     fn preview(&self, ctx: &ToolContext, args: &Value) -> Option<String> {
         let raw = str_arg(args, "path").ok()?;
         let content = str_arg(args, "content").ok()?;

@@ -60,7 +60,7 @@ impl WorktreeRecord {
     /// Writes it atomically (temp file, fsync, rename, folder fsync).
     pub fn write(&self, layout: &Layout) -> Result<(), WorktreeError> {
         let dir = layout.worktrees_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| crate::store::IoError::new("create", &dir, e))?;
+        durable::ensure_real_dir(&dir)?;
         let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| WorktreeError::Git {
             command: "encode the worktree record".into(),
             why: e.to_string(),

@@ -10,6 +10,7 @@ use std::path::Path;
 /// The layers, lowest first. A module may import only from layers below its own.
 const LAYERS: &[&[&str]] = &[
     &["error", "clock", "ids", "layout", "sync", "secrets"],
+    &["protected"],
     &["sandbox"],
     &["store"],
     &["prices"],

@@ -503,6 +503,7 @@ async fn stdio_servers_run_confined_unless_their_settings_say_otherwise() {
             mode: Mode::WorkspaceWrite,
             network: Network::Off,
             deny_read: Vec::new(),
+            deny_write: Vec::new(),
         },
         &ws,
         &host,

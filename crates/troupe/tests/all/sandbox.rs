@@ -66,6 +66,7 @@ fn sandbox(p: &Place, mode: Mode, network: Network, mechanism: &str) -> Sandbox 
         mode,
         network,
         deny_read: vec!["secrets".to_owned()],
+        deny_write: vec!["ci".to_owned()],
     };
     Sandbox::new_on(&policy, &p.ws, &host).unwrap()
 }
@@ -639,6 +640,11 @@ mod what_decides_later_runs {
                 "printf '[core]\\nfsmonitor = evil\\n' > .git/config",
                 "rm troupe.toml",
                 "mv troupe.toml moved.toml",
+                // `.git` is protected whole: nothing in it written, the folder itself neither
+                // renamed nor replaced.
+                "echo x > .git/ORIG_HEAD",
+                "mv .git .git-old",
+                "rm -rf .git",
             ] {
                 let (ok, out) = run(&confined, &p.ws, command).await;
                 assert!(!ok, "{mechanism}: `{command}` succeeded: {out}");
@@ -652,13 +658,10 @@ mod what_decides_later_runs {
                 std::fs::read_to_string(p.ws.join(".git/config")).unwrap(),
                 "[core]\n"
             );
-            // The rest of .git stays writable (commits work).
-            let (ok, out) = run(
-                &confined,
-                &p.ws,
-                "echo x > .git/ORIG_HEAD && cat troupe.toml",
-            )
-            .await;
+            assert!(p.ws.join(".git/HEAD").exists());
+            assert!(!p.ws.join(".git/ORIG_HEAD").exists());
+            // They stay readable.
+            let (ok, out) = run(&confined, &p.ws, "cat troupe.toml .git/config").await;
             assert!(ok, "{mechanism}: {out}");
             let (_, out) = run(&confined, &p.ws, "echo x > .git/hooks/post-commit").await;
             let notes = confined.explain(&out, &p.ws);

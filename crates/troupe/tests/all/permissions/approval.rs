@@ -24,6 +24,7 @@ fn ask<'a>(agent: &'a AgentName, args: &'a serde_json::Value) -> ApprovalRequest
         suggestion: None,
         sandbox: None,
         preview: None,
+        person_only: false,
     }
 }
 
@@ -86,6 +87,7 @@ async fn terminal_prompt_offers_always_save_and_a_reason_for_no() {
         suggestion: Some("shell(cargo test:*)"),
         sandbox: None,
         preview: None,
+        person_only: false,
     };
     let saved = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let saver: SaveAllow = {

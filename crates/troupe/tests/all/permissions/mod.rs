@@ -43,6 +43,7 @@ pub fn request<'a>(
         arguments: args,
         sandbox: None,
         preview: None,
+        protected: None,
     }
 }
 

@@ -59,6 +59,7 @@ async fn a_gated_teammate_keeps_its_reads_and_is_denied_edits_commands_and_claim
             arguments: &args,
             sandbox: None,
             preview: None,
+            protected: None,
         };
         let decision = policy.decide(&request).await.unwrap();
         decisions.push((definition.name.clone(), decision.allowed, decision.rule));

@@ -380,6 +380,7 @@ fn call<'a>(agent: &'a AgentName, tool: &'a str, args: &'a Value) -> PermissionR
         arguments: args,
         sandbox: None,
         preview: None,
+        protected: None,
     }
 }
 

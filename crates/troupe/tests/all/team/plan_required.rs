@@ -394,6 +394,7 @@ async fn the_gate_rule_by_start_and_latest_plan() {
         arguments: &args,
         sandbox: None,
         preview: None,
+        protected: None,
     };
     let starts = [
         GateStart::AtFirstPlan,

@@ -5,6 +5,7 @@ mod dispatch;
 mod files;
 mod glob;
 mod grep;
+mod protected;
 mod registry;
 mod secrets;
 /// Public for the pid helpers that the jobs tests share.

@@ -49,6 +49,7 @@ fn confined(fx: &Fixture) -> SandboxOptions {
         mode: Mode::WorkspaceWrite,
         network: Network::Off,
         deny_read: Vec::new(),
+        deny_write: Vec::new(),
     };
     let mut options = SandboxOptions::off(&fx.workspace);
     options.sandbox = Arc::new(Sandbox::new(&policy, &fx.workspace).unwrap());
