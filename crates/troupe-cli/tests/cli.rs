@@ -77,6 +77,9 @@
 //! - `watch`: `troupe watch` driven in tmux: a scripted team followed, its plan approved and a
 //!   message sent from the view, the terminal restored after `q` or Ctrl-C; a shared team's
 //!   view (`--store`); `troupe run --watch`; `NO_COLOR`; exit 2 without a terminal.
+//! - `hostile_git`: a cloned repository that ships a worktree record whose `git_dir` is a folder
+//!   of its own (a clean filter in its config): `troupe worktrees` and a run's close refuse the
+//!   record and the filter never runs.
 //! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
 //!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -111,6 +114,8 @@ mod events;
 mod exits;
 #[path = "cli/help.rs"]
 mod help;
+#[path = "cli/hostile_git.rs"]
+mod hostile_git;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
 #[path = "cli/log.rs"]

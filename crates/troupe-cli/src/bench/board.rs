@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +22,7 @@ use troupe::model::{ModelClient, ModelError, ModelRequest, ModelResponse, ToolCa
 use troupe::store::tasks::{NewTask, TaskStatus};
 use troupe::team::NoTeamObserver;
 use troupe::wire::{AgentName, Isolation};
+use troupe::worktree::git::{Git, Place};
 use troupe::worktree::Worktrees;
 
 use crate::result::BenchResult;
@@ -66,21 +66,17 @@ impl ModelClient for SlowWorker {
     }
 }
 
+/// `git <args>` in `dir` through troupe's own runner (hardened like every git troupe runs),
+/// as the bench's identity.
 fn git(dir: &Path, args: &[&str]) -> BenchResult<()> {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@troupe.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .map_err(|e| format!("git: {e}"))?;
-    if !status.success() {
-        return Err(format!("git {args:?} failed"));
-    }
+    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Git::new(&Place::Checkout(dir), args)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@troupe.invalid")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@troupe.invalid")
+        .run()
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -75,9 +75,12 @@ impl Worktrees {
         self.check_available()?;
         let path = self.path_of(name);
         if let Some(record) = WorktreeRecord::read(&self.layout, name)? {
-            if path.is_dir() && registered_at(&record.git_dir, &path) {
+            if path.is_dir() {
+                // Its record must agree with git (`verify`): one that does not is refused,
+                // never used, never silently replaced.
+                let place = self.confirm(&record)?;
                 if let Some(remote) = self.remote.as_deref() {
-                    self.catch_up(remote, name, &self.place_of(&record));
+                    self.catch_up(remote, name, &place);
                 }
                 return Ok(Attached {
                     path,
@@ -144,7 +147,7 @@ impl Worktrees {
             .run()?;
             base
         };
-        let git_dir = admin_dir(&path, &common)?;
+        let git_dir = self.admin_dir(&path)?;
         let record = match WorktreeRecord::read(&self.layout, name)? {
             // A reattach keeps the base the branch was first made from.
             Some(earlier) => WorktreeRecord { git_dir, ..earlier },
@@ -156,6 +159,9 @@ impl Worktrees {
                 git_dir,
             },
         };
+        // What was just written is what later commands check: confirmed now, so a worktree
+        // git does not see as troupe's is refused at once.
+        self.confirm(&record)?;
         record.write(&self.layout)?;
         Ok(Attached {
             path,
@@ -175,23 +181,22 @@ impl Worktrees {
         Place::Checkout(self.workspace().to_owned())
     }
 
-    /// Where a teammate's worktree runs git: its admin folder and its files, named explicitly.
-    pub(super) fn place_of(&self, record: &WorktreeRecord) -> Place {
-        Place::Worktree {
-            git_dir: record.git_dir.clone(),
-            files: self.path_of(&record.name),
-        }
-    }
-
-    /// The record of `name`'s worktree, or `worktree_not_found`.
-    pub(super) fn record_of(&self, name: &AgentName) -> Result<WorktreeRecord, WorktreeError> {
-        WorktreeRecord::read(&self.layout, name)?
+    /// The record of `name`'s worktree and where git runs in it, once git agrees with the
+    /// record (`verify`): `worktree_not_found` without a record or folder, `worktree_corrupt`
+    /// when git disagrees.
+    pub(super) fn record_of(
+        &self,
+        name: &AgentName,
+    ) -> Result<(WorktreeRecord, Place), WorktreeError> {
+        let record = WorktreeRecord::read(&self.layout, name)?
             .filter(|_| self.path_of(name).is_dir())
-            .ok_or_else(|| WorktreeError::NoWorktree(name.clone()))
+            .ok_or_else(|| WorktreeError::NoWorktree(name.clone()))?;
+        let place = self.confirm(&record)?;
+        Ok((record, place))
     }
 
     /// The repository's common git folder (`.git` of the lead's checkout), absolute.
-    fn common_dir(&self) -> Result<PathBuf, WorktreeError> {
+    pub(super) fn common_dir(&self) -> Result<PathBuf, WorktreeError> {
         let out = Git::new(&self.lead(), ["rev-parse", "--git-common-dir"])
             .read_only()
             .run()?;
@@ -211,44 +216,6 @@ impl Worktrees {
             .trim()
             .to_owned())
     }
-}
-
-/// git's admin folder of the worktree at `path`, read from the `.git` file git just wrote and
-/// checked to lie in the repository's `worktrees/` and to point back at `path`.
-fn admin_dir(path: &Path, common: &Path) -> Result<PathBuf, WorktreeError> {
-    let dot_git = path.join(".git");
-    let bad = |why: &str| WorktreeError::Corrupt {
-        path: dot_git.display().to_string(),
-        why: why.to_owned(),
-    };
-    let bytes = read_regular(&dot_git, Links::Refuse, 4096)?
-        .ok_or_else(|| bad("missing (not a worktree)"))?;
-    let text = String::from_utf8_lossy(&bytes);
-    let named = text
-        .trim()
-        .strip_prefix("gitdir:")
-        .map(|p| PathBuf::from(p.trim()))
-        .ok_or_else(|| bad("not a `gitdir:` file"))?;
-    let named = if named.is_absolute() {
-        named
-    } else {
-        path.join(named)
-    };
-    let git_dir = real(&named);
-    if !git_dir.starts_with(common.join("worktrees")) || !registered_at(&git_dir, path) {
-        return Err(bad("names another repository's folder"));
-    }
-    Ok(git_dir)
-}
-
-/// Whether the admin folder `git_dir` belongs to the worktree at `path` (its `gitdir` file
-/// names `<path>/.git`).
-fn registered_at(git_dir: &Path, path: &Path) -> bool {
-    let Ok(Some(bytes)) = read_regular(&git_dir.join("gitdir"), Links::Refuse, 4096) else {
-        return false;
-    };
-    let named = PathBuf::from(String::from_utf8_lossy(&bytes).trim());
-    real(&named) == real(&path.join(".git"))
 }
 
 /// Adds [`EXCLUDE_LINE`] to `<common>/info/exclude` unless a line already ignores `.troupe`.

@@ -4,7 +4,7 @@
 
 use troupe_wire::AgentName;
 
-use super::git::Git;
+use super::git::{Git, Place};
 use super::{identity_of, WorktreeError, Worktrees};
 
 /// The longest first line troupe gives a commit (git's own advice for a subject).
@@ -37,10 +37,18 @@ impl Worktrees {
         name: &AgentName,
         message: &str,
     ) -> Result<Option<String>, WorktreeError> {
-        let record = self.record_of(name)?;
-        let place = self.place_of(&record);
-        Git::new(&place, ["add", "--all"]).run()?;
-        let staged = Git::new(&place, ["diff", "--cached", "--quiet", "--no-ext-diff"]).output()?;
+        let (_, place) = self.record_of(name)?;
+        // A nested repository already in the index (a submodule, or one the teammate made)
+        // is left out: `git add` would look inside it with a `git status` of its own, under
+        // that repository's config, which the teammate can write.
+        let mut add: Vec<String> = ["add", "--all", "--", "."].map(str::to_owned).into();
+        add.extend(
+            nested_repositories(&place)?
+                .into_iter()
+                .map(|path| format!(":(top,exclude,literal){path}")),
+        );
+        Git::new(&place, &add).run()?;
+        let staged = Git::new(&place, ["diff", "--cached", "--quiet"]).output()?;
         match staged.status.code() {
             Some(0) => return Ok(None),
             Some(1) => {}
@@ -62,6 +70,20 @@ impl Worktrees {
         let id = Git::new(&place, ["rev-parse", "HEAD"]).run()?;
         Ok(Some(id.trim().to_owned()))
     }
+}
+
+/// The paths of the index's gitlinks (mode 160000): nested repositories.
+fn nested_repositories(place: &Place) -> Result<Vec<String>, WorktreeError> {
+    let out = Git::new(place, ["ls-files", "--stage", "-z"])
+        .read_only()
+        .run()?;
+    Ok(out
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("160000 ").then(|| path.to_owned())
+        })
+        .collect())
 }
 
 #[cfg(test)]

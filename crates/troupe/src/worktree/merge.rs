@@ -47,7 +47,12 @@ impl Worktrees {
     pub fn merge(&self, name: &AgentName) -> Result<Merged, WorktreeError> {
         let _serial = self.locked();
         // Its worktree is here unless it worked in another clone of a distributed team.
-        let has_worktree = self.record_of(name).is_ok();
+        // A record git disagrees with is refused here too, not taken for "no worktree".
+        let has_worktree = match self.record_of(name) {
+            Ok(_) => true,
+            Err(WorktreeError::NoWorktree(_)) => false,
+            Err(e) => return Err(e),
+        };
         let committed = if has_worktree {
             self.commit_unlocked(
                 name,
@@ -106,18 +111,9 @@ impl Worktrees {
             });
         }
         let files = nul_separated(
-            &Git::new(
-                &lead,
-                [
-                    "diff",
-                    "--name-only",
-                    "-z",
-                    "--no-ext-diff",
-                    "--diff-filter=U",
-                ],
-            )
-            .output()?
-            .stdout,
+            &Git::new(&lead, ["diff", "--name-only", "-z", "--diff-filter=U"])
+                .output()?
+                .stdout,
         );
         let merging = Git::new(&lead, ["rev-parse", "--verify", "--quiet", "MERGE_HEAD"])
             .output()?
@@ -158,20 +154,9 @@ pub(super) fn is_ancestor(place: &Place, ancestor: &str, of: &str) -> Result<boo
 /// The files `branch` changed since it left `HEAD`'s history (`HEAD...branch`).
 fn files_changed_on(lead: &Place, branch: &str) -> Result<BTreeSet<String>, WorktreeError> {
     let range = format!("HEAD...{branch}");
-    let out = Git::new(
-        lead,
-        [
-            "diff",
-            "--name-only",
-            "-z",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            &range,
-        ],
-    )
-    .read_only()
-    .run()?;
+    let out = Git::new(lead, ["diff", "--name-only", "-z", "--no-renames", &range])
+        .read_only()
+        .run()?;
     Ok(nul_separated(&out))
 }
 
@@ -194,7 +179,15 @@ impl Changes {
 pub(super) fn lead_changes(place: &Place) -> Result<Changes, WorktreeError> {
     let out = Git::new(
         place,
-        ["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            // Never look inside a nested repository: its `git status` would run under its
+            // own config.
+            "--ignore-submodules=all",
+        ],
     )
     .read_only()
     .run()?;

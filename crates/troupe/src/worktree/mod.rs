@@ -14,8 +14,12 @@
 //!
 //! - this file: [`Worktrees`] (the team's worktrees, one lock over troupe's git commands on
 //!   them), [`WorktreeError`] and the identities troupe commits with;
-//! - [`git`]: running git safely (no shell, no inherited `GIT_*`, hooks off, a timeout);
+//! - [`git`]: the one runner of troupe's git, hardened against the repository (no shell, no
+//!   inherited `GIT_*`, no system config, hooks from an empty folder, no fsmonitor, no
+//!   external diff or text conversion, a transport allow-list without `ext::`, a timeout);
 //! - [`record`]: `.troupe/worktrees/<name>.json`, what troupe keeps of each worktree;
+//! - [`verify`]: a record checked against `git worktree list` before it is used (a cloned
+//!   repository can ship one);
 //! - [`attach`]: making a worktree, or reattaching to one a run that died (or an earlier
 //!   teammate of the name) left;
 //! - [`commit`]: committing a teammate's changes on its branch;
@@ -23,6 +27,11 @@
 //! - [`status`]: what `troupe worktrees` shows, and removal when merged and clean;
 //! - [`remote`]: a distributed team's branches travelling through a git remote
 //!   (`[team] remote`) between the lead's clone and its workers'.
+//!
+//! **Architecture Invariant:** every git command troupe runs goes through [`git::Git`]; a
+//! teammate's worktree is named to git only by the admin folder git itself reported for it
+//! ([`git::Place::Worktree`] holds a [`git::Confirmed`], which only `verify` builds), never by
+//! a path read from a file of the workspace.
 //!
 //! **Architecture Invariant:** troupe never removes a worktree with `--force` and never
 //! leaves the lead's checkout half-merged: a merge that conflicts is aborted before the call
@@ -35,6 +44,7 @@ pub mod merge;
 pub mod record;
 pub mod remote;
 pub mod status;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -9,9 +9,12 @@
 //! ```
 //!
 //! Written atomically when the worktree is made (or reattached without one), removed with the
-//! worktree. It lives in `.troupe/`, which no agent can write.
+//! worktree. It lives in `.troupe/`, which no agent can write — but a cloned repository can
+//! ship one, so reading checks its shape (the branch is `troupe/<name>`, the base a commit id,
+//! `git_dir` an absolute, plain path) and nothing runs git with it before `verify` compared it
+//! with what git reports.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use troupe_wire::AgentName;
@@ -54,7 +57,35 @@ impl WorktreeRecord {
                 "another version or another teammate's record",
             ));
         }
+        record.check().map_err(|why| corrupt(&path, &why))?;
         Ok(Some(record))
+    }
+
+    /// What any record must be, whatever git says: its branch `troupe/<name>`, its base a full
+    /// commit id, its `git_dir` absolute with no `.` or `..` in it.
+    fn check(&self) -> Result<(), String> {
+        let branch = super::branch_of(&self.name);
+        if self.branch != branch {
+            return Err(format!("its branch {:?} is not {branch}", self.branch));
+        }
+        let hex = self
+            .base
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !hex || !matches!(self.base.len(), 40 | 64) {
+            return Err(format!("its base {:?} is not a commit id", self.base));
+        }
+        let plain = self
+            .git_dir
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !self.git_dir.is_absolute() || !plain {
+            return Err(format!(
+                "its git_dir {} is not an absolute, plain path (relative paths are refused)",
+                self.git_dir.display()
+            ));
+        }
+        Ok(())
     }
 
     /// Writes it atomically (temp file, fsync, rename, folder fsync).

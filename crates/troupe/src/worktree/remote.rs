@@ -200,6 +200,13 @@ impl Worktrees {
     }
 }
 
+/// The program a fetch or `ls-remote` runs on the remote's side — for a remote that is a path,
+/// on this machine: git's own, never `remote.<name>.uploadpack` from the configuration.
+const UPLOAD_PACK: &str = "--upload-pack=git-upload-pack";
+
+/// The same for a push (`remote.<name>.receivepack`).
+const RECEIVE_PACK: &str = "--receive-pack=git-receive-pack";
+
 /// The remote-tracking ref troupe fetches `name`'s branch into.
 fn tracking_ref(remote: &str, name: &AgentName) -> String {
     format!("refs/remotes/{remote}/{}", branch_of(name))
@@ -239,7 +246,14 @@ fn fetch_branch(
     let branch_ref = format!("refs/heads/{}", branch_of(name));
     let listed = Git::new(
         place,
-        ["ls-remote", "--exit-code", "--", remote, &branch_ref],
+        [
+            "ls-remote",
+            "--exit-code",
+            UPLOAD_PACK,
+            "--",
+            remote,
+            &branch_ref,
+        ],
     )
     .output()?;
     match listed.status.code() {
@@ -262,6 +276,7 @@ fn fetch_branch(
             "--no-tags",
             "--no-recurse-submodules",
             "--no-write-fetch-head",
+            UPLOAD_PACK,
             "--",
             remote,
             &refspec,
@@ -271,7 +286,8 @@ fn fetch_branch(
     rev(place, &tracking)
 }
 
-/// `git push <remote> <source>:<target>`, never forced, no hooks, no submodules.
+/// `git push <remote> <source>:<target>`, never forced, no hooks, no submodules, git's own
+/// `git-receive-pack`.
 fn push(place: &Place, remote: &str, source: &str, target: &str) -> Result<(), WorktreeError> {
     let refspec = format!("{source}:{target}");
     Git::new(
@@ -281,6 +297,7 @@ fn push(place: &Place, remote: &str, source: &str, target: &str) -> Result<(), W
             "--quiet",
             "--no-verify",
             "--recurse-submodules=no",
+            RECEIVE_PACK,
             "--",
             remote,
             &refspec,

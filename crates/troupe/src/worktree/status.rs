@@ -80,6 +80,18 @@ impl Worktrees {
             merged: None,
             problem: None,
         };
+        // A record git disagrees with is refused: shown with why, and no git runs for it.
+        let place = if self.path_of(&record.name).is_dir() {
+            match self.confirm(record) {
+                Ok(place) => Some(place),
+                Err(e) => {
+                    view.problem = Some(e.to_string());
+                    return view;
+                }
+            }
+        } else {
+            None
+        };
         let lead = self.lead();
         let range = format!("HEAD...{}", record.branch);
         let counted = Git::new(&lead, ["rev-list", "--left-right", "--count", &range])
@@ -100,8 +112,8 @@ impl Worktrees {
             Ok(merged) => view.merged = Some(merged),
             Err(e) => problems.push(e.to_string()),
         }
-        if self.path_of(&record.name).is_dir() {
-            match lead_changes(&self.place_of(record)) {
+        if let Some(place) = &place {
+            match lead_changes(place) {
                 Ok(changes) => view.dirty = Some(!changes.is_clean()),
                 Err(e) => problems.push(e.to_string()),
             }
@@ -119,7 +131,7 @@ impl Worktrees {
     /// refuses an unmerged one) and its record. Otherwise keeps it and says why.
     pub fn remove_if_done(&self, name: &AgentName) -> Result<Removal, WorktreeError> {
         let _serial = self.locked();
-        let record = self.record_of(name)?;
+        let (record, place) = self.record_of(name)?;
         let lead = self.lead();
         if !is_ancestor(&lead, &record.branch, "HEAD")? {
             return Ok(Removal::Kept(format!(
@@ -127,7 +139,7 @@ impl Worktrees {
                 record.branch
             )));
         }
-        if !lead_changes(&self.place_of(&record))?.is_clean() {
+        if !lead_changes(&place)?.is_clean() {
             return Ok(Removal::Kept("it has uncommitted changes".into()));
         }
         let path = self.path_of(name);
