@@ -5,9 +5,11 @@
 //! `\r` goes back to its start, `ESC ] 0 ;` sets the window title, and the C1 control U+009B is
 //! a one-character `ESC [` for many terminals. A hook command in a cloned `troupe.toml` or a
 //! model's answer holding them could erase what troupe prints and show something else in its
-//! place. [`for_terminal`] is the one function every place that prints such text calls (the
-//! CLI's text output, the trust review, the approval prompt, the run's lines, `troupe log`, the
-//! watch view, error lines).
+//! place. [`for_terminal`] (text of many lines) and [`line_for_terminal`] (a value shown on one
+//! line, its newlines escaped too) are what every place that prints such text calls: the CLI's
+//! text output, the trust review, the approval prompt, the run's lines, `troupe log`, the watch
+//! view, error lines. Text is escaped once, where it is printed or where its one-line values are
+//! put in place, never twice: escaping escaped text would double its backslashes.
 //!
 //! # The escaped form
 //!
@@ -27,9 +29,33 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 /// `text` with its control characters escaped (see the module docs); borrowed when there was
-/// nothing to change.
+/// nothing to change. Tab and newline stay: for text of many lines (a diff, an answer).
 pub fn for_terminal(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_escaped) && !text.contains("\\x") {
+    escape(text, Lines::Kept)
+}
+
+/// [`for_terminal`], and a newline is escaped too (`\x0a`): for a value shown on one line of
+/// a list (a hook command in the trust review, an event's line), where a newline could start
+/// a line that looks like the list's own, or push the value's start off the screen.
+pub fn line_for_terminal(text: &str) -> Cow<'_, str> {
+    escape(text, Lines::Escaped)
+}
+
+/// Whether `c` is shown escaped in text of many lines: a C0 control other than tab and
+/// newline, DEL, a C1 control.
+pub fn is_escaped(c: char) -> bool {
+    c.is_control() && c != '\t' && c != '\n'
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    Kept,
+    Escaped,
+}
+
+fn escape(text: &str, lines: Lines) -> Cow<'_, str> {
+    let escaped = |c: char| is_escaped(c) || (c == '\n' && lines == Lines::Escaped);
+    if !text.chars().any(escaped) && !text.contains("\\x") {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -41,15 +67,15 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
             backslashes += 1;
             continue;
         }
-        let escaped = is_escaped(c);
-        let run = if escaped || c == 'x' {
+        let shown_escaped = escaped(c);
+        let run = if shown_escaped || c == 'x' {
             2 * backslashes
         } else {
             backslashes
         };
         out.extend(std::iter::repeat_n('\\', run));
         backslashes = 0;
-        if escaped {
+        if shown_escaped {
             let _ = write!(out, "\\x{:02x}", u32::from(c));
         } else {
             out.push(c);
@@ -57,11 +83,6 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     }
     out.extend(std::iter::repeat_n('\\', backslashes));
     Cow::Owned(out)
-}
-
-/// Whether `c` is shown escaped: a C0 control other than tab and newline, DEL, a C1 control.
-pub fn is_escaped(c: char) -> bool {
-    c.is_control() && c != '\t' && c != '\n'
 }
 
 #[cfg(test)]
@@ -129,6 +150,23 @@ mod tests {
     }
 
     #[test]
+    fn a_line_escapes_its_newlines_too() {
+        let cases = [
+            ("one line", "one line"),
+            (
+                "evil\n  troupe.toml  harmless",
+                "evil\\x0a  troupe.toml  harmless",
+            ),
+            ("tab\tstays\r\n", "tab\tstays\\x0d\\x0a"),
+            ("\\\n", "\\\\\\x0a"),
+        ];
+        for (input, shown) in cases {
+            assert_eq!(line_for_terminal(input), shown, "{input:?}");
+            assert_eq!(unescape(shown), input, "{shown:?}");
+        }
+    }
+
+    #[test]
     fn text_with_nothing_to_escape_is_borrowed() {
         assert!(matches!(for_terminal("a \\n b"), Cow::Borrowed(_)));
         assert!(matches!(for_terminal("\u{1b}"), Cow::Owned(_)));
@@ -142,6 +180,8 @@ mod tests {
                 shown.chars().all(|c| !c.is_control() || c == '\t' || c == '\n'),
                 "{shown:?}"
             );
+            let line = line_for_terminal(&text);
+            prop_assert!(line.chars().all(|c| !c.is_control() || c == '\t'), "{line:?}");
         }
 
         #[test]
@@ -155,7 +195,8 @@ mod tests {
             )
         ) {
             let text: String = text.into_iter().collect();
-            prop_assert_eq!(unescape(&for_terminal(&text)), text);
+            prop_assert_eq!(&unescape(&for_terminal(&text)), &text);
+            prop_assert_eq!(unescape(&line_for_terminal(&text)), text);
         }
     }
 }
