@@ -31,7 +31,12 @@ impl Busy {
     fn message(&self) -> String {
         if !self.tools.is_empty() {
             let names: Vec<&str> = self.tools.values().map(String::as_str).collect();
-            format!("running {}", names.join(", "))
+            // A tool's name is the model's word until the registry knows it.
+            let names = names.join(", ");
+            format!(
+                "running {}",
+                troupe::terminal_text::line_for_terminal(&names)
+            )
         } else if self.model {
             match &self.attempt {
                 Some(how) => format!("waiting for the model ({how})"),
