@@ -89,7 +89,7 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
         if matches!(url.source, Source::Project(_)) && url.value == config.base_url {
             eprintln!(
                 "troupe: the model server is {} (from {}); your API key is sent there",
-                url.value,
+                troupe::terminal_text::line_for_terminal(&url.value),
                 url.source.describe()
             );
         }

@@ -156,7 +156,9 @@ impl CliError {
                 .write_all(format!("{object}\n").as_bytes())
                 .and_then(|()| out.flush());
         } else {
-            eprintln!("troupe: {self}");
+            // A message may quote a workspace's file or a server's answer: shown, never obeyed.
+            let line = format!("troupe: {self}");
+            eprintln!("{}", troupe::terminal_text::for_terminal(&line));
         }
         ExitCode::from(self.exit_code())
     }

@@ -7,16 +7,33 @@ use troupe::cron::CronJobView;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
 use troupe::jobs::{JobRecord, JobState};
 use troupe::store::tasks::TaskView;
+use troupe::terminal_text::for_terminal;
 use troupe::wire::RequestStatus;
 
 use crate::error::CliError;
 
+/// Prints `value` as JSON, as serde writes it (it escapes the C0 controls itself; programs read
+/// this, so it is not escaped again).
 pub fn print_json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::failed)?;
-    print_text(&format!("{text}\n"))
+    write_stdout(&format!("{text}\n"))
 }
 
+/// Prints a command's text: what it holds of a workspace, a model, a tool or a server (a task's
+/// subject, a message, a hook command, the run's answer) is shown, never obeyed — its control
+/// characters are escaped ([`troupe::terminal_text`]). Every text result goes through here.
 pub fn print_text(text: &str) -> Result<(), CliError> {
+    write_stdout(&for_terminal(text))
+}
+
+/// Prints text that must not be escaped again: troupe's own that must stay byte for byte (a
+/// shell completion script), or text whose outside values were escaped where they were put in
+/// place (the trust review, whose one-line items escape their newlines too).
+pub fn print_verbatim(text: &str) -> Result<(), CliError> {
+    write_stdout(text)
+}
+
+fn write_stdout(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),

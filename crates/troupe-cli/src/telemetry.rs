@@ -17,7 +17,9 @@ pub fn options(settings: &Settings, provider: &str, model: &str) -> Option<Telem
             model: model.to_owned(),
         }),
         Err(e) => {
-            eprintln!("troupe: {e}; this run exports no traces");
+            // The error may quote a settings file's `[telemetry]` value: shown, never obeyed.
+            let line = format!("troupe: {e}; this run exports no traces");
+            eprintln!("{}", troupe::terminal_text::for_terminal(&line));
             None
         }
     }

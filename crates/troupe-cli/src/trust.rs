@@ -21,6 +21,7 @@ use troupe::error::ErrorCode;
 use troupe::model::config::{read_env_file, split_dotenv_trust, ENV_FILE_NAME};
 use troupe::settings::trust::{TrustItem, TrustKind, TrustState, TrustStore, TRUST_WORKSPACE_VAR};
 use troupe::settings::{user_config_path, Settings};
+use troupe::terminal_text::{for_terminal, line_for_terminal};
 
 use crate::error::CliError;
 
@@ -188,7 +189,11 @@ fn ask(workspace: &Path, review: Review, state: TrustState) -> Result<Loaded, Cl
         match answer.as_str() {
             "t" | "trust" => {
                 record(workspace, &review.items)?;
-                let _ = writeln!(err, "troupe: trusted {}", workspace.display());
+                let _ = writeln!(
+                    err,
+                    "troupe: trusted {}",
+                    for_terminal(&workspace.display().to_string())
+                );
                 return Ok(loaded(review, TrustState::Trusted, true, false));
             }
             "r" | "run" => {
@@ -298,14 +303,16 @@ pub fn summary(items: &[TrustItem]) -> String {
     parts.join(", ")
 }
 
-/// The review: a heading, then each item with its file.
+/// The review: a heading, then each item with its file, one line each. What the workspace
+/// wrote is shown, never obeyed: its control characters (and an item's newlines, which could
+/// fake an item of their own or push the real start off the screen) are escaped here
+/// ([`troupe::terminal_text`]), so the text is printed as it is, not escaped again.
 pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> String {
+    let shown_workspace = workspace.display().to_string();
+    let shown_workspace = line_for_terminal(&shown_workspace);
     let heading = match state {
         TrustState::NotNeeded => {
-            return format!(
-                "{}: its files hold nothing that needs trust\n",
-                workspace.display()
-            )
+            return format!("{shown_workspace}: its files hold nothing that needs trust\n")
         }
         TrustState::Trusted => "is trusted; its files",
         TrustState::Changed => {
@@ -313,9 +320,13 @@ pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> Str
         }
         TrustState::Untrusted => "is not trusted; its files would",
     };
-    let mut out = format!("{} {heading}:\n", workspace.display());
+    let mut out = format!("{shown_workspace} {heading}:\n");
     for item in items {
-        out.push_str(&format!("  {:<12} {}\n", item.file, item.shown));
+        out.push_str(&format!(
+            "  {:<12} {}\n",
+            item.file,
+            line_for_terminal(&item.shown)
+        ));
     }
     out
 }

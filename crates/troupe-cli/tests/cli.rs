@@ -42,6 +42,9 @@
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
 //! - `terminal`: the terminal view and `run --json`, rendered from the event stream: colours,
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
+//! - `terminal_text`: escape sequences from a workspace's hooks and a model's text and files
+//!   shown as `\xHH` text, never obeyed: `troupe trust --show` and the trust prompt, the
+//!   approval prompt's diff, the run's lines and answer, `troupe log`.
 //! - `serve`: `troupe serve` (token, Host check, read-only GETs, the event stream, reviews from
 //!   the page) and `troupe timeline --html`.
 //! - `serve_permissions`: the page's pending permission requests and `POST /api/permission`,
@@ -190,6 +193,8 @@ mod team_flow;
 mod telemetry;
 #[path = "cli/terminal.rs"]
 mod terminal;
+#[path = "cli/terminal_text.rs"]
+mod terminal_text;
 #[path = "cli/token_usage.rs"]
 mod token_usage;
 #[path = "cli/trust.rs"]

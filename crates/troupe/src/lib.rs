@@ -19,6 +19,8 @@
 //! - [`process`]: commands as child processes in their own process group: spawning, output
 //!   capping, killing the group — shared by the `shell` tool and background jobs.
 //! - [`sync`]: poison-tolerant locking of std mutexes, written once.
+//! - [`terminal_text`]: text from a workspace, a model, a tool or a server made safe to print
+//!   on a terminal (its control characters shown escaped), written once.
 //! - [`jobs`]: background shell jobs: the supervisor, their records under `.troupe/jobs/`.
 //! - [`hooks`]: the settings' `[[hooks]]` as external commands (PreToolUse, PostToolUse,
 //!   UserPromptSubmit, Stop) with a JSON protocol.
@@ -68,6 +70,7 @@ pub mod store;
 pub mod sync;
 pub mod team;
 pub mod telemetry;
+pub mod terminal_text;
 pub mod tools;
 pub mod worktree;
 

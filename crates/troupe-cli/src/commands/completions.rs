@@ -8,9 +8,9 @@ use crate::error::CliError;
 use crate::render;
 
 pub fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
-    // Into memory first: the generator panics on a failed write, `print_text` does not (a
+    // Into memory first: the generator panics on a failed write, `print_verbatim` does not (a
     // closed pipe is not an error).
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "troupe", &mut script);
-    render::print_text(&String::from_utf8_lossy(&script))
+    render::print_verbatim(&String::from_utf8_lossy(&script))
 }

@@ -23,6 +23,7 @@ use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
 use troupe::store::events::read::{last_seq, EventCursor};
+use troupe::terminal_text::line_for_terminal;
 use troupe::wire::Event;
 
 use crate::args::LogArgs;
@@ -219,15 +220,19 @@ impl Printer {
     }
 }
 
-/// `#<seq> <HH:MM:SS.mmm> <agent> <what happened>`, the time in UTC like the file's.
+/// `#<seq> <HH:MM:SS.mmm> <agent> <what happened>`, the time in UTC like the file's. The stream
+/// quotes models, tools and servers (and a workspace's file may be anyone's): the line is shown
+/// on one line with its control characters escaped, never obeyed. `--json` prints the event as
+/// serde wrote it.
 fn line(event: &Event) -> String {
-    format!(
+    let line = format!(
         "#{} {} {} {}",
         event.seq,
         event.at.as_datetime().format("%H:%M:%S%.3f"),
         event.agent,
         describe(event)
-    )
+    );
+    line_for_terminal(&line).into_owned()
 }
 
 /// Why the follower woke up.

@@ -212,7 +212,9 @@ pub enum Say {
 }
 
 impl Say {
+    /// `line` may quote recovered messages or a server's words: shown, never obeyed.
     fn line(&self, line: String) {
+        let line = troupe::terminal_text::for_terminal(&line).into_owned();
         match self {
             Self::Now => eprintln!("{line}"),
             Self::Held(lines) => troupe::sync::lock(lines).push(line),

@@ -56,12 +56,13 @@ pub fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
             store.path().display()
         ));
     }
+    // `describe` escaped what the workspace wrote; the rest is troupe's own.
     match (action, state) {
         (Action::Show, _) | (_, TrustState::NotNeeded | TrustState::Trusted) => {
-            render::print_text(&text)
+            render::print_verbatim(&text)
         }
         (Action::Review { yes }, TrustState::Untrusted | TrustState::Changed) => {
-            render::print_text(&text)?;
+            render::print_verbatim(&text)?;
             if !yes && !confirm()? {
                 return Err(
                     CliError::usage(format!("{} was not trusted", workspace.display()))

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use troupe::store::events::{kinds, EventListener};
+use troupe::terminal_text::line_for_terminal;
 use troupe::wire::Event;
 
 use crate::event_line;
@@ -103,13 +104,14 @@ impl Console {
         }
     }
 
-    /// The line of `event`: the time since the start, the agent, the words.
+    /// The line of `event`: the time since the start, the agent, the words. The words quote
+    /// models, tools and servers: shown on one line with their control characters escaped.
     fn line_of(&self, event: &Event) -> String {
         format!(
             "{:>8.3}s  {} {}\n",
             self.start.elapsed().as_secs_f64(),
             style::agent_column(&event.agent, self.colour),
-            event_line::describe(event)
+            line_for_terminal(&event_line::describe(event))
         )
     }
 

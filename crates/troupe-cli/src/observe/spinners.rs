@@ -28,8 +28,10 @@ struct Busy {
 }
 
 impl Busy {
+    /// What the spinner says. A tool's name is the model's word until the registry knows it,
+    /// and a fallback's model name a settings file's: shown, never obeyed.
     fn message(&self) -> String {
-        if !self.tools.is_empty() {
+        let message = if !self.tools.is_empty() {
             let names: Vec<&str> = self.tools.values().map(String::as_str).collect();
             format!("running {}", names.join(", "))
         } else if self.model {
@@ -39,7 +41,8 @@ impl Busy {
             }
         } else {
             String::new()
-        }
+        };
+        troupe::terminal_text::line_for_terminal(&message).into_owned()
     }
 }
 

@@ -39,9 +39,11 @@ pub fn paint(text: &str, agent: &str, colour: bool) -> String {
     }
 }
 
-/// The agent column: the name padded to 8 characters, coloured when `colour`.
+/// The agent column: the name padded to 8 characters, coloured when `colour`. A name read
+/// from a stream is shown, never obeyed (its control characters escaped).
 pub fn agent_column(agent: &str, colour: bool) -> String {
-    paint(&format!("{agent:<8}"), agent, colour)
+    let shown = troupe::terminal_text::line_for_terminal(agent);
+    paint(&format!("{shown:<8}"), agent, colour)
 }
 
 #[cfg(test)]

@@ -14,12 +14,18 @@
 //!
 //! As many agent panes side by side as fit ([`PANE_MIN_WIDTH`] columns each), the selected one
 //! among them; colours only when `colour` (never under `NO_COLOR` or off a terminal).
+//!
+//! Everything the view holds came from a model, a tool, a server or the stores: each piece is
+//! [`shown`] before it becomes a span, its control characters escaped. (ratatui would drop
+//! them silently, leaving the rest of an escape sequence on screen as if it were text.)
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
+
+use troupe::terminal_text::line_for_terminal;
 
 use super::state::{Activity, AgentPane, Input, RunState, View};
 use crate::observe::style::agent_colour;
@@ -54,7 +60,7 @@ fn header_line(view: &View) -> Line<'static> {
     let run = match &view.run {
         RunState::None => "no run yet".to_owned(),
         RunState::Running => "run running".to_owned(),
-        RunState::Ended(how) => how.clone(),
+        RunState::Ended(how) => shown(how),
     };
     let (tokens_in, tokens_out) = view.total_tokens();
     let plans = match view.pending.len() {
@@ -77,9 +83,9 @@ fn tab_line(view: &View, colour: bool) -> Line<'static> {
         let mut style = agent_style(&agent.name, colour);
         let label = if at == view.selected {
             style = style.add_modifier(Modifier::REVERSED);
-            format!("[{}]", agent.name)
+            format!("[{}]", shown(&agent.name))
         } else {
-            agent.name.clone()
+            shown(&agent.name)
         };
         spans.push(Span::styled(label, style));
     }
@@ -108,17 +114,20 @@ fn draw_pane(frame: &mut Frame, agent: &AgentPane, selected: bool, area: Rect, c
     let activity = match &agent.activity {
         Activity::Idle => String::new(),
         Activity::Thinking => " · thinking".to_owned(),
-        Activity::Tool(tool) => format!(" · tool {tool}"),
+        Activity::Tool(tool) => format!(" · tool {}", shown(tool)),
     };
     // The role last: in a narrow pane the title is cut at its end.
     let role = if agent.role.is_empty() || agent.role == agent.name {
         String::new()
     } else {
-        format!(" · {}", agent.role)
+        format!(" · {}", shown(&agent.role))
     };
     let title = format!(
         " {} {}{activity} · {}/{} tok{role} ",
-        agent.name, agent.status, agent.tokens_in, agent.tokens_out
+        shown(&agent.name),
+        shown(&agent.status),
+        agent.tokens_in,
+        agent.tokens_out
     );
     let mut border = Style::new();
     if selected {
@@ -151,8 +160,9 @@ fn last_lines(agent: &AgentPane, inner: Rect) -> (Vec<Line<'static>>, u16) {
         if rows >= height {
             break;
         }
+        let line = shown(line);
         rows += line.chars().count().div_ceil(width).max(1);
-        taken.push(Line::from(line.clone()));
+        taken.push(Line::from(line));
     }
     taken.reverse();
     let skip = u16::try_from(rows.saturating_sub(height)).unwrap_or(u16::MAX);
@@ -172,8 +182,8 @@ fn draw_plans(frame: &mut Frame, view: &View, area: Rect, colour: bool) {
             let flat = plan.plan.split_whitespace().collect::<Vec<_>>().join(" ");
             let mut line = Line::from(vec![
                 Span::raw(marker),
-                Span::styled(plan.from.clone(), agent_style(&plan.from, colour)),
-                Span::raw(format!(" {id} {flat}")),
+                Span::styled(shown(&plan.from), agent_style(&plan.from, colour)),
+                Span::raw(format!(" {} {}", shown(&id), shown(&flat))),
             ]);
             if here {
                 line = line.style(Style::new().add_modifier(Modifier::BOLD));
@@ -191,12 +201,16 @@ fn draw_plans(frame: &mut Frame, view: &View, area: Rect, colour: bool) {
 fn footer_line(view: &View, colour: bool) -> Line<'static> {
     let prompt = match &view.input {
         Input::Message { to, text } => Some(format!(
-            "message to {to}: {text}▏ (Enter sends, Esc cancels)"
+            "message to {}: {}▏ (Enter sends, Esc cancels)",
+            shown(to),
+            shown(text)
         )),
         Input::Feedback { request_id, text } => {
             let id: String = request_id.chars().take(8).collect();
             Some(format!(
-                "reject {id}, feedback: {text}▏ (Enter rejects, Esc cancels)"
+                "reject {}, feedback: {}▏ (Enter rejects, Esc cancels)",
+                shown(&id),
+                shown(text)
             ))
         }
         Input::Keys => None,
@@ -213,12 +227,17 @@ fn footer_line(view: &View, colour: bool) -> Line<'static> {
                 Style::new().add_modifier(Modifier::BOLD)
             };
             Line::from(vec![
-                Span::styled(notice.clone(), style),
+                Span::styled(shown(notice), style),
                 Span::raw(format!(" │ {help}")),
             ])
         }
         None => Line::from(help),
     }
+}
+
+/// `text` as the view shows it: on one line, its control characters escaped, never obeyed.
+fn shown(text: &str) -> String {
+    line_for_terminal(text).into_owned()
 }
 
 /// The agent's colour when `colour`, else no style.
@@ -256,7 +275,7 @@ mod tests {
     use ratatui::style::Color;
     use ratatui::Terminal;
 
-    use super::super::state::tests::a_team_at_work;
+    use super::super::state::tests::{a_team_at_work, event};
     use super::super::state::View;
     use super::*;
 
@@ -349,6 +368,38 @@ mod tests {
         };
         let rows = rows(&drawn(&view, 80, 24, false));
         assert!(rows[23].starts_with("message to alice: hello"), "{rows:#?}");
+    }
+
+    #[test]
+    fn escape_sequences_in_an_agents_text_are_shown_as_text_not_obeyed() {
+        let mut view = a_team_at_work();
+        view.apply(&event(
+            20,
+            "alice",
+            troupe::store::events::kinds::ASSISTANT_TEXT,
+            serde_json::json!({
+                "text": "Done.\u{1b}[2K\rAll tests pass\u{1b}]0;owned\u{7} \u{9b}1A up"
+            }),
+        ));
+        view.apply(&event(
+            21,
+            "alice",
+            troupe::store::events::kinds::TOOL_STARTED,
+            serde_json::json!({"tool": "write\u{1b}[1Afile", "call_id": "c1"}),
+        ));
+        let rows = rows(&drawn(&view, 200, 40, false));
+        assert!(
+            has(
+                &rows,
+                "Done.\\x1b[2K\\x0dAll tests pass\\x1b]0;owned\\x07 \\x9b1A up"
+            ),
+            "{rows:#?}"
+        );
+        assert!(has(&rows, "tool write\\x1b[1Afile"), "{rows:#?}");
+        assert!(
+            rows.iter().flat_map(|r| r.chars()).all(|c| !c.is_control()),
+            "{rows:#?}"
+        );
     }
 
     #[test]

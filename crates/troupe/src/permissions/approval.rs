@@ -414,7 +414,10 @@ impl TerminalApproval {
         )
     }
 
+    /// Writes `text` to the terminal. What it quotes of the call (the arguments, the diff, the
+    /// file's path) came from a model: its control characters are shown escaped, never obeyed.
     fn say(&self, text: &str) -> std::io::Result<()> {
+        let text = crate::terminal_text::for_terminal(text);
         let mut output = crate::sync::lock(&self.output);
         output.write_all(text.as_bytes())?;
         output.flush()

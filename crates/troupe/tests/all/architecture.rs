@@ -9,7 +9,15 @@ use std::path::Path;
 
 /// The layers, lowest first. A module may import only from layers below its own.
 const LAYERS: &[&[&str]] = &[
-    &["error", "clock", "ids", "layout", "sync", "secrets"],
+    &[
+        "error",
+        "clock",
+        "ids",
+        "layout",
+        "sync",
+        "secrets",
+        "terminal_text",
+    ],
     &["protected"],
     &["sandbox"],
     &["store"],
