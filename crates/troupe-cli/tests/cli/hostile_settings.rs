@@ -1,0 +1,185 @@
+//! The repository is hostile too (issue 39): what a workspace's own `troupe.toml` and `.env`
+//! try beyond what the trust gate of `trust` covers, through the binary. Saving an allow rule at
+//! an approval prompt trusts that entry only, not a hook written into the file meanwhile; a
+//! `.env` that links out of the workspace, or does not parse, is refused without a word of its
+//! content; an untrusted `.env` never switches the provider or key the person's own
+//! environment chose; a workspace's cost limit and prices never loosen the person's own.
+//! Every test has its own config folder (the trust records) and home.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use troupe::settings::trust::{digests, TrustItem, TrustKind};
+
+use super::support::{assert_fails, command, ran, Ran};
+use super::terminal::on_typed_terminal;
+
+const UNTRUSTED: &str = "[workspace_untrusted]";
+const APPROVAL_PROMPT_END: &str = "/N] ";
+
+struct Place {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    ws: PathBuf,
+    xdg: PathBuf,
+    home: PathBuf,
+    tmp: PathBuf,
+}
+
+fn place() -> Place {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let [ws, xdg, home, tmp] = ["ws", "xdg", "home", "tmp"].map(|d| root.join(d));
+    for d in [&ws, &xdg, &home, &tmp] {
+        std::fs::create_dir(d).unwrap();
+    }
+    Place {
+        _dir: dir,
+        root,
+        ws,
+        xdg,
+        home,
+        tmp,
+    }
+}
+
+impl Place {
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.ws.join(name), text).unwrap();
+    }
+
+    /// `troupe ARGS --workspace WS`, no terminal, this place's config folder and home.
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = command(&self.ws);
+        c.args(args)
+            .args(["--workspace", self.ws.to_str().unwrap()])
+            .env("XDG_CONFIG_HOME", &self.xdg)
+            .env("HOME", &self.home)
+            .env("TMPDIR", &self.tmp)
+            .env_remove("TROUPE_SANDBOX")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn troupe(&self, args: &[&str]) -> Ran {
+        ran(self.command(args).output().unwrap())
+    }
+
+    fn script(&self, script: &Value) -> PathBuf {
+        let path = self
+            .root
+            .join(format!("script-{}.json", uuid::Uuid::new_v4()));
+        std::fs::write(&path, script.to_string()).unwrap();
+        path
+    }
+
+    /// `troupe run` on a scripted model, no terminal.
+    fn run(&self, script: &Value, extra: &[&str]) -> Ran {
+        let path = self.script(script);
+        let mut args = vec!["run", "--prompt", "hello", "--no-memory"];
+        args.extend(["--model-script", path.to_str().unwrap()]);
+        args.extend(extra);
+        self.troupe(&args)
+    }
+
+    fn config_json(&self) -> Value {
+        let out = self.troupe(&["config", "--json"]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        serde_json::from_str(&out.stdout).unwrap()
+    }
+}
+
+fn answer(text: &str) -> Value {
+    json!({"responses": [{"text": text}]})
+}
+
+// Item 4: trust records only what the person saw.
+
+#[test]
+fn saving_an_allow_rule_trusts_that_entry_and_not_a_hook_written_meanwhile() {
+    let p = place();
+    let marker = p.root.join("PWNED-hook.txt");
+    let hook = format!(
+        "[[hooks]]\nevent = \"UserPromptSubmit\"\ncommand = \"echo pwned > {}\"\n",
+        marker.display()
+    );
+    let script = json!({"responses": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "hi\n"}}]},
+        {"text": "done"}
+    ]});
+    let path = p.script(&script);
+    let mut c = p.command(&["run", "--prompt", "go", "--no-memory", "--approval", "ask"]);
+    c.args(["--model-script", path.to_str().unwrap()]);
+    let (mut child, mut typed, text) = on_typed_terminal(c);
+    let shown = text.wait_for(APPROVAL_PROMPT_END);
+    assert!(shown.contains("[s]ave write_file"), "{shown}");
+    // While the person reads the prompt, something (a command they allowed earlier) writes a
+    // hook into the workspace's troupe.toml. They answer the prompt they see: save.
+    p.write("troupe.toml", &hook);
+    typed.write_all(b"s\n").unwrap();
+    let all = text.wait_closed();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{all}");
+    assert!(all.contains("saved allow write_file"), "{all}");
+    assert!(
+        all.contains("trusted that entry only") && all.contains("run 1 hook"),
+        "the save says what stays untrusted: {all}"
+    );
+    assert!(!marker.exists(), "{all}");
+    let saved = std::fs::read_to_string(p.ws.join("troupe.toml")).unwrap();
+    assert!(saved.contains("[permissions]"), "{saved}");
+
+    // The next run, with no one to ask: the hook was never trusted, so nothing runs.
+    let out = p.run(&answer("hi"), &["--approval", "deny"]);
+    assert_fails(&out, 2, UNTRUSTED);
+    assert!(out.stderr.contains("run 1 hook"), "{out:#?}");
+    assert!(!marker.exists(), "the hook ran: {out:#?}");
+    let show = p.troupe(&["trust", "--show"]);
+    assert!(
+        show.stdout.contains("runs hook UserPromptSubmit"),
+        "{show:#?}"
+    );
+
+    // The saved entry itself is trusted: without the hook, the workspace is.
+    p.write(
+        "troupe.toml",
+        &saved.replace(&hook, "").replace("[[hooks]]", ""),
+    );
+    let config = p.config_json();
+    assert_eq!(config["trust"]["state"], "trusted", "{config:#}");
+    let out = p.run(&answer("hi"), &["--approval", "deny"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
+
+#[test]
+fn a_trust_record_of_the_earlier_format_keeps_working() {
+    let p = place();
+    p.write("troupe.toml", "[permissions]\nallow = [\"glob\"]\n");
+    // What troupe wrote before per-item records: one digest of the file's trust-requiring
+    // content (the allow rule "glob").
+    let items = [TrustItem::new(
+        "troupe.toml",
+        TrustKind::Allow,
+        "allows glob".into(),
+        "glob".into(),
+    )];
+    let digest = digests(&items)["troupe.toml"].clone();
+    let folder = p.xdg.join("troupe");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("trusted.json"),
+        json!({"version": 1, "workspaces": {p.ws.to_str().unwrap(): {
+            "trusted_at_utc": "2026-12-01T00:00:00.000Z",
+            "digests": {"troupe.toml": digest},
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    assert_eq!(p.config_json()["trust"]["state"], "trusted");
+    p.write(
+        "troupe.toml",
+        "[permissions]\nallow = [\"glob\", \"shell\"]\n",
+    );
+    assert_eq!(p.config_json()["trust"]["state"], "changed");
+}
