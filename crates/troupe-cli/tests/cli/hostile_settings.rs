@@ -183,3 +183,83 @@ fn a_trust_record_of_the_earlier_format_keeps_working() {
     );
     assert_eq!(p.config_json()["trust"]["state"], "changed");
 }
+
+// Item 5: a `.env` out of the workspace, or one that does not parse.
+
+/// The commands that read `.env`: a run and `troupe config`.
+fn env_readers(p: &Place) -> Vec<Ran> {
+    vec![
+        p.run(&answer("hi"), &[]),
+        p.troupe(&["config"]),
+        p.troupe(&["trust", "--show"]),
+    ]
+}
+
+#[test]
+fn a_dotenv_linked_to_the_process_environment_is_refused_without_quoting_it() {
+    let p = place();
+    std::os::unix::fs::symlink("/proc/self/environ", p.ws.join(".env")).unwrap();
+    for out in env_readers(&p) {
+        assert_eq!(out.code, 2, "{out:#?}");
+        assert!(
+            out.stderr.contains(".env")
+                && out.stderr.contains("symbolic link out of the workspace"),
+            "{out:#?}"
+        );
+        for leaked in ["PATH=", "HOME=", "XDG_CONFIG_HOME", "Error parsing line"] {
+            assert!(!out.stderr.contains(leaked), "{leaked}: {out:#?}");
+        }
+    }
+    // A link to a file of the person's, out of the workspace: the same.
+    let outside = p.root.join("my.env");
+    std::fs::write(&outside, "OPENAI_MODEL=m\n").unwrap();
+    std::fs::remove_file(p.ws.join(".env")).unwrap();
+    std::os::unix::fs::symlink(&outside, p.ws.join(".env")).unwrap();
+    let out = p.troupe(&["config"]);
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.stderr.contains("symbolic link out of the workspace"),
+        "{out:#?}"
+    );
+    // A link inside the workspace is read.
+    std::fs::write(p.ws.join("env.local"), "OPENAI_MODEL=m-linked\n").unwrap();
+    std::fs::remove_file(p.ws.join(".env")).unwrap();
+    std::os::unix::fs::symlink("env.local", p.ws.join(".env")).unwrap();
+    let config = p.config_json();
+    assert_eq!(config["model"]["model"]["value"], "m-linked", "{config:#}");
+    // So is troupe.toml linked out of the workspace refused, naming it.
+    std::os::unix::fs::symlink(&outside, p.ws.join("troupe.toml")).unwrap();
+    let out = p.troupe(&["config"]);
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.stderr.contains("troupe.toml") && out.stderr.contains("symbolic link"),
+        "{out:#?}"
+    );
+}
+
+#[test]
+fn a_dotenv_line_that_does_not_parse_is_named_by_number_never_quoted() {
+    let p = place();
+    p.write(
+        ".env",
+        "# keys\nOPENAI_MODEL=m\n\nOPENAI_API_KEY sk-secret-value-1234567890\n",
+    );
+    for out in env_readers(&p) {
+        assert_eq!(out.code, 2, "{out:#?}");
+        assert!(out.stderr.contains(".env"), "{out:#?}");
+        assert!(out.stderr.contains("line 4"), "{out:#?}");
+        for leaked in ["sk-secret", "OPENAI_API_KEY", "Error parsing line"] {
+            assert!(!out.stderr.contains(leaked), "{leaked}: {out:#?}");
+        }
+    }
+    // A FIFO in its place is refused at once, not waited on.
+    std::fs::remove_file(p.ws.join(".env")).unwrap();
+    let fifo = std::ffi::CString::new(p.ws.join(".env").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let out = p.troupe(&["config"]);
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.stderr.contains(".env") && out.stderr.contains("FIFO"),
+        "{out:#?}"
+    );
+}

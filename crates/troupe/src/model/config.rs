@@ -706,25 +706,97 @@ pub fn split_dotenv_trust(
 /// A `.env` file larger than this is refused (it holds a handful of variables).
 pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
 
-/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map. Only a
-/// regular file is read (a symlink to one is followed): a FIFO or device is refused at once
-/// rather than blocking the start of a run.
+/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map.
+///
+/// The file comes with the workspace, so it is read with care: only a regular file (a FIFO or
+/// device is refused at once rather than blocking the start of a run); a symlink only when it
+/// points to a file inside the workspace (the folder `path` is in) — a `.env` linked to
+/// `/proc/self/environ` or a file in the person's home is refused, naming the link. A line that
+/// does not parse is named by its number, never quoted: it may hold a secret (dotenvy's own
+/// message quotes the whole line).
 pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
     let env_file_error = |reason: String| ConfigError::EnvFile {
         path: path.display().to_string(),
         reason,
     };
-    let bytes = match read_regular(path, Links::Follow, MAX_ENV_FILE_BYTES) {
+    let Some(target) = env_file_target(path).map_err(env_file_error)? else {
+        return Ok(HashMap::new());
+    };
+    let bytes = match read_regular(&target, Links::Refuse, MAX_ENV_FILE_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(HashMap::new()),
         Err(err) => return Err(env_file_error(err.source.to_string())),
     };
     let mut vars = HashMap::new();
     for entry in dotenvy::from_read_iter(bytes.as_slice()) {
-        let (name, value) = entry.map_err(|err| env_file_error(err.to_string()))?;
+        let (name, value) = entry.map_err(|err| env_file_error(parse_error(&bytes, &err)))?;
         vars.insert(name, value);
     }
     Ok(vars)
+}
+
+/// The file to read for the `.env` at `path`: itself, or where its symlink points when that is
+/// inside the workspace; `None` when there is none (a link to nothing counts as none).
+fn env_file_target(path: &Path) -> Result<Option<std::path::PathBuf>, String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot inspect it: {e}")),
+    };
+    if !meta.file_type().is_symlink() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let target = match std::fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("is a symbolic link that cannot be followed: {e}")),
+    };
+    let workspace = path
+        .parent()
+        .map(std::fs::canonicalize)
+        .transpose()
+        .map_err(|e| format!("cannot resolve the workspace of this symbolic link: {e}"))?;
+    match workspace {
+        Some(workspace) if target.starts_with(&workspace) => Ok(Some(target)),
+        _ => Err(format!(
+            "is a symbolic link out of the workspace (to {}); troupe reads a workspace's .env \
+             only from a file inside the workspace",
+            target.display()
+        )),
+    }
+}
+
+/// What was wrong with a `.env`, without any of its content: the number of the line that did
+/// not parse, or that the file is not text.
+fn parse_error(text: &[u8], err: &dotenvy::Error) -> String {
+    match err {
+        dotenvy::Error::LineParse(line, _) => {
+            // dotenvy gives the line's text, not its number: found again in the file, where a
+            // line starts with it.
+            let number = std::str::from_utf8(text).ok().and_then(|text| {
+                let at = text
+                    .match_indices(line.as_str())
+                    .map(|(at, _)| at)
+                    .find(|&at| at == 0 || text[..at].ends_with('\n'))
+                    .or_else(|| text.find(line.as_str()))?;
+                Some(text[..at].bytes().filter(|&b| b == b'\n').count() + 1)
+            });
+            match number {
+                Some(number) => format!(
+                    "line {number} is not a `NAME=value` line dotenv syntax allows (its \
+                     content is not shown: it may hold a secret)"
+                ),
+                None => "a line is not a `NAME=value` line dotenv syntax allows (its content is \
+                         not shown: it may hold a secret)"
+                    .to_owned(),
+            }
+        }
+        dotenvy::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            "is not valid UTF-8 text".to_owned()
+        }
+        dotenvy::Error::Io(e) => format!("cannot be read ({})", e.kind()),
+        _ => "cannot be parsed (its content is not shown: it may hold a secret)".to_owned(),
+    }
 }
 
 /// Whether `base_url` names this machine (`localhost`, `127.0.0.1` and the rest of
@@ -774,6 +846,37 @@ fn positive_u32(name: &'static str, raw: &str) -> Result<u32, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dotenv_out_of_the_workspace_or_with_a_bad_line_is_refused_without_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let path = ws.join(ENV_FILE_NAME);
+        std::os::unix::fs::symlink("/proc/self/environ", &path).unwrap();
+        let err = read_env_file(&path).unwrap_err().to_string();
+        assert!(err.contains("symbolic link out of the workspace"), "{err}");
+        assert!(!err.contains("PATH="), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(ws.join("inner.env"), "OPENAI_MODEL=m\n").unwrap();
+        std::os::unix::fs::symlink("inner.env", &path).unwrap();
+        assert_eq!(read_env_file(&path).unwrap()[MODEL_VAR], "m");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("missing.env", &path).unwrap();
+        assert!(read_env_file(&path).unwrap().is_empty());
+        std::fs::remove_file(&path).unwrap();
+        // The bad line is also the tail of a good one: the line that starts with it is named.
+        std::fs::write(&path, "A=x y\n\n# c\nx y\nB=2\n").unwrap();
+        let err = read_env_file(&path).unwrap_err();
+        assert_eq!(err.code(), "config_env_file");
+        let err = err.to_string();
+        assert!(err.contains("line 4 is not"), "{err}");
+        assert!(!err.contains("x y"), "{err}");
+        std::fs::write(&path, b"A=\xff\n").unwrap();
+        let err = read_env_file(&path).unwrap_err().to_string();
+        assert!(err.contains("not valid UTF-8"), "{err}");
+    }
 
     #[test]
     fn a_dotenv_keeps_its_key_and_model_but_not_the_server_or_provider_untrusted() {
