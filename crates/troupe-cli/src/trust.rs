@@ -18,7 +18,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use troupe::error::ErrorCode;
-use troupe::model::config::{read_env_file, split_dotenv_trust, ENV_FILE_NAME};
+use troupe::model::config::{
+    process_env, read_env_file, split_dotenv_trust_against, ENV_FILE_NAME,
+};
 use troupe::settings::trust::{TrustItem, TrustKind, TrustState, TrustStore, TRUST_WORKSPACE_VAR};
 use troupe::settings::{user_config_path, Settings};
 
@@ -89,7 +91,11 @@ pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError
         Err(_) if lenient_dotenv => HashMap::new(),
         Err(e) => return Err(CliError::usage(e.to_string()).with_code(e.code())),
     };
-    let (dotenv_untrusted, dotenv_items) = split_dotenv_trust(dotenv.clone());
+    // The person's own variables decide which provider and key a `.env` may not change; one
+    // that is not UTF-8 fails the model's configuration later, whatever the `.env` holds.
+    let env = process_env().unwrap_or_default();
+    let (dotenv_untrusted, dotenv_items) =
+        split_dotenv_trust_against(dotenv.clone(), &env, &reviewed.untrusted.model);
     let mut items = reviewed.items;
     items.extend(dotenv_items);
     Ok(Review {
@@ -263,6 +269,7 @@ pub fn summary(items: &[TrustItem]) -> String {
             // `sends your API key to …` → `send your API key to …`
             TrustKind::ModelServer
             | TrustKind::Provider
+            | TrustKind::ApiKey
             | TrustKind::Store
             | TrustKind::GitRemote => parts.push(match item.shown.split_once(' ') {
                 Some((verb, rest)) => {

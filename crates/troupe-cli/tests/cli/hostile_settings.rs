@@ -263,3 +263,140 @@ fn a_dotenv_line_that_does_not_parse_is_named_by_number_never_quoted() {
         "{out:#?}"
     );
 }
+
+// Item 6: an untrusted `.env` never switches the provider or key the person chose.
+
+/// A loopback server that answers both an OpenAI Chat Completions call and an Anthropic
+/// Messages call with "ok", and records what it was sent.
+async fn both_providers() -> wiremock::MockServer {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c1", "object": "chat.completion", "model": "gpt-x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1}
+        })))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// (path, credential header) of each request `server` received, all along.
+async fn sent(server: &wiremock::MockServer) -> Vec<(String, String)> {
+    let requests = server.received_requests().await.unwrap_or_default();
+    requests
+        .iter()
+        .map(|r| {
+            let header = |name: &str| r.headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+            let credential = header("authorization")
+                .or_else(|| header("x-api-key"))
+                .unwrap_or_default();
+            (r.url.path().to_owned(), credential)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_dotenv_does_not_switch_the_persons_provider_and_key() {
+    let server = both_providers().await;
+    let p = place();
+    // The person's own: Anthropic, by their key and model (and, for any OpenAI call, their own
+    // config.toml's server, so that nothing leaves this machine).
+    let folder = p.xdg.join("troupe");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("config.toml"),
+        format!("[model]\nbase_url = \"{}/v1\"\n", server.uri()),
+    )
+    .unwrap();
+    p.write(
+        ".env",
+        "OPENAI_MODEL=gpt-x\nOPENAI_API_KEY=sk-attacker-0123456789\n",
+    );
+    let persons = |args: &[&str]| {
+        let mut c = p.command(args);
+        c.env("ANTHROPIC_API_KEY", "sk-ant-the-persons-key")
+            .env("ANTHROPIC_MODEL", "claude-x")
+            .env("ANTHROPIC_BASE_URL", server.uri());
+        c
+    };
+    let run = |extra: &'static [&'static str]| {
+        let mut c = persons(&["run", "--prompt", "hello", "--no-memory"]);
+        c.args(extra);
+        c
+    };
+    let output = |mut c: std::process::Command| async move {
+        tokio::task::spawn_blocking(move || ran(c.output().unwrap()))
+            .await
+            .unwrap()
+    };
+
+    // Untrusted, no terminal: refused before any request, naming what the .env would do.
+    let out = output(run(&[])).await;
+    assert_fails(&out, 2, UNTRUSTED);
+    assert!(
+        out.stderr
+            .contains("choose the provider openai instead of your anthropic"),
+        "{out:#?}"
+    );
+    assert!(!out.stderr.contains("sk-attacker"), "{out:#?}");
+    assert_eq!(sent(&server).await, []);
+    // The review lists it (with the person's environment, which decides it).
+    let show = ran(persons(&["trust", "--show"]).output().unwrap());
+    assert!(
+        show.stdout.contains(".env")
+            && show
+                .stdout
+                .contains("chooses the provider openai instead of your anthropic (OPENAI_API_KEY)"),
+        "{show:#?}"
+    );
+
+    // On a terminal, run without the workspace's trust-requiring values: the person's
+    // Anthropic with the person's key.
+    let (mut child, mut typed, text) = on_typed_terminal(run(&[]));
+    text.wait_for("[q]uit (default q): ");
+    typed.write_all(b"r\n").unwrap();
+    let all = text.wait_closed();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{all}");
+    assert_eq!(
+        sent(&server).await[..],
+        [(
+            "/v1/messages".to_owned(),
+            "sk-ant-the-persons-key".to_owned()
+        )]
+    );
+
+    // Trusted (for this command): the workspace's .env applies as written.
+    let out = output(run(&["--trust-workspace"])).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        sent(&server).await[1..],
+        [(
+            "/v1/chat/completions".to_owned(),
+            "Bearer sk-attacker-0123456789".to_owned()
+        )]
+    );
+
+    // A person whose environment names no provider and holds no key: the key in .env is
+    // theirs, and applies untrusted.
+    let out = output(p.command(&["run", "--prompt", "hello", "--no-memory"])).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        sent(&server).await[2..],
+        [(
+            "/v1/chat/completions".to_owned(),
+            "Bearer sk-attacker-0123456789".to_owned()
+        )]
+    );
+}

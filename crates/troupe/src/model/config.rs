@@ -36,6 +36,11 @@
 //! flags and the settings files' `model` and `base_url` apply to whichever it is. Where a value
 //! has two variables (Azure's key, endpoint and api-version), the first variable is looked for in
 //! the environment and `.env` before the second: the provider-specific name wins.
+//!
+//! **Trust.** A workspace's `.env` comes with the workspace: until the person trusts it, its
+//! variables that choose the server or the provider ([`TRUST_REQUIRING_VARS`]), and those that
+//! would change the provider or key the person's own environment and settings chose
+//! ([`split_dotenv_trust_against`]), are left out.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -703,6 +708,83 @@ pub fn split_dotenv_trust(
     (vars, items)
 }
 
+/// [`split_dotenv_trust`], and what else of an untrusted `.env` would change which provider or
+/// key is used from what the person's own environment `env` and settings (`settings`: the
+/// user's, and the workspace's tightening values) decide:
+///
+/// - when they choose the provider — named, or inferred from the person's own variables (their
+///   `ANTHROPIC_API_KEY`) — the `.env` variables that would infer another one (`OPENAI_API_KEY`,
+///   `OPENAI_MODEL`, `ANTHROPIC_API_KEY`) wait for trust;
+/// - when they hold a key for that provider, a `.env` key that would be sent instead (Azure's
+///   `AZURE_OPENAI_API_KEY` over the person's `OPENAI_API_KEY`) waits for trust.
+///
+/// When the person's own settings choose no provider and hold no key, a `.env` key (and the
+/// provider it infers) applies untrusted: that is the usual "my key is in `.env`". Flags are not
+/// known here: a `--provider` that makes a waiting variable moot still finds it waiting.
+pub fn split_dotenv_trust_against(
+    vars: HashMap<String, String>,
+    env: &HashMap<String, String>,
+    settings: &ModelSettings,
+) -> (HashMap<String, String>, Vec<TrustItem>) {
+    let (mut left, mut items) = split_dotenv_trust(vars);
+    let none = HashMap::new();
+    let no_flags = ModelOverrides::default();
+    // A provider name that is not one fails the run later, whatever the `.env` holds.
+    let Ok(own) = resolve_provider(env, &none, &no_flags, settings) else {
+        return (left, items);
+    };
+    let set = |vars: &HashMap<String, String>, name: &str| {
+        vars.get(name).is_some_and(|value| !value.trim().is_empty())
+    };
+    let mut provider = own.value;
+    match resolve_provider(env, &left, &no_flags, settings) {
+        Ok(with) if with.value != own.value && own.source != Source::Default => {
+            for name in [API_KEY_VAR, MODEL_VAR, ANTHROPIC_API_KEY_VAR] {
+                if set(env, name) || !set(&left, name) {
+                    continue;
+                }
+                let value = left.remove(name).unwrap_or_default();
+                items.push(TrustItem::new(
+                    ENV_FILE_NAME,
+                    TrustKind::Provider,
+                    format!(
+                        "chooses the provider {} instead of your {} ({name})",
+                        with.value, own.value
+                    ),
+                    format!("{name}={}", fingerprint(value.trim())),
+                ));
+            }
+        }
+        Ok(with) => provider = with.value,
+        Err(_) => {}
+    }
+    let key_vars = provider.api_key_vars();
+    let own_key = pick_sourced(env, &none, &None, "", key_vars, None);
+    let with_key = pick_sourced(env, &left, &None, "", key_vars, None);
+    if let (Some(_), Some(with_key)) = (own_key, with_key) {
+        if let Source::DotEnv(name) = with_key.source {
+            left.remove(&name);
+            items.push(TrustItem::new(
+                ENV_FILE_NAME,
+                TrustKind::ApiKey,
+                format!("sends the API key in .env ({name}) instead of yours"),
+                format!("{name}={}", fingerprint(&with_key.value)),
+            ));
+        }
+    }
+    (left, items)
+}
+
+/// `sha256:<hex>` of a value: what a trust item holds of a key, never the key itself.
+fn fingerprint(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(value.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
 /// A `.env` file larger than this is refused (it holds a handful of variables).
 pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -876,6 +958,79 @@ mod tests {
         std::fs::write(&path, b"A=\xff\n").unwrap();
         let err = read_env_file(&path).unwrap_err().to_string();
         assert!(err.contains("not valid UTF-8"), "{err}");
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn an_untrusted_dotenv_never_changes_the_provider_or_key_the_person_chose() {
+        let settings = ModelSettings::default();
+        let resolved = |env: &HashMap<String, String>, dotenv: &HashMap<String, String>| {
+            let (left, items) = split_dotenv_trust_against(dotenv.clone(), env, &settings);
+            let config = ModelConfig::resolve(env, &left, &ModelOverrides::default());
+            let kinds: Vec<(TrustKind, String)> =
+                items.iter().map(|i| (i.kind, i.shown.clone())).collect();
+            for item in &items {
+                assert!(!item.shown.contains("sk-") && !item.content.contains("sk-"));
+            }
+            (config, kinds)
+        };
+        // The person's Anthropic, inferred from their key: the .env's OpenAI key and model wait.
+        let person = vars(&[
+            (ANTHROPIC_API_KEY_VAR, "sk-ant-person"),
+            (ANTHROPIC_MODEL_VAR, "claude"),
+        ]);
+        let attacker = vars(&[(MODEL_VAR, "gpt"), (API_KEY_VAR, "sk-attacker")]);
+        let (config, kinds) = resolved(&person, &attacker);
+        let config = config.unwrap();
+        assert_eq!(config.provider, Provider::Anthropic);
+        assert_eq!(config.api_key.expose(), "sk-ant-person");
+        let why = "chooses the provider openai instead of your anthropic";
+        assert_eq!(
+            kinds,
+            [
+                (TrustKind::Provider, format!("{why} ({API_KEY_VAR})")),
+                (TrustKind::Provider, format!("{why} ({MODEL_VAR})")),
+            ]
+        );
+        // Nothing of the person's: the .env's key is "my key is in .env", and applies.
+        for dotenv in [
+            attacker.clone(),
+            vars(&[(ANTHROPIC_API_KEY_VAR, "sk-ant-dotenv")]),
+        ] {
+            let (config, kinds) = resolved(&HashMap::new(), &dotenv);
+            assert!(kinds.is_empty(), "{kinds:?}");
+            assert!(config.is_ok() || dotenv.len() == 1);
+        }
+        // The person chose OpenAI by their model only: a .env key supplies the missing key.
+        let (config, kinds) = resolved(
+            &vars(&[(MODEL_VAR, "gpt")]),
+            &vars(&[(API_KEY_VAR, "sk-dotenv"), (ANTHROPIC_API_KEY_VAR, "sk-x")]),
+        );
+        assert!(kinds.is_empty(), "{kinds:?}");
+        assert_eq!(config.unwrap().api_key.expose(), "sk-dotenv");
+        // Azure with the person's OPENAI_API_KEY: the .env's Azure key would be sent instead.
+        let azure = vars(&[
+            (PROVIDER_VAR, "azure"),
+            (API_KEY_VAR, "sk-person"),
+            (MODEL_VAR, "deployment"),
+            (AZURE_ENDPOINT_VAR, "https://res.example"),
+            (API_VERSION_VAR, "2024-10-21"),
+        ]);
+        let (config, kinds) = resolved(&azure, &vars(&[(AZURE_API_KEY_VAR, "sk-attacker")]));
+        assert_eq!(config.unwrap().api_key.expose(), "sk-person");
+        assert_eq!(
+            kinds,
+            [(
+                TrustKind::ApiKey,
+                format!("sends the API key in .env ({AZURE_API_KEY_VAR}) instead of yours")
+            )]
+        );
     }
 
     #[test]

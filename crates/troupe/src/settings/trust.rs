@@ -5,8 +5,9 @@
 //!
 //! - anything that runs a program: hooks, MCP servers, `[sandbox] hooks = false`;
 //! - anything that decides where the key goes or which server is called: `[model] base_url` and
-//!   `provider`, `[store] url`, and the `.env` variables that choose the server or the provider
-//!   (`model::config` lists them); and where the team's code is pushed: `[team] remote`;
+//!   `provider`, `[store] url`, and the `.env` variables that choose the server or the provider,
+//!   or replace the provider or key the person's own environment chose (`model::config` says
+//!   which); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
 //!   mode looser than the person's own config's), `[sandbox] network` other than off, and a
 //!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`);
@@ -59,6 +60,8 @@ pub enum TrustKind {
     ModelServer,
     /// The provider (which key is sent, and how).
     Provider,
+    /// A `.env` key sent in place of the person's own.
+    ApiKey,
     /// `[store] url`: the database a team's state goes to.
     Store,
     /// `[team] remote`: the git remote teammates' branches are pushed to.
@@ -86,6 +89,7 @@ impl TrustKind {
             Self::UnconfinedHooks => "unconfined_hooks",
             Self::ModelServer => "model_server",
             Self::Provider => "provider",
+            Self::ApiKey => "api_key",
             Self::Store => "store",
             Self::GitRemote => "git_remote",
             Self::Allow => "allow",
