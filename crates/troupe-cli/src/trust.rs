@@ -293,6 +293,7 @@ pub fn summary(items: &[TrustItem]) -> String {
         (TrustKind::SandboxMode, "loosen the sandbox"),
         (TrustKind::Network, "give commands the network"),
         (TrustKind::Prices, "lower the prices --max-cost counts with"),
+        (TrustKind::CostLimit, "raise your [run] max_cost"),
         (
             TrustKind::ApprovalRoute,
             "let the lead answer teammates' permission asks",

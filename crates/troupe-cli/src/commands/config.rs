@@ -93,6 +93,7 @@ impl Waiting {
                     TrustKind::Store => "[store]",
                     TrustKind::GitRemote => "[team]",
                     TrustKind::Prices => "[prices]",
+                    TrustKind::CostLimit => "[run]",
                     TrustKind::ApprovalRoute => "[approvals]",
                     TrustKind::Telemetry => "[telemetry]",
                     TrustKind::Allow => "[permissions]",
@@ -123,6 +124,7 @@ impl Waiting {
                         item.content.split('\n').next().unwrap_or_default()
                     ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
+                    TrustKind::CostLimit => "max_cost ".to_owned(),
                     TrustKind::ApprovalRoute => "route ".to_owned(),
                     TrustKind::Telemetry => {
                         format!("{} ", item.content.split('=').next().unwrap_or_default())

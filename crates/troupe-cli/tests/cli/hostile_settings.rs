@@ -400,3 +400,78 @@ async fn an_untrusted_dotenv_does_not_switch_the_persons_provider_and_key() {
         )]
     );
 }
+
+// Item 8: a workspace's cost limit and prices never loosen the person's own.
+
+#[test]
+fn a_workspace_neither_raises_the_persons_max_cost_nor_prices_below_the_persons_own() {
+    let p = place();
+    // The person's own: a budget, and prices for a local model and above the table's gpt-4.1.
+    let folder = p.xdg.join("troupe");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("config.toml"),
+        "[run]\nmax_cost = 0.5\n\n[prices.local]\ninput = 1\noutput = 1\n\n\
+         [prices.\"gpt-4.1\"]\ninput = 10\noutput = 40\n",
+    )
+    .unwrap();
+    // The workspace's: a budget two million times looser, and prices below the person's (the
+    // gpt-4.1 one above troupe's table, which alone would not need trust).
+    p.write(
+        "troupe.toml",
+        "[run]\nmax_cost = 1000000\n\n[prices.local]\ninput = 0\noutput = 0\n\n\
+         [prices.\"gpt-4.1\"]\ninput = 3\noutput = 9\n",
+    );
+
+    let config = p.config_json();
+    assert_eq!(config["trust"]["state"], "untrusted", "{config:#}");
+    let mut kinds: Vec<&str> = config["trust"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["cost_limit", "prices", "prices"], "{config:#}");
+    let text = p.troupe(&["config"]);
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.starts_with("max_cost ") && l.ends_with("[waits for trust]")),
+        "{text:#?}"
+    );
+
+    // A run with no one to ask is refused: it would have run under the workspace's budget.
+    let out = p.run(&answer("hi"), &[]);
+    assert_fails(&out, 2, UNTRUSTED);
+    assert!(out.stderr.contains("raise your [run] max_cost"), "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("lower the prices --max-cost counts with"),
+        "{out:#?}"
+    );
+
+    // What reads the files without trust counts with the person's prices: 1M tokens in and
+    // out of `local` at $1 + $1, and of gpt-4.1 at $10 + $40.
+    std::fs::create_dir_all(p.ws.join(".troupe")).unwrap();
+    let record = |model: &str| {
+        json!({"at": "2026-12-01T08:00:00.000Z", "run_id": "run-1", "agent": "lead",
+               "model": model, "purpose": "turn", "prompt_tokens": 1_000_000,
+               "completion_tokens": 1_000_000, "total_tokens": 2_000_000})
+        .to_string()
+    };
+    std::fs::write(
+        p.ws.join(".troupe/usage.jsonl"),
+        format!("{}\n{}\n", record("local"), record("gpt-4.1")),
+    )
+    .unwrap();
+    let usage = p.troupe(&["usage", "--json"]);
+    assert_eq!(usage.code, 0, "{usage:#?}");
+    let usage: Value = serde_json::from_str(&usage.stdout).unwrap();
+    assert_eq!(usage["total"]["cost_usd"], json!(52.0), "{usage:#}");
+
+    // Once trusted, the workspace's values apply as written.
+    let trusted = p.troupe(&["usage", "--json", "--trust-workspace"]);
+    let trusted: Value = serde_json::from_str(&trusted.stdout).unwrap();
+    assert_eq!(trusted["total"]["cost_usd"], json!(12.0), "{trusted:#}");
+}

@@ -9,8 +9,9 @@
 //!   or replace the provider or key the person's own environment chose (`model::config` says
 //!   which); and where the team's code is pushed: `[team] remote`;
 //! - anything that widens what agents may do: `allow` rules, `[sandbox] mode = "off"` (or a
-//!   mode looser than the person's own config's), `[sandbox] network` other than off, and a
-//!   `[prices]` entry below the built-in table (it lets a run go further before `--max-cost`);
+//!   mode looser than the person's own config's), `[sandbox] network` other than off, a
+//!   `[prices]` entry below the person's own price or the built-in table and a `[run] max_cost`
+//!   above the person's own (they let a run go further before it is stopped);
 //!   and where traces are sent: `[telemetry] endpoint` and `capture_content = true`.
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
@@ -72,8 +73,11 @@ pub enum TrustKind {
     SandboxMode,
     /// `[sandbox] network` other than off.
     Network,
-    /// A `[prices]` entry below troupe's built-in table (it loosens `--max-cost`).
+    /// A `[prices]` entry below the person's own price or troupe's built-in table (it loosens
+    /// `--max-cost`).
     Prices,
+    /// A `[run] max_cost` above the person's own.
+    CostLimit,
     /// `[approvals] route = "lead"`: a model answers teammates' permission asks.
     ApprovalRoute,
     /// `[telemetry]`: where the run's traces are sent, and whether contents go with them.
@@ -96,6 +100,7 @@ impl TrustKind {
             Self::SandboxMode => "sandbox_mode",
             Self::Network => "network",
             Self::Prices => "prices",
+            Self::CostLimit => "cost_limit",
             Self::ApprovalRoute => "approval_route",
             Self::Telemetry => "telemetry",
         }
