@@ -306,8 +306,15 @@ pub fn summary(items: &[TrustItem]) -> String {
     parts.join(", ")
 }
 
-/// The review: a heading, then each item with its file.
+/// The review: a heading, then each item with its file; for a workspace that changed since it
+/// was trusted, the items the person has not trusted yet are marked (read from their record).
 pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> String {
+    let new = match state {
+        TrustState::Changed => TrustStore::user()
+            .and_then(|store| store.untrusted(workspace, items).ok())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let heading = match state {
         TrustState::NotNeeded => {
             return format!(
@@ -322,8 +329,16 @@ pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> Str
         TrustState::Untrusted => "is not trusted; its files would",
     };
     let mut out = format!("{} {heading}:\n", workspace.display());
+    let mut new = new;
     for item in items {
-        out.push_str(&format!("  {:<12} {}\n", item.file, item.shown));
+        let mark = match new.iter().position(|n| n == item) {
+            Some(at) => {
+                new.remove(at);
+                "   (not trusted yet)"
+            }
+            None => "",
+        };
+        out.push_str(&format!("  {:<12} {}{mark}\n", item.file, item.shown));
     }
     out
 }

@@ -132,8 +132,20 @@ fn saving_an_allow_rule_trusts_that_entry_and_not_a_hook_written_meanwhile() {
     assert!(out.stderr.contains("run 1 hook"), "{out:#?}");
     assert!(!marker.exists(), "the hook ran: {out:#?}");
     let show = p.troupe(&["trust", "--show"]);
+    let hook_line = show
+        .stdout
+        .lines()
+        .find(|l| l.contains("runs hook UserPromptSubmit"));
     assert!(
-        show.stdout.contains("runs hook UserPromptSubmit"),
+        hook_line.is_some_and(|l| l.ends_with("(not trusted yet)")),
+        "{show:#?}"
+    );
+    let allow_line = show
+        .stdout
+        .lines()
+        .find(|l| l.contains("allows write_file"));
+    assert!(
+        allow_line.is_some_and(|l| !l.contains("not trusted yet")),
         "{show:#?}"
     );
     // And the save said so at the time.
