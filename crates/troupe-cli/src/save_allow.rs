@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
-
-use crate::error::CliError;
 use troupe::permissions::SaveAllow;
 use troupe::settings::trust::{TrustItem, TrustKind, TrustStore};
 use troupe::settings::PROJECT_FILE_NAME;
 use troupe::store::durable;
 use troupe::store::read::{open_regular, Links};
+
+use crate::error::CliError;
 
 /// The project settings file of a workspace.
 pub fn project_file(workspace: &Path) -> PathBuf {
