@@ -26,14 +26,12 @@ pub fn approval_provider(
     mode: ApprovalMode,
     cancel: &CancellationToken,
     workspace: &Path,
-    loaded: &Loaded,
 ) -> Arc<dyn ApprovalProvider> {
-    let keep_trust = !loaded.by_flag && loaded.state.allows();
     match mode {
         ApprovalMode::Ask => Arc::new(
             TerminalApproval::stdio()
                 .with_cancel(cancel.clone())
-                .with_saver(crate::save_allow::saver(workspace, keep_trust)),
+                .with_saver(crate::save_allow::saver(workspace)),
         ),
         ApprovalMode::Auto => Arc::new(AutoApproval),
         ApprovalMode::Deny => Arc::new(DenyApproval),

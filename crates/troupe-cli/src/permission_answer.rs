@@ -115,12 +115,9 @@ async fn refused_naming_the_first(
     .with_code(refused.code())
 }
 
-/// Saves `entry` to the workspace's `troupe.toml`, keeping the person's trust record current.
+/// Saves `entry` to the workspace's `troupe.toml`, recording that entry (only) as trusted.
 fn save(workspace: &Path, entry: &str) -> String {
-    let keep_trust = crate::trust::load(workspace, crate::trust::Use::Read)
-        .map(|loaded| !loaded.by_flag && loaded.state.allows())
-        .unwrap_or(false);
-    match crate::save_allow::saver(workspace, keep_trust)(entry) {
+    match crate::save_allow::saver(workspace)(entry) {
         Ok(place) => format!("saved allow {entry} to {place}"),
         Err(e) => format!("could not save allow {entry}: {e}"),
     }

@@ -9,8 +9,12 @@ use std::sync::Arc;
 
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
 use troupe::permissions::SaveAllow;
+use troupe::settings::trust::{TrustItem, TrustKind, TrustStore};
+use troupe::settings::PROJECT_FILE_NAME;
 use troupe::store::durable;
 use troupe::store::read::{open_regular, Links};
+
+use crate::error::CliError;
 
 /// The project settings file of a workspace.
 pub fn project_file(workspace: &Path) -> PathBuf {
@@ -18,27 +22,55 @@ pub fn project_file(workspace: &Path) -> PathBuf {
 }
 
 /// The saver the terminal prompt calls: saves into `workspace`'s `troupe.toml` and answers with
-/// the file's name (or why it could not). `keep_trust`: the person's trust in the workspace is
-/// recorded (or nothing in it needed trust), so the entry they just saved — an allow rule, which
-/// needs trust — is recorded as trusted with the rest, and the next run does not ask again.
-pub fn saver(workspace: &Path, keep_trust: bool) -> SaveAllow {
+/// the file's name (or why it could not). The person saw this one entry and chose to keep it, so
+/// it is recorded as trusted (an allow rule needs trust) and the next run does not ask about
+/// it. Nothing else is: whatever else the workspace's files hold that the person has not trusted
+/// — a hook a command wrote into `troupe.toml` during the run — stays untrusted, and the save
+/// says so on stderr.
+pub fn saver(workspace: &Path) -> SaveAllow {
     let file = project_file(workspace);
     let workspace = workspace.to_path_buf();
     Arc::new(move |entry: &str| {
+        let before = crate::trust::review(&workspace, true).map(|review| review.items);
         append_allow(&file, entry).map_err(|e| e.to_string())?;
-        if keep_trust {
-            let recorded = crate::trust::review(&workspace, true)
-                .and_then(|review| crate::trust::record(&workspace, &review.items));
-            if let Err(e) = recorded {
-                eprintln!(
-                    "troupe: saved, but the trust record was not updated ({}); the next run \
-                     asks again",
-                    e
-                );
-            }
+        match trust_saved(&workspace, before, entry) {
+            Ok(left) if left.is_empty() => {}
+            Ok(left) => eprintln!(
+                "troupe: saved allow {entry} and trusted that entry only; the workspace's files \
+                 also hold what you have not trusted (they would {}): it stays untrusted until \
+                 you review it with `troupe trust --workspace {}`",
+                crate::trust::summary(&left),
+                workspace.display()
+            ),
+            Err(e) => eprintln!(
+                "troupe: saved, but the trust record was not updated ({e}); the next run asks \
+                 again"
+            ),
         }
         Ok(file.display().to_string())
     })
+}
+
+/// Records the saved `entry` as trusted, on top of what the person trusted before; the
+/// workspace's items that stay untrusted.
+fn trust_saved(
+    workspace: &Path,
+    before: Result<Vec<TrustItem>, CliError>,
+    entry: &str,
+) -> Result<Vec<TrustItem>, CliError> {
+    let before = before?;
+    let after = crate::trust::review(workspace, true)?.items;
+    let seen = TrustItem::new(
+        PROJECT_FILE_NAME,
+        TrustKind::Allow,
+        format!("allows {entry} without asking ([permissions] allow)"),
+        entry.to_owned(),
+    );
+    let store = TrustStore::user().ok_or_else(crate::trust::no_config_folder)?;
+    let now = troupe::wire::UtcTime::from_datetime(chrono::Utc::now()).to_string();
+    store
+        .record_seen(workspace, &before, &seen, &after, &now)
+        .map_err(|e| CliError::coded(&e))
 }
 
 /// Why an entry could not be saved.

@@ -18,7 +18,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use troupe::error::ErrorCode;
-use troupe::model::config::{read_env_file, split_dotenv_trust, ENV_FILE_NAME};
+use troupe::model::config::{
+    process_env, read_env_file, split_dotenv_trust_against, ENV_FILE_NAME,
+};
 use troupe::settings::trust::{TrustItem, TrustKind, TrustState, TrustStore, TRUST_WORKSPACE_VAR};
 use troupe::settings::{user_config_path, Settings};
 use troupe::terminal_text::{for_terminal, line_for_terminal};
@@ -90,7 +92,11 @@ pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError
         Err(_) if lenient_dotenv => HashMap::new(),
         Err(e) => return Err(CliError::usage(e.to_string()).with_code(e.code())),
     };
-    let (dotenv_untrusted, dotenv_items) = split_dotenv_trust(dotenv.clone());
+    // The person's own variables decide which provider and key a `.env` may not change; one
+    // that is not UTF-8 fails the model's configuration later, whatever the `.env` holds.
+    let env = process_env().unwrap_or_default();
+    let (dotenv_untrusted, dotenv_items) =
+        split_dotenv_trust_against(dotenv.clone(), &env, &reviewed.untrusted.model);
     let mut items = reviewed.items;
     items.extend(dotenv_items);
     Ok(Review {
@@ -268,6 +274,7 @@ pub fn summary(items: &[TrustItem]) -> String {
             // `sends your API key to …` → `send your API key to …`
             TrustKind::ModelServer
             | TrustKind::Provider
+            | TrustKind::ApiKey
             | TrustKind::Store
             | TrustKind::GitRemote => parts.push(match item.shown.split_once(' ') {
                 Some((verb, rest)) => {
@@ -291,6 +298,7 @@ pub fn summary(items: &[TrustItem]) -> String {
         (TrustKind::SandboxMode, "loosen the sandbox"),
         (TrustKind::Network, "give commands the network"),
         (TrustKind::Prices, "lower the prices --max-cost counts with"),
+        (TrustKind::CostLimit, "raise your [run] max_cost"),
         (
             TrustKind::ApprovalRoute,
             "let the lead answer teammates' permission asks",
@@ -310,6 +318,12 @@ pub fn summary(items: &[TrustItem]) -> String {
 pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> String {
     let shown_workspace = workspace.display().to_string();
     let shown_workspace = line_for_terminal(&shown_workspace);
+    let new = match state {
+        TrustState::Changed => TrustStore::user()
+            .and_then(|store| store.untrusted(workspace, items).ok())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let heading = match state {
         TrustState::NotNeeded => {
             return format!("{shown_workspace}: its files hold nothing that needs trust\n")
@@ -321,9 +335,17 @@ pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> Str
         TrustState::Untrusted => "is not trusted; its files would",
     };
     let mut out = format!("{shown_workspace} {heading}:\n");
+    let mut new = new;
     for item in items {
+        let mark = match new.iter().position(|n| n == item) {
+            Some(at) => {
+                new.remove(at);
+                "   (not trusted yet)"
+            }
+            None => "",
+        };
         out.push_str(&format!(
-            "  {:<12} {}\n",
+            "  {:<12} {}{mark}\n",
             item.file,
             line_for_terminal(&item.shown)
         ));

@@ -74,6 +74,9 @@
 //! - `telemetry`: OpenTelemetry traces of real runs read back from a real receiver (Arize
 //!   Phoenix, `otel_receiver`): one trace per run (a shared team's too), the GenAI attributes,
 //!   contents only when asked and redacted, a receiver down or silent costing the run nothing.
+//! - `hostile_settings`: what a hostile workspace's files try past the trust gate: a hook
+//!   written while an allow rule is saved, a `.env` linked out of the workspace or quoting
+//!   itself in an error, a `.env` that switches the provider or key, a looser cost limit.
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
@@ -119,6 +122,8 @@ mod exits;
 mod help;
 #[path = "cli/hostile_git.rs"]
 mod hostile_git;
+#[path = "cli/hostile_settings.rs"]
+mod hostile_settings;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
 #[path = "cli/log.rs"]

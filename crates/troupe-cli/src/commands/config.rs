@@ -89,10 +89,11 @@ impl Waiting {
                 let section = match item.kind {
                     TrustKind::Hook => "[[hooks]]",
                     TrustKind::McpServer => "[[mcp_servers]]",
-                    TrustKind::ModelServer | TrustKind::Provider => "[model]",
+                    TrustKind::ModelServer | TrustKind::Provider | TrustKind::ApiKey => "[model]",
                     TrustKind::Store => "[store]",
                     TrustKind::GitRemote => "[team]",
                     TrustKind::Prices => "[prices]",
+                    TrustKind::CostLimit => "[run]",
                     TrustKind::ApprovalRoute => "[approvals]",
                     TrustKind::Telemetry => "[telemetry]",
                     TrustKind::Allow => "[permissions]",
@@ -103,14 +104,14 @@ impl Waiting {
                 let needle = match item.kind {
                     TrustKind::Hook => format!("{:?}", hook_command(&item.content)),
                     TrustKind::McpServer => String::new(),
-                    TrustKind::ModelServer if item.file == ENV_FILE_NAME => {
+                    TrustKind::ModelServer | TrustKind::Provider | TrustKind::ApiKey
+                        if item.file == ENV_FILE_NAME =>
+                    {
                         format!("(.env {}", item.content.split('=').next().unwrap_or(""))
-                    }
-                    TrustKind::Provider if item.file == ENV_FILE_NAME => {
-                        "(.env TROUPE_PROVIDER".to_owned()
                     }
                     TrustKind::ModelServer
                     | TrustKind::Provider
+                    | TrustKind::ApiKey
                     | TrustKind::Store
                     | TrustKind::GitRemote => {
                         format!("{:?}   (", item.content)
@@ -123,6 +124,7 @@ impl Waiting {
                         item.content.split('\n').next().unwrap_or_default()
                     ),
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
+                    TrustKind::CostLimit => "max_cost ".to_owned(),
                     TrustKind::ApprovalRoute => "route ".to_owned(),
                     TrustKind::Telemetry => {
                         format!("{} ", item.content.split('=').next().unwrap_or_default())

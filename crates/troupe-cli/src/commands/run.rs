@@ -103,7 +103,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
         .then_some(NO_TERMINAL_NOTICE);
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
-    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace, &loaded);
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
     // With --watch the view reads the stream itself: nothing else writes to the terminal.
     let console =
         (!args.json && !args.watch).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));

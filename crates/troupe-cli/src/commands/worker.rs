@@ -56,7 +56,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         );
     }
     let console = Arc::new(Console::new(Sink::Stderr, verbose > 0));
-    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace, &loaded);
+    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
     if args.approval == ApprovalMode::Ask {
         approval = Arc::new(PausingApproval {
             inner: approval,

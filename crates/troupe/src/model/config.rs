@@ -36,6 +36,11 @@
 //! flags and the settings files' `model` and `base_url` apply to whichever it is. Where a value
 //! has two variables (Azure's key, endpoint and api-version), the first variable is looked for in
 //! the environment and `.env` before the second: the provider-specific name wins.
+//!
+//! **Trust.** A workspace's `.env` comes with the workspace: until the person trusts it, its
+//! variables that choose the server or the provider ([`TRUST_REQUIRING_VARS`]), and those that
+//! would change the provider or key the person's own environment and settings chose
+//! ([`split_dotenv_trust_against`]), are left out.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -703,28 +708,177 @@ pub fn split_dotenv_trust(
     (vars, items)
 }
 
+/// [`split_dotenv_trust`], and what else of an untrusted `.env` would change which provider or
+/// key is used from what the person's own environment `env` and settings (`settings`: the
+/// user's, and the workspace's tightening values) decide:
+///
+/// - when they choose the provider — named, or inferred from the person's own variables (their
+///   `ANTHROPIC_API_KEY`) — the `.env` variables that would infer another one (`OPENAI_API_KEY`,
+///   `OPENAI_MODEL`, `ANTHROPIC_API_KEY`) wait for trust;
+/// - when they hold a key for that provider, a `.env` key that would be sent instead (Azure's
+///   `AZURE_OPENAI_API_KEY` over the person's `OPENAI_API_KEY`) waits for trust.
+///
+/// When the person's own settings choose no provider and hold no key, a `.env` key (and the
+/// provider it infers) applies untrusted: that is the usual "my key is in `.env`". Flags are not
+/// known here: a `--provider` that makes a waiting variable moot still finds it waiting.
+pub fn split_dotenv_trust_against(
+    vars: HashMap<String, String>,
+    env: &HashMap<String, String>,
+    settings: &ModelSettings,
+) -> (HashMap<String, String>, Vec<TrustItem>) {
+    let (mut left, mut items) = split_dotenv_trust(vars);
+    let none = HashMap::new();
+    let no_flags = ModelOverrides::default();
+    // A provider name that is not one fails the run later, whatever the `.env` holds.
+    let Ok(own) = resolve_provider(env, &none, &no_flags, settings) else {
+        return (left, items);
+    };
+    let set = |vars: &HashMap<String, String>, name: &str| {
+        vars.get(name).is_some_and(|value| !value.trim().is_empty())
+    };
+    let mut provider = own.value;
+    match resolve_provider(env, &left, &no_flags, settings) {
+        Ok(with) if with.value != own.value && own.source != Source::Default => {
+            for name in [API_KEY_VAR, MODEL_VAR, ANTHROPIC_API_KEY_VAR] {
+                if set(env, name) || !set(&left, name) {
+                    continue;
+                }
+                let value = left.remove(name).unwrap_or_default();
+                items.push(TrustItem::new(
+                    ENV_FILE_NAME,
+                    TrustKind::Provider,
+                    format!(
+                        "chooses the provider {} instead of your {} ({name})",
+                        with.value, own.value
+                    ),
+                    format!("{name}={}", fingerprint(value.trim())),
+                ));
+            }
+        }
+        Ok(with) => provider = with.value,
+        Err(_) => {}
+    }
+    let key_vars = provider.api_key_vars();
+    let own_key = pick_sourced(env, &none, &None, "", key_vars, None);
+    let with_key = pick_sourced(env, &left, &None, "", key_vars, None);
+    if let (Some(_), Some(with_key)) = (own_key, with_key) {
+        if let Source::DotEnv(name) = with_key.source {
+            left.remove(&name);
+            items.push(TrustItem::new(
+                ENV_FILE_NAME,
+                TrustKind::ApiKey,
+                format!("sends the API key in .env ({name}) instead of yours"),
+                format!("{name}={}", fingerprint(&with_key.value)),
+            ));
+        }
+    }
+    (left, items)
+}
+
+/// `sha256:<hex>` of a value: what a trust item holds of a key, never the key itself.
+fn fingerprint(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(value.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
 /// A `.env` file larger than this is refused (it holds a handful of variables).
 pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
 
-/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map. Only a
-/// regular file is read (a symlink to one is followed): a FIFO or device is refused at once
-/// rather than blocking the start of a run.
+/// The variables of a `.env` file (dotenvy's syntax); a missing file is an empty map.
+///
+/// The file comes with the workspace, so it is read with care: only a regular file (a FIFO or
+/// device is refused at once rather than blocking the start of a run); a symlink only when it
+/// points to a file inside the workspace (the folder `path` is in) — a `.env` linked to
+/// `/proc/self/environ` or a file in the person's home is refused, naming the link. A line that
+/// does not parse is named by its number, never quoted: it may hold a secret (dotenvy's own
+/// message quotes the whole line).
 pub fn read_env_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
     let env_file_error = |reason: String| ConfigError::EnvFile {
         path: path.display().to_string(),
         reason,
     };
-    let bytes = match read_regular(path, Links::Follow, MAX_ENV_FILE_BYTES) {
+    let Some(target) = env_file_target(path).map_err(env_file_error)? else {
+        return Ok(HashMap::new());
+    };
+    let bytes = match read_regular(&target, Links::Refuse, MAX_ENV_FILE_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(HashMap::new()),
         Err(err) => return Err(env_file_error(err.source.to_string())),
     };
     let mut vars = HashMap::new();
     for entry in dotenvy::from_read_iter(bytes.as_slice()) {
-        let (name, value) = entry.map_err(|err| env_file_error(err.to_string()))?;
+        let (name, value) = entry.map_err(|err| env_file_error(parse_error(&bytes, &err)))?;
         vars.insert(name, value);
     }
     Ok(vars)
+}
+
+/// The file to read for the `.env` at `path`: itself, or where its symlink points when that is
+/// inside the workspace; `None` when there is none (a link to nothing counts as none).
+fn env_file_target(path: &Path) -> Result<Option<std::path::PathBuf>, String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot inspect it: {e}")),
+    };
+    if !meta.file_type().is_symlink() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let target = match std::fs::canonicalize(path) {
+        Ok(target) => target,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("is a symbolic link that cannot be followed: {e}")),
+    };
+    let workspace = path
+        .parent()
+        .map(std::fs::canonicalize)
+        .transpose()
+        .map_err(|e| format!("cannot resolve the workspace of this symbolic link: {e}"))?;
+    match workspace {
+        Some(workspace) if target.starts_with(&workspace) => Ok(Some(target)),
+        _ => Err(format!(
+            "is a symbolic link out of the workspace (to {}); troupe reads a workspace's .env \
+             only from a file inside the workspace",
+            target.display()
+        )),
+    }
+}
+
+/// What was wrong with a `.env`, without any of its content: the number of the line that did
+/// not parse, or that the file is not text.
+fn parse_error(text: &[u8], err: &dotenvy::Error) -> String {
+    match err {
+        dotenvy::Error::LineParse(line, _) => {
+            // dotenvy gives the line's text, not its number: found again in the file, where a
+            // line starts with it.
+            let number = std::str::from_utf8(text).ok().and_then(|text| {
+                let at = text
+                    .match_indices(line.as_str())
+                    .map(|(at, _)| at)
+                    .find(|&at| at == 0 || text[..at].ends_with('\n'))
+                    .or_else(|| text.find(line.as_str()))?;
+                Some(text[..at].bytes().filter(|&b| b == b'\n').count() + 1)
+            });
+            match number {
+                Some(number) => format!(
+                    "line {number} is not a `NAME=value` line dotenv syntax allows (its \
+                     content is not shown: it may hold a secret)"
+                ),
+                None => "a line is not a `NAME=value` line dotenv syntax allows (its content is \
+                         not shown: it may hold a secret)"
+                    .to_owned(),
+            }
+        }
+        dotenvy::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            "is not valid UTF-8 text".to_owned()
+        }
+        dotenvy::Error::Io(e) => format!("cannot be read ({})", e.kind()),
+        _ => "cannot be parsed (its content is not shown: it may hold a secret)".to_owned(),
+    }
 }
 
 /// Whether `base_url` names this machine (`localhost`, `127.0.0.1` and the rest of
@@ -774,6 +928,110 @@ fn positive_u32(name: &'static str, raw: &str) -> Result<u32, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dotenv_out_of_the_workspace_or_with_a_bad_line_is_refused_without_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let path = ws.join(ENV_FILE_NAME);
+        std::os::unix::fs::symlink("/proc/self/environ", &path).unwrap();
+        let err = read_env_file(&path).unwrap_err().to_string();
+        assert!(err.contains("symbolic link out of the workspace"), "{err}");
+        assert!(!err.contains("PATH="), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(ws.join("inner.env"), "OPENAI_MODEL=m\n").unwrap();
+        std::os::unix::fs::symlink("inner.env", &path).unwrap();
+        assert_eq!(read_env_file(&path).unwrap()[MODEL_VAR], "m");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("missing.env", &path).unwrap();
+        assert!(read_env_file(&path).unwrap().is_empty());
+        std::fs::remove_file(&path).unwrap();
+        // The bad line is also the tail of a good one: the line that starts with it is named.
+        std::fs::write(&path, "A=x y\n\n# c\nx y\nB=2\n").unwrap();
+        let err = read_env_file(&path).unwrap_err();
+        assert_eq!(err.code(), "config_env_file");
+        let err = err.to_string();
+        assert!(err.contains("line 4 is not"), "{err}");
+        assert!(!err.contains("x y"), "{err}");
+        std::fs::write(&path, b"A=\xff\n").unwrap();
+        let err = read_env_file(&path).unwrap_err().to_string();
+        assert!(err.contains("not valid UTF-8"), "{err}");
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn an_untrusted_dotenv_never_changes_the_provider_or_key_the_person_chose() {
+        let settings = ModelSettings::default();
+        let resolved = |env: &HashMap<String, String>, dotenv: &HashMap<String, String>| {
+            let (left, items) = split_dotenv_trust_against(dotenv.clone(), env, &settings);
+            let config = ModelConfig::resolve(env, &left, &ModelOverrides::default());
+            let kinds: Vec<(TrustKind, String)> =
+                items.iter().map(|i| (i.kind, i.shown.clone())).collect();
+            for item in &items {
+                assert!(!item.shown.contains("sk-") && !item.content.contains("sk-"));
+            }
+            (config, kinds)
+        };
+        // The person's Anthropic, inferred from their key: the .env's OpenAI key and model wait.
+        let person = vars(&[
+            (ANTHROPIC_API_KEY_VAR, "sk-ant-person"),
+            (ANTHROPIC_MODEL_VAR, "claude"),
+        ]);
+        let attacker = vars(&[(MODEL_VAR, "gpt"), (API_KEY_VAR, "sk-attacker")]);
+        let (config, kinds) = resolved(&person, &attacker);
+        let config = config.unwrap();
+        assert_eq!(config.provider, Provider::Anthropic);
+        assert_eq!(config.api_key.expose(), "sk-ant-person");
+        let why = "chooses the provider openai instead of your anthropic";
+        assert_eq!(
+            kinds,
+            [
+                (TrustKind::Provider, format!("{why} ({API_KEY_VAR})")),
+                (TrustKind::Provider, format!("{why} ({MODEL_VAR})")),
+            ]
+        );
+        // Nothing of the person's: the .env's key is "my key is in .env", and applies.
+        for dotenv in [
+            attacker.clone(),
+            vars(&[(ANTHROPIC_API_KEY_VAR, "sk-ant-dotenv")]),
+        ] {
+            let (config, kinds) = resolved(&HashMap::new(), &dotenv);
+            assert!(kinds.is_empty(), "{kinds:?}");
+            assert!(config.is_ok() || dotenv.len() == 1);
+        }
+        // The person chose OpenAI by their model only: a .env key supplies the missing key.
+        let (config, kinds) = resolved(
+            &vars(&[(MODEL_VAR, "gpt")]),
+            &vars(&[(API_KEY_VAR, "sk-dotenv"), (ANTHROPIC_API_KEY_VAR, "sk-x")]),
+        );
+        assert!(kinds.is_empty(), "{kinds:?}");
+        assert_eq!(config.unwrap().api_key.expose(), "sk-dotenv");
+        // Azure with the person's OPENAI_API_KEY: the .env's Azure key would be sent instead.
+        let azure = vars(&[
+            (PROVIDER_VAR, "azure"),
+            (API_KEY_VAR, "sk-person"),
+            (MODEL_VAR, "deployment"),
+            (AZURE_ENDPOINT_VAR, "https://res.example"),
+            (API_VERSION_VAR, "2024-10-21"),
+        ]);
+        let (config, kinds) = resolved(&azure, &vars(&[(AZURE_API_KEY_VAR, "sk-attacker")]));
+        assert_eq!(config.unwrap().api_key.expose(), "sk-person");
+        assert_eq!(
+            kinds,
+            [(
+                TrustKind::ApiKey,
+                format!("sends the API key in .env ({AZURE_API_KEY_VAR}) instead of yours")
+            )]
+        );
+    }
 
     #[test]
     fn a_dotenv_keeps_its_key_and_model_but_not_the_server_or_provider_untrusted() {

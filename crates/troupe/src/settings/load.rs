@@ -52,21 +52,28 @@ impl Settings {
         user_config: Option<&Path>,
     ) -> Result<Reviewed, SettingsError> {
         let project_path = workspace.join(PROJECT_FILE_NAME);
+        let project = match read_file(&project_path, false)? {
+            Some(text) => Some(parse(&project_path, &text)?),
+            None => None,
+        };
+        let user = match user_config {
+            Some(path) => match read_file(path, true)? {
+                Some(text) => Some((path, parse(path, &text)?)),
+                None => None,
+            },
+            None => None,
+        };
         let mut layers: Vec<(PathBuf, Source, ParsedFile)> = Vec::new();
         let mut items = Vec::new();
         let mut tightened = None;
-        if let Some(text) = read_file(&project_path, false)? {
-            let file = parse(&project_path, &text)?;
-            let (tight, found) = split_trust(file.clone());
+        if let Some(file) = project {
+            let (tight, found) = split_trust(file.clone(), user.as_ref().map(|(_, f)| f));
             items = found;
             tightened = Some(tight);
             layers.push((project_path.clone(), Source::Project(project_path), file));
         }
-        if let Some(path) = user_config {
-            if let Some(text) = read_file(path, true)? {
-                let file = parse(path, &text)?;
-                layers.push((path.to_path_buf(), Source::User(path.to_path_buf()), file));
-            }
+        if let Some((path, file)) = user {
+            layers.push((path.to_path_buf(), Source::User(path.to_path_buf()), file));
         }
         let mut untrusted_layers = layers.clone();
         if let Some(mut tight) = tightened {
@@ -86,10 +93,11 @@ impl Settings {
 }
 
 /// Takes a project file's trust-requiring values out of it: the file that is left may only
-/// tighten, and each value taken is one [`TrustItem`] (file order within each kind). The order
-/// of the kinds is part of the digest the person's trust records keep, so it is fixed here: a
-/// different order would ask again for trust already given.
-fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
+/// tighten, and each value taken is one [`TrustItem`] (file order within each kind). `user`, the
+/// person's own file, is what a cost value must not loosen. The order of the kinds is part of
+/// the digest trust records of format version 1 keep, so it is fixed here: a different order
+/// would ask again for trust already given.
+fn split_trust(mut file: ParsedFile, user: Option<&ParsedFile>) -> (ParsedFile, Vec<TrustItem>) {
     let mut items = Vec::new();
     hooks::split_trust(&mut file.hooks, &mut items);
     mcp::split_trust(&mut file.mcp_servers, &mut items);
@@ -99,7 +107,8 @@ fn split_trust(mut file: ParsedFile) -> (ParsedFile, Vec<TrustItem>) {
     team::split_trust(&mut file.team, &mut items);
     rules::split_trust(&mut file.rules, &mut items);
     sandbox::split_loosening(&mut file.sandbox, &mut items);
-    prices::split_trust(&mut file.prices, &mut items);
+    prices::split_trust(&mut file.prices, user.map(|u| &u.prices), &mut items);
+    run::split_looser_than_user(&mut file.run, user.map(|u| &u.run), &mut items);
     approvals::split_trust(&mut file.approvals, &mut items);
     telemetry::split_trust(&mut file.telemetry, &mut items);
     (file, items)

@@ -92,7 +92,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
     check_secrets(path, text, tree.get_ref())?;
     let raw: RawFile = toml::from_str(text).map_err(|err| {
         let line = err.span().map(|s| line_of(text, s.start));
-        let message = err.message().trim().to_owned();
+        let message = without_value(err.message().trim());
         match unknown_key(&message) {
             Some(key) => SettingsError::new(
                 Kind::UnknownKey,
@@ -118,6 +118,22 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         approvals: approvals::parse(raw.approvals, &spans)?,
         telemetry: telemetry::parse(raw.telemetry, &spans)?,
     })
+}
+
+/// serde's "invalid type: string \"…\", expected i64" without the value it quotes: the value
+/// is the person's line (it may hold a secret), and the file and line already say where.
+fn without_value(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some(expected) = rest.rfind(", expected ") else {
+            continue;
+        };
+        let kind = rest.split([' ', ',']).next().unwrap_or_default();
+        return format!("{prefix}{kind}, {}", &rest[expected + 2..]);
+    }
+    message.to_owned()
 }
 
 /// The key of serde's "unknown field `x`, expected …" message.
@@ -146,6 +162,28 @@ mod tests {
         assert!(err.message.contains("`hooks2`"), "{err}");
         let err = load_err("[[hooks]]\nevent = \"Stop\"\ncommand = \"x\"\nmatch = \"shell\"\n");
         assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(4)));
+    }
+
+    #[test]
+    fn a_refused_line_is_named_never_quoted() {
+        for (text, says) in [
+            ("[model]\nmodel = sk-secret-abc\n", "not valid TOML"),
+            (
+                "[model]\ncontext_window = \"sk-secret-abc\"\n",
+                "invalid type: string, expected i64",
+            ),
+            (
+                "[run]\nmax_cost = \"sk-secret-abc, expected x\"\n",
+                "invalid type: string, expected f64",
+            ),
+            ("[model]\nmodel = \"sk-secret-abc\n", "not valid TOML"),
+        ] {
+            let err = load_err(text);
+            assert_eq!(err.line, Some(2), "{text}: {err}");
+            let shown = err.to_string();
+            assert!(shown.contains(says), "{text}: {shown}");
+            assert!(!shown.contains("sk-secret"), "{text}: {shown}");
+        }
     }
 
     #[test]

@@ -16,9 +16,10 @@
 //!
 //! **Trust.** A workspace's own `troupe.toml` may only tighten until the person trusts it, and
 //! `--max-cost` counts with these prices: an entry of the project file that prices a model
-//! *below* troupe's built-in table (any of its four rates) **needs trust** — untrusted, the
-//! built-in price (or the person's own entry) applies. A price for a model the table does not
-//! know, or one at or above the table's, only makes the estimate stricter and applies at once.
+//! *below* the person's own price for it — their `config.toml`'s entry, else troupe's built-in
+//! table (any of the four rates) — **needs trust**; untrusted, the person's price applies. A
+//! price for a model neither prices, or one at or above theirs, only makes the estimate
+//! stricter and applies at once.
 
 use std::collections::BTreeMap;
 
@@ -111,12 +112,21 @@ pub(super) fn parse(raw: RawPrices, spans: &Spans<'_>) -> Result<ParsedPrices, S
     Ok(parsed)
 }
 
-/// The project file's entries that price a model below the built-in table wait for trust
-/// (see the module docs); the others stay.
-pub(super) fn split_trust(prices: &mut ParsedPrices, items: &mut Vec<TrustItem>) {
-    let table = PriceTable::built_in();
+/// The project file's entries that price a model below the person's own price — `user`'s entry
+/// (their `config.toml`), else the built-in table's — wait for trust (see the module docs); the
+/// others stay.
+pub(super) fn split_trust(
+    prices: &mut ParsedPrices,
+    user: Option<&ParsedPrices>,
+    items: &mut Vec<TrustItem>,
+) {
+    let persons = PriceTable::with_overrides(
+        user.into_iter()
+            .flat_map(|u| u.models.iter())
+            .map(|(name, price)| (name.as_str(), *price)),
+    );
     prices.models.retain(|name, price| {
-        let Some(known) = table.lookup(name).map(|found| found.price) else {
+        let Some(known) = persons.lookup(name).map(|found| found.price) else {
             return true;
         };
         let lowers = price.input < known.input
@@ -126,7 +136,10 @@ pub(super) fn split_trust(prices: &mut ParsedPrices, items: &mut Vec<TrustItem>)
         if lowers {
             items.push(needs_trust(
                 TrustKind::Prices,
-                format!("prices {name} below troupe's table, which --max-cost counts with"),
+                format!(
+                    "prices {name} below troupe's table or your own price, which --max-cost \
+                     counts with"
+                ),
                 format!(
                     "{name}\n{}/{}/{}/{}",
                     price.input.usd(),
@@ -190,6 +203,38 @@ mod tests {
         assert_eq!(untrusted["local"].value, price(0.0, 0.0, 0.0, 0.0));
         let trusted = &reviewed.trusted.prices.models;
         assert_eq!(trusted["gpt-4.1"].value, price(2.5, 8.0, 0.5, 0.0));
+    }
+
+    #[test]
+    fn a_workspace_s_price_below_the_person_s_own_waits_for_trust() {
+        // "local" is not in the table; the person prices it, and gpt-4.1 above the table.
+        let dir = workspace(Some(
+            "[prices.local]\ninput = 0\noutput = 0\n\
+             [prices.\"gpt-4.1\"]\ninput = 2\noutput = 8\ncache_read = 0.5\ncache_write = 2\n\
+             [prices.\"openai/mine-2025-01-01\"]\ninput = 5\noutput = 5\n",
+        ));
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[prices.local]\ninput = 1\noutput = 2\n[prices.\"gpt-4.1\"]\ninput = 3\noutput = 9\n\
+             [prices.mine]\ninput = 4\noutput = 4\n",
+        )
+        .unwrap();
+        let reviewed = Settings::load_reviewed(dir.path(), Some(&user)).unwrap();
+        let waiting: Vec<&str> = reviewed
+            .items
+            .iter()
+            .map(|i| i.content.split('\n').next().unwrap())
+            .collect();
+        assert_eq!(waiting, ["gpt-4.1", "local"]);
+        let untrusted = &reviewed.untrusted.prices.models;
+        assert_eq!(untrusted["local"].value, price(1.0, 2.0, 1.0, 1.0));
+        assert_eq!(untrusted["gpt-4.1"].value, price(3.0, 9.0, 3.0, 3.0));
+        // At or above the person's own (matched like any name): applies.
+        assert_eq!(
+            untrusted["openai/mine-2025-01-01"].value,
+            price(5.0, 5.0, 5.0, 5.0)
+        );
     }
 
     #[test]

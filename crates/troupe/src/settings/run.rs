@@ -1,13 +1,17 @@
 //! `[run]`: bounds of a `troupe run`. `max_cost` — USD, more than 0 — stops the run gracefully
 //! once the estimated cost of its model calls reaches it (exit 3, `[cost_budget]`);
-//! `--max-cost` decides over it. Project over user. Nothing here needs trust: a budget only
-//! stops a run sooner.
+//! `--max-cost` decides over it. Project over user.
+//!
+//! **Trust.** A budget only tightens: a workspace's `max_cost` applies at once when the
+//! person's own `config.toml` sets none, or a higher one. One *above* the person's own would
+//! let a run spend more than they said, so it **needs trust**; untrusted, theirs applies.
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::SettingsError;
-use super::section::{first, Layers, Spans};
+use super::section::{first, needs_trust, Layers, Spans};
+use super::trust::{TrustItem, TrustKind};
 use super::Sourced;
 use crate::prices::{Cost, MAX_USD};
 
@@ -50,6 +54,30 @@ pub(super) fn parse(raw: RawRun, spans: &Spans<'_>) -> Result<ParsedRun, Setting
         );
     }
     Ok(parsed)
+}
+
+/// Takes out of a project's `[run]` a `max_cost` above the person's own (`user`: their
+/// `config.toml`'s), which would loosen their limit (see the module docs).
+pub(super) fn split_looser_than_user(
+    project: &mut ParsedRun,
+    user: Option<&ParsedRun>,
+    items: &mut Vec<TrustItem>,
+) {
+    let (Some(mine), Some(theirs)) = (user.and_then(|u| u.max_cost), project.max_cost) else {
+        return;
+    };
+    if theirs > mine {
+        project.max_cost = None;
+        items.push(needs_trust(
+            TrustKind::CostLimit,
+            format!(
+                "raises the cost limit to {} from your {} ([run] max_cost)",
+                theirs.text(),
+                mine.text()
+            ),
+            theirs.picodollars().to_string(),
+        ));
+    }
 }
 
 /// Project over user.
@@ -97,5 +125,44 @@ mod tests {
         }
         let err = load_err("[run]\nmax_costs = 1\n");
         assert_eq!((err.kind, err.line), (Kind::UnknownKey, Some(2)), "{err}");
+    }
+
+    #[test]
+    fn a_workspace_s_budget_above_the_person_s_own_waits_for_trust() {
+        let usd = |v: f64| Cost::from_usd(v).unwrap();
+        let reviewed = |project: &str, user: Option<&str>| {
+            let dir = workspace(Some(project));
+            let path = dir.path().join("user.toml");
+            if let Some(text) = user {
+                std::fs::write(&path, text).unwrap();
+            }
+            let r = Settings::load_reviewed(dir.path(), Some(&path)).unwrap();
+            let kinds: Vec<&str> = r.items.iter().map(|i| i.kind.as_str()).collect();
+            (
+                r.untrusted.run.max_cost.map(|c| c.value),
+                r.trusted.run.max_cost.map(|c| c.value),
+                kinds.join(","),
+            )
+        };
+        let looser = reviewed(
+            "[run]\nmax_cost = 1000000\n",
+            Some("[run]\nmax_cost = 0.5\n"),
+        );
+        assert_eq!(
+            looser,
+            (Some(usd(0.5)), Some(usd(1_000_000.0)), "cost_limit".into())
+        );
+        let stricter = reviewed("[run]\nmax_cost = 0.25\n", Some("[run]\nmax_cost = 0.5\n"));
+        assert_eq!(stricter, (Some(usd(0.25)), Some(usd(0.25)), String::new()));
+        // The person sets none: any budget only stops a run sooner.
+        let only = reviewed("[run]\nmax_cost = 1000000\n", None);
+        assert_eq!(
+            only,
+            (
+                Some(usd(1_000_000.0)),
+                Some(usd(1_000_000.0)),
+                String::new()
+            )
+        );
     }
 }
