@@ -185,8 +185,8 @@ impl ProtectedPaths {
     }
 }
 
-/// `relative` with `/` between its parts.
-fn slashed(relative: &Path) -> String {
+/// `relative` with `/` between its parts (`.` for the empty path).
+pub fn slashed(relative: &Path) -> String {
     let parts: Vec<String> = relative
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())

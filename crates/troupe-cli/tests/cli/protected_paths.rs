@@ -7,36 +7,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
 
 use super::support::{command, ran, Ran};
 
-/// `git <args>` in `dir` with a test identity, nothing from the environment's `GIT_*` or the
-/// machine's config — but the repository's own config honoured, as a person's git would.
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut command = Command::new("git");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("GIT_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir.parent().unwrap())
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(["-c", "init.defaultBranch=main", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
+/// A person's `git <args>` in `dir` (the repository's own config honoured), which must succeed.
 fn git_ok(dir: &Path, args: &[&str]) -> String {
-    let out = git(dir, args);
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    super::support::git(dir, dir.parent().unwrap(), args)
 }
 
 struct Repo {
@@ -72,9 +50,10 @@ fn call(name: &str, arguments: Value) -> Value {
     json!({"name": name, "arguments": arguments})
 }
 
-/// `troupe run --approval <approval>` on `script` in the repository; the person's own config
-/// folder is the test's (`XDG_CONFIG_HOME`), HOME and TMPDIR beside the repository.
-fn run(repo: &Repo, script: &Value, approval: &str) -> Ran {
+/// `troupe run --approval <approval>` on `script` in the repository, confined by `mechanism`
+/// (else the first that works); the person's own config folder is the test's
+/// (`XDG_CONFIG_HOME`), HOME and TMPDIR beside the repository.
+fn run(repo: &Repo, script: &Value, approval: &str, mechanism: Option<&str>) -> Ran {
     let path = repo.root.join("script.json");
     std::fs::write(&path, script.to_string()).unwrap();
     let tmp = repo.root.join("tmp");
@@ -90,6 +69,9 @@ fn run(repo: &Repo, script: &Value, approval: &str) -> Ran {
         .env_remove("TROUPE_SANDBOX")
         .env_remove("TROUPE_SANDBOX_MECHANISM")
         .stdin(std::process::Stdio::null());
+    if let Some(mechanism) = mechanism {
+        c.env("TROUPE_SANDBOX_MECHANISM", mechanism);
+    }
     ran(c.output().unwrap())
 }
 
@@ -157,7 +139,7 @@ fn file_tools_never_write_a_protected_path_under_approval_auto_or_a_broad_allow(
         {"tool_calls": [call("write_file", json!({"path": "notes.txt", "content": "ok\n"}))]},
         {"text": "done"},
     ]});
-    let out = run(&repo, &script, "auto");
+    let out = run(&repo, &script, "auto", None);
     assert_eq!(out.code, 0, "{out:#?}");
 
     assert_eq!(
@@ -220,7 +202,7 @@ fn a_rule_naming_a_protected_path_exactly_allows_that_write_and_nothing_else() {
         ]},
         {"text": "done"},
     ]});
-    let out = run(&repo, &script, "auto");
+    let out = run(&repo, &script, "auto", None);
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(
         std::fs::read_to_string(repo.ws.join(".git/info/exclude")).unwrap(),
@@ -318,7 +300,7 @@ fn confined_attempts(mechanism: &str) {
             {"text": "wrote it"},
         ],
     }});
-    let out = run_mechanism(&repo, &script, mechanism);
+    let out = run(&repo, &script, "auto", Some(mechanism));
     let shm_after = std::fs::read_to_string(&host_shm).unwrap();
     std::fs::remove_file(&host_shm).unwrap();
     assert_eq!(out.code, 0, "{out:#?}");
@@ -370,25 +352,6 @@ fn confined_attempts(mechanism: &str) {
         "{seen}"
     );
     assert!(seen.contains("read-only to commands"), "{seen}");
-}
-
-fn run_mechanism(repo: &Repo, script: &Value, mechanism: &str) -> Ran {
-    let path = repo.root.join("script.json");
-    std::fs::write(&path, script.to_string()).unwrap();
-    let tmp = repo.root.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut c = command(&repo.ws);
-    c.args(["run", "--workspace", repo.ws.to_str().unwrap()])
-        .args(["--prompt", "tidy the repository", "--no-memory"])
-        .args(["--approval", "auto"])
-        .args(["--model-script", path.to_str().unwrap()])
-        .env("XDG_CONFIG_HOME", &repo.config)
-        .env("HOME", &repo.root)
-        .env("TMPDIR", &tmp)
-        .env("TROUPE_SANDBOX_MECHANISM", mechanism)
-        .env_remove("TROUPE_SANDBOX")
-        .stdin(std::process::Stdio::null());
-    ran(c.output().unwrap())
 }
 
 #[test]

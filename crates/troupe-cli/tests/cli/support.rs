@@ -217,3 +217,37 @@ pub fn wait_for_event(
         seen = changed.1.wait_timeout(seen, left).unwrap().0;
     }
 }
+
+/// `git <args>` in `dir` as a person's git would run it — the repository's own config honoured —
+/// with a test identity and nothing from the machine: no `GIT_*` variable of the environment,
+/// no `/etc/gitconfig`, HOME the given folder. Its output, whatever its status.
+pub fn git_output(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new("git");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GIT_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", home)
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgSign=false",
+        ])
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// [`git_output`], which must succeed: its stdout.
+pub fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let out = git_output(dir, home, args);
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -5,7 +5,6 @@
 //! the merge.
 
 use std::path::Path;
-use std::process::Command;
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
@@ -14,23 +13,7 @@ use super::support::{json, troupe_in};
 
 /// `git <args>` in `dir` with a test identity, nothing taken from the environment's `GIT_*`.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let mut command = Command::new("git");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("GIT_") {
-            command.env_remove(key);
-        }
-    }
-    let out = command
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(["-c", "init.defaultBranch=main", "-C"])
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    super::support::git(dir, dir, args)
 }
 
 fn tool(name: &str, arguments: Value) -> Value {

@@ -27,11 +27,12 @@
 //! up into permissions); it is re-exported here, where entries are matched. Parsing here never
 //! fails: an entry the grammar lets through but no pattern understands is opaque.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::shell_words::{split_chain, words};
+use crate::protected::{lexical, slashed};
 pub use crate::settings::check_rule;
 
 /// The file tools whose path argument a pattern can name.
@@ -213,34 +214,9 @@ pub fn normalise(workspace: &Path, path: &str) -> Place {
     let root = lexical(&std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_owned()));
     let joined = lexical(&root.join(path));
     match joined.strip_prefix(&root) {
-        Ok(relative) => {
-            let parts: Vec<String> = relative
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            if parts.is_empty() {
-                Place::Inside(".".to_owned())
-            } else {
-                Place::Inside(parts.join("/"))
-            }
-        }
+        Ok(relative) => Place::Inside(slashed(relative)),
         Err(_) => Place::Outside(joined),
     }
-}
-
-/// Removes `.` and resolves `..` lexically (`..` above the root stays at the root).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// The entry the approval prompt suggests remembering for a call: for `shell`, the first two

@@ -220,7 +220,20 @@ impl PermissionPolicy {
             "{}: a write there is always asked of a person",
             hit.explain()
         );
-        let answer = self.ask(request, &reason, Some(&suggestion)).await;
+        self.asked(request, PROTECTED_RULE, &reason, Some(&suggestion))
+            .await
+    }
+
+    /// The provider's answer for a call the rules sent to `ask` (by `rule`, for `reason`), as a
+    /// decision; an "always" answer is remembered as a session allow.
+    async fn asked(
+        &self,
+        request: &PermissionRequest<'_>,
+        rule: &str,
+        reason: &str,
+        suggestion: Option<&str>,
+    ) -> PermissionDecision {
+        let answer = self.ask(request, reason, suggestion).await;
         if let (true, Some(entry), Some(settings)) =
             (answer.approved, &answer.remember, &self.settings)
         {
@@ -230,7 +243,7 @@ impl PermissionPolicy {
             allowed: answer.approved,
             rules_said: Decision::Ask,
             rule: format!(
-                "{PROTECTED_RULE}+approval:{}",
+                "{rule}+approval:{}",
                 answer.by.as_deref().unwrap_or(self.approval.name())
             ),
             reason: answer.reason,
@@ -286,24 +299,13 @@ impl PermissionPolicy {
             },
             Decision::Ask => {
                 let suggestion = self.settings.as_ref().and_then(|s| s.suggestion(request));
-                let answer = self
-                    .ask(request, &verdict.reason, suggestion.as_deref())
-                    .await;
-                if let (true, Some(entry), Some(settings)) =
-                    (answer.approved, &answer.remember, &self.settings)
-                {
-                    settings.session().remember(entry);
-                }
-                PermissionDecision {
-                    allowed: answer.approved,
-                    rules_said: Decision::Ask,
-                    rule: format!(
-                        "{}+approval:{}",
-                        verdict.rule,
-                        answer.by.as_deref().unwrap_or(self.approval.name())
-                    ),
-                    reason: answer.reason,
-                }
+                self.asked(
+                    request,
+                    &verdict.rule,
+                    &verdict.reason,
+                    suggestion.as_deref(),
+                )
+                .await
             }
         };
         // The audit sink appends off the async threads.
