@@ -35,10 +35,16 @@ pub struct Ran {
     pub stderr: String,
 }
 
-/// Where the tests' troupe looks for the user's `config.toml`: a folder that does not exist, so
-/// that the developer's real settings are never read (a test that wants one sets its own).
+/// Where the tests' troupe looks for the user's `config.toml`: a folder with no settings, so
+/// that the developer's real settings are never read (a test that wants some sets its own).
+/// One per test process: a command that records something there (the approval prompt's
+/// `[s]ave` records the entry's trust) leaves it to this run's tests alone, never to a later
+/// run's.
 pub fn no_user_config() -> std::path::PathBuf {
-    std::env::temp_dir().join("troupe-cli-tests-no-user-config")
+    std::env::temp_dir().join(format!(
+        "troupe-cli-tests-no-user-config-{}",
+        std::process::id()
+    ))
 }
 
 pub fn command(cwd: &Path) -> Command {
