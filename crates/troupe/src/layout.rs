@@ -12,6 +12,9 @@ pub struct Layout {
 
 impl Layout {
     pub const STATE_DIR: &'static str = ".troupe";
+    /// The mode of every folder troupe makes under [`Self::STATE_DIR`]: the user's alone
+    /// (transcripts hold the files agents read, requests the calls' arguments).
+    pub const DIR_MODE: u32 = 0o700;
 
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         Self {

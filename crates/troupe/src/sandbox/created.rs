@@ -8,9 +8,11 @@
 //! `.troupe/blocked/<stamp>/` when it ends — kept for the person to look at, out of the place
 //! where git or troupe would act on it — and the command's result says so.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::layout::Layout;
 use crate::protected::ProtectedPath;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -70,7 +72,11 @@ impl Absent {
         let name = shown.replace('/', "%2F");
         let target = folder.join(&name);
         let why = protected.protection.why();
-        let moved = std::fs::create_dir_all(folder)
+        // Inside `.troupe/`: the user's alone, like the rest of it.
+        let moved = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(Layout::DIR_MODE)
+            .create(folder)
             .and_then(|()| std::fs::rename(&protected.path, &target));
         match moved {
             Ok(()) => format!(

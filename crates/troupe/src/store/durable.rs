@@ -21,7 +21,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 pub use super::read::NEW_FILE_MODE;
 /// The mode of a folder troupe creates (`.troupe/` and everything in it).
-pub const NEW_DIR_MODE: u32 = 0o700;
+pub const NEW_DIR_MODE: u32 = crate::layout::Layout::DIR_MODE;
 
 /// The permission bits `dest` has now, if it exists.
 fn existing_mode(dest: &Path) -> Option<u32> {
