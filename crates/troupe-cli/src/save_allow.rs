@@ -13,6 +13,7 @@ use troupe::settings::trust::{TrustItem, TrustKind, TrustStore};
 use troupe::settings::PROJECT_FILE_NAME;
 use troupe::store::durable;
 use troupe::store::read::{open_regular, Links};
+use troupe::terminal_text::for_terminal;
 
 use crate::error::CliError;
 
@@ -35,16 +36,20 @@ pub fn saver(workspace: &Path) -> SaveAllow {
         append_allow(&file, entry).map_err(|e| e.to_string())?;
         match trust_saved(&workspace, before, entry) {
             Ok(left) if left.is_empty() => {}
+            // The entry names what a model asked for, and an error may quote a file: shown,
+            // never obeyed.
             Ok(left) => eprintln!(
-                "troupe: saved allow {entry} and trusted that entry only; the workspace's files \
+                "troupe: saved allow {} and trusted that entry only; the workspace's files \
                  also hold what you have not trusted (they would {}): it stays untrusted until \
                  you review it with `troupe trust --workspace {}`",
+                for_terminal(entry),
                 crate::trust::summary(&left),
-                workspace.display()
+                for_terminal(&workspace.display().to_string())
             ),
             Err(e) => eprintln!(
-                "troupe: saved, but the trust record was not updated ({e}); the next run asks \
-                 again"
+                "troupe: saved, but the trust record was not updated ({}); the next run asks \
+                 again",
+                for_terminal(&e.to_string())
             ),
         }
         Ok(file.display().to_string())
