@@ -6,7 +6,9 @@
 //! to mount on, and Landlock grants by folder, not by name. So the paths missing when a command
 //! starts are noted ([`Absent`]), and whatever of them the command created is moved aside into
 //! `.troupe/blocked/<stamp>/` when it ends — kept for the person to look at, out of the place
-//! where git or troupe would act on it — and the command's result says so.
+//! where git or troupe would act on it — and the command's result says so (and a warning on
+//! troupe's stderr: a path the person made meanwhile, such as a `troupe.toml` saved from an
+//! approval prompt, is moved the same way; nothing tells the two apart).
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -59,7 +61,13 @@ impl Absent {
         let folder = self.blocked.join(stamp);
         created
             .into_iter()
-            .map(|protected| self.move_aside(protected, &folder))
+            .map(|protected| {
+                let note = self.move_aside(protected, &folder);
+                // The person hears of it too: what was moved may be theirs (a `troupe.toml`
+                // saved from an approval prompt while the command ran); it is kept there.
+                tracing::warn!("{note}");
+                note
+            })
             .collect()
     }
 
