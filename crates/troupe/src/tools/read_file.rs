@@ -1,10 +1,13 @@
-//! `read_file`: the text of a workspace file, optionally only its first lines.
+//! `read_file`: the text of a workspace file, or of some of its lines (`offset` lines skipped,
+//! then at most `limit` lines) — so a file or an artifact larger than what one result shows is
+//! read page by page.
 //!
 //! The file is opened with [`open_regular`] (a FIFO, socket or device is refused at once rather
 //! than blocking the agent) and read *streaming*: at most [`MAX_READ_BYTES`] bytes are shown,
 //! and only a few more are read (to know whether the file goes on, and to see whole any secret
 //! that crosses the cut), whatever the file's size, so a sparse terabyte costs no more than a
-//! small file. Only what is shown must be UTF-8; a cut that falls inside a character keeps the
+//! small file; skipping `offset` lines streams past them without keeping them. Only what is
+//! shown must be UTF-8; a cut that falls inside a character keeps the
 //! whole characters before it, and a cut that falls inside a secret (the API key in a file)
 //! keeps nothing of it.
 //!
@@ -14,7 +17,7 @@
 //! resolves to `.troupe/artifacts/<agent>/<uuid>.txt` qualifies.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -41,8 +44,9 @@ impl ToolHandler for ReadFileTool {
             description: format!(
                 "Read a UTF-8 text file in the workspace and return its content exactly as \
                  stored. `path` is relative to the workspace root (paths outside the workspace \
-                 are refused). Use `limit` to read only the first N lines of a long file. \
-                 Files over {MAX_READ_BYTES} bytes are cut, and the result says so."
+                 are refused). Use `limit` to read only N lines of a long file, and `offset` to \
+                 skip the first N lines (page through a file with both). At most \
+                 {MAX_READ_BYTES} bytes are shown at once; the result says when it is cut."
             ),
             parameters: json!({
                 "type": "object",
@@ -50,7 +54,9 @@ impl ToolHandler for ReadFileTool {
                     "path": {"type": "string", "minLength": 1,
                              "description": "File path relative to the workspace root."},
                     "limit": {"type": "integer", "exclusiveMinimum": 0,
-                              "description": "Return at most this many lines from the start."}
+                              "description": "Return at most this many lines."},
+                    "offset": {"type": "integer", "minimum": 0,
+                               "description": "Skip this many lines first (0: from the start)."}
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -65,6 +71,10 @@ impl ToolHandler for ReadFileTool {
             .get("limit")
             .and_then(Value::as_u64)
             .map(|limit| usize::try_from(limit).unwrap_or(usize::MAX));
+        let offset = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .map_or(0, |offset| usize::try_from(offset).unwrap_or(usize::MAX));
         let workspace = Workspace::new(&ctx.workspace)?;
         let (path, recovered) = match workspace.resolve_read(&raw) {
             Ok(path) => (path, None),
@@ -82,7 +92,8 @@ impl ToolHandler for ReadFileTool {
         };
         // Reading a file is blocking work, however small the part read.
         let redactor = ctx.redactor.clone();
-        let text = tokio::task::spawn_blocking(move || read(&path, &raw, limit, &redactor))
+        let lines = Lines { offset, limit };
+        let text = tokio::task::spawn_blocking(move || read(&path, &raw, lines, &redactor))
             .await
             .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))??;
         Ok(match recovered {
@@ -168,22 +179,64 @@ pub(crate) fn open_workspace_file(path: &Path, shown: &str) -> Result<File, Tool
     }
 }
 
-fn read(
-    path: &Path,
-    raw: &str,
+/// Which lines to show: `offset` skipped, then at most `limit`.
+#[derive(Debug, Clone, Copy)]
+struct Lines {
+    offset: usize,
     limit: Option<usize>,
-    redactor: &Redactor,
-) -> Result<String, ToolError> {
+}
+
+/// Reads past the first `offset` lines of `reader`: how many lines there were when it ended
+/// first (the file has fewer), else `None`. A last line without `\n` counts as a line.
+fn skip_lines(reader: &mut impl BufRead, offset: usize) -> std::io::Result<Option<usize>> {
+    let mut skipped = 0;
+    let mut partial = false;
+    while skipped < offset {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(Some(skipped + usize::from(partial)));
+        }
+        let (used, ended_line) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        reader.consume(used);
+        if ended_line {
+            skipped += 1;
+            partial = false;
+        } else {
+            partial = true;
+        }
+    }
+    Ok(None)
+}
+
+fn read(path: &Path, raw: &str, lines: Lines, redactor: &Redactor) -> Result<String, ToolError> {
+    let Lines { offset, limit } = lines;
     let file = open_workspace_file(path, raw)?;
     let total_bytes = file
         .metadata()
         .map_err(|e| ToolError::io("cannot inspect", raw, &e))?
         .len();
+    let mut reader = BufReader::new(file);
+    if let Some(total_lines) =
+        skip_lines(&mut reader, offset).map_err(|e| ToolError::io("cannot read", raw, &e))?
+    {
+        return Ok(format!(
+            "[{raw} has {total_lines} lines; offset {offset} is past its end]"
+        ));
+    }
     let mut bytes = Vec::new();
     // Past the cap: one byte to know the file goes on, the margin to see a secret crossing it.
-    file.take((MAX_READ_BYTES + redactor.margin().max(1)) as u64)
+    reader
+        .take((MAX_READ_BYTES + redactor.margin().max(1)) as u64)
         .read_to_end(&mut bytes)
         .map_err(|e| ToolError::io("cannot read", raw, &e))?;
+    if offset > 0 && bytes.is_empty() {
+        return Ok(format!(
+            "[{raw} has {offset} lines; offset {offset} is past its end]"
+        ));
+    }
     // Everything there is fits under the cap (the size on record may be stale: trust the read).
     let complete = bytes.len() <= MAX_READ_BYTES;
     let mut notes = Vec::new();
@@ -194,11 +247,18 @@ fn read(
             if line_end < bytes.len() {
                 end = line_end;
                 cut_by_lines = true;
+                let shown = match offset {
+                    0 => format!("the first {limit} lines"),
+                    _ => format!("lines {}-{}", offset + 1, offset + limit),
+                };
                 notes.push(if complete {
-                    let total_lines = count_lines(&bytes);
-                    format!("[showing the first {limit} of {total_lines} lines]")
+                    let total_lines = offset + count_lines(&bytes);
+                    match offset {
+                        0 => format!("[showing the first {limit} of {total_lines} lines]"),
+                        _ => format!("[showing {shown} of {total_lines} lines]"),
+                    }
                 } else {
-                    format!("[showing the first {limit} lines of a file of {total_bytes} bytes]")
+                    format!("[showing {shown} of a file of {total_bytes} bytes]")
                 });
             }
         }
@@ -209,8 +269,22 @@ fn read(
         ))
     })?;
     if !complete && !cut_by_lines {
+        let cut = match offset {
+            0 => format!("{MAX_READ_BYTES} of {total_bytes} bytes"),
+            _ => format!(
+                "{MAX_READ_BYTES} bytes from line {} of a file of {total_bytes} bytes",
+                offset + 1
+            ),
+        };
         notes.push(format!(
-            "[cut at {MAX_READ_BYTES} of {total_bytes} bytes; use `limit` or shell tools for the rest]"
+            "[cut at {cut}; page on with `offset` and `limit` (lines), or use shell tools]"
+        ));
+    } else if offset > 0 && !cut_by_lines {
+        notes.push(format!(
+            "[showing lines {}-{} of {} lines]",
+            offset + 1,
+            offset + count_lines(&bytes[..end]),
+            offset + count_lines(&bytes[..end])
         ));
     }
     let mut text = text.to_owned();

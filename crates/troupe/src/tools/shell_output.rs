@@ -118,8 +118,8 @@ fn kept_line(path: &str, total: u64, kept: u64, limit: u64) -> String {
     };
     format!(
         "[Output truncated: the command printed {total} bytes; {path} holds {held}. read_file \
-         opens it (its first {MAX_READ_BYTES} bytes; `limit` reads the first N lines); use shell \
-         tools (tail -c, grep, sed -n) for the rest. Shown here: the start and the end of the \
+         opens it ({MAX_READ_BYTES} bytes at a time; `offset` skips lines, `limit` caps them); \
+         shell tools (tail -c, grep, sed -n) read it too. Shown here: the start and the end of the \
          output.]"
     )
 }
@@ -143,10 +143,10 @@ mod tests {
             kept_line(".troupe/artifacts/lead/a.txt", 500, 500, 1_000),
             format!(
                 "[Output truncated: the command printed 500 bytes; .troupe/artifacts/lead/a.txt \
-                 holds all 500 of them, 0 bytes dropped. read_file opens it (its first \
-                 {MAX_READ_BYTES} bytes; `limit` reads the first N lines); use shell tools \
-                 (tail -c, grep, sed -n) for the rest. Shown here: the start and the end of the \
-                 output.]"
+                 holds all 500 of them, 0 bytes dropped. read_file opens it \
+                 ({MAX_READ_BYTES} bytes at a time; `offset` skips lines, `limit` caps them); \
+                 shell tools (tail -c, grep, sed -n) read it too. Shown here: the start and the \
+                 end of the output.]"
             )
         );
         assert!(kept_line("a", 500, 300, 300).contains(

@@ -57,6 +57,76 @@ async fn read_file_limit_returns_the_first_lines_and_says_so() {
 }
 
 #[tokio::test]
+async fn read_file_offset_skips_lines_and_pages_with_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("f.txt"), "1\n2\n3\n4\n5").unwrap();
+    let read = |args: serde_json::Value| {
+        let dir = dir.path().to_owned();
+        async move { call(&dir, "read_file", args).await }
+    };
+    assert_eq!(
+        read(json!({"path": "f.txt", "offset": 1, "limit": 2})).await,
+        ("2\n3\n[showing lines 2-3 of 5 lines]".to_owned(), false)
+    );
+    assert_eq!(
+        read(json!({"path": "f.txt", "offset": 3})).await,
+        ("4\n5\n[showing lines 4-5 of 5 lines]".to_owned(), false)
+    );
+    assert_eq!(
+        read(json!({"path": "f.txt", "offset": 0, "limit": 9})).await,
+        ("1\n2\n3\n4\n5".to_owned(), false)
+    );
+    for (offset, lines) in [(5, 5), (7, 5)] {
+        assert_eq!(
+            read(json!({"path": "f.txt", "offset": offset})).await,
+            (
+                format!("[f.txt has {lines} lines; offset {offset} is past its end]"),
+                false
+            )
+        );
+    }
+    let (content, is_error) = read(json!({"path": "f.txt", "offset": -1})).await;
+    assert!(is_error, "{content}");
+    assert!(
+        content.starts_with("Error [invalid_arguments]"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn read_file_pages_through_a_file_larger_than_one_result() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30,000 lines of 11 bytes: 330,000 bytes, more than one result shows.
+    let text: String = (0..30_000).map(|i| format!("line {i:05}\n")).collect();
+    fs::write(dir.path().join("big.txt"), &text).unwrap();
+    let (first, _) = call(dir.path(), "read_file", json!({"path": "big.txt"})).await;
+    assert!(first.ends_with(
+        "[cut at 200000 of 330000 bytes; page on with `offset` and `limit` (lines), or use shell tools]"
+    ), "{}", &first[first.len() - 200..]);
+    let (last, is_error) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": "big.txt", "offset": 29_998}),
+    )
+    .await;
+    assert!(!is_error);
+    assert_eq!(
+        last,
+        "line 29998\nline 29999\n[showing lines 29999-30000 of 30000 lines]"
+    );
+    let (middle, _) = call(
+        dir.path(),
+        "read_file",
+        json!({"path": "big.txt", "offset": 20_000, "limit": 1}),
+    )
+    .await;
+    assert_eq!(
+        middle,
+        "line 20000\n[showing lines 20001-20001 of 30000 lines]"
+    );
+}
+
+#[tokio::test]
 async fn read_file_of_a_missing_file_is_not_found() {
     let dir = tempfile::tempdir().unwrap();
     let (content, is_error) = call(dir.path(), "read_file", json!({"path": "nope.txt"})).await;
@@ -320,7 +390,7 @@ async fn read_file_of_a_huge_file_reads_only_what_it_returns() {
         "{}",
         &content[content.len().saturating_sub(300)..]
     );
-    let note = format!("\n[cut at {max} of {size} bytes; use `limit` or shell tools for the rest]");
+    let note = format!("\n[cut at {max} of {size} bytes; page on with `offset` and `limit` (lines), or use shell tools]");
     assert!(content.ends_with(&note), "{}", &content[max..]);
     assert_eq!(content.len(), max + note.len());
     assert!(content[..max].bytes().all(|b| b == 0));
@@ -375,6 +445,6 @@ async fn read_file_cut_keeps_whole_characters_and_reads_past_binary_tails() {
     let total = bytes.len();
     assert_eq!(
         &content[max - 3..],
-        format!("aa\n[cut at {max} of {total} bytes; use `limit` or shell tools for the rest]")
+        format!("aa\n[cut at {max} of {total} bytes; page on with `offset` and `limit` (lines), or use shell tools]")
     );
 }

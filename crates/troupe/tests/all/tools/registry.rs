@@ -73,7 +73,7 @@ fn base_tools_are_offered_in_spec_order_with_their_effects_and_schemas() {
             (
                 "read_file".to_owned(),
                 Effect::Read,
-                s(&["path", "limit"]),
+                s(&["path", "limit", "offset"]),
                 s(&["path"])
             ),
             (
@@ -108,7 +108,12 @@ fn base_tools_are_offered_in_spec_order_with_their_effects_and_schemas() {
     assert_eq!(
         read_file.definition.parameters["properties"]["limit"],
         json!({"type": "integer", "exclusiveMinimum": 0,
-               "description": "Return at most this many lines from the start."})
+               "description": "Return at most this many lines."})
+    );
+    assert_eq!(
+        read_file.definition.parameters["properties"]["offset"],
+        json!({"type": "integer", "minimum": 0,
+               "description": "Skip this many lines first (0: from the start)."})
     );
     let edit = registry.get("edit_file").unwrap();
     assert_eq!(

@@ -128,7 +128,7 @@ async fn a_key_cut_by_the_read_file_cap_leaves_no_piece() {
         .await;
         assert!(!is_error);
         assert_no_piece_of_the_key(&content);
-        assert!(content.ends_with("use `limit` or shell tools for the rest]"));
+        assert!(content.ends_with("page on with `offset` and `limit` (lines), or use shell tools]"));
     }
 }
 

@@ -124,7 +124,8 @@ async fn a_command_printing_far_more_than_the_cap_is_kept_whole_and_the_first_li
     assert!(read.content.starts_with(&"x".repeat(200_000)));
     assert!(
         read.content.ends_with(&format!(
-            "[cut at 200000 of {printed} bytes; use `limit` or shell tools for the rest]"
+            "[cut at 200000 of {printed} bytes; page on with `offset` and `limit` (lines), or \
+             use shell tools]"
         )),
         "{}",
         &read.content[200_000..]
@@ -161,8 +162,8 @@ async fn past_the_bound_the_artifact_stops_and_the_rest_is_counted_as_dropped() 
         format!(
             "[Output truncated: the command printed 300000 bytes; {path} holds the first 100000 \
              of them, 200000 bytes dropped (an artifact keeps at most 100000 bytes). read_file \
-             opens it (its first 200000 bytes; `limit` reads the first N lines); use shell tools \
-             (tail -c, grep, sed -n) for the rest. Shown here: the start and the end of the \
+             opens it (200000 bytes at a time; `offset` skips lines, `limit` caps them); shell \
+             tools (tail -c, grep, sed -n) read it too. Shown here: the start and the end of the \
              output.]"
         )
     );
