@@ -81,11 +81,15 @@ pub struct Review {
     pub items: Vec<TrustItem>,
 }
 
-/// Reads `troupe.toml`, the user's `config.toml` and `.env` (a bad settings file is exit 2
-/// naming the file and line) and sets their trust-requiring values apart. `lenient_dotenv`: an
+/// Reads `troupe.toml`, the user's `config.toml` and `.env` (a bad settings file, or a rule
+/// naming no known tool, is exit 2 naming the file and line) and sets their trust-requiring values apart. `lenient_dotenv`: an
 /// unreadable `.env` counts as empty (for commands that never call a model).
 pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError> {
     let reviewed = Settings::load_reviewed(workspace, user_config_path().as_deref())
+        .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
+    // Every file's rules, before trust leaves any out: a rule naming no tool is a mistake
+    // whether or not the workspace is trusted.
+    troupe::bootstrap::check_rule_tools(&reviewed.trusted)
         .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
     let dotenv = match read_env_file(&workspace.join(ENV_FILE_NAME)) {
         Ok(vars) => vars,
