@@ -3,7 +3,6 @@
 //! all of it, `compact` the model, `config` the context window with its source; it depends on
 //! none of them.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,17 +37,15 @@ pub fn approval_provider(
     }
 }
 
-/// The settings of a command that runs agents (`run`, `worker`): through the trust gate (asked
-/// on a terminal, exit 2 without one), then the workspace's allow rules left out when no one can
-/// be asked under `approval`. The gate's result too (for the model and the approval saver).
-pub fn settings_for_agents(
-    workspace: &Path,
-    approval: ApprovalMode,
-) -> Result<(Loaded, Settings), CliError> {
+/// The settings of a command that runs agents (`run`, `worker`), through the trust gate (asked
+/// on a terminal, exit 2 without one); the gate's result too (for the model and the approval
+/// saver). Whatever `--approval` says, the rules that apply are the person's own and, once the
+/// workspace is trusted, its own: a matching rule decides over the default policy even under
+/// `--approval deny` or `ask` without a terminal (SPEC §7), and an untrusted workspace's
+/// `allow` rules are never among them (the gate left them out).
+pub fn settings_for_agents(workspace: &Path) -> Result<(Loaded, Settings), CliError> {
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let mut settings = loaded.settings.clone();
-    let can_ask = approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
-    crate::trust::cap_workspace_allows(&mut settings, approval == ApprovalMode::Auto || can_ask);
+    let settings = loaded.settings.clone();
     Ok((loaded, settings))
 }
 

@@ -357,30 +357,6 @@ pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> Str
     out
 }
 
-/// The person's `--approval` decides over a workspace's rules in the widening direction: when
-/// no one can be asked (`--approval deny`, or `ask` without a terminal) the workspace's own
-/// `allow` rules are left out, so a workspace never turns "ask → denied" into "allowed". The
-/// person's own rules (user `config.toml`) stay. Says once what it left out.
-pub fn cap_workspace_allows(settings: &mut Settings, someone_answers: bool) {
-    if someone_answers {
-        return;
-    }
-    let before = settings.rules.len();
-    settings.rules.retain(|rule| {
-        !(rule.list == troupe::settings::RuleList::Allow
-            && matches!(rule.source, troupe::settings::Source::Project(_)))
-    });
-    let left_out = before - settings.rules.len();
-    if left_out > 0 {
-        eprintln!(
-            "troupe: {left_out} allow rule(s) of {} left out: no one can approve in this run \
-             (--approval deny, or ask without a terminal), and a workspace's rules never allow \
-             what you would be asked about",
-            troupe::settings::PROJECT_FILE_NAME
-        );
-    }
-}
-
 /// Trust cannot be recorded without a config folder.
 pub fn no_config_folder() -> CliError {
     let e = troupe::settings::trust::TrustError::NoConfigFolder;

@@ -55,7 +55,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
     // trusted it (on a terminal they are asked).
-    let (loaded, mut file_settings) = settings_for_agents(workspace, args.approval)?;
+    let (loaded, mut file_settings) = settings_for_agents(workspace)?;
     if let Some(isolation) = args.isolation {
         file_settings.team.isolation = Some(troupe::settings::Sourced {
             value: isolation,

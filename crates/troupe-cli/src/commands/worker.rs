@@ -28,7 +28,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
+    let (loaded, file_settings) = settings_for_agents(workspace)?;
     let store = store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::usage(
