@@ -14,7 +14,7 @@ use troupe::model::config::{ModelConfig, ModelOverrides};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
-use troupe::settings::{Settings, Source, Sourced};
+use troupe::settings::{ApprovalSettings, NoTerminal, Settings, Source, Sourced};
 
 use crate::args::{ApprovalMode, ModelFlags};
 use crate::error::CliError;
@@ -47,6 +47,30 @@ pub fn settings_for_agents(workspace: &Path) -> Result<(Loaded, Settings), CliEr
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
     let settings = loaded.settings.clone();
     Ok((loaded, settings))
+}
+
+/// What `--approval ask` says once at start when there is no terminal to ask on: what
+/// `[approvals] no_terminal` makes of an ask — denied at once, or a request that waits up to
+/// `[approvals] ttl` for an answer from elsewhere. `waits_unless_set`: the command's own choice
+/// when no file sets it (`troupe worker` waits, `troupe run` denies; SPEC §7, §13).
+pub fn no_terminal_notice(approvals: &ApprovalSettings, waits_unless_set: bool) -> String {
+    let waits = approvals
+        .no_terminal
+        .as_ref()
+        .map_or(waits_unless_set, |chosen| chosen.value == NoTerminal::Wait);
+    if waits {
+        format!(
+            "no terminal to ask for approval: calls that need it (write and execute tools) wait \
+             up to {} for an answer from another terminal (troupe approve ID, or troupe deny ID; \
+             troupe requests lists them) or from the page of troupe serve; no answer in time \
+             counts as no",
+            humantime::format_duration(approvals.ttl)
+        )
+    } else {
+        "no terminal to ask for approval: calls that need it (write and execute tools) will be \
+         denied; use --approval auto to allow them"
+            .to_owned()
+    }
 }
 
 /// Chooses the model before anything touches the workspace: missing configuration exits 2

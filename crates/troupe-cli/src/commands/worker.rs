@@ -14,7 +14,9 @@ use troupe::team::NoTeamObserver;
 
 use troupe::store::events::{kinds, EventSink, RUN_AGENT};
 
-use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
+use crate::agent_setup::{
+    approval_provider, context_window, models, no_terminal_notice, settings_for_agents, Models,
+};
 use crate::args::{ApprovalMode, WorkerArgs};
 use crate::error::CliError;
 use crate::input::parse_duration;
@@ -51,8 +53,8 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
     let interrupt = Interrupt::default();
     if args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal() {
         eprintln!(
-            "troupe: no terminal to ask for approval: calls that need it will be denied; use \
-             --approval auto to allow them"
+            "troupe: {}",
+            no_terminal_notice(&file_settings.approvals, true)
         );
     }
     let console = Arc::new(Console::new(Sink::Stderr, verbose > 0));
