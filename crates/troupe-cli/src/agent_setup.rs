@@ -3,7 +3,6 @@
 //! all of it, `compact` the model, `config` the context window with its source; it depends on
 //! none of them.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,7 +14,7 @@ use troupe::model::config::{ModelConfig, ModelOverrides};
 use troupe::model::{ModelClient, OpenAiClient, ScriptedModel};
 use troupe::permissions::{ApprovalProvider, AutoApproval, DenyApproval, TerminalApproval};
 use troupe::secrets::Redactor;
-use troupe::settings::{Settings, Source, Sourced};
+use troupe::settings::{ApprovalSettings, NoTerminal, Settings, Source, Sourced};
 
 use crate::args::{ApprovalMode, ModelFlags};
 use crate::error::CliError;
@@ -38,18 +37,40 @@ pub fn approval_provider(
     }
 }
 
-/// The settings of a command that runs agents (`run`, `worker`): through the trust gate (asked
-/// on a terminal, exit 2 without one), then the workspace's allow rules left out when no one can
-/// be asked under `approval`. The gate's result too (for the model and the approval saver).
-pub fn settings_for_agents(
-    workspace: &Path,
-    approval: ApprovalMode,
-) -> Result<(Loaded, Settings), CliError> {
+/// The settings of a command that runs agents (`run`, `worker`), through the trust gate (asked
+/// on a terminal, exit 2 without one); the gate's result too (for the model and the approval
+/// saver). Whatever `--approval` says, the rules that apply are the person's own and, once the
+/// workspace is trusted, its own: a matching rule decides over the default policy even under
+/// `--approval deny` or `ask` without a terminal (SPEC §7), and an untrusted workspace's
+/// `allow` rules are never among them (the gate left them out).
+pub fn settings_for_agents(workspace: &Path) -> Result<(Loaded, Settings), CliError> {
     let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
-    let mut settings = loaded.settings.clone();
-    let can_ask = approval == ApprovalMode::Ask && std::io::stdin().is_terminal();
-    crate::trust::cap_workspace_allows(&mut settings, approval == ApprovalMode::Auto || can_ask);
+    let settings = loaded.settings.clone();
     Ok((loaded, settings))
+}
+
+/// What `--approval ask` says once at start when there is no terminal to ask on: what
+/// `[approvals] no_terminal` makes of an ask — denied at once, or a request that waits up to
+/// `[approvals] ttl` for an answer from elsewhere. `waits_unless_set`: the command's own choice
+/// when no file sets it (`troupe worker` waits, `troupe run` denies; SPEC §7, §13).
+pub fn no_terminal_notice(approvals: &ApprovalSettings, waits_unless_set: bool) -> String {
+    let waits = approvals
+        .no_terminal
+        .as_ref()
+        .map_or(waits_unless_set, |chosen| chosen.value == NoTerminal::Wait);
+    if waits {
+        format!(
+            "no terminal to ask for approval: calls that need it (write and execute tools) wait \
+             up to {} for an answer from another terminal (troupe approve ID, or troupe deny ID; \
+             troupe requests lists them) or from the page of troupe serve; no answer in time \
+             counts as no",
+            humantime::format_duration(approvals.ttl)
+        )
+    } else {
+        "no terminal to ask for approval: calls that need it (write and execute tools) will be \
+         denied; use --approval auto to allow them"
+            .to_owned()
+    }
 }
 
 /// Chooses the model before anything touches the workspace: missing configuration exits 2

@@ -81,11 +81,15 @@ pub struct Review {
     pub items: Vec<TrustItem>,
 }
 
-/// Reads `troupe.toml`, the user's `config.toml` and `.env` (a bad settings file is exit 2
-/// naming the file and line) and sets their trust-requiring values apart. `lenient_dotenv`: an
+/// Reads `troupe.toml`, the user's `config.toml` and `.env` (a bad settings file, or a rule
+/// naming no known tool, is exit 2 naming the file and line) and sets their trust-requiring values apart. `lenient_dotenv`: an
 /// unreadable `.env` counts as empty (for commands that never call a model).
 pub fn review(workspace: &Path, lenient_dotenv: bool) -> Result<Review, CliError> {
     let reviewed = Settings::load_reviewed(workspace, user_config_path().as_deref())
+        .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
+    // Every file's rules, before trust leaves any out: a rule naming no tool is a mistake
+    // whether or not the workspace is trusted.
+    troupe::bootstrap::check_rule_tools(&reviewed.trusted)
         .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
     let dotenv = match read_env_file(&workspace.join(ENV_FILE_NAME)) {
         Ok(vars) => vars,
@@ -351,30 +355,6 @@ pub fn describe(workspace: &Path, items: &[TrustItem], state: TrustState) -> Str
         ));
     }
     out
-}
-
-/// The person's `--approval` decides over a workspace's rules in the widening direction: when
-/// no one can be asked (`--approval deny`, or `ask` without a terminal) the workspace's own
-/// `allow` rules are left out, so a workspace never turns "ask → denied" into "allowed". The
-/// person's own rules (user `config.toml`) stay. Says once what it left out.
-pub fn cap_workspace_allows(settings: &mut Settings, someone_answers: bool) {
-    if someone_answers {
-        return;
-    }
-    let before = settings.rules.len();
-    settings.rules.retain(|rule| {
-        !(rule.list == troupe::settings::RuleList::Allow
-            && matches!(rule.source, troupe::settings::Source::Project(_)))
-    });
-    let left_out = before - settings.rules.len();
-    if left_out > 0 {
-        eprintln!(
-            "troupe: {left_out} allow rule(s) of {} left out: no one can approve in this run \
-             (--approval deny, or ask without a terminal), and a workspace's rules never allow \
-             what you would be asked about",
-            troupe::settings::PROJECT_FILE_NAME
-        );
-    }
 }
 
 /// Trust cannot be recorded without a config folder.

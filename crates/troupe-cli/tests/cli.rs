@@ -74,6 +74,9 @@
 //! - `telemetry`: OpenTelemetry traces of real runs read back from a real receiver (Arize
 //!   Phoenix, `otel_receiver`): one trace per run (a shared team's too), the GenAI attributes,
 //!   contents only when asked and redacted, a receiver down or silent costing the run nothing.
+//! - `rules_and_notices`: a trusted workspace's allow rules under `--approval deny` and `ask`
+//!   without a terminal, an untrusted one's never; a rule naming no known tool refused with its
+//!   line and the nearest name; the no-terminal notice under `[approvals] no_terminal`.
 //! - `hostile_settings`: what a hostile workspace's files try past the trust gate: a hook
 //!   written while an allow rule is saved, a `.env` linked out of the workspace or quoting
 //!   itself in an error, a `.env` that switches the provider or key, a looser cost limit.
@@ -150,6 +153,8 @@ mod readme;
 mod readme_blocks;
 #[path = "cli/review.rs"]
 mod review;
+#[path = "cli/rules_and_notices.rs"]
+mod rules_and_notices;
 #[path = "cli/run.rs"]
 mod run;
 #[path = "cli/run_lock.rs"]

@@ -13,7 +13,9 @@ use troupe::prices::Cost;
 use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
-use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
+use crate::agent_setup::{
+    approval_provider, context_window, models, no_terminal_notice, settings_for_agents, Models,
+};
 use crate::args::{ApprovalMode, RunArgs};
 use crate::error::{CliError, Kind};
 use crate::input::{parse_duration, text_or_stdin};
@@ -23,10 +25,6 @@ use crate::observe::json::JsonLines;
 use crate::observe::{Console, Sink};
 use crate::render;
 use crate::store_choice::store_choice;
-
-/// Said once at start when `--approval ask` has no terminal to ask on.
-const NO_TERMINAL_NOTICE: &str = "no terminal to ask for approval: calls that need it (write and \
-     execute tools) will be denied; use --approval auto to allow them";
 
 pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
     args.prompt = text_or_stdin(&args.prompt, "--prompt")?;
@@ -55,7 +53,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
     // trusted it (on a terminal they are asked).
-    let (loaded, mut file_settings) = settings_for_agents(workspace, args.approval)?;
+    let (loaded, mut file_settings) = settings_for_agents(workspace)?;
     if let Some(isolation) = args.isolation {
         file_settings.team.isolation = Some(troupe::settings::Sourced {
             value: isolation,
@@ -100,7 +98,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     };
     let interrupt = Interrupt::default();
     let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
-        .then_some(NO_TERMINAL_NOTICE);
+        .then(|| no_terminal_notice(&file_settings.approvals, false));
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
     let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
@@ -163,7 +161,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
                     settings,
                     &args.prompt,
                     &interrupt,
-                    notice,
+                    notice.as_deref(),
                     start_line,
                     &held,
                 )
@@ -176,7 +174,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
             settings,
             &args.prompt,
             &interrupt,
-            notice,
+            notice.as_deref(),
             start_line,
             &Say::Now,
         )

@@ -14,7 +14,9 @@ use troupe::team::NoTeamObserver;
 
 use troupe::store::events::{kinds, EventSink, RUN_AGENT};
 
-use crate::agent_setup::{approval_provider, context_window, models, settings_for_agents, Models};
+use crate::agent_setup::{
+    approval_provider, context_window, models, no_terminal_notice, settings_for_agents, Models,
+};
 use crate::args::{ApprovalMode, WorkerArgs};
 use crate::error::CliError;
 use crate::input::parse_duration;
@@ -28,7 +30,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
     let ttl = parse_duration(&args.request_ttl)?;
-    let (loaded, file_settings) = settings_for_agents(workspace, args.approval)?;
+    let (loaded, file_settings) = settings_for_agents(workspace)?;
     let store = store_choice(&args.store, &file_settings, true)?;
     let StoreChoice::Postgres(options) = &store else {
         return Err(CliError::usage(
@@ -51,8 +53,8 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
     let interrupt = Interrupt::default();
     if args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal() {
         eprintln!(
-            "troupe: no terminal to ask for approval: calls that need it will be denied; use \
-             --approval auto to allow them"
+            "troupe: {}",
+            no_terminal_notice(&file_settings.approvals, true)
         );
     }
     let console = Arc::new(Console::new(Sink::Stderr, verbose > 0));

@@ -179,7 +179,8 @@ fn a_hook_waits_for_trust_and_a_change_to_it_needs_trust_again() {
 }
 
 #[test]
-fn an_untrusted_workspace_neither_loosens_the_sandbox_nor_allows_what_would_be_asked() {
+fn an_untrusted_workspace_neither_loosens_the_sandbox_nor_allows_what_would_be_asked_and_a_trusted_one_does(
+) {
     let p = place();
     let escaped = p.root.join("escaped");
     p.write(
@@ -201,35 +202,33 @@ fn an_untrusted_workspace_neither_loosens_the_sandbox_nor_allows_what_would_be_a
     }
     assert!(!escaped.exists());
 
-    // Trusted, but no one to ask (`--approval ask` without a terminal): the workspace's allow
-    // rule does not turn "denied" into "allowed".
+    // Trusted: its allow rule decides over the default policy even when no one can be asked
+    // (`--approval ask` without a terminal, `--approval deny`; SPEC §7), and its sandbox is off,
+    // so the command writes outside the workspace.
     p.trust();
-    let out = p.run(&script, &["--approval", "ask"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(
-        out.stderr
-            .contains("1 allow rule(s) of troupe.toml left out"),
-        "{out:#?}"
-    );
-    assert!(!escaped.exists(), "{out:#?}");
+    for approval in ["ask", "deny", "auto"] {
+        std::fs::remove_file(&escaped).ok();
+        let out = p.run(&script, &["--approval", approval]);
+        assert_eq!(out.code, 0, "{approval}: {out:#?}");
+        assert!(out.stderr.contains("sandbox: off"), "{approval}: {out:#?}");
+        assert_eq!(
+            std::fs::read_to_string(&escaped).unwrap(),
+            "x\n",
+            "{approval}: {out:#?}"
+        );
+    }
     let shell: Vec<Value> = p
         .audit()
         .into_iter()
         .filter(|a| a["tool"] == "shell")
         .collect();
-    assert_eq!(shell.len(), 1, "{shell:#?}");
-    assert_eq!(shell[0]["decision"], "deny", "{shell:#?}");
-    // Nor with `--approval deny`.
-    let out = p.run(&script, &["--approval", "deny"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(!escaped.exists(), "{out:#?}");
-
-    // With the person's own `--approval auto`, the trusted settings apply as written: the
-    // sandbox is off, so the command writes outside the workspace.
-    let out = p.run(&script, &["--approval", "auto"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(out.stderr.contains("sandbox: off"), "{out:#?}");
-    assert_eq!(std::fs::read_to_string(&escaped).unwrap(), "x\n");
+    assert_eq!(shell.len(), 3, "{shell:#?}");
+    assert!(
+        shell
+            .iter()
+            .all(|a| a["decision"] == "allow" && a["rule"] == "troupe.toml allow[0] \"shell\""),
+        "{shell:#?}"
+    );
 }
 
 /// A Chat Completions server that answers "ok" and records what it was sent.

@@ -22,7 +22,9 @@
 //! - `distributed.rs` — the composition of a distributed team (PostgreSQL): which stores go to the
 //!   database, teammate leases, wakeups from other processes, the takeover look.
 //! - `prompts.rs` — the tool lists ([`LEAD_TOOLS`], [`TEAMMATE_TOOLS`]) and what agents are
-//!   told: their system prompts, their plan gate, the living prompt.
+//!   told: their system prompts, their plan gate, the living prompt; `rule_tools.rs` — that
+//!   every permission rule names one of those tools or a configured MCP server's
+//!   ([`check_rule_tools`]).
 //! - `kit.rs` — what every runner gets for long runs: usage and token budget, context budget
 //!   and artifacts, memory, the settings' hooks.
 //! - `approvals.rs` — the run's approval provider as durable permission requests (SPEC §13):
@@ -54,6 +56,7 @@ mod no_team;
 mod observe;
 mod options;
 mod prompts;
+mod rule_tools;
 mod start;
 mod team;
 mod teammates;
@@ -68,6 +71,7 @@ pub use options::{
     SandboxOptions, ScriptedPerAgent, StoreChoice, TeamSettings,
 };
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
+pub use rule_tools::check_rule_tools;
 pub use team::{build_team, Team};
 pub use views::TeamView;
 pub use worker::{build_worker, Worker};

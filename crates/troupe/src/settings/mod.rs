@@ -152,6 +152,9 @@ pub struct RuleEntry {
     /// Its file and its position in its list (0-based), for the audit line.
     pub source: Source,
     pub index: usize,
+    /// Its 1-based line in its file, for an error about it found after the files are read (a
+    /// rule naming no known tool, `bootstrap::check_rule_tools`).
+    pub line: usize,
 }
 
 impl RuleEntry {

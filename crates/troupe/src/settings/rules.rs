@@ -14,7 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::SettingsError;
-use super::section::{needs_trust, Layers, Spans};
+use super::section::{line_of, needs_trust, Layers, Spans};
 use super::trust::{TrustItem, TrustKind};
 use super::{RuleEntry, RuleList};
 
@@ -30,12 +30,13 @@ pub(super) struct RawPermissions {
     deny: Vec<Spanned<String>>,
 }
 
-/// One file's entries, checked, in file order within each list.
+/// One file's entries, checked, in file order within each list: each entry's text and its
+/// 1-based line (for errors found once every file is read, such as a rule naming no tool).
 #[derive(Debug, Default, Clone)]
 pub(super) struct ParsedRules {
-    deny: Vec<String>,
-    ask: Vec<String>,
-    allow: Vec<String>,
+    deny: Vec<(String, usize)>,
+    ask: Vec<(String, usize)>,
+    allow: Vec<(String, usize)>,
 }
 
 pub(super) fn parse(raw: RawPermissions, spans: &Spans<'_>) -> Result<ParsedRules, SettingsError> {
@@ -52,7 +53,8 @@ pub(super) fn parse(raw: RawPermissions, spans: &Spans<'_>) -> Result<ParsedRule
                     format!("permissions.{list}[{index}] {:?}: {why}", entry.get_ref()),
                 )
             })?;
-            out.push(entry.into_inner());
+            let line = line_of(spans.text, entry.span().start);
+            out.push((entry.into_inner(), line));
         }
     }
     Ok(parsed)
@@ -68,12 +70,18 @@ pub(super) fn merge(layers: &Layers<'_, ParsedRules>) -> Vec<RuleEntry> {
                 RuleList::Ask => &parsed.ask,
                 RuleList::Allow => &parsed.allow,
             };
-            rules.extend(entries.iter().enumerate().map(|(index, text)| RuleEntry {
-                list,
-                text: text.clone(),
-                source: (*source).clone(),
-                index,
-            }));
+            rules.extend(
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(index, (text, line))| RuleEntry {
+                        list,
+                        text: text.clone(),
+                        source: (*source).clone(),
+                        index,
+                        line: *line,
+                    }),
+            );
         }
     }
     rules
@@ -81,7 +89,7 @@ pub(super) fn merge(layers: &Layers<'_, ParsedRules>) -> Vec<RuleEntry> {
 
 /// Takes a project's `allow` entries out: each one waits for trust.
 pub(super) fn split_trust(rules: &mut ParsedRules, items: &mut Vec<TrustItem>) {
-    for rule in std::mem::take(&mut rules.allow) {
+    for (rule, _line) in std::mem::take(&mut rules.allow) {
         items.push(needs_trust(
             TrustKind::Allow,
             format!("allows {rule} without asking ([permissions] allow)"),

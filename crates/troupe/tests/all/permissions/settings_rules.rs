@@ -351,6 +351,7 @@ fn entry(list: RuleList, index: usize, text: &str) -> RuleEntry {
         text: text.to_owned(),
         source: Source::Project(PathBuf::from("troupe.toml")),
         index,
+        line: index + 1,
     }
 }
 

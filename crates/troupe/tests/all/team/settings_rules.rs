@@ -73,6 +73,7 @@ async fn settings_rules_apply_to_the_lead_teammates_and_the_subagent() {
         text: text.to_owned(),
         source: Source::Project(PathBuf::from("troupe.toml")),
         index,
+        line: index + 1,
     };
     settings.settings = Settings {
         rules: vec![

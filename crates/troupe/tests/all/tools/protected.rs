@@ -136,6 +136,7 @@ fn allow(text: &str) -> RuleEntry {
         text: text.to_owned(),
         source: Source::Default,
         index: 0,
+        line: 1,
     }
 }
 
