@@ -3,12 +3,13 @@
 //! applies — and `troupe demo --workspace DIR` refusing a folder that holds a file it would
 //! write. Every test has its own config folder (user settings and trust records).
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::support::{command, json as stdout_json, ran, Ran};
+use super::support::{assert_fails, command, json as stdout_json, ran, Ran};
 
 struct Place {
     _dir: tempfile::TempDir,
@@ -199,4 +200,77 @@ fn config_says_where_the_lease_and_approvals_come_from_by_default_and_from_the_u
         "{text:#?}"
     );
     assert!(!text.stdout.contains("[waits for trust]"), "{text:#?}");
+}
+
+/// The names in `dir`, recursively, relative to it (`.troupe/` as one name).
+fn names(dir: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().display().to_string();
+            let is_dir = path.is_dir() && !path.is_symlink();
+            out.insert(name.clone());
+            if is_dir && name != ".troupe" {
+                walk(root, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+#[test]
+fn demo_refuses_a_folder_holding_a_persons_notes_and_writes_nothing() {
+    let p = place();
+    let notes = b"# My notes\n\nNot the demo's.\n";
+    std::fs::write(p.ws.join("NOTES.md"), notes).unwrap();
+    std::fs::write(p.ws.join("other.txt"), "kept\n").unwrap();
+    let before = names(&p.ws);
+
+    let out = p.troupe(&["demo"]);
+    assert_fails(&out, 2, "NOTES.md");
+    assert!(out.stderr.contains(&p.ws.display().to_string()), "{out:#?}");
+    assert_eq!(std::fs::read(p.ws.join("NOTES.md")).unwrap(), notes);
+    assert_eq!(names(&p.ws), before);
+    assert!(!p.ws.join(".troupe").exists());
+
+    // A link named NOTES.md counts too: the demo would write through it.
+    std::fs::remove_file(p.ws.join("NOTES.md")).unwrap();
+    std::os::unix::fs::symlink(p.ws.join("elsewhere.md"), p.ws.join("NOTES.md")).unwrap();
+    let out = p.troupe(&["demo"]);
+    assert_fails(&out, 2, "NOTES.md");
+    assert!(!p.ws.join("elsewhere.md").exists());
+    assert!(!p.ws.join(".troupe").exists());
+}
+
+#[test]
+fn demo_runs_in_a_non_empty_folder_without_its_files_and_leaves_them_alone() {
+    let p = place();
+    std::fs::write(p.ws.join("README.txt"), "mine\n").unwrap();
+    std::fs::create_dir_all(p.ws.join("src/deep")).unwrap();
+    std::fs::write(p.ws.join("src/deep/notes.md"), "also mine\n").unwrap();
+
+    let out = p.troupe(&["demo"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join("README.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join("src/deep/notes.md")).unwrap(),
+        "also mine\n"
+    );
+    // Besides the person's files: the demo's note and its state, nothing else.
+    let expected: BTreeSet<String> = [
+        ".troupe",
+        "NOTES.md",
+        "README.txt",
+        "src",
+        "src/deep",
+        "src/deep/notes.md",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(names(&p.ws), expected);
 }
