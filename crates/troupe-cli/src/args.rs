@@ -180,7 +180,7 @@ pub enum Command {
     /// A scripted team scenario: no network, no key, approvals automatic.
     Demo {
         /// The workspace folder (default: a fresh temporary folder; a folder you name must not
-        /// hold troupe state yet).
+        /// hold troupe state or a NOTES.md, which the demo writes).
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
     },

@@ -6,6 +6,9 @@
 //!   `src/` (the one module here that does not run the binary).
 //! - `cost`: `troupe usage` (tokens and estimated cost per agent, model or day; `[prices]`;
 //!   `--since`; a shared team's) and `--max-cost` / `[run] max_cost` stopping a run (exit 3).
+//! - `config_and_demo`: `troupe config` showing `[tasks] lease` and `[approvals] ttl`/`route`
+//!   with their sources and a workspace's price that waits for trust beside the one that
+//!   applies; `troupe demo --workspace DIR` refusing a folder that holds a file it would write.
 //! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
 //! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
 //! - `run`: missing model configuration; a second run on a held workspace.
@@ -111,6 +114,8 @@ mod browser_cost;
 mod browser_history;
 #[path = "cli/browser_permissions.rs"]
 mod browser_permissions;
+#[path = "cli/config_and_demo.rs"]
+mod config_and_demo;
 #[path = "cli/cost.rs"]
 mod cost;
 #[path = "cli/demo.rs"]

@@ -19,6 +19,11 @@ use crate::model::{
 
 pub const TEAMMATE: &str = "writer";
 pub const NOTES_FILE: &str = "NOTES.md";
+/// Every file of the workspace the scenario writes, besides troupe's state under `.troupe/`:
+/// the writer's `write_file` calls write [`NOTES_FILE`] and nothing else, and the lead's one
+/// command (`wc -l`) only reads. `troupe demo --workspace DIR` refuses a folder that holds any
+/// of them, since they may be the person's own. A new write in the scripts belongs here.
+pub const WRITES: &[&str] = &[NOTES_FILE];
 pub const PROMPT: &str =
     "Have a teammate add a short usage note to NOTES.md, under an approved plan, then shut it down.";
 

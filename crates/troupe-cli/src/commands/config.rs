@@ -44,15 +44,23 @@ pub fn config(
     let context_window = context_window_sourced(flags, settings)?;
     let sandbox_mode = crate::sandboxing::mode(None, settings)?;
     let store = effective_store(store_flags, settings)?;
+    // Until the person trusts the workspace, a run counts with the prices without its waiting
+    // entries: those are shown as the prices that apply, the waiting ones beside them.
+    let applying = if waiting.any() {
+        Some(crate::trust::review(workspace, false)?.untrusted.prices)
+    } else {
+        None
+    };
     if json {
         let mut value = to_json(settings, &effective, context_window.as_ref());
         value["trust"] = trust_json(workspace, &loaded);
         value["sandbox"] = sandbox_json(settings, &sandbox_mode);
         value["store"] = store_json(&store);
         value["team"] = team_json(settings);
-        value["prices"] = super::config_cost::prices_json(settings);
+        value["prices"] = super::config_cost::prices_json(&settings.prices, applying.as_ref());
         value["run"] = super::config_cost::run_json(settings);
         value["approvals"] = super::config_approvals::approvals_json(settings);
+        value["tasks"] = super::config_approvals::tasks_json(settings);
         value["telemetry"] = crate::telemetry::config_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
@@ -62,9 +70,13 @@ pub fn config(
     text.push_str(&sandbox_text(settings, &sandbox_mode));
     text.push_str(&store_text(&store));
     text.push_str(&team_text(settings));
-    text.push_str(&super::config_cost::prices_text(settings));
+    text.push_str(&super::config_cost::prices_text(
+        &settings.prices,
+        applying.as_ref(),
+    ));
     text.push_str(&super::config_cost::run_text(settings));
     text.push_str(&super::config_approvals::approvals_text(settings));
+    text.push_str(&super::config_approvals::tasks_text(settings));
     text.push_str(&crate::telemetry::config_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))
@@ -136,6 +148,11 @@ impl Waiting {
         Self { marks }
     }
 
+    /// Whether any value waits for trust.
+    fn any(&self) -> bool {
+        !self.marks.is_empty()
+    }
+
     fn mark(&self, text: &str) -> String {
         if self.marks.is_empty() {
             return text.to_owned();
@@ -144,7 +161,8 @@ impl Waiting {
         let mut out = String::new();
         for line in text.lines() {
             if line.starts_with('[') {
-                section = line.trim();
+                // A heading may say more after it: `[prices]   (USD per million tokens: …)`.
+                section = line.split_whitespace().next().unwrap_or_default();
             }
             out.push_str(line);
             let waits = line.starts_with(' ') || line.starts_with('[') || section.is_empty();

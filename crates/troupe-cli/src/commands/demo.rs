@@ -1,14 +1,14 @@
 //! `troupe demo`: the scripted scenario of SPEC §8, printed as a timeline (its event stream,
 //! rendered like `troupe run` renders it, on stdout).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use troupe::agent::NullObserver;
 use troupe::bootstrap::{EventOptions, TeamSettings};
 use troupe::clock::SystemClock;
-use troupe::demo::{DemoModels, NOTES_FILE, PROMPT, TEAMMATE};
+use troupe::demo::{DemoModels, NOTES_FILE, PROMPT, TEAMMATE, WRITES};
 use troupe::ids::RandomIds;
 use troupe::permissions::AutoApproval;
 use troupe::team::NoTeamObserver;
@@ -19,13 +19,8 @@ use crate::render;
 
 pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
     let workspace = match workspace {
-        Some(dir) if dir.join(troupe::layout::Layout::STATE_DIR).exists() => {
-            return Err(CliError::usage(format!(
-                "{} already holds troupe state; the demo needs a fresh folder (or none: it makes one)",
-                dir.display()
-            )));
-        }
         Some(dir) => {
+            refuse_occupied(&dir)?;
             std::fs::create_dir_all(&dir).map_err(|e| {
                 CliError::failed(format_args!("cannot create {}: {e}", dir.display()))
             })?;
@@ -110,6 +105,33 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
          {troupe} mailbox {TEAMMATE} --workspace {ws}\n",
         outcome.answer,
     ))
+}
+
+/// A folder given to the demo must hold neither troupe state nor any file the scenario writes
+/// ([`WRITES`]): a `NOTES.md` there is the person's own, and the demo would overwrite it.
+/// Checked before anything is created; a link counts, since a write would follow it.
+fn refuse_occupied(dir: &Path) -> Result<(), CliError> {
+    if dir.join(troupe::layout::Layout::STATE_DIR).exists() {
+        return Err(CliError::usage(format!(
+            "{} already holds troupe state; the demo needs a fresh folder (or none: it makes one)",
+            dir.display()
+        )));
+    }
+    let held: Vec<&str> = WRITES
+        .iter()
+        .copied()
+        .filter(|name| dir.join(name).symlink_metadata().is_ok())
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "{} already holds {}, which the demo would overwrite; nothing was written. Give it a \
+         folder without {} (or no --workspace: it makes one)",
+        dir.display(),
+        held.join(", "),
+        if held.len() == 1 { "it" } else { "them" },
+    )))
 }
 
 /// How the user can run this troupe again from a shell: `troupe` when the first `troupe` on

@@ -524,9 +524,11 @@ async fn max_cost_stops_a_run_against_a_servers_reported_usage() {
 #[test]
 fn config_shows_the_prices_and_the_budget_with_their_files() {
     let (_dir, ws) = workspace();
+    // At or above troupe's table (2 / 8 / 0.5 / 2): it applies untrusted. (One below waits for
+    // trust: config_and_demo.rs.)
     std::fs::write(
         ws.join("troupe.toml"),
-        "[prices.\"gpt-4.1\"]\ninput = 2.5\noutput = 8\ncache_read = 0.5\ncache_write = 0\n\
+        "[prices.\"gpt-4.1\"]\ninput = 2.5\noutput = 8\ncache_read = 0.5\ncache_write = 2\n\
          [run]\nmax_cost = 5\n",
     )
     .unwrap();
@@ -537,7 +539,7 @@ fn config_shows_the_prices_and_the_budget_with_their_files() {
 
     assert_eq!(
         config["prices"],
-        json!({"gpt-4.1": {"input": 2.5, "output": 8.0, "cache_read": 0.5, "cache_write": 0.0,
+        json!({"gpt-4.1": {"input": 2.5, "output": 8.0, "cache_read": 0.5, "cache_write": 2.0,
                            "source": file}})
     );
     assert_eq!(
@@ -546,7 +548,7 @@ fn config_shows_the_prices_and_the_budget_with_their_files() {
     );
     assert!(
         text.stdout.contains(&format!(
-            "gpt-4.1          = 2.5 / 8 / 0.5 / 0   ({file})\n"
+            "gpt-4.1          = 2.5 / 8 / 0.5 / 2   ({file})\n"
         )),
         "{text:#?}"
     );

@@ -23,7 +23,7 @@ use super::duration::{duration_of, RawTimeout};
 use super::error::SettingsError;
 use super::section::{first, needs_trust, Layers, Spans};
 use super::trust::{TrustItem, TrustKind};
-use super::Sourced;
+use super::{Source, Sourced};
 
 /// The default response window of a permission request.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(600);
@@ -73,7 +73,11 @@ impl NoTerminal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalSettings {
     pub ttl: Duration,
+    /// Where `ttl` came from (`troupe config` says), [`Source::Default`] when no file sets it.
+    pub ttl_source: Source,
     pub route: ApprovalRoute,
+    /// Where `route` came from, [`Source::Default`] when no file sets it.
+    pub route_source: Source,
     /// `None`: the command decides (`troupe run` denies, `troupe worker` waits).
     pub no_terminal: Option<Sourced<NoTerminal>>,
 }
@@ -82,7 +86,9 @@ impl Default for ApprovalSettings {
     fn default() -> Self {
         Self {
             ttl: DEFAULT_APPROVAL_TTL,
+            ttl_source: Source::Default,
             route: ApprovalRoute::Person,
+            route_source: Source::Default,
             no_terminal: None,
         }
     }
@@ -163,9 +169,13 @@ pub(super) fn split_trust(approvals: &mut ParsedApprovals, items: &mut Vec<Trust
 
 /// Project over user, per key.
 pub(super) fn merge(layers: &Layers<'_, ParsedApprovals>) -> ApprovalSettings {
+    let ttl = first(layers, |a| a.ttl);
+    let route = first(layers, |a| a.route);
     ApprovalSettings {
-        ttl: first(layers, |a| a.ttl).map_or(DEFAULT_APPROVAL_TTL, |s| s.value),
-        route: first(layers, |a| a.route).map_or(ApprovalRoute::Person, |s| s.value),
+        ttl: ttl.as_ref().map_or(DEFAULT_APPROVAL_TTL, |s| s.value),
+        ttl_source: ttl.map_or(Source::Default, |s| s.source),
+        route: route.as_ref().map_or(ApprovalRoute::Person, |s| s.value),
+        route_source: route.map_or(Source::Default, |s| s.source),
         no_terminal: first(layers, |a| a.no_terminal),
     }
 }

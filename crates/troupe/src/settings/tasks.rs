@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::duration::{duration_of, RawTimeout};
 use super::error::SettingsError;
 use super::section::{first, Layers, Spans};
+use super::Source;
 use crate::store::tasks::{DEFAULT_LEASE, MAX_LEASE, MIN_LEASE};
 
 /// `[tasks]`, merged.
@@ -17,12 +18,15 @@ use crate::store::tasks::{DEFAULT_LEASE, MAX_LEASE, MIN_LEASE};
 pub struct TaskSettings {
     /// How long a claim on the task board lasts unless renewed.
     pub lease: Duration,
+    /// Where `lease` came from (`troupe config` says), [`Source::Default`] when no file sets it.
+    pub lease_source: Source,
 }
 
 impl Default for TaskSettings {
     fn default() -> Self {
         Self {
             lease: DEFAULT_LEASE,
+            lease_source: Source::Default,
         }
     }
 }
@@ -59,8 +63,10 @@ pub(super) fn parse(raw: RawTasks, spans: &Spans<'_>) -> Result<ParsedTasks, Set
 
 /// Project over user.
 pub(super) fn merge(layers: &Layers<'_, ParsedTasks>) -> TaskSettings {
+    let lease = first(layers, |t| t.lease);
     TaskSettings {
-        lease: first(layers, |t| t.lease).map_or(DEFAULT_LEASE, |s| s.value),
+        lease: lease.as_ref().map_or(DEFAULT_LEASE, |s| s.value),
+        lease_source: lease.map_or(Source::Default, |s| s.source),
     }
 }
 
