@@ -824,7 +824,7 @@ impl TeamInner {
         self.changed.notify_one();
     }
 
-    /// Starts a worker for `name` unless one runs (then it will look again before idling).
+    /// Counts an arrival in some mailbox (see [`TeamInner::arrivals`]).
     fn arrived(&self) {
         self.arrivals.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -886,7 +886,8 @@ impl TeamInner {
                 }
             }
         };
-        self.set_status(name, TeammateStatus::Running, None).await;
+        // Not marked running here: the worker marks it once it finds work, so a wake (a
+        // takeover look, a board change) that finds nothing changes no status.
         let context = TeamWorker {
             team: self.clone(),
             name: name.clone(),

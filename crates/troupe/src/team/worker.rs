@@ -117,6 +117,15 @@ enum Handled {
 pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     let team: &dyn WorkerContext = &team;
     let mut runner = runner.lock().await;
+    // Marked `running` once it has work, not when it starts: a worker started by a wake that
+    // finds nothing (a takeover look, a board change for someone else) goes back to sleep
+    // without a status change (no event, no write).
+    let mut marked_running = false;
+    let mut mark_running = async || {
+        if !std::mem::replace(&mut marked_running, true) {
+            team.set_status(TeammateStatus::Running).await;
+        }
+    };
     loop {
         if team.closing().is_cancelled() {
             team.end(TeammateStatus::Idle, None).await;
@@ -127,9 +136,13 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
             return;
         }
         let message = match team.mailbox().claim(team.name()).await {
-            Ok(Some(message)) => message,
+            Ok(Some(message)) => {
+                mark_running().await;
+                message
+            }
             Ok(None) => {
                 if let Some(task) = team.next_task().await {
+                    mark_running().await;
                     match work_on_task(team, &mut runner, &task).await {
                         Handled::Next => continue,
                         Handled::Cancelled => {
