@@ -69,8 +69,9 @@
 //! - `shared_faults`: a shared team's faults with real processes: SIGKILL and SIGSTOP of a
 //!   worker, PostgreSQL restarted mid-run, a second lead.
 //! - `shared_team`: a team across processes on PostgreSQL: lead and writer in two processes.
-//! - `worker_recovery`: workers of a shared team with real processes: an idle teammate in a
-//!   worker writing no status changes.
+//! - `worker_recovery`: workers of a shared team with real processes: a worker SIGKILLed while
+//!   its teammate holds a task claim (the claim comes back at the takeover); an idle teammate
+//!   in a worker writing no status changes.
 //! - `store_settings`: `[store]` in the settings files: `troupe config` with sources and no
 //!   password, the file's store URL used unless `--store` says otherwise, a password refused.
 //! - `approvals`: permission asks as requests — `troupe approve`/`deny` from other processes

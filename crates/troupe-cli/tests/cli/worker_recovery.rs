@@ -1,6 +1,10 @@
 //! A shared team's workers after faults and at rest, with real PostgreSQL and real `troupe
 //! worker` processes on scripted models:
 //!
+//! - a worker SIGKILLed while its teammate holds a task claim: the teammate is taken over by the
+//!   other worker within its lease, and the dead incarnation's claim comes back to the board at
+//!   the takeover (not when the board's five-minute lease runs out), so the task is completed
+//!   exactly once within the teammate lease plus 2 s;
 //! - an idle teammate in a worker: the worker's takeover looks find nothing to do and change no
 //!   status (no `teammate_status` events while nothing changes).
 //!
@@ -8,12 +12,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use troupe::store::events::read;
 use troupe::store::postgres::testing::TestDb;
+use troupe::store::tasks::{Task, TaskBoard, TaskStatus};
 
 use super::shared_team::WorkerProcess;
 use super::support::command;
@@ -116,6 +122,121 @@ fn wait_until<T>(deadline: Instant, mut found: impl FnMut() -> Option<T>) -> Opt
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn tasks_of(db: &TestDb, runtime: &tokio::runtime::Runtime) -> Vec<Task> {
+    let board = troupe::store::postgres::PgTaskBoard::new(
+        db.store("default"),
+        Arc::new(troupe::clock::SystemClock),
+        Arc::new(troupe::ids::RandomIds),
+    );
+    runtime.block_on(board.list()).unwrap()
+}
+
+/// Lets a shell call of a killed worker, still blocked on the FIFO `gate`, end.
+fn open_gate(gate: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut writer) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(gate)
+    {
+        let _ = writer.write_all(b"\n");
+    }
+}
+
+#[test]
+fn a_killed_workers_task_claim_comes_back_at_takeover_and_is_completed_once() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    const LEASE: Duration = Duration::from_secs(3);
+    let lease = "3s";
+    let ((_l, lead_ws), (_a, a_ws), (_b, b_ws), (_g, shared)) =
+        (workspace(), workspace(), workspace(), workspace());
+    let gate = shared.join("gate");
+    let here = shared.join("where");
+    let c = std::ffi::CString::new(gate.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a path in our temp folder.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // The lead puts a task on the board and spawns alpha; alpha answers its first message,
+    // takes the task and blocks in a shell call that says in which workspace it runs. The
+    // worker that takes alpha over plays alpha's script from its start: its first answer
+    // completes the task.
+    let script = json!({"agents": {
+        "lead": [
+            {"tool_calls": [{"name": "create_task", "arguments": {"subject": "slow job"}}]},
+            {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "role": "worker", "prompt": "Say ready."}}]},
+            text("waiting"), text("noted"), text("noted"), text("noted"), text("noted")
+        ],
+        "alpha": [
+            text("ready"),
+            {"tool_calls": [{"name": "shell", "arguments": {"command": format!(
+                "pwd > {}; read line < {}", here.display(), gate.display())}}]},
+            text("finished"), text("finished")
+        ]
+    }});
+    let a = start_worker(&a_ws, &url, &script, lease);
+    let b = start_worker(&b_ws, &url, &script, lease);
+    let lead = Lead::start(&lead_ws, &url, &script, lease);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let holder = wait_until(Instant::now() + Duration::from_secs(60), || {
+        let written = std::fs::read_to_string(&here).ok()?;
+        written
+            .ends_with('\n')
+            .then(|| PathBuf::from(written.trim()))
+    })
+    .unwrap_or_else(|| panic!("alpha never ran its task\nA: {}\nB: {}", a.log(), b.log()));
+    let claimed: Vec<Task> = tasks_of(&db, &runtime);
+    assert_eq!(
+        claimed
+            .iter()
+            .map(|t| (t.subject.as_str(), t.status))
+            .collect::<Vec<_>>(),
+        [("slow job", TaskStatus::InProgress)]
+    );
+    let (dead, survivor, dead_ws, survivor_ws) = if holder == a_ws {
+        (a, b, &a_ws, &b_ws)
+    } else {
+        assert_eq!(holder, b_ws);
+        (b, a, &b_ws, &a_ws)
+    };
+    dead.signal(libc::SIGKILL);
+    let mut dead = dead;
+    dead.child.wait().unwrap();
+    let killed = Instant::now();
+    // Taken over within the teammate lease (plus a look), the claim settled at once: the task
+    // is completed within the lease plus 2 s, plus a margin for the scripted turns.
+    let bound = LEASE + Duration::from_secs(2) + Duration::from_secs(2);
+    let completed = wait_until(killed + bound, || {
+        tasks_of(&db, &runtime)
+            .into_iter()
+            .find(|t| t.status == TaskStatus::Completed)
+    });
+    open_gate(&gate);
+    let completed = completed.unwrap_or_else(|| {
+        panic!(
+            "the task was not completed within {bound:?} of the kill: {:#?}\nsurvivor: {}",
+            tasks_of(&db, &runtime),
+            survivor.log()
+        )
+    });
+    assert_eq!(completed.owner.as_ref().map(|o| o.as_str()), Some("alpha"));
+    let returned = completed
+        .returned
+        .as_ref()
+        .expect("the dead claim came back");
+    assert!(
+        returned.reason.contains("taken over"),
+        "{returned:?}\nsurvivor: {}",
+        survivor.log()
+    );
+    let (code, stderr) = lead.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{stderr}\nsurvivor: {}", survivor.log());
+    // Completed exactly once, by the survivor.
+    assert_eq!(events_in(dead_ws, "task_completed").len(), 0);
+    assert_eq!(events_in(survivor_ws, "task_completed").len(), 1);
+    assert_eq!(survivor.stop(), 0);
 }
 
 #[test]

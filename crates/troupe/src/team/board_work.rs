@@ -7,6 +7,9 @@
 //! - [`BoardWork::anything_for`]: the same question without claiming, to decide whom a board
 //!   change wakes. Nothing polls: a teammate is woken by a board change (a task created,
 //!   completed, released, or returned by an expired lease), and goes idle when nothing fits.
+//! - [`BoardWork::return_claims_of`]: at a takeover, the claims a teammate's earlier worker
+//!   made come back to the board at once, fenced by their tokens, instead of sitting
+//!   `in_progress` until their lease runs out.
 //! - [`keep_leases`]: one task per process that renews every claim held here at a third of the
 //!   lease, and returns tasks whose lease ran out (reporting each); it sleeps until the next
 //!   renewal or expiry, and waits without a timer while there is nothing to renew or expire.
@@ -119,6 +122,55 @@ impl BoardWork {
                 false
             }
         }
+    }
+
+    /// Returns to the board every task `agent` holds under a claim this process did not make:
+    /// what an earlier incarnation of the teammate claimed in a process that died or lost the
+    /// teammate's lease. Called when this process takes the teammate over: the teammate lease's
+    /// new fencing token says the earlier holder can no longer act for it, so its claims need
+    /// not wait for their own (longer) lease to run out. The claim token read with the task
+    /// fences the return: a claim renewed meanwhile is returned, one completed or claimed
+    /// again is left as it is.
+    pub async fn return_claims_of(&self, agent: &AgentName, reason: &str) -> Vec<Task> {
+        let tasks = match self.claims.board().list().await {
+            Ok(tasks) => tasks,
+            Err(e) => {
+                tracing::warn!("could not read the task board to return {agent}'s claims: {e}");
+                return Vec::new();
+            }
+        };
+        let now = self.clock.now();
+        let mut returned = Vec::new();
+        for task in tasks {
+            let Some(lease) = task.lease.filter(|_| task.status == TaskStatus::InProgress) else {
+                continue;
+            };
+            if task.owner.as_ref() != Some(agent) || self.claims.holds(agent, &task.id) {
+                continue;
+            }
+            let board = self.claims.board();
+            let result = if task.lease_expired(now) {
+                board.expire(&task.id).await
+            } else {
+                board.release(&task.id, agent, &lease.token, reason).await
+            };
+            match result {
+                Ok(task) => returned.push(task),
+                // Completed, claimed again or returned in between: nothing to do.
+                Err(
+                    TaskError::State { .. }
+                    | TaskError::LeaseLost { .. }
+                    | TaskError::Claimed { .. }
+                    | TaskError::NotFound(_),
+                ) => {}
+                Err(e) => tracing::warn!(
+                    "could not return {agent}'s claim on task {} to the board ({e}); its lease \
+                     will run out",
+                    task.id
+                ),
+            }
+        }
+        returned
     }
 
     /// The ids of the tasks `agent` could claim now, oldest first.
@@ -347,6 +399,45 @@ mod tests {
         assert_eq!(
             work.next_for(&name("bob"), &[]).await.unwrap().unwrap().id,
             second.id
+        );
+    }
+
+    #[tokio::test]
+    async fn a_taken_over_teammates_claims_from_elsewhere_come_back_and_its_own_stay() {
+        let (work, _) = work();
+        let (alice, bob) = (name("alice"), name("bob"));
+        let earlier = add(&work, "earlier", &[], Some("alice")).await;
+        let others = add(&work, "bob's", &[], Some("bob")).await;
+        // Claimed by alice's earlier worker (another process: its own HeldClaims) and by bob.
+        let elsewhere = HeldClaims::new(work.claims.board().clone());
+        elsewhere.claim(&earlier.id, &alice).await.unwrap();
+        elsewhere.claim(&others.id, &bob).await.unwrap();
+        // Claimed for alice here, after the takeover.
+        let mine = add(&work, "mine", &[], Some("alice")).await;
+        work.next_for(&alice, &[]).await.unwrap().unwrap();
+        let returned = work.return_claims_of(&alice, "taken over").await;
+        assert_eq!(
+            returned.iter().map(|t| t.id).collect::<Vec<_>>(),
+            [earlier.id]
+        );
+        let board = work.claims.board();
+        let now = board.get(&earlier.id).await.unwrap();
+        assert_eq!(now.status, TaskStatus::Pending);
+        assert_eq!(now.returned.unwrap().reason, "released: taken over");
+        assert_eq!(
+            board.get(&others.id).await.unwrap().status,
+            TaskStatus::InProgress
+        );
+        assert_eq!(
+            board.get(&mine.id).await.unwrap().status,
+            TaskStatus::InProgress
+        );
+        // The earlier worker's token is dead: it cannot complete the task.
+        assert_eq!(
+            crate::error::ErrorCode::code(
+                &elsewhere.complete(&earlier.id, &alice).await.unwrap_err()
+            ),
+            "task_state"
         );
     }
 

@@ -824,6 +824,25 @@ impl TeamInner {
         self.changed.notify_one();
     }
 
+    /// Returns to the board the task claims of the teammate `name` that this process just
+    /// took over (SPEC §12): its earlier worker died or lost the lease, so the token of each
+    /// claim it made died with it, and the tasks would otherwise sit `in_progress` until the
+    /// board's lease ran out. Returned rather than carried over: a claim's token stays in the
+    /// process that claimed (`HeldClaims`), and a returned task goes the one way an expired
+    /// one goes — the board change wakes whom it fits, this teammate first among them.
+    async fn return_earlier_claims(&self, name: &AgentName) {
+        let Some(work) = self.board.get() else {
+            return;
+        };
+        let reason = format!(
+            "{name} was taken over by another worker; the claim of its earlier worker came back \
+             to the board"
+        );
+        for task in work.return_claims_of(name, &reason).await {
+            tracing::info!("{name}'s claim on task {} came back to the board", task.id);
+        }
+    }
+
     /// Counts an arrival in some mailbox (see [`TeamInner::arrivals`]).
     fn arrived(&self) {
         self.arrivals.send_modify(|n| *n = n.wrapping_add(1));
@@ -864,7 +883,10 @@ impl TeamInner {
             // Newly here: a runner this process kept from an earlier lease may be stale
             // (another worker ran the teammate meanwhile); the next one is built from the
             // durable transcript.
-            Claim::Fresh => self.workers.drop_idle(name),
+            Claim::Fresh => {
+                self.workers.drop_idle(name);
+                self.return_earlier_claims(name).await;
+            }
             Claim::Elsewhere => return,
         }
         let runner = match self.workers.start(name) {
