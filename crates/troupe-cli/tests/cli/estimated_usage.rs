@@ -1,7 +1,7 @@
 //! A Chat Completions server that reports no token usage (llama-cpp-python's, for one), on
 //! 127.0.0.1, streaming: troupe estimates each call's tokens (about 4 bytes a token), marks them
 //! `estimated` in `.troupe/usage.jsonl`, the events and `troupe usage`/`troupe status`, and
-//! counts them toward `--max-tokens`; an empty final answer is said on stderr.
+//! counts them toward `--max-tokens` and `--max-cost`; an empty final answer is said on stderr.
 
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
@@ -10,8 +10,9 @@ use super::sse_server::{sse, Recorded, Reply, SseServer, DONE};
 use super::support::{json as json_of, troupe_in};
 use super::team_flow::run;
 
+/// The chunks name `gpt-4.1`, a model of troupe's price table, so that estimates have a cost.
 fn chunk(delta: Value, finish: Option<&str>) -> Value {
-    json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-silent",
+    json!({"id": "c", "object": "chat.completion.chunk", "model": "gpt-4.1",
            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 }
 
@@ -50,7 +51,7 @@ fn glob_then_done(request: &Recorded) -> Reply {
 fn env(server: &SseServer) -> [(&str, &str); 3] {
     [
         ("OPENAI_API_KEY", "sk-cli-silent-0123456789"),
-        ("OPENAI_MODEL", "gpt-silent"),
+        ("OPENAI_MODEL", "gpt-4.1"),
         ("OPENAI_BASE_URL", &server.base_url),
     ]
 }
@@ -107,6 +108,39 @@ async fn estimated_tokens_spend_the_token_budget() {
         lines[0]["total_tokens"].as_u64().unwrap() > 20,
         "{lines:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estimated_tokens_spend_the_cost_budget() {
+    let (_dir, ws) = workspace();
+    let server = SseServer::start().await;
+    server.respond_with(glob_then_done);
+
+    // A thousandth of a cent: the first call's estimated prompt alone (thousands of tokens at
+    // gpt-4.1's list price) costs more.
+    let out = run(
+        &ws,
+        &["--prompt", "List the text files", "--max-cost", "0.00001"],
+        &env(&server),
+    )
+    .await;
+
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr
+            .lines()
+            .last()
+            .unwrap()
+            .ends_with("[cost_budget]"),
+        "{out:#?}"
+    );
+    let turns = server
+        .requests()
+        .iter()
+        .filter(|request| request.body.get("tools").is_some())
+        .count();
+    assert_eq!(turns, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
