@@ -162,8 +162,14 @@ fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
         } else {
             String::new()
         };
+        // Counts troupe estimated for a server that reported none.
+        let estimated = if c.estimated_tokens > 0 {
+            format!("; {} estimated", thousands(c.estimated_tokens))
+        } else {
+            String::new()
+        };
         format!(
-            "{} tokens ({} in / {} out{cached})",
+            "{} tokens ({} in / {} out{cached}{estimated})",
             thousands(c.total_tokens),
             thousands(c.prompt_tokens),
             thousands(c.completion_tokens)
@@ -199,8 +205,15 @@ fn usage(totals: &troupe::store::usage::UsageTotals) -> String {
             counts(&latest.counts)
         ));
     }
+    if totals.total.estimated_tokens > 0 {
+        out.push_str(&format!("  {ESTIMATED_NOTE}\n"));
+    }
     out
 }
+
+/// Said under usage that holds estimated tokens (`troupe status`, `troupe usage`).
+pub const ESTIMATED_NOTE: &str = "estimated: the server reported no usage for some calls; \
+                                  troupe counted about 4 bytes of request and answer a token";
 
 /// One line per task: id, status, owner, when its lease runs out, subject, its tags and
 /// assignee, and what still blocks it.

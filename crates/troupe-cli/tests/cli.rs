@@ -42,6 +42,9 @@
 //! - `usage`: errors as JSON under `--json`, shell completions, compound durations.
 //! - `scripts`: `--model-script` with a queue per agent, teammates running concurrently.
 //! - `token_usage`: the token usage of `.troupe/usage.jsonl` in `troupe status`.
+//! - `estimated_usage`: a streaming server that reports no usage: tokens estimated, marked in
+//!   `usage.jsonl`, the events, `troupe usage` and `troupe status`, counted by `--max-tokens`;
+//!   an empty answer said on stderr.
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
 //! - `terminal`: the terminal view and `run --json`, rendered from the event stream: colours,
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
@@ -125,6 +128,8 @@ mod cost;
 mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
+#[path = "cli/estimated_usage.rs"]
+mod estimated_usage;
 #[path = "cli/events.rs"]
 mod events;
 #[path = "cli/exits.rs"]

@@ -331,6 +331,14 @@ pub fn drive(
             say.line(line);
         }
         events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
+        // An empty final answer prints an empty line on stdout; say why, once. The run still
+        // succeeded (exit 0): the model did answer, with nothing.
+        if result
+            .as_ref()
+            .is_ok_and(|outcome| outcome.answer.trim().is_empty())
+        {
+            say.line(EMPTY_ANSWER.to_owned());
+        }
         let spent = usage.per_agent();
         if !spent.is_empty() {
             say.line(troupe::agent::usage::render_closing_line(&spent));
@@ -345,6 +353,9 @@ pub fn drive(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     result
 }
+
+/// Said on stderr when the lead's final answer has no text.
+const EMPTY_ANSWER: &str = "the model's answer was empty: it stopped without any text";
 
 /// A drive that ended without the lead's final answer is incomplete (exit 3).
 fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {

@@ -1,7 +1,8 @@
 //! `troupe usage`: tokens and their estimated cost per agent, model or day, and in total, from
 //! `.troupe/usage.jsonl` read a line at a time (or a shared team's database, `--store`). Prices
 //! are the built-in table with the settings' `[prices]` over it (`troupe::prices`); tokens of a
-//! model with no price are shown, and their cost as "no price". Reads only; creates nothing.
+//! model with no price are shown, and their cost as "no price"; tokens troupe estimated for a
+//! server that reported none are marked. Reads only; creates nothing.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -104,6 +105,9 @@ fn text(report: &UsageReport, since: Option<UtcTime>) -> String {
              set [prices.\"MODEL\"] in troupe.toml"
         );
     }
+    if report.total.tokens.estimated_tokens > 0 {
+        let _ = writeln!(out, "{} (lines marked estimated)", render::ESTIMATED_NOTE);
+    }
     out.push_str("costs are estimates from list prices per million tokens\n");
     out
 }
@@ -115,9 +119,15 @@ fn line(out: &mut String, key: &str, line: &Line, width: usize) {
         (Some(cost), false) => format!("{}*", cost.text()),
     };
     let t = &line.tokens;
+    // Tokens troupe estimated for a server that reported none.
+    let estimated = match t.estimated_tokens {
+        0 => "",
+        n if n >= t.total_tokens => "  estimated",
+        _ => "  partly estimated",
+    };
     let _ = writeln!(
         out,
-        "  {key:<width$}  {:>12}  {:>12}  {:>12}  {:>12}  {cost:>10}",
+        "  {key:<width$}  {:>12}  {:>12}  {:>12}  {:>12}  {cost:>10}{estimated}",
         thousands(t.prompt_tokens),
         thousands(t.completion_tokens),
         thousands(t.cache_read_tokens),

@@ -211,6 +211,7 @@ mod tests {
             total_tokens: 1_000_000,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            estimated: false,
         }
     }
 

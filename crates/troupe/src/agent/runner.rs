@@ -595,6 +595,7 @@ fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {
             total_tokens: a.total_tokens + b.total_tokens,
             cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
             cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
+            estimated: a.estimated || b.estimated,
         }),
         (a, b) => a.or(b),
     }

@@ -123,6 +123,7 @@ impl UsageSink for RunUsage {
             total_tokens: usage.total_tokens,
             cache_read_tokens: usage.cache_read_tokens,
             cache_write_tokens: usage.cache_write_tokens,
+            estimated: usage.estimated,
         };
         // The append runs off the async threads; a distributed team's copy is awaited.
         if let Err(error) = self.log.append(&record).await {
@@ -155,6 +156,11 @@ fn counts(usage: Usage) -> crate::store::usage::TokenCounts {
         total_tokens: usage.total_tokens,
         cache_read_tokens: usage.cache_read_tokens,
         cache_write_tokens: usage.cache_write_tokens,
+        estimated_tokens: if usage.estimated {
+            usage.total_tokens
+        } else {
+            0
+        },
     }
 }
 
@@ -187,11 +193,13 @@ fn add(sum: &mut Usage, usage: Usage) {
     sum.cache_write_tokens = sum
         .cache_write_tokens
         .saturating_add(usage.cache_write_tokens);
+    sum.estimated |= usage.estimated;
 }
 
 /// The line a run ends with:
 /// `tokens: lead 1,234 in / 56 out · writer 300 in / 20 out · total 1,610`
-/// (`tokens: none reported` when the server reported no usage).
+/// (`tokens: none reported` when nothing was counted; `tokens (some estimated): …` when a server
+/// reported no usage for some call and troupe estimated it).
 pub fn render_closing_line(per_agent: &[(AgentName, Usage)]) -> String {
     if per_agent.is_empty() {
         return "tokens: none reported".to_owned();
@@ -210,7 +218,12 @@ pub fn render_closing_line(per_agent: &[(AgentName, Usage)]) -> String {
         total.saturating_add(usage.total_tokens)
     });
     parts.push(format!("total {}", thousands(total)));
-    format!("tokens: {}", parts.join(" · "))
+    let label = if per_agent.iter().any(|(_, usage)| usage.estimated) {
+        "tokens (some estimated)"
+    } else {
+        "tokens"
+    };
+    format!("{label}: {}", parts.join(" · "))
 }
 
 /// `1234567` as `1,234,567`.

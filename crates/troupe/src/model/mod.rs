@@ -9,6 +9,7 @@
 //! - [`schema_dialect`]: tool schemas adapted to what each provider accepts.
 //! - [`anthropic`]: the Anthropic Messages wire format (native, with prompt caching and
 //!   extended thinking), driven by the shared transport through [`wire_format`].
+//! - [`estimate`]: token counts estimated from sizes when a server reports none.
 //! - [`retry`]: the backoff policy the client retries with.
 //! - [`overflow`]: recognising a server's "prompt too long" among its HTTP 400s.
 //! - [`scripted`]: a scripted model for tests and the offline demo; it records what it was sent.
@@ -21,6 +22,7 @@ pub mod anthropic;
 pub mod by_name;
 mod client;
 pub mod config;
+pub mod estimate;
 pub mod openai;
 pub mod overflow;
 pub mod progress;

@@ -305,8 +305,17 @@ pub struct Usage {
     /// `cache_creation_input_tokens`). Absent in older transcripts: 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// The server reported no usage, so troupe estimated these counts from the sizes of the
+    /// request and the answer ([`crate::model::estimate`]); for a sum, some of it was. Absent
+    /// (false) when the server counted.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub estimated: bool,
 }
 
 fn is_zero(count: &u64) -> bool {
     *count == 0
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }

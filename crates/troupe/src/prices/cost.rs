@@ -177,6 +177,7 @@ mod tests {
             total_tokens: prompt + completion,
             cache_read_tokens: read,
             cache_write_tokens: write,
+            estimated_tokens: 0,
         }
     }
 

@@ -8,6 +8,10 @@
 //! ```text
 //! {"at":"2026-07-30T08:00:00.000Z","run_id":"…","agent":"lead","model":"gpt-4.1","purpose":"turn","prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}
 //! ```
+//!
+//! A line with `"estimated":true` holds troupe's estimate for a server that reported no usage
+//! (`crate::model::estimate`); lines without the field (every older log's) were counted by the
+//! server.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -46,10 +50,19 @@ pub struct UsageRecord {
     /// `cache_creation_input_tokens`); left out when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// The server reported no usage and these counts are troupe's estimate from the sizes of
+    /// the request and the answer (`crate::model::estimate`); left out of the line when false
+    /// (a line without it, as older logs have, was counted by the server).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub estimated: bool,
 }
 
 fn is_zero(count: &u64) -> bool {
     *count == 0
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 impl UsageRecord {
@@ -60,6 +73,7 @@ impl UsageRecord {
             total_tokens: self.total_tokens,
             cache_read_tokens: self.cache_read_tokens,
             cache_write_tokens: self.cache_write_tokens,
+            estimated_tokens: if self.estimated { self.total_tokens } else { 0 },
         }
     }
 }
@@ -148,6 +162,10 @@ pub struct TokenCounts {
     pub total_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// Of `total_tokens`, those troupe estimated because the server reported none (records
+    /// marked `estimated`); left out of JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub estimated_tokens: u64,
 }
 
 impl TokenCounts {
@@ -164,6 +182,7 @@ impl TokenCounts {
         self.cache_write_tokens = self
             .cache_write_tokens
             .saturating_add(other.cache_write_tokens);
+        self.estimated_tokens = self.estimated_tokens.saturating_add(other.estimated_tokens);
     }
 }
 

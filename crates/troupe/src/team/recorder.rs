@@ -117,6 +117,9 @@ impl RunObserver for EventRecorder {
                 // Of `tokens_in`, what a prompt cache served and took (left out when none).
                 "tokens_cached": usage.map(|u| u.cache_read_tokens).filter(|n| *n > 0),
                 "tokens_cache_write": usage.map(|u| u.cache_write_tokens).filter(|n| *n > 0),
+                // The server reported no usage: the tokens are troupe's estimate (left out
+                // when the server counted).
+                "estimated": usage.map(|u| u.estimated).filter(|estimated| *estimated),
                 "finish_reason": response.finish_reason.as_str(),
                 "attempts": attempts,
                 "fallback_used": fallback,

@@ -130,6 +130,7 @@ impl WireUsage {
             total_tokens: prompt_tokens.saturating_add(completion_tokens),
             cache_read_tokens: read,
             cache_write_tokens: written,
+            estimated: false,
         })
     }
 }

@@ -29,6 +29,9 @@
 //! whose error mentions streaming is asked again at once without streaming) and remembered per
 //! client, so the refusal costs one request at most.
 //!
+//! **Usage.** An answer whose server reported no token usage gets an estimate of it
+//! ([`estimate`]), marked as such, so that budgets and `usage.jsonl` still count the call.
+//!
 //! **Secrets.** The credential travels only in headers the format builds, marked sensitive;
 //! every text from the server (or about the connection) is redacted before it is cut and shown.
 
@@ -45,6 +48,7 @@ use tokio::time::Instant;
 use body::ReadError;
 pub use body::MAX_BODY_BYTES;
 
+use super::estimate;
 use super::progress::{self, CallProgress};
 use super::retry::{jitter_sample, RetryPolicy};
 use super::types::{ModelRequest, ModelResponse};
@@ -460,7 +464,7 @@ impl ModelClient for HttpModelClient {
             .complete_with(&self.model, request, until, overload_limit)
             .await
         {
-            Ok(response) => return Ok(response),
+            Ok(response) => return Ok(estimate::when_unreported(request, response)),
             Err(error) => error,
         };
         let fallback_model = match &self.fallback_model {
@@ -482,6 +486,7 @@ impl ModelClient for HttpModelClient {
         });
         self.complete_with(fallback_model, request, until, None)
             .await
+            .map(|response| estimate::when_unreported(request, response))
             .map_err(|fallback| ModelError::FallbackFailed {
                 primary: Box::new(primary),
                 fallback: Box::new(fallback),

@@ -21,6 +21,7 @@ fn record(agent: &str, model: &str, prompt: u64, completion: u64, seconds: i64) 
         total_tokens: prompt + completion,
         cache_read_tokens: 0,
         cache_write_tokens: 0,
+        estimated: false,
     }
 }
 

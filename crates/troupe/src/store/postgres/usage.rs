@@ -37,6 +37,9 @@ fn counts_of(row: &tokio_postgres::Row, from: usize) -> TokenCounts {
         total_tokens: get(2),
         cache_read_tokens: get(3),
         cache_write_tokens: get(4),
+        // The table has no column for the `estimated` mark yet: a shared team's totals count
+        // estimated tokens without telling them apart.
+        estimated_tokens: 0,
     }
 }
 
@@ -229,6 +232,7 @@ impl PgUsage {
                             total_tokens: counts.total_tokens,
                             cache_read_tokens: counts.cache_read_tokens,
                             cache_write_tokens: counts.cache_write_tokens,
+                            estimated: false,
                         };
                         (row.get::<_, i64>(0), record)
                     })

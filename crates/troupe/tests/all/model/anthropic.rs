@@ -493,6 +493,7 @@ fn usage_counts_every_input_token_and_keeps_the_cache_counts() {
             total_tokens: 5350,
             cache_read_tokens: 5000,
             cache_write_tokens: 300,
+            estimated: false,
         })
     );
     assert_eq!(response.model, "claude-asked", "no model in the body");
@@ -682,6 +683,7 @@ fn a_recorded_stream_is_assembled_with_thinking_text_and_split_tool_input() {
                 total_tokens: 1099,
                 cache_read_tokens: 900,
                 cache_write_tokens: 100,
+                estimated: false,
             }),
             model: "claude-test-20260101".to_owned(),
         }

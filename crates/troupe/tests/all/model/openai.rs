@@ -368,7 +368,20 @@ async fn unknown_finish_reason_is_kept() {
         response.finish_reason,
         FinishReason::Other("eos".to_owned())
     );
-    assert_eq!(response.usage, None);
+    // No usage from the server: estimated at 4 bytes a token, and marked so.
+    let request = serde_json::to_vec(&hello().messages).unwrap().len()
+        + serde_json::to_vec(&hello().tools).unwrap().len();
+    let prompt = u64::try_from(request.div_ceil(4)).unwrap();
+    assert_eq!(
+        response.usage,
+        Some(Usage {
+            prompt_tokens: prompt,
+            completion_tokens: 1,
+            total_tokens: prompt + 1,
+            estimated: true,
+            ..Usage::default()
+        })
+    );
 }
 
 #[tokio::test]

@@ -24,6 +24,7 @@ pub fn record(run: &str, agent: &str, prompt: u64, completion: u64) -> UsageReco
         total_tokens: prompt + completion,
         cache_read_tokens: 0,
         cache_write_tokens: 0,
+        estimated: false,
     }
 }
 
