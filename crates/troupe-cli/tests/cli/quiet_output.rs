@@ -1,0 +1,195 @@
+//! What a run prints by default and a few short texts, through the binary: formatted lines
+//! only, each once — its warnings as `troupe: …` notices, not log records with a time and a
+//! module path, a retry once (as its event line), a telemetry failure without a debug dump —
+//! and the log records back with `-v` or `RUST_LOG`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use super::support::{command, ran, Ran};
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, ws)
+}
+
+/// A line the tracing formatter wrote: a level then a module path (`WARN troupe::agent::usage:`).
+fn log_records(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|line| {
+            ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"]
+                .iter()
+                .any(|level| line.contains(&format!(" {level} ")))
+                || line.contains("troupe::")
+        })
+        .collect()
+}
+
+fn count(stderr: &str, needle: &str) -> usize {
+    stderr.lines().filter(|line| line.contains(needle)).count()
+}
+
+const USAGE: &str = r#"{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}"#;
+
+/// A workspace with a broken agent definition, and a script that reports token usage (so that
+/// a cost budget meets a model without a price).
+fn unpriced_workspace() -> (tempfile::TempDir, PathBuf) {
+    let (dir, ws) = workspace();
+    std::fs::create_dir(ws.join("agents")).unwrap();
+    std::fs::write(
+        ws.join("agents/broken.md"),
+        "---\nname: broken\ndescription: x\ncolour: red\n---\n",
+    )
+    .unwrap();
+    let usage: Value = serde_json::from_str(USAGE).unwrap();
+    let script = json!({"responses": [
+        {"tool_calls": [{"name": "glob", "arguments": {"pattern": "*.json"}}], "usage": usage},
+        {"text": "All done.", "usage": usage},
+    ]});
+    std::fs::write(ws.join("script.json"), script.to_string()).unwrap();
+    (dir, ws)
+}
+
+fn scripted_run(ws: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
+    let mut c = command(ws);
+    c.args(args)
+        .args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
+        .args(["--model-script", ws.join("script.json").to_str().unwrap()])
+        .args(["--approval", "auto", "--max-cost", "5"])
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    ran(c.output().unwrap())
+}
+
+#[test]
+fn a_run_prints_notices_not_log_records_and_each_once() {
+    let (_dir, ws) = unpriced_workspace();
+    let out = scripted_run(&ws, &[], &[]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "All done.\n");
+    assert_eq!(log_records(&out.stderr), Vec::<&str>::new(), "{out:#?}");
+    assert_eq!(count(&out.stderr, "has no price"), 1, "{out:#?}");
+    assert_eq!(count(&out.stderr, "agents/broken.md"), 1, "{out:#?}");
+    for notice in out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("has no price") || l.contains("agents/broken.md"))
+    {
+        assert!(notice.starts_with("troupe: "), "{notice:?}");
+    }
+    assert!(
+        out.stderr
+            .contains("troupe: model \"scripted\" has no price: its tokens count 0"),
+        "{out:#?}"
+    );
+    // The formatted lines of the run are all there.
+    assert!(out.stderr.contains("lead     says: All done."), "{out:#?}");
+}
+
+#[test]
+fn verbose_or_rust_log_bring_the_log_records_back() {
+    let (_dir, ws) = unpriced_workspace();
+    let verbose = scripted_run(&ws, &["-v"], &[]);
+    assert_eq!(verbose.code, 0, "{verbose:#?}");
+    let records = log_records(&verbose.stderr);
+    assert!(
+        records
+            .iter()
+            .any(|l| l.contains("WARN troupe::agent::usage") && l.contains("has no price")),
+        "{verbose:#?}"
+    );
+    assert!(
+        records.iter().any(|l| l.contains("agents/broken.md")),
+        "{verbose:#?}"
+    );
+
+    let (_dir, ws) = unpriced_workspace();
+    let logged = scripted_run(&ws, &[], &[("RUST_LOG", "warn")]);
+    assert_eq!(logged.code, 0, "{logged:#?}");
+    assert!(
+        log_records(&logged.stderr)
+            .iter()
+            .any(|l| l.contains("WARN troupe::agent::usage")),
+        "{logged:#?}"
+    );
+}
+
+#[test]
+fn a_telemetry_failure_is_one_plain_line_without_a_debug_dump() {
+    // A loopback port nothing listens on: the collector refuses the connection.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_dir, ws) = unpriced_workspace();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let out = scripted_run(&ws, &[], &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let said: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("telemetry"))
+        .collect();
+    assert_eq!(said.len(), 1, "{out:#?}");
+    assert!(
+        said[0].starts_with("troupe: telemetry: ")
+            && said[0].contains("spans were not exported to")
+            && said[0].ends_with("the request failed: Connection refused"),
+        "{out:#?}"
+    );
+    for dump in ["reqwest::Error", "kind:", "{", "Os {"] {
+        assert!(!said[0].contains(dump), "{dump}: {out:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_one_line() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(500).set_body_string("boom"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "c1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Recovered."}}],
+        })))
+        .mount(&server)
+        .await;
+    let (_dir, ws) = workspace();
+    let mut c = command(&ws);
+    c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "hi"])
+        .args(["--approval", "deny", "--no-memory"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "m")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .stdin(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || ran(c.output().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(out.stdout, "Recovered.\n");
+    assert_eq!(count(&out.stderr, "retrying"), 1, "{out:#?}");
+    assert_eq!(
+        count(
+            &out.stderr,
+            "lead     model m failed (attempt 1), retrying in"
+        ),
+        1,
+        "{out:#?}"
+    );
+    assert_eq!(log_records(&out.stderr), Vec::<&str>::new(), "{out:#?}");
+}
