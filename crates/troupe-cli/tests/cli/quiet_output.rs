@@ -193,3 +193,51 @@ async fn a_retry_is_one_line() {
     );
     assert_eq!(log_records(&out.stderr), Vec::<&str>::new(), "{out:#?}");
 }
+
+// ---- Short texts ----
+
+#[test]
+fn a_start_without_model_configuration_names_the_ways_forward() {
+    let (_dir, ws) = workspace();
+    let out = ran(command(&ws)
+        .args([
+            "run",
+            "--prompt",
+            "hello",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap());
+    super::support::assert_fails(&out, 2, "missing model configuration: OPENAI_API_KEY");
+    for needle in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_MODEL",
+        "`troupe demo`",
+        "--model-script FILE",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle}: {out:#?}");
+    }
+
+    // Asked for Anthropic, it names Anthropic's variables once, and the ways forward.
+    let out = ran(command(&ws)
+        .args([
+            "run",
+            "--prompt",
+            "hello",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ])
+        .args(["--provider", "anthropic"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap());
+    super::support::assert_fails(&out, 2, "missing model configuration: ANTHROPIC_API_KEY");
+    assert_eq!(
+        out.stderr.matches("ANTHROPIC_API_KEY").count(),
+        1,
+        "{out:#?}"
+    );
+    assert!(out.stderr.contains("`troupe demo`"), "{out:#?}");
+}
