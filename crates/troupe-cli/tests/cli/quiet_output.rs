@@ -241,3 +241,56 @@ fn a_start_without_model_configuration_names_the_ways_forward() {
     );
     assert!(out.stderr.contains("`troupe demo`"), "{out:#?}");
 }
+
+#[test]
+fn mailbox_lists_oldest_first_across_states_then_by_id() {
+    let (_dir, ws) = workspace();
+    let mailbox = ws.join(".troupe/mailboxes/writer");
+    // (state, id, time): the file names' order and the states' order are not the times'.
+    let messages = [
+        (
+            "ready",
+            "00000000-0000-4000-8000-000000000001",
+            "2026-01-01T10:00:03.000Z",
+        ),
+        (
+            "done",
+            "00000000-0000-4000-8000-000000000002",
+            "2026-01-01T10:00:02.000Z",
+        ),
+        (
+            "done",
+            "00000000-0000-4000-8000-000000000009",
+            "2026-01-01T10:00:01.000Z",
+        ),
+        (
+            "done",
+            "00000000-0000-4000-8000-000000000003",
+            "2026-01-01T10:00:01.000Z",
+        ),
+    ];
+    for (state, id, at) in messages {
+        let folder = mailbox.join(state);
+        std::fs::create_dir_all(&folder).unwrap();
+        let message = json!({"id": id, "sender": "lead", "recipient": "writer",
+            "kind": "task", "content": format!("sent at {at}"), "created_at_utc": at});
+        std::fs::write(folder.join(format!("{id}.json")), message.to_string()).unwrap();
+    }
+    let out = super::support::troupe_in(&ws, &["mailbox", "writer", "--json"]);
+    let listed: Vec<String> = super::support::json(&out)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "00000000-0000-4000-8000-000000000003",
+            "00000000-0000-4000-8000-000000000009",
+            "00000000-0000-4000-8000-000000000002",
+            "00000000-0000-4000-8000-000000000001",
+        ],
+        "{out:#?}"
+    );
+}
