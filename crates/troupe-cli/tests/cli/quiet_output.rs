@@ -294,3 +294,22 @@ fn mailbox_lists_oldest_first_across_states_then_by_id() {
         "{out:#?}"
     );
 }
+
+#[test]
+fn an_mcp_server_whose_program_is_not_installed_is_said_not_found() {
+    let (_dir, ws) = workspace();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[[mcp_servers]]\nname = \"gh\"\ncommand = \"troupe-test-no-such-mcp-program\"\n",
+    )
+    .unwrap();
+    let out = super::support::troupe_in(&ws, &["mcp", "list", "--trust-workspace"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stdout,
+        "gh (stdio): failed — MCP server gh could not start: program \
+         \"troupe-test-no-such-mcp-program\" not found on PATH\n",
+        "{out:#?}"
+    );
+    assert!(!out.stdout.contains("confined"), "{out:#?}");
+}
