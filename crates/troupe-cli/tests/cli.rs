@@ -48,7 +48,7 @@
 //! - `quiet_output`: a run's default stderr: formatted lines only, each once (warnings as
 //!   `troupe: …` notices, a retry once, a telemetry failure without a debug dump), the log
 //!   records back with `-v` or `RUST_LOG`; the text of a misconfigured start, `troupe mailbox`'s
-//!   order and an MCP server whose program is not installed.
+//!   order, an MCP server whose program is not installed, the README's first paragraph.
 //! - `terminal_text`: escape sequences from a workspace's hooks and a model's text and files
 //!   shown as `\xHH` text, never obeyed: `troupe trust --show` and the trust prompt, the
 //!   approval prompt's diff, the run's lines and answer, `troupe log`.

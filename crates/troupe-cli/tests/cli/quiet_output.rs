@@ -313,3 +313,30 @@ fn an_mcp_server_whose_program_is_not_installed_is_said_not_found() {
     );
     assert!(!out.stdout.contains("confined"), "{out:#?}");
 }
+
+#[test]
+fn the_readme_says_what_a_person_does_with_troupe_before_its_vocabulary() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let first = readme
+        .split("\n\n")
+        .nth(1)
+        .expect("a paragraph after the title");
+    assert!(
+        first.starts_with("troupe runs a team of LLM agents on your repository."),
+        "{first}"
+    );
+    for plain in [
+        "lead",
+        "teammates",
+        "in parallel",
+        "approve",
+        "restart loses nothing",
+    ] {
+        assert!(first.contains(plain), "{plain}: {first}");
+    }
+    for vocabulary in ["mailbox", "protocol", "quarantine", "idempotent"] {
+        assert!(!first.contains(vocabulary), "{vocabulary}: {first}");
+    }
+}
