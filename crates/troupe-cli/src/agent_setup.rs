@@ -77,6 +77,21 @@ pub fn no_terminal_notice(approvals: &ApprovalSettings, waits_unless_set: bool) 
 /// without creating `.troupe/`. With it comes the redactor of its secrets (the API key, and
 /// the credentials `main` took out of the environment). The settings files' model values come
 /// below the flags, the environment and `.env`.
+/// The missing-configuration error and what a person can do next: the Anthropic variables
+/// when it asked for OpenAI's (the provider is inferred from them), and the ways to run with
+/// no model server at all.
+fn with_next_steps(missing: &str) -> String {
+    let anthropic = if missing.contains("ANTHROPIC_") {
+        ""
+    } else {
+        "; for Anthropic set ANTHROPIC_API_KEY and ANTHROPIC_MODEL instead"
+    };
+    format!(
+        "{missing}{anthropic}; to try troupe without a model server, run `troupe demo` or give \
+         --model-script FILE"
+    )
+}
+
 pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
     let settings = &loaded.settings;
     if let Some(script) = &args.model_script {
@@ -99,7 +114,8 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
     let env = troupe::model::config::process_env().map_err(|e| CliError::usage(e.to_string()))?;
     let config = ModelConfig::resolve_layers(&env, &loaded.dotenv, &overrides, &settings.model)
         .map_err(|e| match e.code() {
-            "config_missing" | "config_invalid" => CliError::usage(e.to_string()),
+            "config_missing" => CliError::usage(with_next_steps(&e.to_string())),
+            "config_invalid" => CliError::usage(e.to_string()),
             _ => CliError::failed(&e),
         })?;
     // A cloned repository's troupe.toml can name the server that gets the user's API key: say

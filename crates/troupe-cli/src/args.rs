@@ -494,6 +494,12 @@ pub enum MemoryAction {
 }
 
 impl Command {
+    /// Whether the command runs a team in this process (`troupe run`, `troupe demo`): its
+    /// output is the run's formatted lines, and its logs are notices unless asked for.
+    pub fn runs_a_team(&self) -> bool {
+        matches!(self, Self::Run(_) | Self::Demo { .. })
+    }
+
     /// Whether the user asked for JSON: then errors are JSON too.
     pub fn json_output(&self) -> bool {
         match self {

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
-    observe::logging::init(cli.verbose);
+    observe::logging::init(cli.verbose, cli.command.runs_a_team());
     trust::set_flag(cli.trust_workspace);
     let json = cli.command.json_output();
     match commands::execute(cli) {

@@ -48,6 +48,10 @@
 //! - `sessions`: long-lived agents: new sessions, token budgets, compaction across runs.
 //! - `terminal`: the terminal view and `run --json`, rendered from the event stream: colours,
 //!   spinners on a pseudo-terminal, `-v` and `RUST_LOG`, retries and fallbacks as they happen.
+//! - `quiet_output`: a run's default stderr: formatted lines only, each once (warnings as
+//!   `troupe: …` notices, a retry once, a telemetry failure without a debug dump), the log
+//!   records back with `-v` or `RUST_LOG`; the text of a misconfigured start, `troupe mailbox`'s
+//!   order, an MCP server whose program is not installed, the README's first paragraph.
 //! - `terminal_text`: escape sequences from a workspace's hooks and a model's text and files
 //!   shown as `\xHH` text, never obeyed: `troupe trust --show` and the trust prompt, the
 //!   approval prompt's diff, the run's lines and answer, `troupe log`.
@@ -160,6 +164,8 @@ pub mod plans;
 mod protected_paths;
 #[path = "cli/providers.rs"]
 mod providers;
+#[path = "cli/quiet_output.rs"]
+mod quiet_output;
 #[path = "cli/readme.rs"]
 mod readme;
 #[path = "cli/readme_blocks.rs"]

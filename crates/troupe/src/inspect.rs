@@ -395,6 +395,8 @@ impl Inspector {
             .collect())
     }
 
+    /// One mailbox's messages (of `state`, else of every state), oldest first: by the time a
+    /// message was sent, then its id.
     pub async fn mailbox(
         &self,
         agent: &AgentName,
@@ -415,15 +417,22 @@ impl Inspector {
             Some(s) => vec![s],
             None => MailboxState::ALL.to_vec(),
         };
-        let mut messages = Vec::new();
+        let mut entries = Vec::new();
         for state in states {
             for entry in store.list(agent, state).await? {
-                messages.push(entry_view(state, entry));
+                // Oldest first across the states: by the message's time, then its id (its file
+                // name); a quarantined file that does not parse has no time and comes last.
+                let sent = match &entry {
+                    MailboxEntry::Message(message) => Some(message.created_at_utc()),
+                    MailboxEntry::Invalid { .. } => None,
+                };
+                entries.push((sent.is_none(), sent, entry_view(state, entry)));
             }
         }
+        entries.sort_by(|a, b| (a.0, a.1, &a.2.file_name).cmp(&(b.0, b.1, &b.2.file_name)));
         Ok(MailboxReport {
             agent: agent.to_string(),
-            messages,
+            messages: entries.into_iter().map(|(_, _, view)| view).collect(),
         })
     }
 

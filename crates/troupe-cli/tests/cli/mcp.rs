@@ -56,7 +56,7 @@ fn mcp_list_shows_servers_states_and_tools_and_creates_nothing() {
         servers[1]["reason"]
             .as_str()
             .unwrap()
-            .contains("cannot run"),
+            .ends_with("could not start: program \"/nonexistent/server\" not found"),
         "{listed}"
     );
     assert!(!ws.join(".troupe").exists(), "mcp list creates no state");

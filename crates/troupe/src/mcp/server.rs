@@ -121,15 +121,29 @@ impl McpServer {
             ),
             _ => String::new(),
         };
-        let started = match confined.transpose() {
-            Err(e) => Ok(Err(McpError::StartFailed {
+        // A program that is not there is said as such: no confinement would have helped.
+        let not_found = match &server.spec.transport {
+            McpTransport::Stdio { command, env, .. } => program_not_found(command, env, workspace),
+            McpTransport::Http { .. } => None,
+        };
+        let hint = if not_found.is_some() {
+            String::new()
+        } else {
+            hint
+        };
+        let started = match (not_found, confined.transpose()) {
+            (Some(reason), _) => Ok(Err(McpError::StartFailed {
+                server: server.spec.name.clone(),
+                reason,
+            })),
+            (None, Err(e)) => Ok(Err(McpError::StartFailed {
                 server: server.spec.name.clone(),
                 reason: format!(
                     "{e}; set `sandbox = \"off\"` of [[mcp_servers]] {} to run it unconfined",
                     server.spec.name
                 ),
             })),
-            Ok(confined) => {
+            (None, Ok(confined)) => {
                 tokio::time::timeout(
                     server.spec.startup_timeout,
                     connect(
@@ -387,6 +401,22 @@ impl McpServer {
             }
         }
     }
+}
+
+/// Why a stdio server's `program` cannot be run because it is not there: a path (with a `/`,
+/// relative to the workspace) that names no file, or a bare name in no folder of `PATH`. None
+/// when it is found, and when the server's `env` sets its own `PATH`.
+fn program_not_found(program: &str, env: &[(String, String)], workspace: &Path) -> Option<String> {
+    if program.contains('/') {
+        let found = workspace.join(program).is_file();
+        return (!found).then(|| format!("program {program:?} not found"));
+    }
+    if env.iter().any(|(name, _)| name == "PATH") {
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|folder| folder.join(program).is_file());
+    (!found).then(|| format!("program {program:?} not found on PATH"))
 }
 
 /// Connects and lists the tools; `pgid` is set as soon as a stdio child exists.

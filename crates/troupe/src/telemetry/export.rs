@@ -98,6 +98,39 @@ impl SpanQueue {
     }
 }
 
+/// The exporter's error as a person reads it. The OTLP HTTP exporter writes its transport
+/// error as a Rust debug dump (`Operation failed: reqwest::Error { kind: Request, url: …,
+/// source: … Os { …, message: "Connection refused" } }`): of such a dump only the innermost
+/// message is kept (`the request failed: Connection refused`), else its first quoted words
+/// that are not the address.
+fn readable(error: &str) -> String {
+    let dump = [" { ", "Error(", "Error {"]
+        .iter()
+        .any(|marker| error.contains(marker));
+    if !dump {
+        return error.to_owned();
+    }
+    const MESSAGE: &str = "message: \"";
+    let innermost = error
+        .rfind(MESSAGE)
+        .and_then(|at| error[at + MESSAGE.len()..].split('"').next());
+    // The quoted words of the dump, the address it was sent to left out.
+    let first_quoted = || {
+        error
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .find(|words| !words.starts_with("http"))
+    };
+    let cause = innermost
+        .or_else(first_quoted)
+        .filter(|words| !words.trim().is_empty());
+    match cause {
+        Some(cause) => format!("the request failed: {cause}"),
+        None => "the request failed".to_owned(),
+    }
+}
+
 async fn export_loop<E: SpanExporter>(
     exporter: E,
     mut receiver: mpsc::Receiver<SpanData>,
@@ -122,7 +155,11 @@ async fn export_loop<E: SpanExporter>(
                 counts.exported.fetch_add(count, Ordering::Relaxed);
                 continue;
             }
-            Ok(Err(e)) => e.to_string(),
+            Ok(Err(e)) => {
+                let raw = e.to_string();
+                tracing::debug!("telemetry: the exporter failed: {raw}");
+                readable(&raw)
+            }
             Err(_) => format!("no answer within {} ms", timeout.as_millis()),
         };
         let mut first = crate::sync::lock(&counts.first_error);
@@ -144,6 +181,26 @@ mod tests {
     use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
 
     use super::*;
+
+    #[test]
+    fn an_exporters_debug_dump_is_read_as_its_innermost_message() {
+        let dump = "Operation failed: reqwest::Error { kind: Request, url: \"http://127.0.0.1:9/v1/traces\", \
+                    source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\", \
+                    127.0.0.1:9, Os { code: 111, kind: ConnectionRefused, message: \"Connection refused\" })) }";
+        assert_eq!(readable(dump), "the request failed: Connection refused");
+        assert_eq!(
+            readable("Operation failed: hyper::Error(Io, \"broken pipe\")"),
+            "the request failed: broken pipe"
+        );
+        assert_eq!(
+            readable("Operation failed: Error { }"),
+            "the request failed"
+        );
+        assert_eq!(
+            readable("Operation failed: collector answered 503"),
+            "Operation failed: collector answered 503"
+        );
+    }
 
     /// Records what it exports; fails or hangs when told.
     #[derive(Debug, Clone, Default)]
