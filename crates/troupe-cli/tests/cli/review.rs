@@ -268,7 +268,7 @@ pub(super) async fn workspace_with_plans(
     (dir, ws, plans)
 }
 
-fn set_status(ws: &Path, status: TeammateStatus) {
+pub(super) fn set_status(ws: &Path, status: TeammateStatus) {
     let roster = TeamRoster {
         version: TeamRoster::VERSION,
         teammates: vec![TeammateRecord {
