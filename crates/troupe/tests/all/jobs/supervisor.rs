@@ -339,3 +339,26 @@ async fn no_job_starts_after_close() {
     assert!(!fx.layout.jobs_dir().exists());
     assert!(fx.completions.try_recv().is_err());
 }
+
+/// A crash while staging an artifact leaves `.<name>.tmp-<pid>-<n>`: the next start removes
+/// those whose writer is gone, and leaves a live writer's and every artifact alone.
+#[tokio::test]
+async fn stale_staged_artifacts_of_a_dead_writer_are_removed() {
+    let fx = Fixture::new();
+    let layout = troupe::layout::Layout::new(fx.workspace());
+    let dir = layout.artifacts_dir(&AgentName::lead());
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = dir.join(format!(".0195.txt.tmp-{dead}-3"));
+    let live = dir.join(format!(".0196.txt.tmp-{}-0", std::process::id()));
+    let kept = dir.join("0197.txt");
+    for path in [&stale, &live, &kept] {
+        std::fs::write(path, "output").unwrap();
+    }
+    assert_eq!(troupe::store::artifacts::remove_stale_temps(&layout), 1);
+    assert!(!stale.exists());
+    assert!(live.exists());
+    assert!(kept.exists());
+}
