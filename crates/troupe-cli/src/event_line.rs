@@ -10,6 +10,13 @@ pub fn short(text: &str, max: usize) -> String {
     kinds::cut(&flat, max)
 }
 
+/// The event's request id as a person types it (the short id: `troupe approve`, `deny` and
+/// `review` take it); the text as it is when it is no request id.
+fn request(event: &Event) -> String {
+    let raw = event.str("request_id").unwrap_or("");
+    troupe::wire::RequestId::parse(raw).map_or_else(|_| raw.to_owned(), |id| id.short())
+}
+
 /// The event's description without its agent, e.g. `tool shell {"command":"ls"} → ok: …`.
 pub fn describe(event: &Event) -> String {
     let s = |key: &str| event.str(key).unwrap_or("");
@@ -114,24 +121,24 @@ pub fn describe(event: &Event) -> String {
             s("protocol"),
             s("from"),
             s("to"),
-            s("request_id")
+            request(event)
         ),
         kinds::REQUEST_ANSWERED => format!(
             "answered {} request {}: {}",
             s("protocol"),
-            s("request_id"),
+            request(event),
             approved_word(event)
         ),
         kinds::REQUEST_CONSUMED => format!(
             "{} request {} is now {}",
             s("protocol"),
-            s("request_id"),
+            request(event),
             s("status")
         ),
         kinds::REQUEST_EXPIRED => format!(
             "{} request {} ({} → {}) expired without an answer",
             s("protocol"),
-            s("request_id"),
+            request(event),
             s("from"),
             s("to")
         ),
@@ -156,11 +163,11 @@ pub fn describe(event: &Event) -> String {
         kinds::PERMISSION_REQUESTED => format!(
             "waits for approval of {} (permission request {}; answer with troupe approve or troupe deny)",
             short(s("summary"), 90),
-            s("request_id")
+            request(event)
         ),
         kinds::PERMISSION_ANSWERED => format!(
             "permission request {} {} by {}",
-            s("request_id"),
+            request(event),
             if event.fields.get("approved") == Some(&true.into()) {
                 "approved"
             } else {
@@ -170,7 +177,7 @@ pub fn describe(event: &Event) -> String {
         ),
         kinds::PERMISSION_EXPIRED => format!(
             "permission request {} for {} expired unanswered: denied",
-            s("request_id"),
+            request(event),
             s("tool")
         ),
         kinds::COMPACTION => format!(

@@ -21,7 +21,7 @@ pub struct PlanAnswer {
 }
 
 /// The team's protocol store and runtime (`store`: a shared team's database, or the workspace),
-/// and the request a person named by `request_id` — a full id or a unique prefix; a malformed or
+/// and the request a person named by `request_id` — a full id, a short id (its last 8 hex digits) or a unique prefix; a malformed or
 /// ambiguous one is a usage error. The one resolution of `review`, `approve` and `deny`.
 pub async fn open_request(
     workspace: &Path,

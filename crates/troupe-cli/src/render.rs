@@ -329,8 +329,8 @@ pub fn jobs(jobs: &[JobRecord]) -> String {
 /// The column names of [`request_line`].
 fn request_header() -> String {
     format!(
-        "{:<36}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
-        "id", "kind", "from", "to", "status", "when", "content"
+        "{:<8}  {:<36}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
+        "short", "id", "kind", "from", "to", "status", "when", "content"
     )
 }
 
@@ -342,8 +342,12 @@ fn request_line(r: &RequestView) -> String {
         (None, RequestStatus::Expired) => format!("expired {}", r.expires_at_utc),
         (None, _) => format!("expires {}", r.expires_at_utc),
     };
+    // The short id is what a person types (`troupe approve`, `deny`, `review`).
+    let short =
+        troupe::wire::RequestId::parse(&r.id).map_or_else(|_| r.id.clone(), |id| id.short());
     format!(
-        "{}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
+        "{:<8}  {}  {:<13} {:<12} {:<12} {:<8}  {:<33}  {}\n",
+        short,
         r.id,
         r.kind,
         r.sender,
@@ -554,15 +558,15 @@ mod tests {
         ]);
         assert_eq!(
             text,
-            "id                                    kind          from         to           \
+            "short     id                                    kind          from         to           \
              status    when                               content\n\
-             00000000-0000-4000-8000-000000000001  plan_approval writer       lead         \
+             00000001  00000000-0000-4000-8000-000000000001  plan_approval writer       lead         \
              pending   expires 2026-07-30T08:05:00.000Z   the plan\n\
-             00000000-0000-4000-8000-000000000002  plan_approval writer       lead         \
+             00000002  00000000-0000-4000-8000-000000000002  plan_approval writer       lead         \
              expired   expired 2026-07-30T08:05:00.000Z   the plan\n\
-             00000000-0000-4000-8000-000000000003  plan_approval writer       lead         \
+             00000003  00000000-0000-4000-8000-000000000003  plan_approval writer       lead         \
              approved  resolved 2026-07-30T08:01:00.000Z  the plan\n\
-             00000000-0000-4000-8000-000000000004  plan_approval writer       lead         \
+             00000004  00000000-0000-4000-8000-000000000004  plan_approval writer       lead         \
              rejected  resolved 2026-07-30T08:02:00.000Z  the plan\n"
         );
     }

@@ -31,6 +31,9 @@
 //! - `readme_blocks`: every fenced block of the README and `docs/` run by a test or marked with
 //!   why not (the marker convention is at the top of the file).
 //! - `review`: `troupe review` from another process while a team runs in this one.
+//! - `short_ids_and_races`: the short request ids a person reads and types (distinct for requests
+//!   made in the same millisecond, accepted by `troupe approve`/`review`); two `troupe review`
+//!   processes racing on one plan, the loser saying one line.
 //! - `run_lock`: `troupe status` trusts the kernel's lock on `run.lock`, not its text.
 //! - `state_files`: a torn transcript across runs; duplicate JSON keys in state files.
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
@@ -198,6 +201,8 @@ mod settings;
 mod shared_faults;
 #[path = "cli/shared_team.rs"]
 mod shared_team;
+#[path = "cli/short_ids_and_races.rs"]
+mod short_ids_and_races;
 #[path = "cli/silent_db.rs"]
 mod silent_db;
 #[path = "cli/special_files.rs"]

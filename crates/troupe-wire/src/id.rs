@@ -84,9 +84,31 @@ macro_rules! uuid_id {
 uuid_id!(MessageId, "message");
 uuid_id!(RequestId, "request");
 
+/// How many hex digits a short request id has.
+pub const SHORT_REQUEST_ID_LEN: usize = 8;
+
+impl RequestId {
+    /// The id a person reads and types: the last [`SHORT_REQUEST_ID_LEN`] hex digits. A UUIDv7
+    /// starts with its millisecond timestamp, so the first digits of requests made close
+    /// together are the same; the last ones are random (in a v4 id too), so they tell them
+    /// apart.
+    pub fn short(&self) -> String {
+        let mut full = self.to_string();
+        full.split_off(full.len().saturating_sub(SHORT_REQUEST_ID_LEN))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_request_id_is_the_random_tail() {
+        let a = RequestId::parse("01890a5d-ac96-774b-bcce-b302099a8057").unwrap();
+        let b = RequestId::parse("01890a5d-ac96-774b-8a01-5c61d0e3f2a9").unwrap();
+        assert_eq!(a.short(), "099a8057");
+        assert_ne!(a.short(), b.short());
+    }
 
     #[test]
     fn accepts_canonical_v4_and_v7() {

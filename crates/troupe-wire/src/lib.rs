@@ -29,7 +29,7 @@ pub mod text;
 pub mod time;
 
 pub use event::Event;
-pub use id::{MessageId, RequestId};
+pub use id::{MessageId, RequestId, SHORT_REQUEST_ID_LEN};
 pub use message::{
     MailboxMessage, OrdinaryKind, OrdinaryMessage, ProtocolMessage, ProtocolMessageKind,
 };

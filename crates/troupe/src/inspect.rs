@@ -557,7 +557,9 @@ pub fn message_summary(message: &MailboxMessage) -> String {
 /// The fewest characters of a request id a person may type instead of the whole id.
 pub const MIN_REQUEST_ID_PREFIX: usize = 8;
 
-/// A request id as a person typed it (`troupe review`): a full id, or a prefix to look up.
+/// A request id as a person typed it (`troupe review`, `approve`, `deny`): a full id, or part
+/// of one to look up — the short id shown everywhere (its last 8 hex digits, the random part;
+/// any longer end of the id too), or, as before, a prefix of at least 8 characters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestIdInput {
     Full(RequestId),
@@ -575,9 +577,9 @@ pub enum RequestIdError {
         "request id prefix {0:?} is too short: give at least {MIN_REQUEST_ID_PREFIX} characters"
     )]
     TooShort(String),
-    #[error("no protocol request id starts with {0}")]
+    #[error("no protocol request id starts or ends with {0}")]
     NotFound(String),
-    #[error("request id prefix {prefix} is ambiguous: it matches {}", candidates.join(", "))]
+    #[error("request id {prefix} is ambiguous: it matches {}", candidates.join(", "))]
     Ambiguous {
         prefix: String,
         candidates: Vec<String>,
@@ -614,9 +616,10 @@ impl RequestIdInput {
         Ok(Self::Prefix(given.to_owned()))
     }
 
-    /// The one request this names, like git's abbreviated ids: a prefix matching several
-    /// requests (archived ones included) is refused with the candidates. A full id is returned
-    /// as it is, found or not (the caller reports a missing request).
+    /// The one request this names, like git's abbreviated ids: a part that ends or starts
+    /// several requests' ids (archived ones included) is refused with the candidates, each
+    /// with its short id. A full id is returned as it is, found or not (the caller reports a
+    /// missing request).
     pub async fn resolve(&self, store: &dyn ProtocolStore) -> Result<RequestId, RequestIdError> {
         let prefix = match self {
             Self::Full(id) => return Ok(*id),
@@ -627,14 +630,20 @@ impl RequestIdInput {
             .await?
             .iter()
             .map(ProtocolRequest::id)
-            .filter(|id| id.to_string().starts_with(prefix.as_str()))
+            .filter(|id| {
+                let id = id.to_string();
+                id.ends_with(prefix.as_str()) || id.starts_with(prefix.as_str())
+            })
             .collect();
         match candidates.len() {
             0 => Err(RequestIdError::NotFound(prefix.clone())),
             1 => Ok(candidates.remove(0)),
             _ => Err(RequestIdError::Ambiguous {
                 prefix: prefix.clone(),
-                candidates: candidates.iter().map(ToString::to_string).collect(),
+                candidates: candidates
+                    .iter()
+                    .map(|id| format!("{} ({id})", id.short()))
+                    .collect(),
             }),
         }
     }

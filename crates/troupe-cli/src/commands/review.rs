@@ -1,8 +1,9 @@
 //! `troupe review`: a person answers a pending plan request as the lead, from another terminal.
 //! Same validation as the `review_plan` tool — one answer per request, none to a plan of a
 //! shut-down or failed teammate (read from `team.json`); the running team sees the response
-//! arrive in the teammate's mailbox through its filesystem watch. Unlike the tool, it takes a
-//! unique prefix of at least 8 characters for the request id (people type these).
+//! arrive in the teammate's mailbox through its filesystem watch. Unlike the tool, it takes the
+//! short id (the id's last 8 hex digits, as shown) or a unique prefix of at least 8 characters
+//! for the request id (people type these).
 //!
 //! [`answer_plan_in`] is the one path: `troupe review` and the web view's `POST /api/review` both
 //! call it.

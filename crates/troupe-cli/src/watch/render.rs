@@ -178,7 +178,7 @@ fn draw_plans(frame: &mut Frame, view: &View, area: Rect, colour: bool) {
         .map(|plan| {
             let here = Some(plan.request_id.as_str()) == current;
             let marker = if here { "▶ " } else { "  " };
-            let id: String = plan.request_id.chars().take(8).collect();
+            let id = crate::watch::team::short_request_id(&plan.request_id);
             let flat = plan.plan.split_whitespace().collect::<Vec<_>>().join(" ");
             let mut line = Line::from(vec![
                 Span::raw(marker),
@@ -206,7 +206,7 @@ fn footer_line(view: &View, colour: bool) -> Line<'static> {
             shown(text)
         )),
         Input::Feedback { request_id, text } => {
-            let id: String = request_id.chars().take(8).collect();
+            let id = crate::watch::team::short_request_id(request_id);
             Some(format!(
                 "reject {}, feedback: {}▏ (Enter rejects, Esc cancels)",
                 shown(&id),
@@ -326,7 +326,8 @@ mod tests {
             "bob's pane does not fit: {rows:#?}"
         );
         assert!(
-            has(&rows, "▶ alice 0196c1d2 Write out.txt, then test it."),
+            // The short id: the random end of the UUIDv7, not its time.
+            has(&rows, "▶ alice 00000001 Write out.txt, then test it."),
             "{rows:#?}"
         );
         assert!(

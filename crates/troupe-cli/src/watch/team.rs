@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use troupe::bootstrap::StoreChoice;
 use troupe::inspect::Inspector;
 use troupe::layout::Layout;
-use troupe::wire::{AgentName, RequestStatus};
+use troupe::wire::{AgentName, RequestId, RequestStatus};
 
 use super::state::{Effect, PendingPlan, View};
 use crate::error::CliError;
@@ -101,7 +101,7 @@ impl Team {
                     } else {
                         "rejected"
                     },
-                    short_id(&answer.request_id.to_string()),
+                    answer.request_id.short(),
                     answer.recipient
                 ),
                 Err(e) => e.to_string(),
@@ -128,4 +128,10 @@ impl Team {
 
 fn short_id(id: &str) -> String {
     id.chars().take(8).collect()
+}
+
+/// A request id as the view shows it and a person types it: the short id (the random end;
+/// the first digits of a UUIDv7 are its time, the same for plans made close together).
+pub(crate) fn short_request_id(id: &str) -> String {
+    RequestId::parse(id).map_or_else(|_| id.to_owned(), |id| id.short())
 }

@@ -205,7 +205,8 @@ pub(super) fn plan_request_id(child: &mut Child) -> String {
             if let Some(id) = line
                 .split_whitespace()
                 .map(|t| t.trim_matches(|c| c == '(' || c == ')'))
-                .find(|t| troupe::wire::RequestId::parse(t).is_ok())
+                // The run's lines show the short id a person types (the id's last 8 hex digits).
+                .find(|t| super::support::is_short_request_id(t))
             {
                 return id.to_owned();
             }

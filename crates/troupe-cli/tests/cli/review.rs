@@ -235,7 +235,7 @@ impl IdGenerator for FixedIds {
 }
 
 /// A workspace where `writer` (with `status` in team.json) submitted one plan per id.
-async fn workspace_with_plans(
+pub(super) async fn workspace_with_plans(
     status: TeammateStatus,
     ids: &[&'static str],
 ) -> (tempfile::TempDir, PathBuf, Vec<RequestId>) {
@@ -268,7 +268,7 @@ async fn workspace_with_plans(
     (dir, ws, plans)
 }
 
-fn set_status(ws: &Path, status: TeammateStatus) {
+pub(super) fn set_status(ws: &Path, status: TeammateStatus) {
     let roster = TeamRoster {
         version: TeamRoster::VERSION,
         teammates: vec![TeammateRecord {
@@ -302,7 +302,7 @@ fn assert_one_winner(round: usize, results: &[Ran], answers: &[troupe::wire::Pro
 }
 
 /// The plan responses in the writer's mailbox, any folder.
-async fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
+pub(super) async fn answers_to_writer(ws: &Path) -> Vec<troupe::wire::ProtocolMessage> {
     let writer = AgentName::parse("writer").unwrap();
     if !Layout::new(ws).mailbox_dir(&writer).is_dir() {
         return Vec::new();

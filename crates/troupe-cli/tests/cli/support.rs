@@ -257,3 +257,11 @@ pub fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
     assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Whether `token` is a short request id as the run's lines show it: 8 lowercase hex digits.
+pub fn is_short_request_id(token: &str) -> bool {
+    token.len() == troupe::wire::SHORT_REQUEST_ID_LEN
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}

@@ -233,6 +233,11 @@ async fn finish_earlier_run(
     ProtocolRuntime::new(stores.protocol.clone(), postman, settings.request_ttl)
         .deliver_recorded_answers()
         .await?;
+    // A run that died while staging an artifact left its temp file; nobody else removes it.
+    let stale = crate::sync::blocking(|| crate::store::artifacts::remove_stale_temps(layout));
+    if stale > 0 {
+        tracing::info!("removed {stale} staged artifact file(s) an earlier process left");
+    }
     let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .await

@@ -6,7 +6,10 @@
 //! `running` record, starts the process and returns at once; a task per job collects the
 //! combined output (the last [`OUTPUT_CAP`] bytes), and when the job ends it replaces the record
 //! with the final one, then sends the [`JobCompletion`], then stops counting the job as running
-//! (in that order: see the module doc of `jobs`).
+//! (in that order: see the module doc of `jobs`). Output longer than the cap is also kept
+//! whole (to [`ARTIFACT_LIMIT_BYTES`], redacted) as an artifact of the job's agent,
+//! `.troupe/artifacts/<agent>/<id>.txt`, as `shell` keeps a foreground command's; the tail ends
+//! with a line naming it.
 //! The tail is redacted ([`JobSupervisor::with_redactor`]) before it is recorded or sent, and
 //! never starts inside a secret, since both land where the model and `.troupe/` can see them.
 //!
@@ -27,6 +30,10 @@ use tokio_util::sync::CancellationToken;
 use troupe_wire::{AgentName, UtcTime};
 
 use serde_json::json;
+
+use crate::process::{OutputSink, Pipe};
+use crate::store::artifact_stream::{ArtifactStream, StreamEnd, ARTIFACT_LIMIT_BYTES};
+use crate::store::artifacts::ArtifactStore;
 
 use super::record::{self, JobEnd, JobId, JobRecord, JobState, JobStatus};
 use super::JobError;
@@ -294,7 +301,13 @@ impl JobSupervisor {
             tracing::warn!(job = %id, error = %e, "cannot note the job's process group");
         }
         self.shared.running.fetch_add(1, Ordering::SeqCst);
+        let artifacts = ArtifactStore::new(
+            &self.shared.layout,
+            &running.agent,
+            Arc::new(crate::ids::RandomIds),
+        );
         let watch = Watch {
+            artifacts,
             shared: self.shared.clone(),
             record: running,
             timeout: self.timeout,
@@ -374,6 +387,8 @@ impl Shared {
 
 /// One job's watching task.
 struct Watch {
+    /// Where the whole output goes once it is longer than the tail keeps (the job's agent's).
+    artifacts: ArtifactStore,
     shared: Arc<Shared>,
     record: JobRecord,
     timeout: Option<Duration>,
@@ -388,7 +403,10 @@ struct Watch {
 
 impl Watch {
     async fn run(self, group: GroupChild) {
-        let mut output = CappedOutput::tail_only(self.output_cap).redacting(self.redactor);
+        let mut output = JobOutput {
+            tail: CappedOutput::tail_only(self.output_cap).redacting(self.redactor.clone()),
+            whole: ArtifactStream::new(self.artifacts, self.output_cap, self.redactor),
+        };
         let deadline = self.timeout.map(|t| tokio::time::Instant::now() + t);
         let ending = group
             .run(
@@ -404,15 +422,18 @@ impl Watch {
             Ok(Ending::TimedOut) => (JobEnd::TimedOut, None),
             Ok(Ending::Cancelled) => (JobEnd::Cancelled, None),
             Err(e) => {
-                output.push(format!("[cannot wait for sh: {e}]").as_bytes());
+                output
+                    .tail
+                    .push(format!("[cannot wait for sh: {e}]").as_bytes());
                 (JobEnd::Failed, None)
             }
         };
         if let Some(absent) = &self.absent {
             for note in crate::sync::blocking(|| absent.undo_created()) {
-                output.push(format!("\n{note}").as_bytes());
+                output.tail.push(format!("\n{note}").as_bytes());
             }
         }
+        let (output, whole) = output.finish().await;
         let job = self.record;
         let completion = JobCompletion {
             job_id: job.id,
@@ -420,7 +441,10 @@ impl Watch {
             command: job.command,
             exit_code,
             status,
-            output_tail: output.render(),
+            output_tail: match whole {
+                Some(line) => format!("{line}\n{}", output.render()),
+                None => output.render(),
+            },
             started_at_utc: job.started_at_utc,
             finished_at_utc: self.shared.finished_at(job.started_at_utc),
         };
@@ -449,5 +473,50 @@ impl Watch {
         let _ = self.shared.completions.send(completion);
         self.shared.running.fetch_sub(1, Ordering::SeqCst);
         self.shared.tasks().handles.remove(&job.id);
+    }
+}
+
+/// A job's output: the tail the record and the completion show, and the whole of it (past the
+/// cap) as an artifact.
+struct JobOutput {
+    tail: CappedOutput,
+    whole: ArtifactStream,
+}
+
+impl OutputSink for JobOutput {
+    fn push_from(&mut self, _pipe: Pipe, bytes: &[u8]) {
+        self.tail.push(bytes);
+        self.whole.push(bytes);
+    }
+}
+
+impl JobOutput {
+    /// Places the artifact (one `sync_all`, off the async threads) and returns the tail and,
+    /// when the output was cut, the line that names the artifact (the completion's first).
+    async fn finish(self) -> (CappedOutput, Option<String>) {
+        let tail = self.tail;
+        let line = match self.whole.finish().await {
+            StreamEnd::Small => return (tail, None),
+            StreamEnd::Kept {
+                artifact,
+                kept,
+                total,
+            } if kept < total => format!(
+                "[the whole output: {} (the first {kept} of {total} bytes; the limit is \
+                 {ARTIFACT_LIMIT_BYTES}); read_file reads it]",
+                artifact.relative_path
+            ),
+            StreamEnd::Kept {
+                artifact, total, ..
+            } => format!(
+                "[the whole output ({total} bytes): {}; read_file reads it]",
+                artifact.relative_path
+            ),
+            StreamEnd::Lost { reason, total } => {
+                format!("[the whole output ({total} bytes) was not kept: {reason}]")
+            }
+        };
+        let cut = tail.is_cut();
+        (tail, cut.then_some(line))
     }
 }

@@ -441,3 +441,52 @@ impl ArtifactDraft {
         Ok(artifact)
     }
 }
+
+/// Removes the staged artifact files (`.<name>.tmp-<pid>-<n>`, see [`durable::StagedFile`]) that
+/// a process which died while writing left under `.troupe/artifacts/<agent>/`: those whose
+/// writer is no longer running (a live writer's, this process's included, stay). Called at a
+/// run's start; best effort (a folder that cannot be read is skipped). Returns how many went.
+pub fn remove_stale_temps(layout: &Layout) -> usize {
+    let root = layout.state_dir().join("artifacts");
+    let Ok(agents) = std::fs::read_dir(&root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for agent in agents.flatten() {
+        // Never through a link: only troupe's own folders are swept.
+        if !agent.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(agent.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let name = file.file_name();
+            let Some(pid) = name.to_str().and_then(writer_of_temp) else {
+                continue;
+            };
+            let alive =
+                pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists();
+            if !alive && file.file_type().is_ok_and(|t| t.is_file()) {
+                match std::fs::remove_file(file.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) => tracing::warn!(
+                        path = %file.path().display(),
+                        error = %e,
+                        "cannot remove a stale artifact temp file"
+                    ),
+                }
+            }
+        }
+    }
+    removed
+}
+
+/// The writer's pid in a temp file's name (`.<name>.tmp-<pid>-<n>`), when it is one.
+fn writer_of_temp(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(durable::TEMP_PREFIX)?;
+    let (_, tail) = rest.rsplit_once(".tmp-")?;
+    let (pid, n) = tail.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}

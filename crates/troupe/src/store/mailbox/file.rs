@@ -326,11 +326,12 @@ impl FileMailboxStore {
         let index = self.prepared(agent)?;
         let folders = self.folders(agent);
         let name = file_name_of(id);
-        for state in [
-            MailboxState::Processing,
-            MailboxState::Done,
-            MailboxState::Quarantine,
-        ] {
+        // Looked for in the order a message moves (ready → processing → done, or quarantine),
+        // so a copy a claimer moves meanwhile is always found where it went. A copy moved back
+        // to ready (a release) after the look there is caught by the no-clobber create below.
+        // Checking processing first would miss a copy claimed between that check and the
+        // create, and write the message a second time.
+        for state in MailboxState::ALL {
             if fs::symlink_metadata(folders.of(state).join(&name)).is_ok() {
                 return Err(MailboxError::Duplicate {
                     agent: agent.clone(),

@@ -93,7 +93,7 @@ async fn a_failing_command_is_reported_failed_with_its_exit_code() {
 }
 
 #[tokio::test]
-async fn the_output_tail_keeps_the_end_of_long_output() {
+async fn the_output_tail_keeps_the_end_and_an_artifact_the_whole_of_long_output() {
     let mut fx = Fixture::with(|s| s.with_output_cap(100));
     fx.supervisor
         .submit(
@@ -107,6 +107,20 @@ async fn the_output_tail_keeps_the_end_of_long_output() {
     assert!(!tail.contains("FIRST"), "{tail}");
     assert!(tail.ends_with("xxx\nLAST\n"), "{tail}");
     let total = 6 + 5000 + 1 + 5;
+    // The first line names the artifact that keeps the whole output.
+    let (whole, tail) = tail.split_once('\n').unwrap();
+    let path = whole
+        .strip_prefix(&format!("[the whole output ({total} bytes): "))
+        .and_then(|rest| rest.strip_suffix("; read_file reads it]"))
+        .unwrap_or_else(|| panic!("{whole}"));
+    assert!(path.starts_with(".troupe/artifacts/lead/"), "{path}");
+    let kept = std::fs::read_to_string(fx.workspace().join(path)).unwrap();
+    assert!(
+        kept.starts_with("FIRST\nxxx"),
+        "the whole output: {kept:.40}"
+    );
+    assert!(kept.ends_with("xxx\nLAST\n"));
+    assert_eq!(kept.len(), total);
     assert!(
         tail.starts_with(&format!(
             "[output truncated: {} bytes omitted; the cap is 100 bytes, showing the first 0 and the last 100 of {total} bytes]\n",
@@ -324,4 +338,27 @@ async fn no_job_starts_after_close() {
     assert!(!fx.path("ran").exists());
     assert!(!fx.layout.jobs_dir().exists());
     assert!(fx.completions.try_recv().is_err());
+}
+
+/// A crash while staging an artifact leaves `.<name>.tmp-<pid>-<n>`: the next start removes
+/// those whose writer is gone, and leaves a live writer's and every artifact alone.
+#[tokio::test]
+async fn stale_staged_artifacts_of_a_dead_writer_are_removed() {
+    let fx = Fixture::new();
+    let layout = troupe::layout::Layout::new(fx.workspace());
+    let dir = layout.artifacts_dir(&AgentName::lead());
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = dir.join(format!(".0195.txt.tmp-{dead}-3"));
+    let live = dir.join(format!(".0196.txt.tmp-{}-0", std::process::id()));
+    let kept = dir.join("0197.txt");
+    for path in [&stale, &live, &kept] {
+        std::fs::write(path, "output").unwrap();
+    }
+    assert_eq!(troupe::store::artifacts::remove_stale_temps(&layout), 1);
+    assert!(!stale.exists());
+    assert!(live.exists());
+    assert!(kept.exists());
 }

@@ -309,3 +309,48 @@ async fn child_claimer() {
         println!("CLAIMED {id}");
     }
 }
+
+/// A second `send` of a message while a claimer moves it (`ready/` → `processing/` → `done/`)
+/// is refused as a duplicate, never written again: the checks follow the message's way through
+/// the folders. (A protocol answer finished by a losing reviewer relies on this while the
+/// running team consumes the winner's message.)
+#[test]
+fn a_resend_while_the_message_moves_is_a_duplicate() {
+    let fx = Fixture::new();
+    let workspace = fx.dir.path().to_path_buf();
+    for round in 0..400 {
+        let m = fx.msg("alice", 0);
+        let sender = store_at(&workspace);
+        block_on(sender.send(&m)).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let claimer = {
+            let (workspace, barrier) = (workspace.clone(), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let store = store_at(&workspace);
+                barrier.wait();
+                block_on(async {
+                    let claimed = store.claim(&agent("alice")).await.unwrap();
+                    if let Some(m) = &claimed {
+                        // A second copy (the bug) makes this ack conflict; the send says why.
+                        let _ = store.ack(&agent("alice"), m).await;
+                    }
+                    claimed.map(|m| m.id())
+                })
+            })
+        };
+        barrier.wait();
+        let again = block_on(sender.send(&m));
+        let claimed = claimer.join().unwrap();
+        assert!(
+            matches!(
+                again,
+                Err(troupe::store::mailbox::MailboxError::Duplicate { .. })
+            ),
+            "round {round}: {again:?}, claimed {claimed:?}"
+        );
+        assert!(
+            fx.names("alice", MailboxState::Ready).is_empty(),
+            "round {round}"
+        );
+    }
+}
