@@ -105,7 +105,7 @@ fn text_tables_have_header_rows_and_resolved_requests_show_no_expiry() {
     let lines: Vec<&str> = requests.stdout.lines().collect();
     assert_eq!(
         header(lines[0]),
-        ["id", "kind", "from", "to", "status", "when", "content"]
+        ["short", "id", "kind", "from", "to", "status", "when", "content"]
     );
     assert_eq!(lines.len(), 3, "{}", requests.stdout);
     for row in &lines[1..] {
