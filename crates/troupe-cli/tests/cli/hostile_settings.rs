@@ -7,83 +7,18 @@
 //! Every test has its own config folder (the trust records) and home.
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::Stdio;
 
 use serde_json::{json, Value};
 use troupe::settings::trust::{digests, TrustItem, TrustKind};
 
-use super::support::{assert_fails, command, ran, Ran};
+use super::support::{assert_fails, ran, Ran};
 use super::terminal::on_typed_terminal;
+use super::trust::{place, Place};
 
 const UNTRUSTED: &str = "[workspace_untrusted]";
 const APPROVAL_PROMPT_END: &str = "/N] ";
 
-struct Place {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    ws: PathBuf,
-    xdg: PathBuf,
-    home: PathBuf,
-    tmp: PathBuf,
-}
-
-fn place() -> Place {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    let [ws, xdg, home, tmp] = ["ws", "xdg", "home", "tmp"].map(|d| root.join(d));
-    for d in [&ws, &xdg, &home, &tmp] {
-        std::fs::create_dir(d).unwrap();
-    }
-    Place {
-        _dir: dir,
-        root,
-        ws,
-        xdg,
-        home,
-        tmp,
-    }
-}
-
 impl Place {
-    fn write(&self, name: &str, text: &str) {
-        std::fs::write(self.ws.join(name), text).unwrap();
-    }
-
-    /// `troupe ARGS --workspace WS`, no terminal, this place's config folder and home.
-    fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut c = command(&self.ws);
-        c.args(args)
-            .args(["--workspace", self.ws.to_str().unwrap()])
-            .env("XDG_CONFIG_HOME", &self.xdg)
-            .env("HOME", &self.home)
-            .env("TMPDIR", &self.tmp)
-            .env_remove("TROUPE_SANDBOX")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn troupe(&self, args: &[&str]) -> Ran {
-        ran(self.command(args).output().unwrap())
-    }
-
-    fn script(&self, script: &Value) -> PathBuf {
-        let path = self
-            .root
-            .join(format!("script-{}.json", uuid::Uuid::new_v4()));
-        std::fs::write(&path, script.to_string()).unwrap();
-        path
-    }
-
-    /// `troupe run` on a scripted model, no terminal.
-    fn run(&self, script: &Value, extra: &[&str]) -> Ran {
-        let path = self.script(script);
-        let mut args = vec!["run", "--prompt", "hello", "--no-memory"];
-        args.extend(["--model-script", path.to_str().unwrap()]);
-        args.extend(extra);
-        self.troupe(&args)
-    }
-
     fn config_json(&self) -> Value {
         let out = self.troupe(&["config", "--json"]);
         assert_eq!(out.code, 0, "{out:#?}");

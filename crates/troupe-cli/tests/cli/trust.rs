@@ -19,16 +19,18 @@ use super::terminal::on_typed_terminal;
 const UNTRUSTED: &str = "[workspace_untrusted]";
 const TRUST_PROMPT: &str = "[t]rust and run / [r]un without them / [q]uit (default q): ";
 
-struct Place {
+/// A workspace with its own config folder, home and temp folder (shared with
+/// `hostile_settings`).
+pub(super) struct Place {
     _dir: tempfile::TempDir,
-    root: PathBuf,
-    ws: PathBuf,
-    xdg: PathBuf,
-    home: PathBuf,
-    tmp: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) ws: PathBuf,
+    pub(super) xdg: PathBuf,
+    pub(super) home: PathBuf,
+    pub(super) tmp: PathBuf,
 }
 
-fn place() -> Place {
+pub(super) fn place() -> Place {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let [ws, xdg, home, tmp] = ["ws", "xdg", "home", "tmp"].map(|d| root.join(d));
@@ -46,12 +48,12 @@ fn place() -> Place {
 }
 
 impl Place {
-    fn write(&self, name: &str, text: &str) {
+    pub(super) fn write(&self, name: &str, text: &str) {
         std::fs::write(self.ws.join(name), text).unwrap();
     }
 
     /// `troupe ARGS --workspace WS`, no terminal, this place's config folder and home.
-    fn command(&self, args: &[&str]) -> std::process::Command {
+    pub(super) fn command(&self, args: &[&str]) -> std::process::Command {
         let mut c = command(&self.ws);
         c.args(args)
             .args(["--workspace", self.ws.to_str().unwrap()])
@@ -63,12 +65,12 @@ impl Place {
         c
     }
 
-    fn troupe(&self, args: &[&str]) -> Ran {
+    pub(super) fn troupe(&self, args: &[&str]) -> Ran {
         ran(self.command(args).output().unwrap())
     }
 
     /// `troupe run` on a scripted model (kept outside the workspace).
-    fn run(&self, script: &Value, extra: &[&str]) -> Ran {
+    pub(super) fn run(&self, script: &Value, extra: &[&str]) -> Ran {
         let path = self.script(script);
         let mut args = vec!["run", "--prompt", "hello", "--no-memory"];
         args.extend(["--model-script", path.to_str().unwrap()]);
@@ -76,7 +78,7 @@ impl Place {
         self.troupe(&args)
     }
 
-    fn script(&self, script: &Value) -> PathBuf {
+    pub(super) fn script(&self, script: &Value) -> PathBuf {
         let path = self
             .root
             .join(format!("script-{}.json", uuid::Uuid::new_v4()));
@@ -84,17 +86,17 @@ impl Place {
         path
     }
 
-    fn trust(&self) {
+    pub(super) fn trust(&self) {
         let out = self.troupe(&["trust", "--yes"]);
         assert_eq!(out.code, 0, "{out:#?}");
         assert!(out.stdout.contains("trusted "), "{out:#?}");
     }
 
-    fn state_exists(&self) -> bool {
+    pub(super) fn state_exists(&self) -> bool {
         self.ws.join(".troupe").exists()
     }
 
-    fn audit(&self) -> Vec<Value> {
+    pub(super) fn audit(&self) -> Vec<Value> {
         std::fs::read_to_string(self.ws.join(".troupe/audit.jsonl"))
             .unwrap_or_default()
             .lines()
