@@ -301,10 +301,12 @@ pub fn takeover_bound(lease: Duration) -> Duration {
 pub const DEFAULT_SHARED_LEASE: Duration = TEAMMATE_LEASE;
 
 /// Where the records a process keeps locally are copied (a distributed team's tables, or nowhere):
-/// the one choice for audit lines, usage records and job records.
+/// the one choice for audit lines, usage records, job records and artifacts.
 pub(super) mod copies {
     use std::sync::Arc;
 
+    use crate::store::artifacts::{ArtifactCopy, FilesOnly};
+    use crate::store::postgres::artifacts::PgArtifacts;
     use crate::store::postgres::audit::PgAudit;
     use crate::store::postgres::jobs::PgJobs;
     use crate::store::postgres::usage::PgUsage;
@@ -326,5 +328,13 @@ pub(super) mod copies {
     pub fn jobs(pg: Option<&PgStore>) -> CopyTo<JobLine> {
         let target = pg.map(|s| Arc::new(PgJobs::new(s.clone())) as Arc<dyn TeamCopy<JobLine>>);
         CopyTo::to(target, "the team's job list misses this record")
+    }
+
+    /// Where the agents' artifacts and the background jobs' whole outputs are copied.
+    pub fn artifacts(pg: Option<&PgStore>) -> Arc<dyn ArtifactCopy> {
+        match pg {
+            Some(store) => Arc::new(PgArtifacts::new(store.clone())),
+            None => Arc::new(FilesOnly),
+        }
     }
 }

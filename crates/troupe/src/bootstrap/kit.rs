@@ -18,9 +18,8 @@ use crate::model::ModelClient;
 use crate::permissions::hooks::Hooks;
 use crate::permissions::patterns::{RulePattern, Use};
 use crate::prices::Cost;
-use crate::store::artifacts::{ArtifactCopy, ArtifactStore, FilesOnly};
+use crate::store::artifacts::{ArtifactCopy, ArtifactStore};
 use crate::store::memory::MemoryStore;
-use crate::store::postgres::artifacts::PgArtifacts;
 use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::PgStore;
 use crate::store::usage::UsageLog;
@@ -78,10 +77,7 @@ impl LongLivedKit {
             Some(store) => MemoryStore::distributed(layout, Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
         };
-        let artifact_copy: Arc<dyn ArtifactCopy> = match distributed {
-            Some(store) => Arc::new(PgArtifacts::new(store.clone())),
-            None => Arc::new(FilesOnly),
-        };
+        let artifact_copy = distributed::copies::artifacts(distributed);
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
             let hooks = CommandHooks::with_matchers(

@@ -276,6 +276,9 @@ fn job_supervisor(
         .with_copy(distributed::copies::jobs(
             stores.pg.as_ref().map(|parts| &parts.store),
         ))
+        .with_artifact_copy(distributed::copies::artifacts(
+            stores.pg.as_ref().map(|parts| &parts.store),
+        ))
         .with_redactor(settings.redactor.clone())
         .with_events(events.clone()),
     );

@@ -33,7 +33,7 @@ use serde_json::json;
 
 use crate::process::{OutputSink, Pipe};
 use crate::store::artifact_stream::{ArtifactStream, StreamEnd, ARTIFACT_LIMIT_BYTES};
-use crate::store::artifacts::ArtifactStore;
+use crate::store::artifacts::{ArtifactCopy, ArtifactStore, FilesOnly};
 
 use super::record::{self, JobEnd, JobId, JobRecord, JobState, JobStatus};
 use super::JobError;
@@ -112,6 +112,8 @@ struct Shared {
     layout: Layout,
     /// A distributed team's job table, where every record is copied too.
     copy: CopyTo<JobLine>,
+    /// Where a job's whole-output artifact is copied too (a distributed team's database).
+    artifact_copy: Arc<dyn ArtifactCopy>,
     clock: Arc<dyn Clock>,
     completions: UnboundedSender<JobCompletion>,
     /// Jobs whose completion has not been sent yet.
@@ -148,6 +150,7 @@ impl JobSupervisor {
             shared: Arc::new(Shared {
                 layout,
                 copy: CopyTo::nowhere(),
+                artifact_copy: Arc::new(FilesOnly),
                 clock,
                 completions,
                 running: AtomicUsize::new(0),
@@ -169,6 +172,16 @@ impl JobSupervisor {
     pub fn with_copy(mut self, copy: CopyTo<JobLine>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.copy = copy;
+        }
+        self
+    }
+
+    /// Copies every job's whole-output artifact to `copy` as well (a distributed team's
+    /// database), as the agents' own artifacts are. Only before the first job, like
+    /// [`with_copy`](Self::with_copy).
+    pub fn with_artifact_copy(mut self, copy: Arc<dyn ArtifactCopy>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.artifact_copy = copy;
         }
         self
     }
@@ -305,7 +318,8 @@ impl JobSupervisor {
             &self.shared.layout,
             &running.agent,
             Arc::new(crate::ids::RandomIds),
-        );
+        )
+        .with_copy(self.shared.artifact_copy.clone());
         let watch = Watch {
             artifacts,
             shared: self.shared.clone(),

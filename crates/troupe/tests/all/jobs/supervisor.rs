@@ -1,12 +1,15 @@
 //! The supervisor: submit returns at once; one completion and one final record per job;
 //! close and time limits stop the whole process group.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use troupe::error::ErrorCode;
 use troupe::jobs::{JobCompletion, JobEnd, JobError};
+use troupe::store::artifacts::{ArtifactCopy, ArtifactKey, SharedArtifact};
+use troupe::store::BackendError;
 use troupe::wire::{AgentName, UtcTime};
 
 use super::{make_fifo, pid_from, process_exits_within, release, seq_id, Fixture};
@@ -90,6 +93,58 @@ async fn a_failing_command_is_reported_failed_with_its_exit_code() {
     assert_eq!(record["status"], "failed");
     assert_eq!(record["exit_code"], 7);
     assert_eq!(record["agent"], "alice");
+}
+
+/// What a distributed team's artifact table would be handed: every copy, in order.
+#[derive(Default)]
+struct RecordedCopies(std::sync::Mutex<Vec<(String, Vec<u8>, u64)>>);
+
+#[async_trait::async_trait]
+impl ArtifactCopy for RecordedCopies {
+    fn keeps(&self) -> bool {
+        true
+    }
+
+    async fn copy(&self, key: &ArtifactKey, head: &[u8], bytes: u64) {
+        let mut copies = self.0.lock().unwrap();
+        copies.push((key.relative_path(), head.to_vec(), bytes));
+    }
+
+    async fn fetch(&self, _key: &ArtifactKey) -> Result<Option<SharedArtifact>, BackendError> {
+        Ok(None)
+    }
+}
+
+/// A job's whole output is copied where the agents' artifacts are (a shared team's database),
+/// so that a process in another workspace can read the artifact the completion names.
+#[tokio::test]
+async fn a_jobs_whole_output_artifact_is_copied_like_an_agents() {
+    let copies = Arc::new(RecordedCopies::default());
+    let copy = copies.clone();
+    let mut fx = Fixture::with(move |s| s.with_output_cap(100).with_artifact_copy(copy));
+    fx.supervisor
+        .submit(
+            AgentName::lead(),
+            "echo FIRST; head -c 3000 /dev/zero | tr '\\0' y; echo; echo LAST",
+            fx.workspace(),
+        )
+        .await
+        .unwrap();
+    let tail = fx.next_completion().await.output_tail;
+    let total = 6 + 3000 + 1 + 5;
+    let named = tail
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix(&format!("[the whole output ({total} bytes): ")))
+        .and_then(|rest| rest.strip_suffix("; read_file reads it]"))
+        .unwrap_or_else(|| panic!("{tail}"))
+        .to_owned();
+    let copies = copies.0.lock().unwrap();
+    assert_eq!(copies.len(), 1, "one copy per artifact");
+    let (path, head, bytes) = &copies[0];
+    assert_eq!(path, &named);
+    assert_eq!(*bytes, total as u64);
+    assert_eq!(head, &std::fs::read(fx.workspace().join(&named)).unwrap());
 }
 
 #[tokio::test]
