@@ -5,6 +5,8 @@
 //! | key | does |
 //! |---|---|
 //! | Tab, →, ↓ / Shift-Tab, ←, ↑ | next / previous pane |
+//! | PgUp / PgDn | scroll the selected pane back / forward [`SCROLL_STEP`] lines |
+//! | Home / End | its oldest kept line / its newest (and follow new lines again) |
 //! | `a` | approve the current plan request (the selected agent's, else the oldest) |
 //! | `r` | reject it: type the feedback (may be empty), Enter sends, Esc cancels |
 //! | `m`, Enter | type a message to the selected agent: Enter sends, Esc cancels |
@@ -43,12 +45,25 @@ pub fn press(view: &mut View, key: KeyEvent) -> Option<Effect> {
     }
 }
 
+/// How many lines PgUp and PgDn move the selected pane.
+pub const SCROLL_STEP: usize = 10;
+
 /// A key while no text is being typed.
 fn command(view: &mut View, code: KeyCode) -> Option<Effect> {
     match code {
         KeyCode::Char('q') => return Some(Effect::Quit),
         KeyCode::Tab | KeyCode::Right | KeyCode::Down => view.select_next(),
         KeyCode::BackTab | KeyCode::Left | KeyCode::Up => view.select_previous(),
+        KeyCode::PageUp | KeyCode::PageDown | KeyCode::Home | KeyCode::End => {
+            if let Some(pane) = view.selected_pane() {
+                match code {
+                    KeyCode::PageUp => pane.scroll_back(SCROLL_STEP),
+                    KeyCode::PageDown => pane.scroll_forward(SCROLL_STEP),
+                    KeyCode::Home => pane.scroll_back(usize::MAX),
+                    _ => pane.scroll_forward(usize::MAX),
+                }
+            }
+        }
         KeyCode::Char('a') => {
             return match view.current_plan() {
                 Some(plan) => Some(Effect::Answer {
@@ -233,5 +248,24 @@ mod tests {
         press(&mut view, key(KeyCode::Char('m')));
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(press(&mut view, ctrl_c), Some(Effect::Quit));
+    }
+
+    #[test]
+    fn page_keys_scroll_the_selected_pane_and_end_follows_again() {
+        let mut view = View::default();
+        for n in 0..50 {
+            view.agents[0].lines.push_back(format!("line {n}"));
+        }
+        assert_eq!(press(&mut view, key(KeyCode::PageUp)), None);
+        assert_eq!(view.agents[0].back, SCROLL_STEP);
+        press(&mut view, key(KeyCode::PageUp));
+        press(&mut view, key(KeyCode::PageDown));
+        assert_eq!(view.agents[0].back, SCROLL_STEP);
+        press(&mut view, key(KeyCode::Home));
+        assert_eq!(view.agents[0].back, 49);
+        press(&mut view, key(KeyCode::End));
+        assert_eq!(view.agents[0].back, 0);
+        press(&mut view, key(KeyCode::PageDown));
+        assert_eq!(view.agents[0].back, 0);
     }
 }

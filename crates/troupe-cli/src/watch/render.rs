@@ -9,7 +9,7 @@
 //! ┌ pending plans ─────────────────────────────────────────────────────────────┐
 //! │ ▶ alice 0196c1d2 Write out.txt, then test it.                              │
 //! └────────────────────────────────────────────────────────────────────────────┘
-//!  Tab/←→ pane · a approve · r reject · m message · q quit
+//!  Tab/←→ pane · PgUp/PgDn scroll · a approve · r reject · m message · q quit
 //! ```
 //!
 //! As many agent panes side by side as fit ([`PANE_MIN_WIDTH`] columns each), the selected one
@@ -136,10 +136,17 @@ fn draw_pane(frame: &mut Frame, agent: &AgentPane, selected: bool, area: Rect, c
             border = border.fg(agent_colour_of(&agent.name));
         }
     }
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::ALL)
         .border_style(border)
         .title(Span::styled(title, agent_style(&agent.name, colour)));
+    if agent.back > 0 {
+        let newer = match agent.back {
+            1 => " 1 newer line below · End follows ".to_owned(),
+            n => format!(" {n} newer lines below · End follows "),
+        };
+        block = block.title_bottom(Line::from(newer).right_aligned());
+    }
     let inner = block.inner(area);
     let (lines, skip) = last_lines(agent, inner);
     let body = Paragraph::new(lines)
@@ -149,14 +156,15 @@ fn draw_pane(frame: &mut Frame, agent: &AgentPane, selected: bool, area: Rect, c
     frame.render_widget(body, area);
 }
 
-/// The last lines of `agent` that fill `inner` once wrapped, and how many wrapped rows of the
-/// first one to scroll past so that the newest line is at the bottom.
+/// The lines of `agent` that fill `inner` once wrapped, ending `agent.back` lines before its
+/// newest, and how many wrapped rows of the first one to scroll past so that the last line
+/// taken is at the bottom.
 fn last_lines(agent: &AgentPane, inner: Rect) -> (Vec<Line<'static>>, u16) {
     let width = usize::from(inner.width.max(1));
     let height = usize::from(inner.height);
     let mut rows = 0;
     let mut taken = Vec::new();
-    for line in agent.lines.iter().rev() {
+    for line in agent.lines.iter().rev().skip(agent.back) {
         if rows >= height {
             break;
         }
@@ -218,7 +226,7 @@ fn footer_line(view: &View, colour: bool) -> Line<'static> {
     if let Some(prompt) = prompt {
         return Line::from(prompt).style(Style::new().add_modifier(Modifier::BOLD));
     }
-    let help = "Tab/←→ pane · a approve · r reject · m message · q quit";
+    let help = "Tab/←→ pane · PgUp/PgDn scroll · a approve · r reject · m message · q quit";
     match &view.notice {
         Some(notice) => {
             let style = if colour {
@@ -331,7 +339,9 @@ mod tests {
             "{rows:#?}"
         );
         assert!(
-            rows[23].starts_with("Tab/←→ pane · a approve · r reject · m message · q quit"),
+            rows[23].starts_with(
+                "Tab/←→ pane · PgUp/PgDn scroll · a approve · r reject · m message · q quit"
+            ),
             "{rows:#?}"
         );
     }
@@ -358,6 +368,25 @@ mod tests {
         let rows = rows(&drawn(&view, 80, 24, false));
         assert!(has(&rows, "line 60"), "{rows:#?}");
         assert!(!has(&rows, "line 1 "), "{rows:#?}");
+    }
+
+    #[test]
+    fn a_pane_scrolled_back_shows_older_lines_and_says_how_many_are_below() {
+        let mut view = View::default();
+        for n in 1..=60 {
+            view.agents[0].lines.push_back(format!("line {n}"));
+        }
+        view.agents[0].back = 30;
+        let rows = rows(&drawn(&view, 80, 24, false));
+        assert!(has(&rows, "line 30 "), "{rows:#?}");
+        assert!(!has(&rows, "line 31"), "{rows:#?}");
+        assert!(!has(&rows, "line 60"), "{rows:#?}");
+        assert!(has(&rows, "30 newer lines below · End follows"), "{rows:#?}");
+        // Following again: the newest line at the bottom, no notice.
+        view.agents[0].back = 0;
+        let rows = self::rows(&drawn(&view, 80, 24, false));
+        assert!(has(&rows, "line 60"), "{rows:#?}");
+        assert!(!has(&rows, "newer line"), "{rows:#?}");
     }
 
     #[test]

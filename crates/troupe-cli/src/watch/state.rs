@@ -14,7 +14,7 @@ use crate::event_line::describe;
 use crate::observe::filter;
 
 /// How many lines of its activity each agent's pane keeps.
-pub const PANE_LINES: usize = 200;
+pub const PANE_LINES: usize = 1000;
 
 /// How long one kept line may be (longer ones are cut with `…`).
 const LINE_CHARS: usize = 400;
@@ -40,6 +40,10 @@ pub struct AgentPane {
     pub activity: Activity,
     /// Its text and what it did, oldest first, at most [`PANE_LINES`].
     pub lines: VecDeque<String>,
+    /// How many of the newest lines are below the pane's bottom: 0 while the pane follows
+    /// the newest line, more once a person scrolled back (the lines in view then stay put as
+    /// new ones arrive).
+    pub back: usize,
     pub tokens_in: u64,
     pub tokens_out: u64,
 }
@@ -56,6 +60,7 @@ impl AgentPane {
             status: "idle".into(),
             activity: Activity::Idle,
             lines: VecDeque::new(),
+            back: 0,
             tokens_in: 0,
             tokens_out: 0,
         }
@@ -66,6 +71,22 @@ impl AgentPane {
             self.lines.pop_front();
         }
         self.lines.push_back(kinds::cut(&line, LINE_CHARS));
+        if self.back > 0 {
+            self.back = (self.back + 1).min(self.lines.len().saturating_sub(1));
+        }
+    }
+
+    /// Scrolls `lines` further back (towards the oldest line kept; one line stays in view).
+    pub fn scroll_back(&mut self, lines: usize) {
+        self.back = self
+            .back
+            .saturating_add(lines)
+            .min(self.lines.len().saturating_sub(1));
+    }
+
+    /// Scrolls `lines` towards the newest line; at it, the pane follows new lines again.
+    pub fn scroll_forward(&mut self, lines: usize) {
+        self.back = self.back.saturating_sub(lines);
     }
 }
 
@@ -224,6 +245,11 @@ impl View {
             .or_else(|| self.pending.first())
     }
 
+    /// The selected agent's pane.
+    pub fn selected_pane(&mut self) -> Option<&mut AgentPane> {
+        self.agents.get_mut(self.selected)
+    }
+
     pub fn select_next(&mut self) {
         self.selected = (self.selected + 1) % self.agents.len().max(1);
     }
@@ -338,6 +364,7 @@ pub(super) mod tests {
                     "First I plan.".to_owned(),
                     "Then I write.".to_owned(),
                 ]),
+                back: 0,
                 tokens_in: 100,
                 tokens_out: 20,
             }
@@ -410,6 +437,53 @@ pub(super) mod tests {
         let lead = &view.agents[0];
         assert_eq!(lead.lines.len(), PANE_LINES);
         assert_eq!(lead.lines.front().map(String::as_str), Some("line 51"));
-        assert_eq!(lead.lines.back().map(String::as_str), Some("line 250"));
+        let newest = format!("line {}", PANE_LINES + 50);
+        assert_eq!(lead.lines.back(), Some(&newest));
+    }
+
+    fn said(view: &mut View, from: u64, to: u64) {
+        for seq in from..=to {
+            view.apply(&event(
+                seq,
+                "lead",
+                kinds::ASSISTANT_TEXT,
+                json!({"text": format!("line {seq}")}),
+            ));
+        }
+    }
+
+    #[test]
+    fn a_pane_scrolled_back_keeps_its_place_as_new_lines_arrive() {
+        let mut view = View::default();
+        said(&mut view, 1, 30);
+        let pane = &mut view.agents[0];
+        pane.scroll_back(10);
+        assert_eq!(pane.back, 10);
+        said(&mut view, 31, 35);
+        // The same lines stay at the bottom of the pane: five more are below it now.
+        assert_eq!(view.agents[0].back, 15);
+        let pane = &mut view.agents[0];
+        pane.scroll_forward(5);
+        assert_eq!(pane.back, 10);
+        // No further back than the oldest line kept, which stays in view.
+        pane.scroll_back(usize::MAX);
+        assert_eq!(pane.back, 34);
+        said(&mut view, 36, 36);
+        assert_eq!(view.agents[0].back, 35);
+        // Forward to the newest: the pane follows new lines again.
+        view.agents[0].scroll_forward(usize::MAX);
+        said(&mut view, 37, 40);
+        assert_eq!(view.agents[0].back, 0);
+    }
+
+    #[test]
+    fn a_full_pane_scrolled_back_to_its_oldest_line_stays_within_what_it_keeps() {
+        let mut view = View::default();
+        said(&mut view, 1, PANE_LINES as u64);
+        view.agents[0].scroll_back(usize::MAX);
+        said(&mut view, PANE_LINES as u64 + 1, PANE_LINES as u64 + 20);
+        let pane = &view.agents[0];
+        assert_eq!(pane.lines.len(), PANE_LINES);
+        assert_eq!(pane.back, PANE_LINES - 1);
     }
 }
