@@ -5,6 +5,8 @@
 mod agent;
 #[path = "all/architecture.rs"]
 mod architecture;
+#[path = "all/blocking_rule.rs"]
+mod blocking_rule;
 #[path = "all/board/mod.rs"]
 mod board;
 #[path = "all/conformance/mod.rs"]

@@ -381,7 +381,10 @@ mod tests {
         assert!(has(&rows, "line 30 "), "{rows:#?}");
         assert!(!has(&rows, "line 31"), "{rows:#?}");
         assert!(!has(&rows, "line 60"), "{rows:#?}");
-        assert!(has(&rows, "30 newer lines below · End follows"), "{rows:#?}");
+        assert!(
+            has(&rows, "30 newer lines below · End follows"),
+            "{rows:#?}"
+        );
         // Following again: the newest line at the bottom, no notice.
         view.agents[0].back = 0;
         let rows = self::rows(&drawn(&view, 80, 24, false));

@@ -55,10 +55,11 @@ impl ToolHandler for MergeTeammate {
         // git can take a while: off the async threads, on the blocking pool.
         let merging = name.clone();
         let merge_worktrees = worktrees.clone();
-        let merged = tokio::task::spawn_blocking(move || merge_worktrees.merge(&merging))
-            .await
-            .map_err(|e| ToolError::Failed(format!("merge_teammate stopped: {e}")))?
-            .map_err(|e| ToolError::coded(&e))?;
+        let merged =
+            crate::sync::offload("merge_teammate", move || merge_worktrees.merge(&merging))
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?
+                .map_err(|e| ToolError::coded(&e))?;
         let mut result = match &merged {
             Merged::Done {
                 branch,
@@ -111,9 +112,10 @@ impl ToolHandler for MergeTeammate {
             }
         };
         if record.status == TeammateStatus::Shutdown {
-            let removal = tokio::task::spawn_blocking(move || worktrees.remove_if_done(&name))
-                .await
-                .map_err(|e| ToolError::Failed(format!("merge_teammate stopped: {e}")))?;
+            let removal =
+                crate::sync::offload("merge_teammate", move || worktrees.remove_if_done(&name))
+                    .await
+                    .map_err(|e| ToolError::Failed(e.to_string()))?;
             result["worktree"] = match removal {
                 Ok(Removal::Removed) => json!("removed (merged and clean, its teammate shut down)"),
                 Ok(Removal::Kept(why)) => json!(format!("kept: {why}")),

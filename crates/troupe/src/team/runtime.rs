@@ -41,7 +41,7 @@ use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
 use crate::store::tasks::{Task, TaskError};
-use crate::sync::{blocking, lock};
+use crate::sync::{lock, offload};
 use crate::worktree::Worktrees;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
@@ -1052,21 +1052,33 @@ impl WorkerContext for TeamWorker {
 
     async fn after_result(&self, message: &MailboxMessage) {
         if let Some(worktrees) = self.own_worktree().await {
-            blocking(|| super::isolation::commit_finished_work(worktrees, &self.name, message));
+            let (name, message) = (self.name.clone(), message.clone());
+            let committed = offload("commit the teammate's work", move || {
+                super::isolation::commit_finished_work(&worktrees, &name, &message)
+            });
+            if let Err(e) = committed.await {
+                tracing::warn!("{e}");
+            }
         }
     }
 
     async fn after_task(&self, task: &Task) {
         if let Some(worktrees) = self.own_worktree().await {
-            blocking(|| super::isolation::commit_work(worktrees, &self.name, &task.subject));
+            let (name, subject) = (self.name.clone(), task.subject.clone());
+            let committed = offload("commit the teammate's work", move || {
+                super::isolation::commit_work(&worktrees, &name, &subject)
+            });
+            if let Err(e) = committed.await {
+                tracing::warn!("{e}");
+            }
         }
     }
 }
 
 impl TeamWorker {
     /// The team's worktrees when this teammate works in one of its own.
-    async fn own_worktree(&self) -> Option<&crate::worktree::Worktrees> {
-        let worktrees = self.team.worktrees.as_ref()?;
+    async fn own_worktree(&self) -> Option<Arc<Worktrees>> {
+        let worktrees = self.team.worktrees.clone()?;
         let isolated = self
             .team
             .roster

@@ -107,9 +107,9 @@ impl ToolHandler for SpawnTeammate {
                 )
             })?;
             let preparing = name.clone();
-            tokio::task::spawn_blocking(move || worktrees.prepare(&preparing))
+            crate::sync::offload("spawn_teammate", move || worktrees.prepare(&preparing))
                 .await
-                .map_err(|e| ToolError::Failed(format!("spawn_teammate stopped: {e}")))?
+                .map_err(|e| ToolError::Failed(e.to_string()))?
                 .map_err(|e| ToolError::coded(&e))?;
         }
         let spawned = team

@@ -71,9 +71,9 @@ impl ToolHandler for EditFileTool {
         let workspace = Workspace::new(&ctx.workspace)?;
         let path = workspace.resolve_write(raw)?;
         let (file_path, shown) = (path.clone(), raw.to_owned());
-        let bytes = tokio::task::spawn_blocking(move || read_whole(&file_path, &shown))
+        let bytes = crate::sync::offload("edit_file", move || read_whole(&file_path, &shown))
             .await
-            .map_err(|e| ToolError::Failed(format!("edit_file stopped: {e}")))??;
+            .map_err(|e| ToolError::Failed(e.to_string()))??;
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolError::Failed(format!("{raw} is not UTF-8 text")))?;
         let count = text.matches(old_text).count();
@@ -89,9 +89,13 @@ impl ToolHandler for EditFileTool {
             )));
         }
         let updated = text.replacen(old_text, new_text, 1);
-        tokio::fs::write(&path, updated.as_bytes())
-            .await
-            .map_err(|e| ToolError::io("cannot write", raw, &e))?;
+        let target = path.clone();
+        crate::sync::offload("edit_file", move || {
+            std::fs::write(&target, updated.as_bytes())
+        })
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?
+        .map_err(|e| ToolError::io("cannot write", raw, &e))?;
         Ok(format!(
             "Edited {}: replaced 1 occurrence",
             workspace.display(&path)

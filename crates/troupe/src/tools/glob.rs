@@ -67,11 +67,11 @@ impl ToolHandler for GlobTool {
         let workspace = Workspace::new(&ctx.workspace)?;
         let cancel = ctx.cancel.clone();
         // The walk is blocking file-system work.
-        tokio::task::spawn_blocking(move || {
+        crate::sync::offload("glob", move || {
             run_glob(&workspace, &pattern_text, || cancel.is_cancelled())
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("glob worker failed: {e}")))?
+        .map_err(|e| ToolError::Failed(e.to_string()))?
     }
 }
 

@@ -99,11 +99,11 @@ impl ToolHandler for GrepTool {
         let redactor = ctx.redactor.clone();
         let cancel = ctx.cancel.clone();
         // The walk and the reads are blocking file-system work.
-        tokio::task::spawn_blocking(move || {
+        crate::sync::offload("grep", move || {
             search(&workspace, &query, &redactor, &|| cancel.is_cancelled())
         })
         .await
-        .map_err(|e| ToolError::Failed(format!("grep worker failed: {e}")))?
+        .map_err(|e| ToolError::Failed(e.to_string()))?
     }
 }
 

@@ -93,9 +93,9 @@ impl ToolHandler for ReadFileTool {
         // Reading a file is blocking work, however small the part read.
         let redactor = ctx.redactor.clone();
         let lines = Lines { offset, limit };
-        let text = tokio::task::spawn_blocking(move || read(&path, &raw, lines, &redactor))
+        let text = crate::sync::offload("read_file", move || read(&path, &raw, lines, &redactor))
             .await
-            .map_err(|e| ToolError::Failed(format!("read_file stopped: {e}")))??;
+            .map_err(|e| ToolError::Failed(e.to_string()))??;
         Ok(match recovered {
             Some(recovered) => with_recovery_note(text, &recovered),
             None => text,

@@ -220,8 +220,11 @@ impl ToolHandler for ShellTool {
             let sandbox = self.sandbox.as_deref();
             let absent = sandbox.and_then(Sandbox::absent_protected);
             let (ok, mut text) = self.run(command, &cwd, ctx, sandbox).await?;
-            if let Some(absent) = &absent {
-                for note in crate::sync::blocking(|| absent.undo_created()) {
+            if let Some(absent) = absent {
+                let notes = crate::sync::offload("shell", move || absent.undo_created())
+                    .await
+                    .map_err(|e| ToolError::Failed(e.to_string()))?;
+                for note in notes {
                     text.push('\n');
                     text.push_str(&note);
                 }

@@ -210,10 +210,9 @@ impl ToolHandler for LoadSkillTool {
             )));
         }
         let workspace_root = ctx.workspace.clone();
-        let loaded = tokio::task::spawn_blocking(move || load(&workspace_root, &name))
+        crate::sync::offload("load_skill", move || load(&workspace_root, &name))
             .await
-            .map_err(|e| ToolError::Failed(format!("load_skill stopped: {e}")))?;
-        loaded
+            .map_err(|e| ToolError::Failed(e.to_string()))?
     }
 }
 

@@ -51,15 +51,17 @@ impl ToolHandler for WriteFileTool {
         let content = str_arg(&args, "content")?;
         let workspace = Workspace::new(&ctx.workspace)?;
         let path = workspace.resolve_write(raw)?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| ToolError::io("cannot create the folders of", raw, &e))?;
-        }
         // A plain write (not temp + rename) keeps the file's mode, e.g. an executable script.
-        tokio::fs::write(&path, content.as_bytes())
-            .await
-            .map_err(|e| ToolError::io("cannot write", raw, &e))?;
+        let (target, bytes) = (path.clone(), content.as_bytes().to_vec());
+        crate::sync::offload("write_file", move || {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| ("cannot create the folders of", e))?;
+            }
+            std::fs::write(&target, bytes).map_err(|e| ("cannot write", e))
+        })
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?
+        .map_err(|(what, e)| ToolError::io(what, raw, &e))?;
         Ok(format!(
             "Wrote {} bytes to {}",
             content.len(),

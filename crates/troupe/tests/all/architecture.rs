@@ -36,14 +36,14 @@ const LAYERS: &[&[&str]] = &[
     &["demo"],
 ];
 
-type Module = Vec<String>;
+pub(crate) type Module = Vec<String>;
 
 fn layer_of(top: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&top))
 }
 
 /// Every source file of the crate, by module path, with whether it is a `mod.rs`/`lib.rs`.
-fn modules(src: &Path) -> BTreeMap<Module, (String, bool)> {
+pub(crate) fn modules(src: &Path) -> BTreeMap<Module, (String, bool)> {
     let mut found = BTreeMap::new();
     let mut folders = vec![src.to_path_buf()];
     while let Some(folder) = folders.pop() {
@@ -73,7 +73,7 @@ fn modules(src: &Path) -> BTreeMap<Module, (String, bool)> {
 }
 
 /// The code a file compiles into the library: no tests, no comments.
-fn library_code(text: &str) -> String {
+pub(crate) fn library_code(text: &str) -> String {
     let code = text.split("#[cfg(test)]").next().unwrap_or("");
     code.lines()
         .map(|line| line.split("//").next().unwrap_or(""))
