@@ -153,7 +153,13 @@ impl CliError {
             // `CliError`: a failure to print the error has nowhere left to go.
             let mut out = std::io::stdout().lock();
             let _ = out
-                .write_all(format!("{object}\n").as_bytes())
+                .write_all(
+                    format!(
+                        "{}\n",
+                        troupe::terminal_text::json_for_terminal(&object.to_string())
+                    )
+                    .as_bytes(),
+                )
                 .and_then(|()| out.flush());
         } else {
             // A message may quote a workspace's file or a server's answer: shown, never obeyed.

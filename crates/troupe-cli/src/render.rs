@@ -7,16 +7,17 @@ use troupe::cron::CronJobView;
 use troupe::inspect::{MailboxReport, RequestView, StatusReport};
 use troupe::jobs::{JobRecord, JobState};
 use troupe::store::tasks::TaskView;
-use troupe::terminal_text::for_terminal;
+use troupe::terminal_text::{for_terminal, json_for_terminal};
 use troupe::wire::RequestStatus;
 
 use crate::error::CliError;
 
-/// Prints `value` as JSON, as serde writes it (it escapes the C0 controls itself; programs read
-/// this, so it is not escaped again).
+/// Prints `value` as JSON: as serde writes it, with DEL, the C1 controls and the invisible
+/// characters written as `\uXXXX` escapes too ([`json_for_terminal`]; serde escapes the C0
+/// controls itself). A program reads the same value.
 pub fn print_json(value: &impl Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(CliError::failed)?;
-    write_stdout(&format!("{text}\n"))
+    write_stdout(&format!("{}\n", json_for_terminal(&text)))
 }
 
 /// Prints a command's text: what it holds of a workspace, a model, a tool or a server (a task's

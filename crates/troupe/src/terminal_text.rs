@@ -18,10 +18,17 @@
 //! in two lower-case hex digits: ESC is `\x1b`, `\r` is `\x0d`, U+009B is `\x9b`. Tab and
 //! newline stay: they lay text out without reaching the cursor anywhere else.
 //!
-//! The form is unambiguous: a `\x` in the output is an escape exactly when an odd number of
-//! backslashes stands before the `x`. To keep it so, a run of backslashes in the input that
-//! comes right before an `x` (or before a character shown escaped) is doubled; every other
-//! backslash is shown as it is. So text that itself holds `\x1b` is shown as `\\x1b`, and the
+//! The invisible characters that reorder or hide text — the bidirectional controls (U+061C,
+//! U+200E, U+200F, U+202A–U+202E, U+2066–U+2069: "Trojan Source", where a line shows one
+//! command and holds another) and the zero-width space, non-joiner, word joiner and
+//! byte-order mark (U+200B, U+200C, U+2060, U+FEFF) — are shown as `\u{` and their code point
+//! in four lower-case hex digits and `}`: U+202E is `\u{202e}`. The zero-width joiner (U+200D)
+//! stays: emoji are made of it.
+//!
+//! The form is unambiguous: a `\x` (or `\u{`) in the output is an escape exactly when an odd
+//! number of backslashes stands before the `x` (the `u`). To keep it so, a run of backslashes in
+//! the input that comes right before an `x`, a `u{` or a character shown escaped is doubled;
+//! every other backslash is shown as it is. So text that itself holds `\x1b` is shown as `\\x1b`, and the
 //! `\n`, `\\` and `C:\dir` of ordinary code and paths read as they are written, which doubling
 //! every backslash would not give a person reviewing a diff.
 
@@ -42,9 +49,46 @@ pub fn line_for_terminal(text: &str) -> Cow<'_, str> {
 }
 
 /// Whether `c` is shown escaped in text of many lines: a C0 control other than tab and
-/// newline, DEL, a C1 control.
+/// newline, DEL, a C1 control, or an invisible character that reorders or hides text.
 pub fn is_escaped(c: char) -> bool {
-    c.is_control() && c != '\t' && c != '\n'
+    (c.is_control() && c != '\t' && c != '\n') || is_invisible(c)
+}
+
+/// The bidirectional controls and the zero-width characters shown as `\u{…}`.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}'
+            | '\u{200b}'
+            | '\u{200c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+    )
+}
+
+/// Serialized JSON (`json`, as serde_json wrote it) with every character [`is_escaped`] would
+/// show escaped written as a JSON `\uXXXX` escape instead; borrowed when there was nothing to
+/// change. serde_json escapes the C0 controls itself but writes DEL, the C1 controls and the
+/// invisible characters as they are, which a terminal reading `--json` output would act on.
+/// The value a program reads back is the same: in valid JSON such a character can only be
+/// inside a string, where its escape stands for it.
+pub fn json_for_terminal(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(is_escaped) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_escaped(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,27 +99,31 @@ enum Lines {
 
 fn escape(text: &str, lines: Lines) -> Cow<'_, str> {
     let escaped = |c: char| is_escaped(c) || (c == '\n' && lines == Lines::Escaped);
-    if !text.chars().any(escaped) && !text.contains("\\x") {
+    if !text.chars().any(escaped) && !text.contains("\\x") && !text.contains("\\u{") {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     // The backslashes seen and not yet written: whether they are doubled depends on what
     // follows them.
     let mut backslashes = 0;
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         if c == '\\' {
             backslashes += 1;
             continue;
         }
         let shown_escaped = escaped(c);
-        let run = if shown_escaped || c == 'x' {
+        let escape_like = c == 'x' || (c == 'u' && chars.peek() == Some(&'{'));
+        let run = if shown_escaped || escape_like {
             2 * backslashes
         } else {
             backslashes
         };
         out.extend(std::iter::repeat_n('\\', run));
         backslashes = 0;
-        if shown_escaped {
+        if shown_escaped && is_invisible(c) {
+            let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+        } else if shown_escaped {
             let _ = write!(out, "\\x{:02x}", u32::from(c));
         } else {
             out.push(c);
@@ -105,7 +153,8 @@ mod tests {
             }
             let run = chars[at..].iter().take_while(|c| **c == '\\').count();
             at += run;
-            if chars.get(at) != Some(&'x') {
+            let unicode = chars.get(at) == Some(&'u') && chars.get(at + 1) == Some(&'{');
+            if chars.get(at) != Some(&'x') && !unicode {
                 out.extend(std::iter::repeat_n('\\', run));
                 continue;
             }
@@ -113,9 +162,14 @@ mod tests {
             if run % 2 == 0 {
                 continue;
             }
-            let hex: String = chars[at + 1..at + 3].iter().collect();
+            let (digits, width) = if unicode {
+                (at + 2..at + 6, 7)
+            } else {
+                (at + 1..at + 3, 3)
+            };
+            let hex: String = chars[digits].iter().collect();
             out.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap());
-            at += 3;
+            at += width;
         }
         out
     }
@@ -142,6 +196,19 @@ mod tests {
             ("two \\\\x", "two \\\\\\\\x"),
             ("before esc \\\u{1b}", "before esc \\\\\\x1b"),
             ("xx no backslash", "xx no backslash"),
+            // Trojan Source: what reorders or hides text is shown, not obeyed.
+            (
+                "access = \"user\u{202e} \u{2066}// admin\u{2069}\u{2066}\"",
+                "access = \"user\\u{202e} \\u{2066}// admin\\u{2069}\\u{2066}\"",
+            ),
+            ("zero\u{200b}width\u{feff}", "zero\\u{200b}width\\u{feff}"),
+            (
+                "family 👨\u{200d}👩\u{200d}👧",
+                "family 👨\u{200d}👩\u{200d}👧",
+            ),
+            // A literal `\u{` is doubled like a literal `\x`; `\u00e9` is not an escape here.
+            ("literal \\u{202e}", "literal \\\\u{202e}"),
+            ("json \\u00e9", "json \\u00e9"),
         ];
         for (input, shown) in cases {
             assert_eq!(for_terminal(input), shown, "{input:?}");
@@ -167,6 +234,27 @@ mod tests {
     }
 
     #[test]
+    fn json_keeps_its_value_and_loses_what_a_terminal_would_act_on() {
+        let value = serde_json::json!({"text": "del\u{7f} csi\u{9b}2J rtl\u{202e}x \u{1b}[2K é"});
+        let raw = value.to_string();
+        assert!(
+            raw.contains('\u{9b}'),
+            "serde_json writes C1 as it is: {raw:?}"
+        );
+        let shown = json_for_terminal(&raw);
+        assert_eq!(
+            shown,
+            r#"{"text":"del\u007f csi\u009b2J rtl\u202ex \u001b[2K é"}"#
+        );
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(
+            json_for_terminal(r#"{"a":"\u001b é"}"#),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
     fn text_with_nothing_to_escape_is_borrowed() {
         assert!(matches!(for_terminal("a \\n b"), Cow::Borrowed(_)));
         assert!(matches!(for_terminal("\u{1b}"), Cow::Owned(_)));
@@ -180,6 +268,7 @@ mod tests {
                 shown.chars().all(|c| !c.is_control() || c == '\t' || c == '\n'),
                 "{shown:?}"
             );
+            prop_assert!(!shown.chars().any(is_invisible), "{shown:?}");
             let line = line_for_terminal(&text);
             prop_assert!(line.chars().all(|c| !c.is_control() || c == '\t'), "{line:?}");
         }
@@ -189,7 +278,8 @@ mod tests {
             text in proptest::collection::vec(
                 prop_oneof![
                     Just('\\'), Just('x'), Just('\u{1b}'), Just('\r'), Just('\u{9b}'),
-                    Just('\t'), Just('\n'), any::<char>(),
+                    Just('\t'), Just('\n'), Just('u'), Just('{'), Just('\u{202e}'),
+                    Just('\u{feff}'), any::<char>(),
                 ],
                 0..40,
             )

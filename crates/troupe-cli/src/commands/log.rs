@@ -23,7 +23,7 @@ use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
 use troupe::store::events::read::{last_seq, EventCursor};
-use troupe::terminal_text::line_for_terminal;
+use troupe::terminal_text::{json_for_terminal, line_for_terminal};
 use troupe::wire::Event;
 
 use crate::args::LogArgs;
@@ -191,7 +191,7 @@ impl Printer {
         for event in events {
             if self.filter.shows(event) {
                 if self.json {
-                    text.push_str(&event.to_line());
+                    text.push_str(&json_for_terminal(&event.to_line()));
                 } else {
                     text.push_str(&line(event));
                 }
@@ -223,7 +223,7 @@ impl Printer {
 /// `#<seq> <HH:MM:SS.mmm> <agent> <what happened>`, the time in UTC like the file's. The stream
 /// quotes models, tools and servers (and a workspace's file may be anyone's): the line is shown
 /// on one line with its control characters escaped, never obeyed. `--json` prints the event as
-/// serde wrote it.
+/// serde wrote it, with `\uXXXX` for what serde leaves a terminal to act on.
 fn line(event: &Event) -> String {
     let line = format!(
         "#{} {} {} {}",

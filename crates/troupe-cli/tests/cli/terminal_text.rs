@@ -111,6 +111,33 @@ fn trust_show_prints_a_hooks_escape_sequences_as_text() {
     assert!(items[1].contains("rm -rf ~"));
 }
 
+/// Trojan Source: a hook whose right-to-left override makes a terminal draw
+/// `echo ok # cleanup.sh` while the command runs `hs.punaelc` backwards — `curl … | sh`.
+#[test]
+fn trust_show_prints_a_hooks_bidirectional_controls_as_text() {
+    let (_dir, ws) = workspace();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[[hooks]]\nevent = \"Stop\"\ncommand = \"echo ok #\u{2067} \u{202e}hs.punaelc\u{2069}\u{200b}\"\n",
+    )
+    .unwrap();
+
+    let out = troupe(&ws, &["trust", "--show"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout
+            .contains(r"echo ok #\u{2067} \u{202e}hs.punaelc\u{2069}\u{200b}"),
+        "{}",
+        out.stdout
+    );
+    let hidden: Vec<char> = out
+        .stdout
+        .chars()
+        .filter(|c| matches!(c, '\u{2067}' | '\u{202e}' | '\u{2069}' | '\u{200b}'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}: {}", out.stdout);
+}
+
 #[test]
 fn troupe_config_shows_a_hooks_escape_sequences_as_text() {
     let (_dir, ws) = workspace();
@@ -187,10 +214,15 @@ fn a_models_escape_sequences_reach_neither_the_runs_lines_nor_its_answer_nor_tro
         log.stdout
     );
 
-    // `--json` is serde's JSON, not escaped again: the text reads back as the model wrote it.
+    // `--json` is JSON a program reads back as the model wrote it, and holds no byte a
+    // terminal acts on: serde writes the C1 control as it is, troupe as `\u009b`.
     let json = troupe(&ws, &["log", "--json", "--kind", "assistant_text"]);
+    assert_inert("troupe log --json", &json.stdout);
+    assert!(json.stdout.contains(r"\u009b2J"), "{}", json.stdout);
     let said: Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(said["text"], HOSTILE_TEXT, "{}", json.stdout);
+    let status = troupe(&ws, &["status", "--json"]);
+    assert_inert("troupe status --json", &status.stdout);
 }
 
 #[test]
