@@ -1,10 +1,11 @@
 //! The tracing output on stderr: `warn` without a flag, `info` with `-v`, `debug` with `-vv`,
 //! `trace` beyond; `RUST_LOG`, when set, wins. Colours as for the rest of stderr.
 //!
-//! A run without `-v` or `RUST_LOG` prints formatted lines only: its warnings and errors come
-//! as notices ([`Notice`]: one line, `troupe: …`, each once), not as log records with a time
-//! and a module path, and the model client's warnings about retries and fallbacks are left out
-//! (the run shows them as event lines, `model_retry` and `model_fallback`, or as its error).
+//! A command without `-v` or `RUST_LOG` prints formatted lines only: its warnings and errors
+//! come as notices ([`Notice`]: one line, `troupe: …`, each once), not as log records with a
+//! time and a module path. A run also leaves out the model client's warnings about retries and
+//! fallbacks (it shows them as event lines, `model_retry` and `model_fallback`, or as its
+//! error).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -35,16 +36,18 @@ fn level(verbose: u8) -> &'static str {
 const RUN_NOTICES: &str = "warn,rmcp=off,troupe::model::transport=error";
 
 /// Installs the subscriber. A `RUST_LOG` that does not parse falls back to the flag's level
-/// (tracing-subscriber says which directive it skipped). `run` is whether the command runs a
-/// team (`troupe run`, `troupe demo`): without `-v` or `RUST_LOG`, its logs are notices.
+/// (tracing-subscriber says which directive it skipped). Without `-v` or `RUST_LOG`, logs are
+/// notices; `run` is whether the command runs a team (`troupe run`, `troupe demo`), whose
+/// notices leave out what its event lines show.
 pub fn init(verbose: u8, run: bool) {
     let rust_log = std::env::var("RUST_LOG")
         .ok()
         .filter(|raw| !raw.trim().is_empty());
     let colour = style::colour_wanted(std::io::stderr().is_terminal());
-    if run && verbose == 0 && rust_log.is_none() {
+    if verbose == 0 && rust_log.is_none() {
+        let notices = if run { RUN_NOTICES } else { level(0) };
         let _ = tracing_subscriber::fmt()
-            .with_env_filter(EnvFilter::new(RUN_NOTICES))
+            .with_env_filter(EnvFilter::new(notices))
             .with_writer(StderrRecord::default)
             .event_format(Notice::default())
             .try_init();

@@ -201,7 +201,7 @@ impl ProtocolRuntime {
         for answer in &delivered {
             tracing::warn!(
                 request = %answer.request_id(),
-                message = %answer.id(),
+                message_id = %answer.id(),
                 "delivered an answer whose delivery an earlier process did not finish"
             );
             self.postman

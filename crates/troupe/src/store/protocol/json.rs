@@ -296,12 +296,12 @@ impl JsonProtocolStore {
             Ok(Delivery::AlreadyThere) => {}
             Ok(Delivery::Sent) => tracing::warn!(
                 request = %recorded.request_id(),
-                message = %recorded.id(),
+                message_id = %recorded.id(),
                 "delivered a recorded answer whose delivery had been interrupted"
             ),
             Err(cause) => tracing::warn!(
                 request = %recorded.request_id(),
-                message = %recorded.id(),
+                message_id = %recorded.id(),
                 cause,
                 "a recorded answer is still undelivered"
             ),
