@@ -24,6 +24,8 @@
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
 //!   by a click, the token refused; screenshots in `target/browser-artifacts/`.
+//! - `browser_demo`: the page and the exported timeline on the demo's workspace: the run ended
+//!   (and `live` again when another starts), roles shown once, the lead's status, the cost.
 //! - `browser_permissions`: the page's "Waiting for approval" panel during a run with no
 //!   terminal: a write approved once and one denied with a reason, by clicks.
 //! - `readme`: the README's and docs' settings, script, MCP, agent-definition and memory
@@ -123,6 +125,8 @@ mod board;
 mod browser;
 #[path = "cli/browser_cost.rs"]
 mod browser_cost;
+#[path = "cli/browser_demo.rs"]
+mod browser_demo;
 #[path = "cli/browser_history.rs"]
 mod browser_history;
 #[path = "cli/browser_permissions.rs"]

@@ -6,6 +6,12 @@
 //! job has ended, asks the writer to shut down; the writer answers without a
 //! model call; the run ends. Each agent's model is a function of its own conversation, so the
 //! scenario follows whatever order the runtime delivers events in.
+//!
+//! Every answer carries a usage, estimated from the sizes of the request and the answer as for a
+//! server that reports none ([`crate::model::estimate`], marked `estimated`), under the model
+//! name [`MODEL`], which the built-in price table prices at a made-up demo price
+//! ([`crate::prices::table`]): after the demo, `troupe usage` and the page show tokens and a cost
+//! like a real run's.
 
 use std::sync::Arc;
 
@@ -13,6 +19,7 @@ use serde_json::{json, Value};
 use troupe_wire::AgentName;
 
 use crate::bootstrap::ModelChooser;
+use crate::model::estimate;
 use crate::model::{
     ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolCall,
 };
@@ -27,18 +34,22 @@ pub const WRITES: &[&str] = &[NOTES_FILE];
 pub const PROMPT: &str =
     "Have a teammate add a short usage note to NOTES.md, under an approved plan, then shut it down.";
 
-const MODEL: &str = "troupe-demo";
+/// The name the demo's answers carry; the built-in price table knows it (a made-up price).
+pub const MODEL: &str = "troupe-demo";
 
-/// The demo's models: one scripted function per agent.
+/// The demo's models: one scripted function per agent, each answer with its estimated usage.
 pub struct DemoModels;
 
 impl ModelChooser for DemoModels {
     fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient> {
-        if agent.is_lead() {
-            Arc::new(ScriptedModel::from_fn(lead_turn))
+        let turn: fn(&ModelRequest) -> Result<ModelResponse, ModelError> = if agent.is_lead() {
+            lead_turn
         } else {
-            Arc::new(ScriptedModel::from_fn(writer_turn))
-        }
+            writer_turn
+        };
+        Arc::new(ScriptedModel::from_fn(move |request: &ModelRequest| {
+            turn(request).map(|response| estimate::when_unreported(request, response))
+        }))
     }
 }
 
@@ -199,4 +210,26 @@ pub fn writer_turn(request: &ModelRequest) -> Result<ModelResponse, ModelError> 
             "content": "# Notes\n\nRun `troupe demo` to watch a lead and a teammate work under a plan gate.\n",
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_model_is_priced_and_its_answers_carry_estimated_usage() {
+        assert!(crate::prices::PriceTable::built_in()
+            .lookup(MODEL)
+            .is_some());
+        let request = ModelRequest {
+            messages: vec![ChatMessage::User {
+                content: PROMPT.to_owned(),
+            }],
+            ..ModelRequest::default()
+        };
+        let answered = lead_turn(&request).unwrap();
+        assert_eq!(answered.usage, None, "the turn itself counts nothing");
+        let usage = estimate::when_unreported(&request, answered).usage.unwrap();
+        assert!(usage.estimated && usage.prompt_tokens > 0 && usage.completion_tokens > 0);
+    }
 }

@@ -102,7 +102,8 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         "\nlead's answer: {}\n\n{NOTES_FILE}:\n{notes}\nInspect it:\n  \
          {troupe} status --workspace {ws}\n  \
          {troupe} requests --workspace {ws}\n  \
-         {troupe} mailbox {TEAMMATE} --workspace {ws}\n",
+         {troupe} mailbox {TEAMMATE} --workspace {ws}\n  \
+         {troupe} usage --workspace {ws}\n",
         outcome.answer,
     ))
 }

@@ -71,6 +71,54 @@ fn demo_prints_the_timeline_and_leaves_notes() {
 }
 
 #[test]
+fn the_demo_records_tokens_at_its_models_price() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    let ran = super::support::troupe(
+        dir.path(),
+        &["demo", "--workspace", workspace.to_str().unwrap()],
+    );
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    assert!(!ran.stdout.contains("no price"), "{ran:#?}");
+    assert!(!ran.stderr.contains("no price"), "{ran:#?}");
+    // Every call's tokens, estimated from sizes (a scripted model counts none) and priced.
+    let by_model = stdout_json(&troupe_in(
+        &workspace,
+        &["usage", "--by", "model", "--json"],
+    ));
+    let groups = by_model["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{by_model:#}");
+    assert_eq!(groups[0]["key"], "troupe-demo");
+    let total = &by_model["total"];
+    let tokens = total["total_tokens"].as_u64().unwrap();
+    assert!(total["prompt_tokens"].as_u64().unwrap() > 0, "{total:#}");
+    assert!(
+        total["completion_tokens"].as_u64().unwrap() > 0,
+        "{total:#}"
+    );
+    assert_eq!(
+        total["estimated_tokens"].as_u64(),
+        Some(tokens),
+        "{total:#}"
+    );
+    assert!(total["cost_usd"].as_f64().unwrap() > 0.0, "{total:#}");
+    assert_eq!(total["unpriced_models"], json!([]), "{total:#}");
+    // Per agent: both agents called the model.
+    let by_agent = stdout_json(&troupe_in(&workspace, &["usage", "--json"]));
+    let agents: Vec<&str> = by_agent["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents, ["lead", "writer"]);
+    let table = troupe_in(&workspace, &["usage"]);
+    assert_eq!(table.code, 0, "{table:#?}");
+    assert!(!table.stdout.contains("no price"), "{table:#?}");
+    assert!(table.stdout.contains('$'), "{table:#?}");
+}
+
+#[test]
 fn status_json_after_the_demo() {
     let (_dir, ws) = demo_workspace();
     let status = stdout_json(&troupe_in(&ws, &["status", "--json"]));

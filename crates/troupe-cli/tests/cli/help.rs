@@ -54,12 +54,12 @@ fn the_demo_names_inspect_commands_that_work_when_pasted() {
     );
     assert_eq!(out.code, 0, "{out:#?}");
     let commands = pasteable(&out.stdout);
-    assert_eq!(commands.len(), 3, "{commands:?}");
+    assert_eq!(commands.len(), 4, "{commands:?}");
     // troupe is not on this PATH: the commands name the binary that ran.
     let exe = env!("CARGO_BIN_EXE_troupe");
     for (line, expected) in commands
         .iter()
-        .zip(["status", "requests", "mailbox writer"])
+        .zip(["status", "requests", "mailbox writer", "usage"])
     {
         assert!(line.starts_with(exe), "{line}");
         assert!(line.contains(expected), "{line}");

@@ -401,8 +401,11 @@ fn get_changes_nothing_and_reports_the_demo() {
         for key in ["role", "status", "tokens_in", "tokens_out", "cost_usd"] {
             assert!(agent.get(key).is_some(), "{key} in {agent}");
         }
-        // The demo's scripted model has no price.
-        assert_eq!(agent["cost_usd"], Value::Null);
+        // The demo's answers carry tokens, and its model a (made-up) price in the built-in
+        // table.
+        assert!(agent["tokens_in"].as_u64().unwrap() > 0, "{agent}");
+        assert!(agent["cost_usd"].as_f64().unwrap() > 0.0, "{agent}");
+        assert_eq!(agent["unpriced_models"], json!([]), "{agent}");
     }
 
     let all = server.get_json("/api/events");

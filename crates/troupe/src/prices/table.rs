@@ -7,6 +7,10 @@
 //! OpenAI does not charge for writing its prompt cache (its responses report no cache writes),
 //! so its models' `cache_write` is the input price; a model without a cache discount has
 //! `cache_read` at the input price too.
+//!
+//! One entry is no provider's: `troupe-demo`, the name the scripted model of `troupe demo`
+//! answers under, at a made-up price (nobody bills it) so that the demo's usage shows a cost as
+//! a real run's would.
 
 use super::Price;
 
@@ -43,6 +47,8 @@ const PRICES: &[(&str, f64, f64, f64, f64)] = &[
     ("claude-3-5-haiku", 0.80, 4.00, 0.08, 1.00),
     ("claude-3-haiku", 0.25, 1.25, 0.03, 0.30),
     ("claude-3-opus", 15.00, 75.00, 1.50, 18.75),
+    // Not a real model: `troupe demo`'s scripted one, at a made-up price (see the module docs).
+    ("troupe-demo", 1.00, 4.00, 1.00, 1.00),
 ];
 
 /// The built-in price of exactly `name`.
@@ -69,6 +75,15 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn the_demo_model_has_its_made_up_price() {
+        let price = built_in("troupe-demo").unwrap();
+        assert_eq!(
+            Some(price),
+            Price::from_usd_per_million(1.00, 4.00, 1.00, 1.00)
+        );
+    }
 
     #[test]
     fn every_entry_is_valid_unique_and_cheaper_to_read_from_cache() {

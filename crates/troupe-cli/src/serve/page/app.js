@@ -36,6 +36,15 @@
   var filter = { agent: "", kind: "", q: "" };
   var filterGen = 0;        // bumped on every filter change: late answers of older ones are dropped
   var olderObserver = null;
+  // Whether a run is going on, as the stream tells it: the runs started and not ended yet (by
+  // run id: a shared team's workers have runs of their own), and, for a run whose start is older
+  // than the loaded events, the server's `run_active` at load (a run holds the run lock) until a
+  // run ends. `runHeld` is not refreshed later: a run still holds its lock for a moment after
+  // its `run_ended`, so the events decide from then on.
+  var openRuns = new Set();
+  var runHeld = false;
+  var lastRunEnd = null;    // the latest `run_ended`, while no run is going on
+  var streamOpen = false;
   var KINDS = ["run_started", "run_ended", "model_call_started", "model_retry", "model_fallback",
     "model_call_finished", "model_call_failed", "assistant_text", "tool_started", "tool_finished",
     "message_sent", "message_claimed", "message_acked", "request_created", "request_answered",
@@ -138,6 +147,43 @@
 
   function fullText(e) {
     return "#" + e.seq + " " + e.at + " " + e.agent + " " + e.kind + "\n" + describe(e);
+  }
+
+  // ---- The run -----------------------------------------------------------------------------
+
+  function noteRun(e) {
+    if (e.agent !== "troupe") { return; }
+    if (e.kind === "run_started") {
+      openRuns.add(e.run_id);
+      lastRunEnd = null;
+    } else if (e.kind === "run_ended") {
+      openRuns.delete(e.run_id);
+      runHeld = false;
+      lastRunEnd = e;
+    }
+  }
+
+  // The header's indicator: the event stream's state, and while it is open, the run's: `live`
+  // while a run is going on, `run ended` once it has (and `live` again when another starts).
+  function showConnection() {
+    var conn = $("connection");
+    var running = runHeld || openRuns.size > 0;
+    var run = running ? "running" : lastRunEnd ? "ended" : "none";
+    document.body.dataset.run = run;
+    if (!streamOpen) { return; }
+    if (running) {
+      conn.textContent = "live";
+      conn.className = "live";
+      conn.title = "A run is going on; the page follows it.";
+    } else if (lastRunEnd) {
+      conn.textContent = "run ended" + (lastRunEnd.outcome ? " (" + lastRunEnd.outcome + ")" : "");
+      conn.className = "ended";
+      conn.title = "The run ended at " + clock(lastRunEnd.at) + " UTC; the page shows the next run on this workspace live.";
+    } else {
+      conn.textContent = "no run going on";
+      conn.className = "ended";
+      conn.title = "No run is going on; the page shows the next run on this workspace live.";
+    }
   }
 
   // ---- Timeline ----------------------------------------------------------------------------
@@ -278,6 +324,7 @@
       if (typeof e.seq !== "number" || e.seq <= lastSeq || bySeq.has(e.seq)) { return; }
       lastSeq = e.seq;
       streamLast = Math.max(streamLast, e.seq);
+      if (!OFFLINE) { noteRun(e); }
       if (!matches(e)) { return; }
       grew = noteLanes(e) || grew;
       bySeq.set(e.seq, e);
@@ -285,6 +332,7 @@
       fresh.push(e);
     });
     document.body.dataset.lastSeq = String(lastSeq);
+    if (!OFFLINE) { showConnection(); }
     if (!fresh.length) { return fresh; }
     var box = $("timeline");
     var atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
@@ -439,13 +487,16 @@
     return unpriced.length ? note + "; no price for " + unpriced.join(", ") : note;
   }
 
+  // A role that only repeats the name (the lead's, a `writer` spawned as `writer`) is not shown.
+  function showRole(a) { return !!a.role && a.role !== a.name; }
+
   function renderAgents(list) {
     agentsState = list;
     var box = $("agents");
     var html = list.map(function (a) {
       return '<div class="agent' + (a.name === selected ? " selected" : "") + '" data-agent="' + esc(a.name) + '">' +
-        '<span class="name">' + esc(a.name) + ' <span class="role">' + esc(a.role || "") + '</span></span>' +
-        '<span class="status ' + esc(a.status) + '">' + esc(a.status) + '</span>' +
+        '<span class="name">' + esc(a.name) + (showRole(a) ? ' <span class="role">' + esc(a.role) + "</span>" : "") + "</span>" +
+        '<span class="status ' + esc(a.status || "") + '">' + esc(a.status || "") + "</span>" +
         '<span class="tokens">' + esc(fmtTokens(a)) + '</span>' +
         '<span class="cost" title="' + esc(costTitle(a)) + '">' + esc(fmtCost(a)) + '</span></div>';
     }).join("");
@@ -472,6 +523,11 @@
     var map = new Map();
     lanes.forEach(function (name) { map.set(name, { name: name, role: name === "lead" ? "lead" : "", status: "", tokens_in: 0, tokens_out: 0, cost_usd: null }); });
     events.forEach(function (e) {
+      // The lead works while a run goes on (as the live page's `/api/state` says it).
+      if (e.agent === "troupe" && map.has("lead")) {
+        if (e.kind === "run_started") { map.get("lead").status = "running"; }
+        if (e.kind === "run_ended") { map.get("lead").status = "idle"; }
+      }
       var a = map.get(e.agent);
       if (!a) { return; }
       if (e.kind === "teammate_spawned") { a.role = e.role || ""; a.status = "running"; }
@@ -803,8 +859,8 @@
   function connect() {
     var conn = $("connection");
     var source = new EventSource(withToken("/api/events/stream?since=" + lastSeq));
-    source.onopen = function () { conn.textContent = "live"; conn.className = "live"; };
-    source.onerror = function () { conn.textContent = "reconnecting…"; conn.className = "lost"; };
+    source.onopen = function () { streamOpen = true; showConnection(); };
+    source.onerror = function () { streamOpen = false; conn.textContent = "reconnecting…"; conn.className = "lost"; conn.title = ""; };
     source.addEventListener("event", function (m) {
       var e;
       try { e = JSON.parse(m.data); } catch (err) { return; }
@@ -892,6 +948,9 @@
     performance.mark("troupe-start");
     Promise.all([getJSON("/api/state"), loadLatest()]).then(function (both) {
       performance.mark("troupe-loaded");
+      runHeld = !!both[0].run_active;
+      events.forEach(noteRun);
+      showConnection();
       applyState(both[0]);
       if (!head) { renderTimeline(); }
       $("timeline").scrollTop = $("timeline").scrollHeight;
