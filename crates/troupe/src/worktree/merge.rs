@@ -46,7 +46,7 @@ impl Worktrees {
     /// Merges `name`'s branch into the lead's checkout (see the module's steps).
     pub fn merge(&self, name: &AgentName) -> Result<Merged, WorktreeError> {
         let _serial = self.locked();
-        // Its worktree is here unless it worked in another clone of a distributed team.
+        // Its worktree is here unless it worked in another clone of a shared team.
         // A record git disagrees with is refused here too, not taken for "no worktree".
         let has_worktree = match self.record_of(name) {
             Ok(_) => true,

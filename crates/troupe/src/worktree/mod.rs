@@ -117,7 +117,7 @@ pub enum WorktreeError {
     /// Isolation was asked for where it cannot be had.
     #[error("isolation \"worktree\" needs {0}")]
     Unavailable(String),
-    #[error("teammate {0} has no worktree here (it was not spawned with isolation \"worktree\", its worktree was removed after a merge, or it worked in another clone of a distributed team without [team] remote to bring its branch here)")]
+    #[error("teammate {0} has no worktree here (it was not spawned with isolation \"worktree\", its worktree was removed after a merge, or it worked in another clone of a shared team without [team] remote to bring its branch here)")]
     NoWorktree(AgentName),
     #[error("{command} failed: {why}")]
     Git { command: String, why: String },
