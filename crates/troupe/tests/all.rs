@@ -7,6 +7,8 @@ mod agent;
 mod architecture;
 #[path = "all/board/mod.rs"]
 mod board;
+#[path = "all/code_map.rs"]
+mod code_map;
 #[path = "all/conformance/mod.rs"]
 mod conformance;
 #[path = "all/cron/mod.rs"]
