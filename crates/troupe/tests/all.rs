@@ -13,6 +13,8 @@ mod code_map;
 mod conformance;
 #[path = "all/cron/mod.rs"]
 mod cron;
+#[path = "all/error_codes.rs"]
+mod error_codes;
 #[path = "all/jobs/mod.rs"]
 mod jobs;
 #[path = "all/mailbox.rs"]
