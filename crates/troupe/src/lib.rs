@@ -34,15 +34,23 @@
 //! - [`bootstrap`]: the composition root, the only place concrete adapters are chosen — for a run
 //!   (`build_team`) and for the commands that run no team (`inspector`, `PlanReview`).
 //! - [`send`]: a person's message to the lead or a teammate (`troupe send`, the web view).
-//!
-//! The modules form layers (ARCHITECTURE.md, "Layers"); `tests/all/architecture.rs` fails on an
-//! import cycle between files or an import that goes up a layer.
 //! - [`cron`]: `schedule_cron` and the cron runtime that wakes the lead (`.troupe/cron.json`).
 //! - [`secrets`]: the redactor that keeps the API key out of tool results, jobs and errors, and
 //!   taking the credential variables out of troupe's own environment at start.
 //! - [`demo`]: the scripted scenario of `troupe demo`.
 //! - [`inspect`]: read-only views of a workspace for `troupe status`, `requests`, `mailbox`,
 //!   `jobs`.
+//! - [`sandbox`]: confining commands (Landlock and namespaces, or bubblewrap): the workspace
+//!   writable but its protected paths, a private temp folder, the network off or loopback.
+//! - [`settings`]: `troupe.toml` and the user's `config.toml`, every value with its source, and
+//!   what of a workspace's own files needs the person's trust.
+//! - [`mcp`]: MCP servers (stdio or streamable HTTP) started for a run, and their state.
+//! - [`approvals`]: approvals as requests: a permission request opened, answered once from
+//!   anywhere, and the provider whose call waits for the first answer.
+//!
+//! The modules form layers (ARCHITECTURE.md, "Layers"); `tests/all/architecture.rs` fails on an
+//! import cycle between files or an import that goes up a layer, and `tests/all/code_map.rs` on
+//! a module missing from this list.
 
 pub mod agent;
 pub mod approvals;

@@ -9,10 +9,14 @@ mod architecture;
 mod blocking_rule;
 #[path = "all/board/mod.rs"]
 mod board;
+#[path = "all/code_map.rs"]
+mod code_map;
 #[path = "all/conformance/mod.rs"]
 mod conformance;
 #[path = "all/cron/mod.rs"]
 mod cron;
+#[path = "all/error_codes.rs"]
+mod error_codes;
 #[path = "all/jobs/mod.rs"]
 mod jobs;
 #[path = "all/mailbox.rs"]

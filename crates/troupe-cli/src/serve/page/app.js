@@ -45,14 +45,10 @@
   var runHeld = false;
   var lastRunEnd = null;    // the latest `run_ended`, while no run is going on
   var streamOpen = false;
-  var KINDS = ["run_started", "run_ended", "model_call_started", "model_retry", "model_fallback",
-    "model_call_finished", "model_call_failed", "assistant_text", "tool_started", "tool_finished",
-    "message_sent", "message_claimed", "message_acked", "request_created", "request_answered",
-    "request_consumed", "request_expired", "approval_asked", "approval_answered", "permission_requested",
-    "permission_answered", "permission_expired", "compaction",
-    "job_started", "job_ended", "cron_fired", "teammate_spawned", "teammate_status", "user_message",
-    "teammate_merged", "merge_conflict", "task_created", "task_claimed", "task_completed",
-    "task_lease_expired", "task_released"];
+  // The kind filter's choices: every event kind, as the server lists them (`troupe serve` and
+  // `troupe timeline --html` both embed troupe's one list in #event-kinds).
+  var kindsList = document.getElementById("event-kinds");
+  var KINDS = kindsList ? JSON.parse(kindsList.textContent || "[]") : [];
 
   function $(id) { return document.getElementById(id); }
 

@@ -196,6 +196,74 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_defined_here_is_in_the_list() {
+        // The list the page's kind filter and `troupe log --kind` offer: a kind added above
+        // without it would be missing there.
+        let source = include_str!("kinds.rs");
+        let source = source.split("#[cfg(test)]").next().unwrap_or("");
+        let defined: Vec<&str> = source
+            .lines()
+            .filter(|line| line.starts_with("pub const ") && line.contains(": &str = \""))
+            .filter_map(|line| line.split('"').nth(1))
+            .collect();
+        assert_eq!(defined.len(), ALL.len(), "{defined:?}");
+        for kind in defined {
+            assert!(ALL.contains(&kind), "{kind} is not in ALL");
+        }
+    }
+
+    #[test]
+    fn events_are_emitted_with_the_kinds_defined_here() {
+        // A kind spelled as a literal at an `emit` would be a kind no list knows.
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut pending = vec![src];
+        let mut literal = Vec::new();
+        while let Some(folder) = pending.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let whole = std::fs::read_to_string(&path).unwrap();
+                let text = whole.split("#[cfg(test)]").next().unwrap_or("");
+                for (at, _) in text.match_indices(".emit(") {
+                    // The second argument: up to the second comma at the call's own depth.
+                    let args = &text[at + ".emit(".len()..];
+                    let mut depth = 0usize;
+                    let mut commas = 0;
+                    let mut kind = String::new();
+                    for c in args.chars() {
+                        match c {
+                            '(' | '[' | '{' => depth += 1,
+                            ')' | ']' | '}' if depth == 0 => break,
+                            ')' | ']' | '}' => depth -= 1,
+                            ',' if depth == 0 => {
+                                commas += 1;
+                                if commas == 2 {
+                                    break;
+                                }
+                                continue;
+                            }
+                            _ => {}
+                        }
+                        if commas == 1 {
+                            kind.push(c);
+                        }
+                    }
+                    if kind.trim().starts_with('"') {
+                        literal.push(format!("{}: {}", path.display(), kind.trim()));
+                    }
+                }
+            }
+        }
+        assert!(literal.is_empty(), "kinds as literals: {literal:?}");
+    }
+
+    #[test]
     fn digests_tell_arguments_apart() {
         assert_eq!(digest("{}").len(), 16);
         assert_ne!(digest(r#"{"a":1}"#), digest(r#"{"a":2}"#));
