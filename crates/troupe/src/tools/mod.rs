@@ -42,6 +42,7 @@ pub mod shell;
 pub mod shell_output;
 pub mod skills;
 pub mod tasks;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod todo;
 pub mod write_file;

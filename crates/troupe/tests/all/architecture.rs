@@ -288,3 +288,104 @@ fn the_check_sees_imports() {
     let protocol: Module = vec!["team".into(), "protocol".into()];
     assert!(edges[&worker].contains(&protocol), "{:?}", edges[&worker]);
 }
+
+/// The cfg every module of test support (`mod testing`) is compiled under: troupe's own tests,
+/// or the `test-support` feature that only the tests and `troupe-bench` turn on (issue 41).
+const TEST_SUPPORT_CFGS: &[&str] = &[
+    "#[cfg(test)]",
+    "#[cfg(any(test, feature = \"test-support\"))]",
+];
+
+#[test]
+fn test_support_is_compiled_only_for_tests_and_the_benchmark() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut ungated = Vec::new();
+    let mut named = Vec::new();
+    let mut declared = 0;
+    for (module, (text, _)) in modules(&src) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.trim();
+            let declares = ["mod testing;", "mod testing {"]
+                .iter()
+                .any(|d| code.ends_with(d) && !code.starts_with("//"));
+            if !declares {
+                continue;
+            }
+            declared += 1;
+            let attribute = lines[..i]
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty() && !l.starts_with("///"));
+            if !attribute.is_some_and(|a| TEST_SUPPORT_CFGS.contains(&a)) {
+                ungated.push(format!("{}: {code}", name(&module)));
+            }
+        }
+        // Library code outside tests never reaches into test support.
+        if module.last().is_some_and(|m| m == "testing") {
+            continue;
+        }
+        let code = library_code(&text);
+        if code.contains("testing::") {
+            named.push(name(&module));
+        }
+    }
+    assert!(
+        declared >= 3,
+        "the check finds the test support modules ({declared})"
+    );
+    assert!(
+        ungated.is_empty(),
+        "test support compiled into the library (gate it with {}):\n{}",
+        TEST_SUPPORT_CFGS[1],
+        ungated.join("\n")
+    );
+    assert!(
+        named.is_empty(),
+        "library code that names test support: {named:?}"
+    );
+
+    // The `troupe` binary never turns the feature on: only the CLI's tests (dev-dependency) and
+    // `troupe-bench` (its required feature) do.
+    let cli = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../troupe-cli/Cargo.toml"),
+    )
+    .unwrap();
+    let section = |name: &str| -> String {
+        cli.split("\n[")
+            .find(|s| s.starts_with(name))
+            .unwrap_or_else(|| panic!("troupe-cli's Cargo.toml has [{name}"))
+            .to_owned()
+    };
+    let dependencies = section("dependencies]");
+    assert!(
+        !dependencies.contains("test-support"),
+        "troupe-cli's [dependencies] turn on test-support:\n{dependencies}"
+    );
+    let bench = cli
+        .split("\n[[bin]]")
+        .find(|s| s.contains("name = \"troupe-bench\""))
+        .unwrap();
+    assert!(
+        bench.contains("required-features = [\"troupe/test-support\"]"),
+        "troupe-bench requires the test support:\n{bench}"
+    );
+    let troupe_bin = cli
+        .split("\n[[bin]]")
+        .find(|s| s.contains("name = \"troupe\""))
+        .unwrap();
+    assert!(!troupe_bin.contains("required-features"), "{troupe_bin}");
+    // Nor does its code name test support (it would not build without the feature).
+    let cli_src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../troupe-cli/src");
+    let naming: Vec<String> = modules(&cli_src)
+        .into_iter()
+        .filter(|(module, _)| module.first().is_none_or(|m| m != "bench"))
+        .filter(|(_, (text, _))| library_code(text).contains("testing::"))
+        .map(|(module, _)| module.join("/"))
+        .collect();
+    assert!(
+        naming.is_empty(),
+        "the troupe binary names test support: {naming:?}"
+    );
+}

@@ -11,14 +11,15 @@
 //! - A backticked Rust path (`Type`, `module::Type::method`, `Type::method()`) names a **type**
 //!   by its first CamelCase segment (a capital, then at least one lower-case letter, no `_`);
 //!   that type must be defined in `crates/` (`struct|enum|trait|type|union NAME`), or be another
-//!   crate's, in [`OTHER_CRATES_TYPES`].
+//!   crate's, in [`OTHER_CRATES_TYPES`]. A qualified one (`team::Postman::send`) must be defined
+//!   in a file of the module it names (`…/team/postman.rs`).
 //! - No measured figure: a number followed by `/s`, `×`, `%` or `µs` (rates, ratios, shares,
 //!   timings of benchmark runs) belongs in BENCHMARKS.md. Limits troupe sets (`64 MiB`, `3 s`)
 //!   stay.
 //! - The numbered list of "Layers and how to check them" is `LAYERS` of `architecture.rs`,
 //!   and every top-level module of `lib.rs` has a layer.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::architecture::LAYERS;
@@ -172,12 +173,18 @@ fn rust_files() -> Vec<PathBuf> {
         .collect()
 }
 
-/// The names of every type defined in `crates/`: the word after `struct`, `enum`, `trait`,
-/// `type` or `union` in code (line comments left out).
-fn defined_types() -> BTreeSet<String> {
-    let mut defined = BTreeSet::new();
+/// Every type defined in `crates/`, with the files (relative to the root) that define it: the
+/// word after `struct`, `enum`, `trait`, `type` or `union` in code (line comments left out).
+fn definitions() -> BTreeMap<String, Vec<String>> {
+    let root = root();
+    let mut defined: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for file in rust_files() {
         let text = std::fs::read_to_string(&file).unwrap();
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         for line in text.lines() {
             let code = line.split("//").next().unwrap_or("");
             let words: Vec<&str> = code
@@ -186,12 +193,41 @@ fn defined_types() -> BTreeSet<String> {
                 .collect();
             for pair in words.windows(2) {
                 if matches!(pair[0], "struct" | "enum" | "trait" | "type" | "union") {
-                    defined.insert(pair[1].to_owned());
+                    defined
+                        .entry(pair[1].to_owned())
+                        .or_default()
+                        .push(shown.clone());
                 }
             }
         }
     }
     defined
+}
+
+fn defined_types() -> BTreeSet<String> {
+    definitions().into_keys().collect()
+}
+
+/// The modules a qualified name puts its type in (`approvals::ApprovalDesk::answer` →
+/// `approvals`), and the type; `None` for a name without both.
+fn qualified_type(span: &str) -> Option<(Vec<String>, String)> {
+    let name = type_named(span)?;
+    let modules: Vec<String> = span
+        .split("::")
+        .take_while(|s| *s != name)
+        .map(str::to_owned)
+        .collect();
+    (!modules.is_empty()).then_some((modules, name))
+}
+
+/// Whether `file` is in the module path `modules` (`worktree/git.rs`, `team/postman.rs` for
+/// `team`), wherever that module sits in its crate.
+fn file_in_module(file: &str, modules: &[String]) -> bool {
+    let path = file.trim_end_matches(".rs");
+    let parts: Vec<&str> = path.split('/').collect();
+    parts
+        .windows(modules.len())
+        .any(|w| w.iter().zip(modules).all(|(a, b)| a == b))
 }
 
 /// The numbered layer list of the section "Layers and how to check them".
@@ -345,6 +381,34 @@ fn the_architecture_quotes_no_measured_figures() {
 }
 
 #[test]
+fn every_qualified_type_is_defined_in_the_module_it_names() {
+    // `team::Postman` is defined under `team/`, not merely somewhere: a type's old name that
+    // another module still uses is caught too.
+    let definitions = definitions();
+    let text = prose(&architecture());
+    let mut checked = 0;
+    let mut elsewhere = BTreeSet::new();
+    for (modules, name) in spans(&text).iter().filter_map(|s| qualified_type(s)) {
+        let Some(files) = definitions.get(&name) else {
+            continue; // the check above names it
+        };
+        checked += 1;
+        if !files.iter().any(|f| file_in_module(f, &modules)) {
+            elsewhere.insert(format!(
+                "{}::{name} (defined in {files:?})",
+                modules.join("::")
+            ));
+        }
+    }
+    assert!(checked > 10, "the reader finds qualified types ({checked})");
+    assert!(
+        elsewhere.is_empty(),
+        "ARCHITECTURE.md puts types in modules that do not define them:\n{}",
+        elsewhere.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
 fn the_documented_layers_are_the_checked_ones() {
     let documented = documented_layers(&architecture());
     let checked: Vec<Vec<String>> = LAYERS
@@ -405,6 +469,22 @@ fn the_readers_see_what_they_check() {
     assert_eq!(type_named("sync::lock"), None);
     assert_eq!(type_named("OUTPUT_CAP"), None);
     assert_eq!(type_named("Error [<code>]: <message>"), None);
+    assert_eq!(
+        qualified_type("worktree::git::Git"),
+        Some((
+            vec!["worktree".to_owned(), "git".to_owned()],
+            "Git".to_owned()
+        ))
+    );
+    assert_eq!(qualified_type("Sandbox::new"), None);
+    assert!(file_in_module(
+        "crates/troupe/src/worktree/git.rs",
+        &["worktree".to_owned(), "git".to_owned()]
+    ));
+    assert!(!file_in_module(
+        "crates/troupe-cli/src/serve/api.rs",
+        &["team".to_owned()]
+    ));
     let defined = defined_types();
     assert!(defined.contains("Placement") && defined.contains("ErrorCode"));
     assert!(!defined.contains("UsageCopy"));

@@ -10,7 +10,9 @@
 //!   each new variant an arm, and so a line here;
 //! - the codes a `BackendError` is made with (`BackendError::new("…"`), as `BackendError code`;
 //! - the CLI's own codes (`.with_code("…")`), as `CliError code`;
-//! - codes kept in a constant (`const CODE` or `const …_CODE`), as `NAME code`.
+//! - codes given as a field's literal (`ToolError::Coded { code: "…"`, the web view's error
+//!   bodies), as `code: code`;
+//! - codes kept in a constant (`const CODE`, `…_CODE` or `…_ERROR`), as `NAME code`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -229,7 +231,7 @@ fn codes() -> (BTreeSet<String>, Vec<String>) {
             let Some((name, literal)) = rest.split_once(':') else {
                 continue;
             };
-            if !(name == "CODE" || name.ends_with("_CODE")) {
+            if !(name == "CODE" || name.ends_with("_CODE") || name.ends_with("_ERROR")) {
                 continue;
             }
             let literal = literal.split('=').nth(1).unwrap_or("");
@@ -243,6 +245,7 @@ fn codes() -> (BTreeSet<String>, Vec<String>) {
         }
         for (prefix, owner) in [
             ("BackendError::new(\"", "BackendError"),
+            ("code: \"", "code:"),
             (".with_code(\"", "CliError"),
         ] {
             for (at, _) in code.match_indices(prefix) {

@@ -50,6 +50,7 @@ mod response_ack;
 pub mod roster;
 mod schema;
 mod tasks;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod tls;
 mod transcript;
