@@ -73,14 +73,7 @@ fn after_the_demo_the_page_says_the_run_ended_and_live_when_another_starts() {
         json!({"text": "run ended (done)", "run": "ended"})
     );
     // The lead's card says `lead` once; the writer's role is more than its name.
-    assert_eq!(
-        page.evaluate(CARDS).unwrap(),
-        json!([
-            {"agent": "lead", "name": "lead", "role": null, "status": "idle"},
-            {"agent": "writer", "name": "writer documentation writer",
-             "role": "documentation writer", "status": "shutdown"},
-        ])
-    );
+    assert_eq!(page.evaluate(CARDS).unwrap(), demo_cards());
     // The demo's calls have tokens and a (made-up) price: a cost for each agent and a chart.
     let cost = page
         .evaluate(
@@ -157,14 +150,7 @@ fn the_exported_timeline_of_the_demo_shows_the_leads_status_and_each_role_once()
         WAIT,
     )
     .unwrap();
-    assert_eq!(
-        page.evaluate(CARDS).unwrap(),
-        json!([
-            {"agent": "lead", "name": "lead", "role": null, "status": "idle"},
-            {"agent": "writer", "name": "writer documentation writer",
-             "role": "documentation writer", "status": "shutdown"},
-        ])
-    );
+    assert_eq!(page.evaluate(CARDS).unwrap(), demo_cards());
     // Every badge has its word: none is an empty box.
     let widths = page
         .evaluate(
@@ -174,4 +160,14 @@ fn the_exported_timeline_of_the_demo_shows_the_leads_status_and_each_role_once()
     assert_eq!(widths, json!([true, true]));
     page.screenshot(&artifacts().join("timeline-demo.png"))
         .unwrap();
+}
+
+/// The demo's cards after its run: the lead's says `lead` once, the writer's role is more than
+/// its name.
+fn demo_cards() -> Value {
+    json!([
+        {"agent": "lead", "name": "lead", "role": null, "status": "idle"},
+        {"agent": "writer", "name": "writer documentation writer",
+         "role": "documentation writer", "status": "shutdown"},
+    ])
 }
