@@ -25,6 +25,8 @@ pub const DECISION_SOURCE: &str = "troupe.permission.source";
 pub const RULES_SAID: &str = "troupe.permission.rules_said";
 pub const PLAN_GATE: &str = "troupe.plan_gate.outcome";
 pub const TURN_END: &str = "troupe.turn.end";
+/// `true` on a model call whose token counts troupe estimated (its server reported none).
+pub const USAGE_ESTIMATED: &str = "troupe.usage.estimated";
 pub const MESSAGE_ID: &str = "troupe.message.id";
 pub const MESSAGE_IDS: &str = "troupe.message.ids";
 pub const MESSAGE_KIND: &str = "troupe.message.kind";

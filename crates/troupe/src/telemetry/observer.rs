@@ -191,6 +191,10 @@ impl RunObserver for TraceObserver {
                 KeyValue::new(attr::INPUT_TOKENS, saturating(usage.prompt_tokens)),
                 KeyValue::new(attr::OUTPUT_TOKENS, saturating(usage.completion_tokens)),
             ]);
+            if usage.estimated {
+                span.attributes
+                    .push(KeyValue::new(attr::USAGE_ESTIMATED, true));
+            }
         }
         if let Some(text) = response.message.content.as_deref() {
             if let Some(content) = self.trace.content(text) {
@@ -427,6 +431,32 @@ mod tests {
         assert!(turn.parent_span_is_remote);
         // The message's span is a child of the tool call that sent it (still open here).
         assert_ne!(send.parent_span_id, root);
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_usage_troupe_estimated_says_so() {
+        for estimated in [false, true] {
+            let kept = Kept::default();
+            let observer = observer(&kept, true, false);
+            let agent = AgentName::lead();
+            observer.model_call_started(&agent, 1);
+            let mut response = ModelResponse::text("hi", "m");
+            response.usage = Some(crate::model::Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                total_tokens: 12,
+                estimated,
+                ..crate::model::Usage::default()
+            });
+            observer.model_call_finished(&agent, &response);
+            let spans = flushed(&observer, &kept).await;
+            let marked = spans[0]
+                .attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == attr::USAGE_ESTIMATED)
+                .map(|kv| kv.value.as_str().into_owned());
+            assert_eq!(marked, estimated.then(|| "true".to_owned()));
+        }
     }
 
     #[tokio::test]

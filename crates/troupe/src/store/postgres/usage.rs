@@ -37,21 +37,20 @@ fn counts_of(row: &tokio_postgres::Row, from: usize) -> TokenCounts {
         total_tokens: get(2),
         cache_read_tokens: get(3),
         cache_write_tokens: get(4),
-        // The table has no column for the `estimated` mark yet: a shared team's totals count
-        // estimated tokens without telling them apart.
-        estimated_tokens: 0,
+        estimated_tokens: get(5),
     }
 }
 
 /// How many columns [`SUMS`] selects (the fields of `TokenCounts`).
-const SUMS_COUNT: usize = 5;
+const SUMS_COUNT: usize = 6;
 
 /// The sums of one group, as bigints (a sum of bigints is numeric in PostgreSQL).
 const SUMS: &str = "coalesce(sum(prompt_tokens), 0)::bigint, \
                     coalesce(sum(completion_tokens), 0)::bigint, \
                     coalesce(sum(total_tokens), 0)::bigint, \
                     coalesce(sum(cache_read_tokens), 0)::bigint, \
-                    coalesce(sum(cache_write_tokens), 0)::bigint";
+                    coalesce(sum(cache_write_tokens), 0)::bigint, \
+                    coalesce(sum(total_tokens) FILTER (WHERE estimated), 0)::bigint";
 
 impl PgUsage {
     pub fn new(store: PgStore) -> Self {
@@ -72,8 +71,8 @@ impl PgUsage {
                     .execute(
                         "INSERT INTO troupe_usage (team, at, run_id, agent, model, purpose,
                          prompt_tokens, completion_tokens, total_tokens, host, pid,
-                         cache_read_tokens, cache_write_tokens)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                         cache_read_tokens, cache_write_tokens, estimated)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                         &[
                             &store.team(),
                             &record.at,
@@ -88,6 +87,7 @@ impl PgUsage {
                             &pid,
                             &count(record.cache_read_tokens),
                             &count(record.cache_write_tokens),
+                            &record.estimated,
                         ],
                     )
                     .await
@@ -210,7 +210,8 @@ impl PgUsage {
                     .query(
                         "SELECT id, at, run_id, agent, model, purpose, prompt_tokens,
                                 completion_tokens, total_tokens, cache_read_tokens,
-                                cache_write_tokens
+                                cache_write_tokens,
+                                CASE WHEN estimated THEN total_tokens ELSE 0 END, estimated
                            FROM troupe_usage WHERE team = $1 AND id > $2
                           ORDER BY id LIMIT $3",
                         &[&store.team(), &after, &limit],
@@ -232,7 +233,7 @@ impl PgUsage {
                             total_tokens: counts.total_tokens,
                             cache_read_tokens: counts.cache_read_tokens,
                             cache_write_tokens: counts.cache_write_tokens,
-                            estimated: false,
+                            estimated: row.get(12),
                         };
                         (row.get::<_, i64>(0), record)
                     })

@@ -584,6 +584,36 @@ async fn the_teams_usage_adds_up_every_processs_records() {
     assert_eq!((theirs.runs, theirs.latest_run), (0, None));
 }
 
+/// A call whose counts troupe estimated (its server reported none) is told apart in the team's
+/// usage as in the file's: in the totals' `estimated_tokens` and in the record read back.
+#[tokio::test]
+async fn the_teams_usage_tells_estimated_tokens_apart() {
+    use troupe::store::postgres::usage::PgUsage;
+    use troupe::store::team_copy::TeamCopy;
+    let Some(s) = pg() else { return };
+    let usage = PgUsage::new(s.pg.clone().unwrap());
+    use crate::state::usage::record;
+    usage.copy(&record("run-1", "lead", 10, 5)).await.unwrap();
+    let estimated = troupe::store::usage::UsageRecord {
+        estimated: true,
+        ..record("run-1", "writer", 100, 20)
+    };
+    usage.copy(&estimated).await.unwrap();
+    let totals = usage.totals().await.unwrap();
+    assert_eq!(totals.total.total_tokens, 135);
+    assert_eq!(totals.total.estimated_tokens, 120);
+    assert_eq!(totals.agents["lead"].estimated_tokens, 0);
+    assert_eq!(totals.agents["writer"].estimated_tokens, 120);
+    let read: Vec<bool> = usage
+        .records_after(0, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r.estimated)
+        .collect();
+    assert_eq!(read, [false, true]);
+}
+
 /// A shared team's audit: each process's decisions copied, line for line, after its own file's
 /// append, in one team-wide order.
 #[tokio::test]
