@@ -43,8 +43,6 @@ pub mod roster;
 pub mod runtime;
 pub mod tools;
 pub mod watch;
-mod worker;
-mod workers;
 
 pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
 pub use error::TeamError;

@@ -1,98 +1,231 @@
-//! A teammate's worker (SPEC §4.4, §6): claims one message at a time and handles it.
+//! A teammate's loop (SPEC §4.4, §6), and everything it does to the team, in one file: the
+//! loop claims one message at a time and handles it; [`TeammateLoop`]'s methods are the team's
+//! side of it (its ports, its status, the board, its worktree, its lease).
 //!
 //! - protocol messages are routed **before** any model call: a valid shutdown request makes the
-//!   teammate mark itself `shutdown`, then answer, and stop without calling the model; a plan response is consumed in the
-//!   protocol store before the same runner continues with a deterministic prompt;
+//!   teammate mark itself `shutdown`, then answer, and stop without calling the model; a plan
+//!   response is consumed in the protocol store before the same runner continues with a
+//!   deterministic prompt;
 //! - ordinary messages go through the model; the final answer returns to the lead as `result`,
 //!   then the message is acked;
 //! - a message that is invalid (wrong id, kind, parties, expired, duplicate) is quarantined and
-//!   the worker continues; any other failure (storage, delivery, model, cancellation) releases
+//!   the loop continues; any other failure (storage, delivery, model, cancellation) releases
 //!   the message back to `ready/` and — except for cancellation — marks the teammate `failed`.
 //!
 //! - with nothing in its mailbox, it takes the next task that fits it from the task board
-//!   ([`WorkerContext::next_task`], SPEC §12) and works on it as its next message: the answer
+//!   ([`TeammateLoop::next_task`], SPEC §12) and works on it as its next message: the answer
 //!   completes the task and goes to the lead as a result; a failure or a close gives the task
 //!   back to the board.
 //!
-//! A worker sees the team only through [`WorkerContext`] (its ports, its teammate's status, the
-//! lifecycle calls `try_idle` and `end`), which the runtime implements: the worker never
-//! reaches the runtime's state, and this file does not import the runtime.
+//! Words: a *loop* is this task of one teammate, in one process; a *worker* is a `troupe worker`
+//! process of a shared team, which runs the loops of the teammates it holds the lease of.
+
+use std::sync::Arc;
 
 use troupe_wire::{
-    AgentName, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind, RequestKind,
-    TeammateStatus,
+    AgentName, Isolation, MailboxMessage, OrdinaryKind, ProtocolMessage, ProtocolMessageKind,
+    RequestKind, TeammateStatus,
 };
 
 use tokio_util::sync::CancellationToken;
 use troupe_wire::MessageId;
 
-use super::board_work;
-use super::error::TeamError;
-use super::observer::{TeamObserver, TeamUpdate};
-use super::postman::Postman;
-use super::protocol::{classify, quarantine_and_report, ProtocolRuntime, Triage};
-use super::workers::SharedRunner;
+use crate::team::board_work;
+use crate::team::error::TeamError;
+use crate::team::observer::{TeamObserver, TeamUpdate};
+use crate::team::postman::Postman;
+use crate::team::protocol::{classify, quarantine_and_report, ProtocolRuntime, Triage};
+
+use super::loops::SharedRunner;
+use super::TeamInner;
 use crate::agent::{Runner, TurnEnd};
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolError;
 use crate::store::tasks::{Task, TaskError};
+use crate::sync::offload;
+use crate::worktree::Worktrees;
 
-/// What a worker may do to the team: use its ports, report its teammate's status, end. The
-/// runtime implements it; nothing else of the runtime's state is reachable from a worker.
-#[async_trait::async_trait]
-pub(super) trait WorkerContext: Send + Sync + 'static {
-    /// The teammate this worker serves.
-    fn name(&self) -> &AgentName;
-    fn postman(&self) -> &Postman;
-    fn protocol(&self) -> &ProtocolRuntime;
-    fn observer(&self) -> &dyn TeamObserver;
-    /// Cancelled when the team closes: the worker stops at its next safe point.
-    fn closing(&self) -> &CancellationToken;
-    async fn set_status(&self, status: TeammateStatus);
-    /// Sets the final status (a failure with its reason for the lead), then the worker no
-    /// longer counts as running.
-    async fn end(&self, status: TeammateStatus, detail: Option<String>);
-    /// Found nothing to claim: goes idle and returns true, unless a wake came in meanwhile.
-    async fn try_idle(&self) -> bool;
-    /// Whether `message` was finished (result sent) by an earlier attempt whose ack failed.
-    fn is_completed(&self, message: MessageId) -> bool;
-    fn mark_completed(&self, message: MessageId);
-    /// The next task from the board that fits this teammate, claimed for it; `None` when
-    /// nothing fits, its plan gate is closed, or the team has no board.
-    async fn next_task(&self) -> Option<Task> {
-        None
+/// A teammate's loop: its name and the team it works in. Its methods are everything the loop
+/// does to the team: use its ports, report its status, take and finish tasks, end.
+pub(super) struct TeammateLoop {
+    pub(super) team: Arc<TeamInner>,
+    pub(super) name: AgentName,
+}
+
+impl TeammateLoop {
+    pub(super) fn name(&self) -> &AgentName {
+        &self.name
     }
-    /// Completes a task this worker took (`Done`) or gives it back to the board.
-    async fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
-        let _ = outcome;
-        Err(TaskError::NotFound(task.id))
+
+    pub(super) fn postman(&self) -> &Postman {
+        &self.team.postman
     }
-    /// Whether this teammate completed `task` itself (with `complete_task`).
-    async fn task_completed_by_me(&self, task: &Task) -> bool {
-        let _ = task;
+
+    pub(super) fn protocol(&self) -> &ProtocolRuntime {
+        &self.team.protocol
+    }
+
+    pub(super) fn observer(&self) -> &dyn TeamObserver {
+        self.team.observer.as_ref()
+    }
+
+    pub(super) fn closing(&self) -> &CancellationToken {
+        &self.team.closing
+    }
+
+    pub(super) async fn set_status(&self, status: TeammateStatus) {
+        self.team.set_status(&self.name, status, None).await;
+    }
+
+    pub(super) async fn end(&self, status: TeammateStatus, detail: Option<String>) {
+        // A teammate that stops for good gives back what it claimed with `claim_task`.
+        if let (Some(work), TeammateStatus::Failed | TeammateStatus::Shutdown) =
+            (self.team.board.get(), status)
+        {
+            let reason = format!("{} {}", self.name, status.as_str());
+            work.claims().release_all(Some(&self.name), &reason).await;
+        }
+        // The status is set before the loop counts as ended, so a wake in between cannot
+        // restart a teammate that just failed or shut down.
+        match (status, detail) {
+            (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason).await,
+            (status, detail) => self.team.set_status(&self.name, status, detail).await,
+        }
+        self.team.loops.ended(&self.name);
+        self.team.changed.notify_one();
+    }
+
+    pub(super) async fn try_idle(&self) -> bool {
+        if self
+            .team
+            .loops
+            .try_idle(&self.name, self.team.closing.is_cancelled())
+        {
+            self.team
+                .set_status(&self.name, TeammateStatus::Idle, None)
+                .await;
+            return true;
+        }
         false
     }
-    /// The teammate finished `message` and its result is about to go to the lead: what its
-    /// workspace does then (a worktree teammate's changes are committed on its branch). The
-    /// default: nothing.
-    async fn after_result(&self, _message: &MailboxMessage) {}
-    /// The same for a task taken from the board, before it is completed: a worktree
-    /// teammate's changes are committed on its branch with the task's subject.
-    async fn after_task(&self, _task: &Task) {}
-    /// Whether this process still holds the teammate's lease (always, outside a distributed team).
-    async fn holds_lease(&self) -> bool {
-        true
-    }
-    /// The lease went to another worker: this one stops without touching the teammate's
-    /// status or messages (they are the new holder's).
-    fn lost(&self) {}
 
-    fn mailbox(&self) -> &dyn MailboxStore {
+    pub(super) fn is_completed(&self, message: MessageId) -> bool {
+        self.team.loops.is_completed(message)
+    }
+
+    pub(super) async fn holds_lease(&self) -> bool {
+        self.team.placement.still_here(&self.name).await
+    }
+
+    pub(super) fn lost(&self) {
+        tracing::warn!(
+            "this worker lost its lease on {} (another worker runs it now); it stops running it",
+            self.name
+        );
+        self.team.loops.ended(&self.name);
+        self.team.loops.drop_idle(&self.name);
+        self.team.changed.notify_one();
+    }
+
+    pub(super) fn mark_completed(&self, message: MessageId) {
+        self.team.loops.mark_completed(message);
+    }
+
+    pub(super) async fn next_task(&self) -> Option<Task> {
+        let work = self.team.board.get()?;
+        if self.team.closing.is_cancelled() {
+            return None;
+        }
+        let record = self.team.roster.get(&self.name).await?;
+        if !self.team.gate_allows_claims(&record).await {
+            return None;
+        }
+        match work
+            .next_for(&self.name, &self.team.skills_of(&record))
+            .await
+        {
+            Ok(task) => task,
+            Err(e) => {
+                tracing::warn!("{} could not take work from the task board: {e}", self.name);
+                None
+            }
+        }
+    }
+
+    pub(super) async fn task_completed_by_me(&self, task: &Task) -> bool {
+        let Some(work) = self.team.board.get() else {
+            return false;
+        };
+        work.claims()
+            .board()
+            .get(&task.id)
+            .await
+            .is_ok_and(|now| crate::team::board_work::completed_by(&now, &self.name))
+    }
+
+    pub(super) async fn finish_task(
+        &self,
+        task: &Task,
+        outcome: TaskOutcome,
+    ) -> Result<Task, TaskError> {
+        let Some(work) = self.team.board.get() else {
+            return Err(TaskError::NotFound(task.id));
+        };
+        // The board reports the change (and wakes whom it concerns) itself.
+        match outcome {
+            TaskOutcome::Done => work.claims().complete(&task.id, &self.name).await,
+            TaskOutcome::GiveBack(reason) => {
+                work.claims().release(&task.id, &self.name, &reason).await
+            }
+        }
+    }
+
+    pub(super) async fn after_result(&self, message: &MailboxMessage) {
+        if let Some(worktrees) = self.own_worktree().await {
+            let (name, message) = (self.name.clone(), message.clone());
+            let committed = offload("commit the teammate's work", move || {
+                crate::team::isolation::commit_finished_work(&worktrees, &name, &message)
+            });
+            if let Err(e) = committed.await {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+
+    pub(super) async fn after_task(&self, task: &Task) {
+        if let Some(worktrees) = self.own_worktree().await {
+            let (name, subject) = (self.name.clone(), task.subject.clone());
+            let committed = offload("commit the teammate's work", move || {
+                crate::team::isolation::commit_work(&worktrees, &name, &subject)
+            });
+            if let Err(e) = committed.await {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+}
+
+impl TeammateLoop {
+    /// The team's worktrees when this teammate works in one of its own.
+    pub(super) async fn own_worktree(&self) -> Option<Arc<Worktrees>> {
+        let worktrees = self.team.worktrees.clone()?;
+        let isolated = self
+            .team
+            .roster
+            .get(&self.name)
+            .await
+            .is_some_and(|r| r.isolation == Isolation::Worktree);
+        isolated.then_some(worktrees)
+    }
+}
+
+impl TeammateLoop {
+    pub(super) fn mailbox(&self) -> &dyn MailboxStore {
         self.postman().mailbox().as_ref()
     }
 }
 
-/// What becomes of a task a worker took from the board.
+/// What becomes of a task a loop took from the board.
 pub(super) enum TaskOutcome {
     /// The teammate answered: the task is completed.
     Done,
@@ -104,9 +237,9 @@ pub(super) enum TaskOutcome {
 enum Handled {
     /// Acked or quarantined; take the next message.
     Next,
-    /// The teammate shut down; the worker ends.
+    /// The teammate shut down; the loop ends.
     Shutdown,
-    /// Closing: the message was released; the worker ends.
+    /// Closing: the message was released; the loop ends.
     Cancelled,
     /// Released; the teammate is failed with this reason.
     Failed(String),
@@ -114,10 +247,10 @@ enum Handled {
     LeaseLost,
 }
 
-pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
-    let team: &dyn WorkerContext = &team;
+pub(super) async fn run(team: TeammateLoop, runner: SharedRunner) {
+    let team = &team;
     let mut runner = runner.lock().await;
-    // Marked `running` once it has work, not when it starts: a worker started by a wake that
+    // Marked `running` once it has work, not when it starts: a loop started by a wake that
     // finds nothing (a takeover look, a board change for someone else) goes back to sleep
     // without a status change (no event, no write).
     let mut marked_running = false;
@@ -203,7 +336,7 @@ pub(super) async fn run(team: impl WorkerContext, runner: SharedRunner) {
     }
 }
 
-async fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
+async fn release(team: &TeammateLoop, message: &MailboxMessage) {
     if let Err(e) = team.mailbox().release(team.name(), message.id()).await {
         // Still in processing/: recovery at the next start puts it back. Nothing is lost.
         tracing::warn!(
@@ -215,7 +348,7 @@ async fn release(team: &dyn WorkerContext, message: &MailboxMessage) {
 }
 
 /// Quarantines `message` and reports it.
-async fn quarantine(team: &dyn WorkerContext, message: &MailboxMessage, reason: &str) -> Handled {
+async fn quarantine(team: &TeammateLoop, message: &MailboxMessage, reason: &str) -> Handled {
     let quarantined = quarantine_and_report(
         team.mailbox(),
         team.observer(),
@@ -230,11 +363,7 @@ async fn quarantine(team: &dyn WorkerContext, message: &MailboxMessage, reason: 
     }
 }
 
-async fn handle(
-    team: &dyn WorkerContext,
-    runner: &mut Runner,
-    message: &MailboxMessage,
-) -> Handled {
+async fn handle(team: &TeammateLoop, runner: &mut Runner, message: &MailboxMessage) -> Handled {
     match message {
         MailboxMessage::Ordinary(m) => {
             let prompt = match m.kind {
@@ -264,7 +393,7 @@ async fn handle(
 
 /// Runs the model on `prompt` (once per message id), sends the answer to the lead, acks.
 async fn run_and_report(
-    team: &dyn WorkerContext,
+    team: &TeammateLoop,
     runner: &mut Runner,
     message: &MailboxMessage,
     prompt: &str,
@@ -309,7 +438,7 @@ async fn run_and_report(
 
 /// Works on `task`, taken from the board: runs the model on it, completes it, and sends the
 /// answer to the lead as the task's result. A failure or a close gives the task back.
-async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task) -> Handled {
+async fn work_on_task(team: &TeammateLoop, runner: &mut Runner, task: &Task) -> Handled {
     let name = team.name();
     let prompt = board_work::task_prompt(task);
     let key = match &task.lease {
@@ -366,9 +495,9 @@ async fn work_on_task(team: &dyn WorkerContext, runner: &mut Runner, task: &Task
 
 /// A valid shutdown request: the teammate marks itself `shutdown`, *then* answers (so whoever
 /// reads the answer — the lead, `troupe status` — finds a teammate that takes no more messages),
-/// acks, and its worker ends. No model call.
+/// acks, and its loop ends. No model call.
 async fn shutdown(
-    team: &dyn WorkerContext,
+    team: &TeammateLoop,
     message: &MailboxMessage,
     request_message: &ProtocolMessage,
 ) -> Handled {
@@ -414,7 +543,7 @@ async fn shutdown(
 /// Whether the shutdown request `request_message` announces (a message that matched it in
 /// everything but its pending state) was resolved by this teammate's answer: the lead consumed
 /// the answer, and only the ack of the request was lost.
-async fn answer_was_consumed(team: &dyn WorkerContext, request_message: &ProtocolMessage) -> bool {
+async fn answer_was_consumed(team: &TeammateLoop, request_message: &ProtocolMessage) -> bool {
     let name = team.name();
     let Ok(Some(request)) = team
         .protocol()
@@ -429,7 +558,7 @@ async fn answer_was_consumed(team: &dyn WorkerContext, request_message: &Protoco
         && request.resolution().is_some_and(|r| r.approved)
 }
 
-async fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handled) -> Handled {
+async fn ack_and(team: &TeammateLoop, message: &MailboxMessage, then: Handled) -> Handled {
     match team.mailbox().ack(team.name(), message).await {
         Ok(_) => then,
         Err(e) => Handled::Failed(format!("could not ack {}: {e}", message.id())),
@@ -441,7 +570,7 @@ async fn ack_and(team: &dyn WorkerContext, message: &MailboxMessage, then: Handl
 /// waited) and this resolves the request. Never a model call. A copy that came after the
 /// request's window is acked as it is; one that does not match its request is quarantined.
 async fn permission_response(
-    team: &dyn WorkerContext,
+    team: &TeammateLoop,
     message: &MailboxMessage,
     response: &ProtocolMessage,
 ) -> Handled {
@@ -462,7 +591,7 @@ async fn permission_response(
 }
 
 async fn plan_response(
-    team: &dyn WorkerContext,
+    team: &TeammateLoop,
     runner: &mut Runner,
     message: &MailboxMessage,
     response: &ProtocolMessage,

@@ -1,14 +1,14 @@
-//! The worker lifecycle, owned by one private type: which teammates have a runner, which have a
-//! worker task running, which wakes arrived while one ran, the tasks to wait for at close, and
-//! the messages a worker finished whose ack failed.
+//! The teammates' loops' lifecycle, owned by one private type: which teammates have a runner,
+//! which have a loop running, which wakes arrived while one ran, the tasks to wait for at close,
+//! and the messages a loop finished whose ack failed.
 //!
-//! **Workers are tasks that end.** A teammate's worker claims one message at a time; when there
-//! is nothing to claim it asks [`Workers::try_idle`] and its task ends — no polling, no sleep. A
-//! wake that arrives while the worker runs is remembered (`wake_pending`), and `try_idle` refuses
-//! once for it, so the worker looks at the mailbox again: nothing is stranded.
+//! **Loops are tasks that end.** A teammate's loop claims one message at a time; when there is
+//! nothing to claim it asks [`Loops::try_idle`] and its task ends — no polling, no sleep. A wake
+//! that arrives while the loop runs is remembered (`wake_pending`), and `try_idle` refuses once
+//! for it, so the loop looks at the mailbox again: nothing is stranded.
 //!
 //! Only this type changes a slot, and it never builds a runner: a runner is built by the caller
-//! *before* the slots lock is taken and handed in ([`Workers::install`], [`Workers::adopt`]).
+//! *before* the slots lock is taken and handed in ([`Loops::install`], [`Loops::adopt`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -20,15 +20,15 @@ use troupe_wire::{AgentName, MessageId};
 use crate::agent::Runner;
 use crate::sync::lock;
 
-/// A teammate's runner, shared between the worker tasks that run it one after another.
+/// A teammate's runner, shared between the loops that run it one after another.
 pub(super) type SharedRunner = Arc<tokio::sync::Mutex<Runner>>;
 
-/// A teammate's runner and worker state.
+/// A teammate's runner and loop state.
 struct Slot {
     runner: SharedRunner,
-    /// A worker task is running for this teammate.
+    /// A loop task is running for this teammate.
     running: bool,
-    /// A wake arrived while the worker ran: it must look at the mailbox again before idling.
+    /// A wake arrived while the loop ran: it must look at the mailbox again before idling.
     wake_pending: bool,
 }
 
@@ -42,31 +42,31 @@ impl Slot {
     }
 }
 
-/// What [`Workers::start`] found.
+/// What [`Loops::start`] found.
 pub(super) enum Start {
-    /// No worker ran: one must be spawned with this runner (the slot counts as running now).
+    /// No loop ran: one must be spawned with this runner (the slot counts as running now).
     Started(SharedRunner),
-    /// A worker runs; the wake is remembered for it.
+    /// A loop runs; the wake is remembered for it.
     AlreadyRunning,
     /// The teammate has no runner in this process yet (a teammate of an earlier run).
     NoRunner,
 }
 
 #[derive(Default)]
-pub(super) struct Workers {
+pub(super) struct Loops {
     slots: Mutex<HashMap<AgentName, Slot>>,
-    /// The worker tasks, for `close` to wait on.
+    /// The loops, for `close` to wait on.
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Messages a teammate finished (result sent) whose ack failed: on redelivery they are only
     /// acked, never run through the model again.
     completed: Mutex<HashSet<MessageId>>,
-    /// Signalled (to every waiter) whenever a worker ends: a respawn waits for the worker of a
+    /// Signalled (to every waiter) whenever a loop ends: a respawn waits for the loop of a
     /// teammate that just shut down or failed to finish its last steps.
     ended: Notify,
 }
 
-impl Workers {
-    /// Marks `name`'s worker running and hands out its runner, unless one runs already (then
+impl Loops {
+    /// Marks `name`'s loop running and hands out its runner, unless one runs already (then
     /// the wake is remembered) or the teammate has no runner yet.
     pub(super) fn start(&self, name: &AgentName) -> Start {
         let mut slots = lock(&self.slots);
@@ -91,8 +91,8 @@ impl Workers {
     }
 
     /// Installs the runner of a newly spawned teammate, replacing an earlier teammate's slot, and
-    /// runs `register` (the roster change) under the slots lock, so no wake can start a worker
-    /// between the two. Returns `Ok(None)` when a worker of the name is running (the caller
+    /// runs `register` (the roster change) under the slots lock, so no wake can start a loop
+    /// between the two. Returns `Ok(None)` when a loop of the name is running (the caller
     /// waits for it), else what `register` returned; the slot is installed only if it is
     /// `Ok(true)`.
     pub(super) fn install<E>(
@@ -112,7 +112,7 @@ impl Workers {
         Ok(Some(registered))
     }
 
-    /// Forgets the runner of `name` unless its worker runs (a lease taken anew: the runner's
+    /// Forgets the runner of `name` unless its loop runs (a lease taken anew: the runner's
     /// history may be stale); the next start builds one from the transcript.
     pub(super) fn drop_idle(&self, name: &AgentName) {
         let mut slots = lock(&self.slots);
@@ -121,7 +121,7 @@ impl Workers {
         }
     }
 
-    /// Whether a worker of `name` is running.
+    /// Whether a loop of `name` is running.
     /// The teammates with a runner in this process.
     pub(super) fn names(&self) -> Vec<AgentName> {
         lock(&self.slots).keys().cloned().collect()
@@ -131,12 +131,12 @@ impl Workers {
         lock(&self.slots).get(name).is_some_and(|slot| slot.running)
     }
 
-    /// Whether any teammate worker is running.
+    /// Whether any teammate loop is running.
     pub(super) fn any_running(&self) -> bool {
         lock(&self.slots).values().any(|slot| slot.running)
     }
 
-    /// Called by a worker that found nothing to claim: true when it goes idle (its slot stops
+    /// Called by a loop that found nothing to claim: true when it goes idle (its slot stops
     /// counting as running), false when a wake came in meanwhile and it must look again (never
     /// when `closing`).
     pub(super) fn try_idle(&self, name: &AgentName, closing: bool) -> bool {
@@ -152,7 +152,7 @@ impl Workers {
         true
     }
 
-    /// Called when a worker ends for any other reason (shutdown, failure, close).
+    /// Called when a loop ends for any other reason (shutdown, failure, close).
     pub(super) fn ended(&self, name: &AgentName) {
         if let Some(slot) = lock(&self.slots).get_mut(name) {
             slot.running = false;

@@ -1,6 +1,7 @@
 //! The teammate runtime: the public [`TeamRuntime`] — spawning, statuses, the lead's event pump,
-//! closing — over one private state: the roster, the worker lifecycle (`super::workers`), and
-//! the postman and protocol runtime it builds itself.
+//! closing — over one private state: the roster, the teammates' loops ([`loops`]: their
+//! lifecycle; [`teammate`]: a loop and everything it does to the team), and the postman and
+//! protocol runtime it builds itself.
 //!
 //! **One postman by construction.** [`TeamRuntime::new`] builds the [`Postman`] (with a waker
 //! that points back at the runtime, through `Arc::new_cyclic`) and the [`ProtocolRuntime`] on
@@ -9,7 +10,10 @@
 //!
 //! A new message wakes its recipient (the postman calls the waker; messages written by another
 //! process are seen through the filesystem watch in [`super::watch`]); the runner and its
-//! history outlive the worker, so the next message continues the same conversation.
+//! history outlive the loop, so the next message continues the same conversation.
+
+mod loops;
+mod teammate;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -17,9 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use troupe_wire::{
-    AgentName, Isolation, MailboxMessage, MessageId, TeammateRecord, TeammateStatus,
-};
+use troupe_wire::{AgentName, Isolation, TeammateRecord, TeammateStatus};
 
 use super::board_work::{keep_leases, BoardWork, ExpiredSink};
 use super::definitions::AgentDefinition;
@@ -30,8 +32,6 @@ use super::plan_gate::{GateStart, PlanGateRule};
 use super::postman::{Postman, Waker};
 use super::protocol::{self as triage, ProtocolRuntime};
 use super::roster::Roster;
-use super::worker::{self, TaskOutcome, WorkerContext};
-use super::workers::{Start, Workers};
 use crate::agent::transcript::Transcripts;
 use crate::agent::Runner;
 use crate::clock::Clock;
@@ -40,9 +40,10 @@ use crate::layout::Layout;
 use crate::store::mailbox::MailboxStore;
 use crate::store::protocol::ProtocolStore;
 use crate::store::response_ack::{InTurn, ResponseAck};
-use crate::store::tasks::{Task, TaskError};
-use crate::sync::{lock, offload};
+use crate::sync::lock;
 use crate::worktree::Worktrees;
+use loops::{Loops, Start};
+use teammate::TeammateLoop;
 
 /// Builds a teammate's runner: its model, its tools (with the plan gate in its policy), its
 /// system prompt. Chosen by the composition root.
@@ -108,17 +109,17 @@ pub struct TeamPorts {
     pub worktrees: Option<Arc<Worktrees>>,
 }
 
-/// The runtime's state; private: outside code goes through [`TeamRuntime`], a worker through
-/// its [`WorkerContext`].
+/// The runtime's state; private: outside code goes through [`TeamRuntime`], a teammate's loop
+/// through [`TeammateLoop`]'s methods.
 struct TeamInner {
     postman: Arc<Postman>,
     protocol: Arc<ProtocolRuntime>,
     roster: Roster,
     factory: Arc<dyn TeammateFactory>,
-    /// Slots, worker tasks and completed messages: the worker lifecycle.
-    workers: Workers,
+    /// Slots, loops and completed messages: the loop lifecycle.
+    loops: Loops,
     /// Serialises spawns (two spawns of one name, a spawn and a respawn). Lock order: spawning,
-    /// then the workers' slots; the roster is written with neither slots lock held.
+    /// then the loops' slots; the roster is written with neither slots lock held.
     spawning: tokio::sync::Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
@@ -132,7 +133,7 @@ struct TeamInner {
     worktrees: Option<Arc<Worktrees>>,
     /// Signalled on every change the driver may be waiting for.
     changed: Notify,
-    /// Cancelled when the runtime closes; workers stop at their next safe point.
+    /// Cancelled when the runtime closes; loops stop at their next safe point.
     closing: CancellationToken,
     observer: Arc<dyn TeamObserver>,
     /// The task board idle teammates pull work from, once attached ([`TeamRuntime::attach_board`]).
@@ -196,7 +197,7 @@ impl TeamRuntime {
                 protocol,
                 roster,
                 factory,
-                workers: Workers::default(),
+                loops: Loops::default(),
                 spawning: tokio::sync::Mutex::new(()),
                 failures: Mutex::new(Vec::new()),
                 failures_told: Mutex::new(std::collections::HashSet::new()),
@@ -304,21 +305,21 @@ impl TeamRuntime {
     /// `store/postgres/notify.rs`). Unlike [`Self::wake_all`], takes over no teammate.
     pub async fn look_again(&self) {
         self.wake(&AgentName::lead());
-        for name in self.inner.workers.names() {
+        for name in self.inner.loops.names() {
             self.inner.clone().wake_teammate(name).await;
         }
     }
 
-    /// Whether any teammate worker is running.
+    /// Whether any teammate loop is running.
     pub fn any_worker_running(&self) -> bool {
-        self.inner.workers.any_running()
+        self.inner.loops.any_running()
     }
 
     /// Whether any teammate is at work, here or — in a distributed team — in another process: a
-    /// worker of this process runs, or the roster says one is running, or a teammate that can
+    /// loop of this process runs, or the roster says one is running, or a teammate that can
     /// still take messages has some waiting or claimed.
     pub async fn any_teammate_busy(&self) -> Result<bool, TeamError> {
-        if self.inner.workers.any_running() {
+        if self.inner.loops.any_running() {
             return Ok(true);
         }
         if !self.inner.placement.spans_processes() {
@@ -340,7 +341,7 @@ impl TeamRuntime {
         Ok(false)
     }
 
-    /// Wakes `agent`: the lead's driver, or a teammate's worker (started here if this process
+    /// Wakes `agent`: the lead's driver, or a teammate's loop (started here if this process
     /// may run it). What a wakeup from another process calls.
     pub fn wake(&self, agent: &AgentName) {
         self.inner.arrived();
@@ -348,7 +349,7 @@ impl TeamRuntime {
             self.inner.changed.notify_one();
         } else {
             self.inner.wake_teammate_soon(agent);
-            // A teammate's change may be what the lead waits for (another process's worker).
+            // A teammate's change may be what the lead waits for (another process's loop).
             self.inner.changed.notify_one();
         }
     }
@@ -368,12 +369,12 @@ impl TeamRuntime {
         self.inner.changed.notified().await;
     }
 
-    /// Cancels every worker at its next safe point, waits for them, and releases what they held
+    /// Cancels every loop at its next safe point, waits for them, and releases what they held
     /// (messages, and claims on the task board).
     pub async fn close(&self) {
         self.start_closing();
         loop {
-            let handles = self.inner.workers.take_tasks();
+            let handles = self.inner.loops.take_tasks();
             if handles.is_empty() {
                 break;
             }
@@ -462,7 +463,7 @@ impl TeamRuntime {
         }
     }
 
-    /// Cancels every worker at its next safe point, without waiting (an interrupt does this
+    /// Cancels every loop at its next safe point, without waiting (an interrupt does this
     /// first, so that no teammate starts another model call); `close` still waits and releases.
     pub fn start_closing(&self) {
         self.inner.closing.cancel();
@@ -512,7 +513,7 @@ impl TeamRuntime {
     /// teammate are quarantined, and the new role and plan rule are recorded.
     ///
     /// What the `spawn_teammate` tool runs. When the earlier teammate shut down or failed a
-    /// moment ago, its worker may still be finishing (acking its last message): this waits for
+    /// moment ago, its loop may still be finishing (acking its last message): this waits for
     /// it rather than refuse.
     pub async fn spawn(
         &self,
@@ -543,8 +544,8 @@ impl TeamRuntime {
             if inner.closing.is_cancelled() {
                 return Err(TeamError::Closed);
             }
-            // Registered before looking, so a worker that ends in between still wakes us.
-            let ended = inner.workers.ended_signal().notified();
+            // Registered before looking, so a loop that ends in between still wakes us.
+            let ended = inner.loops.ended_signal().notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
             match inner
@@ -565,7 +566,7 @@ impl TeamRuntime {
     }
 
     /// [`Self::spawn`] without waiting and without `plan_required`: refuses with
-    /// `teammate_state` while an earlier teammate's worker is still finishing.
+    /// `teammate_state` while an earlier teammate's loop is still finishing.
     pub async fn spawn_teammate(
         &self,
         name: &AgentName,
@@ -584,7 +585,7 @@ impl TeamRuntime {
             return Err(TeamError::TeammateState {
                 name: name.clone(),
                 status: "stopping",
-                why: "its worker is still finishing; try again".into(),
+                why: "its loop is still finishing; try again".into(),
             });
         };
         inner.deliver_first_task(name, role, prompt).await?;
@@ -644,13 +645,13 @@ impl TeamInner {
         Ok(())
     }
 
-    /// One attempt at [`TeamRuntime::spawn`]; `None` when the old teammate's worker is still
+    /// One attempt at [`TeamRuntime::spawn`]; `None` when the old teammate's loop is still
     /// finishing (it shut down or failed a moment ago) and the caller must wait for it.
     ///
     /// Spawns are serialised by the `spawning` lock. The runner is built first; the new slot is
-    /// installed (unless the old worker still runs), then the roster changed (awaited, no lock
+    /// installed (unless the old loop still runs), then the roster changed (awaited, no lock
     /// held): a wake in between finds no runnable teammate of the name and starts nothing, so
-    /// no wake can start a worker for the name with the old record, and an old worker can never
+    /// no wake can start a loop for the name with the old record, and an old loop can never
     /// touch the new teammate's status or runner. A roster change that fails takes the slot out
     /// again.
     async fn try_spawn(
@@ -669,7 +670,7 @@ impl TeamInner {
                     return Err(TeamError::TeammateExists(name.clone()))
                 }
                 TeammateStatus::Shutdown | TeammateStatus::Failed => {
-                    if self.workers.is_running(name) {
+                    if self.loops.is_running(name) {
                         return Ok(None);
                     }
                 }
@@ -702,7 +703,7 @@ impl TeamInner {
         // finds no runnable teammate of the name (none yet, or the stopped one) and starts
         // nothing, and once the roster has the teammate its slot is there.
         if self
-            .workers
+            .loops
             .install(name, runner, || Ok::<_, TeamError>(true))?
             .is_none()
         {
@@ -715,11 +716,11 @@ impl TeamInner {
         match registered {
             Ok(true) => {}
             Ok(false) => {
-                self.workers.drop_idle(name);
+                self.loops.drop_idle(name);
                 return Err(TeamError::TeammateExists(name.clone()));
             }
             Err(e) => {
-                self.workers.drop_idle(name);
+                self.loops.drop_idle(name);
                 return Err(e.into());
             }
         }
@@ -825,7 +826,7 @@ impl TeamInner {
     }
 
     /// Returns to the board the task claims of the teammate `name` that this process just
-    /// took over (SPEC §12): its earlier worker died or lost the lease, so the token of each
+    /// took over (SPEC §12): its earlier loop died or lost the lease, so the token of each
     /// claim it made died with it, and the tasks would otherwise sit `in_progress` until the
     /// board's lease ran out. Returned rather than carried over: a claim's token stays in the
     /// process that claimed (`HeldClaims`), and a returned task goes the one way an expired
@@ -859,7 +860,7 @@ impl TeamInner {
             return;
         }
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => self.workers.push_task(runtime.spawn(waking)),
+            Ok(runtime) => self.loops.push_task(runtime.spawn(waking)),
             Err(_) => tracing::warn!("{name} could not be woken: no async runtime runs here"),
         }
     }
@@ -884,208 +885,38 @@ impl TeamInner {
             // (another worker ran the teammate meanwhile); the next one is built from the
             // durable transcript.
             Claim::Fresh => {
-                self.workers.drop_idle(name);
+                self.loops.drop_idle(name);
                 self.return_earlier_claims(name).await;
             }
             Claim::Elsewhere => return,
         }
-        let runner = match self.workers.start(name) {
+        let runner = match self.loops.start(name) {
             Start::Started(runner) => runner,
             Start::AlreadyRunning => return,
             Start::NoRunner => {
                 // A teammate from an earlier run: a fresh runner for the same name, role and
                 // plan rule, continuing its transcript — built outside the slots lock.
                 match self.factory.build(self.handle(), &record).await {
-                    Ok(runner) => self.workers.adopt(name, runner),
+                    Ok(runner) => self.loops.adopt(name, runner),
                     Err(e) => {
                         self.fail(name, e.to_string()).await;
                         return;
                     }
                 }
-                match self.workers.start(name) {
+                match self.loops.start(name) {
                     Start::Started(runner) => runner,
                     Start::AlreadyRunning | Start::NoRunner => return,
                 }
             }
         };
-        // Not marked running here: the worker marks it once it finds work, so a wake (a
+        // Not marked running here: the loop marks it once it finds work, so a wake (a
         // takeover look, a board change) that finds nothing changes no status.
-        let context = TeamWorker {
+        let context = TeammateLoop {
             team: self.clone(),
             name: name.clone(),
         };
-        let handle = tokio::spawn(worker::run(context, runner));
-        self.workers.push_task(handle);
-    }
-}
-
-/// A worker's view of the team: the one implementation of [`WorkerContext`].
-struct TeamWorker {
-    team: Arc<TeamInner>,
-    name: AgentName,
-}
-
-#[async_trait::async_trait]
-impl WorkerContext for TeamWorker {
-    fn name(&self) -> &AgentName {
-        &self.name
-    }
-
-    fn postman(&self) -> &Postman {
-        &self.team.postman
-    }
-
-    fn protocol(&self) -> &ProtocolRuntime {
-        &self.team.protocol
-    }
-
-    fn observer(&self) -> &dyn TeamObserver {
-        self.team.observer.as_ref()
-    }
-
-    fn closing(&self) -> &CancellationToken {
-        &self.team.closing
-    }
-
-    async fn set_status(&self, status: TeammateStatus) {
-        self.team.set_status(&self.name, status, None).await;
-    }
-
-    async fn end(&self, status: TeammateStatus, detail: Option<String>) {
-        // A teammate that stops for good gives back what it claimed with `claim_task`.
-        if let (Some(work), TeammateStatus::Failed | TeammateStatus::Shutdown) =
-            (self.team.board.get(), status)
-        {
-            let reason = format!("{} {}", self.name, status.as_str());
-            work.claims().release_all(Some(&self.name), &reason).await;
-        }
-        // The status is set before the worker counts as ended, so a wake in between cannot
-        // restart a teammate that just failed or shut down.
-        match (status, detail) {
-            (TeammateStatus::Failed, Some(reason)) => self.team.fail(&self.name, reason).await,
-            (status, detail) => self.team.set_status(&self.name, status, detail).await,
-        }
-        self.team.workers.ended(&self.name);
-        self.team.changed.notify_one();
-    }
-
-    async fn try_idle(&self) -> bool {
-        if self
-            .team
-            .workers
-            .try_idle(&self.name, self.team.closing.is_cancelled())
-        {
-            self.team
-                .set_status(&self.name, TeammateStatus::Idle, None)
-                .await;
-            return true;
-        }
-        false
-    }
-
-    fn is_completed(&self, message: MessageId) -> bool {
-        self.team.workers.is_completed(message)
-    }
-
-    async fn holds_lease(&self) -> bool {
-        self.team.placement.still_here(&self.name).await
-    }
-
-    fn lost(&self) {
-        tracing::warn!(
-            "this worker lost its lease on {} (another worker runs it now); it stops running it",
-            self.name
-        );
-        self.team.workers.ended(&self.name);
-        self.team.workers.drop_idle(&self.name);
-        self.team.changed.notify_one();
-    }
-
-    fn mark_completed(&self, message: MessageId) {
-        self.team.workers.mark_completed(message);
-    }
-
-    async fn next_task(&self) -> Option<Task> {
-        let work = self.team.board.get()?;
-        if self.team.closing.is_cancelled() {
-            return None;
-        }
-        let record = self.team.roster.get(&self.name).await?;
-        if !self.team.gate_allows_claims(&record).await {
-            return None;
-        }
-        match work
-            .next_for(&self.name, &self.team.skills_of(&record))
-            .await
-        {
-            Ok(task) => task,
-            Err(e) => {
-                tracing::warn!("{} could not take work from the task board: {e}", self.name);
-                None
-            }
-        }
-    }
-
-    async fn task_completed_by_me(&self, task: &Task) -> bool {
-        let Some(work) = self.team.board.get() else {
-            return false;
-        };
-        work.claims()
-            .board()
-            .get(&task.id)
-            .await
-            .is_ok_and(|now| super::board_work::completed_by(&now, &self.name))
-    }
-
-    async fn finish_task(&self, task: &Task, outcome: TaskOutcome) -> Result<Task, TaskError> {
-        let Some(work) = self.team.board.get() else {
-            return Err(TaskError::NotFound(task.id));
-        };
-        // The board reports the change (and wakes whom it concerns) itself.
-        match outcome {
-            TaskOutcome::Done => work.claims().complete(&task.id, &self.name).await,
-            TaskOutcome::GiveBack(reason) => {
-                work.claims().release(&task.id, &self.name, &reason).await
-            }
-        }
-    }
-
-    async fn after_result(&self, message: &MailboxMessage) {
-        if let Some(worktrees) = self.own_worktree().await {
-            let (name, message) = (self.name.clone(), message.clone());
-            let committed = offload("commit the teammate's work", move || {
-                super::isolation::commit_finished_work(&worktrees, &name, &message)
-            });
-            if let Err(e) = committed.await {
-                tracing::warn!("{e}");
-            }
-        }
-    }
-
-    async fn after_task(&self, task: &Task) {
-        if let Some(worktrees) = self.own_worktree().await {
-            let (name, subject) = (self.name.clone(), task.subject.clone());
-            let committed = offload("commit the teammate's work", move || {
-                super::isolation::commit_work(&worktrees, &name, &subject)
-            });
-            if let Err(e) = committed.await {
-                tracing::warn!("{e}");
-            }
-        }
-    }
-}
-
-impl TeamWorker {
-    /// The team's worktrees when this teammate works in one of its own.
-    async fn own_worktree(&self) -> Option<Arc<Worktrees>> {
-        let worktrees = self.team.worktrees.clone()?;
-        let isolated = self
-            .team
-            .roster
-            .get(&self.name)
-            .await
-            .is_some_and(|r| r.isolation == Isolation::Worktree);
-        isolated.then_some(worktrees)
+        let handle = tokio::spawn(teammate::run(context, runner));
+        self.loops.push_task(handle);
     }
 }
 
