@@ -771,13 +771,12 @@ async fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let cron = troupe::cron::CronRuntime::open_store(
-        troupe::cron::CronStore::distributed(
-            &troupe::layout::Layout::new(dir.path()),
-            Arc::new(troupe::store::postgres::document::PgDocument::new(
+        troupe::cron::CronStore::on(Arc::new(
+            troupe::store::postgres::document::PgDocument::new(
                 db.store("default"),
                 troupe::cron::store::CRON_DOCUMENT,
-            )),
-        ),
+            ),
+        )),
         Arc::new(troupe::clock::SystemClock),
         Arc::new(troupe::ids::RandomIds),
         tx,

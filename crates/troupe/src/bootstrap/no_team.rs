@@ -102,13 +102,10 @@ pub(super) fn distributed_inspector(
                 Arc::new(RandomIds),
             )),
             usage: Arc::new(PgUsage::new(pg.clone())),
-            cron: CronStore::distributed(
-                &Layout::new(workspace),
-                Arc::new(crate::store::postgres::document::PgDocument::new(
-                    pg.clone(),
-                    crate::cron::store::CRON_DOCUMENT,
-                )),
-            ),
+            cron: CronStore::on(Arc::new(crate::store::postgres::document::PgDocument::new(
+                pg.clone(),
+                crate::cron::store::CRON_DOCUMENT,
+            ))),
             jobs: Arc::new(PgJobs::new(pg.clone())),
             roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,

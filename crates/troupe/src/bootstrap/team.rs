@@ -160,7 +160,7 @@ async fn open_cron(
 ) -> Result<(CronRuntime, UnboundedReceiver<CronWakeup>), BootstrapError> {
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron_store = match &start.stores.pg {
-        Some(parts) => CronStore::distributed(&start.layout, parts.cron_document()),
+        Some(parts) => CronStore::on(parts.cron_document()),
         None => CronStore::new(&start.layout),
     };
     let cron = CronRuntime::open_store(

@@ -4,7 +4,8 @@
 //!
 //! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
 //! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
-//! - `cron`: the lead's durable cron jobs, a workspace's file or a shared team's document.
+//! - `cron`: the lead's durable cron jobs and the document port under them, a workspace's file
+//!   or a shared team's document.
 //! - `memory`: the memory records, a workspace's folder or a shared team's rows.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
@@ -156,15 +157,17 @@ impl Stores {
 
     /// A new cron store instance over this team's durable jobs.
     pub fn cron(&self) -> troupe::cron::CronStore {
+        troupe::cron::CronStore::on(self.cron_document())
+    }
+
+    /// A new instance of this team's document of durable cron jobs.
+    pub fn cron_document(&self) -> Arc<dyn troupe::store::document::TeamDocument> {
         match &self.pg {
-            None => troupe::cron::CronStore::new(&self.layout),
-            Some(pg) => troupe::cron::CronStore::distributed(
-                &self.layout,
-                std::sync::Arc::new(troupe::store::postgres::document::PgDocument::new(
-                    pg.clone(),
-                    troupe::cron::store::CRON_DOCUMENT,
-                )),
-            ),
+            None => Arc::new(troupe::store::document::FileDocument::cron(&self.layout)),
+            Some(pg) => Arc::new(troupe::store::postgres::document::PgDocument::new(
+                pg.clone(),
+                troupe::cron::store::CRON_DOCUMENT,
+            )),
         }
     }
 
