@@ -28,7 +28,7 @@ pub fn memory(
     let layout = Layout::new(workspace);
     let store = match crate::store_choice::store_choice(flags, &settings, false)? {
         StoreChoice::Files => MemoryStore::open(&layout),
-        StoreChoice::Postgres(options) => crate::store_choice::team_view(&options)?.memory(&layout),
+        StoreChoice::Postgres(options) => crate::store_choice::team_view(&options)?.memory(),
     };
     crate::block_on::block_on(async {
         match action.unwrap_or(MemoryAction::List) {

@@ -722,12 +722,9 @@ async fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
     let dir = tempfile::tempdir().unwrap();
-    let shared = MemoryStore::distributed(
-        &troupe::layout::Layout::new(dir.path()),
-        Arc::new(troupe::store::postgres::memory::PgMemory::new(
-            db.store("default"),
-        )),
-    );
+    let shared = MemoryStore::on(Arc::new(troupe::store::postgres::memory::PgMemory::new(
+        db.store("default"),
+    )));
     shared
         .put(
             &MemoryRecord::new(

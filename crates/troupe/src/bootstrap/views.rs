@@ -11,7 +11,6 @@ use std::sync::Arc;
 use troupe_wire::{AgentName, Event};
 
 use super::options::PgOptions;
-use crate::layout::Layout;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::events::{on_change, PgEvents};
 use crate::store::postgres::memory::PgMemory;
@@ -94,8 +93,8 @@ impl TeamView {
         super::no_team::distributed_inspector(workspace, self.store.clone())
     }
 
-    /// The team's memory records (files under `layout` keep nothing of them).
-    pub fn memory(&self, layout: &Layout) -> MemoryStore {
-        MemoryStore::distributed(layout, Arc::new(PgMemory::new(self.store.clone())))
+    /// The team's memory records (the workspace's files keep nothing of them).
+    pub fn memory(&self) -> MemoryStore {
+        MemoryStore::on(Arc::new(PgMemory::new(self.store.clone())))
     }
 }

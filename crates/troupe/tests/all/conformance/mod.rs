@@ -175,10 +175,9 @@ impl Stores {
     pub fn memory(&self) -> troupe::store::memory::MemoryStore {
         match &self.pg {
             None => troupe::store::memory::MemoryStore::open(&self.layout),
-            Some(pg) => troupe::store::memory::MemoryStore::distributed(
-                &self.layout,
-                Arc::new(troupe::store::postgres::memory::PgMemory::new(pg.clone())),
-            ),
+            Some(pg) => troupe::store::memory::MemoryStore::on(Arc::new(
+                troupe::store::postgres::memory::PgMemory::new(pg.clone()),
+            )),
         }
     }
 
