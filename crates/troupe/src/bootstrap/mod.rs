@@ -59,13 +59,17 @@ mod prompts;
 mod rule_tools;
 mod start;
 mod team;
+mod team_stores;
 mod teammates;
 mod views;
 mod worker;
 
 pub use compact::{compact_conversation, Compacted};
 pub use distributed::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
-pub use no_team::{inspector, inspector_with, send_as_user, send_to_distributed_team, PlanReview};
+pub use no_team::{
+    inspector, inspector_on_files, inspector_with, send_as_user, send_to_distributed_team,
+    PlanReview,
+};
 pub use options::{
     agent_model, BootstrapError, EventOptions, LongLived, ModelChooser, PgOptions, SameModel,
     SandboxOptions, ScriptedPerAgent, StoreChoice, TeamSettings,

@@ -9,13 +9,10 @@ use std::time::Duration;
 use troupe_wire::{AgentName, TeamRoster};
 
 use crate::clock::{Clock, SystemClock};
-use crate::cron::store::CronStore;
 use crate::ids::{IdGenerator, RandomIds};
 use crate::inspect::{read_roster, InspectError, Inspector};
 use crate::layout::Layout;
 use crate::store::mailbox::FileMailboxStore;
-use crate::store::postgres::jobs::PgJobs;
-use crate::store::postgres::usage::PgUsage;
 use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
 use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 
@@ -67,11 +64,17 @@ pub async fn inspector_with(
     workspace: &std::path::Path,
     store: &StoreChoice,
 ) -> Result<Inspector, BootstrapError> {
-    let StoreChoice::Postgres(options) = store else {
-        return Ok(inspector(workspace));
-    };
-    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team).await?;
-    Ok(distributed_inspector(workspace, pg))
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let holder = format!("inspect:{}", std::process::id());
+    let stores = super::team_stores::open(
+        workspace,
+        store,
+        clock.clone(),
+        Arc::new(RandomIds),
+        &holder,
+    )
+    .await?;
+    Ok(Inspector::on(Layout::new(workspace), clock, stores))
 }
 
 /// The read-only views of the distributed team `pg` is connected to.
@@ -81,45 +84,26 @@ pub(super) fn distributed_inspector(
 ) -> Inspector {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let holder = format!("inspect:{}", std::process::id());
-    Inspector::distributed(
-        Layout::new(workspace),
+    let stores = super::team_stores::on_database(
+        pg,
         clock.clone(),
-        crate::inspect::DistributedStores {
-            mailbox: Arc::new(crate::store::postgres::PgMailboxStore::new(
-                pg.clone(),
-                clock.clone(),
-                &holder,
-                Duration::ZERO,
-            )),
-            protocol: Arc::new(crate::store::postgres::PgProtocolStore::new(
-                pg.clone(),
-                clock.clone(),
-                Arc::new(RandomIds),
-            )),
-            board: Arc::new(crate::store::postgres::PgTaskBoard::new(
-                pg.clone(),
-                clock,
-                Arc::new(RandomIds),
-            )),
-            usage: Arc::new(PgUsage::new(pg.clone())),
-            cron: CronStore::on(Arc::new(crate::store::postgres::document::PgDocument::new(
-                pg.clone(),
-                crate::cron::store::CRON_DOCUMENT,
-            ))),
-            jobs: Arc::new(PgJobs::new(pg.clone())),
-            roster: Arc::new(crate::store::postgres::PgRoster::new(
-                pg,
-                &holder,
-                crate::store::postgres::TEAMMATE_LEASE,
-            )),
-        },
-    )
+        Arc::new(RandomIds),
+        &holder,
+        crate::store::postgres::TEAMMATE_LEASE,
+    );
+    Inspector::on(Layout::new(workspace), clock, stores)
 }
 
 /// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,
 /// `cron`), on the system clock.
 pub fn inspector(workspace: &std::path::Path) -> Inspector {
-    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+    inspector_on_files(Layout::new(workspace), Arc::new(SystemClock))
+}
+
+/// The read-only views of the workspace of `layout`, on `clock`.
+pub fn inspector_on_files(layout: Layout, clock: Arc<dyn Clock>) -> Inspector {
+    let stores = super::team_stores::on_files(&layout, clock.clone(), Arc::new(RandomIds));
+    Inspector::on(layout, clock, stores)
 }
 
 /// `troupe review`: answering a plan request as the lead from outside a run — the protocol

@@ -28,8 +28,8 @@ use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
-use crate::store::document::{DocumentError, FileDocument, TeamDocument};
-use crate::store::{BackendError, IoError};
+use crate::store::document::{FileDocument, TeamDocument};
+use crate::store::{BackendError, IoError, PortError};
 
 /// The name of a distributed team's document of durable jobs.
 pub const CRON_DOCUMENT: &str = "cron";
@@ -121,11 +121,11 @@ impl std::fmt::Debug for CronStore {
     }
 }
 
-impl From<DocumentError> for CronStoreError {
-    fn from(e: DocumentError) -> Self {
+impl From<PortError> for CronStoreError {
+    fn from(e: PortError) -> Self {
         match e {
-            DocumentError::Io(e) => Self::Io(e),
-            DocumentError::Backend(e) => Self::Backend(e),
+            PortError::Io(e) => Self::Io(e),
+            PortError::Backend(e) => Self::Backend(e),
         }
     }
 }

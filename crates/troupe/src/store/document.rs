@@ -8,20 +8,10 @@
 use std::path::PathBuf;
 
 use super::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
-use super::{durable, lock, BackendError, IoError};
+use super::{durable, lock, IoError, PortError};
 
 /// A change: the current bytes (none yet) → the new bytes, or why not (nothing is written).
 pub type Change = Box<dyn FnOnce(Option<Vec<u8>>) -> Result<Vec<u8>, String> + Send>;
-
-/// Why a document could not be read or written: the file system's error, or the database's
-/// (each keeps its own stable code).
-#[derive(Debug, thiserror::Error)]
-pub enum DocumentError {
-    #[error(transparent)]
-    Io(#[from] IoError),
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-}
 
 /// One named document of a team. Async: the database is awaited.
 #[async_trait::async_trait]
@@ -29,10 +19,10 @@ pub trait TeamDocument: Send + Sync {
     /// Where it is, for messages.
     fn place(&self) -> String;
     /// Its bytes, if it was ever written. Reading never creates anything.
-    async fn read(&self) -> Result<Option<Vec<u8>>, DocumentError>;
+    async fn read(&self) -> Result<Option<Vec<u8>>, PortError>;
     /// Applies `change` to the current bytes atomically under the team's lock: `Ok(Err(why))`
     /// when the change refused (nothing written).
-    async fn update(&self, change: Change) -> Result<Result<(), String>, DocumentError>;
+    async fn update(&self, change: Change) -> Result<Result<(), String>, PortError>;
 }
 
 /// A document in a workspace's file: read strictly (a regular file, no symlink, bounded), every
@@ -67,11 +57,11 @@ impl TeamDocument for FileDocument {
         self.path.display().to_string()
     }
 
-    async fn read(&self) -> Result<Option<Vec<u8>>, DocumentError> {
+    async fn read(&self) -> Result<Option<Vec<u8>>, PortError> {
         Ok(crate::sync::blocking(|| self.read_file())?)
     }
 
-    async fn update(&self, change: Change) -> Result<Result<(), String>, DocumentError> {
+    async fn update(&self, change: Change) -> Result<Result<(), String>, PortError> {
         let updated = crate::sync::blocking(|| -> Result<Result<(), String>, IoError> {
             durable::ensure_real_dir(&self.dir)?;
             let _guard = lock::lock_exclusive(&self.lock)?;

@@ -104,6 +104,25 @@ impl ErrorCode for BackendError {
     }
 }
 
+/// Why a port with a file adapter and a database adapter failed: the file system's error or
+/// the database's, each with its own stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl ErrorCode for PortError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Io(e) => e.code(),
+            Self::Backend(e) => e.code(),
+        }
+    }
+}
+
 /// Whether a store URL names PostgreSQL (`postgres://…` or `postgresql://…`).
 pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")

@@ -7,48 +7,16 @@
 //! (`running` comes back `idle`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus, WireError};
+use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus};
 
 use crate::clock::Clock;
 use crate::layout::Layout;
-use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use crate::store::roster::LeasedRoster;
 use crate::store::{durable, BackendError, IoError};
 
-/// Why `team.json` could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum RosterFileError {
-    #[error("read {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Corrupt { path: String, source: WireError },
-}
-
-/// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
-/// error (without blocking on a FIFO). What the runtime loads and `troupe status` shows.
-pub fn read_file(path: &Path) -> Result<TeamRoster, RosterFileError> {
-    let read = read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| {
-        RosterFileError::Io {
-            path: e.path,
-            source: e.source,
-        }
-    })?;
-    match read {
-        Some(bytes) => {
-            TeamRoster::from_json_bytes(&bytes).map_err(|source| RosterFileError::Corrupt {
-                path: path.display().to_string(),
-                source,
-            })
-        }
-        None => Ok(TeamRoster::empty()),
-    }
-}
+pub use crate::store::roster::{read_file, RosterFileError};
 
 pub struct Roster {
     layout: Layout,

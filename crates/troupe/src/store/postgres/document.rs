@@ -7,7 +7,8 @@ use super::{db_error, locked, Lock, PgStore};
 use crate::store::BackendError;
 
 pub use crate::store::document::Change;
-use crate::store::document::{DocumentError, TeamDocument};
+use crate::store::document::TeamDocument;
+use crate::store::PortError;
 
 #[derive(Clone)]
 pub struct PgDocument {
@@ -96,11 +97,11 @@ impl TeamDocument for PgDocument {
         PgDocument::place(self)
     }
 
-    async fn read(&self) -> Result<Option<Vec<u8>>, DocumentError> {
+    async fn read(&self) -> Result<Option<Vec<u8>>, PortError> {
         Ok(PgDocument::read(self).await?.map(String::into_bytes))
     }
 
-    async fn update(&self, change: Change) -> Result<Result<(), String>, DocumentError> {
+    async fn update(&self, change: Change) -> Result<Result<(), String>, PortError> {
         Ok(PgDocument::update(self, change).await?)
     }
 }
