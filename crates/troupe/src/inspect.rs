@@ -415,7 +415,8 @@ pub fn roster_error(e: RosterReadError) -> InspectError {
     }
 }
 
-fn file_roster_error(e: RosterFileError) -> InspectError {
+/// A `team.json` read error as inspection reports it.
+pub fn file_roster_error(e: RosterFileError) -> InspectError {
     match e {
         RosterFileError::Io { path, source } => InspectError::Io { path, source },
         RosterFileError::Corrupt { path, source } => InspectError::CorruptTeam { path, source },

@@ -1,7 +1,7 @@
 //! The adapters of the commands that work on a team without running one: the read-only views
-//! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send
-//! --store` ([`send_to_distributed_team`]) — on files, or on a distributed team's database, which
-//! must already hold troupe's schema.
+//! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send`
+//! ([`send_as_user`]) — on files, or on a distributed team's database, which must already hold
+//! troupe's schema.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,42 +19,34 @@ use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 use super::options::{BootstrapError, StoreChoice};
 
 /// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
-/// or a distributed team's database. The one path of `troupe send`, the web page and the
-/// terminal view.
+/// or a distributed team's database (which must hold troupe's schema: nothing is created). The
+/// one path of `troupe send`, the web page and the terminal view, on the system clock and
+/// random ids.
 pub async fn send_as_user(
     workspace: &std::path::Path,
     store: &StoreChoice,
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    match store {
-        StoreChoice::Files => crate::send::send_from_user(workspace, to, text).await,
-        StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, to, text).await
-        }
-    }
-}
-
-/// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
-/// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
-/// system clock and random ids.
-pub async fn send_to_distributed_team(
-    url: &str,
-    team: &str,
-    to: &AgentName,
-    text: &str,
-) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    let store = crate::store::postgres::PgStore::connect_existing(url, team).await?;
-    let holder = format!("send:{}", std::process::id());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let roster = crate::store::postgres::PgRoster::new(
-        store.clone(),
+    let holder = format!("send:{}", std::process::id());
+    let stores = super::team_stores::open(
+        workspace,
+        store,
+        clock.clone(),
+        Arc::new(RandomIds),
         &holder,
-        crate::store::postgres::TEAMMATE_LEASE,
-    );
-    let mailbox =
-        crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
-    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text).await
+    )
+    .await?;
+    crate::send::send_to_team(
+        stores.roster.as_ref(),
+        stores.mailbox.as_ref(),
+        clock.as_ref(),
+        &RandomIds,
+        to,
+        text,
+    )
+    .await
 }
 
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through

@@ -23,8 +23,9 @@ use crate::store::protocol::LazyJsonProtocolStore;
 use crate::store::roster::FileRosterReader;
 use crate::store::tasks::FileTaskBoard;
 use crate::store::usage_groups::FileUsage;
+use crate::store::BackendError;
 
-use super::options::{BootstrapError, StoreChoice};
+use super::options::StoreChoice;
 
 /// The stores of the team `store` names, for `workspace`: its files, or its database (connected
 /// now, changing nothing). `holder` names this process in the database (`inspect:<pid>`).
@@ -34,7 +35,7 @@ pub(super) async fn open(
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     holder: &str,
-) -> Result<TeamStores, BootstrapError> {
+) -> Result<TeamStores, BackendError> {
     Ok(match store {
         StoreChoice::Files => on_files(&Layout::new(workspace), clock, ids),
         StoreChoice::Postgres(options) => {
