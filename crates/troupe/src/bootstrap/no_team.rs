@@ -10,10 +10,11 @@ use troupe_wire::{AgentName, TeamRoster};
 
 use crate::clock::{Clock, SystemClock};
 use crate::ids::{IdGenerator, RandomIds};
-use crate::inspect::{read_roster, InspectError, Inspector};
+use crate::inspect::{roster_error, InspectError, Inspector};
 use crate::layout::Layout;
 use crate::store::mailbox::FileMailboxStore;
 use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
+use crate::store::roster::{FileRosterReader, RosterReader};
 use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 
 use super::options::{BootstrapError, StoreChoice};
@@ -104,9 +105,8 @@ pub fn inspector_on_files(layout: Layout, clock: Arc<dyn Clock>) -> Inspector {
 pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
     pub protocol: Arc<ProtocolRuntime>,
-    layout: Layout,
-    /// A distributed team's roster, read from its database.
-    distributed_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+    /// The team's roster: `team.json`, or a distributed team's, read from its database.
+    roster: Arc<dyn RosterReader>,
 }
 
 impl PlanReview {
@@ -138,8 +138,7 @@ impl PlanReview {
         Ok(Some(Self {
             store,
             protocol,
-            layout,
-            distributed_roster: None,
+            roster: Arc::new(FileRosterReader::open(&layout)),
         }))
     }
 
@@ -180,27 +179,20 @@ impl PlanReview {
         Ok(Some(Self {
             store: protocol_store,
             protocol,
-            layout: Layout::new(workspace),
-            distributed_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
+            roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,
                 options.lease,
-            ))),
+            )),
         }))
     }
 
     /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
     /// the run may change it).
     pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
-        if let Some(roster) = &self.distributed_roster {
-            return Ok(TeamRoster {
-                version: TeamRoster::VERSION,
-                teammates: roster.all().await.map_err(|e| InspectError::Io {
-                    path: "the team's PostgreSQL database".into(),
-                    source: std::io::Error::other(format!("{e} [{}]", e.code)),
-                })?,
-            });
-        }
-        read_roster(&self.layout.team_file())
+        Ok(TeamRoster {
+            version: TeamRoster::VERSION,
+            teammates: self.roster.teammates().await.map_err(roster_error)?,
+        })
     }
 }
