@@ -109,10 +109,10 @@ pub struct UnderLease {
 impl Placement for UnderLease {
     async fn open_roster(
         &self,
-        layout: &Layout,
+        _layout: &Layout,
         clock: Arc<dyn Clock>,
     ) -> Result<Roster, TeamError> {
-        Roster::open_leased(layout, clock, self.roster.clone())
+        Roster::open_leased(clock, self.roster.clone())
             .await
             .map_err(|e| TeamError::Invalid(format!("open the roster: {e}")))
     }
