@@ -19,6 +19,7 @@ use super::error::TeamError;
 use super::roster::Roster;
 use crate::clock::Clock;
 use crate::layout::Layout;
+use crate::permissions::PermissionRule;
 use crate::store::response_ack::ResponseAck;
 use crate::store::roster::{Lease, LeasedRoster};
 
@@ -56,6 +57,9 @@ pub trait Placement: Send + Sync {
     fn response_ack(&self) -> Option<Arc<dyn ResponseAck>>;
     /// Whether the lead's `--require-plans` is written into each new teammate's record.
     fn records_plan_rule(&self) -> bool;
+    /// The rule that lets `name`'s tools have effects only while this process holds it, if
+    /// teammates run under leases.
+    fn lease_gate(&self, name: &AgentName) -> Option<Arc<dyn PermissionRule>>;
 }
 
 /// Every teammate runs in this process (a team on files).
@@ -90,6 +94,10 @@ impl Placement for Here {
 
     fn records_plan_rule(&self) -> bool {
         false
+    }
+
+    fn lease_gate(&self, _name: &AgentName) -> Option<Arc<dyn PermissionRule>> {
+        None
     }
 }
 
@@ -152,5 +160,12 @@ impl Placement for UnderLease {
 
     fn records_plan_rule(&self) -> bool {
         self.require_plans
+    }
+
+    fn lease_gate(&self, name: &AgentName) -> Option<Arc<dyn PermissionRule>> {
+        Some(Arc::new(super::lease_gate::LeaseGate::new(
+            self.roster.clone(),
+            name.clone(),
+        )))
     }
 }
