@@ -75,5 +75,5 @@ pub use options::{
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
 pub use rule_tools::check_rule_tools;
 pub use team::{build_team, Team};
-pub use views::TeamView;
+pub use views::{open_memory, TeamView};
 pub use worker::{build_worker, Worker};

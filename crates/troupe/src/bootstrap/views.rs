@@ -17,6 +17,18 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::{PgStore, PgTranscriptLog};
 use crate::store::BackendError;
 
+/// The memory records of the team `store` names: the workspace's folder, or a distributed
+/// team's rows (connected now, creating nothing).
+pub async fn open_memory(
+    workspace: &std::path::Path,
+    store: &super::options::StoreChoice,
+) -> Result<MemoryStore, BackendError> {
+    Ok(match store.shared() {
+        None => MemoryStore::open(&crate::layout::Layout::new(workspace)),
+        Some(options) => TeamView::open(options).await?.memory(),
+    })
+}
+
 /// A distributed team, opened to be looked at. Cloning shares the connection.
 #[derive(Clone)]
 pub struct TeamView {
