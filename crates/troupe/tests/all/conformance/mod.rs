@@ -8,6 +8,7 @@
 //!   or a shared team's document.
 //! - `memory`: the memory records, a workspace's folder or a shared team's rows.
 //! - `roster`: a running team's roster and the roster as inspection reads it.
+//! - `jobs`: the background job records as the views read them.
 //! - `usage`: the team's token usage as read: totals, sums per day, records as they arrive.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
@@ -17,6 +18,7 @@
 
 mod artifacts;
 mod cron;
+mod jobs;
 mod leases;
 mod mailbox;
 mod memory;
@@ -221,6 +223,16 @@ impl Stores {
             &format!("holder-{n}"),
             troupe::store::postgres::TEAMMATE_LEASE,
         )
+    }
+
+    /// This team's background job records as the views read them.
+    pub fn job_list(&self) -> Arc<dyn troupe::jobs::record::JobList> {
+        match &self.pg {
+            None => Arc::new(troupe::jobs::record::FileJobList(self.layout.clone())),
+            Some(pg) => Arc::new(troupe::jobs::record::TeamJobList(Arc::new(
+                troupe::store::postgres::jobs::PgJobs::new(pg.clone()),
+            ))),
+        }
     }
 
     /// This team's token usage as read.
