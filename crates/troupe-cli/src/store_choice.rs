@@ -150,9 +150,16 @@ fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     }))
 }
 
-/// The read-only view of the shared team `options` names, for a command outside any runtime
-/// (it connects, changing nothing).
-pub fn team_view(options: &PgOptions) -> Result<troupe::bootstrap::TeamView, CliError> {
-    crate::block_on::block_on(troupe::bootstrap::TeamView::open(options))?
-        .map_err(|e| CliError::coded(&e))
+/// The read-only view of the team `choice` names, for a command outside any runtime: `None`
+/// for the workspace's files, else the shared team's (it connects, changing nothing). The one
+/// place the CLI looks at which backend a team is on; every command takes what this opens.
+pub fn team_view(choice: &StoreChoice) -> Result<Option<troupe::bootstrap::TeamView>, CliError> {
+    match choice {
+        StoreChoice::Files => Ok(None),
+        StoreChoice::Postgres(options) => {
+            crate::block_on::block_on(troupe::bootstrap::TeamView::open(options))?
+                .map(Some)
+                .map_err(|e| CliError::coded(&e))
+        }
+    }
 }

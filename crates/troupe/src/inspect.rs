@@ -18,19 +18,15 @@ use troupe_wire::{
 use crate::clock::Clock;
 use crate::cron::{CronJob, CronJobView, CronStore, CronStoreError};
 use crate::error::ErrorCode;
-use crate::ids::RandomIds;
-use crate::jobs::{record as job_record, JobError, JobRecord};
+use crate::jobs::record::JobList;
+use crate::jobs::{JobError, JobRecord};
 use crate::layout::Layout;
 use crate::store::lock_probe::{self, LockState};
-use crate::store::mailbox::{
-    FileMailboxStore, MailboxEntry, MailboxError, MailboxState, MailboxStore,
-};
-use crate::store::protocol::{JsonProtocolStore, ProtocolError, ProtocolStore};
-use crate::store::roster::{LeasedRoster, WorkerRow};
-use crate::store::tasks::{self, FileTaskBoard, TaskBoard, TaskError, TaskStatus, TaskView};
-use crate::store::usage::{self, UsageBuckets, UsageTotals};
-use crate::store::IoError;
-use crate::team::roster::{self, RosterFileError};
+use crate::store::mailbox::{MailboxEntry, MailboxError, MailboxState, MailboxStore};
+use crate::store::protocol::{ProtocolError, ProtocolStore};
+use crate::store::roster::{RosterFileError, RosterReadError, RosterReader, WorkerRow};
+use crate::store::tasks::{self, TaskBoard, TaskError, TaskStatus, TaskView};
+use crate::store::usage::{UsageBuckets, UsageTotals};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -190,94 +186,43 @@ pub struct MailboxReport {
     pub messages: Vec<MailboxEntryView>,
 }
 
-/// Read-only access to one workspace.
+/// Read-only access to a team: its stores on either backend, and the workspace's run lock.
 pub struct Inspector {
     layout: Layout,
     clock: Arc<dyn Clock>,
-    /// The team's shared stores, when it lives in PostgreSQL.
-    shared: Option<DistributedStores>,
+    stores: TeamStores,
 }
 
-/// The stores of a team shared through PostgreSQL, as inspection reads them.
-pub struct DistributedStores {
+/// A team's stores as inspection reads them, on the backend bootstrap chose: a workspace's files
+/// (opened so that reading creates nothing) or a distributed team's database.
+pub struct TeamStores {
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
-    pub roster: Arc<dyn LeasedRoster>,
+    pub roster: Arc<dyn RosterReader>,
     pub board: Arc<dyn TaskBoard>,
-    /// The team's token usage, every process's.
+    /// The team's token usage (a distributed team's: every process's).
     pub usage: Arc<dyn crate::store::usage::TeamUsage>,
     /// The lead's durable cron jobs.
     pub cron: CronStore,
-    /// Every process's background job records.
-    pub jobs: Arc<dyn crate::store::team_copy::TeamJobs>,
+    /// The background job records (a distributed team's: every process's).
+    pub jobs: Arc<dyn JobList>,
 }
 
 impl Inspector {
-    pub fn new(layout: Layout, clock: Arc<dyn Clock>) -> Self {
+    /// Inspection of the team `stores` hold; the run lock is the workspace's of `layout`.
+    pub fn on(layout: Layout, clock: Arc<dyn Clock>, stores: TeamStores) -> Self {
         Self {
             layout,
             clock,
-            shared: None,
+            stores,
         }
-    }
-
-    /// Inspection of a distributed team: mailboxes, requests, the roster, the task board and the
-    /// token usage, the cron jobs and every process's job records from its database; the run
-    /// lock from this workspace.
-    pub fn distributed(layout: Layout, clock: Arc<dyn Clock>, stores: DistributedStores) -> Self {
-        Self {
-            layout,
-            clock,
-            shared: Some(stores),
-        }
-    }
-
-    fn mailboxes(&self) -> Option<Arc<dyn MailboxStore>> {
-        match &self.shared {
-            Some(shared) => Some(shared.mailbox.clone()),
-            None => self
-                .mailbox_store()
-                .map(|s| Arc::new(s) as Arc<dyn MailboxStore>),
-        }
-    }
-
-    fn protocols(&self) -> Result<Option<Arc<dyn ProtocolStore>>, InspectError> {
-        match &self.shared {
-            Some(shared) => Ok(Some(shared.protocol.clone())),
-            None => Ok(self
-                .protocol_store()?
-                .map(|s| Arc::new(s) as Arc<dyn ProtocolStore>)),
-        }
-    }
-
-    fn mailbox_store(&self) -> Option<FileMailboxStore> {
-        self.layout
-            .mailboxes_dir()
-            .is_dir()
-            .then(|| FileMailboxStore::new(&self.layout, self.clock.clone()))
-    }
-
-    fn protocol_store(&self) -> Result<Option<JsonProtocolStore>, InspectError> {
-        if !self.layout.protocol_dir().is_dir() {
-            return Ok(None);
-        }
-        // Opening the store creates its lock file; with no lock and no state file there is
-        // nothing to read, and inspection never creates state.
-        let present = |path: std::path::PathBuf| path.symlink_metadata().is_ok();
-        if !present(self.layout.protocol_lock())
-            && !present(self.layout.protocol_state())
-            && !present(self.layout.protocol_archive())
-        {
-            return Ok(None);
-        }
-        let store = JsonProtocolStore::open(&self.layout, self.clock.clone(), Arc::new(RandomIds))?;
-        Ok(Some(store))
     }
 
     pub async fn status(&self) -> Result<StatusReport, InspectError> {
         let now = self.clock.now();
         let mut mailboxes = Vec::new();
-        if let Some(store) = self.mailboxes() {
+        {
+            let store = &self.stores.mailbox;
             for agent in store.agents().await? {
                 let c = store.counts(&agent).await?;
                 mailboxes.push(MailboxSummary {
@@ -289,15 +234,14 @@ impl Inspector {
                 });
             }
         }
-        let pending_requests = match self.protocols()? {
-            Some(store) => store
-                .pending()
-                .await?
-                .iter()
-                .map(|r| RequestView::of(r, now))
-                .collect(),
-            None => Vec::new(),
-        };
+        let pending_requests = self
+            .stores
+            .protocol
+            .pending()
+            .await?
+            .iter()
+            .map(|r| RequestView::of(r, now))
+            .collect();
         Ok(StatusReport {
             workspace: self.layout.workspace().display().to_string(),
             run: self.run_view()?,
@@ -307,10 +251,7 @@ impl Inspector {
             jobs: self.jobs().await?,
             tasks: TaskSummary::of(&self.tasks().await?),
             usage: self.usage().await?,
-            workers: match &self.shared {
-                Some(shared) => Some(shared.roster.workers().await.map_err(backend)?),
-                None => None,
-            },
+            workers: self.stores.roster.workers().await.map_err(backend)?,
         })
     }
 
@@ -318,15 +259,7 @@ impl Inspector {
     /// its database); zeros when there is none. Reading
     /// creates nothing.
     pub async fn usage(&self) -> Result<UsageTotals, InspectError> {
-        if let Some(shared) = &self.shared {
-            return shared.usage.totals().await.map_err(backend);
-        }
-        crate::sync::blocking(|| usage::read_totals(&self.layout.usage_log())).map_err(
-            |e: IoError| InspectError::Io {
-                path: e.path,
-                source: e.source,
-            },
-        )
+        self.stores.usage.totals().await.map_err(port)
     }
 
     /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
@@ -336,40 +269,19 @@ impl Inspector {
         &self,
         since: Option<UtcTime>,
     ) -> Result<UsageBuckets, InspectError> {
-        if let Some(shared) = &self.shared {
-            return shared.usage.buckets(since).await.map_err(backend);
-        }
-        crate::sync::blocking(|| {
-            crate::store::usage_groups::read_buckets(&self.layout.usage_log(), since)
-        })
-        .map_err(|e: IoError| InspectError::Io {
-            path: e.path,
-            source: e.source,
-        })
+        self.stores.usage.buckets(since).await.map_err(port)
     }
 
     /// Every background job's record, by start time then id; none when `.troupe/jobs/` does
     /// not exist.
     pub async fn jobs(&self) -> Result<Vec<JobRecord>, InspectError> {
-        if let Some(shared) = &self.shared {
-            return Ok(job_record::read_all_distributed(shared.jobs.as_ref()).await?);
-        }
-        Ok(crate::sync::blocking(|| {
-            job_record::read_all(&self.layout)
-        })?)
+        Ok(self.stores.jobs.all().await?)
     }
 
     /// Every task of the task board, in creation order, with its open blockers. Reading takes
     /// no lock and creates nothing.
     pub async fn tasks(&self) -> Result<Vec<TaskView>, InspectError> {
-        let listed = match &self.shared {
-            Some(shared) => shared.board.list().await?,
-            None => {
-                FileTaskBoard::new(&self.layout, self.clock.clone(), Arc::new(RandomIds))
-                    .list()
-                    .await?
-            }
-        };
+        let listed = self.stores.board.list().await?;
         Ok(tasks::views(&listed))
     }
 
@@ -379,9 +291,7 @@ impl Inspector {
         status: Option<RequestStatus>,
     ) -> Result<Vec<RequestView>, InspectError> {
         let now = self.clock.now();
-        let Some(store) = self.protocols()? else {
-            return Ok(Vec::new());
-        };
+        let store = &self.stores.protocol;
         // A pending request is never archived: asked for those only, the history is not read
         // (what `troupe watch` asks on every refresh, whatever the workspace's age).
         let requests = match status {
@@ -402,17 +312,10 @@ impl Inspector {
         agent: &AgentName,
         state: Option<MailboxState>,
     ) -> Result<MailboxReport, InspectError> {
-        let store = match &self.shared {
-            Some(shared) => {
-                let known = shared.mailbox.agents().await;
-                Some(shared.mailbox.clone()).filter(|_| known.is_ok_and(|a| a.contains(agent)))
-            }
-            None => self
-                .mailbox_store()
-                .filter(|_| self.layout.mailbox_dir(agent).is_dir())
-                .map(|s| Arc::new(s) as Arc<dyn MailboxStore>),
+        let store = &self.stores.mailbox;
+        if !store.agents().await.is_ok_and(|a| a.contains(agent)) {
+            return Err(InspectError::UnknownAgent(agent.clone()));
         }
-        .ok_or_else(|| InspectError::UnknownAgent(agent.clone()))?;
         let states: Vec<MailboxState> = match state {
             Some(s) => vec![s],
             None => MailboxState::ALL.to_vec(),
@@ -440,24 +343,24 @@ impl Inspector {
     /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
     pub async fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {
-        let store = match &self.shared {
-            Some(shared) => shared.cron.clone(),
-            None => CronStore::new(&self.layout),
-        };
-        let mut jobs: Vec<CronJobView> = store.load().await?.iter().map(CronJob::view).collect();
+        let mut jobs: Vec<CronJobView> = self
+            .stores
+            .cron
+            .load()
+            .await?
+            .iter()
+            .map(CronJob::view)
+            .collect();
         jobs.sort_by_key(|v| (v.next_fire_utc, v.id));
         Ok(jobs)
     }
 
     /// The roster in `team.json`; empty when there is none yet.
     pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
-        if let Some(shared) = &self.shared {
-            return Ok(TeamRoster {
-                version: TeamRoster::VERSION,
-                teammates: shared.roster.all().await.map_err(backend)?,
-            });
-        }
-        read_roster(&self.layout.team_file())
+        Ok(TeamRoster {
+            version: TeamRoster::VERSION,
+            teammates: self.stores.roster.teammates().await.map_err(roster_error)?,
+        })
     }
 
     fn run_view(&self) -> Result<RunView, InspectError> {
@@ -494,6 +397,32 @@ fn backend(e: crate::store::BackendError) -> InspectError {
     }
 }
 
+fn port(e: crate::store::PortError) -> InspectError {
+    match e {
+        crate::store::PortError::Io(e) => InspectError::Io {
+            path: e.path,
+            source: e.source,
+        },
+        crate::store::PortError::Backend(e) => backend(e),
+    }
+}
+
+/// A roster's read error as inspection reports it.
+pub fn roster_error(e: RosterReadError) -> InspectError {
+    match e {
+        RosterReadError::File(e) => file_roster_error(e),
+        RosterReadError::Backend(e) => backend(e),
+    }
+}
+
+/// A `team.json` read error as inspection reports it.
+pub fn file_roster_error(e: RosterFileError) -> InspectError {
+    match e {
+        RosterFileError::Io { path, source } => InspectError::Io { path, source },
+        RosterFileError::Corrupt { path, source } => InspectError::CorruptTeam { path, source },
+    }
+}
+
 fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
     match entry {
         MailboxEntry::Message(message) => MailboxEntryView {
@@ -514,10 +443,7 @@ fn entry_view(state: MailboxState, entry: MailboxEntry) -> MailboxEntryView {
 /// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
 /// error (without blocking on a FIFO).
 pub fn read_roster(path: &Path) -> Result<TeamRoster, InspectError> {
-    roster::read_file(path).map_err(|e| match e {
-        RosterFileError::Io { path, source } => InspectError::Io { path, source },
-        RosterFileError::Corrupt { path, source } => InspectError::CorruptTeam { path, source },
-    })
+    crate::store::roster::read_file(path).map_err(file_roster_error)
 }
 
 /// Whether the process named by a holder line (`pid <n> …`) lives: the fallback where the kernel's

@@ -7,26 +7,23 @@
 //! teammate as a message from `user`. The recipient must be the lead or a teammate in `team.json`
 //! that has not failed or shut down: a message for anyone else would wait forever.
 //!
-//! A team shared through PostgreSQL ([`send_to_team`], which bootstrap's
-//! `send_to_distributed_team` gives the team's roster and mailboxes) is written to the same way, in
-//! its database: the recipient is checked against the team's roster there, the message is
-//! inserted with its wakeup (`NOTIFY`), and whichever process holds the recipient sees it.
-
-use std::path::Path;
-use std::sync::Arc;
+//! [`send_to_team`] works on the team's roster and mailboxes, which bootstrap's `send_as_user`
+//! gives it from its one bundle of stores: a workspace's files, or a team shared through
+//! PostgreSQL — written to the same way, in its database: the recipient is checked against the
+//! team's roster there, the message is inserted with its wakeup (`NOTIFY`), and whichever
+//! process holds the recipient sees it.
 
 use troupe_wire::{
     AgentName, Content, MailboxMessage, MessageId, OrdinaryKind, OrdinaryMessage, TeammateRecord,
     TeammateStatus,
 };
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::error::ErrorCode;
-use crate::ids::{IdGenerator, RandomIds};
-use crate::inspect::{read_roster, InspectError};
-use crate::layout::Layout;
-use crate::store::mailbox::{FileMailboxStore, MailboxError, MailboxStore};
-use crate::store::roster::LeasedRoster;
+use crate::ids::IdGenerator;
+use crate::inspect::{file_roster_error, InspectError};
+use crate::store::mailbox::{MailboxError, MailboxStore};
+use crate::store::roster::{RosterReadError, RosterReader};
 use crate::store::BackendError;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,50 +55,18 @@ impl ErrorCode for SendError {
     }
 }
 
-/// Sends `text` from `user` to `to` in `workspace`, on the system clock and random ids.
-pub async fn send_from_user(
-    workspace: &Path,
-    to: &AgentName,
-    text: &str,
-) -> Result<MessageId, SendError> {
-    send_with(
-        &Layout::new(workspace),
-        to,
-        text,
-        Arc::new(SystemClock),
-        &RandomIds,
-    )
-    .await
-}
-
-/// [`send_from_user`] with an injected clock and ids.
-pub async fn send_with(
-    layout: &Layout,
-    to: &AgentName,
-    text: &str,
-    clock: Arc<dyn Clock>,
-    ids: &dyn IdGenerator,
-) -> Result<MessageId, SendError> {
-    check_recipient(layout, to)?;
-    let message = user_message(to, text, clock.now(), ids)?;
-    let id = message.id;
-    FileMailboxStore::new(layout, clock)
-        .send(&MailboxMessage::Ordinary(message))
-        .await?;
-    Ok(id)
-}
-
-/// Sends `text` from `user` to `to` in a distributed team, whose roster and mailboxes these are,
-/// on `clock` and random ids.
+/// Sends `text` from `user` to `to` in the team whose roster and mailboxes these are (a
+/// workspace's files or a distributed team's database), on `clock` and `ids`.
 pub async fn send_to_team(
-    roster: &dyn LeasedRoster,
+    roster: &dyn RosterReader,
     mailbox: &dyn MailboxStore,
     clock: &dyn Clock,
+    ids: &dyn IdGenerator,
     to: &AgentName,
     text: &str,
 ) -> Result<MessageId, SendError> {
-    check_in(&roster.all().await?, to)?;
-    let message = user_message(to, text, clock.now(), &RandomIds)?;
+    check_recipient(roster, to).await?;
+    let message = user_message(to, text, clock.now(), ids)?;
     let id = message.id;
     mailbox.send(&MailboxMessage::Ordinary(message)).await?;
     Ok(id)
@@ -124,13 +89,17 @@ fn user_message(
     })
 }
 
-/// The lead, or a teammate of `team.json` that is running or idle.
-fn check_recipient(layout: &Layout, to: &AgentName) -> Result<(), SendError> {
+/// The lead, or a teammate of the roster that is running or idle.
+async fn check_recipient(roster: &dyn RosterReader, to: &AgentName) -> Result<(), SendError> {
     if to.is_reserved() || to.is_lead() {
         // Refused, or always there: no roster to read.
         return check_in(&[], to);
     }
-    check_in(&read_roster(&layout.team_file())?.teammates, to)
+    let teammates = roster.teammates().await.map_err(|e| match e {
+        RosterReadError::File(e) => SendError::Inspect(file_roster_error(e)),
+        RosterReadError::Backend(e) => SendError::Backend(e),
+    })?;
+    check_in(&teammates, to)
 }
 
 /// The lead, or one of `teammates` that is running or idle.

@@ -17,7 +17,6 @@ use std::path::Path;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
 use troupe::store::events::follow::watch_file_in_new_folder;
@@ -37,10 +36,8 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
         until_end: args.until_end.then(UntilEnd::default),
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    if let StoreChoice::Postgres(options) =
-        crate::store_choice::store_choice(&args.store, &settings, false)?
-    {
-        let view = crate::store_choice::team_view(&options)?;
+    let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
+    if let Some(view) = crate::store_choice::team_view(&choice)? {
         return shared_log(&view, args.follow, &mut printer);
     }
     let path = Layout::new(workspace).events_log();

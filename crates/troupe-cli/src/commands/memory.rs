@@ -8,8 +8,6 @@
 use std::path::Path;
 
 use serde::Serialize;
-use troupe::bootstrap::StoreChoice;
-use troupe::layout::Layout;
 use troupe::store::memory::{
     is_valid_name, MemoryCatalog, MemoryError, MemoryProblem, MemoryStore, MemoryType,
 };
@@ -25,11 +23,9 @@ pub fn memory(
     flags: &StoreFlags,
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
-    let layout = Layout::new(workspace);
-    let store = match crate::store_choice::store_choice(flags, &settings, false)? {
-        StoreChoice::Files => MemoryStore::open(&layout),
-        StoreChoice::Postgres(options) => crate::store_choice::team_view(&options)?.memory(&layout),
-    };
+    let choice = crate::store_choice::store_choice(flags, &settings, false)?;
+    let store = crate::block_on::block_on(troupe::bootstrap::open_memory(workspace, &choice))?
+        .map_err(|e| CliError::coded(&e))?;
     crate::block_on::block_on(async {
         match action.unwrap_or(MemoryAction::List) {
             MemoryAction::List => list(&store, json).await,

@@ -63,7 +63,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
     // The flag over `[run] max_cost`.
     let max_run_cost = max_cost.or(file_settings.run.max_cost.as_ref().map(|c| c.value));
     let store = store_choice(&args.store, &file_settings, !args.no_local_workers)?;
-    if args.no_local_workers && matches!(store, troupe::bootstrap::StoreChoice::Files) {
+    if args.no_local_workers && store.shared().is_none() {
         return Err(CliError::usage(
             "--no-local-workers needs --store postgres://…: without a shared store no other \
              process can run the teammates"

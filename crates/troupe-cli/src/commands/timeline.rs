@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use troupe::bootstrap::StoreChoice;
 use troupe::layout::Layout;
 use troupe::store::durable::StagedFile;
 use troupe::store::events::read::EventCursor;
@@ -38,8 +37,9 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     let (before, after) = page::standalone_around();
     out.file.write_all(before.as_bytes()).map_err(storage)?;
     out.file.write_all(b"[").map_err(storage)?;
-    match crate::store_choice::store_choice(store, &settings, false)? {
-        StoreChoice::Files => {
+    let choice = crate::store_choice::store_choice(store, &settings, false)?;
+    match crate::store_choice::team_view(&choice)? {
+        None => {
             let mut cursor = EventCursor::new(&layout.events_log());
             loop {
                 let batch = cursor
@@ -51,8 +51,7 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
                 out.add(&batch).map_err(storage)?;
             }
         }
-        StoreChoice::Postgres(options) => {
-            let view = crate::store_choice::team_view(&options)?;
+        Some(view) => {
             crate::block_on::block_on(async {
                 let mut last = 0;
                 loop {

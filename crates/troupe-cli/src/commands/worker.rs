@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use troupe::agent::NullObserver;
-use troupe::bootstrap::{build_worker, EventOptions, LongLived, StoreChoice, TeamSettings};
+use troupe::bootstrap::{build_worker, EventOptions, LongLived, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::ids::RandomIds;
 use troupe::team::NoTeamObserver;
@@ -32,7 +32,7 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
     let ttl = parse_duration(&args.request_ttl)?;
     let (loaded, file_settings) = settings_for_agents(workspace)?;
     let store = store_choice(&args.store, &file_settings, true)?;
-    let StoreChoice::Postgres(options) = &store else {
+    let Some(options) = store.shared() else {
         return Err(CliError::usage(
             "troupe worker runs teammates of a shared team: give --store postgres://… (or \
              TROUPE_STORE_URL, or [store] url in troupe.toml or your config.toml)"

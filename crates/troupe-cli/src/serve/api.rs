@@ -89,7 +89,7 @@ impl Team {
     /// Where the team's stores are, as the commands name it.
     pub fn choice(&self) -> StoreChoice {
         match self {
-            Team::Files => StoreChoice::Files,
+            Team::Files => StoreChoice::default(),
             Team::Shared { choice, .. } => choice.clone(),
         }
     }

@@ -164,7 +164,6 @@ mod tests {
     use std::sync::Mutex;
 
     use troupe::store::usage::{UsageBuckets, UsageRecord, UsageTotals};
-    use troupe::store::BackendError;
 
     use super::*;
 
@@ -174,17 +173,20 @@ mod tests {
 
     #[async_trait::async_trait]
     impl TeamUsage for Table {
-        async fn totals(&self) -> Result<UsageTotals, BackendError> {
+        async fn totals(&self) -> Result<UsageTotals, troupe::store::PortError> {
             Ok(UsageTotals::default())
         }
-        async fn buckets(&self, _since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
+        async fn buckets(
+            &self,
+            _since: Option<UtcTime>,
+        ) -> Result<UsageBuckets, troupe::store::PortError> {
             Ok(UsageBuckets::default())
         }
         async fn records_after(
             &self,
             after: i64,
             limit: usize,
-        ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
+        ) -> Result<Vec<(i64, UsageRecord)>, troupe::store::PortError> {
             let mut rows: Vec<_> = self
                 .0
                 .lock()

@@ -39,7 +39,6 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe::bootstrap::StoreChoice;
 use troupe::layout::Layout;
 
 use crate::args::StoreFlags;
@@ -48,15 +47,10 @@ use api::{Shared, Team};
 
 pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
-    let team = match crate::store_choice::store_choice(store, &settings, false)? {
-        StoreChoice::Files => Team::Files,
-        choice @ StoreChoice::Postgres(_) => {
-            let StoreChoice::Postgres(options) = &choice else {
-                unreachable!("matched above")
-            };
-            let view = crate::store_choice::team_view(options)?;
-            Team::Shared { choice, view }
-        }
+    let choice = crate::store_choice::store_choice(store, &settings, false)?;
+    let team = match crate::store_choice::team_view(&choice)? {
+        None => Team::Files,
+        Some(view) => Team::Shared { choice, view },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

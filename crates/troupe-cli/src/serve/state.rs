@@ -74,13 +74,13 @@ pub async fn state(
         let models = window.models(&names).await.map_err(read)?.clone();
         (models, window.last_seq())
     };
-    let last = match team {
-        StoreChoice::Files => last_seq(&layout.events_log()).map_err(|e| StateError {
+    let last = match team.shared() {
+        None => last_seq(&layout.events_log()).map_err(|e| StateError {
             code: "storage_error",
             message: e.to_string(),
         })?,
         // The shared stream's positions are the window's, read just now.
-        StoreChoice::Postgres(_) => cached_last,
+        Some(_) => cached_last,
     };
     let lead_status = if report.run.active { "running" } else { "idle" };
     let mut agents = vec![agent("lead", "lead", lead_status, &usage, &models)];

@@ -56,8 +56,8 @@ impl Feed {
         store: &StoreChoice,
         wake: Sender<Wake>,
     ) -> Result<Self, CliError> {
-        match store {
-            StoreChoice::Files => {
+        match crate::store_choice::team_view(store)? {
+            None => {
                 let path = Layout::new(workspace).events_log();
                 let watch = watch_file_in_new_folder(&path, move || {
                     let _ = wake.send(Wake::Changed);
@@ -68,8 +68,7 @@ impl Feed {
                     _watch: watch,
                 })
             }
-            StoreChoice::Postgres(options) => {
-                let view = crate::store_choice::team_view(options)?;
+            Some(view) => {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
                     .enable_all()

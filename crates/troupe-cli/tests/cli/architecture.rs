@@ -439,8 +439,8 @@ fn no_files_of_the_cli_import_each_other_in_a_circle() {
 }
 
 /// The `troupe` binary reaches a distributed team only through the library's bootstrap
-/// (`TeamView`, `send_to_distributed_team`, the inspector…), never its PostgreSQL adapters: the
-/// backend is chosen in one place. (`troupe-bench` measures the adapters themselves.)
+/// (`TeamView`, `send_as_user`, the inspector…), never its PostgreSQL adapters: the backend is
+/// chosen in one place. (`troupe-bench` measures the adapters themselves.)
 #[test]
 fn the_cli_never_names_the_postgresql_adapters() {
     let krate = troupe_crate();
@@ -454,6 +454,27 @@ fn the_cli_never_names_the_postgresql_adapters() {
         naming.is_empty(),
         "files of the troupe binary that name troupe::store::postgres (use a bootstrap \
          adapter): {naming:?}"
+    );
+}
+
+/// The binary looks at which backend a team is on in one file, `store_choice.rs` (which makes the
+/// choice and opens the team's view); every other file takes what it opens (issue 41).
+#[test]
+fn the_cli_matches_the_store_choice_in_one_file() {
+    let krate = troupe_crate();
+    let matching: Vec<String> = krate
+        .files
+        .iter()
+        .filter(|(_, code)| {
+            code.text.contains("StoreChoice::Files") || code.text.contains("StoreChoice::Postgres")
+        })
+        .map(|(module, _)| name(module))
+        .collect();
+    assert_eq!(
+        matching,
+        ["store_choice"],
+        "files of the troupe binary that name a StoreChoice variant (take the view \
+         store_choice.rs opens instead)"
     );
 }
 

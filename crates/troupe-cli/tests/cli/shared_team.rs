@@ -722,12 +722,9 @@ async fn the_memory_of_a_shared_team_is_read_and_forgotten_through_the_store() {
     let Some(db) = TestDb::create() else { return };
     let url = db.url();
     let dir = tempfile::tempdir().unwrap();
-    let shared = MemoryStore::distributed(
-        &troupe::layout::Layout::new(dir.path()),
-        Arc::new(troupe::store::postgres::memory::PgMemory::new(
-            db.store("default"),
-        )),
-    );
+    let shared = MemoryStore::on(Arc::new(troupe::store::postgres::memory::PgMemory::new(
+        db.store("default"),
+    )));
     shared
         .put(
             &MemoryRecord::new(
@@ -771,13 +768,12 @@ async fn the_cron_jobs_of_a_shared_team_are_read_through_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let cron = troupe::cron::CronRuntime::open_store(
-        troupe::cron::CronStore::distributed(
-            &troupe::layout::Layout::new(dir.path()),
-            Arc::new(troupe::store::postgres::document::PgDocument::new(
+        troupe::cron::CronStore::on(Arc::new(
+            troupe::store::postgres::document::PgDocument::new(
                 db.store("default"),
                 troupe::cron::store::CRON_DOCUMENT,
-            )),
-        ),
+            ),
+        )),
         Arc::new(troupe::clock::SystemClock),
         Arc::new(troupe::ids::RandomIds),
         tx,

@@ -111,9 +111,7 @@ pub async fn compact_conversation(
     );
     if long_lived.remember {
         let memory = match &distributed {
-            Some(compaction) => {
-                MemoryStore::distributed(&layout, Arc::new(PgMemory::new(compaction.store.clone())))
-            }
+            Some(compaction) => MemoryStore::on(Arc::new(PgMemory::new(compaction.store.clone()))),
             None => MemoryStore::open(&layout),
         };
         compactor.set_memory(Some(Arc::new(Memory::new(

@@ -9,7 +9,7 @@ use crate::team::{TeamPorts, TeamRuntime};
 use crate::worktree::Worktrees;
 
 use super::kit::LongLivedKit;
-use super::options::{BootstrapError, StoreChoice, TeamSettings};
+use super::options::{BootstrapError, TeamSettings};
 use super::start::{Start, Stores};
 use super::teammates::{read_definitions, teammate_factory, Definitions};
 
@@ -35,7 +35,7 @@ pub(super) async fn team_runtime(
         &start.layout,
         settings,
         start.events.run_id(),
-        start.stores.pg.as_ref().map(|parts| &parts.store),
+        start.stores.pg.as_ref().map(|on| &on.parts.store),
     ));
     let definitions = read_definitions(&settings.workspace);
     let worktrees = Arc::new(
@@ -48,9 +48,10 @@ pub(super) async fn team_runtime(
                 .map(|r| r.value.clone()),
         ),
     );
+    let placement = start.stores.placement(settings, local_workers);
     let runtime = TeamRuntime::new(
         start.layout.clone(),
-        team_ports(settings, &start.stores, local_workers, &worktrees),
+        team_ports(settings, &start.stores, placement.clone(), &worktrees),
         teammate_factory(
             settings,
             &start.stores,
@@ -104,12 +105,11 @@ fn attach_board(
     rx
 }
 
-/// What the team runtime is built on, from the opened stores; `local_workers` overrides the
-/// settings' choice (a worker always runs teammates).
+/// What the team runtime is built on, from the opened stores and where teammates run.
 fn team_ports(
     settings: &TeamSettings,
     stores: &Stores,
-    local_workers: Option<bool>,
+    placement: Arc<dyn crate::team::Placement>,
     worktrees: &Arc<Worktrees>,
 ) -> TeamPorts {
     TeamPorts {
@@ -120,27 +120,7 @@ fn team_ports(
         observer: settings.team_observer.clone(),
         request_ttl: settings.request_ttl,
         transcripts: stores.transcripts.clone(),
-        placement: placement(settings, stores, local_workers),
+        placement,
         worktrees: Some(worktrees.clone()),
     }
-}
-
-/// Where teammates run: here, or — in a team across processes — under leases, in this process
-/// only if it runs teammates (`local_workers` overrides the settings: a worker always does).
-fn placement(
-    settings: &TeamSettings,
-    stores: &Stores,
-    local_workers: Option<bool>,
-) -> Arc<dyn crate::team::Placement> {
-    let (StoreChoice::Postgres(options), Some(parts), Some(response_ack)) =
-        (&settings.store, &stores.pg, &stores.response_ack)
-    else {
-        return Arc::new(crate::team::Here);
-    };
-    Arc::new(crate::team::UnderLease {
-        roster: parts.roster.clone(),
-        local_workers: local_workers.unwrap_or(options.local_workers),
-        require_plans: settings.require_plans,
-        response_ack: response_ack.clone(),
-    })
 }

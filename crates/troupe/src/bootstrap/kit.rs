@@ -74,7 +74,7 @@ impl LongLivedKit {
         distributed: Option<&PgStore>,
     ) -> Self {
         let memory = match distributed {
-            Some(store) => MemoryStore::distributed(layout, Arc::new(PgMemory::new(store.clone()))),
+            Some(store) => MemoryStore::on(Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
         };
         let artifact_copy = distributed::copies::artifacts(distributed);

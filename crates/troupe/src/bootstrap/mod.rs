@@ -39,7 +39,8 @@
 //! - `lead.rs` — the lead's runner: its tools, prompt, model and conversation.
 //! - `team.rs` — [`build_team`] and [`Team`]; `worker.rs` — [`build_worker`] and [`Worker`].
 //! - `no_team.rs` — the adapters of the commands that run no team: [`inspector`],
-//!   [`inspector_with`], [`PlanReview`] (`troupe review`), [`send_as_user`] and [`send_to_distributed_team`];
+//!   [`inspector_with`], [`PlanReview`] (`troupe review`) and [`send_as_user`], on the one bundle of
+//!   stores `team_stores.rs` builds for either backend;
 //!   `compact.rs` — [`compact_conversation`] (`troupe compact`); `views.rs` — [`TeamView`], a
 //!   distributed team opened by the commands that look at it without running it (`troupe log`,
 //!   `timeline`, `serve`, `memory` with `--store`).
@@ -59,13 +60,14 @@ mod prompts;
 mod rule_tools;
 mod start;
 mod team;
+mod team_stores;
 mod teammates;
 mod views;
 mod worker;
 
 pub use compact::{compact_conversation, Compacted};
 pub use distributed::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
-pub use no_team::{inspector, inspector_with, send_as_user, send_to_distributed_team, PlanReview};
+pub use no_team::{inspector, inspector_on_files, inspector_with, send_as_user, PlanReview};
 pub use options::{
     agent_model, BootstrapError, EventOptions, LongLived, ModelChooser, PgOptions, SameModel,
     SandboxOptions, ScriptedPerAgent, StoreChoice, TeamSettings,
@@ -73,5 +75,5 @@ pub use options::{
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
 pub use rule_tools::check_rule_tools;
 pub use team::{build_team, Team};
-pub use views::TeamView;
+pub use views::{open_memory, TeamView};
 pub use worker::{build_worker, Worker};

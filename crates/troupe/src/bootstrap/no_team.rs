@@ -1,7 +1,7 @@
 //! The adapters of the commands that work on a team without running one: the read-only views
-//! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send
-//! --store` ([`send_to_distributed_team`]) — on files, or on a distributed team's database, which
-//! must already hold troupe's schema.
+//! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send`
+//! ([`send_as_user`]) — on files, or on a distributed team's database, which must already hold
+//! troupe's schema.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,55 +9,45 @@ use std::time::Duration;
 use troupe_wire::{AgentName, TeamRoster};
 
 use crate::clock::{Clock, SystemClock};
-use crate::cron::store::CronStore;
 use crate::ids::{IdGenerator, RandomIds};
-use crate::inspect::{read_roster, InspectError, Inspector};
+use crate::inspect::{roster_error, InspectError, Inspector};
 use crate::layout::Layout;
 use crate::store::mailbox::FileMailboxStore;
-use crate::store::postgres::jobs::PgJobs;
-use crate::store::postgres::usage::PgUsage;
 use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
+use crate::store::roster::{FileRosterReader, RosterReader};
 use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 
 use super::options::{BootstrapError, StoreChoice};
 
 /// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
-/// or a distributed team's database. The one path of `troupe send`, the web page and the
-/// terminal view.
+/// or a distributed team's database (which must hold troupe's schema: nothing is created). The
+/// one path of `troupe send`, the web page and the terminal view, on the system clock and
+/// random ids.
 pub async fn send_as_user(
     workspace: &std::path::Path,
     store: &StoreChoice,
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    match store {
-        StoreChoice::Files => crate::send::send_from_user(workspace, to, text).await,
-        StoreChoice::Postgres(options) => {
-            send_to_distributed_team(&options.url, &options.team, to, text).await
-        }
-    }
-}
-
-/// `troupe send --store`: sends `text` from `user` to `to` in the team `team` of the
-/// PostgreSQL database at `url` (which must hold troupe's schema: nothing is created), on the
-/// system clock and random ids.
-pub async fn send_to_distributed_team(
-    url: &str,
-    team: &str,
-    to: &AgentName,
-    text: &str,
-) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    let store = crate::store::postgres::PgStore::connect_existing(url, team).await?;
-    let holder = format!("send:{}", std::process::id());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let roster = crate::store::postgres::PgRoster::new(
-        store.clone(),
+    let holder = format!("send:{}", std::process::id());
+    let stores = super::team_stores::open(
+        workspace,
+        store,
+        clock.clone(),
+        Arc::new(RandomIds),
         &holder,
-        crate::store::postgres::TEAMMATE_LEASE,
-    );
-    let mailbox =
-        crate::store::postgres::PgMailboxStore::new(store, clock.clone(), &holder, Duration::ZERO);
-    crate::send::send_to_team(&roster, &mailbox, clock.as_ref(), to, text).await
+    )
+    .await?;
+    crate::send::send_to_team(
+        stores.roster.as_ref(),
+        stores.mailbox.as_ref(),
+        clock.as_ref(),
+        &RandomIds,
+        to,
+        text,
+    )
+    .await
 }
 
 /// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
@@ -67,11 +57,17 @@ pub async fn inspector_with(
     workspace: &std::path::Path,
     store: &StoreChoice,
 ) -> Result<Inspector, BootstrapError> {
-    let StoreChoice::Postgres(options) = store else {
-        return Ok(inspector(workspace));
-    };
-    let pg = crate::store::postgres::PgStore::connect_existing(&options.url, &options.team).await?;
-    Ok(distributed_inspector(workspace, pg))
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let holder = format!("inspect:{}", std::process::id());
+    let stores = super::team_stores::open(
+        workspace,
+        store,
+        clock.clone(),
+        Arc::new(RandomIds),
+        &holder,
+    )
+    .await?;
+    Ok(Inspector::on(Layout::new(workspace), clock, stores))
 }
 
 /// The read-only views of the distributed team `pg` is connected to.
@@ -81,48 +77,26 @@ pub(super) fn distributed_inspector(
 ) -> Inspector {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let holder = format!("inspect:{}", std::process::id());
-    Inspector::distributed(
-        Layout::new(workspace),
+    let stores = super::team_stores::on_database(
+        pg,
         clock.clone(),
-        crate::inspect::DistributedStores {
-            mailbox: Arc::new(crate::store::postgres::PgMailboxStore::new(
-                pg.clone(),
-                clock.clone(),
-                &holder,
-                Duration::ZERO,
-            )),
-            protocol: Arc::new(crate::store::postgres::PgProtocolStore::new(
-                pg.clone(),
-                clock.clone(),
-                Arc::new(RandomIds),
-            )),
-            board: Arc::new(crate::store::postgres::PgTaskBoard::new(
-                pg.clone(),
-                clock,
-                Arc::new(RandomIds),
-            )),
-            usage: Arc::new(PgUsage::new(pg.clone())),
-            cron: CronStore::distributed(
-                &Layout::new(workspace),
-                Arc::new(crate::store::postgres::document::PgDocument::new(
-                    pg.clone(),
-                    crate::cron::store::CRON_DOCUMENT,
-                )),
-            ),
-            jobs: Arc::new(PgJobs::new(pg.clone())),
-            roster: Arc::new(crate::store::postgres::PgRoster::new(
-                pg,
-                &holder,
-                crate::store::postgres::TEAMMATE_LEASE,
-            )),
-        },
-    )
+        Arc::new(RandomIds),
+        &holder,
+        crate::store::postgres::TEAMMATE_LEASE,
+    );
+    Inspector::on(Layout::new(workspace), clock, stores)
 }
 
 /// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,
 /// `cron`), on the system clock.
 pub fn inspector(workspace: &std::path::Path) -> Inspector {
-    Inspector::new(Layout::new(workspace), Arc::new(SystemClock))
+    inspector_on_files(Layout::new(workspace), Arc::new(SystemClock))
+}
+
+/// The read-only views of the workspace of `layout`, on `clock`.
+pub fn inspector_on_files(layout: Layout, clock: Arc<dyn Clock>) -> Inspector {
+    let stores = super::team_stores::on_files(&layout, clock.clone(), Arc::new(RandomIds));
+    Inspector::on(layout, clock, stores)
 }
 
 /// `troupe review`: answering a plan request as the lead from outside a run — the protocol
@@ -131,9 +105,8 @@ pub fn inspector(workspace: &std::path::Path) -> Inspector {
 pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
     pub protocol: Arc<ProtocolRuntime>,
-    layout: Layout,
-    /// A distributed team's roster, read from its database.
-    distributed_roster: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+    /// The team's roster: `team.json`, or a distributed team's, read from its database.
+    roster: Arc<dyn RosterReader>,
 }
 
 impl PlanReview {
@@ -165,8 +138,7 @@ impl PlanReview {
         Ok(Some(Self {
             store,
             protocol,
-            layout,
-            distributed_roster: None,
+            roster: Arc::new(FileRosterReader::open(&layout)),
         }))
     }
 
@@ -207,27 +179,20 @@ impl PlanReview {
         Ok(Some(Self {
             store: protocol_store,
             protocol,
-            layout: Layout::new(workspace),
-            distributed_roster: Some(Arc::new(crate::store::postgres::PgRoster::new(
+            roster: Arc::new(crate::store::postgres::PgRoster::new(
                 pg,
                 &holder,
                 options.lease,
-            ))),
+            )),
         }))
     }
 
     /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
     /// the run may change it).
     pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
-        if let Some(roster) = &self.distributed_roster {
-            return Ok(TeamRoster {
-                version: TeamRoster::VERSION,
-                teammates: roster.all().await.map_err(|e| InspectError::Io {
-                    path: "the team's PostgreSQL database".into(),
-                    source: std::io::Error::other(format!("{e} [{}]", e.code)),
-                })?,
-            });
-        }
-        read_roster(&self.layout.team_file())
+        Ok(TeamRoster {
+            version: TeamRoster::VERSION,
+            teammates: self.roster.teammates().await.map_err(roster_error)?,
+        })
     }
 }

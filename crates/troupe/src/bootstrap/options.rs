@@ -246,6 +246,16 @@ pub enum StoreChoice {
     Postgres(PgOptions),
 }
 
+impl StoreChoice {
+    /// The shared team's options, when the stores are in PostgreSQL.
+    pub fn shared(&self) -> Option<&PgOptions> {
+        match self {
+            Self::Files => None,
+            Self::Postgres(options) => Some(options),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct PgOptions {
     pub url: String,

@@ -102,10 +102,36 @@ pub(super) struct Stores {
     /// How many messages recovery moved back to ready.
     pub(super) recovered: usize,
     pub(super) transcripts: Arc<dyn Transcripts>,
-    /// A distributed team's one-transaction consume + ack (reporting to the event stream).
-    pub(super) response_ack: Option<Arc<dyn ResponseAck>>,
     /// The database parts of a distributed team.
-    pub(super) pg: Option<PgParts>,
+    pub(super) pg: Option<OnDatabase>,
+}
+
+impl Stores {
+    /// Where teammates run: here, or — in a team across processes — under leases, in this
+    /// process only if it runs teammates (`local_workers` overrides the settings: a worker
+    /// always does).
+    pub(super) fn placement(
+        &self,
+        settings: &TeamSettings,
+        local_workers: Option<bool>,
+    ) -> Arc<dyn crate::team::Placement> {
+        let (StoreChoice::Postgres(options), Some(on)) = (&settings.store, &self.pg) else {
+            return Arc::new(crate::team::Here);
+        };
+        Arc::new(crate::team::UnderLease {
+            roster: on.parts.roster.clone(),
+            local_workers: local_workers.unwrap_or(options.local_workers),
+            require_plans: settings.require_plans,
+            response_ack: on.response_ack.clone(),
+        })
+    }
+}
+
+/// What a distributed team's run holds of its database besides its stores.
+pub(super) struct OnDatabase {
+    pub(super) parts: PgParts,
+    /// The one-transaction consume + ack (reporting to the event stream).
+    pub(super) response_ack: Arc<dyn ResponseAck>,
 }
 
 /// Joins the distributed team of `settings` as `role` (`lead`, `worker`), if the team is one.
@@ -132,11 +158,10 @@ async fn open_stores(
         Arc<dyn ProtocolStore>,
         Arc<dyn TaskBoard>,
         Arc<dyn Transcripts>,
-        Option<PgParts>,
+        Option<OnDatabase>,
     );
     let (clock, ids) = (settings.clock.clone(), settings.ids.clone());
     let task_lease = task_lease(settings);
-    let mut response_ack: Option<Arc<dyn ResponseAck>> = None;
     let (mailbox, protocol, board, transcripts, pg): Opened = match pg {
         None => (
             Arc::new(FileMailboxStore::new(layout, clock.clone())),
@@ -148,20 +173,23 @@ async fn open_stores(
         Some(parts) => {
             let mailbox = Arc::new(parts.mailbox(clock.clone()));
             let protocol = Arc::new(parts.protocol(clock.clone(), ids.clone()));
-            response_ack = Some(Arc::new(ObservedResponseAck::new(
+            let response_ack: Arc<dyn ResponseAck> = Arc::new(ObservedResponseAck::new(
                 Arc::new(PgResponseAck::new(
                     parts.store.clone(),
                     mailbox.clone(),
                     protocol.clone(),
                 )),
                 events.clone(),
-            )));
+            ));
             (
                 mailbox,
                 protocol,
                 Arc::new(parts.board(clock, ids).with_lease(task_lease)),
                 parts.transcripts(),
-                Some(parts),
+                Some(OnDatabase {
+                    parts,
+                    response_ack,
+                }),
             )
         }
     };
@@ -181,12 +209,11 @@ async fn open_stores(
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(
             JsonlAuditSink::open(layout, settings.clock.clone())?.with_copy(
-                distributed::copies::audit(pg.as_ref().map(|parts| &parts.store)),
+                distributed::copies::audit(pg.as_ref().map(|on| &on.parts.store)),
             ),
         ),
         recovered,
         transcripts,
-        response_ack,
         pg,
     })
 }
@@ -238,7 +265,7 @@ async fn finish_earlier_run(
     if stale > 0 {
         tracing::info!("removed {stale} staged artifact file(s) an earlier process left");
     }
-    let copy = distributed::copies::jobs(stores.pg.as_ref().map(|parts| &parts.store));
+    let copy = distributed::copies::jobs(stores.pg.as_ref().map(|on| &on.parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .await
         .map_err(|e| {
@@ -274,7 +301,7 @@ fn job_supervisor(
             job_tx,
         )
         .with_copy(distributed::copies::jobs(
-            stores.pg.as_ref().map(|parts| &parts.store),
+            stores.pg.as_ref().map(|on| &on.parts.store),
         ))
         .with_artifact_copy(distributed::copies::artifacts(
             stores.pg.as_ref().map(|parts| &parts.store),

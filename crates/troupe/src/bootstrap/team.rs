@@ -124,7 +124,7 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
     };
     let held = Held::running(
         &runtime,
-        stores.pg.take(),
+        stores.pg.take().map(|on| on.parts),
         false,
         watch,
         settings.mcp.clone(),
@@ -160,7 +160,7 @@ async fn open_cron(
 ) -> Result<(CronRuntime, UnboundedReceiver<CronWakeup>), BootstrapError> {
     let (cron_tx, cron_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let cron_store = match &start.stores.pg {
-        Some(parts) => CronStore::distributed(&start.layout, parts.cron_document()),
+        Some(on) => CronStore::on(on.parts.cron_document()),
         None => CronStore::new(&start.layout),
     };
     let cron = CronRuntime::open_store(

@@ -67,8 +67,9 @@ pub(super) struct Factory {
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
-    /// A distributed team's roster: each teammate's effects run only under its lease.
-    leases: Option<Arc<dyn crate::store::roster::LeasedRoster>>,
+    /// Where teammates run: in a distributed team, each teammate's effects run only under its
+    /// lease.
+    placement: Arc<dyn crate::team::Placement>,
     /// The claims this process holds on the lead's task board (the run's one board, or the
     /// distributed team's): teammates list, claim and complete the tasks the lead creates there, and
     /// their claims are kept and renewed with the lead's.
@@ -79,10 +80,7 @@ impl Factory {
     /// Whether this process runs `name` now: always on a local team; under its lease on a
     /// distributed one (a lease that cannot be read counts as not held).
     async fn runs_here(&self, name: &AgentName) -> bool {
-        match &self.leases {
-            Some(roster) => roster.holds(name).await.unwrap_or(false),
-            None => true,
-        }
+        self.placement.still_here(name).await
     }
 }
 
@@ -172,11 +170,8 @@ impl Factory {
             .ignoring(teammate.earlier_plan);
         let mut rules: Vec<Arc<dyn crate::permissions::PermissionRule>> =
             vec![Arc::new(gate), Arc::new(LeadOnlyRule)];
-        if let Some(roster) = &self.leases {
-            rules.push(Arc::new(crate::team::lease_gate::LeaseGate::new(
-                roster.clone(),
-                name.clone(),
-            )));
+        if let Some(gate) = self.placement.lease_gate(name) {
+            rules.push(gate);
         }
         let policy = self.policy.with_rules(rules);
         let mut all_tools: Vec<Arc<dyn ToolHandler>> = vec![
@@ -283,10 +278,8 @@ pub(super) fn teammate_factory(
         sandbox: settings.sandbox.clone(),
         mcp: settings.mcp.clone(),
         transcripts: stores.transcripts.clone(),
-        leases: stores
-            .pg
-            .as_ref()
-            .map(|parts| parts.roster.clone() as Arc<dyn crate::store::roster::LeasedRoster>),
+        // Where it runs is asked of the placement only, whichever process runs teammates.
+        placement: stores.placement(settings, None),
         claims: stores.claims.clone(),
     })
 }

@@ -11,12 +11,23 @@ use std::sync::Arc;
 use troupe_wire::{AgentName, Event};
 
 use super::options::PgOptions;
-use crate::layout::Layout;
 use crate::store::memory::MemoryStore;
 use crate::store::postgres::events::{on_change, PgEvents};
 use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::{PgStore, PgTranscriptLog};
 use crate::store::BackendError;
+
+/// The memory records of the team `store` names: the workspace's folder, or a distributed
+/// team's rows (connected now, creating nothing).
+pub async fn open_memory(
+    workspace: &std::path::Path,
+    store: &super::options::StoreChoice,
+) -> Result<MemoryStore, BackendError> {
+    Ok(match store.shared() {
+        None => MemoryStore::open(&crate::layout::Layout::new(workspace)),
+        Some(options) => TeamView::open(options).await?.memory(),
+    })
+}
 
 /// A distributed team, opened to be looked at. Cloning shares the connection.
 #[derive(Clone)]
@@ -94,8 +105,8 @@ impl TeamView {
         super::no_team::distributed_inspector(workspace, self.store.clone())
     }
 
-    /// The team's memory records (files under `layout` keep nothing of them).
-    pub fn memory(&self, layout: &Layout) -> MemoryStore {
-        MemoryStore::distributed(layout, Arc::new(PgMemory::new(self.store.clone())))
+    /// The team's memory records (the workspace's files keep nothing of them).
+    pub fn memory(&self) -> MemoryStore {
+        MemoryStore::on(Arc::new(PgMemory::new(self.store.clone())))
     }
 }

@@ -68,7 +68,7 @@ pub async fn build_worker(mut settings: TeamSettings) -> Result<Worker, Bootstra
         crew.kit.command_hooks(),
     );
     let runtime = crew.runtime;
-    let parts = stores.pg.take();
+    let parts = stores.pg.take().map(|on| on.parts);
     let holder = parts.as_ref().map(|p| p.holder.clone()).unwrap_or_default();
     let held = Held::running(&runtime, parts, true, None, settings.mcp.clone(), run_lock).await;
     Ok(Worker {

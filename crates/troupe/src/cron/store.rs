@@ -13,12 +13,12 @@
 //! reading never creates anything.
 //!
 //! Every write is a read-modify-write under the cross-process lock `.troupe/.cron.lock`, through
-//! [`durable::replace`] (temp file, fsync, rename, folder fsync): a failed write leaves the old
+//! `durable::replace` (temp file, fsync, rename, folder fsync): a failed write leaves the old
 //! file. A distributed team keeps the same document in its database (`troupe_documents`, name
-//! `cron`), read and checked the same way, changed in one locked transaction.
+//! `cron`), read and checked the same way, changed in one locked transaction. Both are adapters
+//! of the `TeamDocument` port (`store/document.rs`).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -28,9 +28,8 @@ use super::schedule::CronSchedule;
 use super::{CronJob, CronJobId};
 use crate::error::ErrorCode;
 use crate::layout::Layout;
-use crate::store::document::TeamDocument;
-use crate::store::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
-use crate::store::{durable, lock, BackendError, IoError};
+use crate::store::document::{FileDocument, TeamDocument};
+use crate::store::{BackendError, IoError, PortError};
 
 /// The name of a distributed team's document of durable jobs.
 pub const CRON_DOCUMENT: &str = "cron";
@@ -106,61 +105,50 @@ pub enum CronChange {
     Remove(CronJobId),
 }
 
-/// The durable jobs of one workspace — or of a distributed team ([`CronStore::distributed`]): the same
-/// document, kept in its database and changed under its lock there.
+/// The durable jobs of a team, in its document [`CRON_DOCUMENT`]: a workspace's
+/// `.troupe/cron.json` ([`CronStore::new`]) or a distributed team's row ([`CronStore::on`] with
+/// the adapter bootstrap chose) — read and checked the same way, changed under its lock.
 #[derive(Clone)]
 pub struct CronStore {
-    state_dir: PathBuf,
-    path: PathBuf,
-    lock_path: PathBuf,
-    shared: Option<Arc<dyn TeamDocument>>,
+    document: Arc<dyn TeamDocument>,
 }
 
 impl std::fmt::Debug for CronStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CronStore")
-            .field("path", &self.path)
-            .field("shared", &self.shared.as_ref().map(|doc| doc.place()))
+            .field("document", &self.document.place())
             .finish()
     }
 }
 
+impl From<PortError> for CronStoreError {
+    fn from(e: PortError) -> Self {
+        match e {
+            PortError::Io(e) => Self::Io(e),
+            PortError::Backend(e) => Self::Backend(e),
+        }
+    }
+}
+
 impl CronStore {
+    /// The durable jobs in the workspace's `.troupe/cron.json`.
     pub fn new(layout: &Layout) -> Self {
-        Self {
-            state_dir: layout.state_dir(),
-            path: layout.cron_file(),
-            lock_path: layout.cron_lock(),
-            shared: None,
-        }
+        Self::on(Arc::new(FileDocument::cron(layout)))
     }
 
-    /// A distributed team's durable jobs: its document [`CRON_DOCUMENT`].
-    pub fn distributed(layout: &Layout, document: Arc<dyn TeamDocument>) -> Self {
-        Self {
-            shared: Some(document),
-            ..Self::new(layout)
-        }
+    /// The durable jobs in `document`.
+    pub fn on(document: Arc<dyn TeamDocument>) -> Self {
+        Self { document }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the jobs are, for messages (the file's path, or the database's row).
+    pub fn place(&self) -> String {
+        self.document.place()
     }
 
-    /// The stored jobs in file order (all durable). A missing file is no jobs.
+    /// The stored jobs in document order (all durable). No document is no jobs.
     pub async fn load(&self) -> Result<Vec<CronJob>, CronStoreError> {
-        if let Some(doc) = &self.shared {
-            return match doc.read().await? {
-                Some(text) => self.parse(text.as_bytes()),
-                None => Ok(Vec::new()),
-            };
-        }
-        crate::sync::blocking(|| self.load_file())
-    }
-
-    /// The jobs of `cron.json` (a disk read).
-    fn load_file(&self) -> Result<Vec<CronJob>, CronStoreError> {
-        match read_regular(&self.path, Links::Refuse, MAX_STATE_FILE_BYTES)? {
+        match self.document.read().await? {
             Some(bytes) => self.parse(&bytes),
             None => Ok(Vec::new()),
         }
@@ -171,32 +159,22 @@ impl CronStore {
         if changes.is_empty() {
             return Ok(());
         }
-        if let Some(doc) = &self.shared {
-            let this = self.clone();
-            let changes = changes.to_vec();
-            return doc
-                .update(Box::new(move |current| {
-                    let reason = |e: CronStoreError| match e {
-                        CronStoreError::Corrupt { reason, .. } => reason,
-                        other => other.to_string(),
-                    };
-                    let jobs = match current {
-                        Some(text) => this.parse(text.as_bytes()).map_err(reason)?,
-                        None => Vec::new(),
-                    };
-                    let bytes = this.render(changed(jobs, &changes)).map_err(reason)?;
-                    String::from_utf8(bytes).map_err(|e| e.to_string())
-                }))
-                .await?
-                .map_err(|reason| self.corrupt(reason));
-        }
-        crate::sync::blocking(|| {
-            durable::ensure_real_dir(&self.state_dir)?;
-            let _guard = lock::lock_exclusive(&self.lock_path)?;
-            let jobs = changed(self.load_file()?, changes);
-            durable::replace(&self.path, &self.render(jobs)?)?;
-            Ok(())
-        })
+        let this = self.clone();
+        let changes = changes.to_vec();
+        self.document
+            .update(Box::new(move |current| {
+                let reason = |e: CronStoreError| match e {
+                    CronStoreError::Corrupt { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                let jobs = match current {
+                    Some(bytes) => this.parse(&bytes).map_err(reason)?,
+                    None => Vec::new(),
+                };
+                this.render(changed(jobs, &changes)).map_err(reason)
+            }))
+            .await?
+            .map_err(|reason| self.corrupt(reason))
     }
 
     /// The document of `jobs`, as the file holds it.
@@ -212,10 +190,7 @@ impl CronStore {
 
     fn corrupt(&self, reason: impl std::fmt::Display) -> CronStoreError {
         CronStoreError::Corrupt {
-            path: match &self.shared {
-                Some(doc) => doc.place(),
-                None => self.path.display().to_string(),
-            },
+            path: self.document.place(),
             reason: reason.to_string(),
         }
     }

@@ -314,6 +314,35 @@ pub async fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>,
     Ok(records)
 }
 
+/// Every background job's record of a team, as the commands that look at it read them: a
+/// workspace's `.troupe/jobs/` ([`FileJobList`]) or every host's records copied to a
+/// distributed team ([`TeamJobList`]), by start time then id. Reading creates nothing.
+#[async_trait::async_trait]
+pub trait JobList: Send + Sync {
+    async fn all(&self) -> Result<Vec<JobRecord>, JobError>;
+}
+
+/// The records of a workspace's `.troupe/jobs/`.
+#[derive(Debug, Clone)]
+pub struct FileJobList(pub Layout);
+
+#[async_trait::async_trait]
+impl JobList for FileJobList {
+    async fn all(&self) -> Result<Vec<JobRecord>, JobError> {
+        crate::sync::blocking(|| read_all(&self.0))
+    }
+}
+
+/// The records every host of a distributed team copied to it (see [`read_all_distributed`]).
+pub struct TeamJobList(pub std::sync::Arc<dyn TeamJobs>);
+
+#[async_trait::async_trait]
+impl JobList for TeamJobList {
+    async fn all(&self) -> Result<Vec<JobRecord>, JobError> {
+        read_all_distributed(self.0.as_ref()).await
+    }
+}
+
 /// Every record of the workspace, by start time then id. No `.troupe/jobs/` is no jobs (the
 /// folder is not created). Temporary files of interrupted writes are skipped.
 pub fn read_all(layout: &Layout) -> Result<Vec<JobRecord>, JobError> {

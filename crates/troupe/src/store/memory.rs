@@ -306,109 +306,143 @@ pub struct MemoryCatalog {
     pub problems: Vec<MemoryProblem>,
 }
 
-/// The records of one workspace — or, for a team shared through a database, of the team
-/// ([`MemoryStore::distributed`]): the same records, names and rules, kept as rows. Opening creates
-/// nothing; the folder appears at the first write.
+/// Where a team's records are kept: the port under [`MemoryStore`], with two adapters —
+/// [`FileMemory`], a workspace's folder, and the PostgreSQL one (`store/postgres/memory.rs`, a
+/// row per record). The store checks every name and record before it calls the port; the
+/// adapter keeps the same records, names and rules, and reports what it cannot read as a
+/// problem beside the valid records. Every method is one atomic step.
+#[async_trait::async_trait]
+pub trait MemoryRecords: Send + Sync {
+    /// Where the records are, for messages (a folder, `troupe_memory (team "default")`).
+    fn place(&self) -> String;
+    /// The valid records by name, and a problem for each entry that is not one.
+    async fn list(&self) -> Result<MemoryCatalog, MemoryError>;
+    /// The record `name` (a valid name), `None` if there is none.
+    async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError>;
+    /// Creates or replaces a (valid) record.
+    async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError>;
+    /// Removes the record `name` (a valid name); whether there was one.
+    async fn forget(&self, name: &str) -> Result<bool, MemoryError>;
+    /// Writes `into` (valid), then removes `removed` (valid names, `into`'s not among them):
+    /// never a loss, at worst a duplicate.
+    async fn merge(&self, into: &MemoryRecord, removed: &[String]) -> Result<(), MemoryError>;
+}
+
+/// The records of a team, on the adapter bootstrap chose — a workspace's folder
+/// ([`MemoryStore::open`]) or a distributed team's rows: the same records, names and rules.
+/// Opening creates nothing; a folder appears at the first write.
 #[derive(Clone)]
 pub struct MemoryStore {
-    dir: PathBuf,
-    lock: PathBuf,
-    shared: Option<Arc<dyn SharedMemory>>,
+    records: Arc<dyn MemoryRecords>,
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("dir", &self.dir)
-            .field("shared", &self.shared.is_some())
+            .field("records", &self.records.place())
             .finish()
     }
 }
 
-/// A team's records as rows of text (each a record rendered as its file would be), by name:
-/// what a database keeps for [`MemoryStore::distributed`]. Every method is one atomic step.
-#[async_trait::async_trait]
-pub trait SharedMemory: Send + Sync {
-    /// Where the rows are, for messages (`troupe_memory (team "default")`).
-    fn place(&self) -> String;
-    /// Every row, by name.
-    async fn rows(&self) -> Result<Vec<(String, String)>, BackendError>;
-    async fn row(&self, name: &str) -> Result<Option<String>, BackendError>;
-    /// Creates or replaces the row `name`.
-    async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError>;
-    /// Removes the row `name`; whether there was one.
-    async fn delete_row(&self, name: &str) -> Result<bool, BackendError>;
-    /// Writes `name` and removes `removed`, in one transaction.
-    async fn merge_rows(
-        &self,
-        name: &str,
-        text: &str,
-        removed: &[String],
-    ) -> Result<(), BackendError>;
+/// A row of a team's records (a record rendered as its file would be) as a record, or why not
+/// (named like a file would be: `<place> row "<name>"`).
+pub fn record_of_row(place: &str, name: &str, text: &str) -> Result<MemoryRecord, MemoryProblem> {
+    let file = format!("{place} row {name:?}");
+    if !is_valid_name(name) {
+        return Err(MemoryProblem {
+            file,
+            reason: "the name is not a valid memory name (a lowercase slug)".to_owned(),
+        });
+    }
+    MemoryRecord::parse(name, text).map_err(|reason| MemoryProblem {
+        file,
+        reason: one_line(&reason),
+    })
 }
 
 impl MemoryStore {
+    /// The records of the workspace's `.troupe/memory/`.
+    pub fn open(layout: &Layout) -> Self {
+        Self::on(Arc::new(FileMemory::open(layout)))
+    }
+
+    /// The records `records` keeps.
+    pub fn on(records: Arc<dyn MemoryRecords>) -> Self {
+        Self { records }
+    }
+
+    /// Where the records are, for messages.
+    pub fn place(&self) -> String {
+        self.records.place()
+    }
+
+    /// Every record: valid records sorted by name, and a problem for each entry that cannot be
+    /// read or parsed (a symlink, a FIFO, an oversized or malformed file or row). Nothing: an
+    /// empty catalog.
+    pub async fn list(&self) -> Result<MemoryCatalog, MemoryError> {
+        self.records.list().await
+    }
+
+    /// The record named `name`, `None` if there is none. A name that is not a slug is refused
+    /// before any path is built.
+    pub async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
+        check_name(name)?;
+        self.records.get(name).await
+    }
+
+    /// Creates or replaces a record, atomically, under the memory lock.
+    pub async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+        record.validate()?;
+        self.records.put(record).await
+    }
+
+    /// Removes a record; `false` if there was none. Creates nothing when the folder is missing.
+    pub async fn forget(&self, name: &str) -> Result<bool, MemoryError> {
+        check_name(name)?;
+        self.records.forget(name).await
+    }
+
+    /// Replaces the records `merged_names` by `into`: `into` is written first, then the others
+    /// are removed, all under one hold of the lock. A crash in between leaves a duplicate,
+    /// never a loss. Every name is checked before anything is written.
+    pub async fn apply_merge(
+        &self,
+        merged_names: &[String],
+        into: &MemoryRecord,
+    ) -> Result<(), MemoryError> {
+        into.validate()?;
+        let removed: Vec<String> = merged_names
+            .iter()
+            .filter(|name| **name != into.name)
+            .cloned()
+            .collect();
+        for name in &removed {
+            check_name(name)?;
+        }
+        self.records.merge(into, &removed).await
+    }
+}
+
+/// A workspace's records: one file per record in `.troupe/memory/`, every change an atomic
+/// replace under the memory lock.
+#[derive(Debug, Clone)]
+pub struct FileMemory {
+    dir: PathBuf,
+    lock: PathBuf,
+}
+
+impl FileMemory {
     pub fn open(layout: &Layout) -> Self {
         Self {
             dir: layout.memory_dir(),
             lock: layout.memory_lock(),
-            shared: None,
         }
-    }
-
-    /// A distributed team's records in `shared` (the workspace's folder is not used).
-    pub fn distributed(layout: &Layout, shared: Arc<dyn SharedMemory>) -> Self {
-        Self {
-            shared: Some(shared),
-            ..Self::open(layout)
-        }
-    }
-
-    /// The folder of the records (unused by a shared store).
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// A row of a shared store as a record, or why not (named like a file would be).
-    fn parse_row(place: &str, name: &str, text: &str) -> Result<MemoryRecord, MemoryProblem> {
-        let file = format!("{place} row {name:?}");
-        if !is_valid_name(name) {
-            return Err(MemoryProblem {
-                file,
-                reason: "the name is not a valid memory name (a lowercase slug)".to_owned(),
-            });
-        }
-        MemoryRecord::parse(name, text).map_err(|reason| MemoryProblem {
-            file,
-            reason: one_line(&reason),
-        })
     }
 
     /// The path of a record, once its name is known to be valid.
     fn path_of(&self, name: &str) -> Result<PathBuf, MemoryError> {
         check_name(name)?;
         Ok(self.dir.join(format!("{name}{EXTENSION}")))
-    }
-
-    /// Every `*.md` entry of the folder: valid records sorted by name, and a problem for each
-    /// entry that cannot be read or parsed (a symlink, a FIFO, an oversized or malformed file).
-    /// Other entries (temp files, the lock) are ignored. No folder: an empty catalog.
-    pub async fn list(&self) -> Result<MemoryCatalog, MemoryError> {
-        let mut catalog = MemoryCatalog::default();
-        if let Some(shared) = &self.shared {
-            let place = shared.place();
-            for (name, text) in shared.rows().await? {
-                match Self::parse_row(&place, &name, &text) {
-                    Ok(record) => catalog.records.push(record),
-                    Err(problem) => catalog.problems.push(problem),
-                }
-            }
-            catalog.records.sort_by(|a, b| a.name.cmp(&b.name));
-            catalog.problems.sort_by(|a, b| a.file.cmp(&b.file));
-            return Ok(catalog);
-        }
-        // Reading the folder and its files: off the async threads.
-        crate::sync::blocking(|| self.list_files(catalog))
     }
 
     fn list_files(&self, mut catalog: MemoryCatalog) -> Result<MemoryCatalog, MemoryError> {
@@ -454,24 +488,6 @@ impl MemoryStore {
         Ok(catalog)
     }
 
-    /// The record named `name`, `None` if there is none. A name that is not a slug is refused
-    /// before any path is built.
-    pub async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
-        if let Some(shared) = &self.shared {
-            check_name(name)?;
-            let Some(text) = shared.row(name).await? else {
-                return Ok(None);
-            };
-            return Self::parse_row(&shared.place(), name, &text)
-                .map(Some)
-                .map_err(|p| MemoryError::Malformed {
-                    file: p.file,
-                    reason: p.reason,
-                });
-        }
-        crate::sync::blocking(|| self.get_file(name))
-    }
-
     fn get_file(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
         let path = self.path_of(name)?;
         let Some(bytes) = read_regular(&path, Links::Refuse, MAX_RECORD_FILE_BYTES)? else {
@@ -483,67 +499,6 @@ impl MemoryStore {
                 file: path.display().to_string(),
                 reason,
             })
-    }
-
-    /// Creates or replaces a record, atomically, under the memory lock.
-    pub async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
-        record.validate()?;
-        if let Some(shared) = &self.shared {
-            return Ok(shared.put_row(&record.name, &record.render()).await?);
-        }
-        crate::sync::blocking(|| {
-            let _guard = self.lock()?;
-            self.write_locked(record)
-        })
-    }
-
-    /// Removes a record; `false` if there was none. Creates nothing when the folder is missing.
-    pub async fn forget(&self, name: &str) -> Result<bool, MemoryError> {
-        let path = self.path_of(name)?;
-        if let Some(shared) = &self.shared {
-            return Ok(shared.delete_row(name).await?);
-        }
-        crate::sync::blocking(|| {
-            if !self.dir_exists()? {
-                return Ok(false);
-            }
-            let _guard = self.lock()?;
-            Ok(durable::remove(&path)?)
-        })
-    }
-
-    /// Replaces the records `merged_names` by `into`: `into` is written first, then the others
-    /// are removed, all under one hold of the lock. A crash in between leaves a duplicate,
-    /// never a loss. Every name is checked before anything is written.
-    pub async fn apply_merge(
-        &self,
-        merged_names: &[String],
-        into: &MemoryRecord,
-    ) -> Result<(), MemoryError> {
-        into.validate()?;
-        let paths = merged_names
-            .iter()
-            .filter(|name| **name != into.name)
-            .map(|name| self.path_of(name))
-            .collect::<Result<BTreeSet<_>, _>>()?;
-        if let Some(shared) = &self.shared {
-            let removed: Vec<String> = merged_names
-                .iter()
-                .filter(|name| **name != into.name)
-                .cloned()
-                .collect();
-            return Ok(shared
-                .merge_rows(&into.name, &into.render(), &removed)
-                .await?);
-        }
-        crate::sync::blocking(|| {
-            let _guard = self.lock()?;
-            self.write_locked(into)?;
-            for path in paths {
-                durable::remove(&path)?;
-            }
-            Ok(())
-        })
     }
 
     fn write_locked(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
@@ -572,6 +527,55 @@ impl MemoryStore {
             Ok(None) => Ok(None),
             Err(e) => Err(one_line(&e.source.to_string())),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl MemoryRecords for FileMemory {
+    fn place(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    async fn list(&self) -> Result<MemoryCatalog, MemoryError> {
+        // Reading the folder and its files: off the async threads.
+        crate::sync::blocking(|| self.list_files(MemoryCatalog::default()))
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
+        crate::sync::blocking(|| self.get_file(name))
+    }
+
+    async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+        crate::sync::blocking(|| {
+            let _guard = self.lock()?;
+            self.write_locked(record)
+        })
+    }
+
+    async fn forget(&self, name: &str) -> Result<bool, MemoryError> {
+        let path = self.path_of(name)?;
+        crate::sync::blocking(|| {
+            if !self.dir_exists()? {
+                return Ok(false);
+            }
+            let _guard = self.lock()?;
+            Ok(durable::remove(&path)?)
+        })
+    }
+
+    async fn merge(&self, into: &MemoryRecord, removed: &[String]) -> Result<(), MemoryError> {
+        let paths = removed
+            .iter()
+            .map(|name| self.path_of(name))
+            .collect::<Result<BTreeSet<_>, _>>()?;
+        crate::sync::blocking(|| {
+            let _guard = self.lock()?;
+            self.write_locked(into)?;
+            for path in paths {
+                durable::remove(&path)?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -12,15 +12,21 @@
 //!   never blocking on a FIFO or device.
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`lock_probe`]: whether a lock file is held, asked of the kernel without taking the lock.
-//! - [`document`]: the `TeamDocument` port: a distributed team's small whole documents (cron jobs).
-//! - [`memory`]: durable agent memory, one Markdown record per file (SPEC §9).
+//! - [`document`]: the `TeamDocument` port: a team's small whole documents (cron jobs), in a
+//!   workspace's file (`FileDocument`) or a distributed team's database.
+//! - [`memory`]: durable agent memory (SPEC §9) on the `MemoryRecords` port: one Markdown
+//!   record per file (`FileMemory`), or per row of a distributed team.
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
-//! - [`roster`]: the `LeasedRoster` port: a distributed team's roster with teammate leases.
+//! - [`roster`]: the `LeasedRoster` port (a distributed team's roster with teammate leases) and
+//!   the `RosterReader` port (the roster as inspection reads it: `team.json` or the database);
+//!   [`roster_records`]: the `RosterRecords` port a running team's roster is kept on
+//!   (`FileRoster`: `team.json`; `LeasedRecords`: over a `LeasedRoster`).
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals;
-//!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on).
+//!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on), and
+//!   `FileUsage`, the file adapter of the `TeamUsage` port.
 //! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
 //!   a distributed team's store.
 
@@ -40,6 +46,7 @@ pub mod protocol;
 pub mod read;
 pub mod response_ack;
 pub mod roster;
+pub mod roster_records;
 pub mod tasks;
 pub mod team_copy;
 pub mod usage;
@@ -101,6 +108,25 @@ impl BackendError {
 impl ErrorCode for BackendError {
     fn code(&self) -> &'static str {
         self.code
+    }
+}
+
+/// Why a port with a file adapter and a database adapter failed: the file system's error or
+/// the database's, each with its own stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl ErrorCode for PortError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Io(e) => e.code(),
+            Self::Backend(e) => e.code(),
+        }
     }
 }
 

@@ -6,9 +6,89 @@
 //! stale), one another live holder has [`Lease::Taken`]. Workers register with heartbeats, so
 //! `troupe status` can show them ([`WorkerRow`]).
 
-use troupe_wire::{AgentName, TeammateRecord, TeammateStatus, UtcTime};
+use std::path::{Path, PathBuf};
 
+use troupe_wire::{AgentName, TeamRoster, TeammateRecord, TeammateStatus, UtcTime, WireError};
+
+use super::read::{read_regular, Links, MAX_STATE_FILE_BYTES};
 use super::BackendError;
+
+/// Why `team.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RosterFileError {
+    #[error("read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Corrupt { path: String, source: WireError },
+}
+
+/// Reads `team.json` strictly; a missing file is an empty roster, anything but a regular file an
+/// error (without blocking on a FIFO). What the runtime loads and `troupe status` shows.
+pub fn read_file(path: &Path) -> Result<TeamRoster, RosterFileError> {
+    let read = read_regular(path, Links::Refuse, MAX_STATE_FILE_BYTES).map_err(|e| {
+        RosterFileError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    })?;
+    match read {
+        Some(bytes) => {
+            TeamRoster::from_json_bytes(&bytes).map_err(|source| RosterFileError::Corrupt {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+        None => Ok(TeamRoster::empty()),
+    }
+}
+
+/// A team's roster as the commands that look at it read it: a workspace's `team.json`
+/// ([`FileRosterReader`]) or a distributed team's roster and worker registry (the PostgreSQL
+/// adapter). Reading changes nothing.
+#[async_trait::async_trait]
+pub trait RosterReader: Send + Sync {
+    /// Every teammate's record.
+    async fn teammates(&self) -> Result<Vec<TeammateRecord>, RosterReadError>;
+    /// The team's worker processes, where teammates run under leases (none on files).
+    async fn workers(&self) -> Result<Option<Vec<WorkerRow>>, BackendError>;
+}
+
+/// Why a roster could not be read: its file's error, or the database's.
+#[derive(Debug, thiserror::Error)]
+pub enum RosterReadError {
+    #[error(transparent)]
+    File(#[from] RosterFileError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// A workspace's roster in `team.json` (none yet: no teammates).
+#[derive(Debug, Clone)]
+pub struct FileRosterReader {
+    path: PathBuf,
+}
+
+impl FileRosterReader {
+    pub fn open(layout: &crate::layout::Layout) -> Self {
+        Self {
+            path: layout.team_file(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RosterReader for FileRosterReader {
+    async fn teammates(&self) -> Result<Vec<TeammateRecord>, RosterReadError> {
+        Ok(crate::sync::blocking(|| read_file(&self.path))?.teammates)
+    }
+
+    async fn workers(&self) -> Result<Option<Vec<WorkerRow>>, BackendError> {
+        Ok(None)
+    }
+}
 
 /// One worker process, as `troupe status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

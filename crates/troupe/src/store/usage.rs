@@ -78,25 +78,26 @@ impl UsageRecord {
     }
 }
 
-/// A team's usage totals, every process's (a distributed team's table): what `troupe status
-/// --store` shows.
+/// A team's token usage, as read: a workspace's `usage.jsonl` (`FileUsage`) or every
+/// process's records in a distributed team's table (the PostgreSQL adapter): what `troupe
+/// status` and `troupe usage` show. (`FileUsage` is in `usage_groups.rs`.)
 #[async_trait::async_trait]
 pub trait TeamUsage: Send + Sync {
-    async fn totals(&self) -> Result<UsageTotals, super::BackendError>;
+    async fn totals(&self) -> Result<UsageTotals, super::PortError>;
     /// The team's records made at or after `since` (all when `None`), summed per agent, model
     /// and day: what `troupe usage --store` reports.
     async fn buckets(
         &self,
         since: Option<troupe_wire::UtcTime>,
-    ) -> Result<UsageBuckets, super::BackendError>;
+    ) -> Result<UsageBuckets, super::PortError>;
     /// Up to `limit` of the team's records after the row `after` (0: from the first), in the
-    /// table's order, each with its row id: for a reader that folds them as they arrive (the
-    /// page's cost chart).
+    /// table's order, each with its row id (a file's: its line number): for a reader that folds
+    /// them as they arrive (the page's cost chart).
     async fn records_after(
         &self,
         after: i64,
         limit: usize,
-    ) -> Result<Vec<(i64, UsageRecord)>, super::BackendError>;
+    ) -> Result<Vec<(i64, UsageRecord)>, super::PortError>;
 }
 
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first

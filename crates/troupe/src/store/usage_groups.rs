@@ -1,13 +1,14 @@
 //! `.troupe/usage.jsonl` summed per agent, model and day ([`UsageBuckets`]), read a line at a
 //! time: what `troupe usage` reports on (a distributed team's sums come from PostgreSQL instead,
-//! [`super::usage::TeamUsage::buckets`]).
+//! [`super::usage::TeamUsage::buckets`]); [`FileUsage`] is the file adapter of that port.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use troupe_wire::UtcTime;
 
 use super::usage::{corrupt, for_each_record, BucketKey, UsageBuckets};
 use super::IoError;
+use crate::layout::Layout;
 
 /// The log at `path` summed per agent, model and day, counting only records made at or after
 /// `since` when given. Read a line at a time; a missing log has none (and is not created); a
@@ -34,4 +35,53 @@ pub fn read_buckets(path: &Path, since: Option<UtcTime>) -> Result<UsageBuckets,
         Ok(())
     })?;
     Ok(buckets)
+}
+
+/// A workspace's token usage, read from `.troupe/usage.jsonl` (nothing there: zeros). Reading
+/// creates nothing.
+#[derive(Debug, Clone)]
+pub struct FileUsage {
+    path: PathBuf,
+}
+
+impl FileUsage {
+    pub fn open(layout: &Layout) -> Self {
+        Self {
+            path: layout.usage_log(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl super::usage::TeamUsage for FileUsage {
+    async fn totals(&self) -> Result<super::usage::UsageTotals, super::PortError> {
+        Ok(crate::sync::blocking(|| {
+            super::usage::read_totals(&self.path)
+        })?)
+    }
+
+    async fn buckets(
+        &self,
+        since: Option<troupe_wire::UtcTime>,
+    ) -> Result<UsageBuckets, super::PortError> {
+        Ok(crate::sync::blocking(|| read_buckets(&self.path, since))?)
+    }
+
+    async fn records_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, super::usage::UsageRecord)>, super::PortError> {
+        let mut rows = Vec::new();
+        crate::sync::blocking(|| {
+            super::usage::for_each_record(&self.path, |line, record| {
+                let line = i64::try_from(line).unwrap_or(i64::MAX);
+                if line > after && rows.len() < limit {
+                    rows.push((line, record));
+                }
+                Ok(())
+            })
+        })?;
+        Ok(rows)
+    }
 }

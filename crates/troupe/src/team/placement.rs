@@ -19,6 +19,7 @@ use super::error::TeamError;
 use super::roster::Roster;
 use crate::clock::Clock;
 use crate::layout::Layout;
+use crate::permissions::PermissionRule;
 use crate::store::response_ack::ResponseAck;
 use crate::store::roster::{Lease, LeasedRoster};
 
@@ -56,6 +57,9 @@ pub trait Placement: Send + Sync {
     fn response_ack(&self) -> Option<Arc<dyn ResponseAck>>;
     /// Whether the lead's `--require-plans` is written into each new teammate's record.
     fn records_plan_rule(&self) -> bool;
+    /// The rule that lets `name`'s tools have effects only while this process holds it, if
+    /// teammates run under leases.
+    fn lease_gate(&self, name: &AgentName) -> Option<Arc<dyn PermissionRule>>;
 }
 
 /// Every teammate runs in this process (a team on files).
@@ -91,6 +95,10 @@ impl Placement for Here {
     fn records_plan_rule(&self) -> bool {
         false
     }
+
+    fn lease_gate(&self, _name: &AgentName) -> Option<Arc<dyn PermissionRule>> {
+        None
+    }
 }
 
 /// A teammate runs only in the process holding its lease (a distributed team).
@@ -109,10 +117,10 @@ pub struct UnderLease {
 impl Placement for UnderLease {
     async fn open_roster(
         &self,
-        layout: &Layout,
+        _layout: &Layout,
         clock: Arc<dyn Clock>,
     ) -> Result<Roster, TeamError> {
-        Roster::open_leased(layout, clock, self.roster.clone())
+        Roster::open_leased(clock, self.roster.clone())
             .await
             .map_err(|e| TeamError::Invalid(format!("open the roster: {e}")))
     }
@@ -152,5 +160,12 @@ impl Placement for UnderLease {
 
     fn records_plan_rule(&self) -> bool {
         self.require_plans
+    }
+
+    fn lease_gate(&self, name: &AgentName) -> Option<Arc<dyn PermissionRule>> {
+        Some(Arc::new(super::lease_gate::LeaseGate::new(
+            self.roster.clone(),
+            name.clone(),
+        )))
     }
 }

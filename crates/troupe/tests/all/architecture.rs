@@ -389,3 +389,95 @@ fn test_support_is_compiled_only_for_tests_and_the_benchmark() {
         "the troupe binary names test support: {naming:?}"
     );
 }
+
+/// The traits the stores declare (`pub trait X` in a file under `src/store/`): the ports a
+/// backend is chosen for.
+fn store_ports(modules: &BTreeMap<Module, (String, bool)>) -> BTreeSet<String> {
+    let mut ports = BTreeSet::new();
+    for (module, (text, _)) in modules {
+        if module.first().is_none_or(|top| top != "store") {
+            continue;
+        }
+        for (at, _) in library_code(text).match_indices("pub trait ") {
+            let rest = &library_code(text)[at + "pub trait ".len()..];
+            let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+            ports.insert(rest[..end].to_owned());
+        }
+    }
+    ports
+}
+
+/// The fields (and parameters) of `code` whose type is an optional store port,
+/// `name: Option<Arc<dyn Port>>`, as `name: Port`.
+fn optional_ports(code: &str, ports: &BTreeSet<String>) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in code.lines() {
+        let Some((name, ty)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        let name = name.rsplit(' ').next().unwrap_or(name);
+        if name.is_empty() || !name.chars().all(is_ident) {
+            continue;
+        }
+        let ty: String = ty.chars().filter(|c| !c.is_whitespace()).collect();
+        let Some(inner) = ["Option<Arc<dyn", "Option<std::sync::Arc<dyn"]
+            .iter()
+            .find_map(|p| ty.strip_prefix(p))
+        else {
+            continue;
+        };
+        let path = &inner[..inner.find(['>', '+']).unwrap_or(inner.len())];
+        let port = path.rsplit("::").next().unwrap_or(path);
+        if ports.contains(port) {
+            found.push(format!("{name}: {port}"));
+        }
+    }
+    found
+}
+
+/// No type outside `store` holds an optional store port — a file type with an optional database
+/// beside it, branching method by method (issue 41): a concern with two backends is a port with
+/// two adapters, and the holder gets one of them from bootstrap. (Optional non-store things, a
+/// `Waker` or a `SystemPromptSource`, are not store ports and are not counted.)
+#[test]
+fn no_type_outside_the_stores_holds_an_optional_store_port() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = modules(&src);
+    let ports = store_ports(&modules);
+    for known in [
+        "MailboxStore",
+        "TeamDocument",
+        "LeasedRoster",
+        "MemoryRecords",
+        "TeamUsage",
+    ] {
+        assert!(ports.contains(known), "{known} not found among {ports:?}");
+    }
+    let mut optional = Vec::new();
+    for (module, (text, _)) in &modules {
+        if module.first().is_some_and(|top| top == "store") {
+            continue;
+        }
+        for field in optional_ports(&library_code(text), &ports) {
+            optional.push(format!("{}: {field}", name(module)));
+        }
+    }
+    assert!(
+        optional.is_empty(),
+        "optional store ports outside store/ (make the concern a port with a file and a \
+         database adapter, chosen in bootstrap):\n{}",
+        optional.join("\n")
+    );
+}
+
+#[test]
+fn the_optional_port_check_sees_fields() {
+    let ports: BTreeSet<String> = ["TeamDocument".to_owned()].into();
+    let code = "struct S {\n    shared: Option<Arc<dyn TeamDocument>>,\n    pub(super) doc: \
+                Option<std::sync::Arc<dyn crate::store::document::TeamDocument>>,\n    waker: \
+                Option<Arc<dyn Waker>>,\n}";
+    assert_eq!(
+        optional_ports(code, &ports),
+        vec!["shared: TeamDocument", "doc: TeamDocument"]
+    );
+}

@@ -8,6 +8,7 @@ use crate::store::BackendError;
 
 pub use crate::store::document::Change;
 use crate::store::document::TeamDocument;
+use crate::store::PortError;
 
 #[derive(Clone)]
 pub struct PgDocument {
@@ -53,7 +54,7 @@ impl PgDocument {
     }
 
     /// Applies `change` to the current text in one locked transaction: `Ok(Err(why))` when the
-    /// change refused (nothing written).
+    /// change refused (nothing written, as when its bytes are not UTF-8).
     pub async fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
         let (store, name) = (&self.store, &self.name);
         store
@@ -68,7 +69,9 @@ impl PgDocument {
                     .await
                     .map_err(|e| db_error("read a document", e))?
                     .map(|r| r.get(0));
-                let text = match change(current) {
+                let text = match change(current.map(String::into_bytes))
+                    .and_then(|bytes| String::from_utf8(bytes).map_err(|e| e.to_string()))
+                {
                     Ok(text) => text,
                     Err(why) => return Ok(Err(why)),
                 };
@@ -94,11 +97,11 @@ impl TeamDocument for PgDocument {
         PgDocument::place(self)
     }
 
-    async fn read(&self) -> Result<Option<String>, BackendError> {
-        PgDocument::read(self).await
+    async fn read(&self) -> Result<Option<Vec<u8>>, PortError> {
+        Ok(PgDocument::read(self).await?.map(String::into_bytes))
     }
 
-    async fn update(&self, change: Change) -> Result<Result<(), String>, BackendError> {
-        PgDocument::update(self, change).await
+    async fn update(&self, change: Change) -> Result<Result<(), String>, PortError> {
+        Ok(PgDocument::update(self, change).await?)
     }
 }

@@ -5,7 +5,9 @@
 //! transaction.
 
 use super::{db_error, PgStore};
-use crate::store::memory::SharedMemory;
+use crate::store::memory::{
+    record_of_row, MemoryCatalog, MemoryError, MemoryRecord, MemoryRecords,
+};
 use crate::store::BackendError;
 
 pub struct PgMemory {
@@ -18,13 +20,15 @@ impl PgMemory {
     }
 }
 
-#[async_trait::async_trait]
-impl SharedMemory for PgMemory {
-    fn place(&self) -> String {
+/// The rows, each a record rendered as its file would be, by name. Every method is one atomic
+/// step.
+impl PgMemory {
+    /// Where the rows are, for messages (`troupe_memory (team "default")`).
+    pub fn place(&self) -> String {
         format!("troupe_memory (team {:?})", self.store.team())
     }
 
-    async fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
+    pub async fn rows(&self) -> Result<Vec<(String, String)>, BackendError> {
         let store = &self.store;
         super::retrying(|| {
             store.bounded(async {
@@ -42,7 +46,7 @@ impl SharedMemory for PgMemory {
         .await
     }
 
-    async fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
+    pub async fn row(&self, name: &str) -> Result<Option<String>, BackendError> {
         let store = &self.store;
         super::retrying(|| {
             store.bounded(async {
@@ -60,7 +64,7 @@ impl SharedMemory for PgMemory {
         .await
     }
 
-    async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
+    pub async fn put_row(&self, name: &str, text: &str) -> Result<(), BackendError> {
         // An upsert: repeating it after a lost answer writes the same row.
         let store = &self.store;
         super::retrying(|| {
@@ -80,7 +84,7 @@ impl SharedMemory for PgMemory {
         .await
     }
 
-    async fn delete_row(&self, name: &str) -> Result<bool, BackendError> {
+    pub async fn delete_row(&self, name: &str) -> Result<bool, BackendError> {
         let store = &self.store;
         store
             .bounded(async {
@@ -97,7 +101,7 @@ impl SharedMemory for PgMemory {
             .await
     }
 
-    async fn merge_rows(
+    pub async fn merge_rows(
         &self,
         name: &str,
         text: &str,
@@ -131,5 +135,50 @@ impl SharedMemory for PgMemory {
             })
         })
         .await
+    }
+}
+
+#[async_trait::async_trait]
+impl MemoryRecords for PgMemory {
+    fn place(&self) -> String {
+        PgMemory::place(self)
+    }
+
+    async fn list(&self) -> Result<MemoryCatalog, MemoryError> {
+        let mut catalog = MemoryCatalog::default();
+        let place = self.place();
+        for (name, text) in self.rows().await? {
+            match record_of_row(&place, &name, &text) {
+                Ok(record) => catalog.records.push(record),
+                Err(problem) => catalog.problems.push(problem),
+            }
+        }
+        catalog.records.sort_by(|a, b| a.name.cmp(&b.name));
+        catalog.problems.sort_by(|a, b| a.file.cmp(&b.file));
+        Ok(catalog)
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<MemoryRecord>, MemoryError> {
+        let Some(text) = self.row(name).await? else {
+            return Ok(None);
+        };
+        record_of_row(&self.place(), name, &text)
+            .map(Some)
+            .map_err(|p| MemoryError::Malformed {
+                file: p.file,
+                reason: p.reason,
+            })
+    }
+
+    async fn put(&self, record: &MemoryRecord) -> Result<(), MemoryError> {
+        Ok(self.put_row(&record.name, &record.render()).await?)
+    }
+
+    async fn forget(&self, name: &str) -> Result<bool, MemoryError> {
+        Ok(self.delete_row(name).await?)
+    }
+
+    async fn merge(&self, into: &MemoryRecord, removed: &[String]) -> Result<(), MemoryError> {
+        Ok(self.merge_rows(&into.name, &into.render(), removed).await?)
     }
 }

@@ -25,7 +25,7 @@ use troupe_wire::{AgentName, TeammateRecord, TeammateStatus, UtcTime};
 
 use super::{db_error, PgStore};
 pub use crate::store::roster::{Holder, Lease};
-use crate::store::roster::{LeasedRoster, WorkerRow};
+use crate::store::roster::{LeasedRoster, RosterReadError, RosterReader, WorkerRow};
 use crate::store::BackendError;
 
 /// How long a worker holds a teammate unless its heartbeat extends it.
@@ -542,6 +542,17 @@ pub async fn lead_lock(store: &PgStore) -> Result<Option<LeadLock>, BackendError
         _client: Arc::new(client),
         _store: store.clone(),
     }))
+}
+
+#[async_trait::async_trait]
+impl RosterReader for PgRoster {
+    async fn teammates(&self) -> Result<Vec<TeammateRecord>, RosterReadError> {
+        Ok(PgRoster::all(self).await?)
+    }
+
+    async fn workers(&self) -> Result<Option<Vec<WorkerRow>>, BackendError> {
+        Ok(Some(PgRoster::workers(self).await?))
+    }
 }
 
 #[async_trait::async_trait]

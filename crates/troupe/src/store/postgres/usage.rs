@@ -17,7 +17,7 @@ use crate::store::team_copy::TeamCopy;
 use crate::store::usage::{
     BucketKey, RunTotals, TeamUsage, TokenCounts, UsageBuckets, UsageRecord, UsageTotals,
 };
-use crate::store::BackendError;
+use crate::store::{BackendError, PortError};
 
 pub struct PgUsage {
     store: PgStore,
@@ -253,19 +253,19 @@ impl TeamCopy<UsageRecord> for PgUsage {
 
 #[async_trait::async_trait]
 impl TeamUsage for PgUsage {
-    async fn totals(&self) -> Result<UsageTotals, BackendError> {
-        PgUsage::totals(self).await
+    async fn totals(&self) -> Result<UsageTotals, PortError> {
+        Ok(PgUsage::totals(self).await?)
     }
 
-    async fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, BackendError> {
-        PgUsage::buckets(self, since).await
+    async fn buckets(&self, since: Option<UtcTime>) -> Result<UsageBuckets, PortError> {
+        Ok(PgUsage::buckets(self, since).await?)
     }
 
     async fn records_after(
         &self,
         after: i64,
         limit: usize,
-    ) -> Result<Vec<(i64, UsageRecord)>, BackendError> {
-        PgUsage::records_after(self, after, limit).await
+    ) -> Result<Vec<(i64, UsageRecord)>, PortError> {
+        Ok(PgUsage::records_after(self, after, limit).await?)
     }
 }

@@ -75,12 +75,14 @@ mod archive;
 mod compaction;
 mod files;
 mod json;
+mod lazy;
 pub(crate) mod rules;
 mod state;
 
 pub use compaction::COMPACT_ABOVE;
 pub use files::{DurableFiles, ProtocolFiles};
 pub use json::JsonProtocolStore;
+pub use lazy::LazyJsonProtocolStore;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use pretty_assertions::assert_eq;
 use troupe::clock::{Clock, ManualClock, SystemClock};
 use troupe::error::ErrorCode;
 use troupe::ids::{RandomIds, SequentialIds};
-use troupe::inspect::{Inspector, TaskSummary};
+use troupe::inspect::TaskSummary;
 use troupe::layout::Layout;
 use troupe::store::tasks::{
     FileTaskBoard, MemoryTaskBoard, NewTask, Task, TaskBoard, TaskError, TaskId, TaskStatus,
@@ -251,9 +251,10 @@ async fn corrupt_task_files_are_clear_errors() {
         let claim = b.claim(&ok.id, &agent("alice")).await.unwrap_err();
         assert_eq!(claim.code(), "task_store_corrupt", "{what}");
         assert_eq!(b.get(&ok.id).await.unwrap(), ok);
-        let inspected = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock))
-            .tasks()
-            .await;
+        let inspected =
+            troupe::bootstrap::inspector_on_files(Layout::new(dir.path()), Arc::new(SystemClock))
+                .tasks()
+                .await;
         assert_eq!(inspected.unwrap_err().code(), "task_store_corrupt");
     }
 }
@@ -413,7 +414,8 @@ async fn the_memory_board_follows_the_same_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspection_shows_tasks_and_a_summary_without_writing() {
     let dir = tempfile::tempdir().unwrap();
-    let inspector = Inspector::new(Layout::new(dir.path()), Arc::new(SystemClock));
+    let inspector =
+        troupe::bootstrap::inspector_on_files(Layout::new(dir.path()), Arc::new(SystemClock));
     assert_eq!(inspector.tasks().await.unwrap(), vec![]);
     assert_eq!(
         inspector.status().await.unwrap().tasks,

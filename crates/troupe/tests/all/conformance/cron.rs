@@ -13,7 +13,10 @@ use troupe::ids::SequentialIds;
 use super::{both_async, Backend, Stores};
 use crate::cron::request;
 
-both_async!(durable_jobs_outlive_the_runtime_that_scheduled_them,);
+both_async!(
+    durable_jobs_outlive_the_runtime_that_scheduled_them,
+    a_document_is_read_whole_and_changed_only_by_a_change_that_succeeds,
+);
 
 async fn runtime(s: &Stores, prefix: u16) -> CronRuntime {
     let (tx, _rx) = unbounded_channel();
@@ -92,4 +95,40 @@ async fn a_cron_document_that_does_not_parse_is_refused_naming_it() {
     )
     .await
     .is_err());
+}
+
+/// The `TeamDocument` port itself: no document until the first change; a change sees the current
+/// bytes and replaces them whole; a refused change writes nothing and says why.
+async fn a_document_is_read_whole_and_changed_only_by_a_change_that_succeeds(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let doc = s.cron_document();
+    assert_eq!(doc.read().await.unwrap(), None);
+    assert!(!s.layout.cron_file().exists(), "reading creates nothing");
+    doc.update(Box::new(|current| {
+        assert_eq!(current, None);
+        Ok(b"first".to_vec())
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(doc.read().await.unwrap(), Some(b"first".to_vec()));
+    doc.update(Box::new(|current| {
+        assert_eq!(current, Some(b"first".to_vec()));
+        Ok(b"second".to_vec())
+    }))
+    .await
+    .unwrap()
+    .unwrap();
+    let refused = doc
+        .update(Box::new(|_| Err("no".to_owned())))
+        .await
+        .unwrap();
+    assert_eq!(refused, Err("no".to_owned()));
+    assert_eq!(
+        s.cron_document().read().await.unwrap(),
+        Some(b"second".to_vec())
+    );
+    assert!(doc.place().contains("cron"), "{}", doc.place());
 }

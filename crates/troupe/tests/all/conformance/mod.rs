@@ -4,8 +4,12 @@
 //!
 //! - `mailbox`: every transition and refusal of the mailbox port, threads racing to claim.
 //! - `protocol`: create, consume exactly once, replays, refusals, answers are single, races.
-//! - `cron`: the lead's durable cron jobs, a workspace's file or a shared team's document.
+//! - `cron`: the lead's durable cron jobs and the document port under them, a workspace's file
+//!   or a shared team's document.
 //! - `memory`: the memory records, a workspace's folder or a shared team's rows.
+//! - `roster`: a running team's roster and the roster as inspection reads it.
+//! - `jobs`: the background job records as the views read them.
+//! - `usage`: the team's token usage as read: totals, sums per day, records as they arrive.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
@@ -14,11 +18,14 @@
 
 mod artifacts;
 mod cron;
+mod jobs;
 mod leases;
 mod mailbox;
 mod memory;
 mod protocol;
+mod roster;
 mod tasks;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,15 +163,17 @@ impl Stores {
 
     /// A new cron store instance over this team's durable jobs.
     pub fn cron(&self) -> troupe::cron::CronStore {
+        troupe::cron::CronStore::on(self.cron_document())
+    }
+
+    /// A new instance of this team's document of durable cron jobs.
+    pub fn cron_document(&self) -> Arc<dyn troupe::store::document::TeamDocument> {
         match &self.pg {
-            None => troupe::cron::CronStore::new(&self.layout),
-            Some(pg) => troupe::cron::CronStore::distributed(
-                &self.layout,
-                std::sync::Arc::new(troupe::store::postgres::document::PgDocument::new(
-                    pg.clone(),
-                    troupe::cron::store::CRON_DOCUMENT,
-                )),
-            ),
+            None => Arc::new(troupe::store::document::FileDocument::cron(&self.layout)),
+            Some(pg) => Arc::new(troupe::store::postgres::document::PgDocument::new(
+                pg.clone(),
+                troupe::cron::store::CRON_DOCUMENT,
+            )),
         }
     }
 
@@ -172,10 +181,83 @@ impl Stores {
     pub fn memory(&self) -> troupe::store::memory::MemoryStore {
         match &self.pg {
             None => troupe::store::memory::MemoryStore::open(&self.layout),
-            Some(pg) => troupe::store::memory::MemoryStore::distributed(
-                &self.layout,
-                Arc::new(troupe::store::postgres::memory::PgMemory::new(pg.clone())),
+            Some(pg) => troupe::store::memory::MemoryStore::on(Arc::new(
+                troupe::store::postgres::memory::PgMemory::new(pg.clone()),
+            )),
+        }
+    }
+
+    /// A new instance of this team's roster, as a running team keeps it (opened as a run
+    /// opens it: a teammate left running by a process that is gone comes back idle).
+    pub async fn roster_records(&self) -> Arc<dyn troupe::store::roster_records::RosterRecords> {
+        let clock = Arc::new(self.clock.clone());
+        match &self.pg {
+            None => Arc::new(
+                troupe::store::roster_records::FileRoster::load(&self.layout, clock).unwrap(),
             ),
+            Some(pg) => Arc::new(
+                troupe::store::roster_records::LeasedRecords::open(
+                    clock,
+                    Arc::new(self.pg_roster(pg)),
+                )
+                .await
+                .unwrap(),
+            ),
+        }
+    }
+
+    /// This team's roster as the commands that look at a team read it.
+    pub fn roster_reader(&self) -> Arc<dyn troupe::store::roster::RosterReader> {
+        match &self.pg {
+            None => Arc::new(troupe::store::roster::FileRosterReader::open(&self.layout)),
+            Some(pg) => Arc::new(self.pg_roster(pg)),
+        }
+    }
+
+    fn pg_roster(&self, pg: &PgStore) -> troupe::store::postgres::PgRoster {
+        let n = self
+            .holders
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        troupe::store::postgres::PgRoster::new(
+            pg.clone(),
+            &format!("holder-{n}"),
+            troupe::store::postgres::TEAMMATE_LEASE,
+        )
+    }
+
+    /// This team's background job records as the views read them.
+    pub fn job_list(&self) -> Arc<dyn troupe::jobs::record::JobList> {
+        match &self.pg {
+            None => Arc::new(troupe::jobs::record::FileJobList(self.layout.clone())),
+            Some(pg) => Arc::new(troupe::jobs::record::TeamJobList(Arc::new(
+                troupe::store::postgres::jobs::PgJobs::new(pg.clone()),
+            ))),
+        }
+    }
+
+    /// This team's token usage as read.
+    pub fn usage(&self) -> Arc<dyn troupe::store::usage::TeamUsage> {
+        match &self.pg {
+            None => Arc::new(troupe::store::usage_groups::FileUsage::open(&self.layout)),
+            Some(pg) => Arc::new(troupe::store::postgres::usage::PgUsage::new(pg.clone())),
+        }
+    }
+
+    /// Records `record` as a process of this team does: appended to the workspace's log, or
+    /// copied to the team's table.
+    pub async fn record_usage(&self, record: &troupe::store::usage::UsageRecord) {
+        use troupe::store::team_copy::TeamCopy;
+        match &self.pg {
+            None => {
+                troupe::store::usage::UsageLog::open(&self.layout, Arc::new(self.clock.clone()))
+                    .append(record)
+                    .await
+                    .unwrap()
+            }
+            Some(pg) => troupe::store::postgres::usage::PgUsage::new(pg.clone())
+                .copy(record)
+                .await
+                .unwrap(),
         }
     }
 

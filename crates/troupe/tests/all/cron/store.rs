@@ -9,7 +9,6 @@ use troupe::clock::{Clock, ManualClock};
 use troupe::cron::{CronRuntime, CronStore};
 use troupe::error::ErrorCode;
 use troupe::ids::SequentialIds;
-use troupe::inspect::Inspector;
 use troupe::layout::Layout;
 
 use super::{at, drain, manual_runtime, open_runtime, request};
@@ -253,7 +252,7 @@ async fn a_corrupt_cron_file_is_a_clear_error() {
 async fn inspector_lists_durable_jobs_without_creating_anything() {
     let dir = tempfile::tempdir().unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::at_spec_epoch());
-    let inspector = Inspector::new(Layout::new(dir.path()), clock.clone());
+    let inspector = troupe::bootstrap::inspector_on_files(Layout::new(dir.path()), clock.clone());
     assert_eq!(inspector.cron_jobs().await.unwrap(), vec![]);
     assert!(!dir.path().join(".troupe").exists());
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
 use troupe::error::ErrorCode;
-use troupe::inspect::Inspector;
 use troupe::jobs::JobStatus;
 use troupe::wire::AgentName;
 
@@ -30,7 +29,8 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
         .await
         .unwrap();
 
-    let inspector = Inspector::new(fx.layout.clone(), Arc::new(fx.clock.clone()));
+    let inspector =
+        troupe::bootstrap::inspector_on_files(fx.layout.clone(), Arc::new(fx.clock.clone()));
     let jobs = inspector.jobs().await.unwrap();
     let summary: Vec<_> = jobs
         .iter()
@@ -61,7 +61,7 @@ async fn the_view_lists_every_job_with_its_status_in_start_order() {
 async fn a_workspace_without_jobs_shows_none_and_is_not_touched() {
     let dir = tempfile::tempdir().unwrap();
     let layout = troupe::layout::Layout::new(dir.path());
-    let inspector = Inspector::new(
+    let inspector = troupe::bootstrap::inspector_on_files(
         layout.clone(),
         Arc::new(troupe::clock::ManualClock::at_spec_epoch()),
     );
@@ -86,7 +86,7 @@ async fn a_corrupt_record_is_an_error_not_skipped() {
     .unwrap();
     // An interrupted write's temp file is not a record.
     std::fs::write(layout.jobs_dir().join(".x.json.tmp-1-1"), "garbage").unwrap();
-    let inspector = Inspector::new(
+    let inspector = troupe::bootstrap::inspector_on_files(
         layout,
         Arc::new(troupe::clock::ManualClock::at_spec_epoch()),
     );

@@ -10,7 +10,7 @@ use troupe::clock::ManualClock;
 use troupe::cron::CronStore;
 use troupe::error::ErrorCode;
 use troupe::ids::SequentialIds;
-use troupe::inspect::{read_roster, Inspector};
+use troupe::inspect::read_roster;
 use troupe::jobs::record as job_record;
 use troupe::layout::Layout;
 use troupe::model::ScriptedModel;
@@ -244,10 +244,13 @@ async fn a_job_record_with_a_duplicate_key_is_corrupt() {
     );
     let err = job_record::read_all(&layout).unwrap_err();
     assert_duplicate(&err, "command");
-    let inspected = Inspector::new(layout.clone(), Arc::new(ManualClock::at_spec_epoch()))
-        .jobs()
-        .await
-        .unwrap_err();
+    let inspected = troupe::bootstrap::inspector_on_files(
+        layout.clone(),
+        Arc::new(ManualClock::at_spec_epoch()),
+    )
+    .jobs()
+    .await
+    .unwrap_err();
     assert_duplicate(&inspected, "command");
 }
 
