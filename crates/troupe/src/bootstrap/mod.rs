@@ -43,7 +43,7 @@
 //!   stores `team_stores.rs` builds for either backend;
 //!   `compact.rs` — [`compact_conversation`] (`troupe compact`); `views.rs` — [`TeamView`], a
 //!   distributed team opened by the commands that look at it without running it (`troupe log`,
-//!   `timeline`, `serve`, `memory` with `--store`).
+//!   `timeline`, `serve`), and [`open_memory`] (`troupe memory`, either backend).
 //!
 //! [`Redactor`]: crate::secrets::Redactor
 
