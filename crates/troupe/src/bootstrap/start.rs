@@ -304,7 +304,7 @@ fn job_supervisor(
             stores.pg.as_ref().map(|on| &on.parts.store),
         ))
         .with_artifact_copy(distributed::copies::artifacts(
-            stores.pg.as_ref().map(|parts| &parts.store),
+            stores.pg.as_ref().map(|on| &on.parts.store),
         ))
         .with_redactor(settings.redactor.clone())
         .with_events(events.clone()),

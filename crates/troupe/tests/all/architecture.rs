@@ -286,7 +286,11 @@ fn the_check_sees_imports() {
     let edges = dependencies();
     let teammate: Module = vec!["team".into(), "runtime".into(), "teammate".into()];
     let protocol: Module = vec!["team".into(), "protocol".into()];
-    assert!(edges[&teammate].contains(&protocol), "{:?}", edges[&teammate]);
+    assert!(
+        edges[&teammate].contains(&protocol),
+        "{:?}",
+        edges[&teammate]
+    );
 }
 
 /// The cfg every module of test support (`mod testing`) is compiled under: troupe's own tests,
