@@ -19,18 +19,14 @@ const CROSSINGS: &[&str] = &["spawn_blocking", "block_in_place", "tokio::fs"];
 const BLOCKING_CALLERS: &[(&str, &str)] = &[
     ("store", "the store ports' file adapters"),
     ("agent::transcript", "the transcripts' file adapter"),
-    ("cron::store", "the cron document's file adapter"),
-    ("team::roster", "the roster's file adapter"),
     ("permissions::audit", "the audit log's file"),
     ("jobs", "the job records' files"),
     (
         "bootstrap",
         "start-up and close, once per process or teammate",
     ),
-    // Read-side views still reading files directly; they move behind the store bundle's
-    // readers (issue 41).
+    // Still reads the roster file directly; it moves behind the roster port (issue 41).
     ("team::placement", "the roster's first load"),
-    ("inspect", "the inspector's file reads"),
 ];
 
 /// The CLI's callers: the page's and the answers' file readers.
