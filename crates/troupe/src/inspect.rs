@@ -139,7 +139,7 @@ pub struct StatusReport {
     /// Every background job's record (`.troupe/jobs/`), by start time.
     pub jobs: Vec<JobRecord>,
     pub tasks: TaskSummary,
-    /// Token usage from `.troupe/usage.jsonl` (a distributed team's: every process's, from its
+    /// Token usage from `.troupe/usage.jsonl` (a shared team's: every process's, from its
     /// database): overall, per agent, the number of runs and the latest run's totals.
     pub usage: UsageTotals,
     /// In a team shared through PostgreSQL: every process of the team (the lead and
@@ -194,17 +194,17 @@ pub struct Inspector {
 }
 
 /// A team's stores as inspection reads them, on the backend bootstrap chose: a workspace's files
-/// (opened so that reading creates nothing) or a distributed team's database.
+/// (opened so that reading creates nothing) or a shared team's database.
 pub struct TeamStores {
     pub mailbox: Arc<dyn MailboxStore>,
     pub protocol: Arc<dyn ProtocolStore>,
     pub roster: Arc<dyn RosterReader>,
     pub board: Arc<dyn TaskBoard>,
-    /// The team's token usage (a distributed team's: every process's).
+    /// The team's token usage (a shared team's: every process's).
     pub usage: Arc<dyn crate::store::usage::TeamUsage>,
     /// The lead's durable cron jobs.
     pub cron: CronStore,
-    /// The background job records (a distributed team's: every process's).
+    /// The background job records (a shared team's: every process's).
     pub jobs: Arc<dyn JobList>,
 }
 
@@ -255,7 +255,7 @@ impl Inspector {
         })
     }
 
-    /// The token usage recorded in `.troupe/usage.jsonl` (a distributed team's: every process's, from
+    /// The token usage recorded in `.troupe/usage.jsonl` (a shared team's: every process's, from
     /// its database); zeros when there is none. Reading
     /// creates nothing.
     pub async fn usage(&self) -> Result<UsageTotals, InspectError> {
@@ -263,7 +263,7 @@ impl Inspector {
     }
 
     /// The token usage recorded at or after `since` (all when `None`), summed per agent, model
-    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a distributed team's database.
+    /// and day: from `.troupe/usage.jsonl` read a line at a time, or a shared team's database.
     /// Reading creates nothing.
     pub async fn usage_buckets(
         &self,
@@ -339,7 +339,7 @@ impl Inspector {
         })
     }
 
-    /// The durable cron jobs in `.troupe/cron.json` (a distributed team's: in its database), soonest
+    /// The durable cron jobs in `.troupe/cron.json` (a shared team's: in its database), soonest
     /// first; none when there is no file.
     /// Jobs scheduled with `durable: false` live only inside their run and are not listed.
     pub async fn cron_jobs(&self) -> Result<Vec<CronJobView>, InspectError> {

@@ -56,7 +56,7 @@ impl ErrorCode for SendError {
 }
 
 /// Sends `text` from `user` to `to` in the team whose roster and mailboxes these are (a
-/// workspace's files or a distributed team's database), on `clock` and `ids`.
+/// workspace's files or a shared team's database), on `clock` and `ids`.
 pub async fn send_to_team(
     roster: &dyn RosterReader,
     mailbox: &dyn MailboxStore,

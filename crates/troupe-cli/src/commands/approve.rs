@@ -1,7 +1,7 @@
 //! `troupe approve ID [--always | --save]` and `troupe deny ID [--reason TEXT]`: a person answers
 //! a pending permission request — a tool call waiting at its call for a person — from any
 //! terminal (SPEC §13). The running team sees the answer arrive in the asking agent's mailbox
-//! (its watch, or the database's wakeup on a distributed team) and the call goes on or is
+//! (its watch, or the database's wakeup on a shared team) and the call goes on or is
 //! denied; a request answered already is refused, naming the first answer.
 
 use std::path::Path;

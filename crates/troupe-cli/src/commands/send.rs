@@ -1,7 +1,7 @@
 //! `troupe send AGENT TEXT`: a person messages the lead or a teammate, during a run or before the
 //! next (SPEC §10). The running team picks the message up through its mailbox watch; the lead
 //! gets it as a `user_message` event, a teammate as a message from `user`. With a store URL
-//! (`--store`, `TROUPE_STORE_URL`, `[store] url`) the message goes into the distributed team's
+//! (`--store`, `TROUPE_STORE_URL`, `[store] url`) the message goes into the shared team's
 //! database, where whichever process holds the recipient is woken.
 
 use std::path::Path;

@@ -438,7 +438,7 @@ fn no_files_of_the_cli_import_each_other_in_a_circle() {
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
-/// The `troupe` binary reaches a distributed team only through the library's bootstrap
+/// The `troupe` binary reaches a shared team only through the library's bootstrap
 /// (`TeamView`, `send_as_user`, the inspector…), never its PostgreSQL adapters: the backend is
 /// chosen in one place. (`troupe-bench` measures the adapters themselves.)
 #[test]

@@ -125,7 +125,7 @@ impl UsageSink for RunUsage {
             cache_write_tokens: usage.cache_write_tokens,
             estimated: usage.estimated,
         };
-        // The append runs off the async threads; a distributed team's copy is awaited.
+        // The append runs off the async threads; a shared team's copy is awaited.
         if let Err(error) = self.log.append(&record).await {
             tracing::warn!(%agent, %error, "could not record token usage; this run still counts it");
         }

@@ -2,7 +2,7 @@
 //! `permission` request — the third kind of protocol request, with the guarantees of the other
 //! two (registered before anyone is asked, a response window, exactly one answer across
 //! processes, consumed once) — answered by whoever comes first: the run's terminal, `troupe
-//! approve` / `troupe deny` in any terminal, the web page, another host of a distributed team,
+//! approve` / `troupe deny` in any terminal, the web page, another host of a shared team,
 //! or the lead's `review_permission` when `[approvals] route = "lead"`.
 //!
 //! # Layout

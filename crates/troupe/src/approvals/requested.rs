@@ -4,7 +4,7 @@
 //! The call waits where it is (no model call meanwhile; the agent's mailbox waits behind it)
 //! for the first of: the run's terminal prompt (when there is one), an answer recorded by
 //! another process or the lead (`troupe approve`/`deny`, the page, `review_permission`, another
-//! host of a distributed team), the request's expiry, or the team closing (Ctrl-C, a worker's
+//! host of a shared team), the request's expiry, or the team closing (Ctrl-C, a worker's
 //! SIGTERM). The terminal's answer is recorded through the same single-answer step, so a
 //! person answering at the terminal while another answers elsewhere gets exactly one of the
 //! two; the prompt of a request answered elsewhere is withdrawn, saying by whom.

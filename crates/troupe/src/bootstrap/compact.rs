@@ -1,5 +1,5 @@
 //! `troupe compact`: an agent's conversation compacted outside a run, on files or in a
-//! distributed team's database, with the run's summary rules.
+//! shared team's database, with the run's summary rules.
 
 use std::sync::Arc;
 
@@ -22,8 +22,8 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::usage::UsageLog;
 use crate::team::recorder::EventRecorder;
 
-use super::distributed;
 use super::options::{BootstrapError, LongLived, StoreChoice};
+use super::shared;
 use super::start::take_run_lock;
 
 /// What `troupe compact` did.
@@ -40,7 +40,7 @@ pub enum Compacted {
 /// summary retried once, else the older part dropped with a note) and, with `remember`,
 /// memories extracted from what is summarised first. The tokens it spends go to `usage.jsonl`.
 ///
-/// On a distributed team (`store`: PostgreSQL) the conversation is the one in the team's database,
+/// On a shared team (`store`: PostgreSQL) the conversation is the one in the team's database,
 /// compacted under the team's lead lock as well (a running lead of the team refuses it,
 /// `workspace_busy`, as a run holding the run lock does) and — for a teammate — only while no
 /// worker holds its lease; the event goes to the team's stream too, the usage to its totals,
@@ -54,11 +54,11 @@ pub async fn compact_conversation(
 ) -> Result<Compacted, BootstrapError> {
     let layout = Layout::new(workspace);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let distributed = match store {
+    let shared = match store {
         StoreChoice::Files => None,
-        StoreChoice::Postgres(options) => Some(distributed::open_to_compact(options, agent).await?),
+        StoreChoice::Postgres(options) => Some(shared::open_to_compact(options, agent).await?),
     };
-    let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &distributed {
+    let transcript: Arc<dyn crate::agent::transcript::Transcript> = match &shared {
         None => {
             let path = layout.transcript(agent);
             if !path.exists() {
@@ -72,7 +72,7 @@ pub async fn compact_conversation(
     };
     let _run_lock = take_run_lock(&layout, clock.as_ref())?;
     let loaded = transcript.load().await?;
-    if let Some(compaction) = &distributed {
+    if let Some(compaction) = &shared {
         if loaded.messages.is_empty() && loaded.boundaries == 0 {
             return Err(BootstrapError::NoSharedConversation {
                 agent: agent.to_string(),
@@ -89,15 +89,14 @@ pub async fn compact_conversation(
         run_id.clone(),
         crate::secrets::process_redactor(),
     )?;
-    let mirror = distributed
+    let mirror = shared
         .as_ref()
         .map(|compaction| PgEventMirror::start(&compaction.store));
     if let Some(mirror) = &mirror {
         events.subscribe(mirror.clone());
     }
     let events = Arc::new(events);
-    let usage_copy =
-        distributed::copies::usage(distributed.as_ref().map(|compaction| &compaction.store));
+    let usage_copy = shared::copies::usage(shared.as_ref().map(|compaction| &compaction.store));
     let usage = Arc::new(RunUsage::new(
         run_id,
         UsageLog::open(&layout, clock).with_copy(usage_copy),
@@ -110,7 +109,7 @@ pub async fn compact_conversation(
         Arc::new(EventRecorder::new(events.clone())),
     );
     if long_lived.remember {
-        let memory = match &distributed {
+        let memory = match &shared {
             Some(compaction) => MemoryStore::on(Arc::new(PgMemory::new(compaction.store.clone()))),
             None => MemoryStore::open(&layout),
         };

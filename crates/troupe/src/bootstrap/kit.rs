@@ -24,8 +24,8 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::PgStore;
 use crate::store::usage::UsageLog;
 
-use super::distributed;
 use super::options::TeamSettings;
+use super::shared;
 
 /// What every agent's runner gets for long runs (SPEC §9): the run's usage and token budget,
 /// the context budget with artifacts for large results, memory, and the settings' hooks.
@@ -40,9 +40,9 @@ pub(super) struct LongLivedKit {
     /// The settings' `[[hooks]]`, if any: tool hooks for every dispatcher, prompt and stop
     /// hooks for the lead and teammates.
     hooks: Option<CommandHooks>,
-    /// The memory records: the workspace's, or a distributed team's.
+    /// The memory records: the workspace's, or a shared team's.
     memory: MemoryStore,
-    /// Where artifacts are copied too and recovered from: a distributed team's database, or nowhere.
+    /// Where artifacts are copied too and recovered from: a shared team's database, or nowhere.
     artifact_copy: Arc<dyn ArtifactCopy>,
 }
 
@@ -65,19 +65,19 @@ fn hook_matchers(workspace: PathBuf) -> crate::hooks::MatcherFactory {
 }
 
 impl LongLivedKit {
-    /// `distributed`: a distributed team's database, where every usage record and artifact is copied too
+    /// `shared`: a shared team's database, where every usage record and artifact is copied too
     /// and the memory records are.
     pub(super) fn new(
         layout: &Layout,
         settings: &TeamSettings,
         events_run_id: &str,
-        distributed: Option<&PgStore>,
+        shared: Option<&PgStore>,
     ) -> Self {
-        let memory = match distributed {
+        let memory = match shared {
             Some(store) => MemoryStore::on(Arc::new(PgMemory::new(store.clone()))),
             None => MemoryStore::open(layout),
         };
-        let artifact_copy = distributed::copies::artifacts(distributed);
+        let artifact_copy = shared::copies::artifacts(shared);
         let hooks = &settings.settings.hooks;
         let hooks = (!hooks.is_empty()).then(|| {
             let hooks = CommandHooks::with_matchers(
@@ -95,8 +95,7 @@ impl LongLivedKit {
         let run_id = settings.ids.next_uuid().to_string();
         let usage = RunUsage::new(
             run_id,
-            UsageLog::open(layout, settings.clock.clone())
-                .with_copy(distributed::copies::usage(distributed)),
+            UsageLog::open(layout, settings.clock.clone()).with_copy(shared::copies::usage(shared)),
         );
         // Costs are counted only for a budget: a run without one warns about no price.
         let usage = match settings.long_lived.max_run_cost {

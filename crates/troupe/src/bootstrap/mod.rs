@@ -9,7 +9,7 @@
 //! runner; the mailbox watch. [`Team::close`] runs in reverse: teammates (workers cancelled at
 //! safe points, in-flight messages released), then cron, then background jobs (whole process
 //! groups stopped), then the watch and the run lock. [`build_worker`] (`troupe worker`, a
-//! process of a distributed team) starts and closes the same way, without cron, the lead or
+//! process of a shared team) starts and closes the same way, without cron, the lead or
 //! the watch.
 //!
 //! Every dispatcher (lead, subagent, teammates) and the job supervisor get the one [`Redactor`]
@@ -19,7 +19,7 @@
 //! - `options.rs` — what a run is built from ([`TeamSettings`], [`SandboxOptions`],
 //!   [`EventOptions`], [`LongLived`], [`StoreChoice`]), which model answers which agent
 //!   ([`ModelChooser`]), and [`BootstrapError`].
-//! - `distributed.rs` — the composition of a distributed team (PostgreSQL): which stores go to the
+//! - `shared.rs` — the composition of a shared team (PostgreSQL): which stores go to the
 //!   database, teammate leases, wakeups from other processes, the takeover look.
 //! - `prompts.rs` — the tool lists ([`LEAD_TOOLS`], [`TEAMMATE_TOOLS`]) and what agents are
 //!   told: their system prompts, their plan gate, the living prompt; `rule_tools.rs` — that
@@ -42,14 +42,13 @@
 //!   [`inspector_with`], [`PlanReview`] (`troupe review`) and [`send_as_user`], on the one bundle of
 //!   stores `team_stores.rs` builds for either backend;
 //!   `compact.rs` — [`compact_conversation`] (`troupe compact`); `views.rs` — [`TeamView`], a
-//!   distributed team opened by the commands that look at it without running it (`troupe log`,
+//!   shared team opened by the commands that look at it without running it (`troupe log`,
 //!   `timeline`, `serve`), and [`open_memory`] (`troupe memory`, either backend).
 //!
 //! [`Redactor`]: crate::secrets::Redactor
 
 mod approvals;
 mod compact;
-mod distributed;
 mod factory;
 mod kit;
 mod lead;
@@ -58,6 +57,7 @@ mod observe;
 mod options;
 mod prompts;
 mod rule_tools;
+mod shared;
 mod start;
 mod team;
 mod team_stores;
@@ -66,7 +66,6 @@ mod views;
 mod worker;
 
 pub use compact::{compact_conversation, Compacted};
-pub use distributed::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
 pub use no_team::{inspector, inspector_on_files, inspector_with, send_as_user, PlanReview};
 pub use options::{
     agent_model, BootstrapError, EventOptions, LongLived, ModelChooser, PgOptions, SameModel,
@@ -74,6 +73,7 @@ pub use options::{
 };
 pub use prompts::{lead_system_prompt, teammate_system_prompt, LEAD_TOOLS, TEAMMATE_TOOLS};
 pub use rule_tools::check_rule_tools;
+pub use shared::{takeover_bound, takeover_look, DEFAULT_SHARED_LEASE};
 pub use team::{build_team, Team};
 pub use views::{open_memory, TeamView};
 pub use worker::{build_worker, Worker};

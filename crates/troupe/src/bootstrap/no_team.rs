@@ -1,6 +1,6 @@
 //! The adapters of the commands that work on a team without running one: the read-only views
 //! ([`inspector`], [`inspector_with`]), `troupe review` ([`PlanReview`]) and `troupe send`
-//! ([`send_as_user`]) — on files, or on a distributed team's database, which must already hold
+//! ([`send_as_user`]) — on files, or on a shared team's database, which must already hold
 //! troupe's schema.
 
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use crate::team::{NoTeamObserver, Postman, ProtocolRuntime};
 use super::options::{BootstrapError, StoreChoice};
 
 /// A person's message (sender `user`) to `to`, in the team `store` names: the workspace's files,
-/// or a distributed team's database (which must hold troupe's schema: nothing is created). The
+/// or a shared team's database (which must hold troupe's schema: nothing is created). The
 /// one path of `troupe send`, the web page and the terminal view, on the system clock and
 /// random ids.
 pub async fn send_as_user(
@@ -70,8 +70,8 @@ pub async fn inspector_with(
     Ok(Inspector::on(Layout::new(workspace), clock, stores))
 }
 
-/// The read-only views of the distributed team `pg` is connected to.
-pub(super) fn distributed_inspector(
+/// The read-only views of the shared team `pg` is connected to.
+pub(super) fn shared_inspector(
     workspace: &std::path::Path,
     pg: crate::store::postgres::PgStore,
 ) -> Inspector {
@@ -105,7 +105,7 @@ pub fn inspector_on_files(layout: Layout, clock: Arc<dyn Clock>) -> Inspector {
 pub struct PlanReview {
     pub store: Arc<dyn ProtocolStore>,
     pub protocol: Arc<ProtocolRuntime>,
-    /// The team's roster: `team.json`, or a distributed team's, read from its database.
+    /// The team's roster: `team.json`, or a shared team's, read from its database.
     roster: Arc<dyn RosterReader>,
 }
 
@@ -142,7 +142,7 @@ impl PlanReview {
         }))
     }
 
-    /// [`Self::open`] for the team `store` names: a distributed team's protocol store, mailboxes
+    /// [`Self::open`] for the team `store` names: a shared team's protocol store, mailboxes
     /// (the answer's insert wakes the running team through its NOTIFY) and roster are its
     /// database's, which must already hold troupe's schema.
     pub async fn open_with(
@@ -187,7 +187,7 @@ impl PlanReview {
         }))
     }
 
-    /// The roster as `team.json` (or a distributed team's database) has it now (read when asked:
+    /// The roster as `team.json` (or a shared team's database) has it now (read when asked:
     /// the run may change it).
     pub async fn roster(&self) -> Result<TeamRoster, InspectError> {
         Ok(TeamRoster {

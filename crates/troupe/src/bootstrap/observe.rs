@@ -1,5 +1,5 @@
 //! A run's event stream and traces, opened at its start: the stream every runner and the team
-//! report into (copied to the team's stream in the database on a distributed team), and the
+//! report into (copied to the team's stream in the database on a shared team), and the
 //! OpenTelemetry traces when they are asked for.
 
 use std::sync::Arc;
@@ -12,13 +12,13 @@ use crate::store::postgres::PgRoster;
 use crate::team::recorder::{Both, EventRecorder};
 use crate::telemetry::{RunKey, RunRole, Telemetry};
 
-use super::distributed::PgParts;
 use super::options::{BootstrapError, TeamSettings};
+use super::shared::PgParts;
 
 /// Opens this run's event stream, says the run started, and puts the recorder in front of the
 /// caller's observers, so that every runner and the team report into the stream.
 ///
-/// In a distributed team every event is also copied to the team's stream in the database
+/// In a shared team every event is also copied to the team's stream in the database
 /// (`troupe log --store`), from the first one on.
 pub(super) async fn open_events(
     layout: &Layout,
@@ -62,7 +62,7 @@ pub(super) async fn open_events(
 }
 
 /// Starts the run's traces when they are asked for, and puts their observer in front of the
-/// others. A run of a team on files is its own trace; a distributed team's run is the trace of
+/// others. A run of a team on files is its own trace; a shared team's run is the trace of
 /// its lead process, which each worker finds in the team's registry at each turn (so that the
 /// next run's work goes to the next trace). Telemetry that cannot start is a warning:
 /// it never fails a run.
@@ -86,11 +86,11 @@ async fn open_telemetry(
         Some(parts) => {
             let team = parts.store.team().to_owned();
             let key = if lead {
-                RunKey::distributed(&team, &parts.holder)
+                RunKey::shared(&team, &parts.holder)
             } else {
                 team_lead_key(&parts.roster, &team)
                     .await
-                    .unwrap_or_else(|| RunKey::distributed(&team, ""))
+                    .unwrap_or_else(|| RunKey::shared(&team, ""))
             };
             (key, team)
         }
@@ -126,5 +126,5 @@ async fn open_telemetry(
 async fn team_lead_key(roster: &PgRoster, team: &str) -> Option<RunKey> {
     let workers = roster.workers().await.ok()?;
     let lead = workers.iter().find(|w| w.role == "lead")?;
-    Some(RunKey::distributed(team, &lead.id))
+    Some(RunKey::shared(team, &lead.id))
 }

@@ -1,12 +1,12 @@
-//! The run's start and close, one each for a team's lead and a worker of a distributed team.
+//! The run's start and close, one each for a team's lead and a worker of a shared team.
 //!
-//! [`start`] is the prologue both run: the workspace's run lock; the distributed team joined
+//! [`start`] is the prologue both run: the workspace's run lock; the shared team joined
 //! (when the stores are in PostgreSQL); the event stream (`observe.rs`), which the run's
 //! observers and approvals then report into; the stores, with what a dead run left claimed put
 //! back; what that run left half done finished (recorded answers delivered, orphan jobs
 //! settled); the base permission policy; the background jobs. [`close`] is the close both run,
 //! in reverse: teammates, cron (a lead's), background jobs, MCP servers, the mailbox watch, the
-//! distributed team's wakeups and registration; the run lock goes last, with the run.
+//! shared team's wakeups and registration; the run lock goes last, with the run.
 
 use std::sync::Arc;
 
@@ -33,9 +33,9 @@ use crate::team::watch::MailboxWatch;
 use crate::team::{Postman, ProtocolRuntime, TeamRuntime};
 use crate::telemetry::Telemetry;
 
-use super::distributed::{self, PgParts, WakeGuard};
 use super::observe::open_events;
 use super::options::{BootstrapError, StoreChoice, TeamSettings};
+use super::shared::{self, PgParts, WakeGuard};
 
 /// What a run has opened before its team runtime is built: the same for a lead and a worker.
 pub(super) struct Start {
@@ -54,7 +54,7 @@ pub(super) struct Start {
 }
 
 /// The prologue of a run on `settings`, as `role` (`lead`, `worker`) of its team: the run
-/// lock (`Busy` when another run holds it), the distributed team joined, the event stream
+/// lock (`Busy` when another run holds it), the shared team joined, the event stream
 /// (`settings`' observers and approvals now report into it), the stores, what a dead run left
 /// half done, the base policy and the background jobs, whose completions arrive on the receiver.
 pub(super) async fn start(
@@ -63,7 +63,7 @@ pub(super) async fn start(
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
-    let pg = open_distributed(settings, role).await?;
+    let pg = open_shared(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role).await?;
     let stores = open_stores(&layout, settings, &events, pg).await?;
@@ -102,7 +102,7 @@ pub(super) struct Stores {
     /// How many messages recovery moved back to ready.
     pub(super) recovered: usize,
     pub(super) transcripts: Arc<dyn Transcripts>,
-    /// The database parts of a distributed team.
+    /// The database parts of a shared team.
     pub(super) pg: Option<OnDatabase>,
 }
 
@@ -127,25 +127,25 @@ impl Stores {
     }
 }
 
-/// What a distributed team's run holds of its database besides its stores.
+/// What a shared team's run holds of its database besides its stores.
 pub(super) struct OnDatabase {
     pub(super) parts: PgParts,
     /// The one-transaction consume + ack (reporting to the event stream).
     pub(super) response_ack: Arc<dyn ResponseAck>,
 }
 
-/// Joins the distributed team of `settings` as `role` (`lead`, `worker`), if the team is one.
-async fn open_distributed(
+/// Joins the shared team of `settings` as `role` (`lead`, `worker`), if the team is one.
+async fn open_shared(
     settings: &TeamSettings,
     role: &str,
 ) -> Result<Option<PgParts>, BootstrapError> {
     match &settings.store {
         StoreChoice::Files => Ok(None),
-        StoreChoice::Postgres(options) => Ok(Some(distributed::open(options, role).await?)),
+        StoreChoice::Postgres(options) => Ok(Some(shared::open(options, role).await?)),
     }
 }
 
-/// Opens the stores (on `pg` for a distributed team); messages a dead run left in `processing/` go
+/// Opens the stores (on `pg` for a shared team); messages a dead run left in `processing/` go
 /// back to `ready/`. The mailbox and the protocol store report their transitions to `events`.
 async fn open_stores(
     layout: &Layout,
@@ -208,9 +208,8 @@ async fn open_stores(
         mailbox: Arc::new(ObservedMailbox::new(mailbox, events.clone())),
         protocol: Arc::new(ObservedProtocol::new(protocol, events.clone())),
         audit: Arc::new(
-            JsonlAuditSink::open(layout, settings.clock.clone())?.with_copy(
-                distributed::copies::audit(pg.as_ref().map(|on| &on.parts.store)),
-            ),
+            JsonlAuditSink::open(layout, settings.clock.clone())?
+                .with_copy(shared::copies::audit(pg.as_ref().map(|on| &on.parts.store))),
         ),
         recovered,
         transcripts,
@@ -265,7 +264,7 @@ async fn finish_earlier_run(
     if stale > 0 {
         tracing::info!("removed {stale} staged artifact file(s) an earlier process left");
     }
-    let copy = distributed::copies::jobs(stores.pg.as_ref().map(|on| &on.parts.store));
+    let copy = shared::copies::jobs(stores.pg.as_ref().map(|on| &on.parts.store));
     let orphans = crate::jobs::orphans::settle_orphans(layout, &copy, settings.clock.now())
         .await
         .map_err(|e| {
@@ -300,10 +299,10 @@ fn job_supervisor(
             settings.ids.clone(),
             job_tx,
         )
-        .with_copy(distributed::copies::jobs(
+        .with_copy(shared::copies::jobs(
             stores.pg.as_ref().map(|on| &on.parts.store),
         ))
-        .with_artifact_copy(distributed::copies::artifacts(
+        .with_artifact_copy(shared::copies::artifacts(
             stores.pg.as_ref().map(|on| &on.parts.store),
         ))
         .with_redactor(settings.redactor.clone())
@@ -317,13 +316,13 @@ fn job_supervisor(
 pub(super) struct Held {
     watch: Option<MailboxWatch>,
     mcp: Arc<McpServers>,
-    /// A distributed team's database parts and its wakeups from other processes.
-    distributed: Option<(PgParts, WakeGuard)>,
+    /// A shared team's database parts and its wakeups from other processes.
+    shared: Option<(PgParts, WakeGuard)>,
     _run_lock: LockGuard,
 }
 
 impl Held {
-    /// Sets `runtime` going: a distributed team's wakeups from other processes are forwarded
+    /// Sets `runtime` going: a shared team's wakeups from other processes are forwarded
     /// to it (with `takeover`, a worker's, the look for teammates whose lease ran out), then
     /// every agent is woken for what is already waiting.
     pub(super) async fn running(
@@ -334,7 +333,7 @@ impl Held {
         mcp: Arc<McpServers>,
         run_lock: LockGuard,
     ) -> Self {
-        let distributed = pg.map(|parts| {
+        let shared = pg.map(|parts| {
             let wakeups = parts.wakeups(runtime, takeover);
             // Once the team starts closing (Ctrl-C, SIGTERM, the run's end), its store calls
             // are bounded: a server that stopped answering never holds the close for long.
@@ -349,18 +348,18 @@ impl Held {
         Self {
             watch,
             mcp,
-            distributed,
+            shared,
             _run_lock: run_lock,
         }
     }
 }
 
 /// Closes a run in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
-/// point, in-flight messages released; in a distributed team their leases freed), then `cron`
+/// point, in-flight messages released; in a shared team their leases freed), then `cron`
 /// (a lead's), then background jobs (whole process groups terminated, recorded as cancelled),
 /// then the merged, clean worktrees of shut-down teammates, then the MCP servers (sessions closed, stdio servers' process groups killed); then the watch
-/// and the distributed team's wakeups, and this process leaves the team's workers. The run
-/// lock is released when `held` is dropped, with the run. On a distributed team every store
+/// and the shared team's wakeups, and this process leaves the team's workers. The run
+/// lock is released when `held` is dropped, with the run. On a shared team every store
 /// call of the close gets at most `CLOSING_WAIT` (3 s): a database that stopped answering
 /// delays the close by about that much, and what could not be written is recovered by leases.
 pub(super) async fn close(
@@ -369,7 +368,7 @@ pub(super) async fn close(
     jobs: &JobSupervisor,
     held: &mut Held,
 ) {
-    if let Some((parts, _)) = &held.distributed {
+    if let Some((parts, _)) = &held.shared {
         parts.store.closing();
     }
     runtime.close().await;
@@ -387,7 +386,7 @@ pub(super) async fn close(
     }
     held.mcp.stop().await;
     held.watch.take();
-    if let Some((parts, wakeups)) = held.distributed.take() {
+    if let Some((parts, wakeups)) = held.shared.take() {
         drop(wakeups);
         parts.leave().await;
     }

@@ -50,7 +50,7 @@ pub struct Team {
     job_completions: Option<UnboundedReceiver<JobCompletion>>,
     cron_wakeups: Option<UnboundedReceiver<CronWakeup>>,
     task_returns: Option<UnboundedReceiver<crate::store::tasks::Task>>,
-    /// The watch, the MCP servers, a distributed team's parts and the run lock.
+    /// The watch, the MCP servers, a shared team's parts and the run lock.
     held: Held,
 }
 
@@ -152,7 +152,7 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
 }
 
 /// The lead's cron jobs, reporting to the run's event stream and started; their wakeups
-/// arrive on the receiver. A distributed team's lead keeps its durable jobs in the database:
+/// arrive on the receiver. A shared team's lead keeps its durable jobs in the database:
 /// a lead started on another host goes on with them.
 async fn open_cron(
     start: &Start,

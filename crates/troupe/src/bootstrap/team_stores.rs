@@ -1,7 +1,7 @@
 //! The one bundle of a team's stores for the commands that look at a team or write into it from
 //! outside a run ([`TeamStores`]: the inspector, `troupe send`, the views): built here from the
 //! store choice, on the workspace's files (opened so that reading creates nothing) or on a
-//! distributed team's database (which must already hold troupe's schema: nothing is created).
+//! shared team's database (which must already hold troupe's schema: nothing is created).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub(super) fn on_files(
     }
 }
 
-/// A distributed team's stores, on the database `pg` is connected to; `holder` and `lease` are
+/// A shared team's stores, on the database `pg` is connected to; `holder` and `lease` are
 /// this process's as a holder of the team's roster.
 pub(super) fn on_database(
     pg: PgStore,

@@ -1,5 +1,5 @@
 //! The factory of teammates' runners: each teammate's policy is the base policy with its plan
-//! gate (and, in a distributed team, its lease gate), its tools are the teammate tools its agent
+//! gate (and, in a shared team, its lease gate), its tools are the teammate tools its agent
 //! definition allows (the board tools over the lead's own board) plus the MCP tools it lists,
 //! its model is the one `[model.agents]` or its definition names; a worktree teammate works in
 //! its own checkout.
@@ -67,18 +67,18 @@ pub(super) struct Factory {
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
-    /// Where teammates run: in a distributed team, each teammate's effects run only under its
+    /// Where teammates run: in a shared team, each teammate's effects run only under its
     /// lease.
     placement: Arc<dyn crate::team::Placement>,
     /// The claims this process holds on the lead's task board (the run's one board, or the
-    /// distributed team's): teammates list, claim and complete the tasks the lead creates there, and
+    /// shared team's): teammates list, claim and complete the tasks the lead creates there, and
     /// their claims are kept and renewed with the lead's.
     claims: Arc<HeldClaims>,
 }
 
 impl Factory {
     /// Whether this process runs `name` now: always on a local team; under its lease on a
-    /// distributed one (a lease that cannot be read counts as not held).
+    /// shared one (a lease that cannot be read counts as not held).
     async fn runs_here(&self, name: &AgentName) -> bool {
         self.placement.still_here(name).await
     }
@@ -153,7 +153,7 @@ impl Factory {
         // Where its files are: the lead's checkout, or its worktree (made or reattached now).
         let workspace = match teammate.isolation {
             Isolation::None => self.workspace.clone(),
-            // On a distributed team a runner is built where the teammate is spawned and again
+            // On a shared team a runner is built where the teammate is spawned and again
             // where it is leased: only a process that holds its lease makes (or reattaches) the
             // worktree, so no clone gets a worktree of a teammate that never runs there.
             Isolation::Worktree if !runs_here => self.worktrees.path_of(name),

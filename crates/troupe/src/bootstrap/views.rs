@@ -1,4 +1,4 @@
-//! A distributed team opened by the commands that look at it without running it — `troupe
+//! A shared team opened by the commands that look at it without running it — `troupe
 //! log`, `timeline`, `serve` and `memory` with `--store`: its event stream (and wakeups when it
 //! grows), its agents' conversations and its memory records, read from the team's database
 //! (which must already hold troupe's schema: nothing is created).
@@ -17,7 +17,7 @@ use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::{PgStore, PgTranscriptLog};
 use crate::store::BackendError;
 
-/// The memory records of the team `store` names: the workspace's folder, or a distributed
+/// The memory records of the team `store` names: the workspace's folder, or a shared
 /// team's rows (connected now, creating nothing).
 pub async fn open_memory(
     workspace: &std::path::Path,
@@ -29,7 +29,7 @@ pub async fn open_memory(
     })
 }
 
-/// A distributed team, opened to be looked at. Cloning shares the connection.
+/// A shared team, opened to be looked at. Cloning shares the connection.
 #[derive(Clone)]
 pub struct TeamView {
     store: PgStore,
@@ -102,7 +102,7 @@ impl TeamView {
 
     /// The team's read-only views (roster, requests, mailboxes, usage…) on this connection.
     pub fn inspector(&self, workspace: &std::path::Path) -> crate::inspect::Inspector {
-        super::no_team::distributed_inspector(workspace, self.store.clone())
+        super::no_team::shared_inspector(workspace, self.store.clone())
     }
 
     /// The team's memory records (the workspace's files keep nothing of them).

@@ -1,4 +1,4 @@
-//! A worker process of a distributed team (`troupe worker`): [`build_worker`] and the
+//! A worker process of a shared team (`troupe worker`): [`build_worker`] and the
 //! [`Worker`] it builds — the run's start and team runtime as a lead's, without cron, the lead
 //! or the mailbox watch; it runs the teammates whose leases it holds.
 
@@ -12,7 +12,7 @@ use super::factory::team_runtime;
 use super::options::{BootstrapError, StoreChoice, TeamSettings};
 use super::start::{close, start, Held, Start};
 
-/// A worker process of a distributed team (`troupe worker`): it runs the teammates whose leases it
+/// A worker process of a shared team (`troupe worker`): it runs the teammates whose leases it
 /// holds, in its own workspace, until it is closed.
 pub struct Worker {
     pub runtime: TeamRuntime,
@@ -34,7 +34,7 @@ impl Worker {
     }
 }
 
-/// Builds a worker of the distributed team `settings.store` names, on its own workspace (a checkout
+/// Builds a worker of the shared team `settings.store` names, on its own workspace (a checkout
 /// of the same repository as the lead's): it takes that workspace's run lock, registers in the
 /// team's worker registry, and leases teammates as their messages arrive or their earlier
 /// worker's leases run out.

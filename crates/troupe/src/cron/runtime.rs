@@ -108,7 +108,7 @@ impl CronRuntime {
         Self::open_store(CronStore::new(layout), clock, ids, wakeups).await
     }
 
-    /// [`Self::open`] on `store` (a distributed team's: its database).
+    /// [`Self::open`] on `store` (a shared team's: its database).
     pub async fn open_store(
         store: CronStore,
         clock: Arc<dyn Clock>,

@@ -14,7 +14,7 @@
 //!
 //! Every write is a read-modify-write under the cross-process lock `.troupe/.cron.lock`, through
 //! `durable::replace` (temp file, fsync, rename, folder fsync): a failed write leaves the old
-//! file. A distributed team keeps the same document in its database (`troupe_documents`, name
+//! file. A shared team keeps the same document in its database (`troupe_documents`, name
 //! `cron`), read and checked the same way, changed in one locked transaction. Both are adapters
 //! of the `TeamDocument` port (`store/document.rs`).
 
@@ -31,7 +31,7 @@ use crate::layout::Layout;
 use crate::store::document::{FileDocument, TeamDocument};
 use crate::store::{BackendError, IoError, PortError};
 
-/// The name of a distributed team's document of durable jobs.
+/// The name of a shared team's document of durable jobs.
 pub const CRON_DOCUMENT: &str = "cron";
 
 /// The version this code reads and writes.
@@ -41,7 +41,7 @@ pub const CRON_FILE_VERSION: u32 = 1;
 pub enum CronStoreError {
     #[error(transparent)]
     Io(#[from] IoError),
-    /// A distributed team's database failed (its own stable code).
+    /// A shared team's database failed (its own stable code).
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("{path} is not a valid cron store: {reason}")]
@@ -106,7 +106,7 @@ pub enum CronChange {
 }
 
 /// The durable jobs of a team, in its document [`CRON_DOCUMENT`]: a workspace's
-/// `.troupe/cron.json` ([`CronStore::new`]) or a distributed team's row ([`CronStore::on`] with
+/// `.troupe/cron.json` ([`CronStore::new`]) or a shared team's row ([`CronStore::on`] with
 /// the adapter bootstrap chose) — read and checked the same way, changed under its lock.
 #[derive(Clone)]
 pub struct CronStore {

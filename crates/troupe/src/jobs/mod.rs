@@ -45,7 +45,7 @@ pub enum JobError {
     /// A record file that does not parse or breaks an invariant; never repaired silently.
     #[error("job record {path} is corrupt: {why}")]
     Corrupt { path: String, why: String },
-    /// A distributed team's database failed (its own stable code).
+    /// A shared team's database failed (its own stable code).
     #[error(transparent)]
     Backend(crate::store::BackendError),
 }

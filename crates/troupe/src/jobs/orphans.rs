@@ -145,7 +145,7 @@ pub fn stop_orphan(layout: &Layout, id: JobId) -> String {
 /// Marks every record still `running` as `cancelled`: called at start, under the run lock, so any
 /// such record was left by a run that is gone. What is left of its process group is stopped when
 /// it is provably the job's (see [`stop_orphan`]). The settled records are copied to `copy`
-/// (a distributed team's job table) too. Returns the ids.
+/// (a shared team's job table) too. Returns the ids.
 pub async fn settle_orphans(
     layout: &Layout,
     copy: &crate::store::team_copy::CopyTo<crate::store::team_copy::JobLine>,

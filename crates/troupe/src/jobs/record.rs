@@ -275,7 +275,7 @@ pub fn write(layout: &Layout, record: &JobRecord) -> Result<(), JobError> {
     Ok(())
 }
 
-/// [`write`], then a copy to a distributed team's table (reported once if it fails: the file has
+/// [`write`], then a copy to a shared team's table (reported once if it fails: the file has
 /// the record).
 pub async fn write_and_copy(
     layout: &Layout,
@@ -295,9 +295,9 @@ pub async fn write_and_copy(
     Ok(())
 }
 
-/// Every record of a distributed team (every host's), by start time then id; a row that is not a
+/// Every record of a shared team (every host's), by start time then id; a row that is not a
 /// record is [`JobError::Corrupt`] naming it.
-pub async fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
+pub async fn read_all_shared(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>, JobError> {
     let mut records = Vec::new();
     for (id, host, text) in jobs.all().await.map_err(JobError::Backend)? {
         let corrupt = |why: String| JobError::Corrupt {
@@ -316,7 +316,7 @@ pub async fn read_all_distributed(jobs: &dyn TeamJobs) -> Result<Vec<JobRecord>,
 
 /// Every background job's record of a team, as the commands that look at it read them: a
 /// workspace's `.troupe/jobs/` ([`FileJobList`]) or every host's records copied to a
-/// distributed team ([`TeamJobList`]), by start time then id. Reading creates nothing.
+/// shared team ([`TeamJobList`]), by start time then id. Reading creates nothing.
 #[async_trait::async_trait]
 pub trait JobList: Send + Sync {
     async fn all(&self) -> Result<Vec<JobRecord>, JobError>;
@@ -333,13 +333,13 @@ impl JobList for FileJobList {
     }
 }
 
-/// The records every host of a distributed team copied to it (see [`read_all_distributed`]).
+/// The records every host of a shared team copied to it (see [`read_all_shared`]).
 pub struct TeamJobList(pub std::sync::Arc<dyn TeamJobs>);
 
 #[async_trait::async_trait]
 impl JobList for TeamJobList {
     async fn all(&self) -> Result<Vec<JobRecord>, JobError> {
-        read_all_distributed(self.0.as_ref()).await
+        read_all_shared(self.0.as_ref()).await
     }
 }
 

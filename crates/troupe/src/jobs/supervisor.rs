@@ -110,9 +110,9 @@ type Unstarted = Box<(JobRecord, JobEnd, String, JobError)>;
 /// What the job tasks share with the supervisor.
 struct Shared {
     layout: Layout,
-    /// A distributed team's job table, where every record is copied too.
+    /// A shared team's job table, where every record is copied too.
     copy: CopyTo<JobLine>,
-    /// Where a job's whole-output artifact is copied too (a distributed team's database).
+    /// Where a job's whole-output artifact is copied too (a shared team's database).
     artifact_copy: Arc<dyn ArtifactCopy>,
     clock: Arc<dyn Clock>,
     completions: UnboundedSender<JobCompletion>,
@@ -167,7 +167,7 @@ impl JobSupervisor {
     }
 
     /// Reports every job's start and end to `events`.
-    /// Copies every record to a distributed team's job table as well. Only before the first job:
+    /// Copies every record to a shared team's job table as well. Only before the first job:
     /// later, the supervisor's state is shared with its jobs and this changes nothing.
     pub fn with_copy(mut self, copy: CopyTo<JobLine>) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
@@ -176,7 +176,7 @@ impl JobSupervisor {
         self
     }
 
-    /// Copies every job's whole-output artifact to `copy` as well (a distributed team's
+    /// Copies every job's whole-output artifact to `copy` as well (a shared team's
     /// database), as the agents' own artifacts are. Only before the first job, like
     /// [`with_copy`](Self::with_copy).
     pub fn with_artifact_copy(mut self, copy: Arc<dyn ArtifactCopy>) -> Self {

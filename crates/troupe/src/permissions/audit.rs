@@ -144,7 +144,7 @@ pub struct JsonlAuditSink {
     /// Kept open: one `open` per run, one append per decision.
     log: Journal,
     clock: Arc<dyn Clock>,
-    /// A distributed team's audit table, where every line is copied too.
+    /// A shared team's audit table, where every line is copied too.
     copy: CopyTo<AuditLine>,
 }
 
@@ -172,7 +172,7 @@ impl JsonlAuditSink {
         })
     }
 
-    /// This sink, copying every line to a distributed team's audit table as well (after the file's
+    /// This sink, copying every line to a shared team's audit table as well (after the file's
     /// append; a failed copy is reported once and the decision stands).
     pub fn with_copy(mut self, copy: CopyTo<AuditLine>) -> Self {
         self.copy = copy;

@@ -243,7 +243,7 @@ pub struct StoreSettings {
 pub struct TeamSection {
     /// The isolation of a teammate whose `spawn_teammate` call names none (default `none`).
     pub isolation: Option<Sourced<troupe_wire::Isolation>>,
-    /// The git remote worktree teammates' branches travel through between a distributed
+    /// The git remote worktree teammates' branches travel through between a shared
     /// team's clones (none: branches stay in the clone that made them).
     pub remote: Option<Sourced<String>>,
 }

@@ -4,7 +4,7 @@
 //!   uses when a call names none (`troupe run --isolation` decides over it). Nothing about it
 //!   needs trust: a worktree only narrows where a teammate writes.
 //! - `remote` — the name of a git remote of the checkout (`origin`) — makes worktree teammates'
-//!   branches travel between the clones of a distributed team: the lead publishes a
+//!   branches travel between the clones of a shared team: the lead publishes a
 //!   teammate's base there when it spawns it, the host that runs the teammate pushes its
 //!   branch after each commit, and `merge_teammate` fetches it from there. It **needs trust**
 //!   in a workspace's own `troupe.toml`: it decides where the team's code is pushed.

@@ -7,9 +7,9 @@
 //! piece by piece, placed by [`durable::StagedFile`]), so it appears whole or not at all and an
 //! existing artifact is never overwritten.
 //!
-//! **A distributed team's artifacts.** A teammate may be taken over by a worker on another host,
+//! **A shared team's artifacts.** A teammate may be taken over by a worker on another host,
 //! with another workspace; its history names artifacts that are on the first host's disk. So
-//! every artifact written is also handed to an [`ArtifactCopy`] — a distributed team's database
+//! every artifact written is also handed to an [`ArtifactCopy`] — a shared team's database
 //! (`store/postgres/artifacts.rs`), or nothing on files ([`FilesOnly`]) — with its first
 //! [`SHARED_ARTIFACT_BYTES`], before the result naming it enters the history. Where the file
 //! is missing, [`ArtifactStore::recover`] makes it from that copy (`read_file` does so for a
@@ -31,7 +31,7 @@ use crate::error::ErrorCode;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 
-/// The most bytes of one artifact a distributed team's database keeps: its first 8 MiB. A tool
+/// The most bytes of one artifact a shared team's database keeps: its first 8 MiB. A tool
 /// result becomes an artifact past 30,000 bytes and `read_file` shows 200,000 bytes at a time,
 /// so 8 MiB holds all of nearly every artifact and the first forty reads of the rest, while a
 /// command's 64 MiB log (the file's own bound) costs the database, and a takeover's fetch,
@@ -195,7 +195,7 @@ pub struct ArtifactStore {
     relative_dir: String,
     /// Names the artifacts (injected, so tests are deterministic).
     ids: Arc<dyn IdGenerator>,
-    /// Where every artifact is copied too (a distributed team's database), and fetched from.
+    /// Where every artifact is copied too (a shared team's database), and fetched from.
     copy: Arc<dyn ArtifactCopy>,
 }
 

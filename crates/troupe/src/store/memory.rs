@@ -259,7 +259,7 @@ pub enum MemoryError {
     /// Reading or writing the memory folder failed.
     #[error(transparent)]
     Io(#[from] IoError),
-    /// The distributed team's database failed (its own stable code).
+    /// The shared team's database failed (its own stable code).
     #[error(transparent)]
     Backend(#[from] BackendError),
     /// The model's answer to a memory query was not what was asked for; nothing was written.
@@ -329,7 +329,7 @@ pub trait MemoryRecords: Send + Sync {
 }
 
 /// The records of a team, on the adapter bootstrap chose — a workspace's folder
-/// ([`MemoryStore::open`]) or a distributed team's rows: the same records, names and rules.
+/// ([`MemoryStore::open`]) or a shared team's rows: the same records, names and rules.
 /// Opening creates nothing; a folder appears at the first write.
 #[derive(Clone)]
 pub struct MemoryStore {

@@ -13,14 +13,14 @@
 //! - [`lock`]: cross-process exclusive locks on sidecar files (std `File::lock`).
 //! - [`lock_probe`]: whether a lock file is held, asked of the kernel without taking the lock.
 //! - [`document`]: the `TeamDocument` port: a team's small whole documents (cron jobs), in a
-//!   workspace's file (`FileDocument`) or a distributed team's database.
+//!   workspace's file (`FileDocument`) or a shared team's database.
 //! - [`memory`]: durable agent memory (SPEC §9) on the `MemoryRecords` port: one Markdown
-//!   record per file (`FileMemory`), or per row of a distributed team.
+//!   record per file (`FileMemory`), or per row of a shared team.
 //! - [`mailbox`]: the `MailboxStore` port and its file implementation (SPEC §3).
 //! - [`protocol`]: the `ProtocolStore` port and its JSON implementation (SPEC §5).
 //! - [`tasks`]: the `TaskBoard` port (the lead's task board) and its file implementation.
 //! - [`postgres`]: the same ports in PostgreSQL, for teams across processes and hosts.
-//! - [`roster`]: the `LeasedRoster` port (a distributed team's roster with teammate leases) and
+//! - [`roster`]: the `LeasedRoster` port (a shared team's roster with teammate leases) and
 //!   the `RosterReader` port (the roster as inspection reads it: `team.json` or the database);
 //!   [`roster_records`]: the `RosterRecords` port a running team's roster is kept on
 //!   (`FileRoster`: `team.json`; `LeasedRecords`: over a `LeasedRoster`).
@@ -28,7 +28,7 @@
 //!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on), and
 //!   `FileUsage`, the file adapter of the `TeamUsage` port.
 //! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
-//!   a distributed team's store.
+//!   a shared team's store.
 
 pub mod artifact_stream;
 pub mod artifacts;

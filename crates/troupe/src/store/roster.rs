@@ -46,7 +46,7 @@ pub fn read_file(path: &Path) -> Result<TeamRoster, RosterFileError> {
 }
 
 /// A team's roster as the commands that look at it read it: a workspace's `team.json`
-/// ([`FileRosterReader`]) or a distributed team's roster and worker registry (the PostgreSQL
+/// ([`FileRosterReader`]) or a shared team's roster and worker registry (the PostgreSQL
 /// adapter). Reading changes nothing.
 #[async_trait::async_trait]
 pub trait RosterReader: Send + Sync {

@@ -1,7 +1,7 @@
 //! The roster of a running team: every teammate's role and status, as the port
 //! [`RosterRecords`] keeps it, with two adapters — [`FileRoster`], kept in memory and written to
 //! `team.json` on each change so that `troupe status` (another process) sees it, and
-//! [`LeasedRecords`], a distributed team's roster (the [`LeasedRoster`] port, in PostgreSQL)
+//! [`LeasedRecords`], a shared team's roster (the [`LeasedRoster`] port, in PostgreSQL)
 //! with the last records read kept for when a read fails.
 //!
 //! On files, adding a teammate (or replacing a stopped one) is written durably: its name, role
@@ -188,7 +188,7 @@ impl RosterRecords for FileRoster {
     }
 }
 
-/// A distributed team's roster: the [`LeasedRoster`] is the truth, shared with workers in other
+/// A shared team's roster: the [`LeasedRoster`] is the truth, shared with workers in other
 /// processes; the last records read answer when a read fails.
 pub struct LeasedRecords {
     clock: Arc<dyn Clock>,

@@ -79,7 +79,7 @@ impl UsageRecord {
 }
 
 /// A team's token usage, as read: a workspace's `usage.jsonl` (`FileUsage`) or every
-/// process's records in a distributed team's table (the PostgreSQL adapter): what `troupe
+/// process's records in a shared team's table (the PostgreSQL adapter): what `troupe
 /// status` and `troupe usage` show. (`FileUsage` is in `usage_groups.rs`.)
 #[async_trait::async_trait]
 pub trait TeamUsage: Send + Sync {
@@ -106,7 +106,7 @@ pub struct UsageLog {
     path: PathBuf,
     /// Stamps each record's `at`, so tests control it.
     clock: Arc<dyn Clock>,
-    /// Where each record is copied too (a distributed team's database, so that its totals cover
+    /// Where each record is copied too (a shared team's database, so that its totals cover
     /// every process): after the append; a failed copy is reported once, the line stands.
     copy: CopyTo<UsageRecord>,
 }

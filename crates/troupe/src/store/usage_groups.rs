@@ -1,5 +1,5 @@
 //! `.troupe/usage.jsonl` summed per agent, model and day ([`UsageBuckets`]), read a line at a
-//! time: what `troupe usage` reports on (a distributed team's sums come from PostgreSQL instead,
+//! time: what `troupe usage` reports on (a shared team's sums come from PostgreSQL instead,
 //! [`super::usage::TeamUsage::buckets`]); [`FileUsage`] is the file adapter of that port.
 
 use std::path::{Path, PathBuf};

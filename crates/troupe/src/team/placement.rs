@@ -4,7 +4,7 @@
 //!
 //! - [`Here`]: the team on files. Its one process runs every teammate; the roster is
 //!   `team.json`; a protocol response is consumed and its message acked one after the other.
-//! - [`UnderLease`]: a **distributed** team (`--store postgres://…`). A teammate runs only in
+//! - [`UnderLease`]: a **shared** team (`--store postgres://…`). A teammate runs only in
 //!   the process holding its lease, taken before each run and checked at every safe point; the
 //!   roster in the database is the truth about who is busy or failed, whichever process runs
 //!   them; a response is consumed and acked in one transaction; the lead's `--require-plans`
@@ -35,7 +35,7 @@ pub enum Claim {
     Elsewhere,
 }
 
-/// Where teammates run, as the team runtime sees it. Async: a distributed team's answers come
+/// Where teammates run, as the team runtime sees it. Async: a shared team's answers come
 /// from its database.
 #[async_trait::async_trait]
 pub trait Placement: Send + Sync {
@@ -101,7 +101,7 @@ impl Placement for Here {
     }
 }
 
-/// A teammate runs only in the process holding its lease (a distributed team).
+/// A teammate runs only in the process holding its lease (a shared team).
 #[derive(Clone)]
 pub struct UnderLease {
     pub roster: Arc<dyn LeasedRoster>,

@@ -1,5 +1,5 @@
 //! The roster of a running team: every teammate's role and status, on the [`RosterRecords`]
-//! port — a workspace's `team.json` or a distributed team's database (see
+//! port — a workspace's `team.json` or a shared team's database (see
 //! `store/roster_records.rs`). `troupe status` (another process) reads it too.
 
 use std::sync::Arc;

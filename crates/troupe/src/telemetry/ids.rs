@@ -2,7 +2,7 @@
 //! ones from what it already knows, so nothing on disk or in a message changes (SPEC §3.1).
 //!
 //! - the **trace id** from the run's key ([`RunKey`]): a run's own id for a team on files; the
-//!   team and its lead's registry id for a distributed team, which each `troupe worker` reads
+//!   team and its lead's registry id for a shared team, which each `troupe worker` reads
 //!   from the team's worker registry;
 //! - the **root span id** (the run's span, every turn's parent) from the same key;
 //! - a **message span id** from a message id alone: the sender's `send_message` span has it,
@@ -22,9 +22,9 @@ impl RunKey {
         Self(format!("run\0{run_id}"))
     }
 
-    /// A run of a distributed team: the team's key and its lead's id in the worker registry
+    /// A run of a shared team: the team's key and its lead's id in the worker registry
     /// (one per lead process, so two runs of one team are two traces).
-    pub fn distributed(team: &str, lead: &str) -> Self {
+    pub fn shared(team: &str, lead: &str) -> Self {
         Self(format!("team\0{team}\0{lead}"))
     }
 
@@ -97,13 +97,13 @@ mod tests {
 
     #[test]
     fn every_process_of_a_run_derives_the_same_ids_and_other_runs_others() {
-        let lead = RunKey::distributed("team-a", "host1-42-abc");
-        let worker = RunKey::distributed("team-a", "host1-42-abc");
+        let lead = RunKey::shared("team-a", "host1-42-abc");
+        let worker = RunKey::shared("team-a", "host1-42-abc");
         assert_eq!(lead.trace_id(), worker.trace_id());
         assert_eq!(lead.root_span_id(), worker.root_span_id());
         assert_ne!(
             lead.trace_id(),
-            RunKey::distributed("team-a", "host1-43-abd").trace_id()
+            RunKey::shared("team-a", "host1-43-abd").trace_id()
         );
         assert_ne!(lead.trace_id(), RunKey::run("team-a").trace_id());
         assert_ne!(lead.trace_id(), TraceId::INVALID);

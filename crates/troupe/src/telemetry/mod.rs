@@ -1,5 +1,5 @@
 //! OpenTelemetry traces of a run (SPEC §14, issue 27): off unless the `OTEL_*` variables or
-//! `[telemetry]` name an endpoint; then one trace per run — a team's on files, or a distributed
+//! `[telemetry]` name an endpoint; then one trace per run — a team's on files, or a shared
 //! team's across its hosts — with a span per agent turn, model call and tool call carrying the
 //! GenAI semantic-convention attributes and troupe's own, exported over OTLP/HTTP (protobuf).
 //!

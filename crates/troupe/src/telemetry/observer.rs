@@ -360,7 +360,7 @@ mod tests {
         let queue = Arc::new(SpanQueue::start(kept.clone(), Duration::from_secs(1)));
         TraceObserver::new(Arc::new(RunTrace::new(TraceParts {
             queue,
-            key: RunKey::distributed("t", "lead-1"),
+            key: RunKey::shared("t", "lead-1"),
             lead,
             team: "t".into(),
             provider: "openai".into(),
@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(turn.links.len(), 1);
         assert_eq!(turn.links[0].span_context, send.span_context.clone());
         // Both hang under the run's span; the worker's parent is remote.
-        let root = RunKey::distributed("t", "lead-1").root_span_id();
+        let root = RunKey::shared("t", "lead-1").root_span_id();
         assert_eq!(turn.parent_span_id, root);
         assert!(turn.parent_span_is_remote);
         // The message's span is a child of the tool call that sent it (still open here).
@@ -541,10 +541,7 @@ mod tests {
         assert_eq!(read_parent, inner);
         assert_eq!(inner_parent, task);
         assert_eq!(task_parent, outer);
-        assert_eq!(
-            outer_parent,
-            RunKey::distributed("t", "lead-1").root_span_id()
-        );
+        assert_eq!(outer_parent, RunKey::shared("t", "lead-1").root_span_id());
         assert_ne!(read, task);
     }
 }

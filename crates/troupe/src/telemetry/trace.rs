@@ -21,7 +21,7 @@ pub struct RunTrace {
     /// Whether this process runs the lead (its turns' parent, the run's span, is local).
     lead: bool,
     scope: InstrumentationScope,
-    /// `troupe.team`: the team's key (a distributed team's) or the workspace's folder name.
+    /// `troupe.team`: the team's key (a shared team's) or the workspace's folder name.
     pub team: String,
     /// `gen_ai.provider.name`: `openai`, `anthropic`, … as the model configuration says.
     pub provider: String,

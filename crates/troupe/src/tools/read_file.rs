@@ -11,7 +11,7 @@
 //! whole characters before it, and a cut that falls inside a secret (the API key in a file)
 //! keeps nothing of it.
 //!
-//! On a distributed team, an artifact another workspace wrote (a teammate taken over by a worker
+//! On a shared team, an artifact another workspace wrote (a teammate taken over by a worker
 //! here: its history names the first host's artifacts) is made here from the team's copy when
 //! the file is missing ([`ArtifactStore::recover`]), then read as any file; only a path that
 //! resolves to `.troupe/artifacts/<agent>/<uuid>.txt` qualifies.

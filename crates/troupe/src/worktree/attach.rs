@@ -119,7 +119,7 @@ impl Worktrees {
             Git::new(&lead, ["worktree", "add", path_str(&path)?, &branch]).run()?;
             self.fork_point(&branch)?
         } else if let Some(remote) = self.remote.as_deref() {
-            // A distributed team's teammate: its branch is the one the lead published.
+            // A shared team's teammate: its branch is the one the lead published.
             let base = self.fetch_published(remote, name)?;
             Git::new(
                 &lead,

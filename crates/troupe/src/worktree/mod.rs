@@ -25,7 +25,7 @@
 //! - [`commit`]: committing a teammate's changes on its branch;
 //! - [`merge`]: merging a branch into the lead's checkout, aborting cleanly on a conflict;
 //! - [`status`]: what `troupe worktrees` shows, and removal when merged and clean;
-//! - [`remote`]: a distributed team's branches travelling through a git remote
+//! - [`remote`]: a shared team's branches travelling through a git remote
 //!   (`[team] remote`) between the lead's clone and its workers'.
 //!
 //! **Architecture Invariant:** every git command troupe runs goes through [`git::Git`]; a

@@ -1,4 +1,4 @@
-//! Teammates' branches between the clones of a distributed team (`[team] remote`).
+//! Teammates' branches between the clones of a shared team (`[team] remote`).
 //!
 //! On a team shared through PostgreSQL, a teammate may run in a `troupe worker` on another
 //! host, whose checkout is its own clone: its worktree and branch are made there, not in the

@@ -1,4 +1,4 @@
-//! A distributed team's artifacts (`troupe_artifacts`): [`PgArtifacts`] takes a copy of every
+//! A shared team's artifacts (`troupe_artifacts`): [`PgArtifacts`] takes a copy of every
 //! artifact a process writes under its own `.troupe/artifacts/`, its first
 //! [`SHARED_ARTIFACT_BYTES`](crate::store::artifacts::SHARED_ARTIFACT_BYTES), so that a worker in
 //! another workspace can make the ones a teammate's history names (`read_file`).

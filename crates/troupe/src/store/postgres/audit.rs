@@ -1,4 +1,4 @@
-//! A distributed team's audit (`troupe_audit`): every process's permission decisions, each copied
+//! A shared team's audit (`troupe_audit`): every process's permission decisions, each copied
 //! after its line is appended to the process's own `.troupe/audit.jsonl`, so that the team's
 //! decisions — which worker allowed or denied what — are in one place, in one order. The copy
 //! is one insert per decision; the line is kept exactly as the file has it.

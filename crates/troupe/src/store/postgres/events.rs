@@ -1,4 +1,4 @@
-//! The team's event stream in PostgreSQL (`troupe_events`): every process of a distributed team —
+//! The team's event stream in PostgreSQL (`troupe_events`): every process of a shared team —
 //! the lead and each worker — keeps writing its own `.troupe/events.jsonl`, and
 //! [`PgEventMirror`] copies each event it writes into the database, so that `troupe log
 //! --store` shows the whole team, in one order, from any machine.

@@ -1,4 +1,4 @@
-//! A distributed team's background job records (`troupe_jobs`): each process copies every record
+//! A shared team's background job records (`troupe_jobs`): each process copies every record
 //! it writes to its own `.troupe/jobs/` (started, then finished), one upsert each, with the
 //! host that runs the job — so `troupe jobs --store` shows every host's jobs. The record text
 //! is the file's; `jobs::record` parses and checks it.

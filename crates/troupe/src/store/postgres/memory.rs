@@ -1,4 +1,4 @@
-//! `PgMemory`: a distributed team's memory records in `troupe_memory`, one row per record, so that
+//! `PgMemory`: a shared team's memory records in `troupe_memory`, one row per record, so that
 //! every process of the team — and a teammate taken over by another worker — remembers the
 //! same things. The rules (names, the record format, problems reported beside valid records)
 //! stay `store::memory`'s; this keeps rows. Every change is one statement, a merge one

@@ -16,7 +16,7 @@
 //! asked for, so a command that sends and exits (`troupe send`, `troupe approve`) still wakes
 //! its recipient. What is given up: a process killed between a commit and its round leaves the
 //! row without a wake. Every process of a team looks at its agents' mailboxes again at every
-//! look — a tenth of the lease, between 50 ms and 1 s (`bootstrap::distributed::wakeups`) —
+//! look — a tenth of the lease, between 50 ms and 1 s (`bootstrap::shared::wakeups`) —
 //! which makes up for it: nothing is lost, only late by up to one look.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! A distributed team's token usage (`troupe_usage`): [`PgUsage`] takes a copy of every record each
+//! A shared team's token usage (`troupe_usage`): [`PgUsage`] takes a copy of every record each
 //! process appends to its own `.troupe/usage.jsonl` and adds up the team's totals for
 //! `troupe status --store`, with the same meaning as the file's: overall, per agent, how many
 //! runs, and the latest run (the run of the last record in the team's order); and its sums per

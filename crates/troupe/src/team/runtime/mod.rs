@@ -102,7 +102,7 @@ pub struct TeamPorts {
     /// Where teammates' conversations are kept.
     pub transcripts: Arc<dyn Transcripts>,
     /// Where teammates run: here ([`Here`](super::placement::Here)), or under leases in a
-    /// distributed team.
+    /// shared team.
     pub placement: Arc<dyn Placement>,
     /// The teammates' git worktrees (`isolation: "worktree"`): a worktree teammate's changes
     /// are committed on its branch when it finishes a message. `None`: no teammate has one.
@@ -123,7 +123,7 @@ struct TeamInner {
     spawning: tokio::sync::Mutex<()>,
     /// Teammates that failed since the driver last looked, with the reason: the lead is told.
     failures: Mutex<Vec<(AgentName, String)>>,
-    /// In a distributed team: the failed teammates the lead was told of (failures happen in other
+    /// In a shared team: the failed teammates the lead was told of (failures happen in other
     /// processes, so the roster is where they are found).
     failures_told: Mutex<std::collections::HashSet<AgentName>>,
     transcripts: Arc<dyn Transcripts>,
@@ -237,7 +237,7 @@ impl TeamRuntime {
     }
 
     /// How a protocol response is consumed and its message acked: in one transaction in a
-    /// distributed team's store, one after the other on files (see `store::response_ack`).
+    /// shared team's store, one after the other on files (see `store::response_ack`).
     pub fn response_ack(&self) -> Arc<dyn ResponseAck> {
         match self.inner.placement.response_ack() {
             Some(ack) => ack,
@@ -315,7 +315,7 @@ impl TeamRuntime {
         self.inner.loops.any_running()
     }
 
-    /// Whether any teammate is at work, here or — in a distributed team — in another process: a
+    /// Whether any teammate is at work, here or — in a shared team — in another process: a
     /// loop of this process runs, or the roster says one is running, or a teammate that can
     /// still take messages has some waiting or claimed.
     pub async fn any_teammate_busy(&self) -> Result<bool, TeamError> {
@@ -354,7 +354,7 @@ impl TeamRuntime {
         }
     }
 
-    /// Whether other processes run teammates of this team too (a distributed team).
+    /// Whether other processes run teammates of this team too (a shared team).
     pub fn spans_processes(&self) -> bool {
         self.inner.placement.spans_processes()
     }

@@ -1,5 +1,5 @@
 //! The background job records as the views read them, on both backends (the `JobList` port): a
-//! workspace's `.troupe/jobs/` or the records every process copied to a distributed team — by
+//! workspace's `.troupe/jobs/` or the records every process copied to a shared team — by
 //! start time, a finished record replacing its running one.
 
 use std::sync::Arc;

@@ -671,7 +671,7 @@ async fn the_teams_audit_holds_every_processs_decisions_as_their_files_do() {
 /// naming it.
 #[tokio::test]
 async fn the_teams_job_records_are_every_processs_and_checked_like_files() {
-    use troupe::jobs::record::{read_all_distributed, write_and_copy, JobId, JobRecord, JobState};
+    use troupe::jobs::record::{read_all_shared, write_and_copy, JobId, JobRecord, JobState};
     use troupe::jobs::JobEnd;
     use troupe::store::postgres::jobs::PgJobs;
     use troupe::store::team_copy::{CopyTo, JobLine, TeamCopy};
@@ -711,7 +711,7 @@ async fn the_teams_job_records_are_every_processs_and_checked_like_files() {
         .await
         .unwrap();
     assert_eq!(
-        read_all_distributed(jobs.as_ref()).await.unwrap(),
+        read_all_shared(jobs.as_ref()).await.unwrap(),
         vec![earlier, finished]
     );
     s.db.as_ref()
@@ -721,7 +721,7 @@ async fn the_teams_job_records_are_every_processs_and_checked_like_files() {
              ('team-a', '00000000-0000-4000-8000-0000000000ee', 'h', 'not json')",
         )
         .unwrap();
-    let err = read_all_distributed(jobs.as_ref()).await.unwrap_err();
+    let err = read_all_shared(jobs.as_ref()).await.unwrap_err();
     assert_eq!(err.code(), "job_record_corrupt");
     assert!(err.to_string().contains("0000000000ee"), "{err}");
 }

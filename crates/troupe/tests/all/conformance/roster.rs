@@ -1,5 +1,5 @@
 //! The roster on both backends: the `RosterRecords` port a running team keeps its teammates on
-//! (`team.json`, or a distributed team's roster under leases) and the `RosterReader` port the
+//! (`team.json`, or a shared team's roster under leases) and the `RosterReader` port the
 //! commands that look at a team read it through. What one writes, a new instance and the reader
 //! see; a teammate left running by a process that is gone comes back idle.
 
@@ -115,7 +115,7 @@ async fn a_roster_keeps_teammates_and_their_status_for_every_reader(backend: Bac
     assert_eq!(
         workers.is_some(),
         backend == Backend::Postgres,
-        "only a distributed team has worker processes"
+        "only a shared team has worker processes"
     );
 }
 

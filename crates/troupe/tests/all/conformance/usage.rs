@@ -1,5 +1,5 @@
 //! The team's token usage as read, on both backends (the `TeamUsage` port): a workspace's
-//! `usage.jsonl` or every process's records in a distributed team's table — the same totals,
+//! `usage.jsonl` or every process's records in a shared team's table — the same totals,
 //! the same sums per agent, model and day, and the records in order for a reader that folds them
 //! as they arrive.
 

@@ -95,7 +95,7 @@ async fn a_failing_command_is_reported_failed_with_its_exit_code() {
     assert_eq!(record["agent"], "alice");
 }
 
-/// What a distributed team's artifact table would be handed: every copy, in order.
+/// What a shared team's artifact table would be handed: every copy, in order.
 #[derive(Default)]
 struct RecordedCopies(std::sync::Mutex<Vec<(String, Vec<u8>, u64)>>);
 

@@ -136,7 +136,7 @@ async fn messages_left_in_processing_by_a_dead_run_are_recovered_and_processed()
 
 /// A message that reached a teammate's mailbox without a wake (on PostgreSQL: its sender was
 /// killed between its commit and its wake) is handled once the process looks again at the agents
-/// it runs — what a distributed team does at every takeover look.
+/// it runs — what a shared team does at every takeover look.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_came_without_a_wake_is_handled_at_the_next_look() {
     let f = Fixture::new();

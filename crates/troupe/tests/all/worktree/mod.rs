@@ -12,7 +12,7 @@
 //!   teammate's tools and confined commands in its worktree, its result committed, the lead's
 //!   `merge_teammate` and its events, two teammates on the same lines, the settings' default,
 //!   a workspace that is not a repository left as it was.
-//! - `remote`: a distributed team's branches through a bare repository as `[team] remote` —
+//! - `remote`: a shared team's branches through a bare repository as `[team] remote` —
 //!   published at spawn, made and pushed in a worker's clone, fetched and merged by the lead,
 //!   a conflict aborted, diverged branches refused, a teammate moving between clones.
 

@@ -1,4 +1,4 @@
-//! A distributed team's branches through a git remote (`[team] remote`), on real repositories:
+//! A shared team's branches through a git remote (`[team] remote`), on real repositories:
 //! a bare repository is the remote, the lead's checkout and each worker's are clones of it.
 //! The lead publishes a teammate's base at spawn, the clone that runs the teammate makes its
 //! worktree from it and pushes its commits, the lead fetches and merges; a conflict is aborted,

@@ -1,4 +1,4 @@
-//! The composition of a distributed team — one whose stores are shared through PostgreSQL
+//! The composition of a shared team — one whose stores are shared through PostgreSQL
 //! (`--store postgres://…`) by its lead and workers: which stores go to the database, the
 //! teammate leases, wakeups from other processes, and the takeover of teammates whose worker is
 //! gone.
@@ -30,7 +30,7 @@ use crate::team::TeamRuntime;
 
 use super::options::{BootstrapError, PgOptions};
 
-/// What a process holds of a distributed team.
+/// What a process holds of a shared team.
 pub(super) struct PgParts {
     pub store: PgStore,
     pub roster: Arc<PgRoster>,
@@ -80,7 +80,7 @@ pub(super) async fn open(options: &PgOptions, role: &str) -> Result<PgParts, Boo
     })
 }
 
-/// What `troupe compact --store` holds of a distributed team while it compacts a conversation.
+/// What `troupe compact --store` holds of a shared team while it compacts a conversation.
 pub(super) struct Compaction {
     pub store: PgStore,
     /// The agent's conversation in the database (a teammate's appends fenced by the lease).
@@ -297,10 +297,10 @@ pub fn takeover_bound(lease: Duration) -> Duration {
     lease + takeover_look(lease)
 }
 
-/// The lease of a distributed team's claims unless `TROUPE_LEASE` says otherwise.
+/// The lease of a shared team's claims unless `TROUPE_LEASE` says otherwise.
 pub const DEFAULT_SHARED_LEASE: Duration = TEAMMATE_LEASE;
 
-/// Where the records a process keeps locally are copied (a distributed team's tables, or nowhere):
+/// Where the records a process keeps locally are copied (a shared team's tables, or nowhere):
 /// the one choice for audit lines, usage records, job records and artifacts.
 pub(super) mod copies {
     use std::sync::Arc;
