@@ -53,6 +53,12 @@ pub struct FileRoster {
 }
 
 impl FileRoster {
+    /// [`load`](Self::load) from async code: the file is read off the async threads (a file
+    /// adapter's section, `sync::blocking`).
+    pub async fn open(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {
+        crate::sync::blocking(|| Self::load(layout, clock))
+    }
+
     /// Loads `team.json` if there is one. Teammates that were `running` or `failed` in a run that
     /// is gone come back `idle`; `shutdown` stays.
     pub fn load(layout: &Layout, clock: Arc<dyn Clock>) -> Result<Self, IoError> {

@@ -73,7 +73,8 @@ impl Placement for Here {
         layout: &Layout,
         clock: Arc<dyn Clock>,
     ) -> Result<Roster, TeamError> {
-        Ok(crate::sync::blocking(|| Roster::load(layout, clock))?)
+        let records = crate::store::roster_records::FileRoster::open(layout, clock).await?;
+        Ok(Roster::on(Arc::new(records)))
     }
 
     async fn claim(&self, _name: &AgentName) -> Claim {

@@ -25,8 +25,6 @@ const BLOCKING_CALLERS: &[(&str, &str)] = &[
         "bootstrap",
         "start-up and close, once per process or teammate",
     ),
-    // Still reads the roster file directly; it moves behind the roster port (issue 41).
-    ("team::placement", "the roster's first load"),
 ];
 
 /// The CLI's callers: the page's and the answers' file readers.
