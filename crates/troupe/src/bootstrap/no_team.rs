@@ -29,16 +29,7 @@ pub async fn send_as_user(
     to: &AgentName,
     text: &str,
 ) -> Result<troupe_wire::MessageId, crate::send::SendError> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let holder = format!("send:{}", std::process::id());
-    let stores = super::team_stores::open(
-        workspace,
-        store,
-        clock.clone(),
-        Arc::new(RandomIds),
-        &holder,
-    )
-    .await?;
+    let (clock, stores) = command_stores(workspace, store, "send").await?;
     crate::send::send_to_team(
         stores.roster.as_ref(),
         stores.mailbox.as_ref(),
@@ -50,15 +41,15 @@ pub async fn send_as_user(
     .await
 }
 
-/// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
-/// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
-/// already hold troupe's schema: inspection changes nothing).
-pub async fn inspector_with(
+/// The stores a command that runs no team works on: the system clock, random ids, and this
+/// process named `<what>:<pid>` in a shared team's database.
+async fn command_stores(
     workspace: &std::path::Path,
     store: &StoreChoice,
-) -> Result<Inspector, BootstrapError> {
+    what: &str,
+) -> Result<(Arc<dyn Clock>, crate::inspect::TeamStores), crate::store::BackendError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let holder = format!("inspect:{}", std::process::id());
+    let holder = format!("{what}:{}", std::process::id());
     let stores = super::team_stores::open(
         workspace,
         store,
@@ -67,6 +58,17 @@ pub async fn inspector_with(
         &holder,
     )
     .await?;
+    Ok((clock, stores))
+}
+
+/// The read-only views of a team: [`inspector`]'s on files, or — for a team shared through
+/// PostgreSQL — its mailboxes, requests, roster and workers from the database (which must
+/// already hold troupe's schema: inspection changes nothing).
+pub async fn inspector_with(
+    workspace: &std::path::Path,
+    store: &StoreChoice,
+) -> Result<Inspector, BootstrapError> {
+    let (clock, stores) = command_stores(workspace, store, "inspect").await?;
     Ok(Inspector::on(Layout::new(workspace), clock, stores))
 }
 
