@@ -150,16 +150,14 @@ fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     }))
 }
 
-/// The read-only view of the team `choice` names, for a command outside any runtime: `None`
-/// for the workspace's files, else the shared team's (it connects, changing nothing). The one
-/// place the CLI looks at which backend a team is on; every command takes what this opens.
-pub fn team_view(choice: &StoreChoice) -> Result<Option<troupe::bootstrap::TeamView>, CliError> {
-    match choice {
-        StoreChoice::Files => Ok(None),
-        StoreChoice::Postgres(options) => {
-            crate::block_on::block_on(troupe::bootstrap::TeamView::open(options))?
-                .map(Some)
-                .map_err(|e| CliError::coded(&e))
-        }
-    }
+/// The team `choice` names, opened to be looked at for a command outside any runtime: the
+/// workspace's files, or the shared team's database (it connects, changing nothing). Every
+/// command that reads a team's stream, conversations or usage takes what this opens, the same
+/// way for either backend.
+pub fn team_view(
+    workspace: &std::path::Path,
+    choice: &StoreChoice,
+) -> Result<troupe::bootstrap::TeamView, CliError> {
+    crate::block_on::block_on(troupe::bootstrap::TeamView::open(workspace, choice))?
+        .map_err(|e| CliError::coded(&e))
 }

@@ -206,6 +206,12 @@ pub struct TeamStores {
     pub cron: CronStore,
     /// The background job records (a shared team's: every process's).
     pub jobs: Arc<dyn JobList>,
+    /// The team's event stream (a shared team's: every process's, in the team's order).
+    pub events: Arc<dyn crate::store::events::stream::EventStream>,
+    /// The agents' conversations.
+    pub transcripts: Arc<dyn crate::agent::transcript::Transcripts>,
+    /// The team's memory records.
+    pub memory: crate::store::memory::MemoryStore,
 }
 
 impl Inspector {
@@ -216,6 +222,11 @@ impl Inspector {
             clock,
             stores,
         }
+    }
+
+    /// The stores it reads.
+    pub fn stores(&self) -> &TeamStores {
+        &self.stores
     }
 
     pub async fn status(&self) -> Result<StatusReport, InspectError> {

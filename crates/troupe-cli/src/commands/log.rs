@@ -14,14 +14,12 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use troupe::bootstrap::TeamView;
-use troupe::layout::Layout;
-use troupe::store::events::follow::watch_file_in_new_folder;
 use troupe::store::events::kinds;
-use troupe::store::events::read::{last_seq, EventCursor};
+use troupe::store::events::stream::{EventReader, EventStream};
 use troupe::terminal_text::{json_for_terminal, line_for_terminal};
 use troupe::wire::Event;
 
@@ -37,19 +35,12 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
-    if let Some(view) = crate::store_choice::team_view(&choice)? {
-        return shared_log(&view, args.follow, &mut printer);
-    }
-    let path = Layout::new(workspace).events_log();
-    if args.follow {
-        return follow(&path, &mut printer);
-    }
-    let mut cursor = EventCursor::new(&path);
-    while print_batch(&mut cursor, &mut printer)? == Batch::More {}
-    Ok(())
+    let view = crate::store_choice::team_view(workspace, &choice)?;
+    crate::block_on::block_on(print_log(view.events(), args.follow, &mut printer))?
 }
 
-/// How much of the file is read and printed at a time: a large stream is never held whole.
+/// How much of a file is read and printed at a time: a large stream is never held whole (a
+/// database's reader reads a bounded number of rows).
 const BATCH_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -63,8 +54,14 @@ enum Batch {
 }
 
 /// Reads and prints one batch of new events.
-fn print_batch(cursor: &mut EventCursor, printer: &mut Printer) -> Result<Batch, CliError> {
-    let events = cursor.read_batch(BATCH_BYTES).map_err(CliError::failed)?;
+async fn print_batch(
+    reader: &mut Box<dyn EventReader>,
+    printer: &mut Printer,
+) -> Result<Batch, CliError> {
+    let events = reader
+        .next_batch(BATCH_BYTES)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
     if events.is_empty() {
         return Ok(Batch::Done);
     }
@@ -72,6 +69,53 @@ fn print_batch(cursor: &mut EventCursor, printer: &mut Printer) -> Result<Batch,
         Reader::Gone => Batch::Gone,
         Reader::Open => Batch::More,
     })
+}
+
+/// Prints everything new; `Gone` when stdout's reader went away.
+async fn print_new(
+    reader: &mut Box<dyn EventReader>,
+    printer: &mut Printer,
+) -> Result<Batch, CliError> {
+    loop {
+        match print_batch(reader, printer).await? {
+            Batch::More => {}
+            Batch::Done => {
+                printer.caught_up();
+                return Ok(Batch::Done);
+            }
+            Batch::Gone => return Ok(Batch::Gone),
+        }
+    }
+}
+
+/// Prints the stream (after `--since`), and with `follow` keeps printing what comes.
+async fn print_log(
+    stream: Arc<dyn EventStream>,
+    follow: bool,
+    printer: &mut Printer,
+) -> Result<(), CliError> {
+    let coded = |e: troupe::store::PortError| CliError::coded(&e);
+    if !follow {
+        let mut reader = stream.reader(printer.filter.since).await.map_err(coded)?;
+        print_new(&mut reader, printer).await?;
+        return Ok(());
+    }
+    if printer.until_end.is_some() {
+        printer.starts_after(stream.last().await.map_err(coded)?);
+    }
+    let mut reader = stream.reader(printer.filter.since).await.map_err(coded)?;
+    follow_with(
+        // The wakeups start before the first read, so that nothing appended in between is
+        // missed: the kernel's file watch, or every NOTIFY of a shared stream (and every
+        // reconnection of its listener).
+        |changed| {
+            stream
+                .on_change(Arc::new(move || changed.send(Wake::Changed).is_ok()))
+                .map_err(coded)
+        },
+        async || print_new(&mut reader, printer).await,
+    )
+    .await
 }
 
 /// Which events are shown.
@@ -241,34 +285,6 @@ enum Wake {
     ReaderGone,
 }
 
-fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
-    if printer.until_end.is_some() {
-        printer.starts_after(last_seq(path).map_err(CliError::failed)?);
-    }
-    let mut cursor = EventCursor::new(path);
-    let path = path.to_owned();
-    crate::block_on::block_on(follow_with(
-        // The watch starts before the first read, so that nothing appended in between is
-        // missed.
-        move |changed| {
-            watch_file_in_new_folder(&path, move || {
-                let _ = changed.send(Wake::Changed);
-            })
-            .map_err(CliError::failed)
-        },
-        async || loop {
-            match print_batch(&mut cursor, printer)? {
-                Batch::More => {}
-                Batch::Done => {
-                    printer.caught_up();
-                    return Ok(Batch::Done);
-                }
-                Batch::Gone => return Ok(Batch::Gone),
-            }
-        },
-    ))?
-}
-
 /// Follows a stream until Ctrl-C, SIGTERM or stdout's reader goes. `wakes` starts what says
 /// the stream changed (before the first read; what it returns is kept alive meanwhile);
 /// `print` prints everything new, `Gone` when stdout's reader went away. Runs in the
@@ -302,56 +318,6 @@ async fn follow_with<K>(
             }
         }
     }
-}
-
-/// How many events of a shared stream are read at a time.
-const SHARED_BATCH: i64 = 1000;
-
-/// Prints every event of the shared stream after `after`, moving it on; `Gone` when stdout's
-/// reader went away.
-async fn print_shared(
-    view: &TeamView,
-    after: &mut u64,
-    printer: &mut Printer,
-) -> Result<Batch, CliError> {
-    loop {
-        let batch = view
-            .events_after(*after, SHARED_BATCH)
-            .await
-            .map_err(|e| CliError::coded(&e))?;
-        let Some(last) = batch.last() else {
-            printer.caught_up();
-            return Ok(Batch::Done);
-        };
-        *after = last.seq;
-        if printer.print(&batch)? == Reader::Gone {
-            return Ok(Batch::Gone);
-        }
-    }
-}
-
-fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
-    let mut after = printer.filter.since;
-    crate::block_on::block_on(async {
-        if printer.until_end.is_some() {
-            printer.starts_after(
-                view.last_position()
-                    .await
-                    .map_err(|e| CliError::coded(&e))?,
-            );
-        }
-        if !follow {
-            print_shared(view, &mut after, printer).await?;
-            return Ok(());
-        }
-        follow_with(
-            // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
-            // to read.
-            |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
-            async || print_shared(view, &mut after, printer).await,
-        )
-        .await
-    })?
 }
 
 /// Takes every wakeup already queued after `first` (one read covers them all); false once

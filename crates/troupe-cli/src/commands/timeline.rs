@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use troupe::layout::Layout;
 use troupe::store::durable::StagedFile;
-use troupe::store::events::read::EventCursor;
 use troupe::wire::Event;
 
 use crate::args::StoreFlags;
@@ -38,35 +37,20 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     out.file.write_all(before.as_bytes()).map_err(storage)?;
     out.file.write_all(b"[").map_err(storage)?;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    match crate::store_choice::team_view(&choice)? {
-        None => {
-            let mut cursor = EventCursor::new(&layout.events_log());
-            loop {
-                let batch = cursor
-                    .read_batch(BATCH_BYTES)
-                    .map_err(|e| CliError::failed(e).with_code("storage_error"))?;
-                if batch.is_empty() {
-                    break;
-                }
-                out.add(&batch).map_err(storage)?;
+    let stream = crate::store_choice::team_view(workspace, &choice)?.events();
+    crate::block_on::block_on(async {
+        let mut reader = stream.reader(0).await.map_err(|e| CliError::coded(&e))?;
+        loop {
+            let batch = reader
+                .next_batch(BATCH_BYTES)
+                .await
+                .map_err(|e| CliError::coded(&e))?;
+            if batch.is_empty() {
+                return Ok::<(), CliError>(());
             }
+            out.add(&batch).map_err(storage)?;
         }
-        Some(view) => {
-            crate::block_on::block_on(async {
-                let mut last = 0;
-                loop {
-                    let batch = view
-                        .events_after(last, 1000)
-                        .await
-                        .map_err(|e| CliError::coded(&e))?;
-                    let Some(end) = batch.last() else { break };
-                    last = end.seq;
-                    out.add(&batch).map_err(storage)?;
-                }
-                Ok::<(), CliError>(())
-            })??;
-        }
-    }
+    })??;
     out.file.write_all(b"]").map_err(storage)?;
     out.file.write_all(after.as_bytes()).map_err(storage)?;
     out.file.place(&dest).map_err(storage)?;
@@ -77,7 +61,8 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     ))
 }
 
-/// How much of the events file is read and copied at a time.
+/// How much of a file is read and copied at a time (a database's reader reads a bounded
+/// number of rows).
 const BATCH_BYTES: usize = 1024 * 1024;
 
 /// The page being written, and how many events it holds so far.

@@ -12,7 +12,6 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use troupe::agent::transcript::{parse, FileTranscript};
 use troupe::bootstrap::StoreChoice;
 use troupe::bootstrap::TeamView;
 use troupe::layout::Layout;
@@ -49,10 +48,12 @@ pub struct Shared {
     pub changes: Changes,
     /// The latest events and the fold of the stream (never the whole stream).
     pub window: tokio::sync::Mutex<EventWindow>,
-    /// The team served: the workspace's files, or a shared team's database.
-    pub team: Team,
-    /// The team's read-only views (`/api/state`), opened once.
-    pub inspector: troupe::inspect::Inspector,
+    /// The team served (the workspace's files, or a shared team's database), and its
+    /// read-only views (`/api/state`), opened once.
+    pub view: TeamView,
+    /// Where the team's stores are, as the commands name it (for the functions the commands
+    /// share: answers and messages go there).
+    pub choice: StoreChoice,
     /// What the agents' costs are estimated with: the settings' `[prices]` over the built-in
     /// table, as they were when the server started.
     pub prices: troupe::prices::PriceTable,
@@ -60,38 +61,16 @@ pub struct Shared {
     pub cost: tokio::sync::Mutex<CostFold>,
 }
 
-/// Where the served team lives.
-pub enum Team {
-    Files,
-    /// A team shared through PostgreSQL: its roster, requests, usage, stream and conversations
-    /// from the database; answers and messages go there.
-    Shared {
-        choice: StoreChoice,
-        view: TeamView,
-    },
-}
-
 impl Shared {
-    /// A reader of the served team's events after `since` (found through the index: the
-    /// stream is not read from its start).
+    /// A reader of the served team's events after `since` (a file's found through the index:
+    /// the stream is not read from its start).
     pub async fn reader_after(&self, since: u64) -> Result<EventSource, ReadError> {
-        let mut window = self.window.lock().await;
-        troupe::sync::blocking(|| window.reader_after(since))
+        self.window.lock().await.reader_after(since).await
     }
 
     /// The store choice of the served team (for the functions the commands share).
     pub fn choice(&self) -> StoreChoice {
-        self.team.choice()
-    }
-}
-
-impl Team {
-    /// Where the team's stores are, as the commands name it.
-    pub fn choice(&self) -> StoreChoice {
-        match self {
-            Team::Files => StoreChoice::default(),
-            Team::Shared { choice, .. } => choice.clone(),
-        }
+        self.choice.clone()
     }
 }
 
@@ -205,8 +184,7 @@ async fn read_json(request: Request<Incoming>) -> Result<Bytes, Response<Body>> 
 async fn state_view(shared: &Shared) -> Response<Body> {
     match state::state(
         &shared.layout,
-        &shared.choice(),
-        &shared.inspector,
+        &shared.view,
         &shared.window,
         &shared.cost,
         &shared.prices,
@@ -295,17 +273,11 @@ async fn conversation(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Ok(agent) => agent,
         Err(e) => return error(StatusCode::BAD_REQUEST, "usage", &e.to_string()),
     };
-    let loaded = match &shared.team {
-        Team::Files => {
-            troupe::sync::blocking(|| FileTranscript::new(shared.layout.transcript(&agent)).load())
-                .map_err(|e| e.to_string())
-        }
-        Team::Shared { view, .. } => view
-            .transcript(&agent)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| parse(&bytes).map_err(|e| e.to_string())),
-    };
+    let loaded = shared
+        .view
+        .conversation(&agent)
+        .await
+        .map_err(|e| e.to_string());
     match loaded {
         Ok(loaded) => {
             let messages: Vec<Value> = loaded

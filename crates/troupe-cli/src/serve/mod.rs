@@ -43,27 +43,26 @@ use troupe::layout::Layout;
 
 use crate::args::StoreFlags;
 use crate::error::CliError;
-use api::{Shared, Team};
+use api::Shared;
+use troupe::bootstrap::{StoreChoice, TeamView};
 
 pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    let team = match crate::store_choice::team_view(&choice)? {
-        None => Team::Files,
-        Some(view) => Team::Shared { choice, view },
-    };
+    let view = crate::store_choice::team_view(workspace, &choice)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(workspace, port, team, settings.prices.table()))
+    runtime.block_on(run(workspace, port, view, choice, settings.prices.table()))
 }
 
 async fn run(
     workspace: &Path,
     port: u16,
-    team: Team,
+    view: TeamView,
+    choice: StoreChoice,
     prices: troupe::prices::PriceTable,
 ) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -76,30 +75,16 @@ async fn run(
     let layout = Layout::new(workspace);
     let token = token::Token::generate()
         .map_err(|e| CliError::failed(format_args!("cannot read /dev/urandom: {e}")))?;
-    let changes = match &team {
-        Team::Files => changes::Changes::start(&layout)
-            .map_err(|e| CliError::failed(e).with_code("storage_error"))?,
-        Team::Shared { view, .. } => changes::Changes::shared(view),
-    };
-    let history = match &team {
-        Team::Files => history::History::file(&layout),
-        Team::Shared { view, .. } => history::History::Shared(view.clone()),
-    };
-    let cost = match &team {
-        Team::Files => cost::CostFold::file(&layout, prices.clone()),
-        Team::Shared { view, .. } => cost::CostFold::shared(view.usage(), prices.clone()),
-    };
-    let inspector = match &team {
-        Team::Files => troupe::bootstrap::inspector(workspace),
-        Team::Shared { view, .. } => view.inspector(workspace),
-    };
+    let changes = changes::Changes::start(&*view.events()).map_err(|e| CliError::coded(&e))?;
+    let history = history::History::new(view.events());
+    let cost = cost::CostFold::new(view.usage(), prices.clone());
     let url = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
     let shared = Arc::new(Shared {
         workspace: workspace.to_owned(),
         window: tokio::sync::Mutex::new(window::EventWindow::new(history)),
         layout,
-        team,
-        inspector,
+        view,
+        choice,
         token: Arc::new(token),
         changes,
         prices,

@@ -2,7 +2,7 @@
 //! and estimated cost, the plan and permission requests waiting for an answer, and the last
 //! event's `seq`.
 //!
-//! Built from the server's read-only `Inspector` (roster, pending requests; opened once, so a
+//! Built from the served team's read-only `Inspector` (roster, pending requests; opened once, so a
 //! shared team's page does not connect to its database at every look), the fold of the usage records
 //! ([`CostFold`]: tokens, costs and `cost_series`, the cost over time) and, for the model each
 //! agent uses, the fold of `model_call_finished` events kept by the server's [`EventWindow`]. An
@@ -13,11 +13,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use troupe::bootstrap::StoreChoice;
+use troupe::bootstrap::TeamView;
 use troupe::error::ErrorCode;
-use troupe::inspect::{Inspector, RequestView};
+use troupe::inspect::RequestView;
 use troupe::layout::Layout;
-use troupe::store::events::read::last_seq;
 use troupe::wire::{RequestKind, RequestStatus};
 
 use troupe::prices::report::{GroupBy, Line, UsageReport};
@@ -35,8 +34,7 @@ pub struct StateError {
 
 pub async fn state(
     layout: &Layout,
-    team: &StoreChoice,
-    inspector: &Inspector,
+    view: &TeamView,
     window: &tokio::sync::Mutex<EventWindow>,
     cost: &tokio::sync::Mutex<CostFold>,
     prices: &PriceTable,
@@ -45,7 +43,7 @@ pub async fn state(
         code: e.code(),
         message: e.to_string(),
     };
-    let report = inspector.status().await.map_err(failed)?;
+    let report = view.inspector().status().await.map_err(failed)?;
     let (usage, cost_series) = {
         let mut cost = cost.lock().await;
         cost.refresh().await.map_err(|e| StateError {
@@ -62,7 +60,7 @@ pub async fn state(
         .into_iter()
         .map(|group| (group.key, group.line))
         .collect();
-    let (models, cached_last) = {
+    let models = {
         let mut window = window.lock().await;
         let read = |e: super::history::ReadError| StateError {
             code: e.code,
@@ -71,17 +69,12 @@ pub async fn state(
         window.refresh().await.map_err(read)?;
         let mut names = vec!["lead"];
         names.extend(report.teammates.iter().map(|t| t.name.as_str()));
-        let models = window.models(&names).await.map_err(read)?.clone();
-        (models, window.last_seq())
+        window.models(&names).await.map_err(read)?.clone()
     };
-    let last = match team.shared() {
-        None => last_seq(&layout.events_log()).map_err(|e| StateError {
-            code: "storage_error",
-            message: e.to_string(),
-        })?,
-        // The shared stream's positions are the window's, read just now.
-        Some(_) => cached_last,
-    };
+    let last = view.events().last().await.map_err(|e| StateError {
+        code: e.code(),
+        message: e.to_string(),
+    })?;
     let lead_status = if report.run.active { "running" } else { "idle" };
     let mut agents = vec![agent("lead", "lead", lead_status, &usage, &models)];
     for teammate in &report.teammates {

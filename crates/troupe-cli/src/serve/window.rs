@@ -65,10 +65,7 @@ impl EventWindow {
             for event in latest {
                 self.add(event);
             }
-            let last_seq = self.last_seq;
-            self.tail = Some(troupe::sync::blocking(|| {
-                self.history.reader_after(last_seq)
-            })?);
+            self.tail = Some(self.history.reader_after(self.last_seq).await?);
         }
         let Some(mut tail) = self.tail.take() else {
             return Ok(());
@@ -218,10 +215,9 @@ impl EventWindow {
         })
     }
 
-    /// A reader of the events with `seq > since` and every later one (blocking I/O: a file's
-    /// index is caught up).
-    pub fn reader_after(&mut self, since: u64) -> Result<EventSource, ReadError> {
-        self.history.reader_after(since)
+    /// A reader of the events with `seq > since` and every later one.
+    pub async fn reader_after(&mut self, since: u64) -> Result<EventSource, ReadError> {
+        self.history.reader_after(since).await
     }
 }
 

@@ -5,11 +5,10 @@
 
 use std::path::Path;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
-use troupe::bootstrap::{StoreChoice, TeamView};
-use troupe::layout::Layout;
-use troupe::store::events::follow::{watch_file_in_new_folder, NewFolderWatch};
-use troupe::store::events::read::EventCursor;
+use troupe::bootstrap::StoreChoice;
+use troupe::store::events::stream::{EventReader, Watching};
 use troupe::wire::Event;
 
 use crate::error::CliError;
@@ -27,26 +26,15 @@ pub enum Wake {
     Stop,
 }
 
-/// How much of the file is read at a time.
+/// How much of a file is read at a time (a database's reader reads a bounded number of rows).
 const BATCH_BYTES: usize = 1024 * 1024;
 
-/// How many events of a shared stream are read at a time.
-const SHARED_BATCH: i64 = 1000;
-
 /// The stream, and what keeps its wakeups coming.
-pub enum Feed {
-    Files {
-        cursor: EventCursor,
-        _watch: NewFolderWatch,
-    },
-    Shared {
-        view: TeamView,
-        after: u64,
-        _listening: tokio_util::sync::DropGuard,
-        /// The listener's tasks run here, and each read of the stream; kept for as long as the
-        /// feed.
-        runtime: tokio::runtime::Runtime,
-    },
+pub struct Feed {
+    reader: Box<dyn EventReader>,
+    _watching: Watching,
+    /// The wakeups' tasks run here, and each read of the stream; kept for as long as the feed.
+    runtime: tokio::runtime::Runtime,
 }
 
 impl Feed {
@@ -56,56 +44,32 @@ impl Feed {
         store: &StoreChoice,
         wake: Sender<Wake>,
     ) -> Result<Self, CliError> {
-        match crate::store_choice::team_view(store)? {
-            None => {
-                let path = Layout::new(workspace).events_log();
-                let watch = watch_file_in_new_folder(&path, move || {
-                    let _ = wake.send(Wake::Changed);
-                })
-                .map_err(CliError::failed)?;
-                Ok(Self::Files {
-                    cursor: EventCursor::new(&path),
-                    _watch: watch,
-                })
-            }
-            Some(view) => {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-                let listening = {
-                    let _inside = runtime.enter();
-                    view.on_change(move || wake.send(Wake::Changed).is_ok())
-                };
-                Ok(Self::Shared {
-                    view,
-                    after: 0,
-                    _listening: listening,
-                    runtime,
-                })
-            }
-        }
+        let stream = crate::store_choice::team_view(workspace, store)?.events();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
+        let watching = {
+            let _inside = runtime.enter();
+            stream
+                .on_change(Arc::new(move || wake.send(Wake::Changed).is_ok()))
+                .map_err(|e| CliError::coded(&e))?
+        };
+        let reader = runtime
+            .block_on(stream.reader(0))
+            .map_err(|e| CliError::coded(&e))?;
+        Ok(Self {
+            reader,
+            _watching: watching,
+            runtime,
+        })
     }
 
     /// The next batch of new events (empty when there is nothing new).
     pub fn next_batch(&mut self) -> Result<Vec<Event>, CliError> {
-        match self {
-            Self::Files { cursor, .. } => cursor.read_batch(BATCH_BYTES).map_err(CliError::failed),
-            Self::Shared {
-                view,
-                after,
-                runtime,
-                ..
-            } => {
-                let batch = runtime
-                    .block_on(view.events_after(*after, SHARED_BATCH))
-                    .map_err(|e| CliError::coded(&e))?;
-                if let Some(last) = batch.last() {
-                    *after = last.seq;
-                }
-                Ok(batch)
-            }
-        }
+        self.runtime
+            .block_on(self.reader.next_batch(BATCH_BYTES))
+            .map_err(|e| CliError::coded(&e))
     }
 }

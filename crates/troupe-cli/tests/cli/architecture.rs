@@ -478,6 +478,42 @@ fn the_cli_matches_the_store_choice_in_one_file() {
     );
 }
 
+/// What a team holds is read through the view's ports, the same way on either backend: no file
+/// of the binary reads the workspace's stream, conversations or usage log itself (which would
+/// be a second way, for files only, beside the database's).
+#[test]
+fn the_cli_reads_a_team_through_its_view_only() {
+    let krate = troupe_crate();
+    let file_readers = [
+        "events::read",
+        "events::index",
+        "events::follow",
+        "EventCursor",
+        "EventIndex",
+        "FileTranscript",
+        "FileUsage",
+        "for_each_record_after",
+        "FileEvents",
+    ];
+    let reading: Vec<String> = krate
+        .files
+        .iter()
+        .filter_map(|(module, code)| {
+            let named: Vec<&str> = file_readers
+                .iter()
+                .copied()
+                .filter(|reader| code.text.contains(reader))
+                .collect();
+            (!named.is_empty()).then(|| format!("{} ({})", name(module), named.join(", ")))
+        })
+        .collect();
+    assert!(
+        reading.is_empty(),
+        "files of the troupe binary that read a team's files themselves (use TeamView's \
+         ports): {reading:?}"
+    );
+}
+
 #[test]
 fn the_check_sees_the_imports_there_are() {
     let files = file_graph(&troupe_crate());

@@ -43,7 +43,7 @@ pub async fn send_as_user(
 
 /// The stores a command that runs no team works on: the system clock, random ids, and this
 /// process named `<what>:<pid>` in a shared team's database.
-async fn command_stores(
+pub(super) async fn command_stores(
     workspace: &std::path::Path,
     store: &StoreChoice,
     what: &str,
@@ -70,23 +70,6 @@ pub async fn inspector_with(
 ) -> Result<Inspector, BootstrapError> {
     let (clock, stores) = command_stores(workspace, store, "inspect").await?;
     Ok(Inspector::on(Layout::new(workspace), clock, stores))
-}
-
-/// The read-only views of the shared team `pg` is connected to.
-pub(super) fn shared_inspector(
-    workspace: &std::path::Path,
-    pg: crate::store::postgres::PgStore,
-) -> Inspector {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let holder = format!("inspect:{}", std::process::id());
-    let stores = super::team_stores::on_database(
-        pg,
-        clock.clone(),
-        Arc::new(RandomIds),
-        &holder,
-        crate::store::postgres::TEAMMATE_LEASE,
-    );
-    Inspector::on(Layout::new(workspace), clock, stores)
 }
 
 /// The read-only views of a workspace (`troupe status`, `requests`, `mailbox`, `jobs`, `tasks`,

@@ -237,7 +237,14 @@ impl Drop for WakeGuard {
 }
 
 /// Transcripts in the database; a teammate's appends are fenced by this process's holder id.
-struct PgTranscripts(PgStore, String);
+pub(super) struct PgTranscripts(PgStore, String);
+
+impl PgTranscripts {
+    /// The team's transcripts; a teammate's appends are fenced by `holder`.
+    pub(super) fn new(store: PgStore, holder: &str) -> Self {
+        Self(store, holder.to_owned())
+    }
+}
 
 struct PgLines(PgTranscriptLog);
 

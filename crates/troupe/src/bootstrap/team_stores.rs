@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::agent::transcript::FileTranscripts;
 use crate::clock::Clock;
 use crate::cron::CronStore;
 use crate::ids::IdGenerator;
@@ -14,9 +15,13 @@ use crate::inspect::TeamStores;
 use crate::jobs::record::{FileJobList, TeamJobList};
 use crate::layout::Layout;
 use crate::store::document::FileDocument;
+use crate::store::events::stream::FileEvents;
 use crate::store::mailbox::FileMailboxStore;
+use crate::store::memory::MemoryStore;
 use crate::store::postgres::document::PgDocument;
+use crate::store::postgres::events::PgEvents;
 use crate::store::postgres::jobs::PgJobs;
+use crate::store::postgres::memory::PgMemory;
 use crate::store::postgres::usage::PgUsage;
 use crate::store::postgres::{PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTaskBoard};
 use crate::store::protocol::LazyJsonProtocolStore;
@@ -26,6 +31,7 @@ use crate::store::usage_groups::FileUsage;
 use crate::store::BackendError;
 
 use super::options::StoreChoice;
+use super::shared::PgTranscripts;
 
 /// The stores of the team `store` names, for `workspace`: its files, or its database (connected
 /// now, changing nothing). `holder` names this process in the database (`inspect:<pid>`).
@@ -63,6 +69,9 @@ pub(super) fn on_files(
         usage: Arc::new(FileUsage::open(layout)),
         cron: CronStore::on(Arc::new(FileDocument::cron(layout))),
         jobs: Arc::new(FileJobList(layout.clone())),
+        events: Arc::new(FileEvents::new(layout)),
+        transcripts: Arc::new(FileTranscripts(layout.clone())),
+        memory: MemoryStore::open(layout),
     }
 }
 
@@ -90,6 +99,9 @@ pub(super) fn on_database(
             crate::cron::store::CRON_DOCUMENT,
         ))),
         jobs: Arc::new(TeamJobList(Arc::new(PgJobs::new(pg.clone())))),
+        events: Arc::new(PgEvents::new(pg.clone())),
+        transcripts: Arc::new(PgTranscripts::new(pg.clone(), holder)),
+        memory: MemoryStore::on(Arc::new(PgMemory::new(pg.clone()))),
         roster: Arc::new(PgRoster::new(pg, holder, lease)),
     }
 }

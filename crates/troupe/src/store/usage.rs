@@ -98,6 +98,76 @@ pub trait TeamUsage: Send + Sync {
         after: i64,
         limit: usize,
     ) -> Result<Vec<(i64, UsageRecord)>, super::PortError>;
+
+    /// Calls `each` with every record made since `cursor` stopped, and its `at`, once each,
+    /// moving the cursor on: the fold of a reader that follows the usage as it grows (the
+    /// page's cost chart) reads each record once. [`NewUsage::Restarted`] (nothing given to
+    /// `each`) when the records read before are no longer the team's — a workspace's log
+    /// replaced by a shorter one: the reader starts its fold again and calls once more.
+    ///
+    /// The default reads rows by id ([`Self::records_after`]). Ids are handed out when a row
+    /// is inserted, not when it commits: a process may commit a row with a smaller id after a
+    /// larger one was read. So it reads again from [`LATE_ROWS`] ids below the last one,
+    /// skipping the ids already given: a row late by fewer than that many later inserts is
+    /// still counted, once.
+    async fn read_new(
+        &self,
+        cursor: &mut UsageCursor,
+        each: &mut (dyn for<'r> FnMut(&'r UsageRecord, troupe_wire::UtcTime) + Send),
+    ) -> Result<NewUsage, super::PortError> {
+        let mut from = cursor.after.saturating_sub(LATE_ROWS);
+        loop {
+            let rows = self.records_after(from, ROWS_PER_READ).await?;
+            let full = rows.len() == ROWS_PER_READ;
+            for (id, record) in rows {
+                from = id;
+                if !cursor.recent.insert(id) {
+                    continue;
+                }
+                let at = troupe_wire::UtcTime::parse(&record.at).map_err(|e| {
+                    super::BackendError::new(
+                        "store_corrupt",
+                        format!("usage row {id} of the team: {e}"),
+                    )
+                })?;
+                each(&record, at);
+                cursor.after = cursor.after.max(id);
+            }
+            if !full {
+                break;
+            }
+        }
+        let low = cursor.after.saturating_sub(LATE_ROWS);
+        cursor.recent = cursor.recent.split_off(&low);
+        Ok(NewUsage::Read)
+    }
+}
+
+/// How far below the last row id given a reader of usage rows reads again (see
+/// [`TeamUsage::read_new`]).
+pub const LATE_ROWS: i64 = 1_024;
+
+/// How many rows one read of [`TeamUsage::read_new`]'s default takes.
+const ROWS_PER_READ: usize = 5_000;
+
+/// Where a reader of a team's usage stopped ([`TeamUsage::read_new`]); a new one is at the
+/// start.
+#[derive(Debug, Default)]
+pub struct UsageCursor {
+    /// A workspace's log: the byte offset after the last line given.
+    pub(crate) offset: u64,
+    /// A table: the largest row id given, and the ids given above `after - LATE_ROWS`.
+    after: i64,
+    recent: std::collections::BTreeSet<i64>,
+}
+
+/// What [`TeamUsage::read_new`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewUsage {
+    /// Everything new was given.
+    Read,
+    /// The records read before are gone (the log was replaced): start the fold again.
+    Restarted,
 }
 
 /// The usage log of one workspace, for appending. Opening it touches nothing on disk; the first

@@ -84,4 +84,20 @@ impl super::usage::TeamUsage for FileUsage {
         })?;
         Ok(rows)
     }
+
+    /// The log from the byte where the cursor stopped: each line is read once.
+    async fn read_new(
+        &self,
+        cursor: &mut super::usage::UsageCursor,
+        each: &mut (dyn for<'r> FnMut(&'r super::usage::UsageRecord, troupe_wire::UtcTime) + Send),
+    ) -> Result<super::usage::NewUsage, super::PortError> {
+        let whole = crate::sync::blocking(|| {
+            super::usage::for_each_record_after(&self.path, &mut cursor.offset, each)
+        })?;
+        if whole {
+            return Ok(super::usage::NewUsage::Read);
+        }
+        cursor.offset = 0;
+        Ok(super::usage::NewUsage::Restarted)
+    }
 }

@@ -34,7 +34,10 @@ fn seqs(events: &[Served]) -> Vec<u64> {
 }
 
 async fn window_of(layout: &Layout) -> EventWindow {
-    let mut window = EventWindow::new(History::file(layout));
+    let view = troupe::bootstrap::TeamView::open(layout.workspace(), &Default::default())
+        .await
+        .unwrap();
+    let mut window = EventWindow::new(History::new(view.events()));
     window.refresh().await.unwrap();
     window
 }

@@ -11,6 +11,8 @@
 //!   Listeners (the terminal, `--json`) see each event after it is written, in `seq` order.
 //! - [`read`]: readers that pick up new complete lines from where they stopped.
 //! - [`follow`]: a wakeup on every change of the file, from the kernel (inotify), not a timer.
+//! - [`stream`]: the stream as read back by the commands that look at a team, the same port on
+//!   files and on a shared team's database.
 //! - [`kinds`]: the kinds and their fields, built in one place.
 //! - [`observed`]: decorators of the mailbox and protocol ports that report their transitions.
 //!
@@ -23,6 +25,7 @@ pub mod kinds;
 pub mod observed;
 pub mod observed_board;
 pub mod read;
+pub mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

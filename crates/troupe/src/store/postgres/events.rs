@@ -23,7 +23,7 @@ use troupe_wire::Event;
 use super::roster::hostname;
 use super::{db_error, PgStore};
 use crate::store::events::EventListener;
-use crate::store::BackendError;
+use crate::store::{BackendError, PortError};
 use crate::sync::lock;
 
 /// The most events one insert carries.
@@ -270,5 +270,64 @@ impl PgEvents {
                 Ok(event)
             })
             .collect()
+    }
+}
+
+/// How many events a reader of the shared stream takes at a time.
+const READER_ROWS: usize = 1000;
+
+#[async_trait::async_trait]
+impl crate::store::events::stream::EventStream for PgEvents {
+    async fn after(&self, after: u64, limit: usize) -> Result<Vec<Event>, PortError> {
+        Ok(PgEvents::after(self, after, rows(limit)).await?)
+    }
+
+    async fn before(&self, before: u64, limit: usize) -> Result<Vec<Event>, PortError> {
+        Ok(PgEvents::before(self, before, rows(limit)).await?)
+    }
+
+    async fn last(&self) -> Result<u64, PortError> {
+        Ok(PgEvents::last(self).await?)
+    }
+
+    async fn reader(
+        &self,
+        after: u64,
+    ) -> Result<Box<dyn crate::store::events::stream::EventReader>, PortError> {
+        Ok(Box::new(PgReader {
+            events: PgEvents::new(self.store.clone()),
+            after,
+        }))
+    }
+
+    fn on_change(
+        &self,
+        changed: crate::store::events::stream::OnChange,
+    ) -> Result<crate::store::events::stream::Watching, PortError> {
+        Ok(crate::store::events::stream::Watching::new(on_change(
+            &self.store,
+            move || changed(),
+        )))
+    }
+}
+
+fn rows(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// A reader of the shared stream: the position of the last event it returned.
+struct PgReader {
+    events: PgEvents,
+    after: u64,
+}
+
+#[async_trait::async_trait]
+impl crate::store::events::stream::EventReader for PgReader {
+    async fn next_batch(&mut self, _bytes: usize) -> Result<Vec<Event>, PortError> {
+        let batch = self.events.after(self.after, rows(READER_ROWS)).await?;
+        if let Some(last) = batch.last() {
+            self.after = last.seq;
+        }
+        Ok(batch)
     }
 }

@@ -9,6 +9,8 @@
 //! - `memory`: the memory records, a workspace's folder or a shared team's rows.
 //! - `roster`: a running team's roster and the roster as inspection reads it.
 //! - `jobs`: the background job records as the views read them.
+//! - `events`: the team's event stream as read: positions, before and after, a reader going on,
+//!   wakeups.
 //! - `usage`: the team's token usage as read: totals, sums per day, records as they arrive.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
@@ -18,6 +20,7 @@
 
 mod artifacts;
 mod cron;
+mod events;
 mod jobs;
 mod leases;
 mod mailbox;
@@ -232,6 +235,14 @@ impl Stores {
             Some(pg) => Arc::new(troupe::jobs::record::TeamJobList(Arc::new(
                 troupe::store::postgres::jobs::PgJobs::new(pg.clone()),
             ))),
+        }
+    }
+
+    /// This team's event stream as read.
+    pub fn events(&self) -> Arc<dyn troupe::store::events::stream::EventStream> {
+        match &self.pg {
+            None => Arc::new(troupe::store::events::stream::FileEvents::new(&self.layout)),
+            Some(pg) => Arc::new(troupe::store::postgres::events::PgEvents::new(pg.clone())),
         }
     }
 

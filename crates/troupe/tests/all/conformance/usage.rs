@@ -8,7 +8,10 @@ use troupe::store::usage::UsageRecord;
 
 use super::{both_async, Backend, Stores};
 
-both_async!(usage_reads_the_same_on_both_backends,);
+both_async!(
+    usage_reads_the_same_on_both_backends,
+    a_follower_reads_each_record_once,
+);
 
 fn usage(at: &str, run: &str, agent: &str, prompt: u64, completion: u64) -> UsageRecord {
     UsageRecord {
@@ -72,4 +75,55 @@ async fn usage_reads_the_same_on_both_backends(backend: Backend) {
     let rest = port.records_after(first[0].0, 10).await.unwrap();
     assert_eq!(rest.len(), 2, "after the first row");
     assert_eq!(rest[0].1, records[1]);
+}
+
+async fn read_new(
+    port: &dyn troupe::store::usage::TeamUsage,
+    cursor: &mut troupe::store::usage::UsageCursor,
+) -> (troupe::store::usage::NewUsage, Vec<String>) {
+    let mut seen = Vec::new();
+    let outcome = port
+        .read_new(cursor, &mut |record, at| {
+            assert_eq!(at.to_string(), record.at);
+            seen.push(format!("{}:{}", record.agent, record.total_tokens));
+        })
+        .await
+        .unwrap();
+    (outcome, seen)
+}
+
+async fn a_follower_reads_each_record_once(backend: Backend) {
+    use troupe::store::usage::{NewUsage, UsageCursor};
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let port = s.usage();
+    let mut cursor = UsageCursor::default();
+    assert_eq!(
+        read_new(&*port, &mut cursor).await,
+        (NewUsage::Read, vec![])
+    );
+    s.record_usage(&usage("2026-07-30T08:00:00.000Z", "r", "lead", 10, 5))
+        .await;
+    s.record_usage(&usage("2026-07-30T08:00:01.000Z", "r", "alice", 1, 1))
+        .await;
+    assert_eq!(
+        read_new(&*port, &mut cursor).await,
+        (
+            NewUsage::Read,
+            vec!["lead:15".to_owned(), "alice:2".to_owned()]
+        )
+    );
+    assert_eq!(read_new(&*port, &mut cursor).await.1, Vec::<String>::new());
+    s.record_usage(&usage("2026-07-30T08:00:02.000Z", "r", "bob", 2, 2))
+        .await;
+    assert_eq!(read_new(&*port, &mut cursor).await.1, ["bob:4"]);
+    if backend == Backend::File {
+        // The log replaced by a shorter one: the follower is told to start again.
+        std::fs::write(s.layout.usage_log(), b"").unwrap();
+        assert_eq!(read_new(&*port, &mut cursor).await.0, NewUsage::Restarted);
+        s.record_usage(&usage("2026-07-30T08:00:03.000Z", "r", "carol", 3, 3))
+            .await;
+        assert_eq!(read_new(&*port, &mut cursor).await.1, ["carol:6"]);
+    }
 }
