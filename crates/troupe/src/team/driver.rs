@@ -25,6 +25,7 @@ use crate::agent::{Runner, RunnerError, TurnEnd};
 use crate::cron::CronWakeup;
 use crate::error::ErrorCode;
 use crate::jobs::{JobCompletion, JobSupervisor};
+use crate::model::types::ChatMessage;
 use crate::store::response_ack::ResponseAckError;
 
 /// How long the driver waits before retrying a failed ack, and the most retries of one event.
@@ -144,12 +145,65 @@ impl Driver {
         cancel: &CancellationToken,
     ) -> Result<DriveOutcome, DriveError> {
         let first = lead.run_user_turn(prompt, cancel).await?;
-        let mut outcome = DriveOutcome {
+        let outcome = DriveOutcome {
             answer: answer_text(&first.end),
             last_end: first.end,
             event_turns: 0,
             cancelled: false,
         };
+        self.drive_events(lead, outcome, cancel).await
+    }
+
+    /// Goes on with what an interrupted run left, with no new prompt (`troupe run --continue`):
+    /// the lead's unanswered turn first (its conversation ends on a person's message or a tool
+    /// result), then event turns until quiescent — queued messages, teammates' unfinished work,
+    /// open requests. `None`, having changed nothing, when there is nothing to continue.
+    pub async fn resume(
+        &mut self,
+        lead: &mut Runner,
+        cancel: &CancellationToken,
+    ) -> Result<Option<DriveOutcome>, DriveError> {
+        let unanswered = lead
+            .history()
+            .messages()
+            .last()
+            .is_some_and(|m| matches!(m, ChatMessage::User { .. } | ChatMessage::Tool { .. }));
+        let mut outcome = DriveOutcome {
+            answer: last_answer(lead),
+            last_end: TurnEnd::Answered(last_answer(lead)),
+            event_turns: 0,
+            cancelled: false,
+        };
+        if unanswered {
+            let turn = lead.run_turn(cancel).await?;
+            outcome.answer = answer_text(&turn.end);
+            outcome.last_end = turn.end;
+        } else if !self.has_work().await? {
+            return Ok(None);
+        }
+        self.drive_events(lead, outcome, cancel).await.map(Some)
+    }
+
+    /// Whether anything is left for the team: an open request, a teammate with messages or
+    /// work, a job running, a task held elsewhere, anything queued for the lead.
+    async fn has_work(&mut self) -> Result<bool, DriveError> {
+        if !self.unfinished.is_empty() || !self.buffered.is_empty() {
+            return Ok(true);
+        }
+        if self.team.teammates_have_work().await? {
+            return Ok(true);
+        }
+        let open = self.next_expiry().await?.is_some();
+        Ok(!self.is_quiescent(open).await? || self.drain_late_events().await)
+    }
+
+    /// Event turns until quiescent (or cancelled), from `outcome` on.
+    async fn drive_events(
+        &mut self,
+        lead: &mut Runner,
+        mut outcome: DriveOutcome,
+        cancel: &CancellationToken,
+    ) -> Result<DriveOutcome, DriveError> {
         loop {
             if cancel.is_cancelled() {
                 outcome.cancelled = true;
@@ -489,6 +543,19 @@ async fn recv_or_pend<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
         },
         None => std::future::pending().await,
     }
+}
+
+/// The lead's last answer in its conversation (empty when it has none).
+fn last_answer(lead: &Runner) -> String {
+    lead.history()
+        .messages()
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ChatMessage::Assistant(a) if a.tool_calls.is_empty() => a.content.clone(),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn answer_text(end: &TurnEnd) -> String {

@@ -325,6 +325,18 @@ impl TeamRuntime {
         if !self.inner.placement.spans_processes() {
             return Ok(false);
         }
+        self.roster_has_work().await
+    }
+
+    /// Whether a teammate has work left, wherever it runs: its loop running, its status
+    /// `running`, or messages ready or in processing in its mailbox (what a run that was
+    /// stopped left behind, before any loop picked it up).
+    pub async fn teammates_have_work(&self) -> Result<bool, TeamError> {
+        Ok(self.inner.loops.any_running() || self.roster_has_work().await?)
+    }
+
+    /// Whether a teammate of the roster is `running` or has messages ready or in processing.
+    async fn roster_has_work(&self) -> Result<bool, TeamError> {
         let mailbox = self.mailbox();
         for record in self.inner.roster.all().await {
             match record.status {
