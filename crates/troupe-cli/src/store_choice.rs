@@ -150,16 +150,17 @@ fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     }))
 }
 
-/// The read-only view of the team `choice` names, for a command outside any runtime: `None`
-/// for the workspace's files, else the shared team's (it connects, changing nothing). The one
-/// place the CLI looks at which backend a team is on; every command takes what this opens.
-pub fn team_view(choice: &StoreChoice) -> Result<Option<troupe::bootstrap::TeamView>, CliError> {
+/// The read-only view of the team `choice` names: `None` for the workspace's files, else the
+/// shared team's (it connects, changing nothing). The one place the CLI looks at which backend
+/// a team is on; every command takes what this opens.
+pub async fn team_view(
+    choice: &StoreChoice,
+) -> Result<Option<troupe::bootstrap::TeamView>, CliError> {
     match choice {
         StoreChoice::Files => Ok(None),
-        StoreChoice::Postgres(options) => {
-            crate::block_on::block_on(troupe::bootstrap::TeamView::open(options))?
-                .map(Some)
-                .map_err(|e| CliError::coded(&e))
-        }
+        StoreChoice::Postgres(options) => troupe::bootstrap::TeamView::open(options)
+            .await
+            .map(Some)
+            .map_err(|e| CliError::coded(&e)),
     }
 }

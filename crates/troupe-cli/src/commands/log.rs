@@ -29,7 +29,7 @@ use crate::args::LogArgs;
 use crate::error::CliError;
 use crate::event_line::describe;
 
-pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
+pub async fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     let mut printer = Printer {
         filter: Filter::new(args)?,
         json: args.json,
@@ -37,12 +37,12 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
-    if let Some(view) = crate::store_choice::team_view(&choice)? {
-        return shared_log(&view, args.follow, &mut printer);
+    if let Some(view) = crate::store_choice::team_view(&choice).await? {
+        return shared_log(&view, args.follow, &mut printer).await;
     }
     let path = Layout::new(workspace).events_log();
     if args.follow {
-        return follow(&path, &mut printer);
+        return follow(&path, &mut printer).await;
     }
     let mut cursor = EventCursor::new(&path);
     while print_batch(&mut cursor, &mut printer)? == Batch::More {}
@@ -241,13 +241,13 @@ enum Wake {
     ReaderGone,
 }
 
-fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
+async fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
     if printer.until_end.is_some() {
         printer.starts_after(last_seq(path).map_err(CliError::failed)?);
     }
     let mut cursor = EventCursor::new(path);
     let path = path.to_owned();
-    crate::block_on::block_on(follow_with(
+    follow_with(
         // The watch starts before the first read, so that nothing appended in between is
         // missed.
         move |changed| {
@@ -266,13 +266,13 @@ fn follow(path: &Path, printer: &mut Printer) -> Result<(), CliError> {
                 Batch::Gone => return Ok(Batch::Gone),
             }
         },
-    ))?
+    )
+    .await
 }
 
 /// Follows a stream until Ctrl-C, SIGTERM or stdout's reader goes. `wakes` starts what says
 /// the stream changed (before the first read; what it returns is kept alive meanwhile);
-/// `print` prints everything new, `Gone` when stdout's reader went away. Runs in the
-/// command's runtime ([`crate::block_on::block_on`]).
+/// `print` prints everything new, `Gone` when stdout's reader went away.
 async fn follow_with<K>(
     wakes: impl FnOnce(UnboundedSender<Wake>) -> Result<K, CliError>,
     mut print: impl AsyncFnMut() -> Result<Batch, CliError>,
@@ -330,28 +330,26 @@ async fn print_shared(
     }
 }
 
-fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
+async fn shared_log(view: &TeamView, follow: bool, printer: &mut Printer) -> Result<(), CliError> {
     let mut after = printer.filter.since;
-    crate::block_on::block_on(async {
-        if printer.until_end.is_some() {
-            printer.starts_after(
-                view.last_position()
-                    .await
-                    .map_err(|e| CliError::coded(&e))?,
-            );
-        }
-        if !follow {
-            print_shared(view, &mut after, printer).await?;
-            return Ok(());
-        }
-        follow_with(
-            // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
-            // to read.
-            |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
-            async || print_shared(view, &mut after, printer).await,
-        )
-        .await
-    })?
+    if printer.until_end.is_some() {
+        printer.starts_after(
+            view.last_position()
+                .await
+                .map_err(|e| CliError::coded(&e))?,
+        );
+    }
+    if !follow {
+        print_shared(view, &mut after, printer).await?;
+        return Ok(());
+    }
+    follow_with(
+        // Every NOTIFY of the stream, and every (re)connection of its listener, is a reason
+        // to read.
+        |changed| Ok(view.on_change(move || changed.send(Wake::Changed).is_ok())),
+        async || print_shared(view, &mut after, printer).await,
+    )
+    .await
 }
 
 /// Takes every wakeup already queued after `first` (one read covers them all); false once

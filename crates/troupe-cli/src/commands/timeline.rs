@@ -16,7 +16,11 @@ use crate::error::CliError;
 use crate::render;
 use crate::serve::page;
 
-pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Result<(), CliError> {
+pub async fn timeline_html(
+    workspace: &Path,
+    file: &Path,
+    store: &StoreFlags,
+) -> Result<(), CliError> {
     let layout = Layout::new(workspace);
     let dest = resolve_destination(file)?;
     let state_dir =
@@ -38,7 +42,7 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     out.file.write_all(before.as_bytes()).map_err(storage)?;
     out.file.write_all(b"[").map_err(storage)?;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    match crate::store_choice::team_view(&choice)? {
+    match crate::store_choice::team_view(&choice).await? {
         None => {
             let mut cursor = EventCursor::new(&layout.events_log());
             loop {
@@ -52,19 +56,16 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
             }
         }
         Some(view) => {
-            crate::block_on::block_on(async {
-                let mut last = 0;
-                loop {
-                    let batch = view
-                        .events_after(last, 1000)
-                        .await
-                        .map_err(|e| CliError::coded(&e))?;
-                    let Some(end) = batch.last() else { break };
-                    last = end.seq;
-                    out.add(&batch).map_err(storage)?;
-                }
-                Ok::<(), CliError>(())
-            })??;
+            let mut last = 0;
+            loop {
+                let batch = view
+                    .events_after(last, 1000)
+                    .await
+                    .map_err(|e| CliError::coded(&e))?;
+                let Some(end) = batch.last() else { break };
+                last = end.seq;
+                out.add(&batch).map_err(storage)?;
+            }
         }
     }
     out.file.write_all(b"]").map_err(storage)?;

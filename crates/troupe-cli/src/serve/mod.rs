@@ -45,19 +45,14 @@ use crate::args::StoreFlags;
 use crate::error::CliError;
 use api::{Shared, Team};
 
-pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
+pub async fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    let team = match crate::store_choice::team_view(&choice)? {
+    let team = match crate::store_choice::team_view(&choice).await? {
         None => Team::Files,
         Some(view) => Team::Shared { choice, view },
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(workspace, port, team, settings.prices.table()))
+    run(workspace, port, team, settings.prices.table()).await
 }
 
 async fn run(

@@ -12,6 +12,7 @@ use troupe::store::events::follow::{watch_file_in_new_folder, NewFolderWatch};
 use troupe::store::events::read::EventCursor;
 use troupe::wire::Event;
 
+use super::waiting::Runtime;
 use crate::error::CliError;
 
 /// Why the view's loop woke up.
@@ -42,21 +43,21 @@ pub enum Feed {
     Shared {
         view: TeamView,
         after: u64,
+        /// The listener's tasks run on the command's runtime until the feed is dropped.
         _listening: tokio_util::sync::DropGuard,
-        /// The listener's tasks run here, and each read of the stream; kept for as long as the
-        /// feed.
-        runtime: tokio::runtime::Runtime,
+        /// Where the view's thread waits for each read of the stream.
+        runtime: Runtime,
     },
 }
 
 impl Feed {
     /// Starts watching before the first read, so that nothing appended in between is missed.
-    pub fn open(
+    pub async fn open(
         workspace: &Path,
         store: &StoreChoice,
         wake: Sender<Wake>,
     ) -> Result<Self, CliError> {
-        match crate::store_choice::team_view(store)? {
+        match crate::store_choice::team_view(store).await? {
             None => {
                 let path = Layout::new(workspace).events_log();
                 let watch = watch_file_in_new_folder(&path, move || {
@@ -69,20 +70,12 @@ impl Feed {
                 })
             }
             Some(view) => {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .enable_all()
-                    .build()
-                    .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-                let listening = {
-                    let _inside = runtime.enter();
-                    view.on_change(move || wake.send(Wake::Changed).is_ok())
-                };
+                let listening = view.on_change(move || wake.send(Wake::Changed).is_ok());
                 Ok(Self::Shared {
                     view,
                     after: 0,
                     _listening: listening,
-                    runtime,
+                    runtime: Runtime::current(),
                 })
             }
         }
@@ -99,7 +92,7 @@ impl Feed {
                 ..
             } => {
                 let batch = runtime
-                    .block_on(view.events_after(*after, SHARED_BATCH))
+                    .wait(view.events_after(*after, SHARED_BATCH))
                     .map_err(|e| CliError::coded(&e))?;
                 if let Some(last) = batch.last() {
                     *after = last.seq;
