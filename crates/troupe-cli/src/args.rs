@@ -493,7 +493,52 @@ pub enum MemoryAction {
     },
 }
 
+/// The tokio runtime `main` builds for a command (see [`Command::runtime_flavor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeFlavor {
+    /// One thread: the command's own.
+    CurrentThread,
+    /// Worker threads (one per core) besides the command's own.
+    MultiThread,
+}
+
 impl Command {
+    /// The runtime the whole command runs on, chosen once in `main`. Multi-threaded for the
+    /// commands that run a team or host long-lived concurrent work — agents, teammates, MCP
+    /// servers, a web server's connections, the model call of `compact`, the view of `watch`
+    /// (its loop waits on a blocking thread while the stream's listener and signals run), as
+    /// `run` and `worker` always had; one thread for the others, which make a few store calls
+    /// in a row and print, where more threads would only cost start-up time.
+    pub fn runtime_flavor(&self) -> RuntimeFlavor {
+        match self {
+            Self::Run(_)
+            | Self::Demo { .. }
+            | Self::Worker(_)
+            | Self::Serve { .. }
+            | Self::Compact { .. }
+            | Self::Mcp { .. }
+            | Self::Watch { .. } => RuntimeFlavor::MultiThread,
+            Self::Review { .. }
+            | Self::Approve { .. }
+            | Self::Deny { .. }
+            | Self::Send { .. }
+            | Self::Status { .. }
+            | Self::Requests { .. }
+            | Self::Usage(_)
+            | Self::Jobs { .. }
+            | Self::Cron { .. }
+            | Self::Tasks { .. }
+            | Self::Worktrees { .. }
+            | Self::Memory { .. }
+            | Self::Timeline { .. }
+            | Self::Log(_)
+            | Self::Completions { .. }
+            | Self::Trust { .. }
+            | Self::Config { .. }
+            | Self::Mailbox { .. } => RuntimeFlavor::CurrentThread,
+        }
+    }
+
     /// Whether the command runs a team in this process (`troupe run`, `troupe demo`): its
     /// output is the run's formatted lines, and its logs are notices unless asked for.
     pub fn runs_a_team(&self) -> bool {

@@ -7,7 +7,7 @@
 //! lost (tokio's `ctrl_c()` would miss one sent before it is polled again).
 
 use tokio::signal::unix::{signal, SignalKind};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::{CliError, INTERRUPTED_EXIT};
 
@@ -23,24 +23,34 @@ pub struct Interrupt {
 }
 
 /// Starts listening for SIGINT on the current tokio runtime; `cancel` fires on the first, the
-/// second exits the process.
-pub fn listen(cancel: CancellationToken) -> Result<(), CliError> {
+/// second exits the process. Listening stops when the returned guard is dropped (the team is
+/// closed): from then on an interrupt does nothing, as once the run's end dropped its runtime.
+pub fn listen(cancel: CancellationToken) -> Result<DropGuard, CliError> {
     let mut interrupts = signal(SignalKind::interrupt())
         .map_err(|e| CliError::failed(format_args!("cannot listen for Ctrl-C: {e}")))?;
+    let listening = CancellationToken::new();
+    let stopped = listening.clone();
     tokio::spawn(async move {
-        if interrupts.recv().await.is_none() {
-            return;
-        }
-        eprintln!(
-            "troupe: interrupted; closing the team at a safe point (Ctrl-C again exits at once)"
-        );
-        cancel.cancel();
-        if interrupts.recv().await.is_some() {
-            eprintln!("troupe: interrupted again; exiting at once");
-            // Nothing is dropped on this exit: no command, hook or job may outlive it.
-            troupe::process::kill_every_group();
-            std::process::exit(i32::from(INTERRUPTED_EXIT));
+        let interrupted = async move {
+            if interrupts.recv().await.is_none() {
+                return;
+            }
+            eprintln!(
+                "troupe: interrupted; closing the team at a safe point (Ctrl-C again exits at \
+                 once)"
+            );
+            cancel.cancel();
+            if interrupts.recv().await.is_some() {
+                eprintln!("troupe: interrupted again; exiting at once");
+                // Nothing is dropped on this exit: no command, hook or job may outlive it.
+                troupe::process::kill_every_group();
+                std::process::exit(i32::from(INTERRUPTED_EXIT));
+            }
+        };
+        tokio::select! {
+            () = interrupted => {}
+            () = stopped.cancelled() => {}
         }
     });
-    Ok(())
+    Ok(listening.drop_guard())
 }

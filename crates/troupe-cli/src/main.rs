@@ -5,10 +5,12 @@
 //! missing configuration (clap's own usage errors also exit 2); 3 the team stopped without a
 //! final answer (turn limit); 130 interrupted (Ctrl-C). With `--json`, an error is one JSON
 //! object on stdout instead (`CliError::report`).
+//!
+//! Every command is an `async fn` run to its end on one tokio runtime, built here from the
+//! command ([`args::Command::runtime_flavor`]).
 
 mod agent_setup;
 mod args;
-mod block_on;
 mod commands;
 mod error;
 mod event_line;
@@ -28,10 +30,11 @@ mod user_message;
 mod watch;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
-use crate::args::Cli;
+use crate::args::{Cli, RuntimeFlavor};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
@@ -48,10 +51,32 @@ fn main() -> ExitCode {
     observe::logging::init(cli.verbose, cli.command.runs_a_team());
     trust::set_flag(cli.trust_workspace);
     let json = cli.command.json_output();
-    match commands::execute(cli) {
+    let runtime = match runtime(cli.command.runtime_flavor()) {
+        Ok(runtime) => runtime,
+        Err(error) => return error.report(json),
+    };
+    let result = runtime.block_on(commands::execute(cli));
+    // A blocking call the command left behind (a tool's lock wait or file read cannot be
+    // cancelled) does not keep the process for long.
+    runtime.shutdown_timeout(SHUTDOWN_WAIT);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => error.report(json),
     }
+}
+
+/// How long the end of a command waits for blocking work still running.
+const SHUTDOWN_WAIT: Duration = Duration::from_millis(500);
+
+/// The command's one runtime, with its I/O and time drivers.
+fn runtime(flavor: RuntimeFlavor) -> Result<tokio::runtime::Runtime, CliError> {
+    let mut builder = match flavor {
+        RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        RuntimeFlavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder.enable_all().build().map_err(|e| {
+        CliError::failed(format!("start the async runtime: {e}")).with_code("io_error")
+    })
 }
 
 /// clap's own errors are reported by clap (with usage and hints), except when the arguments ask

@@ -150,14 +150,14 @@ fn lease(settings: &Settings) -> Result<Sourced<Duration>, CliError> {
     }))
 }
 
-/// The team `choice` names, opened to be looked at for a command outside any runtime: the
-/// workspace's files, or the shared team's database (it connects, changing nothing). Every
-/// command that reads a team's stream, conversations or usage takes what this opens, the same
-/// way for either backend.
-pub fn team_view(
+/// The team `choice` names, opened to be looked at: the workspace's files, or the shared
+/// team's database (it connects, changing nothing). Every command that reads a team's stream,
+/// conversations or usage takes what this opens, the same way for either backend.
+pub async fn team_view(
     workspace: &std::path::Path,
     choice: &StoreChoice,
 ) -> Result<troupe::bootstrap::TeamView, CliError> {
-    crate::block_on::block_on(troupe::bootstrap::TeamView::open(workspace, choice))?
+    troupe::bootstrap::TeamView::open(workspace, choice)
+        .await
         .map_err(|e| CliError::coded(&e))
 }

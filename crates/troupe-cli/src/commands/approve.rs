@@ -13,7 +13,7 @@ use crate::error::CliError;
 use crate::permission_answer::answer_permission_in;
 use crate::render;
 
-pub fn answer(
+pub async fn answer(
     workspace: &Path,
     request_id: &str,
     choice: Choice,
@@ -23,9 +23,7 @@ pub fn answer(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let answer = crate::block_on::block_on(answer_permission_in(
-        workspace, &store, request_id, choice, reason, "cli",
-    ))??;
+    let answer = answer_permission_in(workspace, &store, request_id, choice, reason, "cli").await?;
     if json {
         return render::print_json(&serde_json::json!({
             "request_id": answer.request_id,

@@ -15,7 +15,7 @@ use crate::args::{ModelFlags, StoreFlags};
 use crate::error::CliError;
 use crate::render;
 
-pub fn compact(
+pub async fn compact(
     workspace: &Path,
     agent: &str,
     flags: &ModelFlags,
@@ -35,19 +35,8 @@ pub fn compact(
         ..LongLived::default()
     };
     let model = models.chooser.model_for(&agent);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    let outcome = runtime
-        .block_on(compact_conversation(
-            workspace,
-            &agent,
-            model,
-            &long_lived,
-            &store,
-        ))
+    let outcome = compact_conversation(workspace, &agent, model, &long_lived, &store)
+        .await
         .map_err(|e| CliError::coded(&e))?;
     let (value, text) = match outcome {
         Compacted::Done(report) => {

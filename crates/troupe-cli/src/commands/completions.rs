@@ -7,7 +7,7 @@ use crate::args::Cli;
 use crate::error::CliError;
 use crate::render;
 
-pub fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+pub async fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
     // Into memory first: the generator panics on a failed write, `print_verbatim` does not (a
     // closed pipe is not an error).
     let mut script = Vec::new();

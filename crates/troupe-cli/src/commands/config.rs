@@ -22,7 +22,7 @@ use crate::render;
 use crate::store_choice::{effective_store, EffectiveStore};
 use crate::trust::Loaded;
 
-pub fn config(
+pub async fn config(
     workspace: &Path,
     flags: &ModelFlags,
     store_flags: &StoreFlags,

@@ -17,7 +17,7 @@ use crate::error::CliError;
 use crate::observe::{Console, Sink};
 use crate::render;
 
-pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
+pub async fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
     let workspace = match workspace {
         Some(dir) => {
             refuse_occupied(&dir)?;
@@ -92,7 +92,8 @@ pub fn demo(workspace: Option<PathBuf>, verbose: u8) -> Result<(), CliError> {
         None,
         None,
         &super::run::Say::Now,
-    );
+    )
+    .await;
     console.finish();
     let outcome = outcome?;
     let notes = std::fs::read_to_string(workspace.join(NOTES_FILE)).unwrap_or_default();

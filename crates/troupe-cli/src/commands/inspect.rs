@@ -12,10 +12,11 @@ use crate::error::CliError;
 use crate::render;
 
 /// The inspector of the team `store` names: files, or its shared database.
-fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
+async fn inspector_of(workspace: &Path, store: &StoreFlags) -> Result<Inspector, CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &choice))?
+    troupe::bootstrap::inspector_with(workspace, &choice)
+        .await
         .map_err(|e| CliError::coded(&e))
 }
 
@@ -23,9 +24,9 @@ fn inspect_failed(error: InspectError) -> CliError {
     CliError::coded(&error)
 }
 
-pub fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let inspector = inspector_of(workspace, store)?;
-    let report = crate::block_on::block_on(inspector.status())?.map_err(inspect_failed)?;
+pub async fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let inspector = inspector_of(workspace, store).await?;
+    let report = inspector.status().await.map_err(inspect_failed)?;
     if let Some(note) = state_shared_note(workspace) {
         eprintln!("{note}");
     }
@@ -53,7 +54,7 @@ fn state_shared_note(workspace: &Path) -> Option<String> {
     })
 }
 
-pub fn requests(
+pub async fn requests(
     workspace: &Path,
     status: Option<&str>,
     json: bool,
@@ -63,8 +64,8 @@ pub fn requests(
         .map(RequestStatus::parse)
         .transpose()
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let inspector = inspector_of(workspace, store)?;
-    let views = crate::block_on::block_on(inspector.requests(status))?.map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store).await?;
+    let views = inspector.requests(status).await.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "requests": views }))
     } else {
@@ -74,9 +75,9 @@ pub fn requests(
 
 /// JSON: `{"jobs":[{id, cron, timezone, prompt, recurring, durable, next_fire_utc,
 /// next_fire_local}]}`.
-pub fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let inspector = inspector_of(workspace, store)?;
-    let jobs = crate::block_on::block_on(inspector.cron_jobs())?.map_err(inspect_failed)?;
+pub async fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let inspector = inspector_of(workspace, store).await?;
+    let jobs = inspector.cron_jobs().await.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "jobs": jobs }))
     } else {
@@ -84,9 +85,9 @@ pub fn cron(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliE
     }
 }
 
-pub fn tasks(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let inspector = inspector_of(workspace, store)?;
-    let views = crate::block_on::block_on(inspector.tasks())?.map_err(inspect_failed)?;
+pub async fn tasks(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let inspector = inspector_of(workspace, store).await?;
+    let views = inspector.tasks().await.map_err(inspect_failed)?;
     if json {
         render::print_json(&serde_json::json!({ "tasks": views }))
     } else {
@@ -94,7 +95,7 @@ pub fn tasks(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), Cli
     }
 }
 
-pub fn mailbox(
+pub async fn mailbox(
     workspace: &Path,
     agent: &str,
     state: Option<&str>,
@@ -111,9 +112,11 @@ pub fn mailbox(
             })
         })
         .transpose()?;
-    let inspector = inspector_of(workspace, store)?;
-    let report =
-        crate::block_on::block_on(inspector.mailbox(&agent, state))?.map_err(inspect_failed)?;
+    let inspector = inspector_of(workspace, store).await?;
+    let report = inspector
+        .mailbox(&agent, state)
+        .await
+        .map_err(inspect_failed)?;
     if json {
         render::print_json(&report)
     } else {
@@ -121,9 +124,9 @@ pub fn mailbox(
     }
 }
 
-pub fn jobs(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let inspector = inspector_of(workspace, store)?;
-    let jobs = crate::block_on::block_on(inspector.jobs())?.map_err(inspect_failed)?;
+pub async fn jobs(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
+    let inspector = inspector_of(workspace, store).await?;
+    let jobs = inspector.jobs().await.map_err(inspect_failed)?;
     if json {
         // A struct rather than `json!`, so each record keeps its documented key order.
         #[derive(serde::Serialize)]

@@ -27,7 +27,7 @@ use crate::args::LogArgs;
 use crate::error::CliError;
 use crate::event_line::describe;
 
-pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
+pub async fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     let mut printer = Printer {
         filter: Filter::new(args)?,
         json: args.json,
@@ -35,8 +35,8 @@ pub fn log(workspace: &Path, args: &LogArgs) -> Result<(), CliError> {
     };
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
-    let view = crate::store_choice::team_view(workspace, &choice)?;
-    crate::block_on::block_on(print_log(view.events(), args.follow, &mut printer))?
+    let view = crate::store_choice::team_view(workspace, &choice).await?;
+    print_log(view.events(), args.follow, &mut printer).await
 }
 
 /// How much of a file is read and printed at a time: a large stream is never held whole (a
@@ -287,8 +287,7 @@ enum Wake {
 
 /// Follows a stream until Ctrl-C, SIGTERM or stdout's reader goes. `wakes` starts what says
 /// the stream changed (before the first read; what it returns is kept alive meanwhile);
-/// `print` prints everything new, `Gone` when stdout's reader went away. Runs in the
-/// command's runtime ([`crate::block_on::block_on`]).
+/// `print` prints everything new, `Gone` when stdout's reader went away.
 async fn follow_with<K>(
     wakes: impl FnOnce(UnboundedSender<Wake>) -> Result<K, CliError>,
     mut print: impl AsyncFnMut() -> Result<Batch, CliError>,

@@ -16,27 +16,20 @@ use crate::args::McpAction;
 use crate::error::CliError;
 use crate::render;
 
-pub fn mcp(workspace: &Path, action: McpAction, json: bool) -> Result<(), CliError> {
+pub async fn mcp(workspace: &Path, action: McpAction, json: bool) -> Result<(), CliError> {
     match action {
-        McpAction::List => list(workspace, json),
+        McpAction::List => list(workspace, json).await,
     }
 }
 
-fn list(workspace: &Path, json: bool) -> Result<(), CliError> {
+async fn list(workspace: &Path, json: bool) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     // Started as a run would start them: under the run's sandbox and their own settings.
     let (sandbox, _) =
         crate::sandboxing::options(workspace, None, &settings, crate::args::ApprovalMode::Deny)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    let statuses = runtime.block_on(async {
-        let servers = McpServers::start(&settings.mcp_servers, workspace, &sandbox.sandbox).await;
-        let statuses = servers.statuses();
-        servers.stop().await;
-        statuses
-    });
+    let servers = McpServers::start(&settings.mcp_servers, workspace, &sandbox.sandbox).await;
+    let statuses = servers.statuses();
+    servers.stop().await;
     let servers: Vec<Value> = statuses
         .iter()
         .map(|status| {

@@ -16,7 +16,7 @@ use crate::args::{MemoryAction, StoreFlags};
 use crate::error::CliError;
 use crate::render;
 
-pub fn memory(
+pub async fn memory(
     workspace: &Path,
     action: Option<MemoryAction>,
     json: bool,
@@ -24,15 +24,14 @@ pub fn memory(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(flags, &settings, false)?;
-    let store = crate::block_on::block_on(troupe::bootstrap::open_memory(workspace, &choice))?
+    let store = troupe::bootstrap::open_memory(workspace, &choice)
+        .await
         .map_err(|e| CliError::coded(&e))?;
-    crate::block_on::block_on(async {
-        match action.unwrap_or(MemoryAction::List) {
-            MemoryAction::List => list(&store, json).await,
-            MemoryAction::Show { name } => show(&store, &name, json).await,
-            MemoryAction::Forget { name } => forget(&store, &name, json).await,
-        }
-    })?
+    match action.unwrap_or(MemoryAction::List) {
+        MemoryAction::List => list(&store, json).await,
+        MemoryAction::Show { name } => show(&store, &name, json).await,
+        MemoryAction::Forget { name } => forget(&store, &name, json).await,
+    }
 }
 
 fn failed(error: MemoryError) -> CliError {

@@ -1,5 +1,6 @@
-//! One function per command. Each turns raw arguments into validated settings first, so that
-//! bad input is refused before anything runs.
+//! One async function per command, run on the runtime `main` built for it; it awaits the
+//! library directly. Each turns raw arguments into validated settings first, so that bad input
+//! is refused before anything runs.
 
 mod approve;
 mod compact;
@@ -26,12 +27,13 @@ use std::path::PathBuf;
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Kind};
 
-pub fn execute(cli: Cli) -> Result<(), CliError> {
+/// Runs the command on the runtime `main` chose for it.
+pub async fn execute(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace), cli.verbose),
-        Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args, cli.verbose),
+        Command::Demo { workspace } => demo::demo(workspace.or(cli.workspace), cli.verbose).await,
+        Command::Run(args) => run::run(&resolve_workspace(cli.workspace)?, args, cli.verbose).await,
         Command::Worker(args) => {
-            worker::worker(&resolve_workspace(cli.workspace)?, args, cli.verbose)
+            worker::worker(&resolve_workspace(cli.workspace)?, args, cli.verbose).await
         }
         Command::Review {
             request_id,
@@ -39,13 +41,16 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             reject: _,
             feedback,
             store,
-        } => review::review(
-            &resolve_workspace(cli.workspace)?,
-            &request_id,
-            approve,
-            feedback,
-            &store,
-        ),
+        } => {
+            review::review(
+                &resolve_workspace(cli.workspace)?,
+                &request_id,
+                approve,
+                feedback,
+                &store,
+            )
+            .await
+        }
         Command::Approve {
             request_id,
             always,
@@ -66,57 +71,67 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
                 json,
                 &store,
             )
+            .await
         }
         Command::Deny {
             request_id,
             reason,
             json,
             store,
-        } => approve::answer(
-            &resolve_workspace(cli.workspace)?,
-            &request_id,
-            troupe::approvals::Choice::No,
-            reason.as_deref(),
-            json,
-            &store,
-        ),
+        } => {
+            approve::answer(
+                &resolve_workspace(cli.workspace)?,
+                &request_id,
+                troupe::approvals::Choice::No,
+                reason.as_deref(),
+                json,
+                &store,
+            )
+            .await
+        }
         Command::Send {
             agent,
             text,
             json,
             store,
-        } => send::send(
-            &resolve_workspace(cli.workspace)?,
-            &agent,
-            &text,
-            json,
-            &store,
-        ),
+        } => {
+            send::send(
+                &resolve_workspace(cli.workspace)?,
+                &agent,
+                &text,
+                json,
+                &store,
+            )
+            .await
+        }
         Command::Status { json, store } => {
-            inspect::status(&resolve_workspace(cli.workspace)?, json, &store)
+            inspect::status(&resolve_workspace(cli.workspace)?, json, &store).await
         }
         Command::Requests {
             status,
             json,
             store,
-        } => inspect::requests(
-            &resolve_workspace(cli.workspace)?,
-            status.as_deref(),
-            json,
-            &store,
-        ),
-        Command::Usage(args) => usage::usage(&resolve_workspace(cli.workspace)?, &args),
+        } => {
+            inspect::requests(
+                &resolve_workspace(cli.workspace)?,
+                status.as_deref(),
+                json,
+                &store,
+            )
+            .await
+        }
+        Command::Usage(args) => usage::usage(&resolve_workspace(cli.workspace)?, &args).await,
         Command::Jobs { json, store } => {
-            inspect::jobs(&resolve_workspace(cli.workspace)?, json, &store)
+            inspect::jobs(&resolve_workspace(cli.workspace)?, json, &store).await
         }
         Command::Cron { json, store } => {
-            inspect::cron(&resolve_workspace(cli.workspace)?, json, &store)
+            inspect::cron(&resolve_workspace(cli.workspace)?, json, &store).await
         }
         Command::Tasks { json, store } => {
-            inspect::tasks(&resolve_workspace(cli.workspace)?, json, &store)
+            inspect::tasks(&resolve_workspace(cli.workspace)?, json, &store).await
         }
         Command::Worktrees { json } => {
-            worktrees::worktrees(&resolve_workspace(cli.workspace)?, json)
+            worktrees::worktrees(&resolve_workspace(cli.workspace)?, json).await
         }
         Command::Compact {
             agent,
@@ -124,58 +139,74 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
             no_memory,
             json,
             store,
-        } => compact::compact(
-            &resolve_workspace(cli.workspace)?,
-            &agent,
-            &model,
-            no_memory,
-            json,
-            &store,
-        ),
+        } => {
+            compact::compact(
+                &resolve_workspace(cli.workspace)?,
+                &agent,
+                &model,
+                no_memory,
+                json,
+                &store,
+            )
+            .await
+        }
         Command::Memory {
             action,
             json,
             store,
             team,
-        } => memory::memory(
-            &resolve_workspace(cli.workspace)?,
-            action,
-            json,
-            &crate::args::StoreFlags {
-                store,
-                team,
-                ..Default::default()
-            },
-        ),
+        } => {
+            memory::memory(
+                &resolve_workspace(cli.workspace)?,
+                action,
+                json,
+                &crate::args::StoreFlags {
+                    store,
+                    team,
+                    ..Default::default()
+                },
+            )
+            .await
+        }
         Command::Serve { port, store } => {
-            crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store)
+            crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store).await
         }
-        Command::Watch { store } => crate::watch::watch(&resolve_workspace(cli.workspace)?, &store),
+        Command::Watch { store } => {
+            crate::watch::watch(&resolve_workspace(cli.workspace)?, &store).await
+        }
         Command::Timeline { html, store } => {
-            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html, &store)
+            timeline::timeline_html(&resolve_workspace(cli.workspace)?, &html, &store).await
         }
-        Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
-        Command::Completions { shell } => completions::completions(shell),
-        Command::Mcp { action, json } => mcp::mcp(&resolve_workspace(cli.workspace)?, action, json),
-        Command::Trust { show, revoke, yes } => trust::trust(
-            &resolve_workspace(cli.workspace)?,
-            trust::Action::of(show, revoke, yes),
-        ),
+        Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args).await,
+        Command::Completions { shell } => completions::completions(shell).await,
+        Command::Mcp { action, json } => {
+            mcp::mcp(&resolve_workspace(cli.workspace)?, action, json).await
+        }
+        Command::Trust { show, revoke, yes } => {
+            trust::trust(
+                &resolve_workspace(cli.workspace)?,
+                trust::Action::of(show, revoke, yes),
+            )
+            .await
+        }
         Command::Config { model, store, json } => {
-            config::config(&resolve_workspace(cli.workspace)?, &model, &store, json)
+            config::config(&resolve_workspace(cli.workspace)?, &model, &store, json).await
         }
         Command::Mailbox {
             agent,
             state,
             json,
             store,
-        } => inspect::mailbox(
-            &resolve_workspace(cli.workspace)?,
-            &agent,
-            state.as_deref(),
-            json,
-            &store,
-        ),
+        } => {
+            inspect::mailbox(
+                &resolve_workspace(cli.workspace)?,
+                &agent,
+                state.as_deref(),
+                json,
+                &store,
+            )
+            .await
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::error::CliError;
 use crate::plan_answer::answer_plan_in;
 use crate::render;
 
-pub fn review(
+pub async fn review(
     workspace: &Path,
     request_id: &str,
     approve: bool,
@@ -23,13 +23,8 @@ pub fn review(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let answer = crate::block_on::block_on(answer_plan_in(
-        workspace,
-        &store,
-        request_id,
-        approve,
-        feedback.as_deref(),
-    ))??;
+    let answer =
+        answer_plan_in(workspace, &store, request_id, approve, feedback.as_deref()).await?;
     render::print_text(&format!(
         "{} plan request {}; response {} delivered to {}'s mailbox\n",
         if answer.approved {

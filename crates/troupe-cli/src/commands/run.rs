@@ -26,7 +26,7 @@ use crate::observe::{Console, Sink};
 use crate::render;
 use crate::store_choice::store_choice;
 
-pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
+pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
     args.prompt = text_or_stdin(&args.prompt, "--prompt")?;
     if args.prompt.trim().is_empty() {
         return Err(CliError::usage("--prompt must not be blank".into()));
@@ -156,17 +156,16 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
                 interrupt.run.cancel();
                 interrupt.prompts.cancel();
             },
-            || {
-                drive(
-                    settings,
-                    &args.prompt,
-                    &interrupt,
-                    notice.as_deref(),
-                    start_line,
-                    &held,
-                )
-            },
-        );
+            drive(
+                settings,
+                &args.prompt,
+                &interrupt,
+                notice.as_deref(),
+                start_line,
+                &held,
+            ),
+        )
+        .await;
         held.flush();
         outcome?
     } else {
@@ -178,6 +177,7 @@ pub fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliEr
             start_line,
             &Say::Now,
         )
+        .await
     };
     if let Some(console) = &console {
         console.finish();
@@ -234,7 +234,7 @@ impl Say {
 /// `start_line` (the sandbox, shown as is) when there is one. A turn
 /// limit or a spent token or cost budget is an error (exit 3). Errors after the team exists are
 /// [`CliError::in_stream`]: `run_ended` carries them.
-pub fn drive(
+pub async fn drive(
     settings: TeamSettings,
     prompt: &str,
     interrupt: &Interrupt,
@@ -242,116 +242,108 @@ pub fn drive(
     start_line: Option<&str>,
     say: &Say,
 ) -> Result<DriveOutcome, CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
     // A run with a cost budget counts its cost, and says what it came to.
     let priced = settings.long_lived.max_run_cost.is_some();
-    let result = runtime.block_on(async move {
-        let cancel = &interrupt.run;
-        interrupt::listen(cancel.clone())?;
-        let mut settings = settings;
-        if !settings.settings.mcp_servers.is_empty() {
-            // A server that does not start is reported (a warning) and its tools left out;
-            // the run goes on.
-            settings.mcp = Arc::new(
-                troupe::mcp::McpServers::start(
-                    &settings.settings.mcp_servers,
-                    &settings.workspace,
-                    &settings.sandbox.sandbox,
-                )
-                .await,
-            );
-            // A token a server was given must not come back through its results either.
-            settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
-        }
-        let mcp = settings.mcp.clone();
-        let mut team = match build_team(settings).await {
-            Ok(team) => team,
-            Err(e) => {
-                mcp.stop().await;
-                return Err(CliError::coded(&e));
-            }
-        };
-        tracing::info!(
-            run_id = team.events.run_id(),
-            events = %team.events.path().display(),
-            "team built"
-        );
-        if team.recovered > 0 {
-            say.line(format!(
-                "troupe: recovered {} message(s) left in processing by an earlier run",
-                team.recovered
-            ));
-        }
-        if let Some(kept) = &team.earlier_session {
-            say.line(format!(
-                "troupe: new session; the lead's earlier conversation is kept in {}",
-                kept.display()
-            ));
-        }
-        if let Some(notice) = notice {
-            say.line(format!("troupe: {notice}"));
-        }
-        if let Some(line) = start_line {
-            say.line(line.to_owned());
-        }
-        // On Ctrl-C the teammates are told to stop first, then the prompts end: a teammate
-        // whose prompt was just answered "no" finds its team closing at its next safe point
-        // instead of going on to another model call and finishing its message.
-        let teammates = team.runtime.clone();
-        let (interrupted, prompts) = (cancel.clone(), interrupt.prompts.clone());
-        tokio::spawn(async move {
-            interrupted.cancelled().await;
-            teammates.start_closing();
-            prompts.cancel();
-        });
-        let mut driver = team.driver();
-        let result = driver.run(&mut team.lead, prompt, cancel).await;
-        if result.is_ok() && !cancel.is_cancelled() {
-            // What this run taught: new memories from the lead's part of the conversation.
-            team.lead.remember_run().await;
-        }
-        let usage = team.usage.clone();
-        let events = team.events.clone();
-        let telemetry = team.telemetry.clone();
-        team.close().await;
-        let result = if cancel.is_cancelled() {
-            Err(CliError::interrupted(
-                "interrupted; the team was closed and in-flight messages went back to ready/"
-                    .into(),
+    let cancel = &interrupt.run;
+    // Ctrl-C is the run's until the drive ends.
+    let _listening = interrupt::listen(cancel.clone())?;
+    let mut settings = settings;
+    if !settings.settings.mcp_servers.is_empty() {
+        // A server that does not start is reported (a warning) and its tools left out;
+        // the run goes on.
+        settings.mcp = Arc::new(
+            troupe::mcp::McpServers::start(
+                &settings.settings.mcp_servers,
+                &settings.workspace,
+                &settings.sandbox.sandbox,
             )
-            .with_code("interrupted"))
-        } else {
-            result.map_err(|e| CliError::coded(&e)).and_then(finished)
-        };
-        // The run's last spans, waited for a bounded time; drops said once.
-        if let Some(line) = crate::telemetry::close(telemetry.as_deref(), result.is_ok()).await {
-            say.line(line);
+            .await,
+        );
+        // A token a server was given must not come back through its results either.
+        settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
+    }
+    let mcp = settings.mcp.clone();
+    let mut team = match build_team(settings).await {
+        Ok(team) => team,
+        Err(e) => {
+            mcp.stop().await;
+            return Err(CliError::coded(&e));
         }
-        events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
-        // An empty final answer prints an empty line on stdout; say why, once. The run still
-        // succeeded (exit 0): the model did answer, with nothing.
-        if result
-            .as_ref()
-            .is_ok_and(|outcome| outcome.answer.trim().is_empty())
-        {
-            say.line(EMPTY_ANSWER.to_owned());
-        }
-        let spent = usage.per_agent();
-        if !spent.is_empty() {
-            say.line(troupe::agent::usage::render_closing_line(&spent));
-        }
-        if priced {
-            say.line(format!("estimated cost: {}", usage.run_cost().text()));
-        }
-        result.map_err(|e| e.in_stream())
+    };
+    tracing::info!(
+        run_id = team.events.run_id(),
+        events = %team.events.path().display(),
+        "team built"
+    );
+    if team.recovered > 0 {
+        say.line(format!(
+            "troupe: recovered {} message(s) left in processing by an earlier run",
+            team.recovered
+        ));
+    }
+    if let Some(kept) = &team.earlier_session {
+        say.line(format!(
+            "troupe: new session; the lead's earlier conversation is kept in {}",
+            kept.display()
+        ));
+    }
+    if let Some(notice) = notice {
+        say.line(format!("troupe: {notice}"));
+    }
+    if let Some(line) = start_line {
+        say.line(line.to_owned());
+    }
+    // On Ctrl-C the teammates are told to stop first, then the prompts end: a teammate
+    // whose prompt was just answered "no" finds its team closing at its next safe point
+    // instead of going on to another model call and finishing its message.
+    let teammates = team.runtime.clone();
+    let (interrupted, prompts) = (cancel.clone(), interrupt.prompts.clone());
+    let closer = tokio::spawn(async move {
+        interrupted.cancelled().await;
+        teammates.start_closing();
+        prompts.cancel();
     });
-    // A blocking tool call (a lock wait, a file read) cannot be cancelled; do not wait for it
-    // forever.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    result
+    let mut driver = team.driver();
+    let result = driver.run(&mut team.lead, prompt, cancel).await;
+    if result.is_ok() && !cancel.is_cancelled() {
+        // What this run taught: new memories from the lead's part of the conversation.
+        team.lead.remember_run().await;
+    }
+    let usage = team.usage.clone();
+    let events = team.events.clone();
+    let telemetry = team.telemetry.clone();
+    team.close().await;
+    // The team is gone: nothing is left for an interrupt to close.
+    closer.abort();
+    let result = if cancel.is_cancelled() {
+        Err(CliError::interrupted(
+            "interrupted; the team was closed and in-flight messages went back to ready/".into(),
+        )
+        .with_code("interrupted"))
+    } else {
+        result.map_err(|e| CliError::coded(&e)).and_then(finished)
+    };
+    // The run's last spans, waited for a bounded time; drops said once.
+    if let Some(line) = crate::telemetry::close(telemetry.as_deref(), result.is_ok()).await {
+        say.line(line);
+    }
+    events.emit(RUN_AGENT, kinds::RUN_ENDED, run_ended(&result));
+    // An empty final answer prints an empty line on stdout; say why, once. The run still
+    // succeeded (exit 0): the model did answer, with nothing.
+    if result
+        .as_ref()
+        .is_ok_and(|outcome| outcome.answer.trim().is_empty())
+    {
+        say.line(EMPTY_ANSWER.to_owned());
+    }
+    let spent = usage.per_agent();
+    if !spent.is_empty() {
+        say.line(troupe::agent::usage::render_closing_line(&spent));
+    }
+    if priced {
+        say.line(format!("estimated cost: {}", usage.run_cost().text()));
+    }
+    result.map_err(|e| e.in_stream())
 }
 
 /// Said on stderr when the lead's final answer has no text.

@@ -13,7 +13,7 @@ use crate::error::CliError;
 use crate::render;
 use crate::user_message::send_as_user;
 
-pub fn send(
+pub async fn send(
     workspace: &Path,
     agent: &str,
     text: &str,
@@ -24,7 +24,7 @@ pub fn send(
     let text = &crate::input::text_or_stdin(text, "the message")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
-    let id = crate::block_on::block_on(send_as_user(workspace, &store, &to, text))??;
+    let id = send_as_user(workspace, &store, &to, text).await?;
     if json {
         render::print_json(&serde_json::json!({"message_id": id, "to": to, "from": "user"}))
     } else {

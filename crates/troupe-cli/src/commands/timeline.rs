@@ -15,7 +15,11 @@ use crate::error::CliError;
 use crate::render;
 use crate::serve::page;
 
-pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Result<(), CliError> {
+pub async fn timeline_html(
+    workspace: &Path,
+    file: &Path,
+    store: &StoreFlags,
+) -> Result<(), CliError> {
     let layout = Layout::new(workspace);
     let dest = resolve_destination(file)?;
     let state_dir =
@@ -37,20 +41,20 @@ pub fn timeline_html(workspace: &Path, file: &Path, store: &StoreFlags) -> Resul
     out.file.write_all(before.as_bytes()).map_err(storage)?;
     out.file.write_all(b"[").map_err(storage)?;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    let stream = crate::store_choice::team_view(workspace, &choice)?.events();
-    crate::block_on::block_on(async {
-        let mut reader = stream.reader(0).await.map_err(|e| CliError::coded(&e))?;
-        loop {
-            let batch = reader
-                .next_batch(BATCH_BYTES)
-                .await
-                .map_err(|e| CliError::coded(&e))?;
-            if batch.is_empty() {
-                return Ok::<(), CliError>(());
-            }
-            out.add(&batch).map_err(storage)?;
+    let stream = crate::store_choice::team_view(workspace, &choice)
+        .await?
+        .events();
+    let mut reader = stream.reader(0).await.map_err(|e| CliError::coded(&e))?;
+    loop {
+        let batch = reader
+            .next_batch(BATCH_BYTES)
+            .await
+            .map_err(|e| CliError::coded(&e))?;
+        if batch.is_empty() {
+            break;
         }
-    })??;
+        out.add(&batch).map_err(storage)?;
+    }
     out.file.write_all(b"]").map_err(storage)?;
     out.file.write_all(after.as_bytes()).map_err(storage)?;
     out.file.place(&dest).map_err(storage)?;

@@ -30,7 +30,7 @@ impl Action {
     }
 }
 
-pub fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
+pub async fn trust(workspace: &Path, action: Action) -> Result<(), CliError> {
     let store = TrustStore::user();
     if action == Action::Revoke {
         let store = store.ok_or_else(crate::trust::no_config_folder)?;

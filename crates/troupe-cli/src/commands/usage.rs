@@ -19,7 +19,7 @@ use crate::error::CliError;
 use crate::input::parse_duration;
 use crate::render;
 
-pub fn usage(workspace: &Path, args: &UsageArgs) -> Result<(), CliError> {
+pub async fn usage(workspace: &Path, args: &UsageArgs) -> Result<(), CliError> {
     let since = args
         .since
         .as_deref()
@@ -27,10 +27,12 @@ pub fn usage(workspace: &Path, args: &UsageArgs) -> Result<(), CliError> {
         .transpose()?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
-    let inspector =
-        crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &choice))?
-            .map_err(|e| CliError::coded(&e))?;
-    let buckets = crate::block_on::block_on(inspector.usage_buckets(since))?
+    let inspector = troupe::bootstrap::inspector_with(workspace, &choice)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
+    let buckets = inspector
+        .usage_buckets(since)
+        .await
         .map_err(|e| CliError::coded(&e))?;
     let report = UsageReport::new(&buckets, group_by(args.by), &settings.prices.table());
     if args.json {

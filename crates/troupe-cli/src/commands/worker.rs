@@ -25,7 +25,7 @@ use crate::observe::approval::PausingApproval;
 use crate::observe::{Console, Sink};
 use crate::store_choice::store_choice;
 
-pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), CliError> {
+pub async fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), CliError> {
     if args.max_turns == 0 {
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
@@ -97,13 +97,10 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         mcp: Default::default(),
         store,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(async move {
+    let result = async {
         let cancel = interrupt.run.clone();
-        crate::interrupt::listen(cancel.clone())?;
+        // Ctrl-C is the worker's until it has stopped.
+        let _listening = crate::interrupt::listen(cancel.clone())?;
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                 .map_err(|e| CliError::failed(format_args!("cannot watch SIGTERM: {e}")))?;
@@ -153,8 +150,8 @@ pub fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(), Cli
         // Every event is in the team's shared stream before the process ends.
         events.close_listeners();
         Ok(())
-    });
+    }
+    .await;
     console.finish();
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     result
 }

@@ -10,7 +10,7 @@ use troupe::worktree::Worktrees;
 use crate::error::CliError;
 use crate::render;
 
-pub fn worktrees(workspace: &Path, json: bool) -> Result<(), CliError> {
+pub async fn worktrees(workspace: &Path, json: bool) -> Result<(), CliError> {
     let views = Worktrees::new(Layout::new(workspace))
         .list()
         .map_err(|e| CliError::coded(&e))?;

@@ -46,16 +46,11 @@ use crate::error::CliError;
 use api::Shared;
 use troupe::bootstrap::{StoreChoice, TeamView};
 
-pub fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
+pub async fn serve(workspace: &Path, port: u16, store: &StoreFlags) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Run)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    let view = crate::store_choice::team_view(workspace, &choice)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(workspace, port, view, choice, settings.prices.table()))
+    let view = crate::store_choice::team_view(workspace, &choice).await?;
+    run(workspace, port, view, choice, settings.prices.table()).await
 }
 
 async fn run(

@@ -11,6 +11,7 @@ use troupe::bootstrap::StoreChoice;
 use troupe::store::events::stream::{EventReader, Watching};
 use troupe::wire::Event;
 
+use super::waiting::Runtime;
 use crate::error::CliError;
 
 /// Why the view's loop woke up.
@@ -33,43 +34,36 @@ const BATCH_BYTES: usize = 1024 * 1024;
 pub struct Feed {
     reader: Box<dyn EventReader>,
     _watching: Watching,
-    /// The wakeups' tasks run here, and each read of the stream; kept for as long as the feed.
-    runtime: tokio::runtime::Runtime,
+    /// Where the view's thread waits for each read of the stream (the wakeups' tasks run on
+    /// the command's runtime until the feed is dropped).
+    runtime: Runtime,
 }
 
 impl Feed {
     /// Starts watching before the first read, so that nothing appended in between is missed.
-    pub fn open(
+    pub async fn open(
         workspace: &Path,
         store: &StoreChoice,
         wake: Sender<Wake>,
     ) -> Result<Self, CliError> {
-        let stream = crate::store_choice::team_view(workspace, store)?.events();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(|e| CliError::failed(format_args!("cannot start the runtime: {e}")))?;
-        let watching = {
-            let _inside = runtime.enter();
-            stream
-                .on_change(Arc::new(move || wake.send(Wake::Changed).is_ok()))
-                .map_err(|e| CliError::coded(&e))?
-        };
-        let reader = runtime
-            .block_on(stream.reader(0))
+        let stream = crate::store_choice::team_view(workspace, store)
+            .await?
+            .events();
+        let watching = stream
+            .on_change(Arc::new(move || wake.send(Wake::Changed).is_ok()))
             .map_err(|e| CliError::coded(&e))?;
+        let reader = stream.reader(0).await.map_err(|e| CliError::coded(&e))?;
         Ok(Self {
             reader,
             _watching: watching,
-            runtime,
+            runtime: Runtime::current(),
         })
     }
 
     /// The next batch of new events (empty when there is nothing new).
     pub fn next_batch(&mut self) -> Result<Vec<Event>, CliError> {
         self.runtime
-            .block_on(self.reader.next_batch(BATCH_BYTES))
+            .wait(self.reader.next_batch(BATCH_BYTES))
             .map_err(|e| CliError::coded(&e))
     }
 }

@@ -12,9 +12,12 @@
 //!   `troupe send`'s own paths.
 //! - [`terminal`]: raw mode and the alternate screen, restored on return, error and panic.
 //! - [`signals`]: SIGTERM, SIGHUP (and for `troupe watch` SIGINT) end the view as `q` does.
+//! - [`waiting`]: how the view's thread waits for async work on the command's runtime.
 //!
 //! One loop waits on one channel: keys (a thread blocked reading the terminal), stream changes
 //! (the watch) and the end of a run. No timer: nothing is redrawn unless something happened.
+//! The loop runs on tokio's blocking pool (`troupe::sync::offload`), never on the runtime's
+//! threads, while the signals, the stream's listener and a run go on there.
 
 mod feed;
 mod keys;
@@ -23,10 +26,16 @@ mod signals;
 mod state;
 mod team;
 mod terminal;
+mod waiting;
 
+use std::any::Any;
+use std::future::Future;
 use std::io::IsTerminal;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::pin::pin;
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::task::Poll;
 
 use ratatui::crossterm::event::{self, Event as TermEvent};
 use troupe::bootstrap::StoreChoice;
@@ -40,14 +49,17 @@ use terminal::Screen;
 
 /// `troupe watch`: the view of the workspace's team (or the shared team `store` names) until
 /// `q` or Ctrl-C.
-pub fn watch(workspace: &Path, store: &StoreFlags) -> Result<(), CliError> {
+pub async fn watch(workspace: &Path, store: &StoreFlags) -> Result<(), CliError> {
     need_terminal("troupe watch")?;
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let store = crate::store_choice::store_choice(store, &settings, false)?;
     let (wake, woken) = channel();
-    let session = Session::open(workspace, store, wake.clone())?;
+    let session = Session::open(workspace, store, wake.clone()).await?;
     signals::listen(true, wake.clone())?;
-    session.run(&woken, wake)
+    match session.show(woken, wake).await {
+        Ok(viewed) => viewed,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// The view needs stdout to be a terminal; without one it is a usage error (exit 2) that says
@@ -62,36 +74,54 @@ pub fn need_terminal(what: &str) -> Result<(), CliError> {
     .with_code("not_a_terminal"))
 }
 
-/// `troupe run --watch`: `drive` runs on a thread of its own while the view is up. Leaving the
-/// view while the run still goes calls `stop` (the run's Ctrl-C) and waits for the run to
-/// close; the run's outcome is returned once the view is gone.
-pub fn watch_run<T: Send>(
+/// `troupe run --watch`: `drive` goes on while the view is up. Leaving the view while the run
+/// still goes calls `stop` (the run's Ctrl-C) and waits for the run to close; the run's outcome
+/// is returned once the view is gone.
+pub async fn watch_run<T>(
     workspace: &Path,
     store: StoreChoice,
     stop: impl FnOnce(),
-    drive: impl FnOnce() -> T + Send,
+    drive: impl Future<Output = T>,
 ) -> Result<T, CliError> {
     let (wake, woken) = channel();
-    let session = Session::open(workspace, store, wake.clone())?;
+    let session = Session::open(workspace, store, wake.clone()).await?;
     signals::listen(false, wake.clone())?;
-    std::thread::scope(|scope| {
-        let run_wake = wake.clone();
-        let running = scope.spawn(move || {
-            let outcome = drive();
-            // The end may have nothing new to read (a run that failed at start).
-            let _ = run_wake.send(Wake::Changed);
-            outcome
-        });
-        let viewed = session.run(&woken, wake);
-        if !running.is_finished() {
-            eprintln!("troupe: left the view; closing the team at a safe point");
-            stop();
+    let run_wake = wake.clone();
+    let mut running = pin!(async move {
+        let outcome = caught(drive).await;
+        // The end may have nothing new to read (a run that failed at start).
+        let _ = run_wake.send(Wake::Changed);
+        outcome
+    });
+    let mut viewing = pin!(session.show(woken, wake));
+    let (viewed, outcome) = tokio::select! {
+        biased;
+        outcome = &mut running => (viewing.await, outcome),
+        viewed = &mut viewing => {
+            // A view that panicked leaves the run be, and says so once it has ended.
+            if viewed.is_ok() {
+                eprintln!("troupe: left the view; closing the team at a safe point");
+                stop();
+            }
+            (viewed, running.await)
         }
-        let outcome = running
-            .join()
-            .map_err(|_| CliError::failed("the run's thread panicked"))?;
-        viewed.map(|()| outcome)
+    };
+    let viewed = viewed.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let outcome = outcome.map_err(|_| CliError::failed("the run's thread panicked"))?;
+    viewed.map(|()| outcome)
+}
+
+/// `future`'s output, or the panic that ended it (as a thread's join returns it).
+async fn caught<T>(future: impl Future<Output = T>) -> Result<T, Box<dyn Any + Send>> {
+    let mut future = pin!(future);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
     })
+    .await
 }
 
 /// The view of one team, with its stream and stores.
@@ -103,13 +133,31 @@ struct Session {
 }
 
 impl Session {
-    fn open(workspace: &Path, store: StoreChoice, wake: Sender<Wake>) -> Result<Self, CliError> {
+    async fn open(
+        workspace: &Path,
+        store: StoreChoice,
+        wake: Sender<Wake>,
+    ) -> Result<Self, CliError> {
         Ok(Self {
-            feed: Feed::open(workspace, &store, wake)?,
-            team: Team::open(workspace, store)?,
+            feed: Feed::open(workspace, &store, wake).await?,
+            team: Team::open(workspace, store).await?,
             view: View::default(),
             colour: crate::observe::style::colour_wanted(true),
         })
+    }
+
+    /// Runs the view's loop ([`Self::run`]) on tokio's blocking pool until it ends; a panic in
+    /// it (the terminal already given back by the panic hook) is returned, to be resumed.
+    async fn show(
+        self,
+        woken: Receiver<Wake>,
+        wake: Sender<Wake>,
+    ) -> Result<Result<(), CliError>, Box<dyn Any + Send>> {
+        troupe::sync::offload("the view", move || {
+            std::panic::catch_unwind(AssertUnwindSafe(move || self.run(&woken, wake)))
+        })
+        .await
+        .unwrap_or_else(|stopped| Ok(Err(CliError::failed(stopped))))
     }
 
     /// Takes the terminal and shows the view until the person quits.

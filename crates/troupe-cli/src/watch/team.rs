@@ -11,6 +11,7 @@ use troupe::layout::Layout;
 use troupe::wire::{AgentName, RequestId, RequestStatus};
 
 use super::state::{Effect, PendingPlan, View};
+use super::waiting::Runtime;
 use crate::error::CliError;
 use crate::plan_answer::answer_plan_in;
 use crate::user_message::send_as_user;
@@ -21,24 +22,29 @@ pub struct Team {
     store: StoreChoice,
     /// Opened once: for a shared team it holds the database pool.
     inspector: Inspector,
+    /// Where the view's thread waits for the reads and answers.
+    runtime: Runtime,
 }
 
 impl Team {
-    pub fn open(workspace: &Path, store: StoreChoice) -> Result<Self, CliError> {
-        let inspector =
-            crate::block_on::block_on(troupe::bootstrap::inspector_with(workspace, &store))?
-                .map_err(|e| CliError::coded(&e))?;
+    pub async fn open(workspace: &Path, store: StoreChoice) -> Result<Self, CliError> {
+        let inspector = troupe::bootstrap::inspector_with(workspace, &store)
+            .await
+            .map_err(|e| CliError::coded(&e))?;
         Ok(Self {
             workspace: workspace.to_owned(),
             store,
             inspector,
+            runtime: Runtime::current(),
         })
     }
 
     /// Reads the roster and the pending plan requests into `view`.
     pub fn refresh(&self, view: &mut View) -> Result<(), CliError> {
-        let roster =
-            crate::block_on::block_on(self.inspector.roster())?.map_err(|e| CliError::coded(&e))?;
+        let roster = self
+            .runtime
+            .wait(self.inspector.roster())
+            .map_err(|e| CliError::coded(&e))?;
         let teammates: Vec<(String, String, String)> = roster
             .teammates
             .iter()
@@ -52,26 +58,27 @@ impl Team {
             .collect();
         view.set_roster(&teammates);
         let answers = Layout::new(&self.workspace).protocol_answers_dir();
-        let pending =
-            crate::block_on::block_on(self.inspector.requests(Some(RequestStatus::Pending)))?
-                .map_err(|e| CliError::coded(&e))?
-                .into_iter()
-                // Answered but not yet read by its teammate (the answer waits in `answers/`):
-                // no longer waiting for a person.
-                .filter(|r| {
-                    r.kind == "plan_approval"
-                        && r.target == AgentName::lead().as_str()
-                        && answers
-                            .join(format!("{}.json", r.id))
-                            .symlink_metadata()
-                            .is_err()
-                })
-                .map(|r| PendingPlan {
-                    request_id: r.id,
-                    from: r.sender,
-                    plan: r.content,
-                })
-                .collect();
+        let pending = self
+            .runtime
+            .wait(self.inspector.requests(Some(RequestStatus::Pending)))
+            .map_err(|e| CliError::coded(&e))?
+            .into_iter()
+            // Answered but not yet read by its teammate (the answer waits in `answers/`):
+            // no longer waiting for a person.
+            .filter(|r| {
+                r.kind == "plan_approval"
+                    && r.target == AgentName::lead().as_str()
+                    && answers
+                        .join(format!("{}.json", r.id))
+                        .symlink_metadata()
+                        .is_err()
+            })
+            .map(|r| PendingPlan {
+                request_id: r.id,
+                from: r.sender,
+                plan: r.content,
+            })
+            .collect();
         view.set_pending(pending);
         Ok(())
     }
@@ -85,15 +92,13 @@ impl Team {
                 request_id,
                 approve,
                 feedback,
-            } => match crate::block_on::block_on(answer_plan_in(
+            } => match self.runtime.wait(answer_plan_in(
                 &self.workspace,
                 &self.store,
                 request_id,
                 *approve,
                 feedback.as_deref(),
-            ))
-            .and_then(|answered| answered)
-            {
+            )) {
                 Ok(answer) => format!(
                     "{} plan {} of {}",
                     if answer.approved {
@@ -110,12 +115,8 @@ impl Team {
                 let sent = AgentName::parse(to)
                     .map_err(|e| CliError::usage(e.to_string()))
                     .and_then(|to| {
-                        crate::block_on::block_on(send_as_user(
-                            &self.workspace,
-                            &self.store,
-                            &to,
-                            text,
-                        ))?
+                        self.runtime
+                            .wait(send_as_user(&self.workspace, &self.store, &to, text))
                     });
                 match sent {
                     Ok(id) => format!("sent message {} to {to}", short_id(&id.to_string())),

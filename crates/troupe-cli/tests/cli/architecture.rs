@@ -7,6 +7,10 @@
 //! one of them (`run::run(…)` in `commands/mod.rs`): such a file uses its children like any
 //! other module, so a child that imports from it closes a circle. Test code (`#[cfg(test)]`
 //! items) and comments and literals are left out; a `mod x;` declaration is not a use.
+//!
+//! The same reading checks that `troupe` has one tokio runtime: `main.rs` builds it and runs
+//! the async `commands::execute` on it; no other file builds one or blocks on a future, except
+//! the view's thread waiting on that runtime through its handle (`watch/waiting.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -511,6 +515,113 @@ fn the_cli_reads_a_team_through_its_view_only() {
         reading.is_empty(),
         "files of the troupe binary that read a team's files themselves (use TeamView's \
          ports): {reading:?}"
+    );
+}
+
+/// Files that may call `block_on(` besides `main.rs`, and why: each on a `Handle` of the one
+/// runtime, from a thread that is not one of its own.
+const HANDLE_WAITERS: &[(&str, &str)] = &[(
+    "watch::waiting",
+    "the view's loop runs on the blocking pool and waits there for its store calls",
+)];
+
+/// What breaks the one-runtime rule in `krate`: a file other than `main.rs` that builds a
+/// runtime or blocks on a future (but for [`HANDLE_WAITERS`]), or a `commands::execute` that
+/// is not `async`.
+fn runtime_offenders(krate: &Crate) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, code) in &krate.files {
+        if module.is_empty() {
+            continue;
+        }
+        let file = name(module);
+        if code.text.contains("runtime::Builder") {
+            found.push(format!("{file} builds a runtime (runtime::Builder)"));
+        }
+        let waiter = HANDLE_WAITERS.iter().any(|(m, _)| *m == file);
+        if code.text.contains("block_on(") && !(waiter && code.text.contains("Handle")) {
+            found.push(format!("{file} blocks on a future (block_on)"));
+        }
+    }
+    let execute_is_async = krate
+        .files
+        .get(&module("commands"))
+        .is_some_and(|code| code.text.contains("pub async fn execute("));
+    if !execute_is_async {
+        found.push("commands::execute is not an async fn".to_owned());
+    }
+    found
+}
+
+#[test]
+fn the_cli_runs_every_command_on_the_one_runtime_main_builds() {
+    let krate = troupe_crate();
+    let offenders = runtime_offenders(&krate);
+    assert!(
+        offenders.is_empty(),
+        "main.rs builds the one runtime and runs the async commands::execute on it; await the \
+         library instead (troupe::sync::offload for blocking work):\n{}",
+        offenders.join("\n")
+    );
+    let main = &krate.files[&Vec::new()].text;
+    assert!(
+        main.contains("runtime::Builder"),
+        "main.rs builds no runtime"
+    );
+    assert!(
+        main.contains("block_on(commands::execute("),
+        "main.rs does not run commands::execute on its runtime"
+    );
+}
+
+/// The check refuses what the CLI did before it had one runtime: a runtime per call and
+/// per command, and a synchronous `execute`.
+#[test]
+fn a_runtime_per_call_is_found() {
+    let krate = Crate {
+        files: [
+            (
+                "",
+                "mod block_on;\nmod commands;\nfn main() { commands::execute(cli); }",
+            ),
+            (
+                "block_on",
+                "pub fn block_on<F: Future>(f: F) -> F::Output {\n\
+                 tokio::runtime::Builder::new_current_thread().build().block_on(f) }",
+            ),
+            (
+                "commands",
+                "pub fn execute(cli: Cli) -> Result<(), CliError> { run::run(cli) }",
+            ),
+            (
+                "watch::feed",
+                "fn next(&self) { self.runtime.block_on(self.view.events_after(0, 1)) }",
+            ),
+            (
+                "watch::waiting",
+                "pub fn wait<F: Future>(&self, f: F) -> F::Output { self.0.block_on(f) }\n\
+                 fn current() -> Self { Self(Handle::current()) }",
+            ),
+        ]
+        .into_iter()
+        .map(|(path, text)| {
+            let module = if path.is_empty() {
+                Vec::new()
+            } else {
+                module(path)
+            };
+            (module, parse_code(text))
+        })
+        .collect(),
+    };
+    assert_eq!(
+        runtime_offenders(&krate),
+        [
+            "block_on builds a runtime (runtime::Builder)",
+            "block_on blocks on a future (block_on)",
+            "watch::feed blocks on a future (block_on)",
+            "commands::execute is not an async fn",
+        ]
     );
 }
 
