@@ -123,6 +123,9 @@ pub struct ModelSettings {
     pub base_url: Option<Sourced<String>>,
     pub fallback_model: Option<Sourced<String>>,
     pub context_window: Option<Sourced<u32>>,
+    /// `script`: a scripted model's file (as `--model-script`), resolved against the folder of
+    /// the settings file that names it.
+    pub script: Option<Sourced<PathBuf>>,
     /// `[model.agents]`: a model per agent name (`writer = "gpt-4.1-mini"`).
     pub agents: Vec<(String, Sourced<String>)>,
 }
