@@ -8,6 +8,7 @@ pub(crate) mod config;
 mod config_approvals;
 mod config_cost;
 mod demo;
+mod init;
 mod inspect;
 mod log;
 mod mcp;
@@ -157,6 +158,7 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Log(args) => log::log(&resolve_workspace(cli.workspace)?, &args),
         Command::Completions { shell } => completions::completions(shell),
         Command::Mcp { action, json } => mcp::mcp(&resolve_workspace(cli.workspace)?, action, json),
+        Command::Init { json } => init::init(&resolve_workspace(cli.workspace)?, json),
         Command::Trust { show, revoke, yes } => trust::trust(
             &resolve_workspace(cli.workspace)?,
             trust::Action::of(show, revoke, yes),
