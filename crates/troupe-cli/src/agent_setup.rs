@@ -87,14 +87,20 @@ fn with_next_steps(missing: &str) -> String {
         "; for Anthropic set ANTHROPIC_API_KEY and ANTHROPIC_MODEL instead"
     };
     format!(
-        "{missing}{anthropic}; to try troupe without a model server, run `troupe demo` or give \
-         --model-script FILE"
+        "{missing}{anthropic}; or run `troupe init` to write a troupe.toml for this folder (with \
+         a scripted model when no key is set), run `troupe demo` to watch a scripted team, or \
+         give --model-script FILE"
     )
 }
 
 pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
     let settings = &loaded.settings;
-    if let Some(script) = &args.model_script {
+    // `--model-script`, else the settings' `[model] script` (as `troupe init` writes it).
+    let script = args
+        .model_script
+        .clone()
+        .or_else(|| settings.model.script.as_ref().map(|s| s.value.clone()));
+    if let Some(script) = &script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
         return Ok(Models {

@@ -382,6 +382,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a commented troupe.toml for the workspace: a model for the key the environment
+    /// has (OpenAI, Anthropic), or a scripted model file beside it when there is none; add
+    /// .troupe/ to .gitignore in a git repository; trust what it wrote. Never overwrites.
+    Init {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Review what the workspace's own troupe.toml and .env would do that needs your trust
     /// (hooks and MCP servers it would run, the server your API key would go to, allow rules, a
     /// looser sandbox) and trust it. Recorded in your config folder (trusted.json), per
@@ -534,6 +542,7 @@ impl Command {
             | Self::Log(_)
             | Self::Completions { .. }
             | Self::Trust { .. }
+            | Self::Init { .. }
             | Self::Config { .. }
             | Self::Mailbox { .. } => RuntimeFlavor::CurrentThread,
         }
@@ -558,6 +567,7 @@ impl Command {
             | Self::Cron { json, .. }
             | Self::Tasks { json, .. }
             | Self::Worktrees { json }
+            | Self::Init { json }
             | Self::Mailbox { json, .. }
             | Self::Memory { json, .. }
             | Self::Mcp { json, .. }

@@ -41,6 +41,8 @@
 //! - `special_files`: a FIFO in place of a state file fails every command at once, naming it.
 //! - `exits`: exit 3 at the turn limit; the no-terminal notice of `--approval ask`.
 //! - `help`: what a new user reads: help texts, completions, the demo's closing commands.
+//! - `init`: `troupe init` — a scripted model when no key is set (and a run right after it), a
+//!   provider's model when one is, `.troupe/` in `.gitignore` once, nothing overwritten.
 //! - `approval_choices`: the approval prompt's yes/always/save/no-with-reason on a
 //!   pseudo-terminal; `troupe.toml` kept byte for byte when an entry is saved.
 //! - `interrupt`: Ctrl-C at an approval prompt, in a model call, and twice (exit 130).
@@ -151,6 +153,8 @@ mod help;
 mod hostile_git;
 #[path = "cli/hostile_settings.rs"]
 mod hostile_settings;
+#[path = "cli/init.rs"]
+mod init;
 #[path = "cli/interrupt.rs"]
 mod interrupt;
 #[path = "cli/log.rs"]

@@ -9,6 +9,7 @@ pub(crate) mod config;
 mod config_approvals;
 mod config_cost;
 mod demo;
+mod init;
 mod inspect;
 mod log;
 mod mcp;
@@ -182,6 +183,7 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Mcp { action, json } => {
             mcp::mcp(&resolve_workspace(cli.workspace)?, action, json).await
         }
+        Command::Init { json } => init::init(&resolve_workspace(cli.workspace)?, json).await,
         Command::Trust { show, revoke, yes } => {
             trust::trust(
                 &resolve_workspace(cli.workspace)?,

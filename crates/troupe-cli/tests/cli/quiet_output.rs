@@ -216,6 +216,7 @@ fn a_start_without_model_configuration_names_the_ways_forward() {
         "ANTHROPIC_MODEL",
         "`troupe demo`",
         "--model-script FILE",
+        "`troupe init`",
     ] {
         assert!(out.stderr.contains(needle), "{needle}: {out:#?}");
     }
@@ -240,6 +241,7 @@ fn a_start_without_model_configuration_names_the_ways_forward() {
         "{out:#?}"
     );
     assert!(out.stderr.contains("`troupe demo`"), "{out:#?}");
+    assert!(out.stderr.contains("`troupe init`"), "{out:#?}");
 }
 
 #[test]

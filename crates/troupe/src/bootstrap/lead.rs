@@ -71,6 +71,7 @@ pub(super) async fn lead(
         identity,
         &tools,
         &settings.workspace,
+        &settings.settings.context,
         runtime.handle(),
         settings.clock.clone(),
     );

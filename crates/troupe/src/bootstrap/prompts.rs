@@ -7,6 +7,8 @@ use std::sync::Arc;
 use troupe_wire::AgentName;
 
 use crate::clock::Clock;
+use crate::settings::ContextSettings;
+use crate::team::instructions::{Choice, Instructions};
 use crate::team::living_prompt::{FixedParts, LivingPrompt};
 use crate::team::{GateStart, TeamHandle};
 use crate::tools::skills;
@@ -88,13 +90,15 @@ pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> S
     )
 }
 
-/// The living system prompt of `agent`: `identity`, then its tools, the workspace, the skills
+/// The living system prompt of `agent`: `identity`, then its tools, the workspace, the
+/// instruction files `context` chooses (read in `workspace`, the agent's own), the skills
 /// catalog, selected memory, the roster and pending requests.
 pub(super) fn living_prompt(
     agent: &AgentName,
     identity: String,
     registry: &Arc<ToolRegistry>,
     workspace: &std::path::Path,
+    context: &ContextSettings,
     team: TeamHandle,
     clock: Arc<dyn Clock>,
 ) -> Arc<LivingPrompt> {
@@ -105,6 +109,7 @@ pub(super) fn living_prompt(
             tools: registry.clone(),
             workspace: workspace.display().to_string(),
             skills: skills::render_catalog(&skills::catalog(workspace)),
+            instructions: Arc::new(Instructions::new(workspace, Choice::of(context))),
         },
         team,
         clock,

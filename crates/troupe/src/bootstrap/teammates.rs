@@ -64,6 +64,8 @@ pub(super) struct Factory {
     definitions: Definitions,
     /// `[model.agents]` and the rest of the model settings.
     model_settings: crate::settings::ModelSettings,
+    /// `[context]`: the instruction files each teammate's prompt carries, from its workspace.
+    context: crate::settings::ContextSettings,
     sandbox: SandboxOptions,
     mcp: Arc<McpServers>,
     transcripts: Arc<dyn Transcripts>,
@@ -228,7 +230,15 @@ impl Factory {
             ));
         }
         let tools = Arc::new(tools);
-        let prompt = living_prompt(name, identity, &tools, &workspace, team, self.clock.clone());
+        let prompt = living_prompt(
+            name,
+            identity,
+            &tools,
+            &workspace,
+            &self.context,
+            team,
+            self.clock.clone(),
+        );
         let dispatcher = Dispatcher::new(tools, policy, self.kit.tool_hooks())
             .with_redactor(self.redactor.clone())
             .with_protected_additions(&self.sandbox.policy.deny_write);
@@ -275,6 +285,7 @@ pub(super) fn teammate_factory(
         kit: kit.clone(),
         definitions,
         model_settings: settings.settings.model.clone(),
+        context: settings.settings.context.clone(),
         sandbox: settings.sandbox.clone(),
         mcp: settings.mcp.clone(),
         transcripts: stores.transcripts.clone(),

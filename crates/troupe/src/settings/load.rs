@@ -3,7 +3,7 @@
 //! environment are laid on top by the CLI, see `model::config`) — and sets apart the project
 //! file's values that need trust ([`super::trust`]). This file only orchestrates; each section
 //! owns its table as written, its checks, its merge and what of it needs trust: `model`, `rules`
-//! (`[permissions]`), `hooks`, `sandbox`, `store`, `team`, `mcp`.
+//! (`[permissions]`), `hooks`, `sandbox`, `store`, `team`, `mcp`, `context`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,8 @@ use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
 use super::{
-    approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry,
+    approvals, context, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team,
+    telemetry,
 };
 use super::{Settings, Source};
 
@@ -84,8 +85,11 @@ impl Settings {
                 first.2 = tight;
             }
         }
+        let trusted = merge(&layers);
+        // Only here is the workspace known: a listed file's symbolic links are judged now.
+        context::check_links(&trusted.context, workspace)?;
         Ok(Reviewed {
-            trusted: merge(&layers),
+            trusted,
             untrusted: merge(&untrusted_layers),
             items,
         })
@@ -138,6 +142,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         run: run::merge(&section(layers, |f| &f.run)),
         approvals: approvals::merge(&section(layers, |f| &f.approvals)),
         telemetry: telemetry::merge(&section(layers, |f| &f.telemetry)),
+        context: context::merge(&section(layers, |f| &f.context)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }
 }

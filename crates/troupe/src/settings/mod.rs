@@ -8,13 +8,15 @@
 //! (`Settings::load`), which orchestrates: `files` finds and reads them, `parse` turns each one
 //! into its sections, and each section has its own module — its table as written, its checks,
 //! its merge and what of it needs trust: `model`, `rules` (`[permissions]`, and the rule
-//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`, `telemetry`.
+//! grammar), `hooks`, `sandbox`, `store` (with `store_url`), `team`, `mcp`, `prices`, `run`, `telemetry`,
+//! `context`.
 //! `secrets` refuses secret-looking keys before any section reads a file, `duration` is troupe's
 //! one reading of a duration, `section` what the sections share. The rules are matched by
 //! `permissions::patterns`, hooks run by `crate::hooks`, agent definitions read by
 //! `team::definitions`.
 
 mod approvals;
+mod context;
 mod duration;
 pub mod error;
 mod files;
@@ -40,6 +42,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use approvals::{ApprovalRoute, ApprovalSettings, NoTerminal, DEFAULT_APPROVAL_TTL};
+pub use context::{ContextFile, ContextSettings};
 pub use duration::parse_duration;
 pub use error::{SettingsError, SettingsErrorKind};
 pub use files::{user_config_path, MAX_SETTINGS_FILE_BYTES, PROJECT_FILE_NAME};
@@ -120,6 +123,9 @@ pub struct ModelSettings {
     pub base_url: Option<Sourced<String>>,
     pub fallback_model: Option<Sourced<String>>,
     pub context_window: Option<Sourced<u32>>,
+    /// `script`: a scripted model's file (as `--model-script`), resolved against the folder of
+    /// the settings file that names it.
+    pub script: Option<Sourced<PathBuf>>,
     /// `[model.agents]`: a model per agent name (`writer = "gpt-4.1-mini"`).
     pub agents: Vec<(String, Sourced<String>)>,
 }
@@ -315,6 +321,8 @@ pub struct Settings {
     pub approvals: ApprovalSettings,
     /// `[telemetry]`: where traces go when the `OTEL_*` variables do not say.
     pub telemetry: TelemetrySettings,
+    /// `[context]`: the files every agent's prompt carries as the project's instructions.
+    pub context: ContextSettings,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

@@ -7,6 +7,7 @@
 //! [`MIN_CONTEXT_WINDOW`] tokens; `[model.agents]` agent name = model name, not blank.
 
 use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -31,6 +32,7 @@ pub(super) struct RawModel {
     base_url: Option<Spanned<String>>,
     fallback_model: Option<Spanned<String>>,
     context_window: Option<Spanned<i64>>,
+    script: Option<Spanned<String>>,
     #[serde(default)]
     agents: BTreeMap<String, Spanned<String>>,
 }
@@ -44,6 +46,8 @@ pub(super) struct ParsedModel {
     base_url: Option<String>,
     fallback_model: Option<String>,
     context_window: Option<u32>,
+    /// `script`, resolved against the folder of the file that names it.
+    script: Option<PathBuf>,
     agents: Vec<(String, String)>,
 }
 
@@ -94,6 +98,9 @@ pub(super) fn parse(raw: RawModel, spans: &Spans<'_>) -> Result<ParsedModel, Set
             })?;
         parsed.context_window = Some(tokens);
     }
+    if let Some(script) = raw.script {
+        parsed.script = Some(script_path(script, spans)?);
+    }
     for (name, model) in raw.agents {
         if model.get_ref().trim().is_empty() {
             return Err(spans.invalid(
@@ -106,6 +113,30 @@ pub(super) fn parse(raw: RawModel, spans: &Spans<'_>) -> Result<ParsedModel, Set
             .push((name, model.into_inner().trim().to_owned()));
     }
     Ok(parsed)
+}
+
+/// `model.script`: a file beside the settings file (or below its folder), named relatively.
+fn script_path(script: Spanned<String>, spans: &Spans<'_>) -> Result<PathBuf, SettingsError> {
+    let value = script.get_ref().trim();
+    let relative = Path::new(value);
+    let inside = !value.is_empty()
+        && relative.is_relative()
+        && relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && relative
+            .components()
+            .any(|c| matches!(c, Component::Normal(_)));
+    if !inside {
+        return Err(spans.invalid(
+            script.span().start,
+            format!(
+                "`model.script` must name a file relative to the settings file's folder,                  without `..`, not {value:?}"
+            ),
+        ));
+    }
+    let folder = spans.path.parent().unwrap_or(Path::new("."));
+    Ok(folder.join(relative))
 }
 
 /// Project over user, per key; per-agent models by agent name, project over user.
@@ -129,11 +160,12 @@ pub(super) fn merge(layers: &Layers<'_, ParsedModel>) -> ModelSettings {
         base_url: first(layers, |m| m.base_url.clone()),
         fallback_model: first(layers, |m| m.fallback_model.clone()),
         context_window: first(layers, |m| m.context_window),
+        script: first(layers, |m| m.script.clone()),
         agents: agents.into_iter().collect(),
     }
 }
 
-/// Takes out of a project's `[model]` what needs trust: `base_url`, then `provider`.
+/// Takes out of a project's `[model]` what needs trust: `base_url`, then `provider`, then `script`.
 pub(super) fn split_trust(model: &mut ParsedModel, items: &mut Vec<TrustItem>) {
     if let Some(url) = model.base_url.take() {
         items.push(needs_trust(
@@ -147,6 +179,17 @@ pub(super) fn split_trust(model: &mut ParsedModel, items: &mut Vec<TrustItem>) {
             TrustKind::Provider,
             format!("chooses the provider {provider} ([model] provider)"),
             provider,
+        ));
+    }
+    if let Some(script) = model.script.take() {
+        // Not a server and no key, but it decides what every agent's calls are.
+        items.push(needs_trust(
+            TrustKind::Provider,
+            format!(
+                "answers every agent from the script {} instead of a model ([model] script)",
+                script.display()
+            ),
+            script.display().to_string(),
         ));
     }
 }
@@ -187,5 +230,29 @@ mod tests {
         );
         let err = load_err("[model]\napi_version = \" \"\n");
         assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)));
+    }
+
+    #[test]
+    fn a_script_is_a_file_beside_the_settings_and_waits_for_trust() {
+        let dir = workspace(Some("[model]\nscript = \"troupe.script.json\"\n"));
+        let reviewed = Settings::load_reviewed(dir.path(), None).unwrap();
+        let script = reviewed.trusted.model.script.unwrap();
+        assert_eq!(
+            script.value,
+            dir.path().join("troupe.script.json"),
+            "resolved against the file's folder"
+        );
+        assert_eq!(reviewed.untrusted.model.script, None);
+        assert_eq!(reviewed.items.len(), 1);
+        assert!(
+            reviewed.items[0].shown.contains("[model] script"),
+            "{:?}",
+            reviewed.items
+        );
+        for bad in ["/tmp/s.json", "../s.json", " ", "a/../../s.json"] {
+            let err = load_err(&format!("[model]\nscript = \"{bad}\"\n"));
+            assert_eq!((err.kind, err.line), (Kind::Invalid, Some(2)), "{bad}");
+            assert!(err.message.contains("`model.script`"), "{err}");
+        }
     }
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::approvals::{ParsedApprovals, RawApprovals};
+use super::context::{ParsedContext, RawContext};
 use super::error::{SettingsError, SettingsErrorKind as Kind};
 use super::hooks::{ParsedHook, RawHook};
 use super::mcp::RawMcpServer;
@@ -26,7 +27,8 @@ use super::team::{ParsedTeam, RawTeam};
 use super::telemetry::{ParsedTelemetry, RawTelemetry};
 use super::McpServerSpec;
 use super::{
-    approvals, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team, telemetry,
+    approvals, context, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team,
+    telemetry,
 };
 
 /// One file, validated: each section's own values.
@@ -44,6 +46,7 @@ pub(super) struct ParsedFile {
     pub run: ParsedRun,
     pub approvals: ParsedApprovals,
     pub telemetry: ParsedTelemetry,
+    pub context: ParsedContext,
 }
 
 /// The file as written; every key known, every value spanned for its line.
@@ -74,6 +77,8 @@ struct RawFile {
     approvals: RawApprovals,
     #[serde(default)]
     telemetry: RawTelemetry,
+    #[serde(default)]
+    context: RawContext,
 }
 
 /// Validates one file's text; the sections in file-format order, so a file with several
@@ -117,6 +122,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         run: run::parse(raw.run, &spans)?,
         approvals: approvals::parse(raw.approvals, &spans)?,
         telemetry: telemetry::parse(raw.telemetry, &spans)?,
+        context: context::parse(raw.context, &spans)?,
     })
 }
 

@@ -1,11 +1,12 @@
 //! The living system prompt of the lead and of each teammate (SPEC §9): identity and role, the
-//! tools, the workspace, the skills catalog, selected memory, the current roster and the pending
-//! protocol requests — always in that order.
+//! tools, the workspace, the project's instructions (`AGENTS.md` and the like, see
+//! [`super::instructions`]), the skills catalog, selected memory, the current roster and the
+//! pending protocol requests — always in that order.
 //!
 //! Identity, workspace and skills are fixed when the agent is built; the tools are its registry's
 //! available ones (an MCP server that went down takes its tools out); memory is set by the
-//! runner before each turn; the roster is read from the team when the prompt is asked for, the
-//! pending requests when the runner refreshes it (before every model call). The text is
+//! runner before each turn; the instructions, the roster and the pending requests are read when
+//! the runner refreshes the prompt (before every model call). The text is
 //! re-rendered only when one of those inputs changed: the same inputs give the very same
 //! string, so the request prefix (and a provider's prompt cache) stays stable while nothing
 //! changes. A request is shown as `expired` once its window has closed, so expiry changes the
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use troupe_wire::{AgentName, ProtocolRequest};
 
+use super::instructions::Instructions;
 use super::runtime::TeamHandle;
 use crate::agent::prompt::SystemPromptSource;
 use crate::clock::Clock;
@@ -31,6 +33,8 @@ pub struct FixedParts {
     pub workspace: String,
     /// The skills catalog as rendered for the prompt (empty: no skills).
     pub skills: String,
+    /// The agent's workspace's instruction files, read again at each refresh.
+    pub instructions: Arc<Instructions>,
 }
 
 pub struct LivingPrompt {
@@ -39,6 +43,8 @@ pub struct LivingPrompt {
     team: TeamHandle,
     clock: Arc<dyn Clock>,
     memory: Mutex<String>,
+    /// The instructions section as last read (by `refresh`).
+    instructions: Mutex<String>,
     /// The pending requests as last read from the protocol store (by `refresh`).
     requests: Mutex<Vec<ProtocolRequest>>,
     /// The team section's lines, as [`SystemPromptSource::refresh`] last read the roster.
@@ -50,6 +56,7 @@ pub struct LivingPrompt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Inputs {
     tools: Vec<String>,
+    instructions: String,
     memory: String,
     roster: Vec<String>,
     pending: Vec<String>,
@@ -68,6 +75,7 @@ impl LivingPrompt {
             team,
             clock,
             memory: Mutex::new(String::new()),
+            instructions: Mutex::new(String::new()),
             requests: Mutex::new(Vec::new()),
             roster: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
@@ -76,6 +84,7 @@ impl LivingPrompt {
 
     fn inputs(&self) -> Inputs {
         let memory = lock(&self.memory).clone();
+        let instructions = lock(&self.instructions).clone();
         let tools = self
             .fixed
             .tools
@@ -85,6 +94,7 @@ impl LivingPrompt {
         if self.team.upgrade().is_err() {
             return Inputs {
                 tools,
+                instructions,
                 memory,
                 roster: Vec::new(),
                 pending: Vec::new(),
@@ -105,6 +115,7 @@ impl LivingPrompt {
             .collect();
         Inputs {
             tools,
+            instructions,
             memory,
             roster,
             pending,
@@ -115,6 +126,10 @@ impl LivingPrompt {
         let mut out = self.fixed.identity.trim_end().to_owned();
         section(&mut out, "Tools", &inputs.tools.join(", "));
         section(&mut out, "Workspace", &self.fixed.workspace);
+        if !inputs.instructions.is_empty() {
+            let body = format!("{INSTRUCTIONS_INTRO}\n\n{}", inputs.instructions);
+            section(&mut out, "Project instructions", &body);
+        }
         section(
             &mut out,
             "Skills you can load with load_skill",
@@ -140,6 +155,16 @@ impl LivingPrompt {
 #[async_trait::async_trait]
 impl SystemPromptSource for LivingPrompt {
     async fn refresh(&self) {
+        // Read on the blocking pool (files and a bounded walk); a read that never came back
+        // leaves the section as it was.
+        let instructions = self.fixed.instructions.clone();
+        if let Ok(text) = crate::sync::offload("reading the workspace's instructions", move || {
+            instructions.section()
+        })
+        .await
+        {
+            *lock(&self.instructions) = text;
+        }
         let Ok(team) = self.team.upgrade() else {
             return;
         };
@@ -181,6 +206,10 @@ impl SystemPromptSource for LivingPrompt {
         *lock(&self.memory) = section;
     }
 }
+
+/// What the instructions section says first.
+const INSTRUCTIONS_INTRO: &str = "The workspace's instructions for agents working in it \
+     (re-read before each model call; follow them):";
 
 fn section(out: &mut String, title: &str, body: &str) {
     let body = body.trim();

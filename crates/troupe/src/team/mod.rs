@@ -14,7 +14,9 @@
 //! - [`lead_only`]: the rule, also on teammates' policies, that keeps the lead's team tools the
 //!   lead's.
 //! - [`living_prompt`]: the lead's and teammates' system prompts, rebuilt when the roster,
-//!   pending requests or selected memory change.
+//!   pending requests, selected memory or the project's instructions change.
+//! - [`instructions`]: the project's instructions in every prompt — `AGENTS.md` (else
+//!   `CLAUDE.md`) or `[context] files`, capped — and the other `AGENTS.md` files, listed.
 //! - [`roster`]: the roster in `team.json`.
 //! - [`tools`]: the team and protocol tools.
 //! - [`watch`]: notices messages written by other processes (a filesystem watch, not polling).
@@ -28,6 +30,7 @@ pub mod definitions;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod instructions;
 pub mod isolation;
 pub mod lead_only;
 pub mod lease_gate;

@@ -24,6 +24,8 @@
 //!   kept, leftovers quarantined, old plans not counted; running or idle names refused.
 //! - `bookkeeping`: todo, task board and cron tools are allowed without asking; writes ask.
 //! - `hooks`: the settings' command hooks apply to the lead and to every teammate.
+//! - `instructions`: `AGENTS.md` (a worktree teammate's own copy), `CLAUDE.md`, the cap,
+//!   `[context] files`, the other `AGENTS.md` files listed, an edit seen at the next turn.
 //! - `working_toolset`: a teammate's edit, search and board tools on the lead's board, narrowed
 //!   by its definition, and what the plan gate leaves it while a plan is pending.
 
@@ -40,6 +42,7 @@ mod e2e;
 mod events;
 mod failure;
 mod hooks;
+mod instructions;
 mod invalid;
 mod living_prompt;
 mod plan;
