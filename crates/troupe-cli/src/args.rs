@@ -44,8 +44,13 @@ pub enum ApprovalMode {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The task for the lead; `-` reads it from standard input.
-    #[arg(long)]
-    pub prompt: String,
+    #[arg(long, required_unless_present = "continue_run")]
+    pub prompt: Option<String>,
+    /// No new prompt: finish what an interrupted run left — the lead's unanswered turn, queued
+    /// messages, teammates' unfinished work, open requests — and exit when the team is
+    /// quiescent ("nothing to continue": exit 0).
+    #[arg(long = "continue", conflicts_with = "prompt")]
+    pub continue_run: bool,
     /// How write and execute tools are approved.
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,

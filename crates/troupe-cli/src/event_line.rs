@@ -22,6 +22,9 @@ pub fn describe(event: &Event) -> String {
     let s = |key: &str| event.str(key).unwrap_or("");
     let n = |key: &str| event.u64(key).unwrap_or(0);
     match event.kind.as_str() {
+        kinds::RUN_STARTED if event.fields.get("continued") == Some(&true.into()) => {
+            "run started: continuing what an earlier run left".to_owned()
+        }
         kinds::RUN_STARTED => format!("run started: {}", short(s("prompt"), 80)),
         kinds::RUN_ENDED => match event.str("error") {
             Some(error) => format!(

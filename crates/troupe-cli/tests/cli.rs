@@ -103,6 +103,8 @@
 //! - `trust`: a workspace's own hooks, MCP servers, model server, allow rules and looser sandbox
 //!   wait for `troupe trust`: exit 2 without a terminal, one question on one, tightening always.
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
+//! - `continue_run`: `troupe run --continue` finishes a run killed mid-team with no new
+//!   prompt; nothing left is "nothing to continue" (exit 0).
 //! - `watch`: `troupe watch` driven in tmux: a scripted team followed, its plan approved and a
 //!   message sent from the view, the terminal restored after `q` or Ctrl-C; a shared team's
 //!   view (`--store`); `troupe run --watch`; `NO_COLOR`; exit 2 without a terminal.
@@ -135,6 +137,8 @@ mod browser_history;
 mod browser_permissions;
 #[path = "cli/config_and_demo.rs"]
 mod config_and_demo;
+#[path = "cli/continue_run.rs"]
+mod continue_run;
 #[path = "cli/cost.rs"]
 mod cost;
 #[path = "cli/demo.rs"]

@@ -26,11 +26,22 @@ use crate::observe::{Console, Sink};
 use crate::render;
 use crate::store_choice::store_choice;
 
-pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
-    args.prompt = text_or_stdin(&args.prompt, "--prompt")?;
-    if args.prompt.trim().is_empty() {
-        return Err(CliError::usage("--prompt must not be blank".into()));
-    }
+pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError> {
+    // `--continue` has no prompt: the work is what an earlier run left.
+    let prompt = match &args.prompt {
+        Some(raw) => {
+            let prompt = text_or_stdin(raw, "--prompt")?;
+            if prompt.trim().is_empty() {
+                return Err(CliError::usage("--prompt must not be blank".into()));
+            }
+            Some(prompt)
+        }
+        None => None,
+    };
+    let work = match &prompt {
+        Some(prompt) => Work::Prompt(prompt),
+        None => Work::Continue,
+    };
     if args.max_turns == 0 {
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
@@ -135,7 +146,7 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
         long_lived,
         events: EventOptions {
             listeners,
-            prompt: args.prompt.clone(),
+            prompt: prompt.clone().unwrap_or_default(),
             telemetry,
         },
         settings: file_settings,
@@ -156,9 +167,9 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
                 interrupt.run.cancel();
                 interrupt.prompts.cancel();
             },
-            drive(
+            drive_work(
                 settings,
-                &args.prompt,
+                work,
                 &interrupt,
                 notice.as_deref(),
                 start_line,
@@ -169,9 +180,9 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
         held.flush();
         outcome?
     } else {
-        drive(
+        drive_work(
             settings,
-            &args.prompt,
+            work,
             &interrupt,
             notice.as_deref(),
             start_line,
@@ -182,7 +193,10 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
     if let Some(console) = &console {
         console.finish();
     }
-    let outcome = outcome?;
+    let Some(outcome) = outcome? else {
+        // `--continue` found nothing left (said on stderr): nothing to print.
+        return Ok(());
+    };
     if args.json {
         // The answer is in the stream's last event, `run_ended`.
         return Ok(());
@@ -242,6 +256,36 @@ pub async fn drive(
     start_line: Option<&str>,
     say: &Say,
 ) -> Result<DriveOutcome, CliError> {
+    drive_work(
+        settings,
+        Work::Prompt(prompt),
+        interrupt,
+        notice,
+        start_line,
+        say,
+    )
+    .await?
+    .ok_or_else(|| CliError::failed("the run had no prompt to answer"))
+}
+
+/// What a drive does: answer a prompt, or continue what an earlier run left.
+#[derive(Debug, Clone, Copy)]
+pub enum Work<'a> {
+    Prompt(&'a str),
+    /// `troupe run --continue`.
+    Continue,
+}
+
+/// [`drive`] for either kind of work; `None` when `Work::Continue` found nothing to continue
+/// (said on stderr; the team is closed again and the run ends with exit 0).
+pub async fn drive_work(
+    settings: TeamSettings,
+    work: Work<'_>,
+    interrupt: &Interrupt,
+    notice: Option<&str>,
+    start_line: Option<&str>,
+    say: &Say,
+) -> Result<Option<DriveOutcome>, CliError> {
     // A run with a cost budget counts its cost, and says what it came to.
     let priced = settings.long_lived.max_run_cost.is_some();
     let cancel = &interrupt.run;
@@ -304,8 +348,14 @@ pub async fn drive(
         prompts.cancel();
     });
     let mut driver = team.driver();
-    let result = driver.run(&mut team.lead, prompt, cancel).await;
-    if result.is_ok() && !cancel.is_cancelled() {
+    let result = match work {
+        Work::Prompt(prompt) => driver.run(&mut team.lead, prompt, cancel).await.map(Some),
+        Work::Continue => driver.resume(&mut team.lead, cancel).await,
+    };
+    if matches!(result, Ok(None)) {
+        say.line(NOTHING_TO_CONTINUE.to_owned());
+    }
+    if matches!(result, Ok(Some(_))) && !cancel.is_cancelled() {
         // What this run taught: new memories from the lead's part of the conversation.
         team.lead.remember_run().await;
     }
@@ -321,7 +371,11 @@ pub async fn drive(
         )
         .with_code("interrupted"))
     } else {
-        result.map_err(|e| CliError::coded(&e)).and_then(finished)
+        match result {
+            Ok(Some(outcome)) => finished(outcome).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(CliError::coded(&e)),
+        }
     };
     // The run's last spans, waited for a bounded time; drops said once.
     if let Some(line) = crate::telemetry::close(telemetry.as_deref(), result.is_ok()).await {
@@ -332,7 +386,7 @@ pub async fn drive(
     // succeeded (exit 0): the model did answer, with nothing.
     if result
         .as_ref()
-        .is_ok_and(|outcome| outcome.answer.trim().is_empty())
+        .is_ok_and(|outcome| outcome.as_ref().is_some_and(|o| o.answer.trim().is_empty()))
     {
         say.line(EMPTY_ANSWER.to_owned());
     }
@@ -345,6 +399,11 @@ pub async fn drive(
     }
     result.map_err(|e| e.in_stream())
 }
+
+/// Said on stderr when `--continue` finds nothing an earlier run left.
+const NOTHING_TO_CONTINUE: &str =
+    "troupe: nothing to continue: no unanswered turn, queued message, unfinished teammate or \
+     open request";
 
 /// Said on stderr when the lead's final answer has no text.
 const EMPTY_ANSWER: &str = "the model's answer was empty: it stopped without any text";
@@ -375,12 +434,18 @@ fn finished(outcome: DriveOutcome) -> Result<DriveOutcome, CliError> {
 
 /// The fields of `run_ended`: `exit_code`, `outcome` (`done`, `failed`, `interrupted`,
 /// `max_turns`, `budget`), and the lead's `answer` or the `error` (`message [code]`).
-fn run_ended(result: &Result<DriveOutcome, CliError>) -> Map<String, Value> {
+fn run_ended(result: &Result<Option<DriveOutcome>, CliError>) -> Map<String, Value> {
     match result {
-        Ok(outcome) => kinds::fields(json!({
+        Ok(Some(outcome)) => kinds::fields(json!({
             "exit_code": 0,
             "outcome": "done",
             "answer": outcome.answer,
+        })),
+        Ok(None) => kinds::fields(json!({
+            "exit_code": 0,
+            "outcome": "done",
+            "answer": "",
+            "nothing_to_continue": true,
         })),
         Err(error) => {
             let code = error.code();

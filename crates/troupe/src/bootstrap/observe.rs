@@ -48,16 +48,16 @@ pub(super) async fn open_events(
         settings.approval.clone(),
         log.clone(),
     ));
-    log.emit(
-        RUN_AGENT,
-        kinds::RUN_STARTED,
-        kinds::fields(serde_json::json!({
-            "prompt": kinds::preview(&settings.events.prompt),
-            "workspace": settings.workspace.display().to_string(),
-            "model": settings.long_lived.model_name,
-            "sandbox": settings.sandbox.sandbox.describe(),
-        })),
-    );
+    let mut started = kinds::fields(serde_json::json!({
+        "prompt": kinds::preview(&settings.events.prompt),
+        "workspace": settings.workspace.display().to_string(),
+        "model": settings.long_lived.model_name,
+        "sandbox": settings.sandbox.sandbox.describe(),
+    }));
+    if settings.events.prompt.is_empty() {
+        started.insert("continued".into(), true.into());
+    }
+    log.emit(RUN_AGENT, kinds::RUN_STARTED, started);
     Ok((log, telemetry))
 }
 

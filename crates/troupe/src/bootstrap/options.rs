@@ -211,7 +211,8 @@ impl SandboxOptions {
 pub struct EventOptions {
     /// They see every event once it is written (the terminal, `--json`).
     pub listeners: Vec<Arc<dyn EventListener>>,
-    /// The person's prompt, for the `run_started` event.
+    /// The person's prompt, for the `run_started` event; empty for a run that continues what
+    /// an earlier one left (`troupe run --continue`: the event says `"continued": true`).
     pub prompt: String,
     /// OpenTelemetry traces of the run, when the `OTEL_*` variables or `[telemetry]` ask.
     pub telemetry: Option<crate::telemetry::TelemetryOptions>,

@@ -240,6 +240,12 @@ impl McpServer {
         self.stderr.text()
     }
 
+    /// Waits until a stdio server's stderr has ended (it exited) and is all in
+    /// [`Self::stderr_tail`].
+    pub async fn stderr_ended(&self) {
+        self.stderr.ended().await;
+    }
+
     /// Calls `tool` with `arguments` within the call timeout. `Ok` holds the rendered result
     /// and whether the server flagged it an error (`isError`).
     pub async fn call(

@@ -13,6 +13,8 @@ pub const STDERR_LOG_BYTES: usize = 16 * 1024;
 #[derive(Debug, Default)]
 pub struct StderrLog {
     bytes: Mutex<VecDeque<u8>>,
+    /// Set once the stream ended (the server closed its stderr or exited).
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 impl StderrLog {
@@ -41,10 +43,18 @@ impl StderrLog {
         let mut buffer = [0u8; 4096];
         loop {
             match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => break,
                 Ok(n) => self.push(&buffer[..n]),
             }
         }
+        self.ended.send_replace(true);
+    }
+
+    /// Waits until the stream has ended and everything it wrote is in the log (a server that
+    /// exited: its last words, read to the end).
+    pub async fn ended(&self) {
+        let mut ended = self.ended.subscribe();
+        let _ = ended.wait_for(|ended| *ended).await;
     }
 }
 

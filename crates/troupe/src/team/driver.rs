@@ -190,11 +190,10 @@ impl Driver {
         if !self.unfinished.is_empty() || !self.buffered.is_empty() {
             return Ok(true);
         }
-        if self.team.teammates_have_work().await? {
+        if self.team.teammates_have_work().await? || self.next_expiry().await?.is_some() {
             return Ok(true);
         }
-        let open = self.next_expiry().await?.is_some();
-        Ok(!self.is_quiescent(open).await? || self.drain_late_events().await)
+        Ok(self.left_over().await? || self.drain_late_events().await)
     }
 
     /// Event turns until quiescent (or cancelled), from `outcome` on.
@@ -498,6 +497,12 @@ impl Driver {
         if open_requests || !self.unfinished.is_empty() || self.team.any_teammate_busy().await? {
             return Ok(false);
         }
+        Ok(!self.left_over().await?)
+    }
+
+    /// Whether work is left that no teammate of this process shows: a background job running,
+    /// a task held elsewhere coming back, something ready in the lead's mailbox.
+    async fn left_over(&self) -> Result<bool, DriveError> {
         // Idle here, the channels after (`drain_late_events`): a job's completion is sent
         // before it stops counting as running, so this order never misses one.
         if self
@@ -506,12 +511,12 @@ impl Driver {
             .as_ref()
             .is_some_and(|jobs| !jobs.is_idle())
         {
-            return Ok(false);
+            return Ok(true);
         }
         // A task a dead run or another process holds comes back when its lease runs out, and a
         // teammate here takes it: the run waits for that.
         if self.team.awaiting_tasks().await {
-            return Ok(false);
+            return Ok(true);
         }
         let counts = self
             .team
@@ -519,7 +524,7 @@ impl Driver {
             .counts(&AgentName::lead())
             .await
             .map_err(TeamError::from)?;
-        Ok(counts.ready == 0)
+        Ok(counts.ready > 0)
     }
 
     /// Moves events that arrived on the external channels since the last look into the buffer;

@@ -163,6 +163,13 @@ async fn the_fixture_server_s_tools_run_through_the_dispatcher() {
         after.content
     );
     assert!(matches!(servers.statuses()[0].state, ServerState::Down(_)));
+    // The server's last words may still be on their way through the pipe.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        servers.servers()[0].stderr_ended(),
+    )
+    .await
+    .expect("the crashed server's stderr ends");
     assert!(servers.servers()[0].stderr_tail().contains("crashing now"));
     servers.stop().await;
 }

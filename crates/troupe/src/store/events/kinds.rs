@@ -3,8 +3,8 @@
 //!
 //! | kind | agent | fields |
 //! |---|---|---|
-//! | `run_started` | `troupe` | `prompt` (preview), `workspace`, `model`, `sandbox` (mode, mechanism, network) |
-//! | `run_ended` | `troupe` | `exit_code`, `outcome` (`done`, `failed`, `interrupted`, `budget`, `stopped`: a worker told to stop), `answer`? , `error`? |
+//! | `run_started` | `troupe` | `prompt` (preview), `workspace`, `model`, `sandbox` (mode, mechanism, network); `continued: true` for `run --continue` (empty `prompt`) |
+//! | `run_ended` | `troupe` | `exit_code`, `outcome` (`done`, `failed`, `interrupted`, `budget`, `stopped`: a worker told to stop), `answer`? , `error`?, `nothing_to_continue: true` (`run --continue` found nothing) |
 //! | `model_call_started` | agent | `call` (number in the turn), `purpose` (`turn`, `summary`, …) |
 //! | `model_retry` | agent | `model`, `attempt` (the failed one), `error`, `delay_ms` |
 //! | `model_fallback` | agent | `from`, `to`, `error` |

@@ -328,11 +328,11 @@ impl TeamRuntime {
         self.roster_has_work().await
     }
 
-    /// Whether a teammate has work left, wherever it runs: its loop running, its status
-    /// `running`, or messages ready or in processing in its mailbox (what a run that was
-    /// stopped left behind, before any loop picked it up).
+    /// Whether a teammate has work left by the durable state, wherever it runs: its status
+    /// `running`, or messages ready or in processing in its mailbox — what a run that was
+    /// stopped left behind. (A loop that only looks at its mailbox at start is no work.)
     pub async fn teammates_have_work(&self) -> Result<bool, TeamError> {
-        Ok(self.inner.loops.any_running() || self.roster_has_work().await?)
+        self.roster_has_work().await
     }
 
     /// Whether a teammate of the roster is `running` or has messages ready or in processing.
