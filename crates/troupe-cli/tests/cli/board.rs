@@ -8,7 +8,8 @@ use serde_json::json;
 use troupe::store::events::read;
 use troupe::wire::Event;
 
-use super::support::{command, wait_for_event};
+use super::special_files::mkfifo;
+use super::support::{command, kill_run_blocked_on, wait_for_event};
 
 fn events_of(ws: &std::path::Path, kind: &str) -> Vec<Event> {
     read::read_all(&ws.join(".troupe/events.jsonl"))
@@ -50,9 +51,7 @@ fn a_task_held_by_a_killed_run_is_completed_once_by_a_new_claim_after_its_lease(
     std::fs::write(ws.join("troupe.toml"), "[tasks]\nlease = \"2s\"\n").unwrap();
     std::fs::create_dir_all(ws.join(".troupe")).unwrap();
     let fifo = ws.join("gate");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo on a path in our temp folder.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
 
     // Run 1: the lead puts a task on the board and spawns alpha; alpha answers its first
     // message, takes the task from the board and blocks in a shell call on it.
@@ -90,22 +89,7 @@ fn a_task_held_by_a_killed_run_is_completed_once_by_a_new_claim_after_its_lease(
     let held: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&task_file).unwrap()).unwrap();
     let dead_token = held["lease"]["token"].as_str().unwrap().to_owned();
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
-    // The shell call may outlive the killed run (a sandboxed command is not killed with it)
-    // and, while it lives, keep the workspace's run lock. Let it go — a writer opened in a
-    // thread of its own, since the shell may be gone already — then wait, on the lock itself,
-    // until nothing of the dead run holds the workspace.
-    let gate = fifo.clone();
-    std::thread::spawn(move || {
-        use std::io::Write;
-        if let Ok(mut gate) = std::fs::OpenOptions::new().write(true).open(gate) {
-            let _ = gate.write_all(b"go\n");
-        }
-    });
-    let run_lock = std::fs::File::open(troupe::layout::Layout::new(&ws).run_lock()).unwrap();
-    run_lock.lock().unwrap();
-    drop(run_lock);
+    kill_run_blocked_on(&mut first, &ws, &fifo);
     assert_eq!(claimed.str("task_id"), held["id"].as_str());
 
     // Run 2: a new teammate joins; the task comes back when the dead claim's lease runs out and

@@ -7,7 +7,8 @@ use std::process::Stdio;
 use serde_json::json;
 use troupe::store::events::read;
 
-use super::support::{command, wait_for_event};
+use super::special_files::mkfifo;
+use super::support::{command, kill_run_blocked_on, wait_for_event};
 
 fn run_with(
     ws: &std::path::Path,
@@ -41,9 +42,7 @@ fn a_run_killed_mid_team_is_finished_by_continue_without_a_prompt() {
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::create_dir_all(ws.join(".troupe")).unwrap();
     let fifo = ws.join("gate");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo on a path in our temp folder.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
 
     // Run 1: the lead spawns alpha, whose first turn blocks in a shell call; the run is killed
     // there, alpha's message still in processing.
@@ -66,20 +65,13 @@ fn a_run_killed_mid_team_is_finished_by_continue_without_a_prompt() {
     wait_for_event(&ws, "alpha's shell call", |e| {
         e.kind == "tool_started" && e.agent == "alpha"
     });
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
-    // Let the shell call go and wait, on the lock itself, until nothing of the dead run holds
-    // the workspace.
-    let gate = fifo.clone();
-    std::thread::spawn(move || {
-        use std::io::Write;
-        if let Ok(mut gate) = std::fs::OpenOptions::new().write(true).open(gate) {
-            let _ = gate.write_all(b"go\n");
-        }
+    // The lead's turn has answered by now, or is about to: its answer is written to its
+    // conversation just after this event. (Killed before that, `--continue` first finishes
+    // the lead's turn: the second run's script answers the same either way.)
+    wait_for_event(&ws, "the lead's answer", |e| {
+        e.kind == "assistant_text" && e.agent == "lead"
     });
-    let run_lock = std::fs::File::open(troupe::layout::Layout::new(&ws).run_lock()).unwrap();
-    run_lock.lock().unwrap();
-    drop(run_lock);
+    kill_run_blocked_on(&mut first, &ws, &fifo);
     let before = read::read_all(&ws.join(".troupe/events.jsonl"))
         .unwrap()
         .len();
@@ -89,7 +81,10 @@ fn a_run_killed_mid_team_is_finished_by_continue_without_a_prompt() {
         &ws,
         &["--continue"],
         &json!({"agents": {
-            "lead": [text("alpha finished the job: all done")],
+            "lead": [
+                text("alpha finished the job: all done"),
+                text("alpha finished the job: all done")
+            ],
             "alpha": [text("finished the job")]
         }}),
     )

@@ -265,3 +265,22 @@ pub fn is_short_request_id(token: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
+
+/// SIGKILLs `run`, a `troupe run` whose agent is blocked in a shell call reading the FIFO
+/// `gate`, and waits until nothing of it holds the workspace `ws`. The shell call may outlive
+/// the killed run (a sandboxed command is not killed with it) and, while it lives, keep the
+/// workspace's run lock: it is let go — a writer opened in a thread of its own, since the shell
+/// may be gone already — and the wait is on the lock itself.
+pub fn kill_run_blocked_on(run: &mut std::process::Child, ws: &Path, gate: &Path) {
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    let gate = gate.to_owned();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok(mut gate) = std::fs::OpenOptions::new().write(true).open(gate) {
+            let _ = gate.write_all(b"go\n");
+        }
+    });
+    let run_lock = std::fs::File::open(troupe::layout::Layout::new(ws).run_lock()).unwrap();
+    run_lock.lock().unwrap();
+}
