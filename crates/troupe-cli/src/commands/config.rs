@@ -57,6 +57,7 @@ pub async fn config(
         value["sandbox"] = sandbox_json(settings, &sandbox_mode);
         value["store"] = store_json(&store);
         value["team"] = team_json(settings);
+        value["context"] = context_json(settings);
         value["prices"] = super::config_cost::prices_json(&settings.prices, applying.as_ref());
         value["run"] = super::config_cost::run_json(settings);
         value["approvals"] = super::config_approvals::approvals_json(settings);
@@ -70,6 +71,7 @@ pub async fn config(
     text.push_str(&sandbox_text(settings, &sandbox_mode));
     text.push_str(&store_text(&store));
     text.push_str(&team_text(settings));
+    text.push_str(&context_text(settings));
     text.push_str(&super::config_cost::prices_text(
         &settings.prices,
         applying.as_ref(),
@@ -259,6 +261,34 @@ fn team_json(settings: &Settings) -> Value {
             "source": remote.map_or_else(|| "default".to_owned(), |r| r.source.describe()),
         },
     })
+}
+
+/// `[context]`: the files every agent's prompt carries (default: `AGENTS.md`, else
+/// `CLAUDE.md`), with their source. Content, not configuration: no trust needed.
+fn context_json(settings: &Settings) -> Value {
+    match &settings.context.files {
+        Some(files) => json!({
+            "files": files.value.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+            "source": files.source.describe(),
+        }),
+        None => json!({"files": ["AGENTS.md"], "fallback": "CLAUDE.md", "source": "default"}),
+    }
+}
+
+fn context_text(settings: &Settings) -> String {
+    let files = match &settings.context.files {
+        Some(files) => format!(
+            "{:?}   ({})",
+            files
+                .value
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>(),
+            files.source.describe()
+        ),
+        None => "[\"AGENTS.md\"]   (default; CLAUDE.md when there is none)".to_owned(),
+    };
+    format!("\n[context]\n{:<16} = {files}\n", "files")
 }
 
 fn team_text(settings: &Settings) -> String {
@@ -451,6 +481,7 @@ fn to_json(
             "api_version": sourced_json(effective.api_version.as_ref()),
             "fallback_model": sourced_json(effective.fallback_model.as_ref()),
             "context_window": sourced_json(context_window),
+            "script": sourced_json(settings.model.script.as_ref()),
             "agents": agents,
             "api_key": {
                 "set": effective.api_key_source.is_some(),
@@ -534,6 +565,12 @@ fn to_text(
         "context_window",
         context_window,
         "(the built-in table for the model)",
+    );
+    line(
+        &mut out,
+        "script",
+        settings.model.script.as_ref(),
+        "(none: a model server answers)",
     );
     match &effective.api_key_source {
         Some(source) => out.push_str(&format!(

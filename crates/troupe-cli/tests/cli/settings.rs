@@ -227,6 +227,30 @@ fn config_shows_the_provider_and_where_it_came_from() {
 }
 
 #[test]
+fn config_shows_the_context_files_by_default_and_as_set() {
+    let f = folders();
+    let v = parse_json(&f.troupe(&["config", "--json"], &[]));
+    assert_eq!(
+        v["context"],
+        json!({"files": ["AGENTS.md"], "fallback": "CLAUDE.md", "source": "default"})
+    );
+    std::fs::write(
+        f.ws.join("troupe.toml"),
+        "[context]\nfiles = [\"docs/CONVENTIONS.md\", \"AGENTS.md\"]\n",
+    )
+    .unwrap();
+    let v = parse_json(&f.troupe(&["config", "--json"], &[]));
+    let p = f.ws.join("troupe.toml").display().to_string();
+    assert_eq!(
+        v["context"],
+        json!({"files": ["docs/CONVENTIONS.md", "AGENTS.md"], "source": p})
+    );
+    let text = f.troupe(&["config"], &[]).stdout;
+    assert!(text.contains("[context]"), "{text}");
+    assert!(text.contains("docs/CONVENTIONS.md"), "{text}");
+}
+
+#[test]
 fn config_lists_rules_hooks_and_files_with_their_sources() {
     let f = folders();
     std::fs::write(
