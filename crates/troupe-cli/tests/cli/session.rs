@@ -168,3 +168,140 @@ fn bare_troupe_on_a_terminal_opens_the_session_and_off_one_prints_help() {
     let screen = tmux.wait_for("the shell after Ctrl-D", |s| exit_of(s).is_some());
     assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
 }
+
+/// The lead writes `out.txt` (an ask under `--approval ask`), then answers.
+fn write_script(dir: &Path) -> String {
+    let script = json!({"agents": {"lead": [
+        super::watch::tool("write_file", json!({"path": "out.txt", "content": "hello\n"})),
+        {"text": "wrote out.txt"},
+        super::watch::tool("write_file", json!({"path": "two.txt", "content": "again\n"})),
+        {"text": "wrote two.txt"},
+    ]}});
+    let path = dir.join("script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_permission_ask_is_answered_in_the_view_or_from_another_terminal() {
+    if !super::watch::tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = write_script(scripts.path());
+    let tmux = Tmux::start("asks", &[]);
+    tmux.type_line(&format!(
+        "{} session --model-script {script} --workspace {}; echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    ));
+    tmux.wait_for("the session", |s| s.contains("prompt · Enter sends"));
+
+    // The ask shows the call and its diff; `y` allows it once.
+    tmux.keys(&["-l", "Write out.txt."]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the ask", |s| {
+        s.contains("permission asked (1 waiting)") && s.contains("+hello")
+    });
+    assert!(screen.contains("lead asks: write_file"), "{screen}");
+    assert!(screen.contains("+hello"), "the diff: {screen}");
+    assert!(!ws.join("out.txt").exists());
+    tmux.keys(&["y"]);
+    tmux.wait_for("the answer and the end", |s| {
+        s.contains("wrote out.txt") && s.contains("the team is quiescent")
+    });
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+
+    // The next ask, answered by `troupe approve` from elsewhere: it leaves the view.
+    tmux.keys(&["-l", "Write two.txt."]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the second ask", |s| {
+        s.contains("permission asked (1 waiting)")
+    });
+    let requests = troupe_in(&ws, &["requests", "--json"]);
+    let requests: serde_json::Value = serde_json::from_str(&requests.stdout).unwrap();
+    let id = requests
+        .as_array()
+        .or_else(|| requests["requests"].as_array())
+        .and_then(|all| {
+            all.iter()
+                .find(|r| r["kind"] == "permission" && r["status"] == "pending")
+        })
+        .and_then(|r| r["id"].as_str())
+        .unwrap_or_else(|| panic!("{requests:#}"))
+        .to_owned();
+    let approved = troupe_in(&ws, &["approve", &id]);
+    assert_eq!(approved.code, 0, "{approved:#?}");
+    let screen = tmux.wait_for("the end after the approval elsewhere", |s| {
+        s.contains("wrote two.txt") && s.contains("the team is quiescent")
+    });
+    assert!(!screen.contains("permission asked"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "again\n"
+    );
+    tmux.keys(&["C-d"]);
+    let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+}
+
+#[test]
+fn a_line_typed_while_the_team_works_reaches_the_lead_and_ctrl_c_keeps_the_session() {
+    if !super::watch::tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = write_script(scripts.path());
+    let tmux = Tmux::start("working", &[]);
+    tmux.type_line(&format!(
+        "{} session --model-script {script} --workspace {}; echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    ));
+    tmux.wait_for("the session", |s| s.contains("prompt · Enter sends"));
+    // The lead's write waits for its ask: the team is at work.
+    tmux.keys(&["-l", "Write out.txt."]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the work", |s| {
+        s.contains("permission asked") && s.contains("the team is at work")
+    });
+    // Typed text, not answer keys: the line is not empty after its first letter.
+    tmux.keys(&["-l", "please also add a title"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the message's notice", |s| {
+        s.contains("sent to the lead as a message")
+    });
+    let mailbox: serde_json::Value =
+        serde_json::from_str(&troupe_in(&ws, &["mailbox", "lead", "--json"]).stdout).unwrap();
+    let from_user: Vec<&serde_json::Value> = mailbox["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["sender"] == "user")
+        .collect();
+    assert_eq!(from_user.len(), 1, "{mailbox:#}");
+    assert_eq!(
+        from_user[0]["message"]["content"], "please also add a title",
+        "{mailbox:#}"
+    );
+
+    // Ctrl-C stops the work (the ask answered no); the session stays for the next prompt.
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("the work stopped", |s| {
+        s.contains("interrupted") && s.contains("prompt · Enter sends")
+    });
+    assert!(!screen.contains("permission asked"), "{screen}");
+    assert!(!ws.join("out.txt").exists());
+    assert_eq!(tmux.format("#{alternate_on}"), "1", "still in the session");
+    tmux.keys(&["-l", "/exit"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+}

@@ -9,6 +9,10 @@ pub enum SlashCommand {
     New,
     /// The usage table of `troupe usage`.
     Cost,
+    /// Approve the current plan request (the selected agent's, else the oldest).
+    Approve,
+    /// Reject it, with the feedback if any.
+    Reject(Option<String>),
     /// `/send AGENT TEXT`: a message from the person to any agent.
     Send {
         agent: String,
@@ -22,6 +26,8 @@ pub const HELP: &[&str] = &[
     "Alt-Enter or Ctrl-J: a new line · ↑/↓: earlier prompts · Tab: next pane · PgUp/PgDn: scroll",
     "Ctrl-C: stop the current work (the session stays) · Ctrl-C twice on an empty line, Ctrl-D: leave",
     "/send AGENT TEXT  a message from you to any agent",
+    "a permission ask: y once · a always this session · s save the rule · n deny (type why, Enter)",
+    "/approve          approve the current plan · /reject [FEEDBACK]  reject it",
     "/new              the next prompt starts the lead on a fresh conversation",
     "/cost             tokens and estimated cost per agent (troupe usage)",
     "/help             this list · /exit  leave the session",
@@ -44,6 +50,10 @@ pub fn parse(line: &str) -> Result<SlashCommand, String> {
         "/exit" | "/quit" => bare(SlashCommand::Exit),
         "/new" => bare(SlashCommand::New),
         "/cost" => bare(SlashCommand::Cost),
+        "/approve" => bare(SlashCommand::Approve),
+        "/reject" => Ok(SlashCommand::Reject(
+            (!rest.is_empty()).then(|| rest.to_owned()),
+        )),
         "/send" => {
             let (agent, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
             if agent.is_empty() || text.trim().is_empty() {
@@ -70,6 +80,12 @@ mod tests {
         assert_eq!(parse(" /exit "), Ok(SlashCommand::Exit));
         assert_eq!(parse("/cost"), Ok(SlashCommand::Cost));
         assert_eq!(parse("/new"), Ok(SlashCommand::New));
+        assert_eq!(parse("/approve"), Ok(SlashCommand::Approve));
+        assert_eq!(parse("/reject"), Ok(SlashCommand::Reject(None)));
+        assert_eq!(
+            parse("/reject more tests"),
+            Ok(SlashCommand::Reject(Some("more tests".into())))
+        );
         assert_eq!(
             parse("/send alice  hi there"),
             Ok(SlashCommand::Send {

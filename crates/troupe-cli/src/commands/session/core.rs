@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use troupe::bootstrap::{ModelChooser, StoreChoice};
-use troupe::wire::{AgentName, MessageId};
+use troupe::clock::{Clock, SystemClock};
+use troupe::wire::{AgentName, MessageId, UtcTime};
 
 use super::asks::ViewAsks;
 use crate::args::{ApprovalMode, SessionArgs};
@@ -55,8 +56,8 @@ pub struct Core {
 
 #[derive(Default)]
 struct Work {
-    /// The current prompt's interrupt: fired by [`Core::cancel`].
-    current: Option<Interrupt>,
+    /// The current prompt's interrupt (fired by [`Core::cancel`]) and when it started.
+    current: Option<(Interrupt, UtcTime)>,
     /// The next prompt starts the lead on a fresh conversation (`--new-session`, `/new`).
     fresh: bool,
 }
@@ -103,6 +104,15 @@ impl Core {
         troupe::sync::lock(&self.work).current.is_some()
     }
 
+    /// When the current prompt's work started, if there is any: asks made before it have no
+    /// call waiting for them any more (an interrupted call leaves its request to expire).
+    pub fn working_since(&self) -> Option<UtcTime> {
+        troupe::sync::lock(&self.work)
+            .current
+            .as_ref()
+            .map(|(_, since)| *since)
+    }
+
     /// `text` to the lead: a new prompt when the team is quiescent, else a message from the
     /// person (as `troupe send lead TEXT`). Called from a front end's thread, not the runtime's.
     pub fn submit(self: &Arc<Self>, text: &str) -> Result<Submitted, CliError> {
@@ -112,7 +122,7 @@ impl Core {
                 None
             } else {
                 let interrupt = Interrupt::default();
-                work.current = Some(interrupt.clone());
+                work.current = Some((interrupt.clone(), SystemClock.now()));
                 self.working.send_replace(true);
                 Some((interrupt, std::mem::take(&mut work.fresh)))
             }
@@ -147,7 +157,7 @@ impl Core {
     /// stays. Whether there was work to stop.
     pub fn cancel(&self) -> bool {
         match &troupe::sync::lock(&self.work).current {
-            Some(interrupt) => {
+            Some((interrupt, _)) => {
                 interrupt.run.cancel();
                 interrupt.prompts.cancel();
                 true

@@ -8,13 +8,14 @@ use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::execute;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
+use troupe::approvals::Choice;
 use troupe::terminal_text::line_for_terminal;
 use troupe::wire::AgentName;
 
@@ -24,10 +25,11 @@ use super::history;
 use super::prompt::{Action, Prompt};
 use crate::args::SessionArgs;
 use crate::error::CliError;
+use crate::permission_answer::answer_permission_in;
 use crate::watch::feed::{Feed, Wake};
 use crate::watch::render::{draw_in, Chrome};
-use crate::watch::state::View;
-use crate::watch::team::Team;
+use crate::watch::state::{Effect, View};
+use crate::watch::team::{short_request_id, PendingAsk, Team};
 use crate::watch::terminal::Screen;
 use crate::watch::waiting::Runtime;
 
@@ -59,6 +61,8 @@ pub async fn session(workspace: &Path, args: SessionArgs) -> Result<(), CliError
         prompt: Prompt::with_history(history::load(workspace)),
         output: vec!["type a prompt for the lead; /help lists the keys and commands".into()],
         core: core.clone(),
+        asks: Vec::new(),
+        denying: None,
         colour: crate::observe::style::colour_wanted(true),
         runtime: Runtime::current(),
     };
@@ -89,6 +93,10 @@ struct Front {
     /// What the last command or prompt said, shown above the prompt line.
     output: Vec<String>,
     core: Arc<Core>,
+    /// The permission asks waiting for a person, oldest first; the first is shown and answered.
+    asks: Vec<PendingAsk>,
+    /// `n` was pressed on this request: the prompt line is the reason, Enter denies.
+    denying: Option<String>,
     colour: bool,
     /// Where `/cost` waits for its read.
     runtime: Runtime,
@@ -146,6 +154,9 @@ impl Front {
         if key.kind == KeyEventKind::Release {
             return false;
         }
+        if self.answer_key(key) {
+            return false;
+        }
         match key.code {
             KeyCode::Tab => self.view.select_next(),
             KeyCode::BackTab => self.view.select_previous(),
@@ -172,6 +183,81 @@ impl Front {
             },
         }
         false
+    }
+
+    /// The keys of a waiting permission ask: `y`, `a`, `s`, `n` on an empty line; while a
+    /// denial's reason is typed, Enter denies and Esc goes back. Whether the key was one.
+    fn answer_key(&mut self, key: KeyEvent) -> bool {
+        if let Some(request_id) = self.denying.clone() {
+            return match key.code {
+                KeyCode::Enter => {
+                    let reason = std::mem::take(&mut self.prompt.text);
+                    self.denying = None;
+                    let reason = (!reason.trim().is_empty()).then_some(reason);
+                    self.answer(&request_id, Choice::No, reason.as_deref());
+                    true
+                }
+                KeyCode::Esc => {
+                    self.denying = None;
+                    self.prompt.text.clear();
+                    true
+                }
+                _ => false,
+            };
+        }
+        let Some(first) = self.asks.first() else {
+            return false;
+        };
+        if !self.prompt.text.is_empty() || !key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
+        {
+            return false;
+        }
+        let request_id = first.request_id.clone();
+        let choice = match key.code {
+            KeyCode::Char('y') => Choice::Once,
+            KeyCode::Char('a') => Choice::Always,
+            KeyCode::Char('s') => Choice::Save,
+            KeyCode::Char('n') => {
+                self.denying = Some(request_id);
+                return true;
+            }
+            _ => return false,
+        };
+        self.answer(&request_id, choice, None);
+        true
+    }
+
+    /// Answers a permission ask through `troupe approve`'s path (one answer per request).
+    fn answer(&mut self, request_id: &str, choice: Choice, reason: Option<&str>) {
+        let answered = self.runtime.wait(answer_permission_in(
+            self.core.workspace(),
+            self.core.store(),
+            request_id,
+            choice,
+            reason,
+            "session",
+        ));
+        self.view.notice = Some(match answered {
+            Ok(answer) => {
+                let mut said = format!(
+                    "{} {} of {} ({})",
+                    if answer.approved {
+                        "approved"
+                    } else {
+                        "denied"
+                    },
+                    answer.request_id.short(),
+                    answer.agent,
+                    answer.summary
+                );
+                if let Some(saved) = answer.saved {
+                    said.push_str(&format!("; {saved}"));
+                }
+                said
+            }
+            Err(e) => e.to_string(),
+        });
+        self.catch_up();
     }
 
     /// A line done: a command, a prompt, or a message to the lead while the team works.
@@ -225,6 +311,21 @@ impl Front {
                     Err(e) => self.view.notice = Some(e.to_string()),
                 }
             }
+            SlashCommand::Approve | SlashCommand::Reject(_) => {
+                let Some(plan) = self.view.current_plan() else {
+                    self.view.notice = Some("no pending plan request".into());
+                    return false;
+                };
+                let effect = Effect::Answer {
+                    request_id: plan.request_id.clone(),
+                    approve: command == SlashCommand::Approve,
+                    feedback: match &command {
+                        SlashCommand::Reject(feedback) => feedback.clone(),
+                        _ => None,
+                    },
+                };
+                self.view.notice = Some(self.team.carry_out(&effect));
+            }
             SlashCommand::Send { agent, text } => {
                 let sent = AgentName::parse(&agent)
                     .map_err(|e| CliError::usage(e.to_string()))
@@ -239,7 +340,9 @@ impl Front {
     }
 
     fn draw(&self, frame: &mut Frame) {
-        let output_rows = self.output.len().min(OUTPUT_ROWS) as u16;
+        let ask = self.asks.first().map(ask_lines);
+        let shown_output = ask.as_ref().unwrap_or(&self.output);
+        let output_rows = shown_output.len().min(OUTPUT_ROWS) as u16;
         let prompt_rows = self.prompt.text.split('\n').count().min(8) as u16;
         let [view, output, prompt] = Layout::vertical([
             Constraint::Min(6),
@@ -249,20 +352,38 @@ impl Front {
         .areas(frame.area());
         draw_in(frame, view, &self.view, self.colour, &CHROME);
         if output_rows > 0 {
-            let from = self.output.len() - usize::from(output_rows);
-            let lines: Vec<Line<'static>> = self.output[from..]
+            // An ask shows from its first line (the call); output shows its last lines.
+            let from = if ask.is_some() {
+                0
+            } else {
+                shown_output.len() - usize::from(output_rows)
+            };
+            let lines: Vec<Line<'static>> = shown_output[from..]
                 .iter()
+                .take(usize::from(output_rows))
                 .map(|line| Line::from(shown(line)))
                 .collect();
-            frame.render_widget(
-                Paragraph::new(lines).block(Block::default().borders(Borders::ALL)),
-                output,
-            );
+            let block = match (&ask, self.asks.len()) {
+                (None, _) => Block::default().borders(Borders::ALL),
+                (Some(_), waiting) => Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(
+                        " permission asked ({waiting} waiting): y once · a always this session · s save the rule · n deny "
+                    ))
+                    .title_style(Style::new().add_modifier(Modifier::BOLD)),
+            };
+            frame.render_widget(Paragraph::new(lines).block(block), output);
         }
-        let title = if self.core.is_working() {
+        let title = if let Some(denying) = &self.denying {
+            format!(
+                " deny {}: type the reason (may be empty) · Enter denies · Esc goes back ",
+                short_request_id(denying)
+            )
+        } else if self.core.is_working() {
             " the team is at work: Enter sends the line to the lead · Ctrl-C stops the work "
+                .to_owned()
         } else {
-            " prompt · Enter sends · Alt-Enter new line · ↑ earlier · /help "
+            " prompt · Enter sends · Alt-Enter new line · ↑ earlier · /help ".to_owned()
         };
         let mut lines: Vec<Line<'static>> = self
             .prompt
@@ -302,7 +423,43 @@ impl Front {
         if let Err(e) = self.team.refresh(&mut self.view) {
             self.view.notice = Some(e.to_string());
         }
+        match self.team.pending_asks() {
+            // Only the current work's asks have a call waiting for them.
+            Ok(asks) => {
+                let since = self.core.working_since();
+                self.asks = asks
+                    .into_iter()
+                    .filter(|ask| since.is_some_and(|since| ask.created_at >= since))
+                    .collect();
+            }
+            Err(e) => self.view.notice = Some(e.to_string()),
+        }
+        // Answered elsewhere (`troupe approve`): the reason being typed has nothing to deny.
+        if let Some(denying) = &self.denying {
+            if !self.asks.iter().any(|a| &a.request_id == denying) {
+                self.denying = None;
+            }
+        }
     }
+}
+
+/// What the person is shown of an ask: who asks for which call, its arguments, its diff.
+fn ask_lines(pending: &PendingAsk) -> Vec<String> {
+    let ask = &pending.ask;
+    let mut lines = vec![format!(
+        "{} {} asks: {}",
+        short_request_id(&pending.request_id),
+        pending.from,
+        ask.summary()
+    )];
+    if !ask.reason.is_empty() {
+        lines.push(format!("why: {}", ask.reason));
+    }
+    lines.push(format!("arguments: {}", ask.arguments));
+    if let Some(preview) = &ask.preview {
+        lines.extend(preview.lines().map(str::to_owned));
+    }
+    lines
 }
 
 fn first_line(text: &str) -> String {
