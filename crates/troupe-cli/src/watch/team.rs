@@ -40,6 +40,11 @@ impl Team {
         })
     }
 
+    /// The team's reads (a session's `/status` and `/tasks`).
+    pub fn inspector(&self) -> &Inspector {
+        &self.inspector
+    }
+
     /// Reads the roster and the pending plan requests into `view`.
     pub fn refresh(&self, view: &mut View) -> Result<(), CliError> {
         let roster = self

@@ -4,9 +4,13 @@
 //!
 //! - Two prompts typed in the session: each answered in the lead's pane, the second after the
 //!   first is quiescent, in one lead conversation (`troupe log` and the transcript show both);
-//!   `/cost` shows the usage table; `/exit` gives the terminal back (main screen, cursor,
+//!   `/cost` shows the usage table, `/tasks` the board, `/compact` what it did, `/help` the keys; `/exit` gives the terminal back (main screen, cursor,
 //!   canonical mode) and exits 0; ↑ recalls the prompts of the earlier session.
 //! - Bare `troupe` on a terminal opens the session; off a terminal it is clap's help, as before.
+//! - `--approval ask`: the write's ask shows its call and diff and `y` allows it; the next ask,
+//!   answered by `troupe approve` from elsewhere, leaves the view.
+//! - A line typed while the team works reaches the lead's mailbox from `user`; Ctrl-C stops the
+//!   work (its ask answered no) and the session stays.
 
 use std::path::Path;
 
@@ -89,6 +93,18 @@ fn two_prompts_continue_one_lead_conversation_and_exit_gives_the_terminal_back()
     tmux.wait_for("the usage table", |s| {
         s.contains("usage by agent") && s.contains("lead") && s.contains("2,400")
     });
+
+    tmux.keys(&["-l", "/tasks"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the task board", |s| s.contains("no tasks"));
+    tmux.keys(&["-l", "/compact"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the compaction's line", |s| {
+        s.contains("lead: compacted") || s.contains("lead: nothing older to compact")
+    });
+    tmux.keys(&["-l", "/help"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the help", |s| s.contains("/send AGENT TEXT"));
 
     tmux.keys(&["-l", "/exit"]);
     tmux.keys(&["Enter"]);

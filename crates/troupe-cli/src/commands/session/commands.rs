@@ -9,6 +9,12 @@ pub enum SlashCommand {
     New,
     /// The usage table of `troupe usage`.
     Cost,
+    /// The team's status, as `troupe status`.
+    Status,
+    /// The task board, as `troupe tasks`.
+    Tasks,
+    /// Compact an agent's conversation now (the lead's when none is named).
+    Compact(Option<String>),
     /// Approve the current plan request (the selected agent's, else the oldest).
     Approve,
     /// Reject it, with the feedback if any.
@@ -30,6 +36,7 @@ pub const HELP: &[&str] = &[
     "/approve          approve the current plan · /reject [FEEDBACK]  reject it",
     "/new              the next prompt starts the lead on a fresh conversation",
     "/cost             tokens and estimated cost per agent (troupe usage)",
+    "/status · /tasks  the team's status, the task board · /compact [AGENT]  compact a conversation",
     "/help             this list · /exit  leave the session",
 ];
 
@@ -50,6 +57,11 @@ pub fn parse(line: &str) -> Result<SlashCommand, String> {
         "/exit" | "/quit" => bare(SlashCommand::Exit),
         "/new" => bare(SlashCommand::New),
         "/cost" => bare(SlashCommand::Cost),
+        "/status" => bare(SlashCommand::Status),
+        "/tasks" => bare(SlashCommand::Tasks),
+        "/compact" => Ok(SlashCommand::Compact(
+            (!rest.is_empty()).then(|| rest.to_owned()),
+        )),
         "/approve" => bare(SlashCommand::Approve),
         "/reject" => Ok(SlashCommand::Reject(
             (!rest.is_empty()).then(|| rest.to_owned()),
@@ -81,6 +93,13 @@ mod tests {
         assert_eq!(parse("/cost"), Ok(SlashCommand::Cost));
         assert_eq!(parse("/new"), Ok(SlashCommand::New));
         assert_eq!(parse("/approve"), Ok(SlashCommand::Approve));
+        assert_eq!(parse("/status"), Ok(SlashCommand::Status));
+        assert_eq!(parse("/tasks"), Ok(SlashCommand::Tasks));
+        assert_eq!(parse("/compact"), Ok(SlashCommand::Compact(None)));
+        assert_eq!(
+            parse("/compact alice"),
+            Ok(SlashCommand::Compact(Some("alice".into())))
+        );
         assert_eq!(parse("/reject"), Ok(SlashCommand::Reject(None)));
         assert_eq!(
             parse("/reject more tests"),

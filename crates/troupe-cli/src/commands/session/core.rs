@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use troupe::bootstrap::{ModelChooser, StoreChoice};
+use troupe::bootstrap::{compact_conversation, Compacted, LongLived, ModelChooser, StoreChoice};
 use troupe::clock::{Clock, SystemClock};
 use troupe::wire::{AgentName, MessageId, UtcTime};
 
@@ -47,6 +47,8 @@ pub struct Core {
     /// The session's models, chosen once at its start: every prompt talks to the same ones (a
     /// scripted model goes on through its script rather than starting it again).
     models: Arc<dyn ModelChooser>,
+    /// The long-lived settings of the session's first prompt, for `/compact`.
+    long_lived: LongLived,
     /// Where prompts are driven (the command's one runtime).
     runtime: Runtime,
     /// True while a prompt's work goes on, for [`Core::finished`].
@@ -79,6 +81,7 @@ impl Core {
             workspace: workspace.to_owned(),
             store: settings.store.clone(),
             models: settings.models.clone(),
+            long_lived: settings.long_lived.clone(),
             args,
             work: Mutex::new(Work {
                 current: None,
@@ -170,6 +173,38 @@ impl Core {
     pub async fn finished(&self) {
         let mut working = self.working.subscribe();
         let _ = working.wait_for(|working| !*working).await;
+    }
+
+    /// Compacts `agent`'s conversation now, as `troupe compact` does, with the session's model;
+    /// not while the team works (the run holds the workspace). What it did, in one line.
+    pub fn compact(&self, agent: &AgentName) -> Result<String, CliError> {
+        if self.is_working() {
+            return Err(CliError::usage(
+                "/compact waits until the team is quiescent (Ctrl-C stops the work)".into(),
+            ));
+        }
+        let compacted = self
+            .runtime
+            .wait(compact_conversation(
+                &self.workspace,
+                agent,
+                self.models.model_for(agent),
+                &self.long_lived,
+                &self.store,
+            ))
+            .map_err(|e| CliError::coded(&e))?;
+        Ok(match compacted {
+            Compacted::Done(report) => format!(
+                "{agent}: compacted, {} messages → {} ({} KB → {} KB)",
+                report.messages_before,
+                report.messages_after,
+                report.bytes_before / 1024,
+                report.bytes_after / 1024
+            ),
+            Compacted::Nothing { messages, .. } => {
+                format!("{agent}: nothing older to compact ({messages} messages)")
+            }
+        })
     }
 
     /// The next prompt starts the lead on a fresh conversation (the old one kept).

@@ -307,7 +307,31 @@ impl Front {
                     self.core.store(),
                 ));
                 match table {
-                    Ok(table) => self.output = table.lines().map(str::to_owned).collect(),
+                    Ok(table) => self.output = lines_of(&table),
+                    Err(e) => self.view.notice = Some(e.to_string()),
+                }
+            }
+            SlashCommand::Status => {
+                let report = self.runtime.wait(self.team.inspector().status());
+                match report {
+                    Ok(report) => self.output = lines_of(&crate::render::status(&report)),
+                    Err(e) => self.view.notice = Some(CliError::coded(&e).to_string()),
+                }
+            }
+            SlashCommand::Tasks => {
+                let tasks = self.runtime.wait(self.team.inspector().tasks());
+                match tasks {
+                    Ok(tasks) => self.output = lines_of(&crate::render::tasks(&tasks)),
+                    Err(e) => self.view.notice = Some(CliError::coded(&e).to_string()),
+                }
+            }
+            SlashCommand::Compact(agent) => {
+                let agent = agent.as_deref().unwrap_or("lead");
+                let compacted = AgentName::parse(agent)
+                    .map_err(|e| CliError::usage(e.to_string()))
+                    .and_then(|agent| self.core.compact(&agent));
+                match compacted {
+                    Ok(line) => self.output = vec![line],
                     Err(e) => self.view.notice = Some(e.to_string()),
                 }
             }
@@ -460,6 +484,10 @@ fn ask_lines(pending: &PendingAsk) -> Vec<String> {
         lines.extend(preview.lines().map(str::to_owned));
     }
     lines
+}
+
+fn lines_of(text: &str) -> Vec<String> {
+    text.lines().map(str::to_owned).collect()
 }
 
 fn first_line(text: &str) -> String {
