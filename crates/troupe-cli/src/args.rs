@@ -619,10 +619,11 @@ impl Command {
         }
     }
 
-    /// Whether the command runs a team in this process (`troupe run`, `troupe demo`): its
+    /// Whether the command runs a team in this process (`troupe run`, `troupe demo`, `troupe
+    /// session`): its
     /// output is the run's formatted lines, and its logs are notices unless asked for.
     pub fn runs_a_team(&self) -> bool {
-        matches!(self, Self::Run(_) | Self::Demo { .. })
+        matches!(self, Self::Run(_) | Self::Demo { .. } | Self::Session(_))
     }
 
     /// Whether the user asked for JSON: then errors are JSON too.

@@ -9,6 +9,7 @@
 //! - Bare `troupe` on a terminal opens the session; off a terminal it is clap's help, as before.
 //! - `--approval ask`: the write's ask shows its call and diff and `y` allows it; the next ask,
 //!   answered by `troupe approve` from elsewhere, leaves the view.
+//! - `--require-plans`: alice's plan waits in the view; `/approve` lets her write.
 //! - A line typed while the team works reaches the lead's mailbox from `user`; Ctrl-C stops the
 //!   work (its ask answered no) and the session stays.
 
@@ -318,6 +319,43 @@ fn a_line_typed_while_the_team_works_reaches_the_lead_and_ctrl_c_keeps_the_sessi
     assert_eq!(tmux.format("#{alternate_on}"), "1", "still in the session");
     tmux.keys(&["-l", "/exit"]);
     tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+}
+
+#[test]
+fn a_plan_is_approved_in_the_session_and_the_teammate_goes_on() {
+    if !super::watch::tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = super::watch::team_script(scripts.path());
+    let tmux = Tmux::start("plans", &[]);
+    tmux.type_line(&format!(
+        "{} session --model-script {script} --approval auto --require-plans --workspace {}; \
+         echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    ));
+    tmux.wait_for("the session", |s| s.contains("prompt · Enter sends"));
+    tmux.keys(&["-l", "Have alice write out.txt."]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("alice's plan", |s| {
+        s.contains("1 plan pending") && s.contains("Write out.txt with a greeting.")
+    });
+    assert!(!ws.join("out.txt").exists(), "gated until approved");
+    tmux.keys(&["-l", "/approve"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the approval and the end", |s| {
+        s.contains("approved plan") && s.contains("the team is quiescent")
+    });
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    tmux.keys(&["C-d"]);
     let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
     assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
 }

@@ -152,7 +152,7 @@ pub(super) fn tool(name: &str, arguments: Value) -> Value {
 
 /// The lead spawns alice; alice submits a plan and waits; once it is approved she writes
 /// out.txt. The lead has an answer for every event turn it may get.
-fn team_script(dir: &Path) -> String {
+pub(super) fn team_script(dir: &Path) -> String {
     let script = json!({"agents": {
         "lead": [
             tool("spawn_teammate", json!({"name": "alice", "role": "writer",
