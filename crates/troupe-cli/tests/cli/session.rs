@@ -8,7 +8,8 @@
 //!   canonical mode) and exits 0; ↑ recalls the prompts of the earlier session.
 //! - Bare `troupe` on a terminal opens the session; off a terminal it is clap's help, as before.
 //! - `--approval ask`: the write's ask shows its call and diff and `y` allows it; the next ask,
-//!   answered by `troupe approve` from elsewhere, leaves the view.
+//!   answered by `troupe approve` from elsewhere, leaves the view; `n` denies with the reason
+//!   typed on the prompt line.
 //! - `--require-plans`: alice's plan waits in the view; `/approve` lets her write.
 //! - A line typed while the team works reaches the lead's mailbox from `user`; Ctrl-C stops the
 //!   work (its ask answered no) and the session stays.
@@ -312,7 +313,7 @@ fn a_line_typed_while_the_team_works_reaches_the_lead_and_ctrl_c_keeps_the_sessi
     // Ctrl-C stops the work (the ask answered no); the session stays for the next prompt.
     tmux.keys(&["C-c"]);
     let screen = tmux.wait_for("the work stopped", |s| {
-        s.contains("interrupted") && s.contains("prompt · Enter sends")
+        s.contains("troupe: interrupted") && s.contains("prompt · Enter sends")
     });
     assert!(!screen.contains("permission asked"), "{screen}");
     assert!(!ws.join("out.txt").exists());
@@ -355,6 +356,39 @@ fn a_plan_is_approved_in_the_session_and_the_teammate_goes_on() {
         std::fs::read_to_string(ws.join("out.txt")).unwrap(),
         "hello\n"
     );
+    tmux.keys(&["C-d"]);
+    let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
+    assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");
+}
+
+#[test]
+fn n_denies_an_ask_with_the_reason_typed_on_the_prompt_line() {
+    if !super::watch::tmux_installed() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = write_script(scripts.path());
+    let tmux = Tmux::start("deny", &[]);
+    tmux.type_line(&format!(
+        "{} session --model-script {script} --workspace {}; echo \"exit=$?\"",
+        troupe_bin(),
+        ws.to_str().unwrap()
+    ));
+    tmux.wait_for("the session", |s| s.contains("prompt · Enter sends"));
+    tmux.keys(&["-l", "Write out.txt."]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the ask", |s| s.contains("permission asked (1 waiting)"));
+    tmux.keys(&["n"]);
+    tmux.wait_for("the reason's prompt", |s| s.contains("type the reason"));
+    tmux.keys(&["-l", "not in this folder"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the denial and the end", |s| {
+        s.contains("denied") && s.contains("the team is quiescent")
+    });
+    assert!(screen.contains("not in this folder"), "{screen}");
+    assert!(!ws.join("out.txt").exists());
     tmux.keys(&["C-d"]);
     let screen = tmux.wait_for("the shell", |s| exit_of(s).is_some());
     assert_eq!(exit_of(&screen).as_deref(), Some("0"), "{screen}");

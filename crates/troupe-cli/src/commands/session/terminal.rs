@@ -205,7 +205,7 @@ impl Front {
                 _ => false,
             };
         }
-        let Some(first) = self.asks.first() else {
+        let Some(first) = self.waiting_ask() else {
             return false;
         };
         if !self.prompt.text.is_empty() || !key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
@@ -225,6 +225,12 @@ impl Front {
         };
         self.answer(&request_id, choice, None);
         true
+    }
+
+    /// The ask shown and answered: the oldest of the current work's (none once the work ended:
+    /// its asks have no call waiting any more, even before the next read of the stores).
+    fn waiting_ask(&self) -> Option<&PendingAsk> {
+        self.core.is_working().then(|| self.asks.first()).flatten()
     }
 
     /// Answers a permission ask through `troupe approve`'s path (one answer per request).
@@ -364,7 +370,7 @@ impl Front {
     }
 
     fn draw(&self, frame: &mut Frame) {
-        let ask = self.asks.first().map(ask_lines);
+        let ask = self.waiting_ask().map(ask_lines);
         let shown_output = ask.as_ref().unwrap_or(&self.output);
         let output_rows = shown_output.len().min(OUTPUT_ROWS) as u16;
         let prompt_rows = self.prompt.text.split('\n').count().min(8) as u16;
