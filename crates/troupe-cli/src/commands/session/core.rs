@@ -6,15 +6,19 @@
 //! `troupe review` (see [`super::asks`]); the team's events are the workspace's stream, which a
 //! front end follows.
 //!
-//! Each prompt is driven as one `troupe run` (`commands::run`'s `prepare` and `drive`): the
-//! team is built, driven until quiescent and closed; the lead's conversation is its transcript,
+//! Each prompt is driven as one `troupe run` (`commands::run`'s `drive`, with the settings its
+//! `prepare` made once when the session opened): the team is built, driven until quiescent and
+//! closed; the lead's conversation is its transcript,
 //! which the next prompt continues (`troupe log` shows every prompt of the session).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use troupe::bootstrap::{compact_conversation, Compacted, LongLived, ModelChooser, StoreChoice};
+use troupe::bootstrap::{
+    compact_conversation, Compacted, EventOptions, LongLived, StoreChoice, TeamSettings,
+};
 use troupe::clock::{Clock, SystemClock};
+use troupe::permissions::ApprovalProvider;
 use troupe::wire::{AgentName, MessageId, UtcTime};
 
 use super::asks::ViewAsks;
@@ -40,15 +44,12 @@ pub enum Submitted {
 pub struct Core {
     workspace: PathBuf,
     args: SessionArgs,
-    /// The team's stores, for messages (resolved once, as `troupe send` resolves it).
-    store: StoreChoice,
+    /// The settings every prompt's team is built with, read once when the session opens: the
+    /// trust gate asks (if it must) once, before the view takes the terminal; every prompt
+    /// talks to the same models (a scripted model goes on through its script).
+    template: TeamSettings,
     /// The prompt's work going on, if any; `None` between prompts.
     work: Mutex<Work>,
-    /// The session's models, chosen once at its start: every prompt talks to the same ones (a
-    /// scripted model goes on through its script rather than starting it again).
-    models: Arc<dyn ModelChooser>,
-    /// The long-lived settings of the session's first prompt, for `/compact`.
-    long_lived: LongLived,
     /// Where prompts are driven (the command's one runtime).
     runtime: Runtime,
     /// True while a prompt's work goes on, for [`Core::finished`].
@@ -74,14 +75,13 @@ impl Core {
         if args.max_tokens == Some(0) {
             return Err(CliError::usage("--max-tokens must be at least 1".into()));
         }
-        let Prepared { settings, .. } =
-            prepare(workspace, &args.run_args("", false), &Interrupt::default())?;
+        let Prepared {
+            settings: template, ..
+        } = prepare(workspace, &args.run_args("", false), &Interrupt::default())?;
         let fresh = args.new_session;
         Ok(Arc::new(Self {
             workspace: workspace.to_owned(),
-            store: settings.store.clone(),
-            models: settings.models.clone(),
-            long_lived: settings.long_lived.clone(),
+            template,
             args,
             work: Mutex::new(Work {
                 current: None,
@@ -95,7 +95,7 @@ impl Core {
 
     /// The team's stores.
     pub fn store(&self) -> &StoreChoice {
-        &self.store
+        &self.template.store
     }
 
     pub fn workspace(&self) -> &Path {
@@ -149,7 +149,7 @@ impl Core {
     pub fn send(&self, agent: &AgentName, text: &str) -> Result<MessageId, CliError> {
         self.runtime.wait(crate::user_message::send_as_user(
             &self.workspace,
-            &self.store,
+            &self.template.store,
             agent,
             text,
         ))
@@ -188,9 +188,9 @@ impl Core {
             .wait(compact_conversation(
                 &self.workspace,
                 agent,
-                self.models.model_for(agent),
-                &self.long_lived,
-                &self.store,
+                self.template.models.model_for(agent),
+                &self.template.long_lived,
+                &self.template.store,
             ))
             .map_err(|e| CliError::coded(&e))?;
         Ok(match compacted {
@@ -214,19 +214,7 @@ impl Core {
 
     /// One prompt, driven as `troupe run` drives it; what the person is told at its end.
     async fn turn(&self, prompt: &str, interrupt: &Interrupt, fresh: bool) -> Vec<String> {
-        let args = self.args.run_args(prompt, fresh);
-        let Prepared { mut settings, .. } = match prepare(&self.workspace, &args, interrupt) {
-            Ok(prepared) => prepared,
-            Err(e) => return vec![format!("troupe: {e}")],
-        };
-        settings.models = self.models.clone();
-        if args.approval == ApprovalMode::Ask {
-            // Asks become durable requests, answered in the view or by `troupe approve`.
-            settings.approval = Arc::new(ViewAsks::new(
-                interrupt.prompts.clone(),
-                crate::save_allow::saver(&self.workspace),
-            ));
-        }
+        let settings = self.settings_for(prompt, interrupt, fresh);
         let held = Say::Held(Mutex::default());
         let outcome = drive(settings, prompt, interrupt, None, None, &held).await;
         let mut lines = match held {
@@ -238,5 +226,48 @@ impl Core {
             Err(e) => lines.push(format!("troupe: {e}")),
         }
         lines
+    }
+
+    /// The session's settings for one prompt's team: the template's, with the prompt, a fresh
+    /// conversation if asked, no MCP servers yet (`drive` starts them) and, under `--approval
+    /// ask`, asks as durable requests that the view (or `troupe approve`) answers.
+    fn settings_for(&self, prompt: &str, interrupt: &Interrupt, fresh: bool) -> TeamSettings {
+        let t = &self.template;
+        let approval: Arc<dyn ApprovalProvider> = if self.args.approval == ApprovalMode::Ask {
+            Arc::new(ViewAsks::new(
+                interrupt.prompts.clone(),
+                crate::save_allow::saver(&self.workspace),
+            ))
+        } else {
+            t.approval.clone()
+        };
+        TeamSettings {
+            workspace: t.workspace.clone(),
+            clock: t.clock.clone(),
+            ids: t.ids.clone(),
+            models: t.models.clone(),
+            approval,
+            run_observer: t.run_observer.clone(),
+            team_observer: t.team_observer.clone(),
+            max_turns: t.max_turns,
+            request_ttl: t.request_ttl,
+            shell_timeout: t.shell_timeout,
+            watch: t.watch,
+            require_plans: t.require_plans,
+            redactor: t.redactor.clone(),
+            long_lived: LongLived {
+                new_session: fresh,
+                ..t.long_lived.clone()
+            },
+            events: EventOptions {
+                listeners: Vec::new(),
+                prompt: prompt.to_owned(),
+                telemetry: t.events.telemetry.clone(),
+            },
+            settings: t.settings.clone(),
+            sandbox: t.sandbox.clone(),
+            mcp: Default::default(),
+            store: t.store.clone(),
+        }
     }
 }
