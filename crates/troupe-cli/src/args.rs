@@ -106,8 +106,75 @@ pub struct RunArgs {
     pub no_local_workers: bool,
 }
 
-/// Which model answers, for the commands that call one.
+/// `troupe session` (and bare `troupe` on a terminal): the options of `troupe run` that make
+/// sense for a session a person drives; each prompt is driven as a run with them
+/// ([`SessionArgs::run_args`]).
 #[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// How write and execute tools are approved; `ask` asks in the session's view.
+    #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
+    pub approval: ApprovalMode,
+    /// The most model calls in one turn of any agent.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub max_turns: usize,
+    /// The response window of protocol requests, e.g. 90s, 5m, 1h30m.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub request_ttl: String,
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Gate every teammate from its first tool call until its plan is approved.
+    #[arg(long)]
+    pub require_plans: bool,
+    /// Where teammates work when spawn_teammate names no isolation: `worktree` or `none`.
+    #[arg(long, value_name = "MODE", value_parser = parse_isolation)]
+    pub isolation: Option<troupe_wire::Isolation>,
+    /// Start the lead on a fresh conversation (the old transcript is kept as lead.<n>.jsonl).
+    #[arg(long)]
+    pub new_session: bool,
+    /// Stop a prompt's work gracefully once all agents together have used N tokens in it.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop a prompt's work gracefully once its estimated cost reaches USD dollars.
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Do not extract memories from the session's conversations.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// How the commands agents run are confined: workspace-write (default), read-only, or off.
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<troupe::sandbox::Mode>,
+    #[command(flatten)]
+    pub store: StoreFlags,
+}
+
+impl SessionArgs {
+    /// The arguments of the `troupe run` one prompt is driven as; `new_session` for the
+    /// session's first prompt with `--new-session`, or after `/new`.
+    pub fn run_args(&self, prompt: &str, new_session: bool) -> RunArgs {
+        RunArgs {
+            prompt: Some(prompt.to_owned()),
+            continue_run: false,
+            approval: self.approval,
+            max_turns: self.max_turns,
+            request_ttl: self.request_ttl.clone(),
+            model: self.model.clone(),
+            require_plans: self.require_plans,
+            isolation: self.isolation,
+            new_session,
+            max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
+            no_memory: self.no_memory,
+            json: false,
+            sandbox: self.sandbox,
+            watch: false,
+            store: self.store.clone(),
+            no_local_workers: false,
+        }
+    }
+}
+
+/// Which model answers, for the commands that call one.
+#[derive(Debug, Clone, Args)]
 pub struct ModelFlags {
     /// The model server's wire format: openai (or any compatible server), azure, anthropic.
     /// Overrides TROUPE_PROVIDER and `[model] provider`; inferred when unset.
@@ -356,6 +423,10 @@ pub enum Command {
         #[command(flatten)]
         store: StoreFlags,
     },
+    /// A session you drive on this terminal (what bare `troupe` opens on a terminal): the
+    /// team's panes and a prompt line; each prompt goes to the lead and the team works until
+    /// quiescent, the lead's conversation going on across prompts. /help lists its commands.
+    Session(SessionArgs),
     /// The team in a full-screen terminal view: one pane per agent, pending plan requests,
     /// tokens; keys answer a plan and message an agent (q quits). Follows the live stream.
     Watch {
@@ -530,6 +601,7 @@ impl Command {
             | Self::Serve { .. }
             | Self::Compact { .. }
             | Self::Mcp { .. }
+            | Self::Session(_)
             | Self::Watch { .. } => RuntimeFlavor::MultiThread,
             Self::Review { .. }
             | Self::Approve { .. }
@@ -553,10 +625,11 @@ impl Command {
         }
     }
 
-    /// Whether the command runs a team in this process (`troupe run`, `troupe demo`): its
+    /// Whether the command runs a team in this process (`troupe run`, `troupe demo`, `troupe
+    /// session`): its
     /// output is the run's formatted lines, and its logs are notices unless asked for.
     pub fn runs_a_team(&self) -> bool {
-        matches!(self, Self::Run(_) | Self::Demo { .. })
+        matches!(self, Self::Run(_) | Self::Demo { .. } | Self::Session(_))
     }
 
     /// Whether the user asked for JSON: then errors are JSON too.
@@ -584,6 +657,7 @@ impl Command {
             | Self::Worker(_)
             | Self::Review { .. }
             | Self::Serve { .. }
+            | Self::Session(_)
             | Self::Watch { .. }
             | Self::Timeline { .. }
             | Self::Completions { .. }

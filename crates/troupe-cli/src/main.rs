@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     unsafe {
         troupe::secrets::environment::take_from_environment();
     }
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(commands::session::arguments()) {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };

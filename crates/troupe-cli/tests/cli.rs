@@ -105,6 +105,9 @@
 //! - `team_flow`: the demo's team flow as any provider's mock plays it, and its checks.
 //! - `continue_run`: `troupe run --continue` finishes a run killed mid-team with no new
 //!   prompt; nothing left is "nothing to continue" (exit 0).
+//! - `session`: `troupe session` (bare `troupe` on a terminal) driven in tmux: two prompts in
+//!   one lead conversation, `/cost`, `/exit`, the terminal restored; Ctrl-C and a line typed
+//!   while the team works; help off a terminal.
 //! - `watch`: `troupe watch` driven in tmux: a scripted team followed, its plan approved and a
 //!   message sent from the view, the terminal restored after `q` or Ctrl-C; a shared team's
 //!   view (`--store`); `troupe run --watch`; `NO_COLOR`; exit 2 without a terminal.
@@ -205,6 +208,8 @@ mod send;
 mod serve;
 #[path = "cli/serve_permissions.rs"]
 mod serve_permissions;
+#[path = "cli/session.rs"]
+mod session;
 #[path = "cli/sessions.rs"]
 mod sessions;
 #[path = "cli/settings.rs"]

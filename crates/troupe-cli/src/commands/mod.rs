@@ -15,11 +15,12 @@ mod log;
 mod mcp;
 mod memory;
 mod review;
-mod run;
+pub(crate) mod run;
 mod send;
+pub(crate) mod session;
 mod timeline;
 mod trust;
-mod usage;
+pub(crate) mod usage;
 mod worker;
 mod worktrees;
 
@@ -172,6 +173,7 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Serve { port, store } => {
             crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store).await
         }
+        Command::Session(args) => session::session(&resolve_workspace(cli.workspace)?, args).await,
         Command::Watch { store } => {
             crate::watch::watch(&resolve_workspace(cli.workspace)?, &store).await
         }

@@ -10,7 +10,7 @@ use troupe::bootstrap::{build_team, EventOptions, LongLived, TeamSettings};
 use troupe::clock::SystemClock;
 use troupe::ids::RandomIds;
 use troupe::prices::Cost;
-use troupe::store::events::{kinds, EventListener, EventSink, RUN_AGENT};
+use troupe::store::events::{kinds, EventSink, RUN_AGENT};
 use troupe::team::{DriveOutcome, NoTeamObserver};
 
 use crate::agent_setup::{
@@ -26,22 +26,15 @@ use crate::observe::{Console, Sink};
 use crate::render;
 use crate::store_choice::store_choice;
 
-pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), CliError> {
+pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(), CliError> {
     // `--continue` has no prompt: the work is what an earlier run left.
-    let prompt = match &args.prompt {
-        Some(raw) => {
-            let prompt = text_or_stdin(raw, "--prompt")?;
-            if prompt.trim().is_empty() {
-                return Err(CliError::usage("--prompt must not be blank".into()));
-            }
-            Some(prompt)
+    if let Some(raw) = &args.prompt {
+        let prompt = text_or_stdin(raw, "--prompt")?;
+        if prompt.trim().is_empty() {
+            return Err(CliError::usage("--prompt must not be blank".into()));
         }
-        None => None,
-    };
-    let work = match &prompt {
-        Some(prompt) => Work::Prompt(prompt),
-        None => Work::Continue,
-    };
+        args.prompt = Some(prompt);
+    }
     if args.max_turns == 0 {
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
@@ -59,6 +52,90 @@ pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), Cli
         }
         crate::watch::need_terminal("troupe run --watch")?;
     }
+    let interrupt = Interrupt::default();
+    let Prepared {
+        mut settings,
+        sandbox_line,
+    } = prepare(workspace, &args, &interrupt)?;
+    let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
+        .then(|| no_terminal_notice(&settings.settings.approvals, false));
+    // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
+    // whose spinners step aside while the approval prompt is up.
+    // With --watch the view reads the stream itself: nothing else writes to the terminal.
+    let console =
+        (!args.json && !args.watch).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
+    settings.events.listeners = match &console {
+        Some(console) => {
+            if args.approval == ApprovalMode::Ask {
+                settings.approval = Arc::new(PausingApproval {
+                    inner: settings.approval.clone(),
+                    console: console.clone(),
+                });
+            }
+            vec![console.clone()]
+        }
+        None if args.json => vec![Arc::new(JsonLines)],
+        None => Vec::new(),
+    };
+    let start_line = (!args.json).then_some(sandbox_line.as_str());
+    let outcome = if args.watch {
+        // What the run says on stderr waits until the view is gone.
+        let held = Say::Held(Mutex::default());
+        let view_store = settings.store.clone();
+        let outcome = crate::watch::watch_run(
+            workspace,
+            view_store,
+            || {
+                interrupt.run.cancel();
+                interrupt.prompts.cancel();
+            },
+            drive_work(
+                settings,
+                Work::of(args.prompt.as_deref()),
+                &interrupt,
+                notice.as_deref(),
+                start_line,
+                &held,
+            ),
+        )
+        .await;
+        held.flush();
+        outcome?
+    } else {
+        drive_work(
+            settings,
+            Work::of(args.prompt.as_deref()),
+            &interrupt,
+            notice.as_deref(),
+            start_line,
+            &Say::Now,
+        )
+        .await
+    };
+    if let Some(console) = &console {
+        console.finish();
+    }
+    let Some(outcome) = outcome? else {
+        // `--continue` found nothing left (said on stderr): nothing to print.
+        return Ok(());
+    };
+    if args.json {
+        // The answer is in the stream's last event, `run_ended`.
+        return Ok(());
+    }
+    render::print_text(&format!("{}\n", outcome.answer))
+}
+
+/// A drive's team settings and its sandbox line, as `args` and the workspace's settings make
+/// them (shared by `troupe run` and each prompt of `troupe session`). The approval provider is
+/// `--approval`'s own, answered "no" when `interrupt.prompts` fires; no event listener yet:
+/// the caller adds its view. Checked here: the settings files, the trust gate, the store, the
+/// sandbox and the model, each refused (exit 2) before any state exists.
+pub fn prepare(
+    workspace: &Path,
+    args: &RunArgs,
+    interrupt: &Interrupt,
+) -> Result<Prepared, CliError> {
     let max_cost = args.max_cost.map(parse_max_cost).transpose()?;
     let ttl = parse_duration(&args.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
@@ -107,28 +184,7 @@ pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), Cli
         max_run_cost,
         new_session: args.new_session,
     };
-    let interrupt = Interrupt::default();
-    let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
-        .then(|| no_terminal_notice(&file_settings.approvals, false));
-    // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
-    // whose spinners step aside while the approval prompt is up.
-    let mut approval = approval_provider(args.approval, &interrupt.prompts, workspace);
-    // With --watch the view reads the stream itself: nothing else writes to the terminal.
-    let console =
-        (!args.json && !args.watch).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
-    let listeners: Vec<Arc<dyn EventListener>> = match &console {
-        Some(console) => {
-            if args.approval == ApprovalMode::Ask {
-                approval = Arc::new(PausingApproval {
-                    inner: approval,
-                    console: console.clone(),
-                });
-            }
-            vec![console.clone()]
-        }
-        None if args.json => vec![Arc::new(JsonLines)],
-        None => Vec::new(),
-    };
+    let approval = approval_provider(args.approval, &interrupt.prompts, workspace);
     let settings = TeamSettings {
         workspace: workspace.to_path_buf(),
         clock: Arc::new(SystemClock),
@@ -145,8 +201,9 @@ pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), Cli
         redactor,
         long_lived,
         events: EventOptions {
-            listeners,
-            prompt: prompt.clone().unwrap_or_default(),
+            listeners: Vec::new(),
+            // Empty for `--continue` (`run_started` then says `continued`).
+            prompt: args.prompt.clone().unwrap_or_default(),
             telemetry,
         },
         settings: file_settings,
@@ -155,53 +212,17 @@ pub async fn run(workspace: &Path, args: RunArgs, verbose: u8) -> Result<(), Cli
         mcp: Default::default(),
         store,
     };
-    let start_line = (!args.json).then_some(sandbox_line.as_str());
-    let outcome = if args.watch {
-        // What the run says on stderr waits until the view is gone.
-        let held = Say::Held(Mutex::default());
-        let view_store = settings.store.clone();
-        let outcome = crate::watch::watch_run(
-            workspace,
-            view_store,
-            || {
-                interrupt.run.cancel();
-                interrupt.prompts.cancel();
-            },
-            drive_work(
-                settings,
-                work,
-                &interrupt,
-                notice.as_deref(),
-                start_line,
-                &held,
-            ),
-        )
-        .await;
-        held.flush();
-        outcome?
-    } else {
-        drive_work(
-            settings,
-            work,
-            &interrupt,
-            notice.as_deref(),
-            start_line,
-            &Say::Now,
-        )
-        .await
-    };
-    if let Some(console) = &console {
-        console.finish();
-    }
-    let Some(outcome) = outcome? else {
-        // `--continue` found nothing left (said on stderr): nothing to print.
-        return Ok(());
-    };
-    if args.json {
-        // The answer is in the stream's last event, `run_ended`.
-        return Ok(());
-    }
-    render::print_text(&format!("{}\n", outcome.answer))
+    Ok(Prepared {
+        settings,
+        sandbox_line,
+    })
+}
+
+/// What [`prepare`] makes.
+pub struct Prepared {
+    pub settings: TeamSettings,
+    /// The sandbox, in one line, said when the team is built.
+    pub sandbox_line: String,
 }
 
 /// `--max-cost`: USD above 0, as a cost.
@@ -274,6 +295,13 @@ pub enum Work<'a> {
     Prompt(&'a str),
     /// `troupe run --continue`.
     Continue,
+}
+
+impl<'a> Work<'a> {
+    /// The prompt's work, or `--continue`'s when there is none.
+    pub fn of(prompt: Option<&'a str>) -> Self {
+        prompt.map_or(Self::Continue, Self::Prompt)
+    }
 }
 
 /// [`drive`] for either kind of work; `None` when `Work::Continue` found nothing to continue

@@ -47,6 +47,24 @@ pub async fn usage(workspace: &Path, args: &UsageArgs) -> Result<(), CliError> {
     }
 }
 
+/// The table of `troupe usage` (by agent, all time) for the team `choice` names: the session's
+/// `/cost`.
+pub async fn table(
+    workspace: &Path,
+    choice: &troupe::bootstrap::StoreChoice,
+) -> Result<String, CliError> {
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
+    let inspector = troupe::bootstrap::inspector_with(workspace, choice)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
+    let buckets = inspector
+        .usage_buckets(None)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
+    let report = UsageReport::new(&buckets, GroupBy::Agent, &settings.prices.table());
+    Ok(text(&report, None))
+}
+
 fn group_by(group: UsageGroup) -> GroupBy {
     match group {
         UsageGroup::Agent => GroupBy::Agent,

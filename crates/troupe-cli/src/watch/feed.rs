@@ -21,6 +21,10 @@ pub enum Wake {
     Key(ratatui::crossterm::event::KeyEvent),
     /// The terminal changed size.
     Resize,
+    /// Text pasted (bracketed paste, the session's prompt line): its lines kept.
+    Paste(String),
+    /// Lines for the person from work going on elsewhere (the end of a session's prompt).
+    Said(Vec<String>),
     /// The stream (or the team) may have changed.
     Changed,
     /// A signal asked the view to end.

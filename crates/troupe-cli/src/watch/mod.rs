@@ -19,14 +19,14 @@
 //! The loop runs on tokio's blocking pool (`troupe::sync::offload`), never on the runtime's
 //! threads, while the signals, the stream's listener and a run go on there.
 
-mod feed;
-mod keys;
-mod render;
-mod signals;
-mod state;
-mod team;
-mod terminal;
-mod waiting;
+pub(crate) mod feed;
+pub(crate) mod keys;
+pub(crate) mod render;
+pub(crate) mod signals;
+pub(crate) mod state;
+pub(crate) mod team;
+pub(crate) mod terminal;
+pub(crate) mod waiting;
 
 use std::any::Any;
 use std::future::Future;
@@ -187,8 +187,8 @@ impl Session {
                         }
                         None => {}
                     },
-                    // The next draw takes the new size.
-                    Wake::Resize => {}
+                    // The next draw takes the new size; a paste is typing, which the view has none of.
+                    Wake::Resize | Wake::Paste(_) | Wake::Said(_) => {}
                     Wake::Changed => changed = true,
                     Wake::Stop => return Ok(()),
                 }
@@ -218,15 +218,16 @@ impl Session {
     }
 }
 
-/// A thread blocked reading the terminal sends each key press and resize; it ends when the view
-/// has gone (its channel closed) or the terminal cannot be read.
-fn read_keys(wake: Sender<Wake>) -> Result<(), CliError> {
+/// A thread blocked reading the terminal sends each key press, paste and resize; it ends when the
+/// view has gone (its channel closed) or the terminal cannot be read.
+pub(crate) fn read_keys(wake: Sender<Wake>) -> Result<(), CliError> {
     std::thread::Builder::new()
         .name("watch-keys".into())
         .spawn(move || loop {
             let sent = match event::read() {
                 Ok(TermEvent::Key(key)) => wake.send(Wake::Key(key)),
                 Ok(TermEvent::Resize(..)) => wake.send(Wake::Resize),
+                Ok(TermEvent::Paste(text)) => wake.send(Wake::Paste(text)),
                 Ok(_) => Ok(()),
                 Err(_) => return,
             };

@@ -36,7 +36,24 @@ pub const PANE_MIN_WIDTH: u16 = 38;
 /// At most this many plan requests are listed at once.
 const PLAN_ROWS: usize = 4;
 
+/// What frames the panes: the header's first words and the keys line.
+pub struct Chrome {
+    pub title: &'static str,
+    pub help: &'static str,
+}
+
+/// `troupe watch`'s.
+pub const WATCH: Chrome = Chrome {
+    title: "troupe watch",
+    help: "Tab/←→ pane · PgUp/PgDn scroll · a approve · r reject · m message · q quit",
+};
+
 pub fn draw(frame: &mut Frame, view: &View, colour: bool) {
+    draw_in(frame, frame.area(), view, colour, &WATCH);
+}
+
+/// The view in `area` (a session keeps the rest of the screen for its prompt line).
+pub fn draw_in(frame: &mut Frame, area: Rect, view: &View, colour: bool, chrome: &Chrome) {
     let plans = view.pending.len().min(PLAN_ROWS);
     let plan_height = if plans == 0 { 0 } else { plans as u16 + 2 };
     let [header, tabs, panes, plan_area, footer] = Layout::vertical([
@@ -46,17 +63,20 @@ pub fn draw(frame: &mut Frame, view: &View, colour: bool) {
         Constraint::Length(plan_height),
         Constraint::Length(1),
     ])
-    .areas(frame.area());
-    frame.render_widget(Paragraph::new(header_line(view)), header);
+    .areas(area);
+    frame.render_widget(Paragraph::new(header_line(view, chrome.title)), header);
     frame.render_widget(Paragraph::new(tab_line(view, colour)), tabs);
     draw_panes(frame, view, panes, colour);
     if plans > 0 {
         draw_plans(frame, view, plan_area, colour);
     }
-    frame.render_widget(Paragraph::new(footer_line(view, colour)), footer);
+    frame.render_widget(
+        Paragraph::new(footer_line(view, colour, chrome.help)),
+        footer,
+    );
 }
 
-fn header_line(view: &View) -> Line<'static> {
+fn header_line(view: &View, title: &str) -> Line<'static> {
     let run = match &view.run {
         RunState::None => "no run yet".to_owned(),
         RunState::Running => "run running".to_owned(),
@@ -69,7 +89,7 @@ fn header_line(view: &View) -> Line<'static> {
         n => format!(" · {n} plans pending"),
     };
     Line::from(format!(
-        "troupe watch · {run} · tokens {tokens_in} in / {tokens_out} out{plans}"
+        "{title} · {run} · tokens {tokens_in} in / {tokens_out} out{plans}"
     ))
     .style(Style::new().add_modifier(Modifier::BOLD))
 }
@@ -206,7 +226,7 @@ fn draw_plans(frame: &mut Frame, view: &View, area: Rect, colour: bool) {
     );
 }
 
-fn footer_line(view: &View, colour: bool) -> Line<'static> {
+fn footer_line(view: &View, colour: bool, help: &str) -> Line<'static> {
     let prompt = match &view.input {
         Input::Message { to, text } => Some(format!(
             "message to {}: {}▏ (Enter sends, Esc cancels)",
@@ -226,7 +246,6 @@ fn footer_line(view: &View, colour: bool) -> Line<'static> {
     if let Some(prompt) = prompt {
         return Line::from(prompt).style(Style::new().add_modifier(Modifier::BOLD));
     }
-    let help = "Tab/←→ pane · PgUp/PgDn scroll · a approve · r reject · m message · q quit";
     match &view.notice {
         Some(notice) => {
             let style = if colour {
@@ -239,7 +258,7 @@ fn footer_line(view: &View, colour: bool) -> Line<'static> {
                 Span::raw(format!(" │ {help}")),
             ])
         }
-        None => Line::from(help),
+        None => Line::from(help.to_owned()),
     }
 }
 

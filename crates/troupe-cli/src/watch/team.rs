@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use troupe::approvals::PermissionAsk;
 use troupe::bootstrap::StoreChoice;
 use troupe::inspect::Inspector;
 use troupe::layout::Layout;
@@ -37,6 +38,11 @@ impl Team {
             inspector,
             runtime: Runtime::current(),
         })
+    }
+
+    /// The team's reads (a session's `/status` and `/tasks`).
+    pub fn inspector(&self) -> &Inspector {
+        &self.inspector
     }
 
     /// Reads the roster and the pending plan requests into `view`.
@@ -83,6 +89,35 @@ impl Team {
         Ok(())
     }
 
+    /// The permission asks waiting for a person (a session's view answers them), oldest first:
+    /// pending, and not yet answered elsewhere (an answer waiting in `answers/` is one).
+    pub fn pending_asks(&self) -> Result<Vec<PendingAsk>, CliError> {
+        let answers = Layout::new(&self.workspace).protocol_answers_dir();
+        let asks = self
+            .runtime
+            .wait(self.inspector.requests(Some(RequestStatus::Pending)))
+            .map_err(|e| CliError::coded(&e))?
+            .into_iter()
+            .filter(|r| {
+                r.kind == "permission"
+                    && answers
+                        .join(format!("{}.json", r.id))
+                        .symlink_metadata()
+                        .is_err()
+            })
+            .filter_map(|r| {
+                let ask = PermissionAsk::from_content(&r.content).ok()?;
+                Some(PendingAsk {
+                    created_at: r.created_at_utc,
+                    request_id: r.id,
+                    from: r.sender,
+                    ask,
+                })
+            })
+            .collect();
+        Ok(asks)
+    }
+
     /// Carries out an answer or a message; returns what to tell the person (the outcome, or
     /// the error with its stable code).
     pub fn carry_out(&self, effect: &Effect) -> String {
@@ -125,6 +160,17 @@ impl Team {
             }
         }
     }
+}
+
+/// A tool call waiting for a person's answer.
+#[derive(Debug, Clone)]
+pub struct PendingAsk {
+    pub request_id: String,
+    /// When it was asked (an ask older than the work going on has no call waiting for it).
+    pub created_at: troupe::wire::UtcTime,
+    /// The agent whose call it is.
+    pub from: String,
+    pub ask: PermissionAsk,
 }
 
 fn short_id(id: &str) -> String {

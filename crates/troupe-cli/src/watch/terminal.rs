@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::cursor::Show;
+use ratatui::crossterm::event::DisableBracketedPaste;
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
@@ -54,7 +55,8 @@ fn restore() {
     if TAKEN.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
         let mut out = std::io::stdout();
-        let _ = execute!(out, LeaveAlternateScreen, Show);
+        // Bracketed paste is the session's; turning it off where it was not on is harmless.
+        let _ = execute!(out, DisableBracketedPaste, LeaveAlternateScreen, Show);
         let _ = out.flush();
     }
 }

@@ -17,6 +17,15 @@ impl Runtime {
         Self(Handle::current())
     }
 
+    /// Starts `future` on the runtime, not waiting for it (a session's prompt, driven while the
+    /// view goes on).
+    pub fn spawn<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.0.spawn(future));
+    }
+
     /// Runs `future` on the runtime to its end, this thread waiting. Only from a thread that is
     /// not one of the runtime's (tokio refuses it there).
     pub fn wait<F: Future>(&self, future: F) -> F::Output {

@@ -33,9 +33,9 @@ const DEADLINE: Duration = Duration::from_secs(40);
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// The shell's prompt in the tmux session: the test knows the shell is back when it shows.
-const PROMPT: &str = "watch-test$ ";
+pub(super) const PROMPT: &str = "watch-test$ ";
 
-fn tmux_installed() -> bool {
+pub(super) fn tmux_installed() -> bool {
     Command::new("tmux")
         .arg("-V")
         .output()
@@ -43,14 +43,14 @@ fn tmux_installed() -> bool {
 }
 
 /// A tmux server of the test's own (its own socket), killed when dropped.
-struct Tmux {
+pub(super) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// A detached 100×30 session running an interactive bash with the tests' environment (no
     /// model or store variables, no user config) plus `env`.
-    fn start(name: &str, env: &[(&str, &str)]) -> Self {
+    pub(super) fn start(name: &str, env: &[(&str, &str)]) -> Self {
         let tmux = Self {
             socket: format!("troupe-watch-{}-{name}", std::process::id()),
         };
@@ -92,13 +92,13 @@ impl Tmux {
     }
 
     /// A line typed into the shell, then Enter.
-    fn type_line(&self, line: &str) {
+    pub(super) fn type_line(&self, line: &str) {
         self.tmux(&["send-keys", "-l", line]);
         self.tmux(&["send-keys", "Enter"]);
     }
 
     /// Keys by tmux's names (`Tab`, `Enter`, `C-c`) or literal characters.
-    fn keys(&self, keys: &[&str]) {
+    pub(super) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys"];
         args.extend_from_slice(keys);
         self.tmux(&args);
@@ -114,14 +114,14 @@ impl Tmux {
     }
 
     /// `#{…}` of the pane, e.g. `alternate_on`.
-    fn format(&self, format: &str) -> String {
+    pub(super) fn format(&self, format: &str) -> String {
         self.tmux(&["display-message", "-p", format])
             .trim()
             .to_owned()
     }
 
     /// Looks at the screen until `found` holds; returns that screen.
-    fn wait_for(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+    pub(super) fn wait_for(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let screen = self.screen(false);
@@ -146,13 +146,13 @@ impl Drop for Tmux {
     }
 }
 
-fn tool(name: &str, arguments: Value) -> Value {
+pub(super) fn tool(name: &str, arguments: Value) -> Value {
     json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
 /// The lead spawns alice; alice submits a plan and waits; once it is approved she writes
 /// out.txt. The lead has an answer for every event turn it may get.
-fn team_script(dir: &Path) -> String {
+pub(super) fn team_script(dir: &Path) -> String {
     let script = json!({"agents": {
         "lead": [
             tool("spawn_teammate", json!({"name": "alice", "role": "writer",
@@ -175,13 +175,13 @@ fn team_script(dir: &Path) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+pub(super) fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
     (dir, ws)
 }
 
-fn troupe_bin() -> &'static str {
+pub(super) fn troupe_bin() -> &'static str {
     env!("CARGO_BIN_EXE_troupe")
 }
 
@@ -429,7 +429,7 @@ fn run_watch_line(ws: &Path, script: &str) -> String {
 }
 
 /// The exit code the shell echoed (`exit=N` on a line of its own).
-fn exit_of(screen: &str) -> Option<String> {
+pub(super) fn exit_of(screen: &str) -> Option<String> {
     screen.lines().find_map(|l| {
         let code = l.trim().strip_prefix("exit=")?;
         (!code.is_empty() && code.chars().all(|c| c.is_ascii_digit())).then(|| code.to_owned())
