@@ -208,3 +208,23 @@ fn positive_window(tokens: u32) -> Result<u32, CliError> {
     }
     Ok(tokens)
 }
+
+/// Starts the settings' MCP servers for a team about to be built (a run's or a worker's): a
+/// server that does not start is reported (a warning) and its tools left out; the team goes on.
+/// A token a server was given must not come back through its results either: it joins the
+/// redactor's secrets.
+pub async fn start_mcp(settings: &mut troupe::bootstrap::TeamSettings) {
+    if settings.settings.mcp_servers.is_empty() {
+        return;
+    }
+    settings.mcp = Arc::new(
+        troupe::mcp::McpServers::start(
+            &settings.settings.mcp_servers,
+            &settings.workspace,
+            &settings.sandbox.sandbox,
+        )
+        .await,
+    );
+    let secrets = settings.mcp.secrets();
+    settings.redactor = std::mem::take(&mut settings.redactor).with_secrets(secrets);
+}

@@ -51,7 +51,28 @@ pub struct RunArgs {
     /// quiescent ("nothing to continue": exit 0).
     #[arg(long = "continue", conflicts_with = "prompt")]
     pub continue_run: bool,
-    /// How write and execute tools are approved.
+    #[command(flatten)]
+    pub team: TeamFlags,
+    /// Print the run's event stream as JSON lines on stdout instead of the answer; the last
+    /// event, `run_ended`, carries the answer or the error.
+    #[arg(long)]
+    pub json: bool,
+    /// Show the run in the full-screen view of `troupe watch` instead of lines on stderr (needs
+    /// a terminal, and --approval auto or deny: the view cannot ask). Leaving the view (q,
+    /// Ctrl-C) while the run goes stops it as Ctrl-C does; the answer is printed after it.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// With --store: run no teammate in this process; `troupe worker` processes run them all.
+    #[arg(long)]
+    pub no_local_workers: bool,
+}
+
+/// How a team is run, for every command that drives one from a person's prompts (`troupe
+/// run`, `troupe session`): approvals, limits, the model, plans, isolation, budgets, memory,
+/// the sandbox and the store.
+#[derive(Debug, Clone, Args)]
+pub struct TeamFlags {
+    /// How write and execute tools are approved (in a session, `ask` asks in its view).
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,
     /// The most model calls in one turn of any agent.
@@ -75,35 +96,24 @@ pub struct RunArgs {
     /// Start the lead on a fresh conversation; the old transcript is kept as lead.<n>.jsonl.
     #[arg(long)]
     pub new_session: bool,
-    /// Stop the run gracefully (exit 3) once all agents together have used N tokens.
+    /// Stop the run (in a session: the prompt's work) gracefully, exit 3, once all agents
+    /// together have used N tokens.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
-    /// Stop the run gracefully (exit 3) once the estimated cost of all agents' model calls
-    /// reaches USD dollars, by the price table (`[prices]` over the built-in one); a model with
-    /// no price counts 0. Over `[run] max_cost`.
+    /// Stop the run (in a session: the prompt's work) gracefully, exit 3, once the estimated
+    /// cost of all agents' model calls reaches USD dollars, by the price table (`[prices]` over
+    /// the built-in one); a model with no price counts 0. Over `[run] max_cost`.
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,
     /// Do not extract memories from this run's conversations (selection of existing ones stays).
     #[arg(long)]
     pub no_memory: bool,
-    /// Print the run's event stream as JSON lines on stdout instead of the answer; the last
-    /// event, `run_ended`, carries the answer or the error.
-    #[arg(long)]
-    pub json: bool,
     /// How the commands agents run are confined: workspace-write (the default: writes only in
     /// the workspace and the temp folder, no network), read-only, or off.
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<troupe::sandbox::Mode>,
-    /// Show the run in the full-screen view of `troupe watch` instead of lines on stderr (needs
-    /// a terminal, and --approval auto or deny: the view cannot ask). Leaving the view (q,
-    /// Ctrl-C) while the run goes stops it as Ctrl-C does; the answer is printed after it.
-    #[arg(long, conflicts_with = "json")]
-    pub watch: bool,
     #[command(flatten)]
     pub store: StoreFlags,
-    /// With --store: run no teammate in this process; `troupe worker` processes run them all.
-    #[arg(long)]
-    pub no_local_workers: bool,
 }
 
 /// `troupe session` (and bare `troupe` on a terminal): the options of `troupe run` that make
@@ -111,40 +121,8 @@ pub struct RunArgs {
 /// ([`SessionArgs::run_args`]).
 #[derive(Debug, Args)]
 pub struct SessionArgs {
-    /// How write and execute tools are approved; `ask` asks in the session's view.
-    #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
-    pub approval: ApprovalMode,
-    /// The most model calls in one turn of any agent.
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    pub max_turns: usize,
-    /// The response window of protocol requests, e.g. 90s, 5m, 1h30m.
-    #[arg(long, value_name = "DURATION", default_value = "5m")]
-    pub request_ttl: String,
     #[command(flatten)]
-    pub model: ModelFlags,
-    /// Gate every teammate from its first tool call until its plan is approved.
-    #[arg(long)]
-    pub require_plans: bool,
-    /// Where teammates work when spawn_teammate names no isolation: `worktree` or `none`.
-    #[arg(long, value_name = "MODE", value_parser = parse_isolation)]
-    pub isolation: Option<troupe_wire::Isolation>,
-    /// Start the lead on a fresh conversation (the old transcript is kept as lead.<n>.jsonl).
-    #[arg(long)]
-    pub new_session: bool,
-    /// Stop a prompt's work gracefully once all agents together have used N tokens in it.
-    #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u64>,
-    /// Stop a prompt's work gracefully once its estimated cost reaches USD dollars.
-    #[arg(long, value_name = "USD")]
-    pub max_cost: Option<f64>,
-    /// Do not extract memories from the session's conversations.
-    #[arg(long)]
-    pub no_memory: bool,
-    /// How the commands agents run are confined: workspace-write (default), read-only, or off.
-    #[arg(long, value_name = "MODE")]
-    pub sandbox: Option<troupe::sandbox::Mode>,
-    #[command(flatten)]
-    pub store: StoreFlags,
+    pub team: TeamFlags,
 }
 
 impl SessionArgs {
@@ -154,20 +132,12 @@ impl SessionArgs {
         RunArgs {
             prompt: Some(prompt.to_owned()),
             continue_run: false,
-            approval: self.approval,
-            max_turns: self.max_turns,
-            request_ttl: self.request_ttl.clone(),
-            model: self.model.clone(),
-            require_plans: self.require_plans,
-            isolation: self.isolation,
-            new_session,
-            max_tokens: self.max_tokens,
-            max_cost: self.max_cost,
-            no_memory: self.no_memory,
+            team: TeamFlags {
+                new_session,
+                ..self.team.clone()
+            },
             json: false,
-            sandbox: self.sandbox,
             watch: false,
-            store: self.store.clone(),
             no_local_workers: false,
         }
     }

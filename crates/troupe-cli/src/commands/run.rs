@@ -35,14 +35,14 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
         }
         args.prompt = Some(prompt);
     }
-    if args.max_turns == 0 {
+    if args.team.max_turns == 0 {
         return Err(CliError::usage("--max-turns must be at least 1".into()));
     }
-    if args.max_tokens == Some(0) {
+    if args.team.max_tokens == Some(0) {
         return Err(CliError::usage("--max-tokens must be at least 1".into()));
     }
     if args.watch {
-        if args.approval == ApprovalMode::Ask {
+        if args.team.approval == ApprovalMode::Ask {
             return Err(CliError::usage(
                 "--watch cannot ask for approvals on the terminal it shows the team on; use \
                  --approval auto or --approval deny (settings rules still apply)"
@@ -57,7 +57,7 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
         mut settings,
         sandbox_line,
     } = prepare(workspace, &args, &interrupt)?;
-    let notice = (args.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
+    let notice = (args.team.approval == ApprovalMode::Ask && !std::io::stdin().is_terminal())
         .then(|| no_terminal_notice(&settings.settings.approvals, false));
     // The view: the event stream itself on stdout (`--json`), or the terminal view on stderr,
     // whose spinners step aside while the approval prompt is up.
@@ -66,7 +66,7 @@ pub async fn run(workspace: &Path, mut args: RunArgs, verbose: u8) -> Result<(),
         (!args.json && !args.watch).then(|| Arc::new(Console::new(Sink::Stderr, verbose > 0)));
     settings.events.listeners = match &console {
         Some(console) => {
-            if args.approval == ApprovalMode::Ask {
+            if args.team.approval == ApprovalMode::Ask {
                 settings.approval = Arc::new(PausingApproval {
                     inner: settings.approval.clone(),
                     console: console.clone(),
@@ -136,13 +136,13 @@ pub fn prepare(
     args: &RunArgs,
     interrupt: &Interrupt,
 ) -> Result<Prepared, CliError> {
-    let max_cost = args.max_cost.map(parse_max_cost).transpose()?;
-    let ttl = parse_duration(&args.request_ttl)?;
+    let max_cost = args.team.max_cost.map(parse_max_cost).transpose()?;
+    let ttl = parse_duration(&args.team.request_ttl)?;
     // The settings files first: a bad one is exit 2 before any state exists, and so is a
     // workspace whose own files would run commands or redirect the key before the person
     // trusted it (on a terminal they are asked).
     let (loaded, mut file_settings) = settings_for_agents(workspace)?;
-    if let Some(isolation) = args.isolation {
+    if let Some(isolation) = args.team.isolation {
         file_settings.team.isolation = Some(troupe::settings::Sourced {
             value: isolation,
             source: troupe::settings::Source::Flag("--isolation".into()),
@@ -150,7 +150,7 @@ pub fn prepare(
     }
     // The flag over `[run] max_cost`.
     let max_run_cost = max_cost.or(file_settings.run.max_cost.as_ref().map(|c| c.value));
-    let store = store_choice(&args.store, &file_settings, !args.no_local_workers)?;
+    let store = store_choice(&args.team.store, &file_settings, !args.no_local_workers)?;
     if args.no_local_workers && store.shared().is_none() {
         return Err(CliError::usage(
             "--no-local-workers needs --store postgres://…: without a shared store no other \
@@ -159,32 +159,36 @@ pub fn prepare(
         ));
     }
     // Then the sandbox: a machine that cannot confine refuses before any state exists too.
-    let (sandbox, sandbox_line) =
-        crate::sandboxing::options(workspace, args.sandbox, &file_settings, args.approval)?;
-    let context_window = context_window(&args.model, &file_settings)?;
+    let (sandbox, sandbox_line) = crate::sandboxing::options(
+        workspace,
+        args.team.sandbox,
+        &file_settings,
+        args.team.approval,
+    )?;
+    let context_window = context_window(&args.team.model, &file_settings)?;
     let Models {
         chooser: models,
         redactor,
         name: model_name,
         provider,
-    } = models(&args.model, &loaded)?;
+    } = models(&args.team.model, &loaded)?;
     let telemetry = crate::telemetry::options(&file_settings, provider, &model_name);
     tracing::debug!(
-        max_turns = args.max_turns,
+        max_turns = args.team.max_turns,
         request_ttl = ?ttl,
-        approval = ?args.approval,
+        approval = ?args.team.approval,
         model = %model_name,
         "run settings"
     );
     let long_lived = LongLived {
         model_name,
         context_window,
-        remember: !args.no_memory,
-        max_run_tokens: args.max_tokens,
+        remember: !args.team.no_memory,
+        max_run_tokens: args.team.max_tokens,
         max_run_cost,
-        new_session: args.new_session,
+        new_session: args.team.new_session,
     };
-    let approval = approval_provider(args.approval, &interrupt.prompts, workspace);
+    let approval = approval_provider(args.team.approval, &interrupt.prompts, workspace);
     let settings = TeamSettings {
         workspace: workspace.to_path_buf(),
         clock: Arc::new(SystemClock),
@@ -193,11 +197,11 @@ pub fn prepare(
         approval,
         run_observer: Arc::new(NullObserver),
         team_observer: Arc::new(NoTeamObserver),
-        max_turns: args.max_turns,
+        max_turns: args.team.max_turns,
         request_ttl: ttl,
         shell_timeout: troupe::tools::shell::DEFAULT_TIMEOUT,
         watch: true,
-        require_plans: args.require_plans,
+        require_plans: args.team.require_plans,
         redactor,
         long_lived,
         events: EventOptions {
@@ -320,20 +324,7 @@ pub async fn drive_work(
     // Ctrl-C is the run's until the drive ends.
     let _listening = interrupt::listen(cancel.clone())?;
     let mut settings = settings;
-    if !settings.settings.mcp_servers.is_empty() {
-        // A server that does not start is reported (a warning) and its tools left out;
-        // the run goes on.
-        settings.mcp = Arc::new(
-            troupe::mcp::McpServers::start(
-                &settings.settings.mcp_servers,
-                &settings.workspace,
-                &settings.sandbox.sandbox,
-            )
-            .await,
-        );
-        // A token a server was given must not come back through its results either.
-        settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
-    }
+    crate::agent_setup::start_mcp(&mut settings).await;
     let mcp = settings.mcp.clone();
     let mut team = match build_team(settings).await {
         Ok(team) => team,

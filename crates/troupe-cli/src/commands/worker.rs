@@ -105,17 +105,7 @@ pub async fn worker(workspace: &Path, args: WorkerArgs, verbose: u8) -> Result<(
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                 .map_err(|e| CliError::failed(format_args!("cannot watch SIGTERM: {e}")))?;
         let mut settings = settings;
-        if !settings.settings.mcp_servers.is_empty() {
-            settings.mcp = Arc::new(
-                troupe::mcp::McpServers::start(
-                    &settings.settings.mcp_servers,
-                    &settings.workspace,
-                    &settings.sandbox.sandbox,
-                )
-                .await,
-            );
-            settings.redactor = settings.redactor.with_secrets(settings.mcp.secrets());
-        }
+        crate::agent_setup::start_mcp(&mut settings).await;
         let mcp = settings.mcp.clone();
         let worker = match build_worker(settings).await {
             Ok(worker) => worker,

@@ -69,16 +69,16 @@ impl Core {
     /// Checks the options and the workspace's settings (the trust gate asks here, on the
     /// terminal as it still is) before any front end takes the terminal.
     pub fn open(workspace: &Path, args: SessionArgs, said: Said) -> Result<Arc<Self>, CliError> {
-        if args.max_turns == 0 {
+        if args.team.max_turns == 0 {
             return Err(CliError::usage("--max-turns must be at least 1".into()));
         }
-        if args.max_tokens == Some(0) {
+        if args.team.max_tokens == Some(0) {
             return Err(CliError::usage("--max-tokens must be at least 1".into()));
         }
         let Prepared {
             settings: template, ..
         } = prepare(workspace, &args.run_args("", false), &Interrupt::default())?;
-        let fresh = args.new_session;
+        let fresh = args.team.new_session;
         Ok(Arc::new(Self {
             workspace: workspace.to_owned(),
             template,
@@ -233,7 +233,7 @@ impl Core {
     /// ask`, asks as durable requests that the view (or `troupe approve`) answers.
     fn settings_for(&self, prompt: &str, interrupt: &Interrupt, fresh: bool) -> TeamSettings {
         let t = &self.template;
-        let approval: Arc<dyn ApprovalProvider> = if self.args.approval == ApprovalMode::Ask {
+        let approval: Arc<dyn ApprovalProvider> = if self.args.team.approval == ApprovalMode::Ask {
             Arc::new(ViewAsks::new(
                 interrupt.prompts.clone(),
                 crate::save_allow::saver(&self.workspace),
