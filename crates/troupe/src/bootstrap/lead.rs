@@ -71,7 +71,11 @@ pub(super) async fn lead(
         identity,
         &tools,
         &settings.workspace,
-        &settings.settings.context,
+        super::prompts::instructions(
+            &settings.workspace,
+            &settings.settings.context,
+            &settings.redactor,
+        ),
         runtime.handle(),
         settings.clock.clone(),
     );

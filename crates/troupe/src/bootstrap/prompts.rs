@@ -90,15 +90,25 @@ pub fn lead_system_prompt(workspace: &std::path::Path, require_plans: bool) -> S
     )
 }
 
-/// The living system prompt of `agent`: `identity`, then its tools, the workspace, the
-/// instruction files `context` chooses (read in `workspace`, the agent's own), the skills
+/// The instruction files `context` chooses, read in `workspace` (the agent's own), with the
+/// run's secrets redacted from what they show.
+pub(super) fn instructions(
+    workspace: &std::path::Path,
+    context: &ContextSettings,
+    redactor: &crate::secrets::Redactor,
+) -> Instructions {
+    Instructions::new(workspace, Choice::of(context)).with_redactor(redactor.clone())
+}
+
+/// The living system prompt of `agent`: `identity`, then its tools, the workspace, its
+/// `instructions` (see [`instructions`]), the skills
 /// catalog, selected memory, the roster and pending requests.
 pub(super) fn living_prompt(
     agent: &AgentName,
     identity: String,
     registry: &Arc<ToolRegistry>,
     workspace: &std::path::Path,
-    context: &ContextSettings,
+    instructions: Instructions,
     team: TeamHandle,
     clock: Arc<dyn Clock>,
 ) -> Arc<LivingPrompt> {
@@ -109,7 +119,7 @@ pub(super) fn living_prompt(
             tools: registry.clone(),
             workspace: workspace.display().to_string(),
             skills: skills::render_catalog(&skills::catalog(workspace)),
-            instructions: Arc::new(Instructions::new(workspace, Choice::of(context))),
+            instructions: Arc::new(instructions),
         },
         team,
         clock,

@@ -235,7 +235,7 @@ impl Factory {
             identity,
             &tools,
             &workspace,
-            &self.context,
+            super::prompts::instructions(&workspace, &self.context, &self.redactor),
             team,
             self.clock.clone(),
         );

@@ -66,6 +66,8 @@ impl Choice {
 pub struct Instructions {
     workspace: PathBuf,
     choice: Choice,
+    /// The run's secrets: a key pasted into an instruction file never reaches the model.
+    redactor: crate::secrets::Redactor,
     /// By real path: what was read of each file and the stamp it had, so an unchanged file is
     /// not read again.
     cache: Mutex<HashMap<PathBuf, Cached>>,
@@ -116,8 +118,15 @@ impl Instructions {
         Self {
             workspace: workspace.to_path_buf(),
             choice,
+            redactor: crate::secrets::Redactor::default(),
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// These instructions, with the run's secrets redacted from what they show.
+    pub fn with_redactor(mut self, redactor: crate::secrets::Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The section's text as the files are now (empty: nothing to show). Blocking: it reads
@@ -179,7 +188,7 @@ impl Instructions {
             }
             notes.push(list);
         }
-        notes.join("\n\n")
+        self.redactor.redact(&notes.join("\n\n")).into_owned()
     }
 
     /// `name` in the workspace `root`: its text if it is a regular file inside it (read, or
@@ -201,6 +210,17 @@ impl Instructions {
         if !real.starts_with(root) {
             return (
                 Found::Skipped("it leads out of the workspace through a symbolic link"),
+                None,
+            );
+        }
+        // troupe's state, git's folder, the settings and `.env` are never shown to a model, by
+        // whatever name (a link named AGENTS.md, a listed `.env`).
+        if crate::protected::ProtectedPaths::built_in(root).contains(&real) {
+            return (
+                Found::Skipped(
+                    "a protected path (troupe's state, git's folder, troupe.toml or .env): \
+                     never shown to a model",
+                ),
                 None,
             );
         }
@@ -351,6 +371,27 @@ mod tests {
         assert_eq!(default(&root), "### CLAUDE.md\nUse tabs.");
         write(&root, "AGENTS.md", b"Run cargo test.\n");
         assert_eq!(default(&root), "### AGENTS.md\nRun cargo test.");
+    }
+
+    #[test]
+    fn protected_paths_are_never_shown_and_secrets_are_redacted() {
+        let (_dir, root) = workspace();
+        write(&root, ".env", b"OPENAI_API_KEY=sk-secret-in-env\n");
+        std::os::unix::fs::symlink(root.join(".env"), root.join("AGENTS.md")).unwrap();
+        let shown = default(&root);
+        assert!(!shown.contains("sk-secret-in-env"), "{shown}");
+        assert!(shown.contains("protected path"), "{shown}");
+        let listed = Instructions::new(&root, Choice::Listed(vec![".env".into()])).section();
+        assert!(!listed.contains("sk-secret-in-env"), "{listed}");
+        fs::remove_file(root.join("AGENTS.md")).unwrap();
+        write(&root, "AGENTS.md", b"Deploy with key sk-pasted-key-123.\n");
+        let redacted = Instructions::new(&root, Choice::Default)
+            .with_redactor(crate::secrets::Redactor::new([
+                "sk-pasted-key-123".to_owned()
+            ]))
+            .section();
+        assert!(!redacted.contains("sk-pasted-key-123"), "{redacted}");
+        assert!(redacted.contains("Deploy with key"), "{redacted}");
     }
 
     #[test]
