@@ -34,6 +34,10 @@ impl ApprovalProvider for PausingApproval {
         self.inner.tell(line);
     }
 
+    fn answered_by(&self) -> &'static str {
+        self.inner.answered_by()
+    }
+
     async fn ask_person(
         &self,
         request: &ApprovalRequest<'_>,

@@ -220,14 +220,14 @@ impl RequestedApproval {
 }
 
 /// The terminal's reply as the request's answer, with the reason the terminal gives.
-fn terminal_reply(reply: &PersonReply, answer: &ApprovalAnswer) -> PermissionReply {
+fn terminal_reply(reply: &PersonReply, answer: &ApprovalAnswer, by: &str) -> PermissionReply {
     let choice = match reply {
         PersonReply::Once => Choice::Once,
         PersonReply::Always(_) => Choice::Always,
         PersonReply::Save(_) => Choice::Save,
         _ => Choice::No,
     };
-    PermissionReply::new(choice, answer.reason.clone(), "terminal")
+    PermissionReply::new(choice, answer.reason.clone(), by)
 }
 
 #[async_trait]
@@ -242,6 +242,10 @@ impl ApprovalProvider for RequestedApproval {
 
     fn save_entry(&self, entry: &str) -> Option<String> {
         self.inner.save_entry(entry)
+    }
+
+    fn answered_by(&self) -> &'static str {
+        self.inner.answered_by()
     }
 
     fn tell(&self, line: &str) {
@@ -364,7 +368,7 @@ impl ApprovalProvider for RequestedApproval {
             _ => None,
         };
         let local = terminal_answer(reply.clone(), None);
-        let mine = terminal_reply(&reply, &local);
+        let mine = terminal_reply(&reply, &local, self.inner.answered_by());
         match self.settle(bound, &request, mine).await {
             Ok((answered, true)) => {
                 // Ours stands: now the entry may be saved.

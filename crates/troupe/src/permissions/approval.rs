@@ -155,6 +155,13 @@ pub trait ApprovalProvider: Send + Sync {
     /// Says `line` where the person sees the prompts (nothing, for a provider without one).
     fn tell(&self, _line: &str) {}
 
+    /// Who a person's answer through [`Self::ask_person`] is recorded as (the permission
+    /// request's `by`, the audit's `approval:<by>`): `terminal`, or the front end that asked
+    /// (`acp`, `mcp`).
+    fn answered_by(&self) -> &'static str {
+        "terminal"
+    }
+
     /// Asks the person (only when [`Self::person`] is [`Person::AtTerminal`]), giving way when
     /// `withdrawn` completes first: the prompt says the line it yields and ends. Saves nothing.
     async fn ask_person(

@@ -41,6 +41,10 @@ impl ApprovalProvider for ObservedApproval {
         self.inner.tell(line);
     }
 
+    fn answered_by(&self) -> &'static str {
+        self.inner.answered_by()
+    }
+
     async fn ask_person(
         &self,
         request: &ApprovalRequest<'_>,

@@ -14,11 +14,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use tokio_util::sync::CancellationToken;
+use troupe::agent::RunObserver;
 use troupe::bootstrap::{
     compact_conversation, Compacted, EventOptions, LongLived, StoreChoice, TeamSettings,
 };
 use troupe::clock::{Clock, SystemClock};
 use troupe::permissions::ApprovalProvider;
+use troupe::settings::McpServerSpec;
+use troupe::store::events::EventListener;
+use troupe::team::DriveOutcome;
 use troupe::wire::{AgentName, MessageId, UtcTime};
 
 use super::asks::ViewAsks;
@@ -30,6 +35,23 @@ use crate::watch::waiting::Runtime;
 
 /// Lines for the person (the outcome of a prompt, what a run said), told to the front end.
 pub type Said = Box<dyn Fn(Vec<String>) + Send + Sync>;
+
+/// What a front end adds to one prompt's team ([`Core::prompt`]).
+#[derive(Default, Clone)]
+pub struct Hooks {
+    /// See every event of the prompt's team as it is written (an editor's updates, an MCP
+    /// client's progress).
+    pub listeners: Vec<Arc<dyn EventListener>>,
+    /// Sees every agent's model and tool calls with their arguments (an editor's tool calls
+    /// and diffs); none by default.
+    pub observer: Option<Arc<dyn RunObserver>>,
+    /// Under `--approval ask`: who asks the person, made for each prompt from the prompt's
+    /// cancel (fired by [`Core::cancel`]). `None`: the session view's durable asks.
+    pub asker: Option<Asker>,
+}
+
+/// Makes a prompt's approval provider from the prompt's cancel token.
+pub type Asker = Arc<dyn Fn(CancellationToken) -> Arc<dyn ApprovalProvider> + Send + Sync>;
 
 /// What [`Core::submit`] did with a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +91,17 @@ impl Core {
     /// Checks the options and the workspace's settings (the trust gate asks here, on the
     /// terminal as it still is) before any front end takes the terminal.
     pub fn open(workspace: &Path, args: SessionArgs, said: Said) -> Result<Arc<Self>, CliError> {
+        Self::open_with(workspace, args, said, Vec::new())
+    }
+
+    /// [`Self::open`], with MCP servers a front end brings (an editor's own, joined to the
+    /// workspace's configured ones without a trust prompt: the person named them).
+    pub fn open_with(
+        workspace: &Path,
+        args: SessionArgs,
+        said: Said,
+        mcp_servers: Vec<McpServerSpec>,
+    ) -> Result<Arc<Self>, CliError> {
         if args.team.max_turns == 0 {
             return Err(CliError::usage("--max-turns must be at least 1".into()));
         }
@@ -76,8 +109,10 @@ impl Core {
             return Err(CliError::usage("--max-tokens must be at least 1".into()));
         }
         let Prepared {
-            settings: template, ..
+            settings: mut template,
+            ..
         } = prepare(workspace, &args.run_args("", false), &Interrupt::default())?;
+        template.settings.mcp_servers.extend(mcp_servers);
         let fresh = args.team.new_session;
         Ok(Arc::new(Self {
             workspace: workspace.to_owned(),
@@ -119,30 +154,62 @@ impl Core {
     /// `text` to the lead: a new prompt when the team is quiescent, else a message from the
     /// person (as `troupe send lead TEXT`). Called from a front end's thread, not the runtime's.
     pub fn submit(self: &Arc<Self>, text: &str) -> Result<Submitted, CliError> {
-        let started = {
-            let mut work = troupe::sync::lock(&self.work);
-            if work.current.is_some() {
-                None
-            } else {
-                let interrupt = Interrupt::default();
-                work.current = Some((interrupt.clone(), SystemClock.now()));
-                self.working.send_replace(true);
-                Some((interrupt, std::mem::take(&mut work.fresh)))
-            }
-        };
-        let Some((interrupt, fresh)) = started else {
+        let Some((interrupt, fresh)) = self.start_work() else {
             let id = self.send(&AgentName::lead(), text)?;
             return Ok(Submitted::SentToLead(id.to_string()));
         };
         let core = self.clone();
         let prompt = text.to_owned();
         self.runtime.spawn(async move {
-            let said = core.turn(&prompt, &interrupt, fresh).await;
-            troupe::sync::lock(&core.work).current = None;
-            core.working.send_replace(false);
+            let (outcome, mut said) = core
+                .turn(&prompt, &interrupt, fresh, Hooks::default())
+                .await;
+            core.end_work();
+            match outcome {
+                Ok(_) => said.push("the team is quiescent; type the next prompt".into()),
+                Err(e) => said.push(format!("troupe: {e}")),
+            }
             (core.said)(said);
         });
         Ok(Submitted::Started)
+    }
+
+    /// One prompt's work, to its end: the lead's turn on `text`, then the team until
+    /// quiescent, with the front end's `hooks`. Refused (`session_busy`) while a prompt's work
+    /// goes on. What the run said (recovered messages, the closing usage line) goes to the
+    /// session's `said`; the outcome comes back (an interrupt by [`Core::cancel`] is the
+    /// `interrupted` error, as for `troupe run`).
+    pub async fn prompt(&self, text: &str, hooks: Hooks) -> Result<DriveOutcome, CliError> {
+        let Some((interrupt, fresh)) = self.start_work() else {
+            return Err(CliError::usage(
+                "a prompt's work is going on in this session; wait for it, or cancel it".into(),
+            )
+            .with_code("session_busy"));
+        };
+        let (outcome, said) = self.turn(text, &interrupt, fresh, hooks).await;
+        self.end_work();
+        if !said.is_empty() {
+            (self.said)(said);
+        }
+        outcome
+    }
+
+    /// Marks a prompt's work as started: its interrupt, and whether it starts fresh; `None`
+    /// when work goes on already.
+    fn start_work(&self) -> Option<(Interrupt, bool)> {
+        let mut work = troupe::sync::lock(&self.work);
+        if work.current.is_some() {
+            return None;
+        }
+        let interrupt = Interrupt::default();
+        work.current = Some((interrupt.clone(), SystemClock.now()));
+        self.working.send_replace(true);
+        Some((interrupt, std::mem::take(&mut work.fresh)))
+    }
+
+    fn end_work(&self) {
+        troupe::sync::lock(&self.work).current = None;
+        self.working.send_replace(false);
     }
 
     /// `text` to `agent` as a message from the person, through `troupe send`'s path.
@@ -212,34 +279,42 @@ impl Core {
         troupe::sync::lock(&self.work).fresh = true;
     }
 
-    /// One prompt, driven as `troupe run` drives it; what the person is told at its end.
-    async fn turn(&self, prompt: &str, interrupt: &Interrupt, fresh: bool) -> Vec<String> {
-        let settings = self.settings_for(prompt, interrupt, fresh);
+    /// One prompt, driven as `troupe run` drives it: its outcome, and what the run said.
+    async fn turn(
+        &self,
+        prompt: &str,
+        interrupt: &Interrupt,
+        fresh: bool,
+        hooks: Hooks,
+    ) -> (Result<DriveOutcome, CliError>, Vec<String>) {
+        let settings = self.settings_for(prompt, interrupt, fresh, hooks);
         let held = Say::Held(Mutex::default());
         let outcome = drive(settings, prompt, interrupt, None, None, &held).await;
-        let mut lines = match held {
+        let lines = match held {
             Say::Held(lines) => lines.into_inner().unwrap_or_else(|p| p.into_inner()),
             Say::Now => Vec::new(),
         };
-        match outcome {
-            Ok(_) => lines.push("the team is quiescent; type the next prompt".into()),
-            Err(e) => lines.push(format!("troupe: {e}")),
-        }
-        lines
+        (outcome, lines)
     }
 
     /// The session's settings for one prompt's team: the template's, with the prompt, a fresh
     /// conversation if asked, no MCP servers yet (`drive` starts them) and, under `--approval
     /// ask`, asks as durable requests that the view (or `troupe approve`) answers.
-    fn settings_for(&self, prompt: &str, interrupt: &Interrupt, fresh: bool) -> TeamSettings {
+    fn settings_for(
+        &self,
+        prompt: &str,
+        interrupt: &Interrupt,
+        fresh: bool,
+        hooks: Hooks,
+    ) -> TeamSettings {
         let t = &self.template;
-        let approval: Arc<dyn ApprovalProvider> = if self.args.team.approval == ApprovalMode::Ask {
-            Arc::new(ViewAsks::new(
+        let approval: Arc<dyn ApprovalProvider> = match (self.args.team.approval, hooks.asker) {
+            (ApprovalMode::Ask, Some(asker)) => asker(interrupt.prompts.clone()),
+            (ApprovalMode::Ask, None) => Arc::new(ViewAsks::new(
                 interrupt.prompts.clone(),
                 crate::save_allow::saver(&self.workspace),
-            ))
-        } else {
-            t.approval.clone()
+            )),
+            _ => t.approval.clone(),
         };
         TeamSettings {
             workspace: t.workspace.clone(),
@@ -247,7 +322,7 @@ impl Core {
             ids: t.ids.clone(),
             models: t.models.clone(),
             approval,
-            run_observer: t.run_observer.clone(),
+            run_observer: hooks.observer.unwrap_or_else(|| t.run_observer.clone()),
             team_observer: t.team_observer.clone(),
             max_turns: t.max_turns,
             request_ttl: t.request_ttl,
@@ -260,7 +335,7 @@ impl Core {
                 ..t.long_lived.clone()
             },
             events: EventOptions {
-                listeners: Vec::new(),
+                listeners: hooks.listeners,
                 prompt: prompt.to_owned(),
                 telemetry: t.events.telemetry.clone(),
             },
