@@ -93,6 +93,16 @@ fn with_next_steps(missing: &str) -> String {
     )
 }
 
+/// Whether a model is configured for `workspace` as `troupe run` would choose it; the error
+/// says what is missing. Settings that cannot be read yet (a workspace not trusted) are not
+/// this check's to report: a session opened there reports them.
+pub fn model_configured(workspace: &Path, args: &ModelFlags) -> Result<(), CliError> {
+    let Ok(loaded) = crate::trust::load(workspace, crate::trust::Use::Run) else {
+        return Ok(());
+    };
+    models(args, &loaded).map(|_| ())
+}
+
 pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
     let settings = &loaded.settings;
     // `--model-script`, else the settings' `[model] script` (as `troupe init` writes it).

@@ -397,6 +397,10 @@ pub enum Command {
     /// team's panes and a prompt line; each prompt goes to the lead and the team works until
     /// quiescent, the lead's conversation going on across prompts. /help lists its commands.
     Session(SessionArgs),
+    /// An agent for your editor (Zed, JetBrains, Neovim, Emacs): speaks the Agent Client
+    /// Protocol on stdin and stdout. A session is a workspace and its lead's conversation;
+    /// the team's tool calls, diffs, plan and permission asks show in the editor.
+    Acp(SessionArgs),
     /// The team in a full-screen terminal view: one pane per agent, pending plan requests,
     /// tokens; keys answer a plan and message an agent (q quits). Follows the live stream.
     Watch {
@@ -572,6 +576,7 @@ impl Command {
             | Self::Compact { .. }
             | Self::Mcp { .. }
             | Self::Session(_)
+            | Self::Acp(_)
             | Self::Watch { .. } => RuntimeFlavor::MultiThread,
             Self::Review { .. }
             | Self::Approve { .. }
@@ -599,7 +604,10 @@ impl Command {
     /// session`): its
     /// output is the run's formatted lines, and its logs are notices unless asked for.
     pub fn runs_a_team(&self) -> bool {
-        matches!(self, Self::Run(_) | Self::Demo { .. } | Self::Session(_))
+        matches!(
+            self,
+            Self::Run(_) | Self::Demo { .. } | Self::Session(_) | Self::Acp(_)
+        )
     }
 
     /// Whether the user asked for JSON: then errors are JSON too.
@@ -628,6 +636,7 @@ impl Command {
             | Self::Review { .. }
             | Self::Serve { .. }
             | Self::Session(_)
+            | Self::Acp(_)
             | Self::Watch { .. }
             | Self::Timeline { .. }
             | Self::Completions { .. }

@@ -114,10 +114,13 @@
 //! - `hostile_git`: a cloned repository that ships a worktree record whose `git_dir` is a folder
 //!   of its own (a clean filter in its config): `troupe worktrees` and a run's close refuse the
 //!   record and the filter never runs.
+//! - `acp`: `troupe acp` driven by the official ACP client SDK (Python) and by raw lines.
 //! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
 //!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "cli/acp.rs"]
+mod acp;
 #[path = "cli/agentdefs.rs"]
 mod agentdefs;
 #[path = "cli/approval_choices.rs"]
@@ -138,6 +141,8 @@ mod browser_demo;
 mod browser_history;
 #[path = "cli/browser_permissions.rs"]
 mod browser_permissions;
+#[path = "cli/clients.rs"]
+mod clients;
 #[path = "cli/config_and_demo.rs"]
 mod config_and_demo;
 #[path = "cli/continue_run.rs"]

@@ -2,6 +2,7 @@
 //! library directly. Each turns raw arguments into validated settings first, so that bad input
 //! is refused before anything runs.
 
+mod acp;
 mod approve;
 mod compact;
 mod completions;
@@ -174,6 +175,7 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
             crate::serve::serve(&resolve_workspace(cli.workspace)?, port, &store).await
         }
         Command::Session(args) => session::session(&resolve_workspace(cli.workspace)?, args).await,
+        Command::Acp(args) => acp::acp(&resolve_workspace(cli.workspace)?, args).await,
         Command::Watch { store } => {
             crate::watch::watch(&resolve_workspace(cli.workspace)?, &store).await
         }

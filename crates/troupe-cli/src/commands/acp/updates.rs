@@ -1,0 +1,345 @@
+//! A prompt's team as the editor sees it: `session/update` notifications made from what the
+//! team does, while it does it.
+//! - The lead's text is `agent_message_chunk`; a teammate's is `agent_thought_chunk` with its
+//!   name (the editor's thread is the lead's).
+//! - Every tool call of every agent is a `tool_call` when it starts (`in_progress`, its kind,
+//!   its arguments, the agent in the title and in `_meta.troupe.agent`; a write's or edit's
+//!   change as `diff` content with the absolute path) and a `tool_call_update` when it ends
+//!   (`completed` or `failed`, with the result's first lines).
+//! - The lead's todo list and the task board are one `plan`, sent whole when either changes.
+//!
+//! Made as the team's run observer (tool calls, with their arguments) and an event listener
+//! (text, board); both only queue a notification on the connection, never wait.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use agent_client_protocol::v1::schema::SessionNotification;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::Client;
+use serde_json::{json, Value};
+use troupe::agent::RunObserver;
+use troupe::bootstrap::StoreChoice;
+use troupe::model::ToolCall;
+use troupe::store::events::{kinds, EventListener};
+use troupe::tools::dispatch::ToolOutcome;
+use troupe::wire::{AgentName, Event};
+
+/// A file shown in a diff is read up to this size; a larger one is shown as new text only.
+const MAX_DIFF_FILE: u64 = 1024 * 1024;
+/// A tool's result shown in the editor: at most this many characters.
+const RESULT_CHARS: usize = 2_000;
+
+/// The notifications of one session.
+pub struct Updates {
+    connection: ConnectionTo<Client>,
+    session_id: String,
+    workspace: PathBuf,
+    /// The team's stores, when the person answers plans in the editor (`--approval ask`).
+    plans: Option<StoreChoice>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Each agent's tool call under way (for a permission ask to name it).
+    calls: HashMap<String, String>,
+    /// The lead's todo list: (content, status).
+    todos: Vec<(String, String)>,
+    /// The board: task id → (subject, status, owner).
+    tasks: BTreeMap<String, (String, String, Option<String>)>,
+}
+
+impl Updates {
+    pub fn new(connection: ConnectionTo<Client>, session_id: String, workspace: PathBuf) -> Self {
+        Self {
+            connection,
+            session_id,
+            workspace,
+            plans: None,
+            state: Mutex::default(),
+        }
+    }
+
+    /// Asks the editor about each plan that waits for the lead, answered in the team `store`.
+    pub fn asking_plans(self, store: Option<StoreChoice>) -> Self {
+        Self {
+            plans: store,
+            ..self
+        }
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn connection(&self) -> &ConnectionTo<Client> {
+        &self.connection
+    }
+
+    /// The id of `agent`'s tool call under way, if any.
+    pub fn current_call(&self, agent: &str) -> Option<String> {
+        troupe::sync::lock(&self.state).calls.get(agent).cloned()
+    }
+
+    /// Sends one update (its wire form: `{"sessionUpdate": …}`).
+    pub fn send(&self, update: Value) {
+        let value = json!({"sessionId": self.session_id, "update": update});
+        match serde_json::from_value::<SessionNotification>(value) {
+            Ok(notification) => {
+                if let Err(e) = self.connection.send_notification(notification) {
+                    tracing::debug!(error = %e, "session/update not sent: the connection closed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "session/update not built"),
+        }
+    }
+
+    fn plan(&self, state: &State) {
+        let mut entries: Vec<Value> = state
+            .todos
+            .iter()
+            .map(|(content, status)| {
+                json!({"content": content, "priority": "medium", "status": plan_status(status)})
+            })
+            .collect();
+        entries.extend(state.tasks.iter().map(|(id, (subject, status, owner))| {
+            let content = match owner {
+                Some(owner) => format!("task {id}: {subject} ({owner})"),
+                None => format!("task {id}: {subject}"),
+            };
+            json!({"content": content, "priority": "medium", "status": plan_status(status)})
+        }));
+        self.send(json!({"sessionUpdate": "plan", "entries": entries}));
+    }
+
+    /// The `diff` content of a write or an edit, if the call is one.
+    fn diff(&self, tool: &str, args: &Value) -> Option<Value> {
+        let path = args.get("path")?.as_str()?;
+        let absolute = absolute(&self.workspace, path);
+        match tool {
+            "write_file" => {
+                let new_text = args.get("content")?.as_str()?;
+                let old_text = troupe::store::read::read_regular(
+                    &absolute,
+                    troupe::store::read::Links::Refuse,
+                    MAX_DIFF_FILE,
+                )
+                .ok()
+                .flatten()
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+                Some(
+                    json!({"type": "diff", "path": absolute, "oldText": old_text, "newText": new_text}),
+                )
+            }
+            "edit_file" => Some(json!({
+                "type": "diff",
+                "path": absolute,
+                "oldText": args.get("old_text")?.as_str()?,
+                "newText": args.get("new_text")?.as_str()?,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// A path a tool was given, made absolute in the workspace (ACP's paths are absolute).
+fn absolute(workspace: &Path, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        workspace.join(path)
+    }
+}
+
+fn plan_status(status: &str) -> &'static str {
+    match status {
+        "in_progress" | "claimed" => "in_progress",
+        "completed" => "completed",
+        _ => "pending",
+    }
+}
+
+/// ACP's kind of a troupe tool.
+pub fn tool_kind(tool: &str) -> &'static str {
+    match tool {
+        "read_file" | "load_skill" | "get_task" | "list_tasks" => "read",
+        "write_file" | "edit_file" | "todo_write" => "edit",
+        "glob" | "grep" => "search",
+        "shell" => "execute",
+        _ if tool.starts_with("mcp__") && tool.contains("fetch") => "fetch",
+        _ => "other",
+    }
+}
+
+/// A call's title: the agent, the tool, and the argument that says most about it.
+pub fn title(agent: &str, tool: &str, args: &Value) -> String {
+    let detail = [
+        "path", "command", "pattern", "to", "name", "subject", "task_id",
+    ]
+    .iter()
+    .find_map(|key| args.get(*key).and_then(Value::as_str));
+    let title = match detail {
+        Some(detail) => format!("{agent}: {tool} {detail}"),
+        None => format!("{agent}: {tool}"),
+    };
+    title.chars().take(200).collect()
+}
+
+/// The id of a call in the editor: unique across the team's agents.
+fn call_id(agent: &AgentName, call: &ToolCall) -> String {
+    format!("{agent}:{}", call.id)
+}
+
+fn arguments(call: &ToolCall) -> Value {
+    serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()))
+}
+
+impl RunObserver for Updates {
+    fn tool_started(&self, agent: &AgentName, call: &ToolCall) {
+        let args = arguments(call);
+        let id = call_id(agent, call);
+        let mut update = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": id,
+            "title": title(agent.as_str(), &call.name, &args),
+            "kind": tool_kind(&call.name),
+            "status": "in_progress",
+            "rawInput": args,
+            "_meta": {"troupe": {"agent": agent.as_str(), "tool": call.name}},
+        });
+        if let Some(diff) = self.diff(&call.name, &args) {
+            update["content"] = json!([diff]);
+        }
+        if let Some(path) = args.get("path").and_then(Value::as_str) {
+            update["locations"] = json!([{"path": absolute(&self.workspace, path)}]);
+        }
+        let mut state = troupe::sync::lock(&self.state);
+        state.calls.insert(agent.to_string(), id);
+        self.send(update);
+        if call.name == "todo_write" && agent.is_lead() {
+            if let Some(todos) = args.get("todos").and_then(Value::as_array) {
+                state.todos = todos
+                    .iter()
+                    .filter_map(|t| {
+                        Some((
+                            t.get("content")?.as_str()?.to_owned(),
+                            t.get("status")?.as_str()?.to_owned(),
+                        ))
+                    })
+                    .collect();
+                self.plan(&state);
+            }
+        }
+    }
+
+    fn tool_finished(&self, agent: &AgentName, call: &ToolCall, outcome: &ToolOutcome) {
+        let id = call_id(agent, call);
+        let shown: String = outcome.content.chars().take(RESULT_CHARS).collect();
+        let mut state = troupe::sync::lock(&self.state);
+        if state.calls.get(agent.as_str()) == Some(&id) {
+            state.calls.remove(agent.as_str());
+        }
+        self.send(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": id,
+            "status": if outcome.is_error { "failed" } else { "completed" },
+            "content": [{"type": "content", "content": {"type": "text", "text": shown}}],
+            "_meta": {"troupe": {"agent": agent.as_str(), "tool": call.name}},
+        }));
+    }
+}
+
+impl EventListener for Updates {
+    fn event(&self, event: &Event) {
+        let field = |name: &str| event.fields.get(name).and_then(Value::as_str);
+        match event.kind.as_str() {
+            kinds::ASSISTANT_TEXT => {
+                let Some(text) = field("text").filter(|t| !t.is_empty()) else {
+                    return;
+                };
+                if event.agent == "lead" {
+                    self.send(json!({
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": text},
+                    }));
+                } else {
+                    self.send(json!({
+                        "sessionUpdate": "agent_thought_chunk",
+                        "content": {"type": "text", "text": format!("[{}] {text}", event.agent)},
+                        "_meta": {"troupe": {"agent": event.agent}},
+                    }));
+                }
+            }
+            kinds::REQUEST_CREATED => {
+                let (Some(store), Some("plan_approval"), Some("lead"), Some(id), Some(from)) = (
+                    &self.plans,
+                    field("protocol"),
+                    field("to"),
+                    field("request_id"),
+                    field("from"),
+                ) else {
+                    return;
+                };
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(super::asks::ask_plan(
+                        self.connection.clone(),
+                        self.session_id.clone(),
+                        self.workspace.clone(),
+                        store.clone(),
+                        id.to_owned(),
+                        from.to_owned(),
+                    ));
+                }
+            }
+            kinds::TASK_CREATED
+            | kinds::TASK_CLAIMED
+            | kinds::TASK_COMPLETED
+            | kinds::TASK_LEASE_EXPIRED
+            | kinds::TASK_RELEASED => {
+                let (Some(id), Some(subject), Some(status)) =
+                    (field("task_id"), field("subject"), field("status"))
+                else {
+                    return;
+                };
+                let owner = field("owner").or(field("assignee")).map(str::to_owned);
+                let mut state = troupe::sync::lock(&self.state);
+                state.tasks.insert(
+                    id.to_owned(),
+                    (subject.to_owned(), status.to_owned(), owner),
+                );
+                self.plan(&state);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn tools_have_acp_kinds_and_titles_name_the_agent() {
+        assert_eq!(tool_kind("read_file"), "read");
+        assert_eq!(tool_kind("write_file"), "edit");
+        assert_eq!(tool_kind("edit_file"), "edit");
+        assert_eq!(tool_kind("grep"), "search");
+        assert_eq!(tool_kind("shell"), "execute");
+        assert_eq!(tool_kind("mcp__web__fetch"), "fetch");
+        assert_eq!(tool_kind("spawn_teammate"), "other");
+        assert_eq!(
+            title(
+                "alice",
+                "write_file",
+                &json!({"path": "a.txt", "content": "x"})
+            ),
+            "alice: write_file a.txt"
+        );
+        assert_eq!(title("lead", "list_tasks", &json!({})), "lead: list_tasks");
+    }
+}
