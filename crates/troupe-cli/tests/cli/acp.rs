@@ -132,6 +132,39 @@ fn a_cancelled_prompt_ends_cancelled_and_the_next_prompt_picks_the_work_up() {
 }
 
 #[test]
+fn a_plan_waiting_for_the_lead_is_answered_in_the_editor() {
+    let Some(python) = clients::python("acp plan") else {
+        return;
+    };
+    let (_dir, ws) = workspace();
+    let script = write_script(
+        &ws,
+        "script.json",
+        &json!({"agents": {
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "carol", "role": "writer", "prompt": "Plan, then write d.txt."}}]},
+                text("Carol will plan first."),
+                text("The person decides on carol's plan."),
+                text("Carol is done."),
+                text("Noted."),
+            ],
+            "carol": [
+                {"tool_calls": [{"name": "submit_plan", "arguments": {"plan": "Write d.txt with one line."}}]},
+                text("Waiting for the plan's answer."),
+                {"tool_calls": [{"name": "write_file", "arguments": {"path": "d.txt", "content": "planned\n"}}]},
+                text("wrote d.txt"),
+            ],
+        }}),
+    );
+    scenario(&python, &ws, &["plan", &script]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("d.txt")).unwrap(),
+        "planned\n",
+        "the plan approved in the editor let carol write"
+    );
+}
+
+#[test]
 fn a_permission_answered_from_a_terminal_first_makes_the_editors_answer_harmless() {
     let Some(python) = clients::python("acp terminal_first") else {
         return;

@@ -8,6 +8,8 @@ Scenarios:
 - load SCRIPT SESSION_ID: a new process loads the session; its conversation is replayed.
 - cancel SCRIPT GATE: a prompt whose teammate blocks; session/cancel ends it `cancelled`; the
   next prompt picks the work up.
+- plan SCRIPT: a teammate's plan, waiting for the lead, is asked in the editor and approved
+  there; the teammate's write then happens.
 - terminal_first SCRIPT: a permission ask answered with `troupe approve` from a terminal while
   the editor waits; the editor's later "reject" changes nothing.
 """
@@ -52,8 +54,10 @@ class Editor:
         self.changed.set()
         if self.before_answer is not None:
             await self.before_answer()
+        offered = [o.option_id for o in options]
+        answer = "approve" if "approve" in offered else self.answer
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
         )
 
     async def session_update(self, session_id, update, **kwargs):
@@ -250,6 +254,20 @@ async def terminal_first(script):
     print(json.dumps({"asks": editor.asks}))
 
 
+async def plan(script):
+    editor = Editor()
+    async with await start(editor, "--model-script", script, "--require-plans") as (conn, process):
+        await initialize(conn)
+        sid = (await conn.new_session(cwd=WORKSPACE, mcp_servers=[])).session_id
+        done = await prompt(conn, sid, "Have carol plan, then write.")
+        check(done.stop_reason == "end_turn", f"stop reason {done.stop_reason}")
+        plans = [a for a in editor.asks if "approve" in a["options"]]
+        check(len(plans) == 1, f"the plan was asked in the editor: {editor.asks}")
+        check("carol" in plans[0]["title"], f"the plan ask names the teammate: {plans[0]}")
+        check(set(plans[0]["options"]) == {"approve", "reject"}, f"plan options: {plans[0]}")
+    print(json.dumps({"asks": editor.asks}))
+
+
 async def main():
     if SCENARIO == "team":
         await team(*ARGS)
@@ -257,6 +275,8 @@ async def main():
         await load(*ARGS)
     elif SCENARIO == "cancel":
         await cancel(*ARGS)
+    elif SCENARIO == "plan":
+        await plan(*ARGS)
     elif SCENARIO == "terminal_first":
         await terminal_first(*ARGS)
     else:

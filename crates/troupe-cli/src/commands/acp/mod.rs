@@ -369,11 +369,26 @@ impl Server {
         if let Err(e) = sessions::save(&session.workspace, &record) {
             tracing::warn!(error = %e, "the session's record was not saved");
         }
+        let plans = (self.args.team.approval == ApprovalMode::Ask).then(|| {
+            let (cx, id) = (cx.clone(), session.id.clone());
+            let (workspace, store) = (session.workspace.clone(), session.core.store().clone());
+            let ask: updates::PlanAsker = Box::new(move |request_id, teammate| {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(asks::ask_plan(
+                        cx.clone(),
+                        id.clone(),
+                        workspace.clone(),
+                        store.clone(),
+                        request_id,
+                        teammate,
+                    ));
+                }
+            });
+            ask
+        });
         let updates = Arc::new(
-            Updates::new(cx.clone(), session.id.clone(), session.workspace.clone()).asking_plans(
-                (self.args.team.approval == ApprovalMode::Ask)
-                    .then(|| session.core.store().clone()),
-            ),
+            Updates::new(cx.clone(), session.id.clone(), session.workspace.clone())
+                .asking_plans(plans),
         );
         let asker_updates = updates.clone();
         let asker: Asker =

@@ -20,11 +20,13 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use serde_json::{json, Value};
 use troupe::agent::RunObserver;
-use troupe::bootstrap::StoreChoice;
 use troupe::model::ToolCall;
 use troupe::store::events::{kinds, EventListener};
 use troupe::tools::dispatch::ToolOutcome;
 use troupe::wire::{AgentName, Event};
+
+/// Asks the editor about a plan request (its id, the teammate that sent it).
+pub type PlanAsker = Box<dyn Fn(String, String) + Send + Sync>;
 
 /// A file shown in a diff is read up to this size; a larger one is shown as new text only.
 const MAX_DIFF_FILE: u64 = 1024 * 1024;
@@ -36,8 +38,9 @@ pub struct Updates {
     connection: ConnectionTo<Client>,
     session_id: String,
     workspace: PathBuf,
-    /// The team's stores, when the person answers plans in the editor (`--approval ask`).
-    plans: Option<StoreChoice>,
+    /// Asks the editor about a plan waiting for the lead (its request id, the teammate), when
+    /// the person answers plans in the editor (`--approval ask`).
+    plans: Option<PlanAsker>,
     state: Mutex<State>,
 }
 
@@ -62,12 +65,9 @@ impl Updates {
         }
     }
 
-    /// Asks the editor about each plan that waits for the lead, answered in the team `store`.
-    pub fn asking_plans(self, store: Option<StoreChoice>) -> Self {
-        Self {
-            plans: store,
-            ..self
-        }
+    /// Asks the editor about each plan that waits for the lead, with `ask`.
+    pub fn asking_plans(self, ask: Option<PlanAsker>) -> Self {
+        Self { plans: ask, ..self }
     }
 
     pub fn session_id(&self) -> &str {
@@ -274,24 +274,14 @@ impl EventListener for Updates {
                 }
             }
             kinds::REQUEST_CREATED => {
-                let (Some(store), Some("plan_approval"), Some("lead"), Some(id), Some(from)) = (
+                if let (Some(ask), Some("plan_approval"), Some("lead"), Some(id), Some(from)) = (
                     &self.plans,
                     field("protocol"),
                     field("to"),
                     field("request_id"),
                     field("from"),
-                ) else {
-                    return;
-                };
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(super::asks::ask_plan(
-                        self.connection.clone(),
-                        self.session_id.clone(),
-                        self.workspace.clone(),
-                        store.clone(),
-                        id.to_owned(),
-                        from.to_owned(),
-                    ));
+                ) {
+                    ask(id.to_owned(), from.to_owned());
                 }
             }
             kinds::TASK_CREATED
