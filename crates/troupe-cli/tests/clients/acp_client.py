@@ -143,7 +143,8 @@ async def team(script):
         first = await prompt(conn, sid, "Build it with a teammate.")
         check(first.stop_reason == "end_turn", f"first stop reason {first.stop_reason}")
         messages = editor.texts("agent_message_chunk")
-        check("Alice is on it." in messages, f"the lead's text streamed: {messages}")
+        check("Alice is on it." in "".join(messages), f"the lead's text: {messages}")
+        check("Alice " in messages and "on " in messages, f"streamed in pieces: {messages}")
         calls = [u for u in editor.updates if u["sessionUpdate"] == "tool_call"]
         agents = {c["_meta"]["troupe"]["agent"] for c in calls}
         check({"lead", "alice"} <= agents, f"tool calls of both agents: {agents}")
@@ -175,7 +176,7 @@ async def team(script):
         before = len(editor.updates)
         second = await prompt(conn, sid, "And now the second thing.")
         check(second.stop_reason == "end_turn", f"second stop reason {second.stop_reason}")
-        check("Second answer." in editor.texts("agent_message_chunk"), "the second answer")
+        check("Second answer." in "".join(editor.texts("agent_message_chunk")), "the second answer")
         check(len(editor.updates) > before, "the second prompt's updates")
         listed = await conn.list_sessions(cwd=WORKSPACE)
         check([s.session_id for s in listed.sessions] == [sid], f"listed: {listed}")
@@ -196,7 +197,7 @@ async def load(script, sid):
         check("Second answer." in editor.texts("agent_message_chunk"), "the lead's answers replayed")
         third = await prompt(conn, sid, "A third prompt after the load.")
         check(third.stop_reason == "end_turn", f"third stop reason {third.stop_reason}")
-        check("Third answer." in editor.texts("agent_message_chunk"), "the third answer")
+        check("Third answer." in "".join(editor.texts("agent_message_chunk")), "the third answer")
     print(json.dumps({"replayed": len(editor.updates)}))
 
 

@@ -1,5 +1,5 @@
-//! What happens inside one model call before it answers — retries and the switch to the fallback
-//! model — reported as it happens, to whoever made the call.
+//! What happens inside one model call before it answers — retries, the switch to the fallback
+//! model, the answer's text as it streams — reported as it happens, to whoever made the call.
 //!
 //! The client is shared by every agent and knows nothing of them; the caller (an agent's runner)
 //! runs the call inside [`observed`], and the client [`report`]s to the sink of the task it runs
@@ -25,6 +25,10 @@ pub enum CallProgress {
         to: String,
         error: String,
     },
+    /// A piece of an agent turn's answer text, as the model streams it (the whole answer still
+    /// comes as the call's response). An attempt that fails after some text is retried from
+    /// the start, so a reader may see a piece again.
+    Text(String),
 }
 
 /// Receives the progress of the calls made inside [`observed`].

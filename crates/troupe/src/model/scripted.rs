@@ -526,7 +526,7 @@ fn default_summary(request: &ModelRequest) -> String {
 #[async_trait::async_trait]
 impl ModelClient for ScriptedModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.answer(None, request)
+        streamed(request, self.answer(None, request))
     }
 }
 
@@ -539,8 +539,26 @@ struct AgentView {
 #[async_trait::async_trait]
 impl ModelClient for AgentView {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.model.answer(Some(&self.agent), request)
+        streamed(request, self.model.answer(Some(&self.agent), request))
     }
+}
+
+/// A turn's scripted text, reported word by word as a server streams it
+/// ([`crate::model::progress::CallProgress::Text`]), before the whole answer is returned.
+fn streamed(
+    request: &ModelRequest,
+    answer: Result<ModelResponse, ModelError>,
+) -> Result<ModelResponse, ModelError> {
+    if let (true, Ok(response)) = (request.purpose.is_turn(), &answer) {
+        if let Some(text) = response.message.content.as_deref() {
+            for piece in text.split_inclusive(' ') {
+                crate::model::progress::report(crate::model::progress::CallProgress::Text(
+                    piece.to_owned(),
+                ));
+            }
+        }
+    }
+    answer
 }
 
 impl std::fmt::Debug for ScriptedModel {

@@ -103,6 +103,12 @@ pub trait StreamAssembler: Send {
     /// malformed stream (or an error event, described).
     fn push(&mut self, event: Option<&str>, data: &str) -> Result<bool, String>;
 
+    /// The answer's text that arrived since the last call, if any (for a caller that shows
+    /// it as it streams).
+    fn take_text(&mut self) -> Option<String> {
+        None
+    }
+
     /// The answer, once the stream has ended. A stream that ended before it said it was
     /// complete is an error here: a truncated answer is never taken as a whole one.
     fn finish(self: Box<Self>) -> Result<ModelResponse, String>;

@@ -70,6 +70,10 @@ impl RunObserver for EventRecorder {
     }
 
     fn model_progress(&self, agent: &AgentName, progress: &CallProgress) {
+        // Text as it streams is the answer's, not an attempt: the answer's event says it.
+        if matches!(progress, CallProgress::Text(_)) {
+            return;
+        }
         if let Some(call) = crate::sync::lock(&self.calls).get_mut(agent) {
             call.attempts += 1;
             if matches!(progress, CallProgress::FallingBack { .. }) {
@@ -97,6 +101,7 @@ impl RunObserver for EventRecorder {
                 kinds::MODEL_FALLBACK,
                 fields(json!({"from": from, "to": to, "error": preview(error)})),
             ),
+            CallProgress::Text(_) => {}
         }
     }
 

@@ -1,7 +1,8 @@
 //! A prompt's team as the editor sees it: `session/update` notifications made from what the
 //! team does, while it does it.
-//! - The lead's text is `agent_message_chunk`; a teammate's is `agent_thought_chunk` with its
-//!   name (the editor's thread is the lead's).
+//! - The lead's text is `agent_message_chunk`, sent as the model streams it (a model that
+//!   answers whole sends it whole); a teammate's is `agent_thought_chunk` with its name, once
+//!   its answer is in (the editor's thread is the lead's).
 //! - Every tool call of every agent is a `tool_call` when it starts (`in_progress`, its kind,
 //!   its arguments, the agent in the title and in `_meta.troupe.agent`; a write's or edit's
 //!   change as `diff` content with the absolute path) and a `tool_call_update` when it ends
@@ -20,6 +21,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use serde_json::{json, Value};
 use troupe::agent::RunObserver;
+use troupe::model::progress::CallProgress;
 use troupe::model::ToolCall;
 use troupe::store::events::{kinds, EventListener};
 use troupe::tools::dispatch::ToolOutcome;
@@ -46,6 +48,9 @@ pub struct Updates {
 
 #[derive(Default)]
 struct State {
+    /// Whether the lead's current model call streamed its text (its whole-text event is then
+    /// not sent again).
+    streamed: bool,
     /// Each agent's tool call under way (for a permission ask to name it).
     calls: HashMap<String, String>,
     /// The lead's todo list: (content, status).
@@ -198,6 +203,24 @@ fn arguments(call: &ToolCall) -> Value {
 }
 
 impl RunObserver for Updates {
+    fn model_call_started(&self, agent: &AgentName, _call_number: usize) {
+        if agent.is_lead() {
+            troupe::sync::lock(&self.state).streamed = false;
+        }
+    }
+
+    /// The lead's text as the model streams it.
+    fn model_progress(&self, agent: &AgentName, progress: &CallProgress) {
+        if let (true, CallProgress::Text(piece)) = (agent.is_lead(), progress) {
+            let mut state = troupe::sync::lock(&self.state);
+            state.streamed = true;
+            self.send(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": piece},
+            }));
+        }
+    }
+
     fn tool_started(&self, agent: &AgentName, call: &ToolCall) {
         let args = arguments(call);
         let id = call_id(agent, call);
@@ -261,6 +284,9 @@ impl EventListener for Updates {
                     return;
                 };
                 if event.agent == "lead" {
+                    if std::mem::take(&mut troupe::sync::lock(&self.state).streamed) {
+                        return;
+                    }
                     self.send(json!({
                         "sessionUpdate": "agent_message_chunk",
                         "content": {"type": "text", "text": text},

@@ -40,6 +40,8 @@ pub struct Assembler {
     complete: bool,
     /// Event data received so far, against [`MAX_STREAM_BYTES`].
     received: usize,
+    /// Text not yet taken by [`StreamAssembler::take_text`].
+    fresh: String,
 }
 
 /// A content block being streamed.
@@ -70,6 +72,7 @@ impl Assembler {
             usage: WireUsage::default(),
             complete: false,
             received: 0,
+            fresh: String::new(),
         }
     }
 
@@ -137,7 +140,11 @@ impl Assembler {
             return Ok(());
         };
         match (kind, block) {
-            ("text_delta", Partial::Text(text)) => text.push_str(piece("text")?),
+            ("text_delta", Partial::Text(text)) => {
+                let piece = piece("text")?;
+                text.push_str(piece);
+                self.fresh.push_str(piece);
+            }
             ("input_json_delta", Partial::ToolUse { json, .. }) => {
                 json.push_str(piece("partial_json")?)
             }
@@ -164,6 +171,10 @@ fn index(data: &Value) -> Result<u64, String> {
 }
 
 impl StreamAssembler for Assembler {
+    fn take_text(&mut self) -> Option<String> {
+        (!self.fresh.is_empty()).then(|| std::mem::take(&mut self.fresh))
+    }
+
     fn push(&mut self, event: Option<&str>, data: &str) -> Result<bool, String> {
         if self.complete {
             return Err("an event after `message_stop`".to_owned());

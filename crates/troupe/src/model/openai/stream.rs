@@ -30,6 +30,8 @@ pub struct ChunkAssembler {
     requested_model: String,
     model: Option<String>,
     content: String,
+    /// Text not yet taken by [`StreamAssembler::take_text`].
+    fresh: String,
     saw_content: bool,
     reasoning: String,
     /// By the index the server gives each call.
@@ -87,6 +89,7 @@ impl ChunkAssembler {
         if let Some(text) = delta.get("content").and_then(content_text) {
             self.saw_content = true;
             self.content.push_str(&text);
+            self.fresh.push_str(&text);
         }
         for field in ["reasoning_content", "reasoning"] {
             if let Some(text) = delta.get(field).and_then(Value::as_str) {
@@ -139,6 +142,10 @@ impl ChunkAssembler {
 }
 
 impl StreamAssembler for ChunkAssembler {
+    fn take_text(&mut self) -> Option<String> {
+        (!self.fresh.is_empty()).then(|| std::mem::take(&mut self.fresh))
+    }
+
     fn push(&mut self, _event: Option<&str>, data: &str) -> Result<bool, String> {
         let data = data.trim();
         if data == "[DONE]" {

@@ -281,7 +281,8 @@ impl HttpModelClient {
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.trim().to_lowercase().starts_with("text/event-stream"));
         if is_event_stream {
-            return self.read_stream(model, &endpoint, response).await;
+            let text = request.purpose.is_turn();
+            return self.read_stream(model, &endpoint, response, text).await;
         }
         if stream {
             tracing::info!(
@@ -338,12 +339,14 @@ impl HttpModelClient {
     }
 
     /// Feeds the server-sent events to the format's assembler until it says the answer is
-    /// complete; the end of the body before that is a cut stream.
+    /// complete; the end of the body before that is a cut stream. With `text` (an agent's
+    /// turn), the answer's text is reported as it arrives ([`CallProgress::Text`]).
     async fn read_stream(
         &self,
         model: &str,
         endpoint: &str,
         response: reqwest::Response,
+        text: bool,
     ) -> Result<ModelResponse, Exchange> {
         let mut assembler = self.wire.stream_assembler(model);
         let mut events =
@@ -356,7 +359,13 @@ impl HttpModelClient {
                 // A comment, a keep-alive or a bare `retry:`: nothing of the answer.
                 continue;
             };
-            match assembler.push(event.event.as_deref(), data) {
+            let pushed = assembler.push(event.event.as_deref(), data);
+            if text {
+                if let Some(piece) = assembler.take_text() {
+                    progress::report(CallProgress::Text(piece));
+                }
+            }
+            match pushed {
                 Ok(true) => {
                     complete = true;
                     break;

@@ -619,3 +619,52 @@ async fn an_endless_event_is_refused_at_the_size_cap() {
     assert_eq!(error.code(), "model_bad_response");
     assert!(error.to_string().contains("bytes"), "{error}");
 }
+
+/// Keeps the text pieces a call reports.
+#[derive(Default)]
+struct Pieces(std::sync::Mutex<Vec<String>>);
+
+impl troupe::model::progress::ProgressSink for Pieces {
+    fn progress(&self, progress: &troupe::model::progress::CallProgress) {
+        if let troupe::model::progress::CallProgress::Text(piece) = progress {
+            self.0.lock().unwrap().push(piece.clone());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_turns_text_is_reported_as_it_streams_and_a_summarys_is_not() {
+    let server = SseServer::start().await;
+    let body = sse(&[
+        delta(json!({"role": "assistant", "content": "héllo "})),
+        delta(json!({"content": "wörld"})),
+        delta(
+            json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "glob", "arguments": "{}"}}]}),
+        ),
+        finish("tool_calls"),
+        usage_chunk(),
+    ]) + DONE;
+    server.push(Reply::events(&[body.clone().into_bytes()]));
+    server.push(Reply::events(&[body.into_bytes()]));
+    let client = OpenAiClient::new(&config(&server)).unwrap();
+
+    let seen = std::sync::Arc::new(Pieces::default());
+    let response = troupe::model::progress::observed(seen.clone(), client.complete(&hello()))
+        .await
+        .unwrap();
+    assert_eq!(response.message.content.as_deref(), Some("héllo wörld"));
+    assert_eq!(*seen.0.lock().unwrap(), ["héllo ", "wörld"]);
+
+    let quiet = std::sync::Arc::new(Pieces::default());
+    let summary = ModelRequest {
+        purpose: troupe::model::types::Purpose::Summary,
+        ..hello()
+    };
+    troupe::model::progress::observed(quiet.clone(), client.complete(&summary))
+        .await
+        .unwrap();
+    assert!(
+        quiet.0.lock().unwrap().is_empty(),
+        "a summary's text is not an agent's answer"
+    );
+}
