@@ -1,0 +1,227 @@
+//! `troupe_run {prompt}`: one prompt of the session core, driven until the team is quiescent,
+//! as `troupe session` drives each prompt (the same lead conversation across runs).
+//!
+//! - Progress: with the request's progress token, each event of the run is a progress
+//!   notification ([`super::progress`]), all sent before the result.
+//! - Cancel: the client's `notifications/cancelled` fires the request's token; the work is
+//!   stopped as Ctrl-C stops `troupe run` ([`Core::cancel`]: the team closed at a safe point,
+//!   in-flight messages back to `ready/`, a waiting ask answered no). A `troupe_run` that comes
+//!   while the cancelled one still closes its team waits for the close.
+//! - One run at a time: another `troupe_run` while one works is refused with a tool error.
+//! - The result: the lead's answer; the files written or edited ([`super::changes`]); the
+//!   calls denied and how to allow such calls; what the run said (recovered messages, the
+//!   closing tokens line); the run's tokens and estimated cost per agent, from the usage
+//!   records written since the run started (as `troupe usage` reads them).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::RoleServer;
+use serde_json::{json, Value};
+use troupe::clock::{Clock, SystemClock};
+use troupe::permissions::ApprovalProvider;
+use troupe::prices::report::UsageReport;
+
+use super::asks::{Elicited, NoElicitation, HOW_TO_ALLOW};
+use super::changes::{Changes, Denied};
+use super::progress::Progress;
+use crate::commands::session::core::{Asker, Core, Hooks};
+use crate::error::CliError;
+
+/// What `troupe_run` keeps across calls.
+#[derive(Default)]
+pub struct Runs {
+    /// What the runs said (recovered messages, the closing usage line), for the run's result.
+    said: Mutex<Vec<String>>,
+    /// Set while a cancelled run closes its team: the next `troupe_run` waits for the close
+    /// instead of being refused.
+    closing: AtomicBool,
+}
+
+impl Runs {
+    /// The session's `said`: lines on stderr, and kept for the run's result.
+    pub fn said(&self, lines: Vec<String>) {
+        for line in &lines {
+            eprintln!("{line}");
+        }
+        troupe::sync::lock(&self.said).extend(lines);
+    }
+}
+
+pub async fn troupe_run(
+    core: &Core,
+    runs: &Runs,
+    prompt: &str,
+    context: RequestContext<RoleServer>,
+) -> CallToolResult {
+    if core.is_working() {
+        if !runs.closing.load(Ordering::SeqCst) {
+            return busy();
+        }
+        // The cancelled run closes its team: this one starts once it is closed.
+        core.finished().await;
+    }
+    let progress = context
+        .meta
+        .get_progress_token()
+        .map(|token| Progress::start(context.peer.clone(), token));
+    let changes = Arc::new(Changes::default());
+    let hooks = Hooks {
+        listeners: progress.iter().map(Progress::listener).collect(),
+        observer: Some(changes.clone()),
+        asker: Some(asker(&context)),
+    };
+    troupe::sync::lock(&runs.said).clear();
+    let started = SystemClock.now();
+    let cancelled = context.ct.clone();
+    let work = core.prompt(prompt, hooks);
+    tokio::pin!(work);
+    let outcome = tokio::select! {
+        biased;
+        outcome = &mut work => outcome,
+        () = cancelled.cancelled() => {
+            tracing::info!("troupe_run cancelled by the MCP client: stopping the team");
+            runs.closing.store(true, Ordering::SeqCst);
+            core.cancel();
+            work.await
+        }
+    };
+    runs.closing.store(false, Ordering::SeqCst);
+    if let Some(progress) = progress {
+        progress.finish().await;
+    }
+    if matches!(&outcome, Err(e) if e.code() == "session_busy") {
+        return busy();
+    }
+    let said = std::mem::take(&mut *troupe::sync::lock(&runs.said));
+    let (files, denied) = changes.take();
+    let usage = match crate::commands::usage::report_by_agent(
+        core.workspace(),
+        core.store(),
+        Some(started),
+    )
+    .await
+    {
+        Ok(report) => Some(report),
+        Err(e) => {
+            tracing::debug!(error = %e, "the run's usage could not be read");
+            None
+        }
+    };
+    result(
+        outcome.map(|o| o.answer),
+        &files,
+        &denied,
+        &said,
+        usage.as_ref(),
+    )
+}
+
+/// Under `--approval ask`: the run's asks go to the client as elicitations when it can be
+/// asked, else they are denied (with how to allow them).
+fn asker(context: &RequestContext<RoleServer>) -> Asker {
+    let peer = context.peer.clone();
+    let elicits = peer
+        .supported_elicitation_modes()
+        .contains(&ElicitationMode::Form);
+    Arc::new(move |cancel| -> Arc<dyn ApprovalProvider> {
+        if elicits {
+            Arc::new(Elicited::new(peer.clone(), cancel))
+        } else {
+            Arc::new(NoElicitation)
+        }
+    })
+}
+
+/// The refusal of a second run.
+fn busy() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        "a troupe_run is already going on in this workspace; wait for its result, or cancel \
+         it, before starting another (troupe_send reaches the lead meanwhile) [session_busy]",
+    )])
+}
+
+/// The run's result: its text (what a person reads) and its structured content.
+fn result(
+    outcome: Result<String, CliError>,
+    files: &[String],
+    denied: &[Denied],
+    said: &[String],
+    usage: Option<&UsageReport>,
+) -> CallToolResult {
+    let mut text = String::new();
+    let mut value = json!({
+        "files_changed": files,
+        "denied": denied,
+        "said": said,
+    });
+    let failed = outcome.is_err();
+    match &outcome {
+        Ok(answer) => {
+            text.push_str(answer);
+            value["answer"] = Value::String(answer.clone());
+        }
+        Err(e) => {
+            text.push_str(&format!("troupe: {} [{}]", e.cause(), e.code()));
+            value["error"] = Value::String(e.cause().to_owned());
+            value["code"] = Value::String(e.code().to_owned());
+        }
+    }
+    text.push_str("\n\n");
+    if files.is_empty() {
+        text.push_str("files changed: none\n");
+    } else {
+        text.push_str(&format!("files changed: {}\n", files.join(", ")));
+    }
+    if !denied.is_empty() {
+        text.push_str(&format!("denied ({}):\n", denied.len()));
+        for call in denied {
+            text.push_str(&format!(
+                "  {} {}: {}\n",
+                call.agent,
+                call.call,
+                troupe::store::events::kinds::cut(&call.reason, 300)
+            ));
+        }
+        text.push_str(&format!("{HOW_TO_ALLOW}\n"));
+    }
+    for line in said {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if let Some(report) = usage {
+        if let Some(line) = cost_line(report) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        value["usage"] = json!({"by_agent": report.groups, "total": report.total});
+    }
+    let content = vec![ContentBlock::text(text.trim_end().to_owned())];
+    let mut result = if failed {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(value);
+    result
+}
+
+/// `estimated cost: $0.0123`, or why there is none; nothing when no tokens were spent.
+fn cost_line(report: &UsageReport) -> Option<String> {
+    let total = &report.total;
+    if total.tokens.total_tokens == 0 {
+        return None;
+    }
+    let unpriced = (!total.unpriced_models.is_empty())
+        .then(|| format!(" (no price for {})", total.unpriced_models.join(", ")));
+    Some(match total.cost {
+        Some(cost) => format!(
+            "estimated cost: {}{}",
+            cost.text(),
+            unpriced.unwrap_or_default()
+        ),
+        None => format!("estimated cost: unknown{}", unpriced.unwrap_or_default()),
+    })
+}
