@@ -116,6 +116,11 @@
 //!   record and the filter never runs.
 //! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
 //!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
+//! - `clients`: the protocols' official Python clients in their venv (`.ci/run` installs them),
+//!   or a skip with one notice (a failure under `TROUPE_TEST_CLIENTS_REQUIRED=1`).
+//! - `mcp_serve`: `troupe mcp serve` driven by the MCP Python SDK's client: the tools, a run's
+//!   progress and result, a cancelled run (nothing lost), asks elicited or denied, a plan
+//!   answered with `troupe_answer`; hostile input on raw pipes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/agentdefs.rs"]
@@ -138,6 +143,8 @@ mod browser_demo;
 mod browser_history;
 #[path = "cli/browser_permissions.rs"]
 mod browser_permissions;
+#[path = "cli/clients.rs"]
+pub mod clients;
 #[path = "cli/config_and_demo.rs"]
 mod config_and_demo;
 #[path = "cli/continue_run.rs"]
@@ -168,6 +175,8 @@ mod interrupt;
 mod log;
 #[path = "cli/mcp.rs"]
 mod mcp;
+#[path = "cli/mcp_serve.rs"]
+mod mcp_serve;
 #[path = "cli/memory.rs"]
 mod memory;
 #[path = "cli/model.rs"]
