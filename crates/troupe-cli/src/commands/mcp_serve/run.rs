@@ -60,8 +60,12 @@ pub async fn troupe_run(
         if !runs.closing.load(Ordering::SeqCst) {
             return busy();
         }
-        // The cancelled run closes its team: this one starts once it is closed.
-        core.finished().await;
+        // The cancelled run closes its team: this one starts once it is closed (unless it is
+        // cancelled meanwhile too).
+        tokio::select! {
+            () = core.finished() => {}
+            () = context.ct.cancelled() => return busy(),
+        }
     }
     let progress = context
         .meta
@@ -192,7 +196,9 @@ fn result(
         text.push('\n');
     }
     if let Some(report) = usage {
-        if let Some(line) = cost_line(report) {
+        // A run with a cost budget says its cost itself.
+        let said_cost = said.iter().any(|line| line.starts_with("estimated cost:"));
+        if let Some(line) = cost_line(report).filter(|_| !said_cost) {
             text.push_str(&line);
             text.push('\n');
         }
