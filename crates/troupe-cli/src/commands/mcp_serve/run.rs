@@ -7,19 +7,20 @@
 //!   stopped as Ctrl-C stops `troupe run` ([`Core::cancel`]: the team closed at a safe point,
 //!   in-flight messages back to `ready/`, a waiting ask answered no). A `troupe_run` that comes
 //!   while the cancelled one still closes its team waits for the close.
-//! - One run at a time: another `troupe_run` while one works is refused with a tool error.
+//! - One run at a time ([`Runs`]): another `troupe_run` while one works is refused with a tool
+//!   error (`session_busy`, as the session core itself refuses a second prompt).
 //! - The result: the lead's answer; the files written or edited ([`super::changes`]); the
 //!   calls denied and how to allow such calls; what the run said (recovered messages, the
 //!   closing tokens line); the run's tokens and estimated cost per agent, from the usage
 //!   records written since the run started (as `troupe usage` reads them).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::{ElicitationMode, RequestContext};
 use rmcp::RoleServer;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 use troupe::clock::{Clock, SystemClock};
 use troupe::permissions::ApprovalProvider;
 use troupe::prices::report::UsageReport;
@@ -35,9 +36,13 @@ use crate::error::CliError;
 pub struct Runs {
     /// What the runs said (recovered messages, the closing usage line), for the run's result.
     said: Mutex<Vec<String>>,
-    /// Set while a cancelled run closes its team: the next `troupe_run` waits for the close
-    /// instead of being refused.
-    closing: AtomicBool,
+    /// Held by the `troupe_run` going on, from its start until its team is closed and its
+    /// result made: one run at a time.
+    slot: tokio::sync::Mutex<()>,
+    /// The cancel of the request that holds the slot. rmcp fires it as it reads the client's
+    /// `notifications/cancelled`, before it reads the next request: a `troupe_run` that comes
+    /// after a cancel finds it fired and waits for the slot instead of being refused.
+    holder: Mutex<Option<CancellationToken>>,
 }
 
 impl Runs {
@@ -48,6 +53,24 @@ impl Runs {
         }
         troupe::sync::lock(&self.said).extend(lines);
     }
+
+    /// The run slot: at once when no run goes on; once the run going on is closed when it was
+    /// cancelled; `None` (refused) when it goes on, or when `cancel` fires while waiting.
+    async fn slot(&self, cancel: &CancellationToken) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if let Ok(slot) = self.slot.try_lock() {
+            return Some(slot);
+        }
+        let cancelled = troupe::sync::lock(&self.holder)
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled);
+        if !cancelled {
+            return None;
+        }
+        tokio::select! {
+            slot = self.slot.lock() => Some(slot),
+            () = cancel.cancelled() => None,
+        }
+    }
 }
 
 pub async fn troupe_run(
@@ -56,17 +79,22 @@ pub async fn troupe_run(
     prompt: &str,
     context: RequestContext<RoleServer>,
 ) -> CallToolResult {
-    if core.is_working() {
-        if !runs.closing.load(Ordering::SeqCst) {
-            return busy();
-        }
-        // The cancelled run closes its team: this one starts once it is closed (unless it is
-        // cancelled meanwhile too).
-        tokio::select! {
-            () = core.finished() => {}
-            () = context.ct.cancelled() => return busy(),
-        }
-    }
+    let Some(_slot) = runs.slot(&context.ct).await else {
+        return busy();
+    };
+    *troupe::sync::lock(&runs.holder) = Some(context.ct.clone());
+    let result = run(core, runs, prompt, &context).await;
+    *troupe::sync::lock(&runs.holder) = None;
+    result
+}
+
+/// One run, holding the slot.
+async fn run(
+    core: &Core,
+    runs: &Runs,
+    prompt: &str,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let progress = context
         .meta
         .get_progress_token()
@@ -75,7 +103,7 @@ pub async fn troupe_run(
     let hooks = Hooks {
         listeners: progress.iter().map(Progress::listener).collect(),
         observer: Some(changes.clone()),
-        asker: Some(asker(&context)),
+        asker: Some(asker(context)),
     };
     troupe::sync::lock(&runs.said).clear();
     let started = SystemClock.now();
@@ -87,12 +115,10 @@ pub async fn troupe_run(
         outcome = &mut work => outcome,
         () = cancelled.cancelled() => {
             tracing::info!("troupe_run cancelled by the MCP client: stopping the team");
-            runs.closing.store(true, Ordering::SeqCst);
             core.cancel();
             work.await
         }
     };
-    runs.closing.store(false, Ordering::SeqCst);
     if let Some(progress) = progress {
         progress.finish().await;
     }
