@@ -10,8 +10,9 @@
 //!   meanwhile; the team closed (the teammate's message released back to `ready/`); the next
 //!   run finishes the teammate's work.
 //! - `--approval ask` with a client that elicits: one write approved, one denied with the
-//!   reason given in the form; without elicitation: the write denied, the result saying how
-//!   to allow it.
+//!   reason given in the form; an ask answered with `troupe_answer` while its elicitation
+//!   waits (the elicitation withdrawn); without elicitation: the write denied, the result
+//!   saying how to allow it.
 //! - `--require-plans`: a teammate's plan approved with `troupe_answer` while the run waits;
 //!   a second answer refused.
 //! - Hostile input: a malformed line, a 1 MiB line, invalid UTF-8, a well-formed non-request, a
@@ -379,6 +380,38 @@ fn permission_asks_are_elicited_from_a_client_that_can_be_asked() {
     for write in &writes {
         assert!(write["rule"].as_str().unwrap().contains("mcp"), "{audit}");
     }
+}
+
+#[test]
+fn an_elicited_ask_gives_way_to_an_answer_given_elsewhere() {
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = script(
+        scripts.path(),
+        &json!({"agents": {"lead": [
+            tool("write_file", json!({"path": "out.txt", "content": "hello\n"})),
+            text("wrote out.txt"),
+        ]}}),
+    );
+    let Some(out) = client("elsewhere", &ws, &["--model-script", &script]) else {
+        return;
+    };
+    assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{out:#}");
+    // The elicitation was withdrawn once troupe_answer had answered the request.
+    assert_eq!(out["withdrawn"], json!([true]), "{out:#}");
+    let run = &out["run"];
+    assert_eq!(run["is_error"], false, "{out:#}");
+    assert!(
+        run["text"]
+            .as_str()
+            .unwrap()
+            .contains("files changed: out.txt"),
+        "{out:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "hello\n"
+    );
 }
 
 #[test]

@@ -12,6 +12,8 @@ SCENARIO:
   `troupe_run` that continues the work.
 - elicit: a `troupe_run` whose permission asks are elicitations: the first approved, the
   second denied with a reason.
+- elsewhere: a `troupe_run` whose ask, while its elicitation waits, is answered with
+  `troupe_answer`: the elicitation is withdrawn (the client's callback cancelled).
 - plain: a `troupe_run` from a client without elicitation (its asks are denied).
 - plan: a `troupe_run` whose teammate's plan is approved with `troupe_answer` while the run
   waits, its request id read from the progress lines.
@@ -124,6 +126,12 @@ async def elicit(session, asked):
     return {"run": result_of(run), "asked": asked}
 
 
+async def elsewhere(session, asked, withdrawn):
+    with anyio.fail_after(TIMEOUT):
+        run = await session.call_tool("troupe_run", {"prompt": "Write out.txt."})
+    return {"run": result_of(run), "asked": asked, "withdrawn": withdrawn}
+
+
 async def plain(session):
     with anyio.fail_after(TIMEOUT):
         run = await session.call_tool("troupe_run", {"prompt": "Write out.txt."})
@@ -171,9 +179,27 @@ async def main():
             return types.ElicitResult(action="accept", content={"approve": True})
         return types.ElicitResult(action="accept", content={"approve": False, "reason": "not this one"})
 
-    callback = on_elicit if scenario == "elicit" else None
+    opened = {}
+    withdrawn = []
+
+    async def on_elicit_elsewhere(context, params):
+        # Answered from "elsewhere" (troupe_answer) while the form would be up; the server
+        # withdraws the elicitation, which cancels this callback.
+        asked.append(params.message)
+        try:
+            session = opened["session"]
+            status = await session.call_tool("troupe_status", {})
+            pending = [r for r in status.structured_content["pending_requests"] if r["kind"] == "permission"]
+            await session.call_tool("troupe_answer", {"request_id": pending[0]["id"], "approve": True})
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            withdrawn.append(True)
+            raise
+
+    callback = {"elicit": on_elicit, "elsewhere": on_elicit_elsewhere}.get(scenario)
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write, elicitation_callback=callback) as session:
+            opened["session"] = session
             with anyio.fail_after(TIMEOUT):
                 await session.initialize()
             if scenario == "basics":
@@ -182,6 +208,8 @@ async def main():
                 out = await cancel(session)
             elif scenario == "elicit":
                 out = await elicit(session, asked)
+            elif scenario == "elsewhere":
+                out = await elsewhere(session, asked, withdrawn)
             elif scenario == "plain":
                 out = await plain(session)
             elif scenario == "plan":
