@@ -72,7 +72,8 @@ pub struct RunArgs {
 /// the sandbox and the store.
 #[derive(Debug, Clone, Args)]
 pub struct TeamFlags {
-    /// How write and execute tools are approved (in a session, `ask` asks in its view).
+    /// How write and execute tools are approved (in a session, `ask` asks in its view; under
+    /// `mcp serve`, through the MCP client).
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,
     /// The most model calls in one turn of any agent.

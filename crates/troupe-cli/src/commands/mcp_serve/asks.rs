@@ -24,11 +24,14 @@ use troupe::permissions::{
 /// Who a person's answer through the client is recorded as (`approval:mcp` in the audit).
 const BY: &str = "mcp";
 
-/// What a denied call's reason says about allowing such calls.
-pub const HOW_TO_ALLOW: &str = "to allow such calls: restart `troupe mcp serve` with \
-     `--approval auto`, add an allow rule to troupe.toml (`[permissions] allow`), use a client \
-     that supports MCP elicitation, or set `[approvals] no_terminal = \"wait\"` and answer each \
-     request with troupe_answer";
+/// How calls that were denied can be allowed, said with the denials.
+pub const HOW_TO_ALLOW: &str = "to allow such calls without asking: `troupe mcp serve \
+     --approval auto`, or an allow rule in troupe.toml (`[permissions] allow = \
+     [\"write_file(docs/**)\"]`); to be asked: a client with MCP elicitation, or `[approvals] \
+     no_terminal = \"wait\"` and troupe_answer for each request";
+
+/// A person's no without a reason.
+const NO_REASON: &str = "denied in the MCP client";
 
 /// `--approval ask` with a client that can be asked: each ask is an elicitation.
 pub struct Elicited {
@@ -80,6 +83,7 @@ impl Elicited {
                     .to_owned();
                 match content.get("approve").and_then(serde_json::Value::as_bool) {
                     Some(true) => PersonReply::Once,
+                    Some(false) if reason.is_empty() => PersonReply::No(NO_REASON.to_owned()),
                     Some(false) => PersonReply::No(reason),
                     None => PersonReply::Failed(
                         "the MCP client's answer had no yes/no (approve)".to_owned(),
