@@ -12,7 +12,8 @@
 //! - `--approval ask` with a client that elicits: one write approved, one denied with the
 //!   reason given in the form; an ask answered with `troupe_answer` while its elicitation
 //!   waits (the elicitation withdrawn); without elicitation: the write denied, the result
-//!   saying how to allow it.
+//!   saying how to allow it, or (`[approvals] no_terminal = "wait"`) waiting for
+//!   `troupe_answer`, which denies it with a reason.
 //! - `--require-plans`: a teammate's plan approved with `troupe_answer` while the run waits;
 //!   a second answer refused.
 //! - Hostile input: a malformed line, a 1 MiB line, invalid UTF-8, a well-formed non-request, a
@@ -443,6 +444,48 @@ fn without_elicitation_an_ask_is_denied_and_the_result_says_how_to_allow_it() {
     assert!(run_text.contains("--approval auto"), "{run_text}");
     assert!(run_text.contains("troupe_answer"), "{run_text}");
     assert_eq!(run["structured"]["denied"][0]["tool"], "write_file");
+    assert!(!ws.join("out.txt").exists());
+}
+
+#[test]
+fn without_elicitation_an_ask_may_wait_for_troupe_answer() {
+    let (_dir, ws) = workspace();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[approvals]\nno_terminal = \"wait\"\n",
+    )
+    .unwrap();
+    let scripts = tempfile::tempdir().unwrap();
+    let script = script(
+        scripts.path(),
+        &json!({"agents": {"lead": [
+            tool("write_file", json!({"path": "out.txt", "content": "hello\n"})),
+            text("told to write docs/ instead"),
+        ]}}),
+    );
+    let Some(out) = client("wait", &ws, &["--model-script", &script]) else {
+        return;
+    };
+    let answer = &out["answer"];
+    assert_eq!(answer["is_error"], false, "{out:#}");
+    assert_eq!(answer["structured"]["kind"], "permission", "{out:#}");
+    assert_eq!(answer["structured"]["approved"], false, "{out:#}");
+    assert_eq!(
+        answer["structured"]["call"], "write_file: out.txt",
+        "{out:#}"
+    );
+    let run = &out["run"];
+    assert_eq!(run["is_error"], false, "{out:#}");
+    let run_text = run["text"].as_str().unwrap();
+    assert!(
+        run_text.starts_with("told to write docs/ instead"),
+        "{run_text}"
+    );
+    assert!(run_text.contains("write docs/ instead"), "{run_text}");
+    assert_eq!(
+        run["structured"]["denied"][0]["tool"], "write_file",
+        "{out:#}"
+    );
     assert!(!ws.join("out.txt").exists());
 }
 

@@ -15,6 +15,8 @@ SCENARIO:
 - elsewhere: a `troupe_run` whose ask, while its elicitation waits, is answered with
   `troupe_answer`: the elicitation is withdrawn (the client's callback cancelled).
 - plain: a `troupe_run` from a client without elicitation (its asks are denied).
+- wait: as plain, with `[approvals] no_terminal = "wait"`: the ask waits, and is denied with
+  `troupe_answer`, its request id read from the progress lines.
 - plan: a `troupe_run` whose teammate's plan is approved with `troupe_answer` while the run
   waits, its request id read from the progress lines.
 
@@ -138,6 +140,31 @@ async def plain(session):
     return {"run": result_of(run)}
 
 
+async def wait(session):
+    out = {}
+    progress = Progress()
+    run = {}
+
+    async def the_run():
+        run["result"] = result_of(
+            await session.call_tool("troupe_run", {"prompt": "Write out.txt."}, progress_callback=progress)
+        )
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(the_run)
+        line = await progress.wait_for(r"waits for approval of .*permission request [0-9a-f]{8}")
+        out["ask_line"] = line
+        request_id = re.search(r"permission request ([0-9a-f]{8})", line).group(1)
+        with anyio.fail_after(TIMEOUT):
+            out["answer"] = result_of(
+                await session.call_tool(
+                    "troupe_answer", {"request_id": request_id, "approve": False, "reason": "write docs/ instead"}
+                )
+            )
+    out["run"] = run["result"]
+    return out
+
+
 async def plan(session):
     out = {}
     progress = Progress()
@@ -212,6 +239,8 @@ async def main():
                 out = await elsewhere(session, asked, withdrawn)
             elif scenario == "plain":
                 out = await plain(session)
+            elif scenario == "wait":
+                out = await wait(session)
             elif scenario == "plan":
                 out = await plan(session)
             else:
