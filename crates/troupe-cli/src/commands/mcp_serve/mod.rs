@@ -18,7 +18,8 @@
 //!
 //! Layout: [`run`] the `troupe_run` tool; [`progress`] the team's events as progress
 //! notifications; [`asks`] permission asks as elicitations (or denied, with how to allow);
-//! [`changes`] the files a run wrote and the calls it was denied; [`answer`] `troupe_answer`.
+//! [`changes`] the files a run wrote and the calls it was denied; [`answer`] `troupe_answer`;
+//! [`reply`] the shapes of a tool's result.
 
 mod answer;
 mod asks;
