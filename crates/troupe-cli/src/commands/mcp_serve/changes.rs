@@ -79,3 +79,96 @@ impl RunObserver for Changes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use troupe::permissions::{Decision, PermissionDecision};
+
+    use super::*;
+
+    fn finished(changes: &Changes, name: &str, arguments: &str, outcome: ToolOutcome) {
+        let call = ToolCall::new("call-1", name, arguments);
+        changes.tool_finished(&AgentName::lead(), &call, &outcome);
+    }
+
+    fn outcome(is_error: bool, decision: Option<PermissionDecision>) -> ToolOutcome {
+        ToolOutcome {
+            content: String::new(),
+            is_error,
+            decision,
+        }
+    }
+
+    fn decision(allowed: bool) -> PermissionDecision {
+        PermissionDecision {
+            allowed,
+            rules_said: Decision::Ask,
+            rule: "default+approval:mcp".to_owned(),
+            reason: if allowed { "yes" } else { "not this one" }.to_owned(),
+        }
+    }
+
+    #[test]
+    fn written_paths_and_denied_calls_are_the_runs_changes() {
+        let changes = Changes::default();
+        finished(
+            &changes,
+            "write_file",
+            r#"{"path":"b.txt","content":"x"}"#,
+            outcome(false, Some(decision(true))),
+        );
+        finished(
+            &changes,
+            "edit_file",
+            r#"{"path":"a.txt","old":"x","new":"y"}"#,
+            outcome(false, None),
+        );
+        finished(
+            &changes,
+            "write_file",
+            r#"{"path":"b.txt","content":"again"}"#,
+            outcome(false, None),
+        );
+        // Failed, read-only, or denied: no change.
+        finished(
+            &changes,
+            "edit_file",
+            r#"{"path":"c.txt"}"#,
+            outcome(true, None),
+        );
+        finished(
+            &changes,
+            "read_file",
+            r#"{"path":"d.txt"}"#,
+            outcome(false, None),
+        );
+        finished(
+            &changes,
+            "write_file",
+            r#"{"path":"e.txt"}"#,
+            outcome(false, Some(decision(false))),
+        );
+        finished(
+            &changes,
+            "shell",
+            r#"{"command":"rm -rf /"}"#,
+            outcome(true, Some(decision(false))),
+        );
+
+        let (files, denied) = changes.take();
+        assert_eq!(files, ["a.txt", "b.txt"]);
+        let calls: Vec<(&str, &str, &str)> = denied
+            .iter()
+            .map(|d| (d.tool.as_str(), d.call.as_str(), d.reason.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("write_file", "write_file: e.txt", "not this one"),
+                ("shell", "shell: rm -rf /", "not this one"),
+            ]
+        );
+        assert_eq!(changes.take(), (Vec::new(), Vec::new()), "taken once");
+    }
+}

@@ -257,3 +257,62 @@ fn cost_line(report: &UsageReport) -> Option<String> {
         None => format!("estimated cost: unknown{}", unpriced.unwrap_or_default()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn text_of(result: &CallToolResult) -> String {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn the_result_says_the_answer_the_files_the_denials_and_what_the_run_said() {
+        let denied = [Denied {
+            agent: "lead".into(),
+            tool: "shell".into(),
+            call: "shell: make deploy".into(),
+            rule: "default+approval:mcp".into(),
+            reason: "not now".into(),
+        }];
+        let said = ["tokens: lead 1,200 in / 34 out · total 1,234".to_owned()];
+        let files = ["README.md".to_owned(), "src/lib.rs".to_owned()];
+        let done = result(Ok("All done.".into()), &files, &denied, &said, None);
+        assert_eq!(done.is_error, Some(false));
+        assert_eq!(
+            text_of(&done),
+            format!(
+                "All done.\n\nfiles changed: README.md, src/lib.rs\ndenied (1):\n  lead shell: \
+                 make deploy: not now\n{HOW_TO_ALLOW}\ntokens: lead 1,200 in / 34 out · total \
+                 1,234"
+            )
+        );
+        let value = done.structured_content.unwrap_or_default();
+        assert_eq!(value["answer"], "All done.");
+        assert_eq!(value["files_changed"], json!(["README.md", "src/lib.rs"]));
+        assert_eq!(value["denied"][0]["reason"], "not now");
+
+        let failed = result(
+            Err(CliError::incomplete("the lead stopped".into()).with_code("turn_limit")),
+            &[],
+            &[],
+            &[],
+            None,
+        );
+        assert_eq!(failed.is_error, Some(true));
+        assert_eq!(
+            text_of(&failed),
+            "troupe: the lead stopped [turn_limit]\n\nfiles changed: none"
+        );
+        assert_eq!(
+            failed.structured_content.unwrap_or_default()["code"],
+            "turn_limit"
+        );
+    }
+}
