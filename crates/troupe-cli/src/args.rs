@@ -72,7 +72,8 @@ pub struct RunArgs {
 /// the sandbox and the store.
 #[derive(Debug, Clone, Args)]
 pub struct TeamFlags {
-    /// How write and execute tools are approved (in a session, `ask` asks in its view).
+    /// How write and execute tools are approved (in a session, `ask` asks in its view; under
+    /// `mcp serve`, through the MCP client).
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,
     /// The most model calls in one turn of any agent.
@@ -532,6 +533,17 @@ pub struct LogArgs {
 pub enum McpAction {
     /// Every configured server, its state (up, failed, down) and its tools.
     List,
+    /// Troupe as an MCP server on stdin/stdout, for an MCP client (Claude Code, codex, Cursor)
+    /// to hand work to the workspace's team: tools `troupe_run`, `troupe_status`,
+    /// `troupe_send`, `troupe_answer`. Logs go to stderr; stdout is the protocol's.
+    Serve(Box<McpServeArgs>),
+}
+
+/// `troupe mcp serve`'s options: those of a run (each `troupe_run` is driven as one).
+#[derive(Debug, Clone, Args)]
+pub struct McpServeArgs {
+    #[command(flatten)]
+    pub team: TeamFlags,
 }
 
 /// What `troupe memory` does.
@@ -601,12 +613,19 @@ impl Command {
     }
 
     /// Whether the command runs a team in this process (`troupe run`, `troupe demo`, `troupe
-    /// session`): its
-    /// output is the run's formatted lines, and its logs are notices unless asked for.
+    /// session`, `troupe mcp serve`): its output is the run's formatted lines (or the
+    /// protocol's), and its logs are notices unless asked for.
     pub fn runs_a_team(&self) -> bool {
         matches!(
             self,
-            Self::Run(_) | Self::Demo { .. } | Self::Session(_) | Self::Acp(_)
+            Self::Run(_)
+                | Self::Demo { .. }
+                | Self::Session(_)
+                | Self::Acp(_)
+                | Self::Mcp {
+                    action: McpAction::Serve(_),
+                    ..
+                }
         )
     }
 

@@ -117,6 +117,11 @@
 //! - `acp`: `troupe acp` driven by the official ACP client SDK (Python) and by raw lines.
 //! - `worktrees`: `troupe run --isolation worktree` on a real git repository — a teammate in
 //!   its own worktree, its branch merged by the lead — then `troupe worktrees [--json]`.
+//! - `clients`: the protocols' official Python clients in their venv (`.ci/run` installs them),
+//!   or a skip with one notice (a failure under `TROUPE_TEST_CLIENTS_REQUIRED=1`).
+//! - `mcp_serve`: `troupe mcp serve` driven by the MCP Python SDK's client: the tools, a run's
+//!   progress and result, a cancelled run (nothing lost), asks elicited or denied, a plan
+//!   answered with `troupe_answer`; hostile input on raw pipes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "cli/acp.rs"]
@@ -142,7 +147,7 @@ mod browser_history;
 #[path = "cli/browser_permissions.rs"]
 mod browser_permissions;
 #[path = "cli/clients.rs"]
-mod clients;
+pub mod clients;
 #[path = "cli/config_and_demo.rs"]
 mod config_and_demo;
 #[path = "cli/continue_run.rs"]
@@ -173,6 +178,8 @@ mod interrupt;
 mod log;
 #[path = "cli/mcp.rs"]
 mod mcp;
+#[path = "cli/mcp_serve.rs"]
+mod mcp_serve;
 #[path = "cli/memory.rs"]
 mod memory;
 #[path = "cli/model.rs"]

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use troupe::inspect::{InspectError, Inspector};
+use troupe::bootstrap::StoreChoice;
+use troupe::inspect::{InspectError, Inspector, StatusReport};
 use troupe::store::mailbox::MailboxState;
 use troupe::wire::{AgentName, RequestStatus};
 
@@ -25,8 +26,9 @@ fn inspect_failed(error: InspectError) -> CliError {
 }
 
 pub async fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<(), CliError> {
-    let inspector = inspector_of(workspace, store).await?;
-    let report = inspector.status().await.map_err(inspect_failed)?;
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
+    let choice = crate::store_choice::store_choice(store, &settings, false)?;
+    let report = status_report(workspace, &choice).await?;
     if let Some(note) = state_shared_note(workspace) {
         eprintln!("{note}");
     }
@@ -35,6 +37,18 @@ pub async fn status(workspace: &Path, json: bool, store: &StoreFlags) -> Result<
     } else {
         render::print_text(&render::status(&report))
     }
+}
+
+/// The team's state as `troupe status --json` prints it, for the team `choice` names (also
+/// `troupe mcp serve`'s `troupe_status`).
+pub(crate) async fn status_report(
+    workspace: &Path,
+    choice: &StoreChoice,
+) -> Result<StatusReport, CliError> {
+    let inspector = troupe::bootstrap::inspector_with(workspace, choice)
+        .await
+        .map_err(|e| CliError::coded(&e))?;
+    inspector.status().await.map_err(inspect_failed)
 }
 
 /// A line for stderr when the workspace's `.troupe/` lets other users of the machine in: its

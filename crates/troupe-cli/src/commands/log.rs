@@ -265,7 +265,7 @@ impl Printer {
 /// quotes models, tools and servers (and a workspace's file may be anyone's): the line is shown
 /// on one line with its control characters escaped, never obeyed. `--json` prints the event as
 /// serde wrote it, with `\uXXXX` for what serde leaves a terminal to act on.
-fn line(event: &Event) -> String {
+pub(crate) fn line(event: &Event) -> String {
     let line = format!(
         "#{} {} {} {}",
         event.seq,

@@ -1,6 +1,6 @@
 //! `troupe mcp list [--json]`: the configured MCP servers, each started briefly (within its
 //! startup timeout) to list its tools, then stopped. Reads the settings only: creates no state
-//! (no `.troupe/`).
+//! (no `.troupe/`). `troupe mcp serve` (troupe as an MCP server) is [`super::mcp_serve`].
 //!
 //! JSON shape (stable): `{"servers": [{"name", "transport": "stdio"|"http", "state":
 //! "up"|"failed"|"down", "reason"?: string, "tools": [{"name": <troupe's name>, "server_name":
@@ -19,6 +19,7 @@ use crate::render;
 pub async fn mcp(workspace: &Path, action: McpAction, json: bool) -> Result<(), CliError> {
     match action {
         McpAction::List => list(workspace, json).await,
+        McpAction::Serve(args) => super::mcp_serve::serve(workspace, *args).await,
     }
 }
 

@@ -53,16 +53,30 @@ pub async fn table(
     workspace: &Path,
     choice: &troupe::bootstrap::StoreChoice,
 ) -> Result<String, CliError> {
+    let report = report_by_agent(workspace, choice, None).await?;
+    Ok(text(&report, None))
+}
+
+/// The tokens and estimated cost per agent of the team `choice` names, since `since` (all
+/// time: `None`): `/cost`'s table, and what a `troupe mcp serve` run spent.
+pub async fn report_by_agent(
+    workspace: &Path,
+    choice: &troupe::bootstrap::StoreChoice,
+    since: Option<UtcTime>,
+) -> Result<UsageReport, CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let inspector = troupe::bootstrap::inspector_with(workspace, choice)
         .await
         .map_err(|e| CliError::coded(&e))?;
     let buckets = inspector
-        .usage_buckets(None)
+        .usage_buckets(since)
         .await
         .map_err(|e| CliError::coded(&e))?;
-    let report = UsageReport::new(&buckets, GroupBy::Agent, &settings.prices.table());
-    Ok(text(&report, None))
+    Ok(UsageReport::new(
+        &buckets,
+        GroupBy::Agent,
+        &settings.prices.table(),
+    ))
 }
 
 fn group_by(group: UsageGroup) -> GroupBy {

@@ -54,7 +54,7 @@ fn scenario(python: &Path, ws: &Path, args: &[&str]) -> Value {
 
 #[test]
 fn an_editor_drives_a_team_through_acp_and_loads_the_session_again() {
-    let Some(python) = clients::python("acp team") else {
+    let Some(python) = clients::require_or_skip("acp", "acp team") else {
         return;
     };
     let (_dir, ws) = workspace();
@@ -105,7 +105,7 @@ fn an_editor_drives_a_team_through_acp_and_loads_the_session_again() {
 
 #[test]
 fn a_cancelled_prompt_ends_cancelled_and_the_next_prompt_picks_the_work_up() {
-    let Some(python) = clients::python("acp cancel") else {
+    let Some(python) = clients::require_or_skip("acp", "acp cancel") else {
         return;
     };
     let (_dir, ws) = workspace();
@@ -133,7 +133,7 @@ fn a_cancelled_prompt_ends_cancelled_and_the_next_prompt_picks_the_work_up() {
 
 #[test]
 fn a_plan_waiting_for_the_lead_is_answered_in_the_editor() {
-    let Some(python) = clients::python("acp plan") else {
+    let Some(python) = clients::require_or_skip("acp", "acp plan") else {
         return;
     };
     let (_dir, ws) = workspace();
@@ -166,7 +166,7 @@ fn a_plan_waiting_for_the_lead_is_answered_in_the_editor() {
 
 #[test]
 fn a_permission_answered_from_a_terminal_first_makes_the_editors_answer_harmless() {
-    let Some(python) = clients::python("acp terminal_first") else {
+    let Some(python) = clients::require_or_skip("acp", "acp terminal_first") else {
         return;
     };
     let (_dir, ws) = workspace();
