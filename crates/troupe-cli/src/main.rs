@@ -16,6 +16,7 @@ mod error;
 mod event_line;
 mod input;
 mod interrupt;
+mod json_lines;
 mod observe;
 mod permission_answer;
 mod plan_answer;

@@ -1,6 +1,6 @@
 //! `troupe mcp serve` on raw pipes, for what no client sends: a malformed line, a 1 MiB line,
 //! invalid UTF-8, a well-formed non-request, a 1 MiB call of an unknown tool, arguments of the
-//! wrong type — each ignored (no id to answer) or answered with an error, the server alive; its
+//! wrong type — each answered with an error, the server alive; its
 //! stdout JSON-RPC only; stdin closed ends it with exit 0.
 
 use std::io::{BufRead, BufReader, Write};
@@ -101,7 +101,7 @@ impl Drop for Raw {
 }
 
 #[test]
-fn hostile_input_is_ignored_or_answered_with_an_error_and_the_server_stays() {
+fn hostile_input_is_answered_with_an_error_and_the_server_stays() {
     let (_dir, ws) = workspace();
     let scripts = tempfile::tempdir().unwrap();
     let script = script(scripts.path(), &json!({"agents": {}}));
@@ -122,7 +122,7 @@ fn hostile_input_is_ignored_or_answered_with_an_error_and_the_server_stays() {
     );
     raw.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
-    // Not JSON: there is no id to answer (rmcp ignores it, as the other SDKs do).
+    // Not JSON: a parse error each, with no id (there is none to answer).
     raw.send(b"this is not json {");
     raw.send(&vec![b'x'; 1024 * 1024]);
     raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\xff\xfe\"}");
@@ -145,6 +145,19 @@ fn hostile_input_is_ignored_or_answered_with_an_error_and_the_server_stays() {
     assert!(
         by_id(3).is_none(),
         "invalid UTF-8 is not a message: {seen:#?}"
+    );
+    let parse_errors: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["error"]["code"] == -32700 && m["id"].is_null())
+        .collect();
+    assert_eq!(
+        parse_errors.len(),
+        3,
+        "one parse error per line that is not JSON: {seen:#?}"
+    );
+    assert!(
+        parse_errors.iter().all(|m| m.to_string().len() < 300),
+        "a refused line is not quoted back: {parse_errors:#?}"
     );
     assert!(
         seen.iter()

@@ -9,7 +9,7 @@
 //!
 //! Layout:
 //! - this file: the connection (the official SDK, `agent-client-protocol`) and its methods;
-//! - [`lines`]: stdin and stdout as lines, hostile input made answerable;
+//! - `crate::json_lines`: stdin and stdout as lines, hostile input answered there;
 //! - [`sessions`]: the workspace's current session on disk, the editor's MCP servers and
 //!   prompt blocks in troupe's terms;
 //! - [`updates`]: what the team does as `session/update`s; [`replay`]: `session/load`;
@@ -20,7 +20,6 @@
 //! says so; the sessions go on.
 
 mod asks;
-mod lines;
 mod replay;
 mod sessions;
 mod updates;
@@ -117,7 +116,7 @@ pub async fn acp(workspace: &Path, args: SessionArgs) -> Result<(), CliError> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(lines::stdio())
+        .connect_to(crate::json_lines::for_acp())
         .await;
     server.close().await;
     served.map_err(|e| {

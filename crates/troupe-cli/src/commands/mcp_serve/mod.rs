@@ -67,10 +67,13 @@ pub async fn serve(workspace: &Path, args: McpServeArgs) -> Result<(), CliError>
         core: core.clone(),
         runs,
     };
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| {
-        CliError::failed(format_args!("the MCP client's handshake failed: {e}"))
-            .with_code("mcp_handshake_failed")
-    })?;
+    let running = server
+        .serve(crate::json_lines::for_rmcp())
+        .await
+        .map_err(|e| {
+            CliError::failed(format_args!("the MCP client's handshake failed: {e}"))
+                .with_code("mcp_handshake_failed")
+        })?;
     let quit = running.waiting().await;
     tracing::debug!(?quit, "the MCP connection ended");
     // The client is gone: the work going on stops as Ctrl-C stops it, nothing lost.
