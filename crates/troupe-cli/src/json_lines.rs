@@ -71,10 +71,11 @@ pub fn incoming() -> mpsc::Receiver<std::io::Result<Result<String, String>>> {
     rx
 }
 
-/// Writes each line sent to stdout, whole and flushed, in the order sent.
-pub fn outgoing() -> mpsc::Sender<String> {
+/// Writes each line sent to stdout, whole and flushed, in the order sent; the writer ends
+/// once every sender is gone and every line is out.
+pub fn outgoing() -> (mpsc::Sender<String>, Written) {
     let (tx, mut rx) = mpsc::channel::<String>(16);
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
         while let Some(line) = rx.next().await {
             let written = async {
@@ -87,16 +88,31 @@ pub fn outgoing() -> mpsc::Sender<String> {
             }
         }
     });
-    tx
+    (tx, Written(writer))
+}
+
+/// The end of a connection's writes.
+pub struct Written(tokio::task::JoinHandle<()>);
+
+impl Written {
+    /// Waits (a bounded time: a sender kept by a task that outlived the connection must not
+    /// hold the process) until every line written is out, so that the last answers are not
+    /// lost when the process exits.
+    pub async fn drained(self) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.0).await;
+    }
 }
 
 /// `troupe acp`'s transport for the ACP SDK: checked lines in (a refused line is answered
 /// here), the SDK's lines out.
-pub fn for_acp() -> agent_client_protocol::Lines<
-    impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
-    impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
-> {
-    let out = outgoing();
+pub fn for_acp() -> (
+    agent_client_protocol::Lines<
+        impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
+        impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+    >,
+    Written,
+) {
+    let (out, written) = outgoing();
     let refusals = out.clone();
     let lines = incoming().filter_map(move |line| {
         let mut refusals = refusals.clone();
@@ -112,16 +128,16 @@ pub fn for_acp() -> agent_client_protocol::Lines<
         }
     });
     let sink = out.sink_map_err(|e| std::io::Error::new(std::io::ErrorKind::BrokenPipe, e));
-    agent_client_protocol::Lines::new(sink, lines)
+    (agent_client_protocol::Lines::new(sink, lines), written)
 }
 
 /// `troupe mcp serve`'s transport for rmcp: a reader and a writer (in-process pipes) that
 /// carry only checked lines in and rmcp's lines out; a refused line is answered here.
-pub fn for_rmcp() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+pub fn for_rmcp() -> ((tokio::io::DuplexStream, tokio::io::DuplexStream), Written) {
     const PIPE: usize = 64 * 1024;
     let (rmcp_reads, mut to_rmcp) = tokio::io::duplex(PIPE);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE);
-    let out = outgoing();
+    let (out, written) = outgoing();
     let mut refusals = out.clone();
     let mut lines = incoming();
     tokio::spawn(async move {
@@ -155,7 +171,7 @@ pub fn for_rmcp() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
             }
         }
     });
-    (rmcp_reads, rmcp_writes)
+    ((rmcp_reads, rmcp_writes), written)
 }
 
 /// Every line of `input`, read through a tiny buffer (lines cross its ends).

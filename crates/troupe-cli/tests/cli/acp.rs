@@ -65,6 +65,7 @@ fn an_editor_drives_a_team_through_acp_and_loads_the_session_again() {
             "lead": [
                 {"tool_calls": [
                     {"name": "todo_write", "arguments": {"todos": [{"content": "Have alice write b.txt", "status": "in_progress"}]}},
+                    {"name": "create_task", "arguments": {"subject": "Check b.txt", "assignee": "dave"}},
                     {"name": "spawn_teammate", "arguments": {"name": "alice", "role": "writer", "prompt": "Write b.txt."}},
                 ]},
                 text("Alice is on it."),
@@ -129,6 +130,33 @@ fn a_cancelled_prompt_ends_cancelled_and_the_next_prompt_picks_the_work_up() {
         }}),
     );
     scenario(&python, &ws, &["cancel", &script, gate.to_str().unwrap()]);
+}
+
+#[test]
+fn an_mcp_server_the_editor_names_joins_the_teams_tools() {
+    let Some(python) = clients::require_or_skip("acp", "acp editor_mcp") else {
+        return;
+    };
+    let (_dir, ws) = workspace();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../troupe/tests/fixtures/mcp_fixture.py");
+    let script = write_script(
+        &ws,
+        "script.json",
+        &json!({"agents": {"lead": [
+            {"tool_calls": [{"name": "mcp__editor_fixture__echo", "arguments": {"text": "from the editor"}}]},
+            text("Echoed."),
+        ]}}),
+    );
+    scenario(
+        &python,
+        &ws,
+        &["editor_mcp", &script, fixture.to_str().unwrap()],
+    );
+    assert!(
+        !ws.join("troupe.toml").exists(),
+        "the editor's server needs no settings file"
+    );
 }
 
 #[test]
@@ -338,10 +366,13 @@ fn initialize_without_a_model_says_what_is_missing() {
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
     )
     .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let response: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let response: Value = serde_json::from_str(&line).unwrap();
     assert!(response["error"].is_object(), "{response}");
     assert!(
         response.to_string().contains("OPENAI_API_KEY"),

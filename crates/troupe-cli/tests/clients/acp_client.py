@@ -8,6 +8,8 @@ Scenarios:
 - load SCRIPT SESSION_ID: a new process loads the session; its conversation is replayed.
 - cancel SCRIPT GATE: a prompt whose teammate blocks; session/cancel ends it `cancelled`; the
   next prompt picks the work up.
+- editor_mcp SCRIPT FIXTURE: an MCP server the editor names in session/new joins the team's
+  tools (no trust question); the lead calls it.
 - plan SCRIPT: a teammate's plan, waiting for the lead, is asked in the editor and approved
   there; the teammate's write then happens.
 - terminal_first SCRIPT: a permission ask answered with `troupe approve` from a terminal while
@@ -24,6 +26,7 @@ import acp
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    McpServerStdio,
     Implementation,
     RequestPermissionResponse,
 )
@@ -168,6 +171,10 @@ async def team(script):
             any(e["content"] == "Have alice write b.txt" for e in plans[-1]["entries"]),
             f"the lead's todo in the plan: {plans[-1]}",
         )
+        check(
+            any("Check b.txt (dave)" in e["content"] and e["status"] == "pending" for e in plans[-1]["entries"]),
+            f"the board's task in the plan: {plans[-1]}",
+        )
         check(len(editor.asks) == 1, f"one permission ask: {editor.asks}")
         ask = editor.asks[0]
         check("alice" in ask["title"] and "write_file" in ask["title"], f"the ask: {ask}")
@@ -269,6 +276,26 @@ async def plan(script):
     print(json.dumps({"asks": editor.asks}))
 
 
+async def editor_mcp(script, fixture):
+    editor = Editor()
+    async with await start(editor, "--model-script", script, "--approval", "auto") as (conn, process):
+        await initialize(conn)
+        server = McpServerStdio(name="Fixture", command="/usr/bin/env", args=["python3", fixture, "ok"], env=[])
+        sid = (await conn.new_session(cwd=WORKSPACE, mcp_servers=[server])).session_id
+        done = await prompt(conn, sid, "Use the editor's echo.")
+        check(done.stop_reason == "end_turn", f"stop reason {done.stop_reason}")
+        calls = [u for u in editor.updates if u["sessionUpdate"] == "tool_call"]
+        echo = [c for c in calls if c["_meta"]["troupe"]["tool"] == "mcp__editor_fixture__echo"]
+        check(len(echo) == 1, f"the editor's server's tool was called: {calls}")
+        ends = [
+            u for u in editor.updates
+            if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == echo[0]["toolCallId"]
+        ]
+        check(ends and ends[-1]["status"] == "completed", f"and answered: {ends}")
+        check("from the editor" in json.dumps(ends[-1]), f"with its echo: {ends[-1]}")
+    print(json.dumps({"calls": len(calls)}))
+
+
 async def main():
     if SCENARIO == "team":
         await team(*ARGS)
@@ -276,6 +303,8 @@ async def main():
         await load(*ARGS)
     elif SCENARIO == "cancel":
         await cancel(*ARGS)
+    elif SCENARIO == "editor_mcp":
+        await editor_mcp(*ARGS)
     elif SCENARIO == "plan":
         await plan(*ARGS)
     elif SCENARIO == "terminal_first":

@@ -71,6 +71,7 @@ pub async fn acp(workspace: &Path, args: SessionArgs) -> Result<(), CliError> {
         server.clone(),
         server.clone(),
     );
+    let (transport, written) = crate::json_lines::for_acp();
     let served = Agent
         .v1()
         .name("troupe")
@@ -116,9 +117,10 @@ pub async fn acp(workspace: &Path, args: SessionArgs) -> Result<(), CliError> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(crate::json_lines::for_acp())
+        .connect_to(transport)
         .await;
     server.close().await;
+    written.drained().await;
     served.map_err(|e| {
         CliError::failed(format_args!("the editor's connection failed: {e}"))
             .with_code("acp_connection")

@@ -93,7 +93,7 @@ pub fn save(workspace: &Path, record: &Record) -> Result<(), String> {
     troupe::store::durable::replace_view(&file(workspace), &bytes).map_err(|e| e.to_string())
 }
 
-/// The editor's MCP servers as troupe's entries, named `editor-<name>` in `[a-z0-9_-]` (so
+/// The editor's MCP servers as troupe's entries, named `editor_<name>` in `[a-z0-9_]` (so
 /// never the name of one of the workspace's own) and unique. SSE servers are refused: troupe
 /// speaks stdio and streamable HTTP (the capabilities say so).
 pub fn mcp_servers(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, String> {
@@ -127,7 +127,7 @@ pub fn mcp_servers(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, String> 
             }
             _ => return Err("an MCP server of a kind troupe does not speak".into()),
         };
-        let name = unique(format!("editor-{}", slug(name)), &names);
+        let name = unique(format!("editor_{}", slug(name)), &names);
         names.push(name.clone());
         specs.push(McpServerSpec {
             name,
@@ -142,14 +142,15 @@ pub fn mcp_servers(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, String> 
     Ok(specs)
 }
 
-/// `name` as troupe's server names are written: lowercase `[a-z0-9_-]`, never empty.
+/// `name` as troupe's server names are written, and as its tools' names show it: lowercase
+/// `[a-z0-9_]`, never empty.
 fn slug(name: &str) -> String {
     let slug: String = name
         .trim()
         .chars()
         .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9' | '_' | '-') => c,
-            _ => '-',
+            c @ ('a'..='z' | '0'..='9' | '_') => c,
+            _ => '_',
         })
         .collect();
     if slug.is_empty() {
@@ -164,7 +165,7 @@ fn unique(name: String, taken: &[String]) -> String {
         return name;
     }
     (2..)
-        .map(|n| format!("{name}-{n}"))
+        .map(|n| format!("{name}_{n}"))
         .find(|candidate| !taken.contains(candidate))
         .unwrap_or(name)
 }
@@ -229,7 +230,7 @@ mod tests {
         .unwrap();
         let specs = mcp_servers(&servers).unwrap();
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["editor-docs-server", "editor-docs-server-2"]);
+        assert_eq!(names, ["editor_docs_server", "editor_docs_server_2"]);
         assert_eq!(
             specs[0].transport,
             McpTransport::Stdio {

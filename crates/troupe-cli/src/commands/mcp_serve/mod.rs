@@ -67,19 +67,18 @@ pub async fn serve(workspace: &Path, args: McpServeArgs) -> Result<(), CliError>
         core: core.clone(),
         runs,
     };
-    let running = server
-        .serve(crate::json_lines::for_rmcp())
-        .await
-        .map_err(|e| {
-            CliError::failed(format_args!("the MCP client's handshake failed: {e}"))
-                .with_code("mcp_handshake_failed")
-        })?;
+    let (transport, written) = crate::json_lines::for_rmcp();
+    let running = server.serve(transport).await.map_err(|e| {
+        CliError::failed(format_args!("the MCP client's handshake failed: {e}"))
+            .with_code("mcp_handshake_failed")
+    })?;
     let quit = running.waiting().await;
     tracing::debug!(?quit, "the MCP connection ended");
     // The client is gone: the work going on stops as Ctrl-C stops it, nothing lost.
     if core.cancel() {
         core.finished().await;
     }
+    written.drained().await;
     Ok(())
 }
 
