@@ -106,6 +106,12 @@ fn hostile_input_is_answered_with_an_error_and_the_server_stays() {
     let scripts = tempfile::tempdir().unwrap();
     let script = script(scripts.path(), &json!({"agents": {}}));
     let mut raw = Raw::start(&ws, &script);
+    // A request before `initialize`: an error, and nothing changed.
+    raw.send_json(&json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+        "params": {"name": "troupe_run", "arguments": {"prompt": "too early"}}}));
+    let early = raw.until_answers(&[100]);
+    assert!(early[0]["error"]["code"].is_i64(), "{early:#?}");
+    assert!(!ws.join(".troupe").exists(), "no state before initialize");
     raw.send_json(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {
