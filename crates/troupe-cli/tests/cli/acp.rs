@@ -223,6 +223,10 @@ struct Raw {
 
 impl Raw {
     fn start(ws: &Path, script: &str) -> Self {
+        Self::start_with(ws, script, &[])
+    }
+
+    fn start_with(ws: &Path, script: &str, options: &[&str]) -> Self {
         let mut child = super::support::command(ws)
             .args([
                 "--workspace",
@@ -231,6 +235,7 @@ impl Raw {
                 "--model-script",
                 script,
             ])
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -253,6 +258,49 @@ impl Raw {
     fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send(line.to_string().as_bytes())
+    }
+
+    /// A request's response, past the notifications that come before it.
+    fn response(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let mut response = self.request(id, method, params);
+        while response.get("id") != Some(&json!(id)) {
+            assert_eq!(response["method"], "session/update", "{response}");
+            let mut line = String::new();
+            self.out.read_line(&mut line).unwrap();
+            response = serde_json::from_str(&line).unwrap();
+        }
+        response
+    }
+}
+
+#[test]
+fn a_turn_limit_and_a_token_budget_are_their_stop_reasons() {
+    let (_dir, ws) = workspace();
+    let glob = json!({"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}],
+                      "usage": {"prompt_tokens": 500, "completion_tokens": 10, "total_tokens": 510}});
+    let script = write_script(
+        &ws,
+        "script.json",
+        &json!({"responses": [glob, glob, glob]}),
+    );
+    let cwd = ws.to_str().unwrap();
+    for (options, reason) in [
+        (&["--max-turns", "1"][..], "max_turn_requests"),
+        (&["--max-tokens", "100"][..], "max_tokens"),
+    ] {
+        let mut acp = Raw::start_with(&ws, &script, options);
+        acp.request(1, "initialize", json!({"protocolVersion": 1}));
+        let session = acp.request(2, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+        let id = session["result"]["sessionId"].as_str().unwrap().to_owned();
+        let prompt = acp.response(
+            3,
+            "session/prompt",
+            json!({"sessionId": id, "prompt": [{"type": "text", "text": "look around"}]}),
+        );
+        assert_eq!(
+            prompt["result"]["stopReason"], reason,
+            "{options:?}: {prompt}"
+        );
     }
 }
 
@@ -330,15 +378,11 @@ fn hostile_lines_are_each_an_error_and_the_agent_goes_on() {
         -32002,
         "a prompt for another session id: {other}"
     );
-    let prompt = json!({"jsonrpc": "2.0", "id": 10, "method": "session/prompt",
-        "params": {"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}});
-    let mut response = acp.send(prompt.to_string().as_bytes());
-    while response.get("id") != Some(&json!(10)) {
-        assert_eq!(response["method"], "session/update", "{response}");
-        let mut line = String::new();
-        acp.out.read_line(&mut line).unwrap();
-        response = serde_json::from_str(&line).unwrap();
-    }
+    let response = acp.response(
+        10,
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 
     drop(acp.child.stdin.take());
