@@ -26,7 +26,7 @@ use super::ask::{Choice, PermissionAsk, PermissionReply};
 use super::desk::{read_answer, Answered, ApprovalDesk};
 use crate::clock::Clock;
 use crate::permissions::{
-    terminal_answer, ApprovalAnswer, ApprovalProvider, ApprovalRequest, Person, PersonReply,
+    person_answer, ApprovalAnswer, ApprovalProvider, ApprovalRequest, Person, PersonReply,
     Withdrawal,
 };
 use crate::settings::{ApprovalRoute, NoTerminal};
@@ -367,13 +367,14 @@ impl ApprovalProvider for RequestedApproval {
             PersonReply::Save(entry) => Some(entry.clone()),
             _ => None,
         };
-        let local = terminal_answer(reply.clone(), None);
-        let mine = terminal_reply(&reply, &local, self.inner.answered_by());
+        let by = self.inner.answered_by();
+        let local = person_answer(reply.clone(), None, by);
+        let mine = terminal_reply(&reply, &local, by);
         match self.settle(bound, &request, mine).await {
             Ok((answered, true)) => {
                 // Ours stands: now the entry may be saved.
                 let local = match saved {
-                    Some(entry) => terminal_answer(reply, self.inner.save_entry(&entry)),
+                    Some(entry) => person_answer(reply, self.inner.save_entry(&entry), by),
                     None => local,
                 };
                 self.finish(bound, ask, &request, answered, Some(local))

@@ -507,19 +507,38 @@ fn cut(mut text: String, max: usize) -> String {
 
 /// The answer a person's reply gives, at the terminal (`save` is the note of a saved entry).
 pub fn terminal_answer(reply: PersonReply, saved: Option<String>) -> ApprovalAnswer {
+    person_answer(reply, saved, "terminal")
+}
+
+/// Where a person who answered as `by` ([`ApprovalProvider::answered_by`]) did, in words.
+fn place(by: &str) -> String {
+    match by {
+        "terminal" => "at the terminal".to_owned(),
+        "acp" => "in the editor".to_owned(),
+        "mcp" => "by the MCP client".to_owned(),
+        other => format!("by {other}"),
+    }
+}
+
+/// The answer a person's reply gives, said where they answered (`by`: `terminal`, `acp`,
+/// `mcp`); `saved` is the note of a saved entry.
+pub fn person_answer(reply: PersonReply, saved: Option<String>, by: &str) -> ApprovalAnswer {
+    let place = place(by);
     match reply {
-        PersonReply::Once => ApprovalAnswer::approve("approved at the terminal"),
+        PersonReply::Once => ApprovalAnswer::approve(format!("approved {place}")),
         PersonReply::Always(entry) | PersonReply::Save(entry) => {
             let reason = match saved {
-                None => format!("approved at the terminal; {entry} allowed for this run"),
+                None => format!("approved {place}; {entry} allowed for this run"),
                 Some(saved) => {
-                    format!("approved at the terminal; {entry} allowed for this run and {saved}")
+                    format!("approved {place}; {entry} allowed for this run and {saved}")
                 }
             };
             ApprovalAnswer::approve_always(reason, entry)
         }
-        PersonReply::No(reason) if reason.is_empty() => ApprovalAnswer::deny(REFUSED_REASON),
-        PersonReply::No(reason) => ApprovalAnswer::deny(format!("{REFUSED_REASON}: {reason}")),
+        PersonReply::No(reason) if reason.is_empty() => {
+            ApprovalAnswer::deny(format!("refused {place}"))
+        }
+        PersonReply::No(reason) => ApprovalAnswer::deny(format!("refused {place}: {reason}")),
         PersonReply::Closed => ApprovalAnswer::deny(CLOSED_REASON),
         PersonReply::Interrupted | PersonReply::Withdrawn => {
             ApprovalAnswer::deny(INTERRUPTED_REASON)

@@ -27,8 +27,9 @@ pub mod settings_rules;
 pub mod shell_words;
 
 pub use approval::{
-    terminal_answer, ApprovalAnswer, ApprovalProvider, ApprovalRequest, AutoApproval, DenyApproval,
-    Person, PersonReply, Preview, SaveAllow, TerminalApproval, Withdrawal,
+    person_answer, terminal_answer, ApprovalAnswer, ApprovalProvider, ApprovalRequest,
+    AutoApproval, DenyApproval, Person, PersonReply, Preview, SaveAllow, TerminalApproval,
+    Withdrawal,
 };
 pub use audit::{AuditEntry, AuditError, AuditRecord, AuditSink, JsonlAuditSink, MemoryAuditSink};
 pub use effect::{Effect, Scope};

@@ -111,9 +111,7 @@ impl ApprovalProvider for EditorAsks {
                     Some(entry) => PersonReply::Always(entry.to_owned()),
                     None => PersonReply::Once,
                 },
-                Ok(Some(option)) if option == REJECT_ONCE => {
-                    PersonReply::No("rejected in the editor".into())
-                }
+                Ok(Some(option)) if option == REJECT_ONCE => PersonReply::No(String::new()),
                 Ok(Some(other)) => PersonReply::Failed(format!("the editor chose an option troupe did not offer: {other}")),
                 // The editor cancelled the ask (its prompt was cancelled).
                 Ok(None) => PersonReply::Interrupted,

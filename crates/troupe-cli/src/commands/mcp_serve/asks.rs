@@ -30,9 +30,6 @@ pub const HOW_TO_ALLOW: &str = "to allow such calls without asking: `troupe mcp 
      [\"write_file(docs/**)\"]`); to be asked: a client with MCP elicitation, or `[approvals] \
      no_terminal = \"wait\"` and troupe_answer for each request";
 
-/// A person's no without a reason.
-const NO_REASON: &str = "denied in the MCP client";
-
 /// `--approval ask` with a client that can be asked: each ask is an elicitation.
 pub struct Elicited {
     peer: Peer<RoleServer>,
@@ -83,17 +80,14 @@ impl Elicited {
                     .to_owned();
                 match content.get("approve").and_then(serde_json::Value::as_bool) {
                     Some(true) => PersonReply::Once,
-                    Some(false) if reason.is_empty() => PersonReply::No(NO_REASON.to_owned()),
                     Some(false) => PersonReply::No(reason),
                     None => PersonReply::Failed(
                         "the MCP client's answer had no yes/no (approve)".to_owned(),
                     ),
                 }
             }
-            ElicitationAction::Decline => PersonReply::No("declined in the MCP client".to_owned()),
-            ElicitationAction::Cancel => {
-                PersonReply::No("dismissed in the MCP client without an answer".to_owned())
-            }
+            ElicitationAction::Decline => PersonReply::No(String::new()),
+            ElicitationAction::Cancel => PersonReply::No("dismissed without an answer".to_owned()),
             _ => PersonReply::Failed("the MCP client answered with an unknown action".to_owned()),
         }
     }

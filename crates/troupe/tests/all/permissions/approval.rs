@@ -220,3 +220,20 @@ async fn a_prompt_waiting_for_an_answer_is_denied_when_cancelled_and_later_ones_
     );
     assert_eq!(out.text().matches("Allow?").count(), 1);
 }
+
+#[test]
+fn a_persons_answer_says_where_it_was_given() {
+    use troupe::permissions::{person_answer, PersonReply};
+    assert_eq!(
+        person_answer(PersonReply::No(String::new()), None, "acp"),
+        ApprovalAnswer::deny("refused in the editor")
+    );
+    assert_eq!(
+        person_answer(PersonReply::No("not now".into()), None, "mcp"),
+        ApprovalAnswer::deny("refused by the MCP client: not now")
+    );
+    assert_eq!(
+        person_answer(PersonReply::Once, None, "terminal"),
+        ApprovalAnswer::approve("approved at the terminal")
+    );
+}
