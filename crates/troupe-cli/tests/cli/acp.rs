@@ -227,7 +227,12 @@ impl Raw {
     }
 
     fn start_with(ws: &Path, script: &str, options: &[&str]) -> Self {
+        Self::start_env(ws, script, options, &[])
+    }
+
+    fn start_env(ws: &Path, script: &str, options: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = super::support::command(ws)
+            .envs(env.iter().copied())
             .args([
                 "--workspace",
                 ws.to_str().unwrap(),
@@ -271,6 +276,51 @@ impl Raw {
         }
         response
     }
+}
+
+#[test]
+fn the_key_never_reaches_the_editor() {
+    let (_dir, ws) = workspace();
+    let key = "sk-acp-test-0123456789abcdef";
+    let script = write_script(
+        &ws,
+        "script.json",
+        &json!({"agents": {"lead": [
+            {"text": format!("echoing {key}"), "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "k.txt", "content": format!("key={key}\n")}},
+            ]},
+            text("done"),
+        ]}}),
+    );
+    let mut acp = Raw::start_env(
+        &ws,
+        &script,
+        &["--approval", "auto"],
+        &[("OPENAI_API_KEY", key)],
+    );
+    acp.request(1, "initialize", json!({"protocolVersion": 1}));
+    let session = acp.request(2, "session/new", json!({"cwd": ws, "mcpServers": []}));
+    let id = session["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut seen = Vec::new();
+    let mut response = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": id, "prompt": [{"type": "text", "text": "write the key"}]}),
+    );
+    while response.get("id") != Some(&json!(3)) {
+        seen.push(response.to_string());
+        let mut line = String::new();
+        acp.out.read_line(&mut line).unwrap();
+        response = serde_json::from_str(&line).unwrap();
+    }
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let seen = seen.join("\n");
+    assert!(seen.contains("k.txt"), "the write was shown: {seen}");
+    assert!(!seen.contains(key), "the key reached the editor: {seen}");
+    // The diff of a second write shows the file's old text: cleared of the key too.
+    assert!(std::fs::read_to_string(ws.join("k.txt"))
+        .unwrap()
+        .contains(key));
 }
 
 #[test]

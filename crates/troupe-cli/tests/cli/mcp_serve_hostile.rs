@@ -21,8 +21,13 @@ struct Raw {
 
 impl Raw {
     fn start(ws: &Path, script: &str) -> Self {
+        Self::start_env(ws, script, &[])
+    }
+
+    fn start_env(ws: &Path, script: &str, env: &[(&str, &str)]) -> Self {
         let mut command = crate::support::command(ws);
         command
+            .envs(env.iter().copied())
             .args(["--workspace", ws.to_str().unwrap(), "mcp", "serve"])
             .args(["--approval", "auto", "--model-script", script])
             .stdin(Stdio::piped())
@@ -186,4 +191,33 @@ fn hostile_input_is_answered_with_an_error_and_the_server_stays() {
     // The client closes stdin: the server ends, exit 0.
     let status = raw.close();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn the_key_never_reaches_the_client() {
+    let (_dir, ws) = workspace();
+    let scripts = tempfile::tempdir().unwrap();
+    let key = "sk-mcp-test-0123456789abcdef";
+    let script = script(
+        scripts.path(),
+        &json!({"agents": {"lead": [{"text": format!("the key is {key}")}]}}),
+    );
+    let mut raw = Raw::start_env(&ws, &script, &[("OPENAI_API_KEY", key)]);
+    raw.send_json(&json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}
+    }));
+    raw.until_answers(&[1]);
+    raw.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    raw.send_json(&json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "troupe_run", "arguments": {"prompt": "say the key"},
+                   "_meta": {"progressToken": "p"}}
+    }));
+    let seen = raw.until_answers(&[2]);
+    let text = serde_json::to_string(&seen).unwrap();
+    assert!(text.contains("the key is"), "the answer came back: {text}");
+    assert!(!text.contains(key), "the key reached the client: {text}");
+    assert!(raw.close().success());
 }

@@ -92,6 +92,19 @@ impl Redactor {
         }
     }
 
+    /// Replaces every secret in every string of `value`, in place (what a front end sends
+    /// out: an editor's updates, an MCP client's results).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => self.redact_in_place(text),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            serde_json::Value::Object(fields) => {
+                fields.values_mut().for_each(|v| self.redact_json(v));
+            }
+            _ => {}
+        }
+    }
+
     /// How many bytes past a cut [`cut_end`](Self::cut_end) needs to see (and how many before
     /// it [`cut_start`](Self::cut_start) needs) to find every secret that straddles it: the
     /// longest secret's length less one.

@@ -96,6 +96,7 @@ impl ApprovalProvider for EditorAsks {
             "rawInput": request.arguments,
             "_meta": {"troupe": {"agent": agent, "tool": request.tool}},
         });
+        let tool_call = self.updates.redacted(tool_call);
         let Some(asked) = permission_request(self.updates.session_id(), tool_call, options) else {
             return PersonReply::Failed(
                 "the editor's permission request could not be built".into(),

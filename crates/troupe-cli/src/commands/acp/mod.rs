@@ -309,7 +309,12 @@ impl Server {
             }
         }
         let session = self.keep(&id, workspace, core);
-        let updates = Updates::new(cx, id, session.workspace.clone());
+        let updates = Updates::new(
+            cx,
+            id,
+            session.workspace.clone(),
+            session.core.redactor().clone(),
+        );
         replay::replay(&session.core, &updates)
             .await
             .map_err(|e| error(INTERNAL, e.to_string()))?;
@@ -388,8 +393,13 @@ impl Server {
             ask
         });
         let updates = Arc::new(
-            Updates::new(cx.clone(), session.id.clone(), session.workspace.clone())
-                .asking_plans(plans),
+            Updates::new(
+                cx.clone(),
+                session.id.clone(),
+                session.workspace.clone(),
+                session.core.redactor().clone(),
+            )
+            .asking_plans(plans),
         );
         let asker_updates = updates.clone();
         let asker: Asker =

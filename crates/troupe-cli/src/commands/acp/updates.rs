@@ -23,9 +23,42 @@ use serde_json::{json, Value};
 use troupe::agent::RunObserver;
 use troupe::model::progress::CallProgress;
 use troupe::model::ToolCall;
+use troupe::secrets::Redactor;
 use troupe::store::events::{kinds, EventListener};
 use troupe::tools::dispatch::ToolOutcome;
 use troupe::wire::{AgentName, Event};
+
+/// The lead's text of one model call as it streams, sent cleared of the run's secrets: the
+/// last bytes (as many as the longest secret, less one) wait for the next piece, so that a
+/// secret split across pieces is never sent in part.
+#[derive(Default)]
+struct Streamed {
+    /// All the call's text so far, as the model sent it.
+    text: String,
+    /// How much of its redacted form has been sent.
+    sent: usize,
+}
+
+impl Streamed {
+    /// What to send now of the text so far (all of it when `last`).
+    fn next(&mut self, redactor: &Redactor, last: bool) -> Option<String> {
+        let redacted = redactor.redact(&self.text);
+        let mut end = if last {
+            redacted.len()
+        } else {
+            redacted.len().saturating_sub(redactor.margin())
+        };
+        while !redacted.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end <= self.sent {
+            return None;
+        }
+        let piece = redacted[self.sent..end].to_owned();
+        self.sent = end;
+        Some(piece)
+    }
+}
 
 /// Asks the editor about a plan request (its id, the teammate that sent it).
 pub type PlanAsker = Box<dyn Fn(String, String) + Send + Sync>;
@@ -40,6 +73,9 @@ pub struct Updates {
     connection: ConnectionTo<Client>,
     session_id: String,
     workspace: PathBuf,
+    /// Every string sent is cleared of the run's secrets (a model may echo a key; a file
+    /// shown in a diff may hold one).
+    redactor: Redactor,
     /// Asks the editor about a plan waiting for the lead (its request id, the teammate), when
     /// the person answers plans in the editor (`--approval ask`).
     plans: Option<PlanAsker>,
@@ -48,9 +84,9 @@ pub struct Updates {
 
 #[derive(Default)]
 struct State {
-    /// Whether the lead's current model call streamed its text (its whole-text event is then
-    /// not sent again).
-    streamed: bool,
+    /// The text the lead's current model call streamed, when it streamed any (its whole-text
+    /// event then only ends it).
+    streamed: Option<Streamed>,
     /// Each agent's tool call under way (for a permission ask to name it).
     calls: HashMap<String, String>,
     /// The lead's todo list: (content, status).
@@ -60,11 +96,17 @@ struct State {
 }
 
 impl Updates {
-    pub fn new(connection: ConnectionTo<Client>, session_id: String, workspace: PathBuf) -> Self {
+    pub fn new(
+        connection: ConnectionTo<Client>,
+        session_id: String,
+        workspace: PathBuf,
+        redactor: Redactor,
+    ) -> Self {
         Self {
             connection,
             session_id,
             workspace,
+            redactor,
             plans: None,
             state: Mutex::default(),
         }
@@ -88,9 +130,29 @@ impl Updates {
         troupe::sync::lock(&self.state).calls.get(agent).cloned()
     }
 
+    fn message_chunk(&self, text: &str) {
+        self.send(json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        }));
+    }
+
+    /// Sends what a stream held back.
+    fn end_stream(&self, streamed: Option<Streamed>) {
+        if let Some(piece) = streamed.and_then(|mut s| s.next(&self.redactor, true)) {
+            self.message_chunk(&piece);
+        }
+    }
+
+    /// `value` with every string cleared of the run's secrets.
+    pub fn redacted(&self, mut value: Value) -> Value {
+        self.redactor.redact_json(&mut value);
+        value
+    }
+
     /// Sends one update (its wire form: `{"sessionUpdate": …}`).
     pub fn send(&self, update: Value) {
-        let value = json!({"sessionId": self.session_id, "update": update});
+        let value = self.redacted(json!({"sessionId": self.session_id, "update": update}));
         match serde_json::from_value::<SessionNotification>(value) {
             Ok(notification) => {
                 if let Err(e) = self.connection.send_notification(notification) {
@@ -205,7 +267,8 @@ fn arguments(call: &ToolCall) -> Value {
 impl RunObserver for Updates {
     fn model_call_started(&self, agent: &AgentName, _call_number: usize) {
         if agent.is_lead() {
-            troupe::sync::lock(&self.state).streamed = false;
+            let streamed = troupe::sync::lock(&self.state).streamed.take();
+            self.end_stream(streamed);
         }
     }
 
@@ -213,11 +276,11 @@ impl RunObserver for Updates {
     fn model_progress(&self, agent: &AgentName, progress: &CallProgress) {
         if let (true, CallProgress::Text(piece)) = (agent.is_lead(), progress) {
             let mut state = troupe::sync::lock(&self.state);
-            state.streamed = true;
-            self.send(json!({
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": piece},
-            }));
+            let streamed = state.streamed.get_or_insert_with(Streamed::default);
+            streamed.text.push_str(piece);
+            if let Some(piece) = streamed.next(&self.redactor, false) {
+                self.message_chunk(&piece);
+            }
         }
     }
 
@@ -284,13 +347,12 @@ impl EventListener for Updates {
                     return;
                 };
                 if event.agent == "lead" {
-                    if std::mem::take(&mut troupe::sync::lock(&self.state).streamed) {
-                        return;
+                    let streamed = troupe::sync::lock(&self.state).streamed.take();
+                    if streamed.is_some() {
+                        self.end_stream(streamed);
+                    } else {
+                        self.message_chunk(text);
                     }
-                    self.send(json!({
-                        "sessionUpdate": "agent_message_chunk",
-                        "content": {"type": "text", "text": text},
-                    }));
                 } else {
                     self.send(json!({
                         "sessionUpdate": "agent_thought_chunk",
@@ -338,6 +400,43 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    #[test]
+    fn a_secret_split_across_streamed_pieces_is_never_sent_in_part() {
+        let secret = "sk-secret-0123456789";
+        let redactor = Redactor::new([secret]);
+        let mut streamed = Streamed::default();
+        let mut sent = String::new();
+        for piece in ["the key is sk-se", "cret-01234", "56789, é done"] {
+            streamed.text.push_str(piece);
+            if let Some(piece) = streamed.next(&redactor, false) {
+                sent.push_str(&piece);
+            }
+            assert!(
+                !sent.contains("sk-"),
+                "a part of the secret was sent: {sent}"
+            );
+        }
+        sent.push_str(&streamed.next(&redactor, true).unwrap_or_default());
+        assert_eq!(
+            sent,
+            redactor.redact("the key is sk-secret-0123456789, é done")
+        );
+        assert!(!sent.contains("sk-se"), "{sent}");
+    }
+
+    #[test]
+    fn every_string_of_an_update_is_cleared_of_the_secrets() {
+        let redactor = Redactor::new(["sk-secret-0123456789"]);
+        let mut value =
+            json!({"a": ["x sk-secret-0123456789 y", {"b": "sk-secret-0123456789"}], "n": 1});
+        redactor.redact_json(&mut value);
+        assert!(
+            !value.to_string().contains("sk-secret-0123456789"),
+            "{value}"
+        );
+        assert_eq!(value["n"], 1);
+    }
 
     #[test]
     fn tools_have_acp_kinds_and_titles_name_the_agent() {

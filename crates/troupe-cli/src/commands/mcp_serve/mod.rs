@@ -155,8 +155,18 @@ impl ServerHandler for Server {
                 ))
             }
         };
-        Ok(result.into())
+        Ok(redacted(self.core.redactor(), result).into())
     }
+}
+
+/// `result` with every string cleared of the run's secrets: what a lead echoes (an answer, a
+/// file's text) goes to another model.
+fn redacted(redactor: &troupe::secrets::Redactor, result: CallToolResult) -> CallToolResult {
+    let Ok(mut value) = serde_json::to_value(&result) else {
+        return result;
+    };
+    redactor.redact_json(&mut value);
+    serde_json::from_value(value).unwrap_or(result)
 }
 
 /// The four tools, with their arguments' schemas.

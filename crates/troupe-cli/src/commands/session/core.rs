@@ -128,6 +128,12 @@ impl Core {
         }))
     }
 
+    /// The run's secrets (the model's key, the credentials taken from the environment), for a
+    /// front end to keep out of what it shows.
+    pub fn redactor(&self) -> &troupe::secrets::Redactor {
+        &self.template.redactor
+    }
+
     /// The team's stores.
     pub fn store(&self) -> &StoreChoice {
         &self.template.store
