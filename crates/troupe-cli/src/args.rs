@@ -73,7 +73,7 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TeamFlags {
     /// How write and execute tools are approved (in a session, `ask` asks in its view; under
-    /// `mcp serve`, through the MCP client).
+    /// `acp`, in the editor; under `mcp serve`, through the MCP client).
     #[arg(long, value_enum, default_value_t = ApprovalMode::Ask)]
     pub approval: ApprovalMode,
     /// The most model calls in one turn of any agent.
@@ -456,8 +456,9 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// The MCP servers of the settings (`[[mcp_servers]]`): each started briefly (within its
-    /// startup timeout) to show its state and tools, then stopped. Creates nothing.
+    /// MCP: `list` shows the servers of the settings (`[[mcp_servers]]`), each started briefly
+    /// to show its state and tools (creates nothing); `serve` is troupe as an MCP server on
+    /// stdin and stdout, for a client to hand work to the team.
     Mcp {
         #[command(subcommand)]
         action: McpAction,
