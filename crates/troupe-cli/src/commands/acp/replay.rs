@@ -9,7 +9,7 @@ use troupe::bootstrap::TeamView;
 use troupe::model::ChatMessage;
 use troupe::wire::AgentName;
 
-use super::updates::{title, tool_kind, Updates};
+use super::updates::{call_ended, call_started, Updates};
 use crate::commands::session::core::Core;
 use crate::error::CliError;
 
@@ -46,32 +46,17 @@ fn updates_of(messages: &[ChatMessage]) -> Vec<Value> {
                     }));
                 }
                 for call in &assistant.tool_calls {
-                    let args: Value = serde_json::from_str(&call.arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-                    updates.push(json!({
-                        "sessionUpdate": "tool_call",
-                        "toolCallId": format!("lead:{}", call.id),
-                        "title": title("lead", &call.name, &args),
-                        "kind": tool_kind(&call.name),
-                        "status": "in_progress",
-                        "rawInput": args,
-                        "_meta": {"troupe": {"agent": "lead", "tool": call.name}},
-                    }));
+                    updates.push(call_started("lead", call));
                 }
             }
             ChatMessage::Tool {
                 tool_call_id,
                 content,
-            } => {
-                let shown: String = content.chars().take(2_000).collect();
-                let failed = content.starts_with("Error [");
-                updates.push(json!({
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": format!("lead:{tool_call_id}"),
-                    "status": if failed { "failed" } else { "completed" },
-                    "content": [{"type": "content", "content": {"type": "text", "text": shown}}],
-                }));
-            }
+            } => updates.push(call_ended(
+                &format!("lead:{tool_call_id}"),
+                content,
+                content.starts_with("Error ["),
+            )),
         }
     }
     updates

@@ -260,6 +260,31 @@ fn call_id(agent: &AgentName, call: &ToolCall) -> String {
     format!("{agent}:{}", call.id)
 }
 
+/// The `tool_call` update of `agent`'s `call` as it starts (live, or replayed).
+pub fn call_started(agent: &str, call: &ToolCall) -> Value {
+    let args = arguments(call);
+    json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": format!("{agent}:{}", call.id),
+        "title": title(agent, &call.name, &args),
+        "kind": tool_kind(&call.name),
+        "status": "in_progress",
+        "rawInput": args,
+        "_meta": {"troupe": {"agent": agent, "tool": call.name}},
+    })
+}
+
+/// The `tool_call_update` of the call `id` as it ends with `result` (its first characters).
+pub fn call_ended(id: &str, result: &str, failed: bool) -> Value {
+    let shown: String = result.chars().take(RESULT_CHARS).collect();
+    json!({
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": id,
+        "status": if failed { "failed" } else { "completed" },
+        "content": [{"type": "content", "content": {"type": "text", "text": shown}}],
+    })
+}
+
 fn arguments(call: &ToolCall) -> Value {
     serde_json::from_str(&call.arguments).unwrap_or_else(|_| Value::String(call.arguments.clone()))
 }
@@ -287,15 +312,7 @@ impl RunObserver for Updates {
     fn tool_started(&self, agent: &AgentName, call: &ToolCall) {
         let args = arguments(call);
         let id = call_id(agent, call);
-        let mut update = json!({
-            "sessionUpdate": "tool_call",
-            "toolCallId": id,
-            "title": title(agent.as_str(), &call.name, &args),
-            "kind": tool_kind(&call.name),
-            "status": "in_progress",
-            "rawInput": args,
-            "_meta": {"troupe": {"agent": agent.as_str(), "tool": call.name}},
-        });
+        let mut update = call_started(agent.as_str(), call);
         if let Some(diff) = self.diff(&call.name, &args) {
             update["content"] = json!([diff]);
         }
@@ -323,18 +340,13 @@ impl RunObserver for Updates {
 
     fn tool_finished(&self, agent: &AgentName, call: &ToolCall, outcome: &ToolOutcome) {
         let id = call_id(agent, call);
-        let shown: String = outcome.content.chars().take(RESULT_CHARS).collect();
         let mut state = troupe::sync::lock(&self.state);
         if state.calls.get(agent.as_str()) == Some(&id) {
             state.calls.remove(agent.as_str());
         }
-        self.send(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": id,
-            "status": if outcome.is_error { "failed" } else { "completed" },
-            "content": [{"type": "content", "content": {"type": "text", "text": shown}}],
-            "_meta": {"troupe": {"agent": agent.as_str(), "tool": call.name}},
-        }));
+        let mut update = call_ended(&id, &outcome.content, outcome.is_error);
+        update["_meta"] = json!({"troupe": {"agent": agent.as_str(), "tool": call.name}});
+        self.send(update);
     }
 }
 
