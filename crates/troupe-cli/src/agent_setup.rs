@@ -110,6 +110,14 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
         .model_script
         .clone()
         .or_else(|| settings.model.script.as_ref().map(|s| s.value.clone()));
+    if let Some(file) = &args.model_recording {
+        return Ok(Models {
+            chooser: answered_from_recording(file)?,
+            redactor: troupe::secrets::process_redactor(),
+            name: troupe::model::scripted::SCRIPTED_MODEL_NAME.to_owned(),
+            provider: "troupe.recording",
+        });
+    }
     if let Some(script) = &script {
         let model = ScriptedModel::from_json_file(script)
             .map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
@@ -159,6 +167,26 @@ pub fn models(args: &ModelFlags, loaded: &Loaded) -> Result<Models, CliError> {
             troupe::model::config::Provider::Anthropic => "anthropic",
         },
     })
+}
+
+/// `--model-recording FILE`: each agent answered with its recorded answers, in its order,
+/// whatever it asks.
+fn answered_from_recording(file: &Path) -> Result<Arc<dyn ModelChooser>, CliError> {
+    use troupe::replay::{Mode, PlayOptions, Player, Recording};
+    let recording =
+        Recording::load(file).map_err(|e| CliError::usage(e.to_string()).with_code(e.code()))?;
+    let player = Player::new(
+        recording,
+        PlayOptions {
+            mode: Mode::AnswerOnly,
+            until: None,
+            live: None,
+            stall: std::time::Duration::from_secs(60),
+            workspace: String::new(),
+            redactor: troupe::secrets::process_redactor(),
+        },
+    );
+    Ok(player.models())
 }
 
 /// The model every agent uses, the redactor of its secrets, and its name (for the built-in

@@ -161,8 +161,13 @@ pub struct ModelFlags {
     #[arg(long, value_name = "NAME")]
     pub fallback_model: Option<String>,
     /// Answer every agent from a scripted model file instead of a server (no network, no key).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "model_recording")]
     pub model_script: Option<PathBuf>,
+    /// Answer every agent from a recorded run (`.troupe/recordings/<run>.jsonl`): each agent
+    /// gets its recorded answers in order, whatever it asks (no network, no key; `troupe
+    /// replay` is the one that compares the requests).
+    #[arg(long, value_name = "FILE")]
+    pub model_recording: Option<PathBuf>,
     /// The model's context window in tokens, overriding the built-in table
     /// (also TROUPE_CONTEXT_WINDOW).
     #[arg(long, value_name = "TOKENS")]
@@ -185,6 +190,51 @@ pub struct StoreFlags {
     /// `[store] url` names a shared store.
     #[arg(long, conflicts_with_all = ["store", "team"])]
     pub local: bool,
+}
+
+/// `troupe replay`: a recorded run played again.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The run: its id (or a unique prefix of at least 8 characters), `last`, or a recording
+    /// file.
+    pub run: String,
+    /// Rebuild the starting point in this folder (new or empty) and leave it there (default:
+    /// a temporary folder, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    pub into: Option<PathBuf>,
+    /// Stop after this call of the recorded global order (numbered from 1), leaving --into DIR
+    /// as a workspace at that point: `troupe run --workspace DIR --continue` goes on from it.
+    #[arg(long, value_name = "CALL", requires = "into")]
+    pub until: Option<usize>,
+    /// At the first difference, go on with the configured model instead of stopping.
+    #[arg(long)]
+    pub live_after_divergence: bool,
+    /// The model to go on with after a divergence (as `troupe run`'s flags).
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// How long replay waits for the call that comes next in the recorded order before it
+    /// says the run stalled (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub stall_timeout: String,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `troupe eval`: a suite of cases run and checked.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The suite file (TOML).
+    pub suite: PathBuf,
+    /// How many repetitions run at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// `troupe worker`: runs teammates of a shared team in this process and workspace.
@@ -402,6 +452,15 @@ pub enum Command {
     /// Protocol on stdin and stdout. A session is a workspace and its lead's conversation;
     /// the team's tool calls, diffs, plan and permission asks show in the editor.
     Acp(SessionArgs),
+    /// Replay a recorded run with no key and no network: the same prompt from the same
+    /// starting point, with today's settings, prompts, definitions and tools, every model call
+    /// answered from the recording in its recorded order; stops (exit 1) at the first request
+    /// that differs from the recorded one, with a diff.
+    Replay(ReplayArgs),
+    /// Evaluate a team: run each case of a suite (prompt, fixture, model, checks) in fresh
+    /// copies, and report pass rates, tokens, cost and time (exit 1 when a case passes less
+    /// often than its min_pass).
+    Eval(EvalArgs),
     /// The team in a full-screen terminal view: one pane per agent, pending plan requests,
     /// tokens; keys answer a plan and message an agent (q quits). Follows the live stream.
     Watch {
@@ -590,6 +649,8 @@ impl Command {
             | Self::Mcp { .. }
             | Self::Session(_)
             | Self::Acp(_)
+            | Self::Replay(_)
+            | Self::Eval(_)
             | Self::Watch { .. } => RuntimeFlavor::MultiThread,
             Self::Review { .. }
             | Self::Approve { .. }
@@ -651,7 +712,9 @@ impl Command {
             | Self::Compact { json, .. }
             | Self::Config { json, .. } => *json,
             Self::Log(args) => args.json,
+            Self::Replay(args) => args.json,
             Self::Demo { .. }
+            | Self::Eval(_)
             | Self::Worker(_)
             | Self::Review { .. }
             | Self::Serve { .. }

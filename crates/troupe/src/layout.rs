@@ -123,6 +123,16 @@ impl Layout {
         self.memory_dir().join(".memory.lock")
     }
 
+    /// `.troupe/recordings`: one `<run-id>.jsonl` per run, what replay needs.
+    pub fn recordings_dir(&self) -> PathBuf {
+        self.state_dir().join("recordings")
+    }
+
+    /// `.troupe/recordings/<run-id>.jsonl`: run `run`'s model calls and starting point.
+    pub fn recording(&self, run: &str) -> PathBuf {
+        self.recordings_dir().join(format!("{run}.jsonl"))
+    }
+
     /// `.troupe/usage.jsonl`: the token usage of every model response.
     pub fn usage_log(&self) -> PathBuf {
         self.state_dir().join("usage.jsonl")

@@ -70,6 +70,7 @@ pub mod permissions;
 pub mod prices;
 pub mod process;
 pub mod protected;
+pub mod replay;
 pub mod sandbox;
 pub mod secrets;
 pub mod send;

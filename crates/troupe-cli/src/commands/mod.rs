@@ -10,12 +10,14 @@ pub(crate) mod config;
 mod config_approvals;
 mod config_cost;
 mod demo;
+mod eval;
 mod init;
 pub(crate) mod inspect;
 pub(crate) mod log;
 mod mcp;
 mod mcp_serve;
 mod memory;
+mod replay;
 mod review;
 pub(crate) mod run;
 mod send;
@@ -177,6 +179,8 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Session(args) => session::session(&resolve_workspace(cli.workspace)?, args).await,
         Command::Acp(args) => acp::acp(&resolve_workspace(cli.workspace)?, args).await,
+        Command::Replay(args) => replay::replay(&resolve_workspace(cli.workspace)?, args).await,
+        Command::Eval(args) => eval::eval(&resolve_workspace(cli.workspace)?, args).await,
         Command::Watch { store } => {
             crate::watch::watch(&resolve_workspace(cli.workspace)?, &store).await
         }

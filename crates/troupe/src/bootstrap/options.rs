@@ -42,6 +42,12 @@ pub trait ModelChooser: Send + Sync {
         let _ = model;
         self.model_for(agent)
     }
+
+    /// How the lead's events are grouped into turns, when these models need it (a replay's
+    /// do: `replay::Player`); none: as they come.
+    fn pacing(&self) -> Option<Arc<dyn crate::team::EventPacing>> {
+        None
+    }
 }
 
 /// One OpenAI client per distinct model name, on the same endpoint, key and retry settings.

@@ -51,6 +51,8 @@ pub(super) struct Start {
     pub(super) jobs: Arc<JobSupervisor>,
     /// The run's approval provider as durable requests, bound once the team is built.
     pub(super) requests: Arc<crate::approvals::RequestedApproval>,
+    /// This run's recording of its model calls (a lead's, on files), ended at close.
+    pub(super) recorder: Option<Arc<crate::replay::Recorder>>,
 }
 
 /// The prologue of a run on `settings`, as `role` (`lead`, `worker`) of its team: the run
@@ -66,6 +68,9 @@ pub(super) async fn start(
     let pg = open_shared(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role).await?;
+    let recorder = (role == "lead" && pg.is_none())
+        .then(|| record(&layout, settings, &events))
+        .flatten();
     let stores = open_stores(&layout, settings, &events, pg).await?;
     finish_earlier_run(&layout, settings, &stores).await?;
     let base_policy = PermissionPolicy::from_settings(
@@ -84,8 +89,69 @@ pub(super) async fn start(
         base_policy,
         jobs,
         requests,
+        recorder,
     };
     Ok((start, job_completions))
+}
+
+/// Starts the run's recording and puts it between the team and its models: its start line
+/// (prompt, settings digest, git starting point) now. A recording that cannot be started is
+/// said once and the run goes on without it.
+fn record(
+    layout: &Layout,
+    settings: &mut TeamSettings,
+    events: &EventLog,
+) -> Option<Arc<crate::replay::Recorder>> {
+    use crate::replay::{record, start_point, Recorder, RecordingModels};
+    let workspace = std::fs::canonicalize(&settings.workspace)
+        .unwrap_or_else(|_| settings.workspace.clone())
+        .to_string_lossy()
+        .into_owned();
+    let start = record::Start {
+        version: record::VERSION,
+        run: events.run_id().to_owned(),
+        at: settings.clock.now().to_string(),
+        prompt: settings.events.prompt.clone(),
+        workspace,
+        settings: start_point::settings_digest(&settings.workspace),
+        git: start_point::git_start(&settings.workspace),
+    };
+    match Recorder::open(layout, start, settings.redactor.clone()) {
+        Ok(recorder) => {
+            settings.models = Arc::new(RecordingModels {
+                inner: settings.models.clone(),
+                recorder: recorder.clone(),
+            });
+            Some(recorder)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the run is not recorded");
+            None
+        }
+    }
+}
+
+/// Ends the run's recording with the digest of the workspace's files (on the blocking pool).
+pub(super) async fn end_recording(
+    recorder: Option<&Arc<crate::replay::Recorder>>,
+    settings_workspace: &std::path::Path,
+    clock: &dyn Clock,
+) {
+    let Some(recorder) = recorder else {
+        return;
+    };
+    let root = settings_workspace.to_owned();
+    let tree = crate::sync::offload("digesting the workspace", move || {
+        crate::replay::start_point::tree_digest(&root)
+    })
+    .await
+    .ok()
+    .flatten();
+    recorder.finish(crate::replay::record::End {
+        at: clock.now().to_string(),
+        files: tree.as_ref().map_or(0, |(_, files)| *files),
+        tree: tree.map(|(digest, _)| digest),
+    });
 }
 
 /// The stores of a run, opened once; recovery has put claimed messages back to `ready/`.

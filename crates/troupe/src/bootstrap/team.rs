@@ -24,7 +24,7 @@ use crate::team::{Driver, ExternalEvents, TeamRuntime};
 use super::factory::{team_runtime, Crew};
 use super::lead::lead;
 use super::options::{BootstrapError, TeamSettings};
-use super::start::{close, start, Held, Start};
+use super::start::{close, end_recording, start, Held, Start};
 
 /// A built team, ready to drive.
 pub struct Team {
@@ -52,12 +52,18 @@ pub struct Team {
     task_returns: Option<UnboundedReceiver<crate::store::tasks::Task>>,
     /// The watch, the MCP servers, a shared team's parts and the run lock.
     held: Held,
+    /// How the lead's events are grouped into turns (a replay's models pace them).
+    pacing: Option<Arc<dyn crate::team::EventPacing>>,
+    /// The run's recording, ended at close with the workspace's final tree.
+    recorder: Option<Arc<crate::replay::Recorder>>,
+    workspace: PathBuf,
+    clock: Arc<dyn crate::clock::Clock>,
 }
 
 impl Team {
     /// The driver of this team's run; it takes the job and cron event channels (once).
     pub fn driver(&mut self) -> Driver {
-        Driver::with_external(
+        let mut driver = Driver::with_external(
             self.runtime.clone(),
             ExternalEvents {
                 jobs: Some(self.jobs.clone()),
@@ -65,7 +71,14 @@ impl Team {
                 cron_wakeups: self.cron_wakeups.take(),
                 task_returns: self.task_returns.take(),
             },
-        )
+        );
+        driver.pace_with(self.pacing.clone());
+        driver
+    }
+
+    /// Where this run's recording is, when it is recorded.
+    pub fn recording(&self) -> Option<PathBuf> {
+        self.recorder.as_ref().map(|r| r.path())
     }
 
     /// Closes in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe
@@ -74,6 +87,7 @@ impl Team {
     /// servers' process groups killed); then the watch and the run lock.
     pub async fn close(mut self) {
         close(&self.runtime, Some(&self.cron), &self.jobs, &mut self.held).await;
+        end_recording(self.recorder.as_ref(), &self.workspace, self.clock.as_ref()).await;
     }
 }
 
@@ -91,6 +105,7 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
         base_policy,
         jobs,
         requests,
+        recorder,
     } = start;
     super::approvals::bind(
         &requests,
@@ -148,6 +163,10 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
         cron_wakeups: Some(cron_wakeups),
         task_returns: Some(task_returns),
         held,
+        pacing: settings.models.pacing(),
+        recorder,
+        workspace: settings.workspace.clone(),
+        clock: settings.clock.clone(),
     })
 }
 

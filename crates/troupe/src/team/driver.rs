@@ -74,8 +74,29 @@ pub struct ExternalEvents {
     pub task_returns: Option<UnboundedReceiver<crate::store::tasks::Task>>,
 }
 
+/// How the lead's events are grouped into turns. A run takes whatever has arrived; a replay
+/// (`replay::Player`) waits for the events its recorded turn started with and puts them in the
+/// recorded order, so that timing never changes what the lead is asked.
+pub trait EventPacing: Send + Sync {
+    /// Given the history texts of the events at hand (not yet in the history): run the turn
+    /// now with them in this order (a permutation of their indexes), or wait for more.
+    fn arrange(&self, texts: &[String]) -> Pace;
+}
+
+/// What [`EventPacing::arrange`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pace {
+    Now(Vec<usize>),
+    /// Wait for more events, at most this long.
+    Wait(Duration),
+}
+
 pub struct Driver {
     team: TeamRuntime,
+    /// How the lead's events are grouped into turns (none: as they come).
+    pacing: Option<Arc<dyn EventPacing>>,
+    /// Events held back by the pacing until the rest of their turn's arrive.
+    paced: Vec<LeadEvent>,
     external: ExternalEvents,
     /// External events received while waiting, not yet turned into history.
     buffered: Vec<LeadEvent>,
@@ -97,6 +118,8 @@ impl Driver {
     pub fn with_external(team: TeamRuntime, external: ExternalEvents) -> Self {
         Self {
             team,
+            pacing: None,
+            paced: Vec::new(),
             external,
             buffered: Vec::new(),
             unfinished: Vec::new(),
@@ -104,6 +127,11 @@ impl Driver {
             retries: HashMap::new(),
             failures_seen: 0,
         }
+    }
+
+    /// Groups the lead's events into turns with `pacing` (a replay's).
+    pub fn pace_with(&mut self, pacing: Option<Arc<dyn EventPacing>>) {
+        self.pacing = pacing;
     }
 
     /// Every external event that has arrived, without waiting.
@@ -214,10 +242,30 @@ impl Driver {
                 return Ok(outcome);
             }
             let mut events = std::mem::take(&mut self.unfinished);
-            events.extend(self.take_external().await);
+            let mut fresh = std::mem::take(&mut self.paced);
+            fresh.extend(self.take_external().await);
             // Store calls (locks, disk) run off the async threads.
-            events.extend(self.claim_lead_events().await?);
-            events.extend(self.expiry_events().await?);
+            fresh.extend(self.claim_lead_events().await?);
+            fresh.extend(self.expiry_events().await?);
+            if let (Some(pacing), false) = (&self.pacing, fresh.is_empty()) {
+                let texts: Vec<String> = fresh.iter().map(LeadEvent::history_text).collect();
+                match pacing.arrange(&texts) {
+                    Pace::Now(order) => fresh = in_order(fresh, &order),
+                    Pace::Wait(at_most) => {
+                        self.paced = fresh;
+                        tokio::select! {
+                            () = cancel.cancelled() => {}
+                            () = self.team.changed() => {}
+                            () = tokio::time::sleep(at_most) => {}
+                        }
+                        if events.is_empty() {
+                            continue;
+                        }
+                        fresh = Vec::new();
+                    }
+                }
+            }
+            events.extend(fresh);
             if !events.is_empty() {
                 let mut appended = 0;
                 let handled: Vec<troupe_wire::MessageId> = events
@@ -540,6 +588,17 @@ impl Driver {
 }
 
 /// Receives from an optional channel; pends forever when there is none (or it closed).
+/// `events` in `order` (a permutation of their indexes; anything it leaves out goes last).
+fn in_order(events: Vec<LeadEvent>, order: &[usize]) -> Vec<LeadEvent> {
+    let mut slots: Vec<Option<LeadEvent>> = events.into_iter().map(Some).collect();
+    let mut out: Vec<LeadEvent> = order
+        .iter()
+        .filter_map(|&i| slots.get_mut(i)?.take())
+        .collect();
+    out.extend(slots.into_iter().flatten());
+    out
+}
+
 async fn recv_or_pend<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
     match rx.as_mut() {
         Some(rx) => match rx.recv().await {

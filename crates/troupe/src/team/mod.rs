@@ -47,7 +47,7 @@ pub mod runtime;
 pub mod tools;
 pub mod watch;
 
-pub use driver::{DriveError, DriveOutcome, Driver, ExternalEvents};
+pub use driver::{DriveError, DriveOutcome, Driver, EventPacing, ExternalEvents, Pace};
 pub use error::TeamError;
 pub use lead_only::LeadOnlyRule;
 pub use observer::{NoTeamObserver, RecordingObserver, TeamObserver, TeamUpdate};
