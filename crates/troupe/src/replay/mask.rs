@@ -3,10 +3,10 @@
 //!
 //! Masked: ids (UUIDs: message and request ids, which every run makes anew), times (`Z` times
 //! as troupe writes them), the workspace's path (replay runs in another folder), and the two
-//! parts of a living system prompt that follow the team's timing rather than its
-//! configuration — each teammate's status in the team section and the pending requests. A
-//! changed prompt, definition, tool description or tool result shows; a teammate that was
-//! `running` in one run and `idle` in the other does not.
+//! sections of a living system prompt that follow the team's timing rather than its
+//! configuration — the team (who is spawned yet, and each one's status) and the pending
+//! requests. A changed prompt, definition, tool description or tool result shows; a teammate
+//! that was `running` in one run and `idle` in the other does not.
 
 use sha2::{Digest, Sha256};
 
@@ -43,6 +43,8 @@ impl Masking {
         for line in self.text(text).lines() {
             if let Some(title) = line.strip_prefix("## ") {
                 section = if title.starts_with("Team") {
+                    out.push(line.to_owned());
+                    out.push("<team>".to_owned());
                     "team"
                 } else if title == "Pending requests" {
                     // Left out whole: the section comes and goes with the team's timing.
@@ -50,15 +52,13 @@ impl Masking {
                 } else {
                     ""
                 };
-                if section != "pending" {
+                if section.is_empty() {
                     out.push(line.to_owned());
                 }
                 continue;
             }
-            match section {
-                "pending" => {}
-                "team" => out.push(mask_status(line)),
-                _ => out.push(line.to_owned()),
+            if section.is_empty() {
+                out.push(line.to_owned());
             }
         }
         out.join("\n").trim_end().to_owned()
@@ -120,20 +120,6 @@ impl Masking {
 /// The lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A team line `- name (status): role` with its status masked.
-fn mask_status(line: &str) -> String {
-    let Some(rest) = line.strip_prefix("- ") else {
-        return line.to_owned();
-    };
-    let (Some(open), Some(close)) = (rest.find(" ("), rest.find("): ")) else {
-        return line.to_owned();
-    };
-    if open >= close {
-        return line.to_owned();
-    }
-    format!("- {} (<status>){}", &rest[..open], &rest[close + 1..])
 }
 
 /// Every UUID in `text`, in order (lowercased).
@@ -263,11 +249,11 @@ mod tests {
     }
 
     #[test]
-    fn a_system_prompt_masks_statuses_and_pending_requests_only() {
+    fn a_system_prompt_masks_the_team_and_the_pending_requests_only() {
         let m = Masking::new("/w");
         let a = "You are alice.\n\n## Team (led by lead)\n- bob (running): tester\n\n## Pending \
                  requests\n- plan_approval x from a to b: pending";
-        let b = "You are alice.\n\n## Team (led by lead)\n- bob (idle): tester";
+        let b = "You are alice.\n\n## Team (led by lead)\n(no teammates)";
         assert_eq!(m.system(a), m.system(b));
         let c = "You are alice!\n\n## Team (led by lead)\n- bob (idle): tester";
         assert_ne!(m.system(b), m.system(c));

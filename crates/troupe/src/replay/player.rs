@@ -379,16 +379,17 @@ impl EventPacing for Player {
         let mut order: Vec<(usize, usize)> = Vec::new();
         for (i, text) in texts.iter().enumerate() {
             let masked = self.now.text(text);
-            match (0..tail.len()).find(|&j| !used[j] && tail[j] == masked) {
-                Some(j) => {
-                    used[j] = true;
-                    order.push((j, i));
-                }
-                // Not an event of the recorded turn: the comparison will say so.
-                None => return identity(),
+            // An event that is not one of the recorded turn's waits for a later turn.
+            if let Some(j) = (0..tail.len()).find(|&j| !used[j] && tail[j] == masked) {
+                used[j] = true;
+                order.push((j, i));
             }
         }
-        if texts.len() < tail.len() {
+        if order.is_empty() {
+            // None of the recorded turn's events: the comparison will say how they differ.
+            return identity();
+        }
+        if order.len() < tail.len() {
             let since = match state.pacing {
                 Some((p, since)) if p == position => since,
                 _ => {

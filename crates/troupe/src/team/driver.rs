@@ -79,7 +79,8 @@ pub struct ExternalEvents {
 /// recorded order, so that timing never changes what the lead is asked.
 pub trait EventPacing: Send + Sync {
     /// Given the history texts of the events at hand (not yet in the history): run the turn
-    /// now with them in this order (a permutation of their indexes), or wait for more.
+    /// now with those named, in this order (the others are held for a later turn; an empty
+    /// list runs them all), or wait for more.
     fn arrange(&self, texts: &[String]) -> Pace;
 }
 
@@ -250,7 +251,11 @@ impl Driver {
             if let (Some(pacing), false) = (&self.pacing, fresh.is_empty()) {
                 let texts: Vec<String> = fresh.iter().map(LeadEvent::history_text).collect();
                 match pacing.arrange(&texts) {
-                    Pace::Now(order) => fresh = in_order(fresh, &order),
+                    Pace::Now(order) => {
+                        let (now, later) = in_order(fresh, &order);
+                        fresh = now;
+                        self.paced = later;
+                    }
                     Pace::Wait(at_most) => {
                         self.paced = fresh;
                         tokio::select! {
@@ -587,18 +592,21 @@ impl Driver {
     }
 }
 
-/// Receives from an optional channel; pends forever when there is none (or it closed).
-/// `events` in `order` (a permutation of their indexes; anything it leaves out goes last).
-fn in_order(events: Vec<LeadEvent>, order: &[usize]) -> Vec<LeadEvent> {
+/// The events `order` names, in its order, and the others (held for a later turn). An empty
+/// order takes them all, as they are.
+fn in_order(events: Vec<LeadEvent>, order: &[usize]) -> (Vec<LeadEvent>, Vec<LeadEvent>) {
+    if order.is_empty() {
+        return (events, Vec::new());
+    }
     let mut slots: Vec<Option<LeadEvent>> = events.into_iter().map(Some).collect();
-    let mut out: Vec<LeadEvent> = order
+    let now: Vec<LeadEvent> = order
         .iter()
         .filter_map(|&i| slots.get_mut(i)?.take())
         .collect();
-    out.extend(slots.into_iter().flatten());
-    out
+    (now, slots.into_iter().flatten().collect())
 }
 
+/// Receives from an optional channel; pends forever when there is none (or it closed).
 async fn recv_or_pend<T>(rx: &mut Option<UnboundedReceiver<T>>) -> Option<T> {
     match rx.as_mut() {
         Some(rx) => match rx.recv().await {

@@ -100,12 +100,7 @@ pub fn folder(into: Option<&Path>) -> Result<Folder, CliError> {
             std::fs::create_dir_all(dir)
                 .map_err(|e| CliError::failed(format!("cannot make {}: {e}", dir.display())))?;
         }
-        Err(e) => {
-            return Err(CliError::usage(format!(
-                "--into {}: {e}",
-                dir.display()
-            )))
-        }
+        Err(e) => return Err(CliError::usage(format!("--into {}: {e}", dir.display()))),
     }
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| CliError::failed(format!("cannot use {}: {e}", dir.display())))?;

@@ -33,8 +33,9 @@ pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> 
         ));
     }
     let file = find::recording(workspace, &args.run)?;
-    let recording = Recording::load(&file)
-        .map_err(|e| CliError::usage(e.to_string()).with_code(troupe::error::ErrorCode::code(&e)))?;
+    let recording = Recording::load(&file).map_err(|e| {
+        CliError::usage(e.to_string()).with_code(troupe::error::ErrorCode::code(&e))
+    })?;
     if recording.start.prompt.is_empty() {
         return Err(CliError::usage(format!(
             "run {} continued an earlier run (`troupe run --continue`): it has no prompt of its \
@@ -86,8 +87,8 @@ async fn play(
 ) -> Result<Played, CliError> {
     let run_args = run_args(&recording, file);
     let interrupt = Interrupt::default();
-    let mut prepared = prepare(workspace, &run_args, &interrupt)
-        .map_err(|e| trust_hint(e, workspace))?;
+    let mut prepared =
+        prepare(workspace, &run_args, &interrupt).map_err(|e| trust_hint(e, workspace))?;
     let live = if args.live_after_divergence {
         let loaded = crate::trust::load(workspace, crate::trust::Use::Run)?;
         let models = crate::agent_setup::models(&args.model, &loaded)?;

@@ -53,11 +53,10 @@ pub fn report(played: &Played, args: &ReplayArgs, kept: Option<&Path>) -> Result
             "every call matched, but the final tree differs from the recorded run's",
         )
         .with_code("replay_tree_differs")),
-        _ => Err(CliError::failed(format!(
-            "run {} diverged from its recording",
-            played.run
-        ))
-        .with_code("replay_diverged")),
+        _ => Err(
+            CliError::failed(format!("run {} diverged from its recording", played.run))
+                .with_code("replay_diverged"),
+        ),
     }
 }
 

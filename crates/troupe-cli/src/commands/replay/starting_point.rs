@@ -103,16 +103,23 @@ fn put_configuration(source: &Path, workspace: &Path) -> Result<(), CliError> {
     let definitions = troupe::team::definitions::DEFINITIONS_DIR;
     let (from, to) = (source.join(definitions), workspace.join(definitions));
     if to.is_dir() {
-        for entry in std::fs::read_dir(&to).map_err(|e| io("read", &to, &e))?.flatten() {
+        for entry in std::fs::read_dir(&to)
+            .map_err(|e| io("read", &to, &e))?
+            .flatten()
+        {
             let path = entry.path();
-            if path.extension().is_some_and(|e| e == "md") && !from.join(entry.file_name()).exists() {
+            if path.extension().is_some_and(|e| e == "md") && !from.join(entry.file_name()).exists()
+            {
                 std::fs::remove_file(&path).map_err(|e| io("remove", &path, &e))?;
             }
         }
     }
     if from.is_dir() {
         std::fs::create_dir_all(&to).map_err(|e| io("create", &to, &e))?;
-        for entry in std::fs::read_dir(&from).map_err(|e| io("read", &from, &e))?.flatten() {
+        for entry in std::fs::read_dir(&from)
+            .map_err(|e| io("read", &from, &e))?
+            .flatten()
+        {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "md") {
                 copy_or_remove(&path, &to.join(entry.file_name()))?;
@@ -141,7 +148,10 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let dir = from.join(&rel);
-        for entry in std::fs::read_dir(&dir).map_err(|e| io("read", &dir, &e))?.flatten() {
+        for entry in std::fs::read_dir(&dir)
+            .map_err(|e| io("read", &dir, &e))?
+            .flatten()
+        {
             let name = entry.file_name();
             if rel.as_os_str().is_empty() && (name == ".troupe" || name == ".git") {
                 continue;

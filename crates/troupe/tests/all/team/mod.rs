@@ -48,6 +48,7 @@ mod living_prompt;
 mod plan;
 mod plan_required;
 mod recovery;
+mod replay;
 mod respawn;
 mod settings_rules;
 mod shutdown;
