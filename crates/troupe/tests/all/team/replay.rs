@@ -225,3 +225,77 @@ async fn a_changed_instruction_stops_the_replay_at_the_first_call_with_the_line_
         "nothing ran past the difference"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_never_holds_the_api_key() {
+    const KEY: &str = "sk-test-recorded-key-0123456789";
+    let f = Fixture::new();
+    std::fs::write(f.workspace.join("notes.txt"), format!("the key is {KEY}\n")).unwrap();
+    let lead = TestModel::new(&f.signal, |c| {
+        if c.calls_named("read_file").is_empty() {
+            return call("read_file", json!({"path": "notes.txt"}));
+        }
+        say(&format!("I saw {KEY} in the notes."))
+    });
+    let mut settings = f.settings(Models::new(&f.signal, &[("lead", &lead)]));
+    settings.redactor = troupe::secrets::Redactor::new([KEY]);
+    settings.events.prompt = format!("Read notes.txt; the key is {KEY}");
+    let mut team = build_team(settings).await.unwrap();
+    let path = team.recording().unwrap();
+    drive(&mut team, &format!("Read notes.txt; the key is {KEY}")).await;
+    team.close().await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(KEY), "{text}");
+    assert!(text.contains("[redacted]"), "{text}");
+    let recording = Recording::load(&path).unwrap();
+    assert_eq!(recording.calls.len(), 2);
+}
+
+/// A recording's text, line by line, for the hostile cases.
+fn recording_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn refused(text: &str) -> String {
+    Recording::parse(text).expect_err("refused")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_recordings_are_refused_clearly() {
+    let (_f, path) = recorded_team_run().await;
+    let lines = recording_lines(&path);
+    let whole = lines.join("\n") + "\n";
+    assert!(Recording::parse(&whole).is_ok());
+    // A torn last line: the run was killed while writing it.
+    let torn = &whole[..whole.len() - 5];
+    assert!(refused(torn).contains("is torn"), "{}", refused(torn));
+    // A key repeated in one object.
+    let doubled = whole.replacen("\"type\":\"start\"", "\"type\":\"start\",\"type\":\"start\"", 1);
+    assert!(refused(&doubled).contains("duplicate"), "{}", refused(&doubled));
+    // An unknown key.
+    let unknown = whole.replacen("\"type\":\"start\"", "\"type\":\"start\",\"extra\":1", 1);
+    assert!(refused(&unknown).contains("extra"), "{}", refused(&unknown));
+    // An answer for an agent no call spawned.
+    let with_ghost = whole.replace("\"agent\":\"beta\"", "\"agent\":\"ghost\"");
+    let why = refused(&with_ghost);
+    assert!(why.contains("agent `ghost`, which no earlier call spawned"), "{why}");
+    // Not a recording at all.
+    assert!(refused("{}\n").contains("line 1"), "{}", refused("{}\n"));
+    assert!(refused("").contains("empty"));
+    // Two calls with one place in the order.
+    let second = lines.iter().position(|l| l.contains("\"seq\":1,")).unwrap();
+    let mut clash = lines.clone();
+    clash[second] = clash[second].replace("\"seq\":1,", "\"seq\":0,");
+    let why = refused(&(clash.join("\n") + "\n"));
+    assert!(why.contains("is there twice"), "{why}");
+    // A file that is a FIFO is refused, not waited on.
+    let fifo = path.with_file_name("fifo.jsonl");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let error = Recording::load(&fifo).unwrap_err().to_string();
+    assert!(error.contains("FIFO"), "{error}");
+}
