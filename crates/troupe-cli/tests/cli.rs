@@ -20,6 +20,10 @@
 //!   while a run holds the run lock.
 //! - `tasks`: `troupe tasks` and the task summary of `troupe status`.
 //! - `orphans`: a job left running by a killed run is stopped by the next run.
+//! - `replay`: `troupe replay`: a recorded team replayed identically from its git starting point
+//!   with no key; a changed definition or MCP tool description stopping it with a diff;
+//!   `--live-after-divergence` on a loopback server; `--until` then `run --continue`; broken
+//!   recordings and folders refused.
 //! - `plans`: `troupe run --require-plans`: a teammate gated from its first call until a person
 //!   approves its plan.
 //! - `browser`: the page of `troupe serve` in headless Chromium during a run: a plan approved
@@ -200,6 +204,8 @@ mod quiet_output;
 mod readme;
 #[path = "cli/readme_blocks.rs"]
 mod readme_blocks;
+#[path = "cli/replay.rs"]
+mod replay;
 #[path = "cli/review.rs"]
 mod review;
 #[path = "cli/rules_and_notices.rs"]

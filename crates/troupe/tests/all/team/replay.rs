@@ -274,15 +274,26 @@ async fn hostile_recordings_are_refused_clearly() {
     let torn = &whole[..whole.len() - 5];
     assert!(refused(torn).contains("is torn"), "{}", refused(torn));
     // A key repeated in one object.
-    let doubled = whole.replacen("\"type\":\"start\"", "\"type\":\"start\",\"type\":\"start\"", 1);
-    assert!(refused(&doubled).contains("duplicate"), "{}", refused(&doubled));
+    let doubled = whole.replacen(
+        "\"type\":\"start\"",
+        "\"type\":\"start\",\"type\":\"start\"",
+        1,
+    );
+    assert!(
+        refused(&doubled).contains("duplicate"),
+        "{}",
+        refused(&doubled)
+    );
     // An unknown key.
     let unknown = whole.replacen("\"type\":\"start\"", "\"type\":\"start\",\"extra\":1", 1);
     assert!(refused(&unknown).contains("extra"), "{}", refused(&unknown));
     // An answer for an agent no call spawned.
     let with_ghost = whole.replace("\"agent\":\"beta\"", "\"agent\":\"ghost\"");
     let why = refused(&with_ghost);
-    assert!(why.contains("agent `ghost`, which no earlier call spawned"), "{why}");
+    assert!(
+        why.contains("agent `ghost`, which no earlier call spawned"),
+        "{why}"
+    );
     // Not a recording at all.
     assert!(refused("{}\n").contains("line 1"), "{}", refused("{}\n"));
     assert!(refused("").contains("empty"));
