@@ -47,6 +47,8 @@
 //! - [`mcp`]: MCP servers (stdio or streamable HTTP) started for a run, and their state.
 //! - [`approvals`]: approvals as requests: a permission request opened, answered once from
 //!   anywhere, and the provider whose call waits for the first answer.
+//! - [`replay`]: every run's model calls recorded (`.troupe/recordings/`), and a recording
+//!   played again: each call answered from it in the recorded order, each request compared.
 //!
 //! The modules form layers (ARCHITECTURE.md, "Layers"); `tests/all/architecture.rs` fails on an
 //! import cycle between files or an import that goes up a layer, and `tests/all/code_map.rs` on

@@ -30,25 +30,9 @@ use crate::team::{TeamError, TeamObserver};
 use crate::tools::shell::ShellTool;
 use crate::tools::RegistryError;
 
-/// Which model answers which agent (the CLI uses one client for all; tests and the demo script
-/// each agent).
-pub trait ModelChooser: Send + Sync {
-    fn model_for(&self, agent: &AgentName) -> Arc<dyn ModelClient>;
-
-    /// The client of `agent` when it is to run on the model named `model` (an agent
-    /// definition's `model`, or `[model.agents]`); none: its default. The default ignores the
-    /// name (one model, or a script whose per-agent queues know no model names).
-    fn model_named(&self, agent: &AgentName, model: Option<&str>) -> Arc<dyn ModelClient> {
-        let _ = model;
-        self.model_for(agent)
-    }
-
-    /// How the lead's events are grouped into turns, when these models need it (a replay's
-    /// do: `replay::Player`); none: as they come.
-    fn pacing(&self) -> Option<Arc<dyn crate::team::EventPacing>> {
-        None
-    }
-}
+/// Which model answers which agent: defined with the team (a replay's models pace the lead's
+/// events), chosen here.
+pub use crate::team::ModelChooser;
 
 /// One OpenAI client per distinct model name, on the same endpoint, key and retry settings.
 impl ModelChooser for crate::model::by_name::ClientsByName {

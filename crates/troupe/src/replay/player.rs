@@ -26,7 +26,7 @@ use troupe_wire::AgentName;
 
 use super::load::Recording;
 use super::mask::{replace_uuids, uuids, Masking};
-use crate::bootstrap::ModelChooser;
+use crate::team::ModelChooser;
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
 use crate::secrets::Redactor;

@@ -18,7 +18,7 @@ use troupe_wire::AgentName;
 
 use super::mask::Masking;
 use super::record::{CallLine, End, Line, RequestDelta, Start};
-use crate::bootstrap::ModelChooser;
+use crate::team::ModelChooser;
 use crate::layout::Layout;
 use crate::model::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use crate::secrets::Redactor;

@@ -29,7 +29,7 @@ pub(crate) const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["agent", "cron"],
     &["team"],
-    &["approvals"],
+    &["approvals", "replay"],
     &["telemetry"],
     &["inspect"],
     &["send"],
