@@ -219,6 +219,9 @@ pub struct ReplayArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Where the recordings are: a shared team's database (the replay itself runs on files).
+    #[command(flatten)]
+    pub store: StoreFlags,
 }
 
 /// `troupe eval`: a suite of cases run and checked.

@@ -212,6 +212,8 @@ pub struct TeamStores {
     pub transcripts: Arc<dyn crate::agent::transcript::Transcripts>,
     /// The team's memory records.
     pub memory: crate::store::memory::MemoryStore,
+    /// The runs' recordings (replay).
+    pub recordings: Arc<dyn crate::store::recordings::Recordings>,
 }
 
 impl Inspector {

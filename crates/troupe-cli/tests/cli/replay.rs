@@ -320,3 +320,21 @@ fn broken_recordings_and_folders_are_refused_clearly() {
     std::fs::write(&torn, &text[..text.len() - 3]).unwrap();
     assert_fails(&replay(&ws, &[torn.to_str().unwrap()]), 2, "is torn");
 }
+
+#[test]
+fn a_shared_teams_run_is_replayed_from_its_database() {
+    let Some(db) = troupe::store::postgres::testing::TestDb::create() else {
+        return;
+    };
+    let url = db.url();
+    let (_dir, ws, root) = repository();
+    record(&ws, &team_script(&root), &["--store", &url]);
+    // The lead's own file goes; the team's database keeps the recording.
+    std::fs::remove_dir_all(ws.join(".troupe/recordings")).unwrap();
+    assert_fails(&replay(&ws, &["last"]), 2, "no recorded runs");
+    let out = replay(&ws, &["last", "--store", &url, "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["outcome"], "identical", "{report:#}");
+    assert!(report["calls"].as_u64().unwrap() >= 5, "{report:#}");
+}

@@ -316,8 +316,10 @@ pub(super) mod copies {
     use crate::store::postgres::artifacts::PgArtifacts;
     use crate::store::postgres::audit::PgAudit;
     use crate::store::postgres::jobs::PgJobs;
+    use crate::store::postgres::recordings::PgRecordings;
     use crate::store::postgres::usage::PgUsage;
     use crate::store::postgres::PgStore;
+    use crate::store::recordings::RecordingLine;
     use crate::store::team_copy::{AuditLine, CopyTo, JobLine, TeamCopy};
     use crate::store::usage::UsageRecord;
 
@@ -330,6 +332,12 @@ pub(super) mod copies {
         let target =
             pg.map(|s| Arc::new(PgUsage::new(s.clone())) as Arc<dyn TeamCopy<UsageRecord>>);
         CopyTo::to(target, "the team's usage totals miss this record")
+    }
+
+    pub fn recordings(pg: Option<&PgStore>) -> CopyTo<RecordingLine> {
+        let target =
+            pg.map(|s| Arc::new(PgRecordings::new(s.clone())) as Arc<dyn TeamCopy<RecordingLine>>);
+        CopyTo::to(target, "the team's recordings miss this line")
     }
 
     pub fn jobs(pg: Option<&PgStore>) -> CopyTo<JobLine> {

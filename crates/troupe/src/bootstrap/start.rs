@@ -68,9 +68,12 @@ pub(super) async fn start(
     let pg = open_shared(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role).await?;
-    let recorder = (role == "lead" && pg.is_none())
-        .then(|| record(&layout, settings, &events))
-        .flatten();
+    let recorder = if role == "lead" {
+        let copy = shared::copies::recordings(pg.as_ref().map(|p| &p.store));
+        record(&layout, settings, &events, copy).await
+    } else {
+        None
+    };
     let stores = open_stores(&layout, settings, &events, pg).await?;
     finish_earlier_run(&layout, settings, &stores).await?;
     let base_policy = PermissionPolicy::from_settings(
@@ -97,10 +100,11 @@ pub(super) async fn start(
 /// Starts the run's recording and puts it between the team and its models: its start line
 /// (prompt, settings digest, git starting point) now. A recording that cannot be started is
 /// said once and the run goes on without it.
-fn record(
+async fn record(
     layout: &Layout,
     settings: &mut TeamSettings,
     events: &EventLog,
+    copy: crate::store::team_copy::CopyTo<crate::store::recordings::RecordingLine>,
 ) -> Option<Arc<crate::replay::Recorder>> {
     use crate::replay::{record, start_point, Recorder, RecordingModels};
     let workspace = std::fs::canonicalize(&settings.workspace)
@@ -116,7 +120,7 @@ fn record(
         settings: start_point::settings_digest(&settings.workspace),
         git: start_point::git_start(&settings.workspace),
     };
-    match Recorder::open(layout, start, settings.redactor.clone()) {
+    match Recorder::open(layout, start, settings.redactor.clone(), copy).await {
         Ok(recorder) => {
             settings.models = Arc::new(RecordingModels {
                 inner: settings.models.clone(),
@@ -147,11 +151,13 @@ pub(super) async fn end_recording(
     .await
     .ok()
     .flatten();
-    recorder.finish(crate::replay::record::End {
-        at: clock.now().to_string(),
-        files: tree.as_ref().map_or(0, |(_, files)| *files),
-        tree: tree.map(|(digest, _)| digest),
-    });
+    recorder
+        .finish(crate::replay::record::End {
+            at: clock.now().to_string(),
+            files: tree.as_ref().map_or(0, |(_, files)| *files),
+            tree: tree.map(|(digest, _)| digest),
+        })
+        .await;
 }
 
 /// The stores of a run, opened once; recovery has put claimed messages back to `ready/`.

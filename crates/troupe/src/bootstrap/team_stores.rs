@@ -22,9 +22,11 @@ use crate::store::postgres::document::PgDocument;
 use crate::store::postgres::events::PgEvents;
 use crate::store::postgres::jobs::PgJobs;
 use crate::store::postgres::memory::PgMemory;
+use crate::store::postgres::recordings::PgRecordings;
 use crate::store::postgres::usage::PgUsage;
 use crate::store::postgres::{PgMailboxStore, PgProtocolStore, PgRoster, PgStore, PgTaskBoard};
 use crate::store::protocol::LazyJsonProtocolStore;
+use crate::store::recordings::FileRecordings;
 use crate::store::roster::FileRosterReader;
 use crate::store::tasks::FileTaskBoard;
 use crate::store::usage_groups::FileUsage;
@@ -72,6 +74,7 @@ pub(super) fn on_files(
         events: Arc::new(FileEvents::new(layout)),
         transcripts: Arc::new(FileTranscripts(layout.clone())),
         memory: MemoryStore::open(layout),
+        recordings: Arc::new(FileRecordings(layout.clone())),
     }
 }
 
@@ -102,6 +105,7 @@ pub(super) fn on_database(
         events: Arc::new(PgEvents::new(pg.clone())),
         transcripts: Arc::new(PgTranscripts::new(pg.clone(), holder)),
         memory: MemoryStore::on(Arc::new(PgMemory::new(pg.clone()))),
+        recordings: Arc::new(PgRecordings::new(pg.clone())),
         roster: Arc::new(PgRoster::new(pg, holder, lease)),
     }
 }

@@ -72,6 +72,11 @@ impl TeamView {
         self.inspector.clone()
     }
 
+    /// The runs' recordings (a shared team's: those its leads copied to the database).
+    pub fn recordings(&self) -> Arc<dyn crate::store::recordings::Recordings> {
+        self.inspector.stores().recordings.clone()
+    }
+
     /// The team's memory records.
     pub fn memory(&self) -> MemoryStore {
         self.inspector.stores().memory.clone()

@@ -26,11 +26,11 @@ use troupe_wire::AgentName;
 
 use super::load::Recording;
 use super::mask::{replace_uuids, uuids, Masking};
-use crate::team::ModelChooser;
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
 use crate::secrets::Redactor;
 use crate::sync::lock;
+use crate::team::ModelChooser;
 use crate::team::{EventPacing, Pace};
 
 /// Whether requests are compared.
@@ -280,7 +280,11 @@ impl Player {
             *state.served.entry(agent.clone()).or_default() += 1;
             return Step::Answer(self.recorded_answer(state, position));
         }
-        if self.options.until.is_some_and(|until| position >= until) {
+        if let Some(until) = self.options.until.filter(|until| position >= *until) {
+            // Every call before `until` is answered first.
+            if state.next < until {
+                return Step::Wait;
+            }
             state.until_reached = true;
             self.notify.notify_waiters();
             return Step::Stop;

@@ -6,6 +6,7 @@
 //! then writes the request (as a change of the agent's previous one) and the answer once the
 //! answer is there. Every value passes the run's redactor first: a recording never holds the
 //! API key. A recording that cannot be written is given up with one warning — the run goes on.
+//! On a shared team each line is also copied to the team's database, after the file.
 //! A recording is bounded: past [`MAX_RECORDING_BYTES`] its calls are no longer written, and
 //! replay refuses it as incomplete.
 
@@ -18,13 +19,15 @@ use troupe_wire::AgentName;
 
 use super::mask::Masking;
 use super::record::{CallLine, End, Line, RequestDelta, Start};
-use crate::team::ModelChooser;
 use crate::layout::Layout;
 use crate::model::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use crate::secrets::Redactor;
 use crate::store::journal::{Durability, Journal};
+use crate::store::recordings::RecordingLine;
+use crate::store::team_copy::CopyTo;
 use crate::store::{durable, IoError};
 use crate::sync::lock;
+use crate::team::ModelChooser;
 
 /// The largest recording written; past it, calls are no longer recorded.
 pub const MAX_RECORDING_BYTES: u64 = 256 * 1024 * 1024;
@@ -40,11 +43,22 @@ pub struct Recorder {
     given_up: AtomicBool,
     /// Each agent's calls so far and its last request (the base of the next one's change).
     agents: Mutex<HashMap<AgentName, (usize, ModelRequest)>>,
+    run: String,
+    /// The next line's number; held while a line is appended, so numbers follow the file.
+    lines: tokio::sync::Mutex<u64>,
+    /// Where each line is copied (a shared team's database), after the file.
+    copy: CopyTo<RecordingLine>,
 }
 
 impl Recorder {
-    /// Starts `start.run`'s recording under `layout` (the folder made if needed).
-    pub fn open(layout: &Layout, start: Start, redactor: Redactor) -> Result<Arc<Self>, IoError> {
+    /// Starts `start.run`'s recording under `layout` (the folder made if needed), each line
+    /// also copied through `copy`.
+    pub async fn open(
+        layout: &Layout,
+        start: Start,
+        redactor: Redactor,
+        copy: CopyTo<RecordingLine>,
+    ) -> Result<Arc<Self>, IoError> {
         let dir = layout.recordings_dir();
         durable::ensure_real_dir(&dir)?;
         let journal = Journal::open(&layout.recording(&start.run))?;
@@ -56,8 +70,11 @@ impl Recorder {
             written: AtomicU64::new(0),
             given_up: AtomicBool::new(false),
             agents: Mutex::default(),
+            run: start.run.clone(),
+            lines: tokio::sync::Mutex::new(0),
+            copy,
         };
-        recorder.write(&Line::Start(start));
+        recorder.write(&Line::Start(start)).await;
         Ok(Arc::new(recorder))
     }
 
@@ -71,7 +88,7 @@ impl Recorder {
     }
 
     /// Records one answered (or failed) call of `agent`.
-    fn call(
+    async fn call(
         &self,
         agent: &AgentName,
         seq: u64,
@@ -103,15 +120,16 @@ impl Recorder {
             request: delta,
             answer,
             error,
-        })));
+        })))
+        .await;
     }
 
     /// Ends the recording with the run's final tree.
-    pub fn finish(&self, end: End) {
-        self.write(&Line::End(end));
+    pub async fn finish(&self, end: End) {
+        self.write(&Line::End(end)).await;
     }
 
-    fn write(&self, line: &Line) {
+    async fn write(&self, line: &Line) {
         if self.given_up.load(Ordering::Acquire) {
             return;
         }
@@ -130,8 +148,20 @@ impl Recorder {
                 MAX_RECORDING_BYTES / (1024 * 1024)
             ));
         }
+        let mut next = self.lines.lock().await;
         if let Err(e) = self.journal.append_sole(&bytes, Durability::Unsynced) {
-            self.give_up(&e.to_string());
+            return self.give_up(&e.to_string());
+        }
+        let line_no = *next;
+        *next += 1;
+        bytes.pop();
+        if self.copy.is_on() {
+            let line = RecordingLine {
+                run: self.run.clone(),
+                line_no,
+                line: String::from_utf8(bytes).unwrap_or_default(),
+            };
+            self.copy.copy(&line, &self.journal.path().display()).await;
         }
     }
 
@@ -187,7 +217,7 @@ impl ModelClient for RecordingModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let seq = self.recorder.take_seq();
         let result = self.inner.complete(request).await;
-        self.recorder.call(&self.agent, seq, request, &result);
+        self.recorder.call(&self.agent, seq, request, &result).await;
         result
     }
 }

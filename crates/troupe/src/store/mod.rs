@@ -44,6 +44,7 @@ pub(crate) mod moves;
 pub mod postgres;
 pub mod protocol;
 pub mod read;
+pub mod recordings;
 pub mod response_ack;
 pub mod roster;
 pub mod roster_records;

@@ -2,43 +2,47 @@
 
 use std::path::{Path, PathBuf};
 
-use troupe::layout::Layout;
-
 use crate::error::CliError;
 
 /// The shortest prefix of a run id that names it.
 const MIN_PREFIX: usize = 8;
 
-/// The recording `run` names in `workspace`: a file, `last` (the newest), a run id or a unique
-/// prefix of one.
-pub fn recording(workspace: &Path, run: &str) -> Result<PathBuf, CliError> {
+/// A recording found: its run and its text.
+pub struct Found {
+    pub run: String,
+    pub text: String,
+}
+
+/// The recording `run` names: a recording file, or — among the team's recordings (the
+/// workspace's, or a shared team's in its database) — `last` (the newest), a run id or a
+/// unique prefix of one.
+pub async fn recording(view: &troupe::bootstrap::TeamView, run: &str) -> Result<Found, CliError> {
     let as_file = Path::new(run);
-    if run.ends_with(".jsonl") && as_file.is_file() {
-        return Ok(as_file.to_owned());
+    if run.ends_with(".jsonl") && as_file.exists() {
+        let bytes = troupe::store::read::read_regular(
+            as_file,
+            troupe::store::read::Links::Follow,
+            troupe::store::recordings::MAX_RECORDING_READ,
+        )
+        .map_err(|e| refused(run, &e.to_string()))?
+        .unwrap_or_default();
+        let text = String::from_utf8(bytes).map_err(|_| refused(run, "it is not UTF-8"))?;
+        let name = as_file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return Ok(Found { run: name, text });
     }
-    let dir = Layout::new(workspace).recordings_dir();
-    let mut runs: Vec<(std::time::SystemTime, String)> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let id = name.strip_suffix(".jsonl")?.to_owned();
-                let meta = e.metadata().ok().filter(|m| m.is_file())?;
-                Some((meta.modified().ok()?, id))
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    let recordings = view.recordings();
+    let runs = recordings.runs().await.map_err(|e| CliError::coded(&e))?;
     if runs.is_empty() {
-        return Err(CliError::usage(format!(
-            "no recorded runs in {} (every `troupe run` records one)",
-            dir.display()
-        ))
+        return Err(CliError::usage(
+            "no recorded runs here (every `troupe run` records one, in .troupe/recordings/)".into(),
+        )
         .with_code("recording_not_found"));
     }
-    runs.sort();
     let chosen = if run == "last" {
-        runs.last().map(|(_, id)| id.clone())
+        runs.last().cloned()
     } else {
         if run.len() < MIN_PREFIX {
             return Err(CliError::usage(format!(
@@ -46,11 +50,7 @@ pub fn recording(workspace: &Path, run: &str) -> Result<PathBuf, CliError> {
                  characters, `last`, or a recording file"
             )));
         }
-        let matching: Vec<&String> = runs
-            .iter()
-            .map(|(_, id)| id)
-            .filter(|id| id.starts_with(run))
-            .collect();
+        let matching: Vec<&String> = runs.iter().filter(|id| id.starts_with(run)).collect();
         match matching.as_slice() {
             [one] => Some((*one).clone()),
             [] => None,
@@ -64,12 +64,24 @@ pub fn recording(workspace: &Path, run: &str) -> Result<PathBuf, CliError> {
     };
     let Some(id) = chosen else {
         return Err(CliError::usage(format!(
-            "no recorded run {run:?} in {} (`last` is the newest)",
-            dir.display()
+            "no recorded run {run:?} here (`last` is the newest)"
         ))
         .with_code("recording_not_found"));
     };
-    Ok(dir.join(format!("{id}.jsonl")))
+    let text = recordings
+        .text(&id)
+        .await
+        .map_err(|e| CliError::coded(&e))?
+        .ok_or_else(|| {
+            CliError::usage(format!("the recording of run {id} is gone"))
+                .with_code("recording_not_found")
+        })?;
+    Ok(Found { run: id, text })
+}
+
+fn refused(run: &str, why: &str) -> CliError {
+    CliError::usage(format!("the recording {run} cannot be played: {why}"))
+        .with_code("recording_invalid")
 }
 
 /// The folder a replay runs in: `--into DIR` (new or empty, kept) or a temporary one.

@@ -32,9 +32,16 @@ pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> 
             "--until counts calls from 1 (the first call of the run)".into(),
         ));
     }
-    let file = find::recording(workspace, &args.run)?;
-    let recording = Recording::load(&file).map_err(|e| {
-        CliError::usage(e.to_string()).with_code(troupe::error::ErrorCode::code(&e))
+    let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
+    let choice = crate::store_choice::store_choice(&args.store, &settings, false)?;
+    let view = crate::store_choice::team_view(workspace, &choice).await?;
+    let found = find::recording(&view, &args.run).await?;
+    let recording = Recording::parse(&found.text).map_err(|why| {
+        CliError::usage(format!(
+            "the recording of run {} cannot be played: {why}",
+            found.run
+        ))
+        .with_code("recording_invalid")
     })?;
     if recording.start.prompt.is_empty() {
         return Err(CliError::usage(format!(
@@ -60,7 +67,22 @@ pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> 
             troupe::terminal_text::line_for_terminal(warning)
         );
     }
-    let result = play(&built.workspace, &file, recording, &args, stall).await;
+    // `prepare` reads the recording as `--model-recording` (no key needed); the player
+    // answers in its place.
+    let scratch = tempfile::Builder::new()
+        .prefix("troupe-recording-")
+        .suffix(".jsonl")
+        .tempfile()
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, found.text.as_bytes())?;
+            Ok(file)
+        });
+    let result = match scratch {
+        Ok(file) => play(&built.workspace, file.path(), recording, &args, stall).await,
+        Err(e) => Err(CliError::failed(format!(
+            "cannot write the recording to a temporary file: {e}"
+        ))),
+    };
     folder.finish(built.repository.as_deref());
     let played = result?;
     outcome::report(&played, &args, folder.kept())

@@ -46,6 +46,7 @@ mod mailbox;
 pub mod memory;
 mod notify;
 mod protocol;
+pub mod recordings;
 mod response_ack;
 pub mod roster;
 mod schema;
