@@ -369,7 +369,8 @@ impl EventPacing for Player {
         }
         let lead = AgentName::lead();
         let k = state.served.get(&lead).copied().unwrap_or(0);
-        let Some(&position) = self.recording.of_agent(&lead)[k.min(usize::MAX)..]
+        let Some(&position) = self.recording.of_agent(&lead)
+            [k.min(self.recording.of_agent(&lead).len())..]
             .iter()
             .find(|&&p| self.recording.calls[p].purpose == Purpose::Turn)
         else {

@@ -12,6 +12,7 @@
 //! - `events`: the team's event stream as read: positions, before and after, a reader going on,
 //!   wakeups.
 //! - `usage`: the team's token usage as read: totals, sums per day, records as they arrive.
+//! - `recordings`: the runs' recordings as replay reads them, written by the recorder.
 //! - `tasks`: the task board's rules, durability, claims raced by instances of their own.
 //! - `leases` (PostgreSQL only): leased claims, fencing tokens, recovery of expired leases,
 //!   wakeups, schema versions, teams sharing a database.
@@ -26,6 +27,7 @@ mod leases;
 mod mailbox;
 mod memory;
 mod protocol;
+mod recordings;
 mod roster;
 mod tasks;
 mod usage;
