@@ -1,6 +1,6 @@
 //! One repetition of a case: a fresh copy of the fixture in a temporary folder, the trust
-//! gate, `troupe run` on it as a child process (killed with its process group at the case's
-//! timeout), its cost from `troupe usage`, then the checks. The folder is removed afterwards.
+//! gate, `troupe run` on it as a child process (at the case's timeout: Ctrl-C, so that it
+//! stops its team, then SIGKILL to its process group), its cost from `troupe usage`, then the checks. The folder is removed afterwards.
 //!
 //! **Trust.** Each copy is a new folder no one has trusted, so a fixture whose `troupe.toml`
 //! or `.env` holds trust-requiring values (hooks, MCP servers, a model server, allow rules, a
@@ -27,6 +27,11 @@ use super::suite::{Case, Fixture, Model};
 
 /// How long `troupe usage` may take after a run.
 const USAGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a run past its timeout has to stop its team after its Ctrl-C.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long the run's pipes may stay open after it ended (only a process that left its group
+/// can hold them).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How much of the run's stderr is kept for a failure's reason.
 const STDERR_TAIL: usize = 4000;
 
@@ -79,7 +84,7 @@ pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
         outcome.failures.push(Failure::new(
             "timeout",
             format!(
-                "the run took longer than {} s; its process group was killed",
+                "the run took longer than {} s and was stopped",
                 case.timeout.as_secs_f64()
             ),
         ));
@@ -143,12 +148,18 @@ struct Ran {
 /// Kills the child's process group when dropped (a timeout, eval's own future dropped).
 struct GroupKill(libc::pid_t);
 
-impl Drop for GroupKill {
-    fn drop(&mut self) {
+impl GroupKill {
+    fn signal(&self, signal: libc::c_int) {
         // SAFETY: killpg only sends a signal; a group already gone yields ESRCH.
         unsafe {
-            libc::killpg(self.0, libc::SIGKILL);
+            libc::killpg(self.0, signal);
         }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
     }
 }
 
@@ -190,39 +201,38 @@ async fn spawn_run(case: &Case, workspace: &Path) -> Result<Ran, String> {
         .and_then(|id| libc::pid_t::try_from(id).ok())
         .map(GroupKill)
         .ok_or_else(|| "troupe run exited before it started".to_owned())?;
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let prompt = case.prompt.clone();
-    let work = async {
-        let write = async {
-            if let Some(mut stdin) = stdin.take() {
-                // A run that fails before reading its prompt closes the pipe: not an error here.
-                let _ = stdin.write_all(prompt.as_bytes()).await;
-            }
-        };
-        let (_, out, err, status) = tokio::join!(
-            write,
-            read_all(stdout.as_mut()),
-            read_all(stderr.as_mut()),
-            child.wait()
-        );
-        (out, err, status)
-    };
-    let (out, err, status, timed_out) = match tokio::time::timeout(case.timeout, work).await {
-        Ok((out, err, status)) => (out, err, status.ok(), false),
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = case.prompt.clone();
+        tokio::spawn(async move {
+            // A run that fails before reading its prompt closes the pipe: not an error here.
+            let _ = stdin.write_all(prompt.as_bytes()).await;
+        });
+    }
+    let stdout = tokio::spawn(read_all(child.stdout.take()));
+    let stderr = tokio::spawn(read_all(child.stderr.take()));
+    let (status, timed_out) = match tokio::time::timeout(case.timeout, child.wait()).await {
+        Ok(status) => (status.ok(), false),
         Err(_) => {
-            drop(group);
-            let status = child.wait().await.ok();
-            return Ok(Ran {
-                stdout: String::new(),
-                stderr: String::new(),
-                exit_code: status.and_then(|s| s.code()),
-                timed_out: true,
-            });
+            // Ctrl-C first, so that troupe stops its team and the commands it started (in
+            // process groups of their own); then SIGKILL to whatever is left of the group.
+            group.signal(libc::SIGINT);
+            let status = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+            (status.ok().and_then(Result::ok), true)
         }
     };
     drop(group);
+    let drained = |task: tokio::task::JoinHandle<Vec<u8>>| async move {
+        let abort = task.abort_handle();
+        match tokio::time::timeout(DRAIN_GRACE, task).await {
+            Ok(Ok(bytes)) => bytes,
+            _ => {
+                abort.abort();
+                Vec::new()
+            }
+        }
+    };
+    let out = drained(stdout).await;
+    let err = drained(stderr).await;
     let mut stderr = String::from_utf8_lossy(&err).into_owned();
     if stderr.len() > STDERR_TAIL {
         let cut = stderr.len() - STDERR_TAIL;
@@ -239,9 +249,9 @@ async fn spawn_run(case: &Case, workspace: &Path) -> Result<Ran, String> {
     })
 }
 
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<&mut R>) -> Vec<u8> {
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(reader: Option<R>) -> Vec<u8> {
     let mut bytes = Vec::new();
-    if let Some(reader) = reader {
+    if let Some(mut reader) = reader {
         let _ = reader.read_to_end(&mut bytes).await;
     }
     bytes
