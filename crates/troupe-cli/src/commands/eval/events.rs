@@ -19,7 +19,7 @@ pub struct Observed {
 }
 
 /// Reads the stream; lines that are not events (or not JSON) are skipped.
-pub fn read(stdout: &str) -> Observed {
+pub fn observe(stdout: &str) -> Observed {
     let mut observed = Observed::default();
     for line in stdout.lines() {
         let Ok(event) = serde_json::from_str::<Value>(line) else {
@@ -63,7 +63,7 @@ mod tests {
             r#"{"kind":"run_ended","exit_code":0,"outcome":"done"}"#,
         ]
         .join("\n");
-        let observed = read(&stream);
+        let observed = observe(&stream);
         assert!(observed.tools.contains("write_file"));
         assert_eq!(observed.tokens, 16);
         assert_eq!(observed.outcome.as_deref(), Some("done"));

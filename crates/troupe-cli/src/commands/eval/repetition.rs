@@ -76,7 +76,7 @@ pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
     };
     outcome.seconds = started.elapsed().as_secs_f64();
     outcome.exit_code = ran.exit_code;
-    let mut observed = events::read(&ran.stdout);
+    let mut observed = events::observe(&ran.stdout);
     if observed.error.is_none() && ran.exit_code != Some(0) {
         observed.error = last_line(&ran.stderr);
     }
