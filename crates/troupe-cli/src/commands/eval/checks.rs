@@ -30,12 +30,14 @@ pub struct Facts<'a> {
     pub cost: &'a Cost,
 }
 
-/// Every check of `checks` that fails, with why. `timeout` bounds each `command`.
+/// Every check of `checks` that fails, with why. `timeout` bounds each `command`, and
+/// `cancel` (Ctrl-C) stops it.
 pub async fn run(
     checks: &[Check],
     workspace: &Path,
     facts: &Facts<'_>,
     timeout: Duration,
+    cancel: &CancellationToken,
 ) -> Vec<Failure> {
     let mut failures = Vec::new();
     for check in checks {
@@ -55,7 +57,7 @@ pub async fn run(
                     Err(format!("{path} has no match for /{}/", regex.as_str()))
                 }
             }),
-            Check::Command(command) => confined(command, workspace, timeout).await,
+            Check::Command(command) => confined(command, workspace, timeout, cancel).await,
             Check::ToolCalled(tool) => {
                 if facts.observed.tools.contains(tool) {
                     Ok(())
@@ -161,7 +163,12 @@ fn read(workspace: &Path, path: &str) -> Result<String, String> {
 }
 
 /// Runs `command` in `workspace`, confined; passes when it exits 0.
-async fn confined(command: &str, workspace: &Path, timeout: Duration) -> Result<(), String> {
+async fn confined(
+    command: &str,
+    workspace: &Path,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<(), String> {
     let sandbox = Sandbox::new(&Policy::default(), workspace).map_err(|e| {
         format!("cannot confine the command on this machine, so it did not run: {e}")
     })?;
@@ -172,7 +179,7 @@ async fn confined(command: &str, workspace: &Path, timeout: Duration) -> Result<
         .run(
             &mut output,
             Some(Instant::now() + timeout),
-            &CancellationToken::new(),
+            cancel,
             Stop::Kill,
         )
         .await
@@ -197,6 +204,6 @@ async fn confined(command: &str, workspace: &Path, timeout: Duration) -> Result<
             "still running after {} s; stopped",
             timeout.as_secs_f64()
         )),
-        Ending::Cancelled => Err("cancelled".into()),
+        Ending::Cancelled => Err("stopped by Ctrl-C".into()),
     }
 }

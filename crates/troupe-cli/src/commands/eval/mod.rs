@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use troupe::terminal_text::line_for_terminal;
 
 use crate::args::EvalArgs;
@@ -45,7 +46,10 @@ pub async fn eval(_workspace: &Path, args: EvalArgs) -> Result<(), CliError> {
         return Err(CliError::usage("--jobs must be at least 1".into()));
     }
     let suite = Arc::new(suite::load(&args.suite)?);
-    let outcomes = run_all(&suite, args.jobs).await;
+    let cancel = CancellationToken::new();
+    let listening = crate::interrupt::listen(cancel.clone())?;
+    let outcomes = run_all(&suite, args.jobs, &cancel).await;
+    drop(listening);
     let reports = report::cases(&suite, &outcomes);
     render::print_text(&report::table(&reports))?;
     if let Some(file) = &args.json {
@@ -60,6 +64,11 @@ pub async fn eval(_workspace: &Path, args: EvalArgs) -> Result<(), CliError> {
             .file_stem()
             .map_or_else(|| "eval".to_owned(), |s| s.to_string_lossy().into_owned());
         write_report(file, &junit::xml(&name, &reports))?;
+    }
+    if cancel.is_cancelled() {
+        return Err(CliError::interrupted(
+            "interrupted: the repetitions that had not ended were stopped".into(),
+        ));
     }
     let short: Vec<String> = reports
         .iter()
@@ -89,7 +98,12 @@ fn write_report(file: &Path, text: &str) -> Result<(), CliError> {
 
 /// Every repetition of every case, at most `jobs` at once; one progress line on stderr as each
 /// ends.
-async fn run_all(suite: &Arc<suite::Suite>, jobs: usize) -> Vec<Outcome> {
+/// Ctrl-C (`cancel`) stops the runs going on and starts no more.
+async fn run_all(
+    suite: &Arc<suite::Suite>,
+    jobs: usize,
+    cancel: &CancellationToken,
+) -> Vec<Outcome> {
     let total: usize = suite.cases.iter().map(|c| c.repeat as usize).sum();
     let permits = Arc::new(Semaphore::new(jobs));
     let done = Arc::new(AtomicUsize::new(0));
@@ -99,18 +113,22 @@ async fn run_all(suite: &Arc<suite::Suite>, jobs: usize) -> Vec<Outcome> {
             let suite = Arc::clone(suite);
             let permits = Arc::clone(&permits);
             let done = Arc::clone(&done);
+            let cancel = cancel.clone();
             set.spawn(async move {
                 let case = &suite.cases[index];
-                let outcome = match permits.acquire_owned().await {
-                    Ok(_permit) => repetition::run(index, case, number).await,
-                    Err(_) => Outcome {
+                let permit = permits.acquire_owned().await;
+                let outcome = match permit {
+                    Ok(_permit) if !cancel.is_cancelled() => {
+                        repetition::run(index, case, number, &cancel).await
+                    }
+                    _ => Outcome {
                         case: index,
                         number,
                         seconds: 0.0,
                         tokens: 0,
                         cost: outcome::Cost::default(),
                         exit_code: None,
-                        failures: vec![Failure::new("run", "not started")],
+                        failures: vec![Failure::new("interrupted", "not started")],
                     },
                 };
                 let at = done.fetch_add(1, Ordering::SeqCst) + 1;

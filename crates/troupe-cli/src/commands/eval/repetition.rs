@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use troupe::settings::trust::TRUST_WORKSPACE_VAR;
 
 use super::checks::{self, Facts};
@@ -35,8 +36,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How much of the run's stderr is kept for a failure's reason.
 const STDERR_TAIL: usize = 4000;
 
-/// Runs repetition `number` of `case` (the suite's `index`-th).
-pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
+/// Runs repetition `number` of `case` (the suite's `index`-th). `cancel` (Ctrl-C) stops its run
+/// as its timeout would, and its checks.
+pub async fn run(index: usize, case: &Case, number: u32, cancel: &CancellationToken) -> Outcome {
     let mut outcome = Outcome {
         case: index,
         number,
@@ -67,7 +69,7 @@ pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
         return outcome;
     }
     let started = Instant::now();
-    let ran = match spawn_run(case, &workspace).await {
+    let ran = match spawn_run(case, &workspace, cancel).await {
         Ok(ran) => ran,
         Err(why) => {
             outcome.failures.push(Failure::new("run", why));
@@ -80,14 +82,21 @@ pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
     if observed.error.is_none() && ran.exit_code != Some(0) {
         observed.error = last_line(&ran.stderr);
     }
-    if ran.timed_out {
-        outcome.failures.push(Failure::new(
+    match ran.stopped {
+        None => {}
+        Some(Stopped::Timeout) => outcome.failures.push(Failure::new(
             "timeout",
             format!(
                 "the run took longer than {} s and was stopped",
                 case.timeout.as_secs_f64()
             ),
-        ));
+        )),
+        Some(Stopped::Interrupted) => {
+            outcome
+                .failures
+                .push(Failure::new("interrupted", "stopped by Ctrl-C"));
+            return outcome;
+        }
     }
     let (tokens, cost) = usage(&workspace).await;
     outcome.tokens = tokens.unwrap_or(observed.tokens).max(observed.tokens);
@@ -99,7 +108,7 @@ pub async fn run(index: usize, case: &Case, number: u32) -> Outcome {
         tokens: outcome.tokens,
         cost: &outcome.cost,
     };
-    let failures = checks::run(&case.checks, &workspace, &facts, case.timeout).await;
+    let failures = checks::run(&case.checks, &workspace, &facts, case.timeout, cancel).await;
     outcome.failures.extend(failures);
     drop(dir);
     outcome
@@ -142,7 +151,14 @@ struct Ran {
     stdout: String,
     stderr: String,
     exit_code: Option<i32>,
-    timed_out: bool,
+    /// Why it was stopped before it ended, if it was.
+    stopped: Option<Stopped>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Timeout,
+    Interrupted,
 }
 
 /// Kills the child's process group when dropped (a timeout, eval's own future dropped).
@@ -164,7 +180,11 @@ impl Drop for GroupKill {
 }
 
 /// `troupe run --workspace W --prompt - --json --approval A [--model-…]`, the prompt on stdin.
-async fn spawn_run(case: &Case, workspace: &Path) -> Result<Ran, String> {
+async fn spawn_run(
+    case: &Case,
+    workspace: &Path,
+    cancel: &CancellationToken,
+) -> Result<Ran, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find troupe itself: {e}"))?;
     let mut command = Command::new(exe);
     command.arg("run").arg("--workspace").arg(workspace).args([
@@ -210,14 +230,19 @@ async fn spawn_run(case: &Case, workspace: &Path) -> Result<Ran, String> {
     }
     let stdout = tokio::spawn(read_all(child.stdout.take()));
     let stderr = tokio::spawn(read_all(child.stderr.take()));
-    let (status, timed_out) = match tokio::time::timeout(case.timeout, child.wait()).await {
-        Ok(status) => (status.ok(), false),
-        Err(_) => {
+    let ended = tokio::select! {
+        status = child.wait() => Ok(status),
+        () = tokio::time::sleep(case.timeout) => Err(Stopped::Timeout),
+        () = cancel.cancelled() => Err(Stopped::Interrupted),
+    };
+    let (status, stopped) = match ended {
+        Ok(status) => (status.ok(), None),
+        Err(why) => {
             // Ctrl-C first, so that troupe stops its team and the commands it started (in
             // process groups of their own); then SIGKILL to whatever is left of the group.
             group.signal(libc::SIGINT);
             let status = tokio::time::timeout(STOP_GRACE, child.wait()).await;
-            (status.ok().and_then(Result::ok), true)
+            (status.ok().and_then(Result::ok), Some(why))
         }
     };
     drop(group);
@@ -245,7 +270,7 @@ async fn spawn_run(case: &Case, workspace: &Path) -> Result<Ran, String> {
         stdout: String::from_utf8_lossy(&out).into_owned(),
         stderr,
         exit_code: status.and_then(|s| s.code()),
-        timed_out,
+        stopped,
     })
 }
 
