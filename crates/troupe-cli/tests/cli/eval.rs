@@ -465,7 +465,7 @@ fn hostile_and_broken_suites_are_refused_with_one_line() {
     refused(
         &dir,
         &format!("{case}[[case.check]]\nfile_exists = \"a\"\ntool_called = \"shell\"\n"),
-        &["bad.toml:"],
+        &["bad.toml:5:", "holds exactly one check"],
     );
     refused(&dir, "[defaults]\nrepeat = 2\n", &["no [[case]]"]);
     refused(
@@ -541,4 +541,47 @@ fn hostile_and_broken_suites_are_refused_with_one_line() {
     dir.write("ok.toml", case);
     let ran = dir.eval(&["ok.toml", "--jobs", "0"]);
     assert_fails(&ran, 2, "--jobs must be at least 1");
+}
+
+#[test]
+fn a_recorded_run_answers_a_case() {
+    let dir = Dir::new();
+    basic_fixture(&dir);
+    // Record a run: its model calls land in `.troupe/recordings/<run>.jsonl`.
+    let recorded = dir.path.join("recorded");
+    std::fs::create_dir(&recorded).unwrap();
+    dir.script("notes.json", &writes_notes());
+    let script = dir.path.join("notes.json");
+    let run = super::support::troupe_in(
+        &recorded,
+        &[
+            "run",
+            "--prompt",
+            "Add a note",
+            "--approval",
+            "auto",
+            "--model-script",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let recordings: Vec<PathBuf> = std::fs::read_dir(recorded.join(".troupe/recordings"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(recordings.len(), 1, "{recordings:?}");
+    std::fs::copy(&recordings[0], dir.path.join("run.jsonl")).unwrap();
+    dir.write(
+        "suite.toml",
+        "[defaults]\nmodel = { recording = \"run.jsonl\" }\n\
+         [[case]]\nname = \"replayed\"\nprompt = \"Add a note\"\nfixture = \"fixtures/basic\"\n\
+         [[case.check]]\nfile_contains = { path = \"NOTES.md\", text = \"usage\" }\n\
+         [[case.check]]\ntool_called = \"write_file\"\n",
+    );
+    let ran = dir.eval(&["suite.toml"]);
+    assert_eq!(ran.code, 0, "{ran:#?}");
+    assert!(
+        ran.stderr.contains("[1/1] replayed #1 … passed"),
+        "{ran:#?}"
+    );
 }

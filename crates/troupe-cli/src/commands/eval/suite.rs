@@ -247,7 +247,14 @@ pub fn load(file: &Path) -> Result<Suite, CliError> {
         std::fs::read_to_string(file).map_err(|e| invalid(format!("cannot read it: {e}")))?;
     let raw: RawSuite = toml::from_str(&text).map_err(|e| {
         let line = e.span().map(|span| line_of(&text, span.start));
-        let message = e.message().trim().replace('\n', " ");
+        let mut message = e.message().trim().replace('\n', " ");
+        if message.starts_with("wanted exactly 1 element") {
+            // serde's words for an enum table with two keys.
+            message = "a [[case.check]] holds exactly one check (file_exists, file_contains, \
+                       file_matches, command, tool_called, tool_not_called, exit_code, \
+                       max_tokens, max_cost, max_seconds)"
+                .into();
+        }
         match line {
             Some(line) => CliError::usage(format!("{shown}:{line}: {message}")),
             None => CliError::usage(format!("{shown}: {message}")),
