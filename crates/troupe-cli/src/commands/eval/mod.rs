@@ -105,7 +105,8 @@ async fn run_all(
     cancel: &CancellationToken,
 ) -> Vec<Outcome> {
     let total: usize = suite.cases.iter().map(|c| c.repeat as usize).sum();
-    let permits = Arc::new(Semaphore::new(jobs));
+    // No more permits than repetitions (a huge --jobs is no more than "all at once").
+    let permits = Arc::new(Semaphore::new(jobs.min(total).max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let mut set = JoinSet::new();
     for (index, case) in suite.cases.iter().enumerate() {

@@ -2,6 +2,9 @@
 //! gate, `troupe run` on it as a child process (at the case's timeout: Ctrl-C, so that it
 //! stops its team, then SIGKILL to its process group), its cost from `troupe usage`, then the checks. The folder is removed afterwards.
 //!
+//! Every run keeps its team in its copy's own `.troupe/` (`--local`), whatever shared store the
+//! person's settings name: a repetition is a fresh workspace, never a shared team.
+//!
 //! **Trust.** Each copy is a new folder no one has trusted, so a fixture whose `troupe.toml`
 //! or `.env` holds trust-requiring values (hooks, MCP servers, a model server, allow rules, a
 //! looser sandbox, …) would make `troupe run` exit 2. The fixture is the suite author's own
@@ -187,13 +190,12 @@ async fn spawn_run(
 ) -> Result<Ran, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find troupe itself: {e}"))?;
     let mut command = Command::new(exe);
-    command.arg("run").arg("--workspace").arg(workspace).args([
-        "--prompt",
-        "-",
-        "--json",
-        "--approval",
-        case.approval.as_str(),
-    ]);
+    command
+        .arg("run")
+        .arg("--workspace")
+        .arg(workspace)
+        .args(["--prompt", "-", "--json", "--local"])
+        .args(["--approval", case.approval.as_str()]);
     match &case.model {
         Model::Configured => {}
         Model::Script(file) => {
@@ -300,7 +302,7 @@ async fn usage(workspace: &Path) -> (Option<u64>, Cost) {
         .arg("usage")
         .arg("--workspace")
         .arg(workspace)
-        .arg("--json")
+        .args(["--json", "--local"])
         .current_dir(workspace)
         .stdin(Stdio::null())
         .kill_on_drop(true);

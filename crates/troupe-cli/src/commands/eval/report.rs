@@ -29,7 +29,7 @@ impl CaseReport<'_> {
 
     /// Whether it passed often enough.
     pub fn ok(&self) -> bool {
-        // Compared with a margin, so that 2 of 3 meets a `min_pass` written as 0.6667.
+        // With a margin, so that rounding never fails a rate equal to `min_pass`.
         self.pass_rate() + 1e-9 >= self.min_pass
     }
 }
