@@ -37,9 +37,9 @@ use crate::render;
 use outcome::{Failure, Outcome};
 
 /// The code of a suite whose cases passed less often than their `min_pass`.
-const FAILED_CODE: &str = "eval_failed";
+const EVAL_FAILED_CODE: &str = "eval_failed";
 /// The code of a report file that could not be written.
-const REPORT_CODE: &str = "eval_report_unwritable";
+const REPORT_UNWRITABLE_CODE: &str = "eval_report_unwritable";
 
 pub async fn eval(_workspace: &Path, args: EvalArgs) -> Result<(), CliError> {
     if args.jobs == 0 {
@@ -87,12 +87,13 @@ pub async fn eval(_workspace: &Path, args: EvalArgs) -> Result<(), CliError> {
             short.join(", ")
         ),
     )
-    .with_code(FAILED_CODE))
+    .with_code(EVAL_FAILED_CODE))
 }
 
 fn write_report(file: &Path, text: &str) -> Result<(), CliError> {
     std::fs::write(file, text).map_err(|e| {
-        CliError::failed(format!("cannot write {}: {e}", file.display())).with_code(REPORT_CODE)
+        CliError::failed(format!("cannot write {}: {e}", file.display()))
+            .with_code(REPORT_UNWRITABLE_CODE)
     })
 }
 

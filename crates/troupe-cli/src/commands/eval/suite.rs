@@ -14,7 +14,7 @@ use super::fixture;
 use crate::error::CliError;
 
 /// The code of a suite refused before anything ran.
-pub const INVALID_CODE: &str = "eval_suite_invalid";
+pub const SUITE_INVALID_CODE: &str = "eval_suite_invalid";
 
 /// How long a repetition's run may take unless the suite says otherwise.
 const DEFAULT_TIMEOUT_SECS: f64 = 600.0;
@@ -238,7 +238,8 @@ pub struct Suite {
 /// Reads and validates the suite at `file`.
 pub fn load(file: &Path) -> Result<Suite, CliError> {
     let shown = file.display().to_string();
-    let invalid = |why: String| CliError::usage(format!("{shown}: {why}")).with_code(INVALID_CODE);
+    let invalid =
+        |why: String| CliError::usage(format!("{shown}: {why}")).with_code(SUITE_INVALID_CODE);
     let meta = std::fs::metadata(file).map_err(|e| invalid(format!("cannot read it: {e}")))?;
     if !meta.is_file() {
         return Err(invalid("not a regular file".into()));
@@ -259,7 +260,7 @@ pub fn load(file: &Path) -> Result<Suite, CliError> {
             Some(line) => CliError::usage(format!("{shown}:{line}: {message}")),
             None => CliError::usage(format!("{shown}: {message}")),
         }
-        .with_code(INVALID_CODE)
+        .with_code(SUITE_INVALID_CODE)
     })?;
     let folder = std::fs::canonicalize(file)
         .ok()
