@@ -10,6 +10,9 @@
 //!   with their sources and a workspace's price that waits for trust beside the one that
 //!   applies; `troupe demo --workspace DIR` refusing a folder that holds a file it would write.
 //! - `demo`: `troupe demo` and the inspection commands' JSON shapes on its workspace.
+//! - `eval`: `troupe eval SUITE.toml`: scripted cases in fresh fixture copies (a folder, a git
+//!   revision whose hooks never run), the table, JSON and JUnit reports and exit codes,
+//!   `--jobs 2` with `repeat`, trust and timeouts, hostile suites refused with one line.
 //! - `errors`: bad input and broken state files: one line on stderr, the right exit code.
 //! - `run`: missing model configuration; a second run on a held workspace.
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
@@ -164,6 +167,8 @@ mod demo;
 mod errors;
 #[path = "cli/estimated_usage.rs"]
 mod estimated_usage;
+#[path = "cli/eval.rs"]
+mod eval;
 #[path = "cli/events.rs"]
 mod events;
 #[path = "cli/exits.rs"]
