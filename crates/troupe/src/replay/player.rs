@@ -369,8 +369,11 @@ impl EventPacing for Player {
         }
         let lead = AgentName::lead();
         let k = state.served.get(&lead).copied().unwrap_or(0);
-        let Some(&position) = self.recording.of_agent(&lead)
-            [k.min(self.recording.of_agent(&lead).len())..]
+        let Some(&position) = self
+            .recording
+            .of_agent(&lead)
+            .get(k..)
+            .unwrap_or(&[])
             .iter()
             .find(|&&p| self.recording.calls[p].purpose == Purpose::Turn)
         else {
