@@ -16,6 +16,7 @@ use std::path::Path;
 use troupe::model::Purpose;
 use troupe::replay::{Mode, PlayOptions, Player, Recording};
 
+use self::outcome::Played;
 use super::run::{drive_work, prepare, Say, Work};
 use crate::args::{ApprovalMode, ReplayArgs, RunArgs, StoreFlags, TeamFlags};
 use crate::error::CliError;
@@ -86,18 +87,6 @@ pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> 
     folder.finish(built.repository.as_deref());
     let played = result?;
     outcome::report(&played, &args, folder.kept())
-}
-
-/// What a replay came to.
-pub struct Played {
-    pub run: String,
-    pub workspace: std::path::PathBuf,
-    pub report: troupe::replay::Report,
-    /// The recorded final tree, and this run's (none: not digested).
-    pub trees: (Option<String>, Option<String>),
-    /// The run's own error, when it failed for another reason than the replay stopping it.
-    pub run_error: Option<CliError>,
-    pub answer: Option<String>,
 }
 
 async fn play(

@@ -6,10 +6,21 @@ use std::path::Path;
 use serde_json::json;
 use troupe::replay::Divergence;
 
-use super::Played;
 use crate::args::ReplayArgs;
 use crate::error::CliError;
 use crate::render;
+
+/// What a replay came to.
+pub struct Played {
+    pub run: String,
+    pub workspace: std::path::PathBuf,
+    pub report: troupe::replay::Report,
+    /// The recorded final tree, and this run's (none: not digested).
+    pub trees: (Option<String>, Option<String>),
+    /// The run's own error, when it failed for another reason than the replay stopping it.
+    pub run_error: Option<CliError>,
+    pub answer: Option<String>,
+}
 
 pub fn report(played: &Played, args: &ReplayArgs, kept: Option<&Path>) -> Result<(), CliError> {
     if let Some(error) = &played.run_error {
