@@ -26,8 +26,15 @@ pub const MAX_FILES: usize = 20_000;
 /// The most bytes a tree digest reads.
 pub const MAX_BYTES: u64 = 512 * 1024 * 1024;
 
-/// The git starting point of `workspace`, when it is in a repository with a commit.
+/// The git starting point of `workspace`, when it is in a repository with a commit. Git is not
+/// run at all for a workspace with no `.git` in it or above it.
 pub fn git_start(workspace: &Path) -> Option<GitStart> {
+    if !workspace
+        .ancestors()
+        .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+    {
+        return None;
+    }
     let place = Place::Checkout(workspace.to_owned());
     let git = |args: &[&str]| Git::new(&place, args).run().ok();
     let head = git(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?
