@@ -15,7 +15,8 @@
 //! is on both sides and not in the difference. Every model client is timed too: the time spent
 //! inside the model's `complete` (the player's, or the live model's ~0), per call and for the
 //! first and last tenth of the calls — a request grows by two messages a call, so a cost that
-//! grows with the request shows there. `Recording::load` is timed apart, with the file's size.
+//! grows with the request shows there. `Recording::load` is timed apart, with the file's size
+//! and the memory the loaded recording holds (`load_rss_bytes`: the resident set's growth).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -331,10 +332,12 @@ pub fn run(dir: &Path, calls: usize, runs: usize) -> BenchResult<Value> {
     let recording_bytes = std::fs::metadata(&path)
         .map_err(|e| format!("the recording's size: {e}"))?
         .len();
-    let recorded_calls = Recording::load(&path)
-        .map_err(|e| e.to_string())?
-        .calls
-        .len();
+    // What a loaded recording holds in memory: every request whole.
+    let rss_before = rss_bytes();
+    let loaded = Recording::load(&path).map_err(|e| e.to_string())?;
+    let load_rss_bytes = rss_bytes().saturating_sub(rss_before);
+    let recorded_calls = loaded.calls.len();
+    drop(loaded);
 
     let mut live_drive = Vec::with_capacity(runs);
     let mut replay_drive = Vec::with_capacity(runs);
@@ -397,6 +400,7 @@ pub fn run(dir: &Path, calls: usize, runs: usize) -> BenchResult<Value> {
         "replay_extra_ms_per_call_p50": round3(extra),
         "replay_over_live_p50": round3(median(&mut ratio)),
         "load_ms_p50": round2(load_ms),
+        "load_rss_bytes": load_rss_bytes,
         "replay_extra_ms_per_call_with_load_p50": round3(extra + load_per_call),
         "player_us_per_call_p50": round2(median(&mut player_per_call)),
         "player_us_per_call_first_tenth_p50": round2(median(&mut player_first)),
@@ -409,6 +413,21 @@ pub fn run(dir: &Path, calls: usize, runs: usize) -> BenchResult<Value> {
         "divergences": 0,
         "peak_rss_bytes": peak_rss_bytes(),
     }))
+}
+
+/// This process's resident set size now, in bytes (Linux; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
 }
 
 fn round3(x: f64) -> f64 {
