@@ -14,6 +14,7 @@
 //! cargo run --release --bin troupe-bench -- sandbox --json
 //! cargo run --release --bin troupe-bench -- pg --procs 4 --n 2500 --json
 //! cargo run --release --bin troupe-bench -- board --teammates 8 --tasks 64 --latency-ms 500 --json
+//! cargo run --release --bin troupe-bench -- replay --calls 500 --runs 5 --json
 //! ```
 
 mod board;
@@ -31,6 +32,7 @@ mod mailbox;
 mod page_load;
 mod pg;
 mod protocol;
+mod replay;
 mod result;
 mod sandbox;
 mod stats;
@@ -132,6 +134,15 @@ enum Suite {
         #[arg(long, default_value_t = 32_768)]
         window: u32,
     },
+    /// Replaying a recording: a lead's `calls` model calls in one turn (each a `read_file` of a
+    /// small file, the last a text) recorded, then replayed `runs` times (each request
+    /// compared) against as many live runs, alternating: the replay's cost per call.
+    Replay {
+        #[arg(long, default_value_t = 500)]
+        calls: usize,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
     /// binary next to this one) prints it.
     Events {
@@ -220,6 +231,7 @@ fn main() -> ExitCode {
             store,
         } => board::run(&dir, teammates, tasks, latency_ms, store.as_deref()),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
+        Suite::Replay { calls, runs } => replay::run(&dir, calls, runs),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
