@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use troupe_wire::AgentName;
 
@@ -144,6 +145,8 @@ struct State {
     until_reached: bool,
     /// Recorded id → this run's.
     ids: HashMap<String, String>,
+    /// How many messages each agent's last answered request had.
+    seen: HashMap<AgentName, usize>,
     /// The lead's call being paced for, and since when.
     pacing: Option<(usize, Instant)>,
 }
@@ -293,11 +296,15 @@ impl Player {
             return Step::Wait;
         }
         let recorded = &self.recording.calls[position];
-        let then = self
-            .recorded
-            .compared(&recorded.request, &self.options.redactor);
+        // The recorded digest first: the recorded request is rendered only when it differs.
         let now = self.now.compared(request, &self.options.redactor);
-        if then != now {
+        let then = (super::mask::hex(&Sha256::digest(now.as_bytes())) != recorded.digest)
+            .then(|| {
+                self.recorded
+                    .compared(&recorded.request, &self.options.redactor)
+            })
+            .filter(|then| *then != now);
+        if let Some(then) = then {
             let divergence = Divergence::Request {
                 call: position + 1,
                 agent: agent.to_string(),
@@ -310,7 +317,10 @@ impl Player {
             };
             return self.diverge(state, divergence);
         }
-        learn_ids(&mut state.ids, &recorded.request, request);
+        // Ids are new only in the messages added since the agent's previous call.
+        let from = state.seen.get(agent).copied().unwrap_or(0);
+        learn_ids(&mut state.ids, &recorded.request, request, from);
+        state.seen.insert(agent.clone(), request.messages.len());
         state.next += 1;
         *state.served.entry(agent.clone()).or_default() += 1;
         state.pacing = None;
@@ -347,9 +357,16 @@ impl Player {
     }
 }
 
-/// The ids of two requests that masking found equal, paired in order.
-fn learn_ids(ids: &mut HashMap<String, String>, then: &ModelRequest, now: &ModelRequest) {
-    let (Ok(then), Ok(now)) = (serde_json::to_string(then), serde_json::to_string(now)) else {
+/// The ids of two requests that masking found equal, paired in order, in their messages from
+/// `from` on (only messages added since the agent's previous call can name a new id).
+fn learn_ids(
+    ids: &mut HashMap<String, String>,
+    then: &ModelRequest,
+    now: &ModelRequest,
+    from: usize,
+) {
+    let part = |r: &ModelRequest| serde_json::to_string(r.messages.get(from..).unwrap_or(&[]));
+    let (Ok(then), Ok(now)) = (part(then), part(now)) else {
         return;
     };
     let (then, now) = (uuids(&then), uuids(&now));
