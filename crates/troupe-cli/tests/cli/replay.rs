@@ -338,3 +338,24 @@ fn a_shared_teams_run_is_replayed_from_its_database() {
     assert_eq!(report["outcome"], "identical", "{report:#}");
     assert!(report["calls"].as_u64().unwrap() >= 5, "{report:#}");
 }
+
+#[test]
+fn a_run_that_went_on_with_an_earlier_conversation_says_its_first_call_will_differ() {
+    let (_dir, ws, root) = repository();
+    let script = team_script(&root);
+    record(&ws, &script, &[]);
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    std::fs::remove_file(ws.join("b.txt")).unwrap();
+    record(&ws, &script, &[]);
+    let out = replay(&ws, &["last"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("went on with an earlier conversation of the lead"),
+        "{out:#?}"
+    );
+    assert!(
+        out.stdout.contains("call 1 (lead's call 1) differs"),
+        "{out:#?}"
+    );
+}

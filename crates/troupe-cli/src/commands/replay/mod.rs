@@ -60,6 +60,13 @@ pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> 
             )));
         }
     }
+    if let Some(earlier) = earlier_messages(&recording) {
+        eprintln!(
+            "troupe: the recorded run went on with an earlier conversation of the lead ({earlier} \
+             message(s) before its prompt); replay starts a fresh one, so the lead's first call \
+             will differ"
+        );
+    }
     let folder = find::folder(args.into.as_deref())?;
     let built = starting_point::build(workspace, &recording.start, folder.path())?;
     for warning in &built.warnings {
@@ -210,6 +217,22 @@ fn run_args(recording: &Recording, file: &Path) -> RunArgs {
         watch: false,
         no_local_workers: false,
     }
+}
+
+/// How many messages the lead's conversation held before the recorded prompt, when it held
+/// any but its system prompt (a session's later prompt, `run` after an earlier run).
+fn earlier_messages(recording: &Recording) -> Option<usize> {
+    let first = recording
+        .calls
+        .iter()
+        .find(|c| c.agent.is_lead() && c.purpose == Purpose::Turn)?;
+    let prompt = first
+        .request
+        .messages
+        .iter()
+        .rposition(|m| matches!(m, troupe::model::ChatMessage::User { .. }))?;
+    let earlier = prompt.saturating_sub(1);
+    (earlier > 0).then_some(earlier)
 }
 
 /// A replay folder's settings wait for trust like any workspace's: say how to give it.
