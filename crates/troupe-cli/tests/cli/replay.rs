@@ -342,11 +342,24 @@ fn a_shared_teams_run_is_replayed_from_its_database() {
 #[test]
 fn a_run_that_went_on_with_an_earlier_conversation_says_its_first_call_will_differ() {
     let (_dir, ws, root) = repository();
-    let script = team_script(&root);
-    record(&ws, &script, &[]);
-    std::fs::remove_file(ws.join("a.txt")).unwrap();
-    std::fs::remove_file(ws.join("b.txt")).unwrap();
-    record(&ws, &script, &[]);
+    record(&ws, &team_script(&root), &[]);
+    let again = root.join("again.json");
+    std::fs::write(
+        &again,
+        json!({"responses": [{"text": "Still done."}]}).to_string(),
+    )
+    .unwrap();
+    let out = troupe_in(
+        &ws,
+        &[
+            "run",
+            "--prompt",
+            "Anything left?",
+            "--model-script",
+            again.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
     let out = replay(&ws, &["last"]);
     assert_eq!(out.code, 1, "{out:#?}");
     assert!(
