@@ -410,10 +410,9 @@ impl EventPacing for Player {
                 order.push((j, i));
             }
         }
-        if order.is_empty() {
-            // None of the recorded turn's events: the comparison will say how they differ.
-            return identity();
-        }
+        // Some of the recorded turn's events have not arrived (those that came early wait for
+        // a later turn): wait for them, at most the stall timeout, then go on with what is
+        // here — the comparison will say how it differs.
         if order.len() < tail.len() {
             let since = match state.pacing {
                 Some((p, since)) if p == position => since,
@@ -517,4 +516,80 @@ fn stopped() -> ModelError {
     ModelError::Implementation(Box::new(RecordedFailure(
         "the replay stopped at its first difference".into(),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{CallLine, Line, RequestDelta, Start, VERSION};
+    use super::*;
+
+    fn recording(lead_requests: &[Vec<ChatMessage>]) -> Recording {
+        let mut lines = vec![Line::Start(Start {
+            version: VERSION,
+            run: "r".into(),
+            at: "2026-07-30T08:00:00.000Z".into(),
+            prompt: "p".into(),
+            workspace: "/w".into(),
+            settings: "none".into(),
+            git: None,
+        })];
+        let mut previous: Option<ModelRequest> = None;
+        for (i, messages) in lead_requests.iter().enumerate() {
+            let request = ModelRequest::turn(messages.clone(), Vec::new());
+            lines.push(Line::Call(Box::new(CallLine {
+                seq: i as u64,
+                agent: "lead".into(),
+                index: i,
+                purpose: Purpose::Turn,
+                digest: String::new(),
+                request: RequestDelta::between(previous.as_ref().map(|p| (i - 1, p)), &request),
+                answer: Some(ModelResponse::text("ok", "m")),
+                error: None,
+            })));
+            previous = Some(request);
+        }
+        let text: String = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .collect();
+        Recording::parse(&text).unwrap()
+    }
+
+    fn player(recording: Recording) -> Arc<Player> {
+        Player::new(
+            recording,
+            PlayOptions {
+                mode: Mode::Compare,
+                until: None,
+                live: None,
+                stall: Duration::from_secs(30),
+                workspace: "/w".into(),
+                redactor: Redactor::default(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn the_lead_waits_for_its_recorded_turns_events_and_holds_back_early_ones() {
+        let (sys, prompt) = (ChatMessage::system("s"), ChatMessage::user("p"));
+        let answer = ChatMessage::Assistant(crate::model::AssistantMessage::text("ok"));
+        let event = |who: &str| format!("[event] {{\"sender\":\"{who}\"}}");
+        let first = vec![sys.clone(), prompt.clone()];
+        let second = vec![sys, prompt, answer, ChatMessage::user(event("beta"))];
+        let player = player(recording(&[first.clone(), second]));
+        // The lead's first call is answered; its next turn must start with beta's result.
+        let models = player.models();
+        let lead = models.model_for(&AgentName::lead());
+        lead.complete(&ModelRequest::turn(first, Vec::new()))
+            .await
+            .unwrap();
+        let pacing = models.pacing().unwrap();
+        // Only alpha's result is here: wait (holding it).
+        assert!(matches!(pacing.arrange(&[event("alpha")]), Pace::Wait(_)));
+        // Both: beta's now, alpha's held for a later turn.
+        assert_eq!(
+            pacing.arrange(&[event("alpha"), event("beta")]),
+            Pace::Now(vec![1])
+        );
+    }
 }
