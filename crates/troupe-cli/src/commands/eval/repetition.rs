@@ -123,7 +123,7 @@ async fn prepare(case: &Case, dir: &Path) -> Result<PathBuf, String> {
     let workspace = base.join("workspace");
     let fixture = case.fixture.clone();
     let into = workspace.clone();
-    tokio::task::spawn_blocking(move || match fixture {
+    troupe::sync::offload("copying the fixture", move || match fixture {
         Fixture::Folder(root) => {
             std::fs::create_dir(&into).map_err(|e| format!("{}: {e}", into.display()))?;
             fixture::copy_folder(&root, &into)
@@ -132,7 +132,7 @@ async fn prepare(case: &Case, dir: &Path) -> Result<PathBuf, String> {
             .map_err(|why| format!("checking out {rev:?} of {}: {why}", repo.display())),
     })
     .await
-    .map_err(|e| format!("copying the fixture: {e}"))??;
+    .map_err(|e| e.to_string())??;
     Ok(workspace)
 }
 
