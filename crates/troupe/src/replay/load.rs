@@ -8,10 +8,10 @@ use std::path::Path;
 
 use troupe_wire::AgentName;
 
-use super::record::{End, Line, Start, VERSION};
+use super::record::{End, Line, SharedRequest, Start, VERSION};
 use super::recorder::MAX_RECORDING_BYTES;
 use super::ReplayError;
-use crate::model::{ModelRequest, ModelResponse, Purpose};
+use crate::model::{ModelResponse, Purpose};
 use crate::store::read::{read_regular, Links};
 
 /// A run's recording, ready to play.
@@ -32,7 +32,8 @@ pub struct RecordedCall {
     pub index: usize,
     pub purpose: Purpose,
     pub digest: String,
-    pub request: ModelRequest,
+    /// The request, its messages shared with the agent's other requests.
+    pub request: SharedRequest,
     pub answer: Result<ModelResponse, String>,
 }
 

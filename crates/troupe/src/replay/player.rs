@@ -301,7 +301,7 @@ impl Player {
         let then = (super::mask::hex(&Sha256::digest(now.as_bytes())) != recorded.digest)
             .then(|| {
                 self.recorded
-                    .compared(&recorded.request, &self.options.redactor)
+                    .compared(&recorded.request.to_request(), &self.options.redactor)
             })
             .filter(|then| *then != now);
         if let Some(then) = then {
@@ -319,7 +319,12 @@ impl Player {
         }
         // Ids are new only in the messages added since the agent's previous call.
         let from = state.seen.get(agent).copied().unwrap_or(0);
-        learn_ids(&mut state.ids, &recorded.request, request, from);
+        learn_ids(
+            &mut state.ids,
+            &recorded.request.messages,
+            &request.messages,
+            from,
+        );
         state.seen.insert(agent.clone(), request.messages.len());
         state.next += 1;
         *state.served.entry(agent.clone()).or_default() += 1;
@@ -361,12 +366,20 @@ impl Player {
 /// `from` on (only messages added since the agent's previous call can name a new id).
 fn learn_ids(
     ids: &mut HashMap<String, String>,
-    then: &ModelRequest,
-    now: &ModelRequest,
+    then: &[Arc<ChatMessage>],
+    now: &[ChatMessage],
     from: usize,
 ) {
-    let part = |r: &ModelRequest| serde_json::to_string(r.messages.get(from..).unwrap_or(&[]));
-    let (Ok(then), Ok(now)) = (part(then), part(now)) else {
+    let then: Vec<&ChatMessage> = then
+        .get(from..)
+        .unwrap_or(&[])
+        .iter()
+        .map(|m| &**m)
+        .collect();
+    let (Ok(then), Ok(now)) = (
+        serde_json::to_string(&then),
+        serde_json::to_string(now.get(from..).unwrap_or(&[])),
+    ) else {
         return;
     };
     let (then, now) = (uuids(&then), uuids(&now));
@@ -396,10 +409,11 @@ impl EventPacing for Player {
         else {
             return identity();
         };
-        let tail: Vec<String> = trailing_user_messages(&self.recording.calls[position].request)
-            .iter()
-            .map(|t| self.recorded.text(t))
-            .collect();
+        let tail: Vec<String> =
+            trailing_user_messages(&self.recording.calls[position].request.messages)
+                .iter()
+                .map(|t| self.recorded.text(t))
+                .collect();
         let mut used = vec![false; tail.len()];
         let mut order: Vec<(usize, usize)> = Vec::new();
         for (i, text) in texts.iter().enumerate() {
@@ -432,13 +446,12 @@ impl EventPacing for Player {
     }
 }
 
-/// The user messages that end `request` (an event turn's events).
-fn trailing_user_messages(request: &ModelRequest) -> Vec<&str> {
-    let mut tail: Vec<&str> = request
-        .messages
+/// The user messages that end a request (an event turn's events).
+fn trailing_user_messages(messages: &[Arc<ChatMessage>]) -> Vec<&str> {
+    let mut tail: Vec<&str> = messages
         .iter()
         .rev()
-        .map_while(|m| match m {
+        .map_while(|m| match &**m {
             ChatMessage::User { content } => Some(content.as_str()),
             _ => None,
         })

@@ -14,6 +14,8 @@
 //! grows costs its growth, not its square. `answer` is the model's whole answer, or `error`
 //! the failure's text. The digest is of the request as compared (see `mask.rs`).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ChatMessage, ModelRequest, ModelResponse, Purpose, ToolSpec};
@@ -125,13 +127,14 @@ impl RequestDelta {
         }
     }
 
-    /// The whole request, given its base's (none for the first); `purpose` is the call's.
+    /// The whole request, given its base's (none for the first); `purpose` is the call's. The
+    /// messages it keeps from its base are shared with it, not copied.
     pub fn apply(
         &self,
-        base: Option<&ModelRequest>,
+        base: Option<&SharedRequest>,
         purpose: Purpose,
-    ) -> Result<ModelRequest, String> {
-        let mut messages: Vec<Option<ChatMessage>> = match base {
+    ) -> Result<SharedRequest, String> {
+        let mut messages: Vec<Option<Arc<ChatMessage>>> = match base {
             Some(b) => b.messages.iter().cloned().map(Some).collect(),
             None => Vec::new(),
         };
@@ -140,7 +143,7 @@ impl RequestDelta {
             let slot = messages
                 .get_mut(*i)
                 .ok_or_else(|| format!("message {i} is past the request's length {}", self.len))?;
-            *slot = Some(message.clone());
+            *slot = Some(Arc::new(message.clone()));
         }
         let messages = messages
             .into_iter()
@@ -148,15 +151,36 @@ impl RequestDelta {
             .map(|(i, m)| m.ok_or_else(|| format!("message {i} is missing")))
             .collect::<Result<Vec<_>, _>>()?;
         let tools = match (&self.tools, base) {
-            (Some(tools), _) => tools.clone(),
+            (Some(tools), _) => Arc::new(tools.clone()),
             (None, Some(b)) => b.tools.clone(),
             (None, None) => return Err("the first request has no tools list".into()),
         };
-        Ok(ModelRequest {
+        Ok(SharedRequest {
             messages,
             tools,
             purpose,
         })
+    }
+}
+
+/// A recorded request as a loaded recording holds it: the messages and tools it has in common
+/// with the agent's previous request are shared with it, so a recording of a long
+/// conversation holds each message once rather than once per call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedRequest {
+    pub messages: Vec<Arc<ChatMessage>>,
+    pub tools: Arc<Vec<ToolSpec>>,
+    pub purpose: Purpose,
+}
+
+impl SharedRequest {
+    /// The request as a model call carries it (copied).
+    pub fn to_request(&self) -> ModelRequest {
+        ModelRequest {
+            messages: self.messages.iter().map(|m| (**m).clone()).collect(),
+            tools: (*self.tools).clone(),
+            purpose: self.purpose,
+        }
     }
 }
 
@@ -178,12 +202,29 @@ mod tests {
         let delta = RequestDelta::between(Some((0, &first)), &second);
         assert_eq!(delta.set.len(), 3, "{delta:?}");
         assert_eq!(delta.tools, None);
-        assert_eq!(delta.apply(Some(&first), Purpose::Turn).unwrap(), second);
+        let shared_first = RequestDelta::between(None, &first)
+            .apply(None, Purpose::Turn)
+            .unwrap();
+        let shared_second = delta.apply(Some(&shared_first), Purpose::Turn).unwrap();
+        assert_eq!(shared_second.to_request(), second);
+        // The message both have is one, shared.
+        assert!(Arc::ptr_eq(
+            &shared_first.messages[1],
+            &shared_second.messages[1]
+        ));
         let shorter = request(&["system"]);
         let cut = RequestDelta::between(Some((1, &second)), &shorter);
-        assert_eq!(cut.apply(Some(&second), Purpose::Turn).unwrap(), shorter);
+        assert_eq!(
+            cut.apply(Some(&shared_second), Purpose::Turn)
+                .unwrap()
+                .to_request(),
+            shorter
+        );
         let whole = RequestDelta::between(None, &second);
-        assert_eq!(whole.apply(None, Purpose::Turn).unwrap(), second);
+        assert_eq!(
+            whole.apply(None, Purpose::Turn).unwrap().to_request(),
+            second
+        );
     }
 
     #[test]

@@ -230,7 +230,7 @@ fn earlier_messages(recording: &Recording) -> Option<usize> {
         .request
         .messages
         .iter()
-        .rposition(|m| matches!(m, troupe::model::ChatMessage::User { .. }))?;
+        .rposition(|m| matches!(**m, troupe::model::ChatMessage::User { .. }))?;
     let earlier = prompt.saturating_sub(1);
     (earlier > 0).then_some(earlier)
 }
