@@ -12,6 +12,7 @@ mod outcome;
 mod starting_point;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use troupe::model::Purpose;
 use troupe::replay::{Mode, PlayOptions, Player, Recording};
@@ -22,6 +23,7 @@ use crate::args::{ApprovalMode, ReplayArgs, RunArgs, StoreFlags, TeamFlags};
 use crate::error::CliError;
 use crate::input::parse_duration;
 use crate::interrupt::Interrupt;
+use crate::observe::{Console, Sink};
 
 pub async fn replay(workspace: &Path, args: ReplayArgs) -> Result<(), CliError> {
     let stall = parse_duration(&args.stall_timeout)?;
@@ -132,6 +134,11 @@ async fn play(
         },
     );
     prepared.settings.models = player.models();
+    // The replayed team's lines on stderr as `troupe run` shows them (not with --json).
+    let console = (!args.json).then(|| Arc::new(Console::new(Sink::Stderr, false)));
+    if let Some(console) = &console {
+        prepared.settings.events.listeners = vec![console.clone()];
+    }
     let stop = player.stop_token();
     let cancel = interrupt.run.clone();
     let stopper = tokio::spawn(async move {
@@ -150,6 +157,9 @@ async fn play(
     )
     .await;
     stopper.abort();
+    if let Some(console) = &console {
+        console.finish();
+    }
     let report = player.report();
     let stopped_by_replay = report.divergence.is_some() || report.stopped_after.is_some();
     let (answer, run_error) = match result {
