@@ -12,8 +12,8 @@ use super::files::read_file;
 use super::parse::{parse, ParsedFile};
 use super::trust::TrustItem;
 use super::{
-    approvals, context, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team,
-    telemetry,
+    approvals, context, hooks, mcp, model, prices, retention, rules, run, sandbox, store, tasks,
+    team, telemetry,
 };
 use super::{Settings, Source};
 
@@ -143,6 +143,7 @@ fn merge(layers: &[(PathBuf, Source, ParsedFile)]) -> Settings {
         approvals: approvals::merge(&section(layers, |f| &f.approvals)),
         telemetry: telemetry::merge(&section(layers, |f| &f.telemetry)),
         context: context::merge(&section(layers, |f| &f.context)),
+        retention: retention::merge(&section(layers, |f| &f.retention)),
         files: layers.iter().map(|(path, _, _)| path.clone()).collect(),
     }
 }

@@ -26,6 +26,7 @@ mod mcp;
 mod model;
 mod parse;
 mod prices;
+mod retention;
 mod rules;
 mod run;
 mod sandbox;
@@ -51,6 +52,7 @@ pub use load::Reviewed;
 pub use mcp::{env_reference, valid_mcp_server_name};
 pub use model::{MIN_CONTEXT_WINDOW, PROVIDERS};
 pub use prices::PriceSettings;
+pub use retention::parse_size;
 pub use rules::check_rule;
 pub use run::RunSettings;
 pub use secrets::looks_secret;
@@ -323,6 +325,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// `[context]`: the files every agent's prompt carries as the project's instructions.
     pub context: ContextSettings,
+    /// `[retention]`: what `troupe gc` keeps, and whether it runs at each run's close.
+    pub retention: crate::store::retention::Policy,
     /// `[[mcp_servers]]`: project entries first, then the user's; a name in both is the
     /// project's.
     pub mcp_servers: Vec<McpServerSpec>,

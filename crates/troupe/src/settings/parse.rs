@@ -16,6 +16,7 @@ use super::hooks::{ParsedHook, RawHook};
 use super::mcp::RawMcpServer;
 use super::model::{ParsedModel, RawModel};
 use super::prices::{ParsedPrices, RawPrices};
+use super::retention::{ParsedRetention, RawRetention};
 use super::rules::{ParsedRules, RawPermissions};
 use super::run::{ParsedRun, RawRun};
 use super::sandbox::{ParsedSandbox, RawSandbox};
@@ -27,8 +28,8 @@ use super::team::{ParsedTeam, RawTeam};
 use super::telemetry::{ParsedTelemetry, RawTelemetry};
 use super::McpServerSpec;
 use super::{
-    approvals, context, hooks, mcp, model, prices, rules, run, sandbox, store, tasks, team,
-    telemetry,
+    approvals, context, hooks, mcp, model, prices, retention, rules, run, sandbox, store, tasks,
+    team, telemetry,
 };
 
 /// One file, validated: each section's own values.
@@ -47,6 +48,7 @@ pub(super) struct ParsedFile {
     pub approvals: ParsedApprovals,
     pub telemetry: ParsedTelemetry,
     pub context: ParsedContext,
+    pub retention: ParsedRetention,
 }
 
 /// The file as written; every key known, every value spanned for its line.
@@ -79,6 +81,8 @@ struct RawFile {
     telemetry: RawTelemetry,
     #[serde(default)]
     context: RawContext,
+    #[serde(default)]
+    retention: RawRetention,
 }
 
 /// Validates one file's text; the sections in file-format order, so a file with several
@@ -123,6 +127,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<ParsedFile, SettingsError
         approvals: approvals::parse(raw.approvals, &spans)?,
         telemetry: telemetry::parse(raw.telemetry, &spans)?,
         context: context::parse(raw.context, &spans)?,
+        retention: retention::parse(raw.retention, &spans)?,
     })
 }
 

@@ -27,6 +27,8 @@
 //! - [`usage`]: `.troupe/usage.jsonl`, the token usage of every model response, and its totals;
 //!   [`usage_groups`]: the same summed per agent, model and day (what cost is reckoned on), and
 //!   `FileUsage`, the file adapter of the `TeamUsage` port.
+//! - [`retention`]: what `troupe gc` may remove (issue 45): the policy, the one rule engine
+//!   and the `Prune` port of both backends.
 //! - [`team_copy`]: the one way records kept locally (audit, usage, job records) are copied to
 //!   a shared team's store.
 
@@ -46,6 +48,7 @@ pub mod protocol;
 pub mod read;
 pub mod recordings;
 pub mod response_ack;
+pub mod retention;
 pub mod roster;
 pub mod roster_records;
 pub mod tasks;
