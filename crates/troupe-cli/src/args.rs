@@ -362,6 +362,20 @@ pub enum Command {
     /// Tokens (prompt, completion, cache read, cache write) and their estimated cost, per agent,
     /// model or day and in total, from .troupe/usage.jsonl (a shared team's: every process's).
     Usage(UsageArgs),
+    /// Remove what [retention] lets go (done messages, archived requests, earlier
+    /// conversations, artifacts nothing refers to, old events, merged worktrees, finished jobs,
+    /// recordings; usage compacted into daily totals), and say what was kept and why. Safe
+    /// beside a running team.
+    Gc {
+        /// Say what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreFlags,
+    },
     /// Background shell jobs and their status (running, completed, failed, cancelled, timed_out).
     Jobs {
         /// Print JSON (`{"jobs":[…]}`) instead of text.
@@ -662,6 +676,7 @@ impl Command {
             | Self::Status { .. }
             | Self::Requests { .. }
             | Self::Usage(_)
+            | Self::Gc { .. }
             | Self::Jobs { .. }
             | Self::Cron { .. }
             | Self::Tasks { .. }
@@ -703,6 +718,7 @@ impl Command {
             | Self::Deny { json, .. }
             | Self::Requests { json, .. }
             | Self::Jobs { json, .. }
+            | Self::Gc { json, .. }
             | Self::Usage(UsageArgs { json, .. })
             | Self::Cron { json, .. }
             | Self::Tasks { json, .. }

@@ -146,7 +146,30 @@ pub fn status(report: &StatusReport) -> String {
         t.total, t.pending, t.in_progress, t.completed
     ));
     out.push_str(&usage(&report.usage));
+    out.push_str(&format!(
+        "\nstate      {} in .troupe/",
+        bytes(report.state_bytes)
+    ));
+    if report.state_bytes > troupe::gc::size::SUGGEST_GC_ABOVE {
+        out.push_str(" (`troupe gc --dry-run` shows what [retention] lets go)");
+    }
+    out.push('\n');
     out
+}
+
+/// A size for people: `512 B`, `3.1 KB`, `4.2 MB`, `1.3 GB` (decimal units).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1000.0;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// The `usage` part of `troupe status`: totals, one line per agent, the latest run.

@@ -146,6 +146,8 @@ pub struct StatusReport {
     /// `troupe worker`s), its last heartbeat and the teammates it holds. Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<Vec<WorkerRow>>,
+    /// Bytes of the workspace's `.troupe/` (`troupe gc` says what retention allows removing).
+    pub state_bytes: u64,
 }
 
 /// How many tasks of the task board are in each status.
@@ -265,6 +267,11 @@ impl Inspector {
             tasks: TaskSummary::of(&self.tasks().await?),
             usage: self.usage().await?,
             workers: self.stores.roster.workers().await.map_err(backend)?,
+            state_bytes: crate::sync::blocking(|| crate::gc::size::state_bytes(&self.layout))
+                .map_err(|e| InspectError::Io {
+                    path: e.path.clone(),
+                    source: e.source,
+                })?,
         })
     }
 

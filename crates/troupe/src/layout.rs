@@ -66,11 +66,20 @@ impl Layout {
         self.protocol_dir().join(".protocol.lock")
     }
 
+    /// `.troupe/transcripts`: the agents' conversations (and earlier ones, `<agent>.<n>.jsonl`).
+    pub fn transcripts_dir(&self) -> PathBuf {
+        self.state_dir().join("transcripts")
+    }
+
     /// `.troupe/transcripts/<agent>.jsonl`: the agent's conversation, continued by later runs.
     pub fn transcript(&self, agent: &AgentName) -> PathBuf {
-        self.state_dir()
-            .join("transcripts")
+        self.transcripts_dir()
             .join(format!("{}.jsonl", agent.as_str()))
+    }
+
+    /// `.troupe/artifacts`: every agent's artifacts, one folder each.
+    pub fn artifacts_root(&self) -> PathBuf {
+        self.state_dir().join("artifacts")
     }
 
     /// `.troupe/team.json`
@@ -110,7 +119,7 @@ impl Layout {
 
     /// `.troupe/artifacts/<agent>`: tool results too large for the history, kept whole.
     pub fn artifacts_dir(&self, agent: &AgentName) -> PathBuf {
-        self.state_dir().join("artifacts").join(agent.as_str())
+        self.artifacts_root().join(agent.as_str())
     }
 
     /// `.troupe/memory`: one `<name>.md` record per memory.

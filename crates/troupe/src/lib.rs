@@ -47,6 +47,8 @@
 //! - [`mcp`]: MCP servers (stdio or streamable HTTP) started for a run, and their state.
 //! - [`approvals`]: approvals as requests: a permission request opened, answered once from
 //!   anywhere, and the provider whose call waits for the first answer.
+//! - [`gc`]: `troupe gc` and `[retention] auto`: one pass over a team's state that removes
+//!   what its retention allows (`store::retention`), and says what it kept and why.
 //! - [`replay`]: every run's model calls recorded (`.troupe/recordings/`), and a recording
 //!   played again: each call answered from it in the recorded order, each request compared.
 //!
@@ -61,6 +63,7 @@ pub mod clock;
 pub mod cron;
 pub mod demo;
 pub mod error;
+pub mod gc;
 pub mod hooks;
 pub mod ids;
 pub mod inspect;

@@ -110,6 +110,7 @@ impl Waiting {
                     TrustKind::CostLimit => "[run]",
                     TrustKind::ApprovalRoute => "[approvals]",
                     TrustKind::Telemetry => "[telemetry]",
+                    TrustKind::Retention => "[retention]",
                     TrustKind::Allow => "[permissions]",
                     TrustKind::SandboxMode | TrustKind::Network | TrustKind::UnconfinedHooks => {
                         "[sandbox]"
@@ -140,7 +141,7 @@ impl Waiting {
                     TrustKind::UnconfinedHooks => "hooks ".to_owned(),
                     TrustKind::CostLimit => "max_cost ".to_owned(),
                     TrustKind::ApprovalRoute => "route ".to_owned(),
-                    TrustKind::Telemetry => {
+                    TrustKind::Telemetry | TrustKind::Retention => {
                         format!("{} ", item.content.split('=').next().unwrap_or_default())
                     }
                 };

@@ -11,6 +11,7 @@ mod config_approvals;
 mod config_cost;
 mod demo;
 mod eval;
+mod gc;
 mod init;
 pub(crate) mod inspect;
 pub(crate) mod log;
@@ -127,6 +128,11 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
             .await
         }
         Command::Usage(args) => usage::usage(&resolve_workspace(cli.workspace)?, &args).await,
+        Command::Gc {
+            dry_run,
+            json,
+            store,
+        } => gc::gc(&resolve_workspace(cli.workspace)?, dry_run, json, &store).await,
         Command::Jobs { json, store } => {
             inspect::jobs(&resolve_workspace(cli.workspace)?, json, &store).await
         }

@@ -424,6 +424,29 @@ impl Held {
             _run_lock: run_lock,
         }
     }
+
+    /// `[retention] auto`: one gc pass at the run's close, under the run lock this run still
+    /// holds. A failure is reported on the tracing output; the run's outcome stands.
+    pub(super) async fn auto_gc(
+        &self,
+        workspace: &std::path::Path,
+        policy: &crate::store::retention::Policy,
+        now: troupe_wire::UtcTime,
+    ) {
+        let layout = Layout::new(workspace);
+        let lock = crate::gc::RunLock::Held(&self._run_lock);
+        match crate::gc::collect(&layout, None, policy, now, false, lock).await {
+            Ok(outcome) => {
+                let removed = outcome.report.removed_total();
+                tracing::info!(
+                    items = removed.items,
+                    bytes = removed.bytes,
+                    "retention: gc at the run's close"
+                );
+            }
+            Err(e) => tracing::warn!("retention: gc at the run's close failed: {e}"),
+        }
+    }
 }
 
 /// Closes a run in reverse dependency order (SPEC §4.4): teammates (workers cancelled at a safe

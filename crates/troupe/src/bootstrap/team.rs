@@ -58,6 +58,8 @@ pub struct Team {
     recorder: Option<Arc<crate::replay::Recorder>>,
     workspace: PathBuf,
     clock: Arc<dyn crate::clock::Clock>,
+    /// `[retention]`: with `auto`, gc runs at close.
+    retention: crate::store::retention::Policy,
 }
 
 impl Team {
@@ -85,9 +87,16 @@ impl Team {
     /// point, in-flight messages released), then cron, then background jobs (whole process
     /// groups terminated, recorded as cancelled), then the MCP servers (sessions closed, stdio
     /// servers' process groups killed); then the watch and the run lock.
+    /// With `[retention] auto`, gc runs last, still under the run lock (the event stream stays
+    /// open for the caller's `run_ended`, so its open segment is not rolled here).
     pub async fn close(mut self) {
         close(&self.runtime, Some(&self.cron), &self.jobs, &mut self.held).await;
         end_recording(self.recorder.as_ref(), &self.workspace, self.clock.as_ref()).await;
+        if self.retention.auto {
+            self.held
+                .auto_gc(&self.workspace, &self.retention, self.clock.now())
+                .await;
+        }
     }
 }
 
@@ -167,6 +176,7 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
         recorder,
         workspace: settings.workspace.clone(),
         clock: settings.clock.clone(),
+        retention: settings.settings.retention.clone(),
     })
 }
 

@@ -115,6 +115,7 @@ fn split_trust(mut file: ParsedFile, user: Option<&ParsedFile>) -> (ParsedFile, 
     run::split_looser_than_user(&mut file.run, user.map(|u| &u.run), &mut items);
     approvals::split_trust(&mut file.approvals, &mut items);
     telemetry::split_trust(&mut file.telemetry, &mut items);
+    retention::split_trust(&mut file.retention, &mut items);
     (file, items)
 }
 

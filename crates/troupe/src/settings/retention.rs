@@ -11,7 +11,8 @@ use toml::Spanned;
 
 use super::duration::{duration_of, RawTimeout};
 use super::error::SettingsError;
-use super::section::{first, Layers, Spans};
+use super::section::{first, needs_trust, Layers, Spans};
+use super::trust::{TrustItem, TrustKind};
 use crate::store::retention::{Kind, Policy, Rule};
 
 /// One kind as written: a number of seconds, an age or `"never"`, or a table of `age` and
@@ -139,6 +140,50 @@ pub fn parse_size(text: &str) -> Option<u64> {
     (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
+/// What of a workspace's own `[retention]` deletes more than the person asked for needs their
+/// trust (a cloned repository must not make troupe delete its history): `auto = true` (gc
+/// at each run's close, unasked), and a rule that keeps less than the default (a shorter age,
+/// or a size). Such values are taken out until trusted; a longer one applies at once.
+pub(super) fn split_trust(project: &mut ParsedRetention, items: &mut Vec<TrustItem>) {
+    if project.auto == Some(true) {
+        project.auto = None;
+        items.push(needs_trust(
+            TrustKind::Retention,
+            "deletes state at each run's close ([retention] auto)".to_owned(),
+            "auto=true".to_owned(),
+        ));
+    }
+    project.rules.retain(|(kind, rule)| {
+        let default = kind.default_rule();
+        let shorter = match (rule.age, default.age) {
+            (Some(mine), Some(theirs)) => mine < theirs,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !shorter && rule.size.is_none() {
+            return true;
+        }
+        items.push(needs_trust(
+            TrustKind::Retention,
+            format!("keeps {kind} for less than the default ([retention] {kind})"),
+            format!("{kind}={}", describe(rule)),
+        ));
+        false
+    });
+}
+
+/// `age=30d size=500000000`, `age=never`: a rule as the trust record has it.
+fn describe(rule: &Rule) -> String {
+    let age = rule.age.map_or_else(
+        || "never".to_owned(),
+        |d| humantime::format_duration(d).to_string(),
+    );
+    match rule.size {
+        Some(size) => format!("age={age} size={size}"),
+        None => format!("age={age}"),
+    }
+}
+
 /// Project over user, per key.
 pub(super) fn merge(layers: &Layers<'_, ParsedRetention>) -> Policy {
     let mut policy = Policy::default();
@@ -232,5 +277,46 @@ mod tests {
         assert_eq!(parse_size("1.5kb"), Some(1500));
         assert_eq!(parse_size("MB"), None);
         assert_eq!(parse_size("5 parsecs"), None);
+    }
+
+    #[test]
+    fn a_workspace_that_would_delete_more_waits_for_trust() {
+        use crate::settings::trust::TrustKind;
+        let dir = workspace(Some(
+            "[retention]\nauto = true\nmessages = \"1s\"\nevents = { size = \"1MB\" }\nquarantine = \"365d\"\n",
+        ));
+        let reviewed = Settings::load_reviewed(dir.path(), None).unwrap();
+        let waiting: Vec<_> = reviewed
+            .items
+            .iter()
+            .filter(|i| i.kind == TrustKind::Retention)
+            .map(|i| i.content.as_str())
+            .collect();
+        assert_eq!(
+            waiting,
+            [
+                "auto=true",
+                "messages=age=1s",
+                "events=age=never size=1000000"
+            ]
+        );
+        let untrusted = &reviewed.untrusted.retention;
+        assert!(!untrusted.auto);
+        assert_eq!(
+            untrusted.rule(Kind::Messages),
+            Kind::Messages.default_rule()
+        );
+        assert_eq!(untrusted.rule(Kind::Events), Kind::Events.default_rule());
+        // Keeping longer only keeps more: at once.
+        assert_eq!(
+            untrusted.rule(Kind::Quarantine).age,
+            Some(Duration::from_secs(365 * 86_400))
+        );
+        let trusted = &reviewed.trusted.retention;
+        assert!(trusted.auto);
+        assert_eq!(
+            trusted.rule(Kind::Messages).age,
+            Some(Duration::from_secs(1))
+        );
     }
 }

@@ -12,7 +12,9 @@
 //!   mode looser than the person's own config's), `[sandbox] network` other than off, a
 //!   `[prices]` entry below the person's own price or the built-in table and a `[run] max_cost`
 //!   above the person's own (they let a run go further before it is stopped);
-//!   and where traces are sent: `[telemetry] endpoint` and `capture_content = true`.
+//!   and where traces are sent: `[telemetry] endpoint` and `capture_content = true`;
+//! - anything that deletes more than the person asked for: `[retention] auto = true`, and a
+//!   `[retention]` rule keeping less than the default.
 //!
 //! Trust is recorded in the person's own config folder ([`TrustStore`], `trusted.json` next to
 //! the user `config.toml`), never in the workspace: per workspace, its real path and one digest
@@ -82,6 +84,8 @@ pub enum TrustKind {
     ApprovalRoute,
     /// `[telemetry]`: where the run's traces are sent, and whether contents go with them.
     Telemetry,
+    /// `[retention]`: `auto`, or a rule keeping less than the default (it deletes history).
+    Retention,
 }
 
 impl TrustKind {
@@ -103,6 +107,7 @@ impl TrustKind {
             Self::CostLimit => "cost_limit",
             Self::ApprovalRoute => "approval_route",
             Self::Telemetry => "telemetry",
+            Self::Retention => "retention",
         }
     }
 }

@@ -260,6 +260,24 @@ pub fn remove(path: &Path) -> Result<bool, IoError> {
     Ok(true)
 }
 
+/// Removes the entries `names` of `dir` (each the entry itself, never what a symlink names) and
+/// fsyncs `dir` once, so the removals survive a crash. Returns how many were there to remove.
+pub fn remove_in(dir: &Path, names: &[std::ffi::OsString]) -> Result<usize, IoError> {
+    let mut removed = 0;
+    for name in names {
+        let path = dir.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(IoError::new("remove", &path, e)),
+        }
+    }
+    if removed > 0 {
+        fsync_dir(dir)?;
+    }
+    Ok(removed)
+}
+
 /// Renames without fsync: for moves that recovery undoes anyway (ready → processing).
 pub fn rename_fast(from: &Path, to: &Path) -> std::io::Result<()> {
     fs::rename(from, to)

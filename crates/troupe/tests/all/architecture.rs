@@ -31,6 +31,7 @@ pub(crate) const LAYERS: &[&[&str]] = &[
     &["team"],
     &["approvals", "replay"],
     &["telemetry"],
+    &["gc"],
     &["inspect"],
     &["send"],
     &["bootstrap"],

@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use troupe_wire::strict::parse_json_bytes;
@@ -60,6 +61,9 @@ pub(super) struct ArchiveIndex {
     /// Bytes after `read_up_to` that do not end with `\n` yet: a torn tail (or an append in
     /// progress, which cannot happen while we hold the lock).
     torn_tail: bool,
+    /// The file read (device, inode): `troupe gc` replaces the archive with one without the
+    /// requests past their retention, and a replaced file is read again from its start.
+    identity: Option<(u64, u64)>,
 }
 
 impl ArchiveIndex {
@@ -70,6 +74,7 @@ impl ArchiveIndex {
             max_created: None,
             read_up_to: 0,
             torn_tail: false,
+            identity: None,
         }
     }
 
@@ -198,10 +203,19 @@ impl ArchiveIndex {
             self.torn_tail = false;
             return Ok(());
         };
-        let len = file
+        let meta = file
             .metadata()
-            .map_err(|e| IoError::new("inspect", &self.path, e))?
-            .len();
+            .map_err(|e| IoError::new("inspect", &self.path, e))?;
+        let identity = (meta.dev(), meta.ino());
+        if self.identity.is_some_and(|known| known != identity) {
+            // Replaced by gc (its complete lines are a subset of ours): read it again. The
+            // latest creation time stays, so `create` keeps refusing an earlier clock.
+            let max_created = self.max_created;
+            self.reset();
+            self.max_created = max_created;
+        }
+        self.identity = Some(identity);
+        let len = meta.len();
         if len < self.read_up_to {
             return Err(self.corrupt(format!(
                 "the archive shrank to {len} bytes after {} bytes were read from it",

@@ -69,6 +69,7 @@
 //! - `answers`: the answer records, `answers/<request-id>.json`.
 //! - `compaction`: which requests move to the archive, and how the two files merge back.
 //! - `files`: the write seam ([`ProtocolFiles`]) that tests use to make writes fail.
+//! - `retention`: `troupe gc` of the archive and the answers of requests past their retention.
 
 mod answers;
 mod archive;
@@ -76,6 +77,7 @@ mod compaction;
 mod files;
 mod json;
 mod lazy;
+pub mod retention;
 pub(crate) mod rules;
 mod state;
 

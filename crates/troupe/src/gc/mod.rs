@@ -1,0 +1,138 @@
+//! `troupe gc` and `[retention] auto` (issue 45): one pass over a team's state that removes
+//! what its retention allows, and says what it removed and what it kept and why.
+//!
+//! [`collect`] runs every kind, each through the one rule engine
+//! (`store::retention::decide`):
+//! - the store's own kinds on files (`store::retention::files::FileState`: done and
+//!   quarantined messages, archived requests and their answers, earlier conversations,
+//!   recordings) and, for a shared team, on the database (its `Prune` adapter);
+//! - [`jobs`]: finished jobs' records; [`artifacts`]: artifacts nothing refers to;
+//!   [`worktrees`]: merged, clean worktrees and their branches.
+//!
+//! **Beside a live run.** A run that holds the workspace's run lock is live: everything it may
+//! be writing (files changed since it started) and every worktree stay. Each kind takes the
+//! lock its writers take (the protocol lock for the archive), so gc and a run never race on a
+//! file. **Interrupted.** Every removal is an unlink or an atomic replace: a gc killed midway
+//! leaves consistent state, and the next one finishes.
+
+pub mod artifacts;
+pub mod jobs;
+pub mod size;
+pub mod worktrees;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use troupe_wire::UtcTime;
+
+use crate::error::ErrorCode;
+use crate::layout::Layout;
+use crate::store::lock::LockGuard;
+use crate::store::lock_probe::{probe, LockState};
+use crate::store::retention::files::{utc_of, FileState};
+use crate::store::retention::{Policy, Prune, Report, Sweep};
+use crate::store::{IoError, PortError};
+use crate::worktree::WorktreeError;
+
+/// Why a gc pass stopped. Whatever it removed before stays removed; the next pass goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+}
+
+impl ErrorCode for GcError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Io(e) => e.code(),
+            Self::Port(e) => e.code(),
+            Self::Worktree(e) => e.code(),
+        }
+    }
+}
+
+/// Who holds the workspace's run lock while gc runs.
+pub enum RunLock<'a> {
+    /// gc was asked from outside a run (`troupe gc`): a run holding the lock is live.
+    Probe,
+    /// The run closing now holds it (`auto`): nothing else is live.
+    Held(&'a LockGuard),
+}
+
+/// What a pass did, with the state's size before and after.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    #[serde(flatten)]
+    pub report: Report,
+    /// Bytes under `.troupe/` before and after (after = before with `--dry-run`).
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// When the live run beside which gc ran started, if one was.
+    pub live_run_since: Option<String>,
+}
+
+/// One gc pass over `layout`'s state (and `shared`, a shared team's database), at `now`.
+pub async fn collect(
+    layout: &Layout,
+    shared: Option<Arc<dyn Prune>>,
+    policy: &Policy,
+    now: UtcTime,
+    dry_run: bool,
+    lock: RunLock<'_>,
+) -> Result<Outcome, GcError> {
+    let sweep = Sweep {
+        policy: policy.clone(),
+        now,
+        dry_run,
+    };
+    let live_run = match lock {
+        RunLock::Held(_) => None,
+        RunLock::Probe => live_run_since(layout)?,
+    };
+    // What changes after the pass began is never a candidate either way.
+    let live_since = Some(live_run.unwrap_or(now));
+    let bytes_before = crate::sync::blocking(|| size::state_bytes(layout))?;
+    let mut report = Report::new(dry_run);
+    FileState::new(layout.clone())
+        .with_live_run(live_since)
+        .prune(&sweep, &mut report)
+        .await?;
+    crate::sync::blocking(|| -> Result<(), GcError> {
+        jobs::prune(layout, &sweep, &mut report)?;
+        artifacts::prune(layout, live_since, &sweep, &mut report)?;
+        worktrees::prune(layout, live_run.is_some(), &sweep, &mut report)?;
+        Ok(())
+    })?;
+    if let Some(shared) = shared {
+        shared.prune(&sweep, &mut report).await?;
+    }
+    let bytes_after = if dry_run {
+        bytes_before
+    } else {
+        crate::sync::blocking(|| size::state_bytes(layout))?
+    };
+    Ok(Outcome {
+        report,
+        bytes_before,
+        bytes_after,
+        live_run_since: live_run.map(|t| t.to_string()),
+    })
+}
+
+/// When the run holding `layout`'s run lock took it (the lock file's time), if one does.
+fn live_run_since(layout: &Layout) -> Result<Option<UtcTime>, IoError> {
+    let path = layout.run_lock();
+    match probe(&path)? {
+        Some((LockState::Held { .. } | LockState::Unknown, _)) => {
+            let modified = std::fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .map_err(|e| IoError::new("inspect", &path, e))?;
+            Ok(Some(utc_of(modified)))
+        }
+        _ => Ok(None),
+    }
+}
