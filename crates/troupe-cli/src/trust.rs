@@ -307,6 +307,11 @@ pub fn summary(items: &[TrustItem]) -> String {
             TrustKind::ApprovalRoute,
             "let the lead answer teammates' permission asks",
         ),
+        (TrustKind::Telemetry, "send the run's traces elsewhere"),
+        (
+            TrustKind::Retention,
+            "delete troupe's state sooner than the defaults",
+        ),
     ] {
         if count(kind) > 0 {
             parts.push(what.to_owned());

@@ -173,6 +173,8 @@ mod eval;
 mod events;
 #[path = "cli/exits.rs"]
 mod exits;
+#[path = "cli/gc.rs"]
+mod gc;
 #[path = "cli/help.rs"]
 mod help;
 #[path = "cli/hostile_git.rs"]
