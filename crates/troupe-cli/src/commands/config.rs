@@ -62,6 +62,7 @@ pub async fn config(
         value["run"] = super::config_cost::run_json(settings);
         value["approvals"] = super::config_approvals::approvals_json(settings);
         value["tasks"] = super::config_approvals::tasks_json(settings);
+        value["retention"] = super::gc::config_json(&settings.retention);
         value["telemetry"] = crate::telemetry::config_json(settings);
         value["mcp_servers"] = mcp_json(settings);
         return render::print_json(&value);
@@ -79,6 +80,7 @@ pub async fn config(
     text.push_str(&super::config_cost::run_text(settings));
     text.push_str(&super::config_approvals::approvals_text(settings));
     text.push_str(&super::config_approvals::tasks_text(settings));
+    text.push_str(&super::gc::config_text(&settings.retention));
     text.push_str(&crate::telemetry::config_text(settings));
     text.push_str(&mcp_text(settings));
     render::print_text(&waiting.mark(&text))

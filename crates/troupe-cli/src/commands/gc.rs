@@ -105,6 +105,32 @@ fn text(outcome: &Outcome, policy: &Policy) -> String {
     out
 }
 
+/// `[retention]` as `troupe config` shows it: `auto` and each kind's rule.
+pub fn config_text(policy: &Policy) -> String {
+    let mut out = format!("\n[retention]\n{:<16} = {}\n", "auto", policy.auto);
+    for kind in Kind::ALL {
+        out.push_str(&format!(
+            "{:<16} = {:?}\n",
+            kind.as_str(),
+            rule_text(policy, kind)
+        ));
+    }
+    out
+}
+
+/// `[retention]` as `troupe config --json` shows it: seconds and bytes (`null`: no limit).
+pub fn config_json(policy: &Policy) -> serde_json::Value {
+    let mut value = serde_json::json!({ "auto": policy.auto });
+    for kind in Kind::ALL {
+        let rule = policy.rule(kind);
+        value[kind.as_str()] = serde_json::json!({
+            "age_secs": rule.age.map(|d| d.as_secs()),
+            "size_bytes": rule.size,
+        });
+    }
+    value
+}
+
 /// `30d`, `1h 500MB`, `never`.
 fn rule_text(policy: &Policy, kind: Kind) -> String {
     let rule = policy.rule(kind);
