@@ -64,6 +64,9 @@ fn text(outcome: &Outcome, policy: &Policy) -> String {
         "removed"
     };
     let mut out = String::new();
+    if report.kinds.is_empty() {
+        return "nothing under .troupe/ that retention applies to\n".to_owned();
+    }
     if let Some(since) = &outcome.live_run_since {
         out.push_str(&format!(
             "a run is live (since {since}): what it uses is kept\n"
