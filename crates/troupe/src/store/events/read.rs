@@ -163,8 +163,9 @@ impl EventCursor {
             .metadata()
             .map_err(|e| IoError::new("inspect", &self.path, e))?;
         match std::fs::symlink_metadata(&self.path) {
-            Ok(now) => Ok((now.dev(), now.ino()) != (ours.dev(), ours.ino())
-                || ours.len() < self.offset),
+            Ok(now) => {
+                Ok((now.dev(), now.ino()) != (ours.dev(), ours.ino()) || ours.len() < self.offset)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
             Err(e) => Err(IoError::new("inspect", &self.path, e).into()),
         }

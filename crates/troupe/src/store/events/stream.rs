@@ -123,10 +123,7 @@ impl FileEvents {
 
     /// Runs `read` over the closed segments as listed, again when a roll closed more lines
     /// meanwhile (a read across that move could miss the lines moved).
-    fn settled<R>(
-        &self,
-        read: impl Fn(&Closed) -> Result<R, PortError>,
-    ) -> Result<R, PortError> {
+    fn settled<R>(&self, read: impl Fn(&Closed) -> Result<R, PortError>) -> Result<R, PortError> {
         let mut closed = segments::closed(&self.layout).map_err(port)?;
         for _ in 0..ROLL_RETRIES {
             let out = read(&closed)?;
@@ -149,7 +146,12 @@ impl FileEvents {
                 return Ok(out);
             }
             let lines = cache
-                .range(segment, after.saturating_add(1), u64::MAX, Keep::First(want))
+                .range(
+                    segment,
+                    after.saturating_add(1),
+                    u64::MAX,
+                    Keep::First(want),
+                )
                 .map_err(port)?;
             out.extend(parsed(lines)?);
         }

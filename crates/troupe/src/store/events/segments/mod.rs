@@ -164,8 +164,7 @@ fn write_last_seq(layout: &Layout, seq: u64) -> Result<(), IoError> {
 
 /// Whether `path` is a temp file a roll left behind (killed before placing its segment).
 fn is_stale_segment_temp(name: &str) -> bool {
-    name.starts_with(crate::store::durable::TEMP_PREFIX)
-        && name.contains(&format!("{SUFFIX}.tmp-"))
+    name.starts_with(crate::store::durable::TEMP_PREFIX) && name.contains(&format!("{SUFFIX}.tmp-"))
 }
 
 /// An error of the stream as a plain I/O error (for callers whose port has only those):

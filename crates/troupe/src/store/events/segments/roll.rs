@@ -39,6 +39,15 @@ pub const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
 /// the result; empty when there was nothing to close). `run_lock` proves the caller holds the
 /// workspace's run lock: no run appends meanwhile.
 pub fn roll(layout: &Layout, run_lock: &LockGuard) -> Result<Vec<SegmentInfo>, EventLogError> {
+    roll_bounded(layout, run_lock, SEGMENT_BYTES)
+}
+
+/// [`roll`], closing a segment once it holds `segment_bytes` of lines.
+pub(super) fn roll_bounded(
+    layout: &Layout,
+    run_lock: &LockGuard,
+    segment_bytes: usize,
+) -> Result<Vec<SegmentInfo>, EventLogError> {
     check_run_lock(layout, run_lock)?;
     let events = layout.events_log();
     let Some(file) = open_regular(&events, Links::Refuse)? else {
@@ -70,7 +79,7 @@ pub fn roll(layout: &Layout, run_lock: &LockGuard) -> Result<Vec<SegmentInfo>, E
         }
         last = event.seq;
         pending.add(&text, &event);
-        if pending.bytes.len() >= SEGMENT_BYTES {
+        if pending.bytes.len() >= segment_bytes {
             made.push(close(layout, &mut pending)?);
         }
     }
@@ -86,13 +95,11 @@ pub fn roll(layout: &Layout, run_lock: &LockGuard) -> Result<Vec<SegmentInfo>, E
 /// Refuses a guard that is not the lock of this workspace's `run.lock` (compared by file
 /// identity, so two spellings of one path agree).
 fn check_run_lock(layout: &Layout, run_lock: &LockGuard) -> Result<(), IoError> {
-    let identity = |path: &std::path::Path| {
-        std::fs::metadata(path)
-            .map(|m| (m.dev(), m.ino()))
-            .map_err(|e| IoError::new("inspect", path, e))
-    };
-    if identity(run_lock.path())? == identity(&layout.run_lock())? {
-        return Ok(());
+    let identity = |path: &std::path::Path| std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+    if let (Ok(held), Ok(ours)) = (identity(run_lock.path()), identity(&layout.run_lock())) {
+        if held == ours {
+            return Ok(());
+        }
     }
     Err(IoError::new(
         "roll",

@@ -69,7 +69,10 @@ impl FileReader {
                 let mut events = Vec::with_capacity(lines.len());
                 for line in lines.into_iter().filter(|l| l.seq > self.after) {
                     events.push(Event::parse_line(&line.text).map_err(|e| {
-                        storage(format!("event {} of the stream is not an event: {e}", line.seq))
+                        storage(format!(
+                            "event {} of the stream is not an event: {e}",
+                            line.seq
+                        ))
                     })?);
                 }
                 if let Some(last) = events.last() {
