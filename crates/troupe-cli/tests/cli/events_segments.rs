@@ -60,7 +60,10 @@ fn log(ws: &Path) -> (String, Vec<String>) {
     assert_eq!(text.code, 0, "{text:#?}");
     let json = troupe_in(ws, &["log", "--json"]);
     assert_eq!(json.code, 0, "{json:#?}");
-    (text.stdout, json.stdout.lines().map(str::to_owned).collect())
+    (
+        text.stdout,
+        json.stdout.lines().map(str::to_owned).collect(),
+    )
 }
 
 fn timeline(ws: &Path, name: &str) -> String {
@@ -104,9 +107,15 @@ fn log_and_timeline_read_the_same_after_a_roll_and_the_next_run_continues_seq() 
     let (text_after, lines_after) = log(&ws);
     assert!(text_after.starts_with(&text), "{text_after}");
     assert_eq!(lines_after[..lines.len()], lines[..]);
-    let new: Vec<u64> = lines_after[lines.len()..].iter().map(|l| seq_of(l)).collect();
+    let new: Vec<u64> = lines_after[lines.len()..]
+        .iter()
+        .map(|l| seq_of(l))
+        .collect();
     assert!(!new.is_empty());
-    assert_eq!(new, (last + 1..=last + new.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        new,
+        (last + 1..=last + new.len() as u64).collect::<Vec<_>>()
+    );
     assert!(lines_after.iter().any(|l| l.contains("third answer")));
 }
 

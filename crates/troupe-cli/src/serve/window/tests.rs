@@ -196,7 +196,11 @@ async fn the_page_reads_the_same_across_closed_segments() {
     let mut fresh = window_of(&layout).await;
     assert_eq!(fresh.last_seq(), 10_000);
     assert_eq!(fresh.held(), WINDOW);
-    assert_eq!(pages(&mut fresh).await, before, "a server started after the roll");
+    assert_eq!(
+        pages(&mut fresh).await,
+        before,
+        "a server started after the roll"
+    );
     assert_eq!(pages(&mut live).await, before, "a server running across it");
     // New events after the roll reach the running server's window, once each.
     let more: String = (10_001..=10_005).map(line).collect();
