@@ -11,6 +11,7 @@ use super::roll::roll_bounded;
 use super::*;
 use crate::clock::{Clock, ManualClock};
 use crate::secrets::Redactor;
+use crate::store::durable;
 use crate::store::events::stream::{EventStream, FileEvents};
 use crate::store::events::{read as events_read, EventLog};
 use crate::store::lock::{lock_exclusive, LockGuard};
@@ -450,4 +451,28 @@ fn a_dry_run_changes_nothing_on_disk_and_says_what_would_go() {
     prune(&ws.layout, Some(&lock), &sweep(&ws, 1, false), &mut report).unwrap();
     assert_eq!(report.kinds[&Kind::Events].removed.items, 2, "{report:?}");
     assert_eq!(events_read::last_seq(&ws.layout.events_log()).unwrap(), 0);
+}
+
+/// gc removes segments oldest first after recording the last `seq`: killed between two
+/// removals, the stream left reads whole from where it starts, and the next gc finishes.
+#[tokio::test]
+async fn a_gc_killed_between_two_removals_leaves_a_readable_stream() {
+    let ws = workspace();
+    for _ in 0..3 {
+        ws.run(4);
+        ws.roll(usize::MAX);
+    }
+    ws.clock.advance_millis(100 * DAY_MS);
+    // What a gc killed after its first removal leaves.
+    write_last_seq(&ws.layout, 12).unwrap();
+    let oldest = closed(&ws.layout).unwrap().segments.remove(0);
+    durable::remove(&oldest.path).unwrap();
+    assert_eq!(seqs(&ws.read_all().await), (5..=12).collect::<Vec<_>>());
+    let mut report = Report::new(false);
+    prune(&ws.layout, None, &sweep(&ws, 1, false), &mut report).unwrap();
+    assert_eq!(report.kinds[&Kind::Events].removed.items, 2, "{report:?}");
+    assert!(ws.read_all().await.is_empty());
+    assert_eq!(ws.stream().last().await.unwrap(), 12);
+    assert_eq!(ws.run(1), [13]);
+    assert_eq!(seqs(&ws.read_all().await), [13]);
 }
