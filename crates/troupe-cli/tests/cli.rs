@@ -17,6 +17,8 @@
 //! - `run`: missing model configuration; a second run on a held workspace.
 //! - `model`: `troupe run` against a Chat Completions server: configuration precedence, exit
 //!   codes on model failures, approval modes.
+//! - `events_segments`: the event stream rolled into closed segments between scripted runs:
+//!   `troupe log`, `log -f` and `timeline` read the same across them, `seq` continues.
 //! - `log`: `troupe log` and `troupe log -f`: filters, `--json` lines, nothing created, corrupt
 //!   lines and FIFOs, followers ended by SIGTERM, Ctrl-C or their reader going away.
 //! - `memory`: `troupe memory list|show|forget`: JSON shapes, errors, nothing created, `forget`
@@ -171,6 +173,8 @@ mod estimated_usage;
 mod eval;
 #[path = "cli/events.rs"]
 mod events;
+#[path = "cli/events_segments.rs"]
+mod events_segments;
 #[path = "cli/exits.rs"]
 mod exits;
 #[path = "cli/gc.rs"]

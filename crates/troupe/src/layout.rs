@@ -152,6 +152,18 @@ impl Layout {
         self.state_dir().join("events.jsonl")
     }
 
+    /// `.troupe/events`: the event stream's closed segments, `<first>-<last>.jsonl.gz` (see
+    /// `store::events::segments`).
+    pub fn events_segments_dir(&self) -> PathBuf {
+        self.state_dir().join("events")
+    }
+
+    /// `.troupe/events/last-seq`: the highest `seq` closed, kept once gc removes the segment
+    /// that held it (see `store::events::segments`).
+    pub fn events_last_seq(&self) -> PathBuf {
+        self.events_segments_dir().join("last-seq")
+    }
+
     /// Where each line of the event stream starts (written by its readers; see
     /// `store::events::index`).
     pub fn events_index(&self) -> PathBuf {

@@ -152,3 +152,65 @@ async fn the_last_model_of_each_agent_is_folded_without_keeping_the_stream() {
     assert_eq!(models["carol"], "old-model");
     assert_eq!(window.held(), WINDOW);
 }
+
+/// What the page reads of a window: the latest events, older pages, a page forwards, a
+/// filtered search back, the last models.
+async fn pages(window: &mut EventWindow) -> Vec<Vec<u64>> {
+    let all = Filter::default();
+    let by_kind = Filter::new(None, Some("model_call_finished".into()), None);
+    let mut out = Vec::new();
+    for (before, limit, filter) in [
+        (u64::MAX, 3, &all),
+        (101, 4, &all),
+        (3, 10, &all),
+        (7_001, 2_500, &all),
+        (u64::MAX, 5, &by_kind),
+        (2_000, 7, &by_kind),
+    ] {
+        let page = window.before(before, limit, filter, 100_000).await.unwrap();
+        out.push(seqs(&page.events));
+        out.push(page.next_before.into_iter().collect());
+    }
+    out.push(seqs(&window.after(4_000, 3).await.unwrap()));
+    out.push(seqs(&window.after(9_990, 30).await.unwrap()));
+    let models = window.models(&["lead", "alice", "bob"]).await.unwrap();
+    out.push(models.values().map(|m| m[2..].parse().unwrap()).collect());
+    out
+}
+
+/// Rolls the workspace's open segment as gc does (holding the run lock), into closed
+/// segments of at most 8 MiB each.
+fn roll(layout: &Layout) {
+    let lock = troupe::store::lock::lock_exclusive(&layout.run_lock()).unwrap();
+    let made = troupe::store::events::segments::roll(layout, &lock).unwrap();
+    assert!(!made.is_empty());
+}
+
+#[tokio::test]
+async fn the_page_reads_the_same_across_closed_segments() {
+    let (_dir, layout) = workspace(10_000);
+    let mut live = window_of(&layout).await;
+    let before = pages(&mut live).await;
+    roll(&layout);
+    assert_eq!(std::fs::read_to_string(layout.events_log()).unwrap(), "");
+    let mut fresh = window_of(&layout).await;
+    assert_eq!(fresh.last_seq(), 10_000);
+    assert_eq!(fresh.held(), WINDOW);
+    assert_eq!(
+        pages(&mut fresh).await,
+        before,
+        "a server started after the roll"
+    );
+    assert_eq!(pages(&mut live).await, before, "a server running across it");
+    // New events after the roll reach the running server's window, once each.
+    let more: String = (10_001..=10_005).map(line).collect();
+    std::fs::write(layout.events_log(), more).unwrap();
+    live.refresh().await.unwrap();
+    assert_eq!(live.last_seq(), 10_005);
+    let tail = live.after(9_998, 100).await.unwrap();
+    assert_eq!(seqs(&tail), (9_999..=10_005).collect::<Vec<_>>());
+    let tail = fresh.after(9_998, 100).await.unwrap();
+    assert_eq!(seqs(&tail), [9_999, 10_000], "not refreshed yet");
+    fresh.refresh().await.unwrap();
+    assert_eq!(fresh.last_seq(), 10_005);
+}

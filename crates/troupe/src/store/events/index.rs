@@ -97,6 +97,12 @@ impl EventIndex {
         self.rebuilds
     }
 
+    /// The identity (device, inode) of the stream file indexed, once it is open: a file
+    /// replaced under the same name (a roll) is another stream.
+    pub fn stream_identity(&self) -> Option<(u64, u64)> {
+        self.events.as_ref().map(|(_, identity)| *identity)
+    }
+
     /// Where the first line not indexed yet starts in the stream.
     pub fn indexed_to(&self) -> u64 {
         self.indexed_to
@@ -455,6 +461,28 @@ impl EventIndex {
             reason: format!("the line at byte {offset}: {reason}"),
         }
     }
+}
+
+/// Empties the index file at `index_path` (a roll replaced the stream it indexed), under its
+/// lock so that a reader catching it up meanwhile finishes first; its readers rebuild it. A
+/// missing index is left missing.
+pub fn invalidate(index_path: &Path) -> Result<(), IoError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true);
+    let file = match crate::store::read::open_regular_with(index_path, &mut options, Links::Refuse)
+    {
+        Ok(file) => file,
+        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    file.lock()
+        .map_err(|e| IoError::new("lock", index_path, e))?;
+    let _held = IndexLock(Some(
+        file.try_clone()
+            .map_err(|e| IoError::new("lock", index_path, e))?,
+    ));
+    file.set_len(0)
+        .map_err(|e| IoError::new("truncate", index_path, e))
 }
 
 /// The `seq` of one line: read from its start when it begins as troupe writes it

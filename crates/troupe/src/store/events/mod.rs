@@ -1,14 +1,17 @@
 //! `.troupe/events.jsonl`: the event stream of every run (SPEC §10), the single source that the
 //! terminal output, `troupe run --json`, `troupe log` and the web view all render.
 //!
-//! - [`EventLog`] appends: one JSON object per line, `seq` gapless within the file (continued
-//!   from the last line on open), no fsync per event (it is a record for people; a crash loses at
+//! - [`EventLog`] appends: one JSON object per line, `seq` gapless across segments (continued
+//!   from the last line on open, or from the last closed segment), no fsync per event (it is a record for people; a crash loses at
 //!   most the last few lines, and a torn last line is cut before the next append like in every
 //!   log). Only the process holding the workspace's run lock appends, so one in-process counter
 //!   keeps `seq` gapless, and appends skip the journal's `flock` and per-append tail check
 //!   ([`Journal::append_sole`]: the tail is cut on open and after a failed append). Secrets are
 //!   redacted from every string field before the line is built.
 //!   Listeners (the terminal, `--json`) see each event after it is written, in `seq` order.
+//! - [`segments`]: the stream's older part in closed, compressed segments
+//!   (`.troupe/events/<first>-<last>.jsonl.gz`): rolled into them by the run lock's holder,
+//!   read across by every reader, dropped whole by gc. `events.jsonl` is the open segment.
 //! - [`read`]: readers that pick up new complete lines from where they stopped.
 //! - [`follow`]: a wakeup on every change of the file, from the kernel (inotify), not a timer.
 //! - [`stream`]: the stream as read back by the commands that look at a team, the same port on
@@ -25,6 +28,7 @@ pub mod kinds;
 pub mod observed;
 pub mod observed_board;
 pub mod read;
+pub mod segments;
 pub mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +104,8 @@ pub enum EventLogError {
 
 impl EventLog {
     /// Opens (creating) `.troupe/events.jsonl` for run `run_id`: a torn last line is cut, and the
-    /// next `seq` follows the last complete line's. The state folder must exist.
+    /// next `seq` follows the last complete line's, or the last closed segment's when that is
+    /// higher. The state folder must exist.
     pub fn open(
         layout: &Layout,
         clock: Arc<dyn Clock>,
@@ -110,7 +115,9 @@ impl EventLog {
         let path = layout.events_log();
         let journal = Journal::open(&path)?;
         journal.cut_torn_tail_now()?;
-        let last = read::last_seq(&path)?;
+        // After a roll the open segment may be empty (or hold only closed lines): `seq`
+        // continues after the highest one ever written.
+        let last = read::last_seq(&path)?.max(segments::closed_through(layout)?);
         Ok(Self {
             journal,
             clock,

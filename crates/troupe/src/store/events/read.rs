@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use troupe_wire::Event;
@@ -32,8 +33,13 @@ pub fn read_all(path: &Path) -> Result<Vec<Event>, EventLogError> {
 
 /// The `seq` of the last complete line, `0` for an empty or missing file.
 pub fn last_seq(path: &Path) -> Result<u64, EventLogError> {
+    Ok(last_event(path)?.map_or(0, |e| e.seq))
+}
+
+/// The event of the last complete line, `None` for an empty or missing file.
+pub fn last_event(path: &Path) -> Result<Option<Event>, EventLogError> {
     let Some(file) = open_regular(path, Links::Refuse)? else {
-        return Ok(0);
+        return Ok(None);
     };
     let len = file
         .metadata()
@@ -56,23 +62,21 @@ pub fn last_seq(path: &Path) -> Result<u64, EventLogError> {
         let complete = &tail[..last_nl];
         let line_start = complete.iter().rposition(|&b| b == b'\n').map(|at| at + 1);
         match line_start {
-            Some(at) => return parse_last(path, &complete[at..]),
-            None if end == 0 => return parse_last(path, complete),
+            Some(at) => return parse_last(path, &complete[at..]).map(Some),
+            None if end == 0 => return parse_last(path, complete).map(Some),
             None => {}
         }
     }
-    Ok(0)
+    Ok(None)
 }
 
-fn parse_last(path: &Path, line: &[u8]) -> Result<u64, EventLogError> {
+fn parse_last(path: &Path, line: &[u8]) -> Result<Event, EventLogError> {
     let text = String::from_utf8_lossy(line);
-    Event::parse_line(&text)
-        .map(|e| e.seq)
-        .map_err(|e| EventLogError::Corrupt {
-            path: path.display().to_string(),
-            line: count_lines(path).unwrap_or(0),
-            reason: e.to_string(),
-        })
+    Event::parse_line(&text).map_err(|e| EventLogError::Corrupt {
+        path: path.display().to_string(),
+        line: count_lines(path).unwrap_or(0),
+        reason: e.to_string(),
+    })
 }
 
 /// Number of complete lines (for naming the last one in an error), read a chunk at a time.
@@ -124,6 +128,47 @@ impl EventCursor {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes the first read start at byte `offset` (the start of a line) of the file it opens;
+    /// for a cursor that has read nothing yet.
+    pub fn start_at(&mut self, offset: u64) {
+        self.offset = offset;
+        self.partial.clear();
+    }
+
+    /// Opens the file now if it is not open yet (reads open it on their own); false while it
+    /// does not exist.
+    pub fn open(&mut self) -> Result<bool, EventLogError> {
+        if self.file.is_none() {
+            self.file = open_regular(&self.path, Links::Refuse)?;
+        }
+        Ok(self.file.is_some())
+    }
+
+    /// The open file's identity (device, inode), once it is open.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        let meta = self.file.as_ref()?.metadata().ok()?;
+        Some((meta.dev(), meta.ino()))
+    }
+
+    /// Whether the path no longer names the file this cursor reads — replaced (a roll of the
+    /// stream), removed, or cut below what was read: the rest of the stream is elsewhere.
+    /// False before the file is open.
+    pub fn replaced(&self) -> Result<bool, EventLogError> {
+        let Some(file) = &self.file else {
+            return Ok(false);
+        };
+        let ours = file
+            .metadata()
+            .map_err(|e| IoError::new("inspect", &self.path, e))?;
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(now) => {
+                Ok((now.dev(), now.ino()) != (ours.dev(), ours.ino()) || ours.len() < self.offset)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(IoError::new("inspect", &self.path, e).into()),
+        }
     }
 
     /// The events of the complete lines appended since the last call (all of them the first

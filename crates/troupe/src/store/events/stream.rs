@@ -14,6 +14,14 @@
 //!   file's reader starts at the index's offset for the position once the index is open, else
 //!   it reads the file from its start and skips what comes before the position.
 //!
+//! On files the stream is its closed segments (`.troupe/events/`, see [`super::segments`])
+//! followed by the open one (`events.jsonl`): reads by position take older events from the
+//! closed segments (decompressed on demand, the last one read kept when small) and newer ones
+//! through the index, which covers the open segment only; a reader reads the closed segments
+//! it has not read, then the open one, and when a roll replaces the open one it lists the
+//! closed segments again and goes on after the last `seq` it returned — nothing lost, nothing
+//! twice.
+//!
 //! [`EventStream::on_change`] wakes a reader when the stream may have grown: the kernel's file
 //! watch on `.troupe/` (the workspace is watched until `.troupe/` appears, and again when it is
 //! replaced), or a shared team's `NOTIFY`s. Never a timer. A wakeup may come with nothing new.
@@ -24,11 +32,15 @@ use std::sync::{Arc, Mutex};
 use troupe_wire::Event;
 
 use super::follow::{watch_file, FileWatch, FollowError};
-use super::index::EventIndex;
-use super::read::{last_seq, EventCursor};
+use super::index::{EventIndex, IndexedLine};
+use super::read::last_seq;
+use super::segments::read::{Keep, SegmentCache};
+use super::segments::{self, Closed};
 use super::EventLogError;
 use crate::layout::Layout;
 use crate::store::PortError;
+
+mod file_reader;
 
 /// What a wakeup calls: `false` asks for no more (a reader that has gone).
 pub type OnChange = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -88,11 +100,16 @@ fn storage(message: String) -> PortError {
     PortError::Backend(crate::store::BackendError::new("storage_error", message))
 }
 
-/// The workspace's `.troupe/events.jsonl`. Opening it touches nothing.
+/// How many times a read by position starts again because a roll moved lines meanwhile.
+const ROLL_RETRIES: usize = 3;
+
+/// The workspace's `.troupe/events.jsonl` and its closed segments. Opening it touches nothing.
 pub struct FileEvents {
     layout: Layout,
     /// The stream's index, once [`EventStream::after`] or [`EventStream::before`] opened it.
     index: Mutex<Option<EventIndex>>,
+    /// The closed segment read last by position (pages of history come one after another).
+    closed: Mutex<SegmentCache>,
 }
 
 impl FileEvents {
@@ -100,7 +117,90 @@ impl FileEvents {
         Self {
             layout: layout.clone(),
             index: Mutex::new(None),
+            closed: Mutex::new(SegmentCache::default()),
         }
+    }
+
+    /// Runs `read` over the closed segments as listed, again when a roll closed more lines
+    /// meanwhile (a read across that move could miss the lines moved).
+    fn settled<R>(&self, read: impl Fn(&Closed) -> Result<R, PortError>) -> Result<R, PortError> {
+        let mut closed = segments::closed(&self.layout).map_err(port)?;
+        for _ in 0..ROLL_RETRIES {
+            let out = read(&closed)?;
+            let now = segments::closed(&self.layout).map_err(port)?;
+            if now.through == closed.through {
+                return Ok(out);
+            }
+            closed = now;
+        }
+        read(&closed)
+    }
+
+    /// Up to `limit` events after `after`: from the closed segments, then the open one.
+    fn after_in(&self, closed: &Closed, after: u64, limit: usize) -> Result<Vec<Event>, PortError> {
+        let mut out = Vec::new();
+        let mut cache = crate::sync::lock(&self.closed);
+        for segment in closed.segments.iter().filter(|s| s.last > after) {
+            let want = limit.saturating_sub(out.len());
+            if want == 0 {
+                return Ok(out);
+            }
+            let lines = cache
+                .range(
+                    segment,
+                    after.saturating_add(1),
+                    u64::MAX,
+                    Keep::First(want),
+                )
+                .map_err(port)?;
+            out.extend(parsed(lines)?);
+        }
+        drop(cache);
+        let want = limit.saturating_sub(out.len());
+        if want > 0 {
+            let from_seq = after.max(closed.through).saturating_add(1);
+            let open = self.with_index(|index| {
+                let from = index.position(from_seq).map_err(port)?;
+                Self::lines(index, from, from.saturating_add(want as u64))
+            })?;
+            out.extend(open.unwrap_or_default());
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` events before `before` — the latest of them — oldest first: from the open
+    /// segment, then back through the closed ones.
+    fn before_in(
+        &self,
+        closed: &Closed,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, PortError> {
+        let open = self
+            .with_index(|index| {
+                let low = index
+                    .position(closed.through.saturating_add(1))
+                    .map_err(port)?;
+                let to = index.position(before).map_err(port)?.max(low);
+                Self::lines(index, to.saturating_sub(limit as u64).max(low), to)
+            })?
+            .unwrap_or_default();
+        let mut have = open.len();
+        let mut parts = vec![open];
+        let mut cache = crate::sync::lock(&self.closed);
+        for segment in closed.segments.iter().rev().filter(|s| s.first < before) {
+            let want = limit.saturating_sub(have);
+            if want == 0 {
+                break;
+            }
+            let lines = cache
+                .range(segment, 0, before, Keep::Last(want))
+                .map_err(port)?;
+            have += lines.len();
+            parts.push(parsed(lines)?);
+        }
+        parts.reverse();
+        Ok(parts.concat())
     }
 
     /// Runs `f` on the index, opened (or caught up with the stream's complete lines) first;
@@ -130,99 +230,77 @@ impl FileEvents {
 
     /// Lines `from..to` of the indexed stream, as events.
     fn lines(index: &mut EventIndex, from: u64, to: u64) -> Result<Vec<Event>, PortError> {
-        index
-            .lines(from, to)
-            .map_err(port)?
-            .into_iter()
-            .map(|line| {
-                Event::parse_line(&line.text).map_err(|e| {
-                    storage(format!(
-                        "event {} of the stream is not an event: {e}",
-                        line.seq
-                    ))
-                })
-            })
-            .collect()
+        parsed(index.lines(from, to).map_err(port)?)
     }
 
-    /// Where a reader of every event after `after` starts in the file: the index's offset for
-    /// it when the index is open, else the file's start.
-    fn start_of(&self, after: u64) -> Result<u64, EventLogError> {
+    /// Where a reader of every event after `after` may start in the open segment: the
+    /// index's offset for it, with the identity of the file it is an offset of, when the
+    /// index is open.
+    fn start_of(&self, after: u64) -> Result<Option<file_reader::Start>, EventLogError> {
         let mut slot = crate::sync::lock(&self.index);
         let Some(index) = slot.as_mut() else {
-            return Ok(0);
+            return Ok(None);
         };
         index.catch_up()?;
+        let Some(identity) = index.stream_identity() else {
+            return Ok(None);
+        };
         let at = index.position(after.saturating_add(1))?;
-        Ok(if at < index.len() {
+        let offset = if at < index.len() {
             index.entry(at)?.offset
         } else {
             index.indexed_to()
-        })
+        };
+        Ok(Some(file_reader::Start { identity, offset }))
     }
+}
+
+/// Lines read back, as events.
+fn parsed(lines: Vec<IndexedLine>) -> Result<Vec<Event>, PortError> {
+    lines
+        .into_iter()
+        .map(|line| {
+            Event::parse_line(&line.text).map_err(|e| {
+                storage(format!(
+                    "event {} of the stream is not an event: {e}",
+                    line.seq
+                ))
+            })
+        })
+        .collect()
 }
 
 #[async_trait::async_trait]
 impl EventStream for FileEvents {
     async fn after(&self, after: u64, limit: usize) -> Result<Vec<Event>, PortError> {
-        crate::sync::blocking(|| {
-            self.with_index(|index| {
-                let from = index.position(after.saturating_add(1)).map_err(port)?;
-                Self::lines(index, from, from.saturating_add(limit as u64))
-            })
-        })
-        .map(Option::unwrap_or_default)
+        crate::sync::blocking(|| self.settled(|closed| self.after_in(closed, after, limit)))
     }
 
     async fn before(&self, before: u64, limit: usize) -> Result<Vec<Event>, PortError> {
-        crate::sync::blocking(|| {
-            self.with_index(|index| {
-                let to = index.position(before).map_err(port)?;
-                Self::lines(index, to.saturating_sub(limit as u64), to)
-            })
-        })
-        .map(Option::unwrap_or_default)
+        crate::sync::blocking(|| self.settled(|closed| self.before_in(closed, before, limit)))
     }
 
     async fn last(&self) -> Result<u64, PortError> {
-        crate::sync::blocking(|| last_seq(&self.layout.events_log())).map_err(port)
+        crate::sync::blocking(|| {
+            let open = last_seq(&self.layout.events_log())?;
+            Ok(open.max(segments::closed_through(&self.layout)?))
+        })
+        .map_err(port)
     }
 
     async fn reader(&self, after: u64) -> Result<Box<dyn EventReader>, PortError> {
-        let offset = crate::sync::blocking(|| self.start_of(after)).map_err(port)?;
-        Ok(Box::new(FileReader {
-            cursor: EventCursor::starting_at(&self.layout.events_log(), offset),
+        let start = crate::sync::blocking(|| self.start_of(after)).map_err(port)?;
+        Ok(Box::new(file_reader::FileReader::new(
+            &self.layout,
             after,
-        }))
+            start,
+        )))
     }
 
     fn on_change(&self, changed: OnChange) -> Result<Watching, PortError> {
         StateWatch::start(&self.layout, changed)
             .map(Watching::new)
             .map_err(|e| storage(e.to_string()))
-    }
-}
-
-/// A file's reader: its cursor, and the position before which events are skipped.
-struct FileReader {
-    cursor: EventCursor,
-    after: u64,
-}
-
-#[async_trait::async_trait]
-impl EventReader for FileReader {
-    async fn next_batch(&mut self, bytes: usize) -> Result<Vec<Event>, PortError> {
-        loop {
-            let mut batch =
-                crate::sync::blocking(|| self.cursor.read_batch(bytes)).map_err(port)?;
-            if batch.is_empty() {
-                return Ok(batch);
-            }
-            batch.retain(|event| event.seq > self.after);
-            if !batch.is_empty() {
-                return Ok(batch);
-            }
-        }
     }
 }
 
