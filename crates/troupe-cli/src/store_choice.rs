@@ -161,17 +161,3 @@ pub async fn team_view(
         .await
         .map_err(|e| CliError::coded(&e))
 }
-
-/// A shared team's state as `troupe gc --store` prunes it (issue 45), or `None` for the file
-/// store (whose state is the workspace's `FileState`).
-pub async fn pg_state(
-    choice: &StoreChoice,
-) -> Result<Option<std::sync::Arc<dyn troupe::store::retention::Prune>>, CliError> {
-    let StoreChoice::Postgres(options) = choice else {
-        return Ok(None);
-    };
-    troupe::store::shared_state(&options.url, &options.team)
-        .await
-        .map(Some)
-        .map_err(|e| CliError::coded(&e))
-}

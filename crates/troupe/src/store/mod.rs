@@ -141,7 +141,9 @@ pub async fn shared_state(
     team: &str,
 ) -> Result<std::sync::Arc<dyn retention::Prune>, BackendError> {
     let store = postgres::PgStore::connect(url, team).await?;
-    Ok(std::sync::Arc::new(postgres::retention::PgState::new(store)))
+    Ok(std::sync::Arc::new(postgres::retention::PgState::new(
+        store,
+    )))
 }
 
 /// Whether a store URL names PostgreSQL (`postgres://…` or `postgresql://…`).

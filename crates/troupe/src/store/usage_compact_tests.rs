@@ -151,7 +151,9 @@ fn an_append_waiting_for_the_compaction_lands_in_the_new_log() {
         cache_write_tokens: 0,
         estimated: false,
     };
-    let old: Vec<_> = (0..50).map(|_| record("2026-07-10T08:00:00.000Z")).collect();
+    let old: Vec<_> = (0..50)
+        .map(|_| record("2026-07-10T08:00:00.000Z"))
+        .collect();
     write_log(&path, &old);
     let writers: Vec<_> = (0..4)
         .map(|_| {
@@ -175,10 +177,55 @@ fn an_append_waiting_for_the_compaction_lands_in_the_new_log() {
     compact(&path, day_start(15), false).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 201, "the 50 old lines became one");
-    assert!(text.lines().next().unwrap().contains(r#""calls":50"#), "{text}");
+    assert!(
+        text.lines().next().unwrap().contains(r#""calls":50"#),
+        "{text}"
+    );
     let totals = read_totals(&path).unwrap();
     assert_eq!(
         totals.total.prompt_tokens, 250,
         "no line lost: 50 old + 200 appended"
     );
+}
+
+#[test]
+fn a_follower_of_the_log_starts_again_when_compaction_replaced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("usage.jsonl");
+    let record = |at: &str| UsageRecord {
+        at: at.into(),
+        run_id: "r".into(),
+        agent: "lead".into(),
+        model: "m".into(),
+        purpose: "turn".into(),
+        prompt_tokens: 5,
+        completion_tokens: 0,
+        total_tokens: 5,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        estimated: false,
+    };
+    let old: Vec<_> = (0..4).map(|_| record("2026-07-10T08:00:00.000Z")).collect();
+    write_log(&path, &old);
+    let (mut offset, mut file) = (0, None);
+    let mut seen = 0;
+    let whole =
+        crate::store::usage::for_each_record_after(&path, &mut offset, &mut file, |r, _| {
+            seen += r.prompt_tokens
+        });
+    assert!(whole.unwrap());
+    assert_eq!(seen, 20);
+    // Compacted and appended to until it is longer than the follower's offset again.
+    compact(&path, day_start(15), false).unwrap();
+    for _ in 0..4 {
+        let mut line = serde_json::to_vec(&record("2026-07-20T08:00:00.000Z")).unwrap();
+        line.push(b'\n');
+        crate::store::journal::append(&path, &line).unwrap();
+    }
+    assert!(std::fs::metadata(&path).unwrap().len() > offset);
+    let whole =
+        crate::store::usage::for_each_record_after(&path, &mut offset, &mut file, |_, _| {
+            panic!("a replaced log is not read on from the old offset")
+        });
+    assert!(!whole.unwrap(), "replaced: start again");
 }

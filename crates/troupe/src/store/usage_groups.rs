@@ -154,11 +154,7 @@ struct Group {
 /// the new log, and a kill midway leaves the old log or the new one. Nothing is written with
 /// `dry_run`, nor when no line would go. A missing log is nothing to do; a torn tail is left out
 /// (it was never a record).
-pub fn compact(
-    path: &Path,
-    before: UtcTime,
-    dry_run: bool,
-) -> Result<Compacted, IoError> {
+pub fn compact(path: &Path, before: UtcTime, dry_run: bool) -> Result<Compacted, IoError> {
     use std::collections::BTreeMap;
     if !path.exists() {
         return Ok(Compacted::default());
@@ -226,8 +222,9 @@ pub fn compact(
     totals.sort_by_key(|g| g.last_seen);
     let mut text = Vec::new();
     for group in &totals {
-        serde_json::to_writer(&mut text, &group.line)
-            .map_err(|e| IoError::new("encode a usage total for", path, std::io::Error::other(e)))?;
+        serde_json::to_writer(&mut text, &group.line).map_err(|e| {
+            IoError::new("encode a usage total for", path, std::io::Error::other(e))
+        })?;
         text.push(b'\n');
     }
     let mut new_bytes = text.len() as u64;
@@ -270,8 +267,7 @@ fn parse_line(
     }
     let line = super::usage::UsageLine::parse(text)
         .map_err(|e| corrupt(path, format!("line {number}: {e}")))?;
-    let at =
-        UtcTime::parse(&line.at).map_err(|e| corrupt(path, format!("line {number}: {e}")))?;
+    let at = UtcTime::parse(&line.at).map_err(|e| corrupt(path, format!("line {number}: {e}")))?;
     Ok(Some((line, at)))
 }
 

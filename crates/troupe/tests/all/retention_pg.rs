@@ -54,11 +54,13 @@ fn policy() -> Policy {
 }
 
 fn rows(db: &TestDb, table: &str) -> u64 {
-    db.query_text(&format!("SELECT count(*) FROM {table} WHERE team = '{TEAM}'"))
-        .unwrap()
-        .unwrap()
-        .parse()
-        .unwrap()
+    db.query_text(&format!(
+        "SELECT count(*) FROM {table} WHERE team = '{TEAM}'"
+    ))
+    .unwrap()
+    .unwrap()
+    .parse()
+    .unwrap()
 }
 
 fn all_rows(db: &TestDb) -> Vec<(&'static str, u64)> {
@@ -140,7 +142,10 @@ async fn fill(s: &Stores) -> Filled {
         if n < 3 {
             mailbox.ack(&alice, &m).await.unwrap();
         } else {
-            mailbox.quarantine(&alice, m.id(), "unreadable").await.unwrap();
+            mailbox
+                .quarantine(&alice, m.id(), "unreadable")
+                .await
+                .unwrap();
         }
     }
 
@@ -162,10 +167,15 @@ async fn fill(s: &Stores) -> Filled {
     let unnamed = "22222222-2222-4222-8222-222222222222.txt";
     for name in [named, unnamed] {
         let key = ArtifactKey::parse("lead", name).unwrap();
-        artifacts.copy(&key, b"head of a large result", 40_000).await;
+        artifacts
+            .copy(&key, b"head of a large result", 40_000)
+            .await;
     }
     let transcript = PgTranscriptLog::new(pg.clone(), "lead");
-    transcript.append(br#"{"old":"conversation"}"#).await.unwrap();
+    transcript
+        .append(br#"{"old":"conversation"}"#)
+        .await
+        .unwrap();
     assert_eq!(transcript.set_aside().await.unwrap(), Some(1));
     transcript
         .append(format!(r#"{{"result":".troupe/artifacts/lead/{named}"}}"#).as_bytes())
@@ -207,7 +217,11 @@ async fn fill(s: &Stores) -> Filled {
 
     // The rows whose time is the server's are made as old as the rest.
     let old_secs = old.unix_millis() / 1000;
-    for table in ["troupe_transcripts", "troupe_artifacts", "troupe_recordings"] {
+    for table in [
+        "troupe_transcripts",
+        "troupe_artifacts",
+        "troupe_recordings",
+    ] {
         s.db.as_ref()
             .unwrap()
             .execute(&format!("UPDATE {table} SET at = to_timestamp({old_secs})"))
@@ -242,7 +256,11 @@ async fn fill(s: &Stores) -> Filled {
 }
 
 fn kept(report: &Report, kind: Kind, why: &str) -> u64 {
-    report.kinds.get(&kind).and_then(|k| k.kept.get(why)).map_or(0, |t| t.items)
+    report
+        .kinds
+        .get(&kind)
+        .and_then(|k| k.kept.get(why))
+        .map_or(0, |t| t.items)
 }
 
 fn removed(report: &Report, kind: Kind) -> u64 {
@@ -269,7 +287,10 @@ async fn a_shared_team_is_pruned_by_the_rules_and_keeps_what_is_needed() {
     let filled = fill(&s).await;
     let state = PgState::new(s.pg.clone().unwrap());
     let usage = s.usage();
-    let (totals, buckets) = (usage.totals().await.unwrap(), usage.buckets(None).await.unwrap());
+    let (totals, buckets) = (
+        usage.totals().await.unwrap(),
+        usage.buckets(None).await.unwrap(),
+    );
 
     let before = all_rows(db);
     let dry = gc(&state, &s, true).await;
@@ -287,7 +308,11 @@ async fn a_shared_team_is_pruned_by_the_rules_and_keeps_what_is_needed() {
         Kind::Recordings,
         Kind::Usage,
     ] {
-        assert_eq!(removed(&dry, kind), removed(&report, kind), "{kind}: dry = real");
+        assert_eq!(
+            removed(&dry, kind),
+            removed(&report, kind),
+            "{kind}: dry = real"
+        );
     }
     let counts: Vec<(Kind, u64)> = [
         Kind::Messages,
@@ -319,7 +344,11 @@ async fn a_shared_team_is_pruned_by_the_rules_and_keeps_what_is_needed() {
         "{report:#?}"
     );
     assert_eq!(kept(&report, Kind::Messages, WITHIN_AGE), 1);
-    assert_eq!(kept(&report, Kind::Quarantine, WITHIN_AGE), 1, "kept 90 days");
+    assert_eq!(
+        kept(&report, Kind::Quarantine, WITHIN_AGE),
+        1,
+        "kept 90 days"
+    );
     assert_eq!(kept(&report, Kind::Requests, needed::PENDING_REQUEST), 1);
     assert_eq!(kept(&report, Kind::Requests, LATEST_PLAN), 1);
     assert_eq!(kept(&report, Kind::Requests, WITHIN_AGE), 1);
@@ -347,7 +376,11 @@ async fn a_shared_team_is_pruned_by_the_rules_and_keeps_what_is_needed() {
         Some(filled.named_artifact.clone())
     );
     assert_ne!(filled.named_artifact, filled.unnamed_artifact);
-    assert_eq!(usage.totals().await.unwrap(), totals, "usage totals unchanged");
+    assert_eq!(
+        usage.totals().await.unwrap(),
+        totals,
+        "usage totals unchanged"
+    );
     assert_eq!(usage.buckets(None).await.unwrap(), buckets);
     assert_eq!(
         db.query_text("SELECT string_agg(calls::text, ',' ORDER BY id) FROM troupe_usage")
@@ -475,7 +508,11 @@ fn a_gc_beside_writers_loses_nothing_written_after_the_cutoff() {
     });
     assert_eq!(removed_messages, 300, "the old ones, and only those");
     let db = s.db.as_ref().unwrap();
-    assert_eq!(rows(db, "troupe_messages_kept"), 300, "every new message done");
+    assert_eq!(
+        rows(db, "troupe_messages_kept"),
+        300,
+        "every new message done"
+    );
     let totals = block_on(s.usage().totals());
     assert_eq!(totals.unwrap().total.prompt_tokens, 300 + 3 * 100 * 2);
 }
@@ -489,7 +526,10 @@ async fn a_gc_cut_midway_is_finished_by_the_next() {
     let db = s.db.as_ref().unwrap();
     let transcript = PgTranscriptLog::new(pg.clone(), "lead");
     for n in 0..2_500 {
-        transcript.append(format!(r#"{{"n":{n}}}"#).as_bytes()).await.unwrap();
+        transcript
+            .append(format!(r#"{{"n":{n}}}"#).as_bytes())
+            .await
+            .unwrap();
     }
     transcript.set_aside().await.unwrap();
     transcript.append(br#"{"current":true}"#).await.unwrap();
@@ -505,6 +545,102 @@ async fn a_gc_cut_midway_is_finished_by_the_next() {
     s.clock.advance_millis(40 * DAY_MS);
     let report = gc(&PgState::new(pg.clone()), &s, false).await;
     assert_eq!(removed(&report, Kind::Transcripts), 1);
-    assert_eq!(rows(db, "troupe_transcripts"), 1, "only the current conversation");
-    assert_eq!(transcript.read().await.unwrap(), b"{\"current\":true}\n".to_vec());
+    assert_eq!(
+        rows(db, "troupe_transcripts"),
+        1,
+        "only the current conversation"
+    );
+    assert_eq!(
+        transcript.read().await.unwrap(),
+        b"{\"current\":true}\n".to_vec()
+    );
+}
+
+fn day(n: u32) -> UtcTime {
+    UtcTime::parse(&format!("2026-07-{n:02}T00:00:00.000Z")).unwrap()
+}
+
+/// Everything the team's usage readers give: totals, and buckets since each day boundary.
+async fn usage_readings(usage: &dyn troupe::store::usage::TeamUsage) -> Vec<String> {
+    let mut out = vec![format!("{:?}", usage.totals().await.unwrap())];
+    out.push(format!("{:?}", usage.buckets(None).await.unwrap()));
+    for n in 9..18 {
+        out.push(format!("{:?}", usage.buckets(Some(day(n))).await.unwrap()));
+    }
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(6))]
+
+    /// The team's totals and buckets are the same after its usage rows are compacted.
+    #[test]
+    fn usage_reads_the_same_after_compaction(
+        calls in proptest::collection::vec(
+            (10u32..16, 0u32..24, 0usize..3, 0usize..2, 0u64..1000, proptest::bool::ANY),
+            1..80,
+        ),
+        cut_day in 9u32..18,
+    ) {
+        let Some(s) = Stores::new(Backend::Postgres) else {
+            return Ok(());
+        };
+        let pg = s.pg.clone().unwrap();
+        block_on(async {
+            let copy = troupe::store::postgres::usage::PgUsage::new(pg.clone());
+            for (d, hour, run, model, prompt, estimated) in &calls {
+                let mut record = usage(
+                    UtcTime::parse(&format!("2026-07-{d:02}T{hour:02}:00:00.000Z")).unwrap(),
+                    ["run-1", "run-2", "run-3"][*run],
+                    *prompt,
+                );
+                record.model = ["m-1", "m-2"][*model].into();
+                record.estimated = *estimated;
+                copy.copy(&record).await.unwrap();
+            }
+            let usage = s.usage();
+            let before = usage_readings(usage.as_ref()).await;
+            let dry = troupe::store::postgres::usage_compact::compact(&pg, day(cut_day), true)
+                .await
+                .unwrap();
+            let done = troupe::store::postgres::usage_compact::compact(&pg, day(cut_day), false)
+                .await
+                .unwrap();
+            assert_eq!(dry.rows_removed, done.rows_removed);
+            assert_eq!(usage_readings(usage.as_ref()).await, before);
+            let again = troupe::store::postgres::usage_compact::compact(&pg, day(cut_day), false)
+                .await
+                .unwrap();
+            assert_eq!(again.rows_removed, 0);
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usage_group_larger_than_a_batch_is_compacted_in_steps_into_its_last_row() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let pg = s.pg.clone().unwrap();
+    let db = s.db.as_ref().unwrap();
+    let copy = troupe::store::postgres::usage::PgUsage::new(pg.clone());
+    for n in 0..2_500u64 {
+        copy.copy(&usage(day(10), "run-1", n % 7)).await.unwrap();
+    }
+    copy.copy(&usage(day(20), "run-2", 1)).await.unwrap();
+    let usage = s.usage();
+    let before = usage_readings(usage.as_ref()).await;
+    let last = db
+        .query_text("SELECT max(id) FROM troupe_usage WHERE run_id = 'run-1'")
+        .unwrap();
+    let done = troupe::store::postgres::usage_compact::compact(&pg, day(15), false)
+        .await
+        .unwrap();
+    assert_eq!(done.rows_removed, 2_499);
+    assert_eq!(usage_readings(usage.as_ref()).await, before);
+    assert_eq!(
+        db.query_text("SELECT id || ':' || calls FROM troupe_usage WHERE run_id = 'run-1'")
+            .unwrap(),
+        last.map(|id| format!("{id}:2500"))
+    );
 }

@@ -80,7 +80,10 @@ impl PgState {
         super::retrying(|| {
             store.bounded(async {
                 let client = store.client().await?;
-                client.query(sql, params).await.map_err(|e| db_error(what, e))
+                client
+                    .query(sql, params)
+                    .await
+                    .map_err(|e| db_error(what, e))
             })
         })
         .await
@@ -162,7 +165,8 @@ impl PgState {
             let request = super::protocol::decode(body).map_err(|e| {
                 BackendError::new("store_corrupt", format!("request {id} of the team: {e}"))
             })?;
-            let latest_plan = row.get::<_, String>(4) == "plan_approval" && row.get::<_, i64>(6) == 1;
+            let latest_plan =
+                row.get::<_, String>(4) == "plan_approval" && row.get::<_, i64>(6) == 1;
             let needed = if row.get::<_, bool>(2) {
                 Some(needed::PENDING_REQUEST)
             } else if latest_plan {
@@ -337,7 +341,9 @@ impl PgState {
         let doomed = decide(kind, sweep, candidates, report);
         for chunk in doomed.chunks(BATCH) {
             if sweep.dry_run {
-                chunk.iter().for_each(|(_, bytes)| report.removed(kind, *bytes));
+                chunk
+                    .iter()
+                    .for_each(|(_, bytes)| report.removed(kind, *bytes));
                 continue;
             }
             let agents: Vec<&str> = chunk.iter().map(|((a, _), _)| a.as_str()).collect();
@@ -369,7 +375,6 @@ impl PgState {
     }
 
     async fn jobs(&self, sweep: &Sweep, report: &mut Report) -> Result<(), BackendError> {
-        use crate::jobs::record::{JobRecord, JobState};
         let kind = Kind::Jobs;
         let rows = self
             .rows(
@@ -380,19 +385,14 @@ impl PgState {
             .await?;
         let mut candidates = Vec::with_capacity(rows.len());
         for row in &rows {
-            let id: uuid::Uuid = row.get(0);
             let text: &str = row.get(1);
-            let record = JobRecord::from_json_bytes(text.as_bytes()).map_err(|e| {
-                BackendError::new("store_corrupt", format!("job {id} of the team: {e}"))
-            })?;
-            let (at, needed) = match &record.state {
-                JobState::Running => (record.started_at_utc, Some(needed::UNFINISHED_JOB)),
-                JobState::Finished {
-                    finished_at_utc, ..
-                } => (*finished_at_utc, None),
+            let (at, needed) = match job_end(text) {
+                Some(JobEnd::Running(started)) => (started, Some(needed::UNFINISHED_JOB)),
+                Some(JobEnd::Finished(finished)) => (finished, None),
+                None => (sweep.now, Some(UNREADABLE_JOB)),
             };
             candidates.push(Candidate {
-                item: id,
+                item: row.get::<_, uuid::Uuid>(0),
                 at,
                 bytes: text.len() as u64,
                 needed,
@@ -410,7 +410,9 @@ impl PgState {
                 )
                 .await?;
             }
-            chunk.iter().for_each(|(_, bytes)| report.removed(kind, *bytes));
+            chunk
+                .iter()
+                .for_each(|(_, bytes)| report.removed(kind, *bytes));
         }
         Ok(())
     }
@@ -483,6 +485,26 @@ impl PgState {
                 return Ok(());
             }
         }
+    }
+}
+
+/// Why a job whose record does not read is kept: gc does not remove on a guess.
+pub const UNREADABLE_JOB: &str = "its record does not read";
+
+/// A job record's state as gc needs it (the store reads the record's JSON itself: checking it
+/// whole is the jobs module's, a layer above).
+enum JobEnd {
+    Running(UtcTime),
+    Finished(UtcTime),
+}
+
+/// `status` and the times of a job record (`jobs::record`'s format); `None` if they do not read.
+fn job_end(text: &str) -> Option<JobEnd> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let time = |key: &str| UtcTime::parse(value.get(key)?.as_str()?).ok();
+    match value.get("status")?.as_str()? {
+        "running" => Some(JobEnd::Running(time("started_at_utc")?)),
+        _ => Some(JobEnd::Finished(time("finished_at_utc")?)),
     }
 }
 

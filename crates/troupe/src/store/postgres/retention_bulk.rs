@@ -44,7 +44,11 @@ fn add(tally: &mut Tally, items: u64, bytes: u64) {
 }
 
 fn removed(report: &mut Report, kind: Kind, items: u64, bytes: u64) {
-    add(&mut report.kinds.entry(kind).or_default().removed, items, bytes);
+    add(
+        &mut report.kinds.entry(kind).or_default().removed,
+        items,
+        bytes,
+    );
 }
 
 fn kept(report: &mut Report, kind: Kind, why: &str, items: u64, bytes: u64) {
@@ -127,7 +131,13 @@ impl PgState {
         let Some(counts) = counts.first() else {
             return Ok(());
         };
-        kept(report, kind, within(sweep, kind), bytes_of(counts, 2), bytes_of(counts, 3));
+        kept(
+            report,
+            kind,
+            within(sweep, kind),
+            bytes_of(counts, 2),
+            bytes_of(counts, 3),
+        );
         if sweep.dry_run {
             removed(report, kind, bytes_of(counts, 0), bytes_of(counts, 1));
             return Ok(());
@@ -182,7 +192,13 @@ impl PgState {
         let Some(totals) = totals.first() else {
             return Ok(());
         };
-        kept(report, kind, crate::store::retention::needed::LIVE_RUN, bytes_of(totals, 0), bytes_of(totals, 1));
+        kept(
+            report,
+            kind,
+            crate::store::retention::needed::LIVE_RUN,
+            bytes_of(totals, 0),
+            bytes_of(totals, 1),
+        );
         let (others, others_bytes) = (bytes_of(totals, 2), bytes_of(totals, 3));
         let cut = sweep.cutoff(kind);
         let mut boundary: Option<i64> = None;
@@ -270,7 +286,11 @@ impl PgState {
 
     /// Usage rows older than the rule's age, compacted into per-day totals (never removed: the
     /// team's totals stay what they were). A size rule does not apply to usage.
-    pub(super) async fn usage(&self, sweep: &Sweep, report: &mut Report) -> Result<(), BackendError> {
+    pub(super) async fn usage(
+        &self,
+        sweep: &Sweep,
+        report: &mut Report,
+    ) -> Result<(), BackendError> {
         let kind = Kind::Usage;
         let Some(cut) = sweep.cutoff(kind) else {
             return Ok(());
