@@ -31,6 +31,8 @@ mod model;
 mod permissions;
 #[path = "all/protocol/mod.rs"]
 pub mod protocol;
+#[path = "all/retention_pg.rs"]
+mod retention_pg;
 #[path = "all/sandbox.rs"]
 mod sandbox;
 #[path = "all/state/mod.rs"]

@@ -134,6 +134,18 @@ impl ErrorCode for PortError {
     }
 }
 
+/// A shared team's state as `troupe gc --store` prunes it (`postgres::retention::PgState`), on
+/// a store connected to `url` for `team` (its schema brought up to date first).
+pub async fn shared_state(
+    url: &str,
+    team: &str,
+) -> Result<std::sync::Arc<dyn retention::Prune>, BackendError> {
+    let store = postgres::PgStore::connect(url, team).await?;
+    Ok(std::sync::Arc::new(postgres::retention::PgState::new(
+        store,
+    )))
+}
+
 /// Whether a store URL names PostgreSQL (`postgres://…` or `postgresql://…`).
 pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")

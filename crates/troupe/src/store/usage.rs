@@ -57,6 +57,64 @@ pub struct UsageRecord {
     pub estimated: bool,
 }
 
+/// One line of the log as written: a [`UsageRecord`] and, on a line compaction wrote
+/// (`usage_groups::compact`), how many responses it stands for (`"calls"`, left out when 1, so
+/// every line of an older log reads unchanged). Kept out of [`UsageRecord`]: what reads the log
+/// adds tokens, which a compacted line already sums; none counts responses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UsageLine {
+    pub at: String,
+    pub run_id: String,
+    pub agent: String,
+    pub model: String,
+    pub purpose: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub estimated: bool,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub calls: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(count: &u64) -> bool {
+    *count == 1
+}
+
+impl UsageLine {
+    /// The record, and how many responses it stands for.
+    pub(crate) fn into_record(self) -> (UsageRecord, u64) {
+        let record = UsageRecord {
+            at: self.at,
+            run_id: self.run_id,
+            agent: self.agent,
+            model: self.model,
+            purpose: self.purpose,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            total_tokens: self.total_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            estimated: self.estimated,
+        };
+        (record, self.calls)
+    }
+
+    /// Parses one line of the log (strictly: an unknown key is an error).
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        troupe_wire::strict::from_json_str(text, "a usage record").map_err(|e| e.to_string())
+    }
+}
+
 fn is_zero(count: &u64) -> bool {
     *count == 0
 }
@@ -156,6 +214,8 @@ const ROWS_PER_READ: usize = 5_000;
 pub struct UsageCursor {
     /// A workspace's log: the byte offset after the last line given.
     pub(crate) offset: u64,
+    /// A workspace's log: the (device, inode) of the file `offset` is in.
+    pub(crate) file: Option<(u64, u64)>,
     /// A table: the largest row id given, and the ids given above `after - LATE_ROWS`.
     after: i64,
     recent: std::collections::BTreeSet<i64>,
@@ -213,15 +273,30 @@ impl UsageLog {
         Ok(())
     }
 
-    fn append_line(&self, record: &UsageRecord) -> Result<(), IoError> {
+    pub(crate) fn append_line(&self, record: &UsageRecord) -> Result<(), IoError> {
         let mut line = serde_json::to_vec(record)
             .map_err(|e| IoError::new("encode a record for", &self.path, io::Error::other(e)))?;
         line.push(b'\n');
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
+        // The log is opened under the lock compaction replaces it under, so a line is never
+        // appended to a log already replaced (see `usage_groups::compact`).
+        let _replacing = super::lock::lock_exclusive(&lock_path(&self.path))?;
         journal::append(&self.path, &line)
     }
+}
+
+/// The sidecar lock of the log at `path` (`.usage.lock` beside `usage.jsonl`): every appender
+/// holds it while it opens the log and appends; compaction holds it from its read to its
+/// replace. The log's own `flock` cannot serve: it is on the file, and a replaced log is another
+/// file, so an appender waiting on the old one would append to a file no longer named.
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "usage".into());
+    path.with_file_name(format!(".{name}.lock"))
 }
 
 /// Prompt, completion and total tokens, and of the prompt tokens those read from and written to
@@ -344,8 +419,9 @@ pub fn for_each_record(
         if line.trim().is_empty() {
             return Ok(());
         }
-        let record: UsageRecord = troupe_wire::strict::from_json_str(line, "a usage record")
-            .map_err(|e| corrupt(path, format!("line {number}: {e}")))?;
+        let (record, _) = UsageLine::parse(line)
+            .map_err(|e| corrupt(path, format!("line {number}: {e}")))?
+            .into_record();
         each(number, record)
     })?;
     Ok(())
@@ -357,22 +433,30 @@ pub fn for_each_record(
 /// when the log is now shorter than `*offset` (it was replaced: start again from 0); a missing
 /// log has nothing. A line that is not a record, or whose `at` is not troupe's UTC time, is an
 /// error naming its byte offset, and `*offset` stays before it.
+///
+/// `file` is the identity (device, inode) of the log the offset belongs to: a log replaced by
+/// compaction is another file, whatever its length, and is read again from the start
+/// (`Ok(false)`).
 pub fn for_each_record_after(
     path: &Path,
     offset: &mut u64,
+    file_id: &mut Option<(u64, u64)>,
     mut each: impl FnMut(&UsageRecord, troupe_wire::UtcTime),
 ) -> Result<bool, IoError> {
     use std::io::{BufRead, Seek};
+    use std::os::unix::fs::MetadataExt;
     let Some(file) = super::read::open_regular(path, super::read::Links::Refuse)? else {
         return Ok(*offset == 0);
     };
-    let len = file
+    let meta = file
         .metadata()
-        .map_err(|e| IoError::new("inspect", path, e))?
-        .len();
-    if len < *offset {
+        .map_err(|e| IoError::new("inspect", path, e))?;
+    let id = (meta.dev(), meta.ino());
+    if meta.len() < *offset || file_id.is_some_and(|known| known != id) {
+        *file_id = None;
         return Ok(false);
     }
+    *file_id = Some(id);
     let mut reader = io::BufReader::new(file);
     reader
         .seek(io::SeekFrom::Start(*offset))
@@ -390,8 +474,9 @@ pub fn for_each_record_after(
         let text = std::str::from_utf8(&line[..read - 1])
             .map_err(|_| corrupt(path, format!("byte {at}: the line is not UTF-8")))?;
         if !text.trim().is_empty() {
-            let record: UsageRecord = troupe_wire::strict::from_json_str(text, "a usage record")
-                .map_err(|e| corrupt(path, format!("byte {at}: {e}")))?;
+            let (record, _) = UsageLine::parse(text)
+                .map_err(|e| corrupt(path, format!("byte {at}: {e}")))?
+                .into_record();
             let time = troupe_wire::UtcTime::parse(&record.at)
                 .map_err(|e| corrupt(path, format!("byte {at}: {e}")))?;
             each(&record, time);

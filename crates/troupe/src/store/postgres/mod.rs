@@ -34,6 +34,9 @@
 //! - `roster.rs`: teammates and their worker leases; workers and their heartbeats.
 //! - `transcript.rs`: agents' conversations.
 //! - `artifacts.rs`: a copy of every artifact, for the workers of other workspaces.
+//! - `retention.rs`: [`retention::PgState`], what `troupe gc --store` removes (issue 45);
+//!   `retention_bulk.rs`: the same for huge tables as SQL; `usage_compact.rs`: usage rows
+//!   compacted into per-day totals.
 
 pub mod artifacts;
 pub mod audit;
@@ -48,6 +51,8 @@ mod notify;
 mod protocol;
 pub mod recordings;
 mod response_ack;
+pub mod retention;
+mod retention_bulk;
 pub mod roster;
 mod schema;
 mod tasks;
@@ -56,6 +61,7 @@ pub mod testing;
 pub mod tls;
 mod transcript;
 pub mod usage;
+pub mod usage_compact;
 pub mod wake;
 
 pub use crate::store::roster::WorkerRow;

@@ -54,7 +54,7 @@ fn encode(request: &ProtocolRequest) -> Result<String, ProtocolError> {
         .map_err(|e| corrupt(format!("encode request {}: {e}", request.id())))
 }
 
-fn decode(body: &str) -> Result<ProtocolRequest, ProtocolError> {
+pub(super) fn decode(body: &str) -> Result<ProtocolRequest, ProtocolError> {
     let value: serde_json::Value = troupe_wire::strict::from_json_str(body, "protocol request")
         .map_err(|e| corrupt(format!("a request row does not parse: {e}")))?;
     ProtocolRequest::from_value(value).map_err(|e| corrupt(format!("a request row: {e}")))

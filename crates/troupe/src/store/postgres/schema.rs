@@ -21,10 +21,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (11, include_str!("migrations/011_claim.sql")),
     (12, include_str!("migrations/012_usage_estimated.sql")),
     (13, include_str!("migrations/013_recordings.sql")),
+    (14, include_str!("migrations/014_retention.sql")),
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = 13;
+pub const SCHEMA_VERSION: i32 = 14;
 
 /// The advisory lock of migrations (one number for every troupe database).
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065_0001;
