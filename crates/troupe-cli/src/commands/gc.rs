@@ -48,10 +48,12 @@ async fn shared_state(
 ) -> Result<Option<std::sync::Arc<dyn troupe::store::retention::Prune>>, CliError> {
     match choice {
         troupe::bootstrap::StoreChoice::Files => Ok(None),
-        _ => Err(CliError::usage(
-            "troupe gc does not prune a shared team's database yet; run it without --store"
-                .to_owned(),
-        )),
+        troupe::bootstrap::StoreChoice::Postgres(pg) => {
+            troupe::store::shared_state(&pg.url, &pg.team)
+                .await
+                .map(Some)
+                .map_err(|e| CliError::coded(&e))
+        }
     }
 }
 

@@ -168,10 +168,13 @@ fn gc_on_a_workspace_of_many_runs_keeps_it_working() {
 
     let report = gc(&ws, &[]);
     assert_eq!(report["dry_run"], false);
-    assert_eq!(
-        report["kinds"], dry["kinds"],
-        "the dry run said what gc did"
-    );
+    // The dry run said what gc did (the open event segment counted before it is compressed).
+    let items = |r: &Value| {
+        let mut kinds = r["kinds"].clone();
+        kinds["events"]["kept"]["within its age"]["bytes"] = json!(null);
+        kinds
+    };
+    assert_eq!(items(&report), items(&dry), "the dry run said what gc did");
     assert!(removed(&report, "messages") > 0, "{report}");
     assert_eq!(removed(&report, "transcripts"), 1, "{report}");
     assert_eq!(removed(&report, "recordings"), 4, "{report}");

@@ -65,6 +65,7 @@ pub(super) async fn start(
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
     let layout = Layout::new(&settings.workspace);
     let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    roll_large_events(&layout, &run_lock);
     let pg = open_shared(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
     let (events, telemetry) = open_events(&layout, settings, pg.as_ref(), role).await?;
@@ -295,6 +296,23 @@ fn task_lease(settings: &TeamSettings) -> std::time::Duration {
 }
 
 /// Takes the workspace's run lock and writes who holds it; `Busy` when another run has it.
+/// The open segment of the event stream past this is closed at a run's start.
+const ROLL_EVENTS_ABOVE: u64 = 64 * 1024 * 1024;
+
+/// Closes the event stream's open segment when it has grown large, before this run appends
+/// to it (under the run lock, so no one else does): a stream of any age stays cheap to open
+/// and follow, and `troupe gc` can drop its old parts. Nothing is removed here; a failure is
+/// reported and the run goes on with the open segment as it is.
+fn roll_large_events(layout: &Layout, run_lock: &LockGuard) {
+    let large = std::fs::symlink_metadata(layout.events_log())
+        .is_ok_and(|m| m.is_file() && m.len() > ROLL_EVENTS_ABOVE);
+    if large {
+        if let Err(e) = crate::store::events::segments::roll(layout, run_lock) {
+            tracing::warn!("closing the event stream's open segment: {e}");
+        }
+    }
+}
+
 pub(super) fn take_run_lock(
     layout: &Layout,
     clock: &dyn Clock,

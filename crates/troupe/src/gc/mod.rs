@@ -27,7 +27,7 @@ use troupe_wire::UtcTime;
 
 use crate::error::ErrorCode;
 use crate::layout::Layout;
-use crate::store::lock::LockGuard;
+use crate::store::lock::{try_lock_exclusive, LockGuard};
 use crate::store::lock_probe::{probe, LockState};
 use crate::store::retention::files::{utc_of, FileState};
 use crate::store::retention::{Policy, Prune, Report, Sweep};
@@ -105,6 +105,7 @@ pub async fn collect(
         jobs::prune(layout, &sweep, &mut report)?;
         artifacts::prune(layout, live_since, &sweep, &mut report)?;
         worktrees::prune(layout, live_run.is_some(), &sweep, &mut report)?;
+        events(layout, &lock, live_run.is_some(), &sweep, &mut report)?;
         Ok(())
     })?;
     if let Some(shared) = shared {
@@ -121,6 +122,29 @@ pub async fn collect(
         bytes_after,
         live_run_since: live_run.map(|t| t.to_string()),
     })
+}
+
+/// The event stream: its open segment is rolled into a closed one only by whoever holds the
+/// run lock with no appender left — `troupe gc` when no run is live, taking the lock for the
+/// roll alone (a run starting meanwhile waits that long, or says the workspace is busy) — then
+/// whole closed segments go. The closing run's own stream stays open (its `run_ended` is still
+/// to come): it is rolled by the next `troupe gc` or by a run's start once large.
+fn events(
+    layout: &Layout,
+    lock: &RunLock<'_>,
+    live: bool,
+    sweep: &Sweep,
+    report: &mut Report,
+) -> Result<(), GcError> {
+    use crate::store::events::segments;
+    let taken = match lock {
+        RunLock::Probe if !live && layout.state_dir().is_dir() => {
+            try_lock_exclusive(&layout.run_lock())?.ok()
+        }
+        _ => None,
+    };
+    segments::prune(layout, taken.as_ref(), sweep, report)?;
+    Ok(())
 }
 
 /// When the run holding `layout`'s run lock took it (the lock file's time), if one does.

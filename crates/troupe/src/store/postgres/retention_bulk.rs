@@ -31,32 +31,19 @@
 
 use super::retention::{bytes_of, Live, PgState, BATCH};
 use super::usage_compact;
-use crate::store::retention::{Kind, Report, Sweep, Tally, WITHIN_AGE, WITHIN_SIZE};
+use crate::store::retention::{Kind, Report, Sweep, WITHIN_AGE, WITHIN_SIZE};
 use crate::store::BackendError;
 
 /// Why a per-day usage total is kept: it stands for the old rows.
-pub const USAGE_TOTALS: &str = "per-day totals of older usage";
+pub use crate::store::retention::needed::USAGE_TOTALS;
 
 /// Adds `items` of `bytes` to `tally`.
-fn add(tally: &mut Tally, items: u64, bytes: u64) {
-    tally.items += items;
-    tally.bytes = tally.bytes.saturating_add(bytes);
-}
-
 fn removed(report: &mut Report, kind: Kind, items: u64, bytes: u64) {
-    add(
-        &mut report.kinds.entry(kind).or_default().removed,
-        items,
-        bytes,
-    );
+    report.removed_many(kind, items, bytes);
 }
 
 fn kept(report: &mut Report, kind: Kind, why: &str, items: u64, bytes: u64) {
-    if items == 0 {
-        return;
-    }
-    let entry = report.kinds.entry(kind).or_default();
-    add(entry.kept.entry(why.to_owned()).or_default(), items, bytes);
+    report.kept_many(kind, why, items, bytes);
 }
 
 /// The reason a row the rule keeps is kept, as `decide` gives it.

@@ -50,6 +50,24 @@ impl FileState {
         crate::store::protocol::retention::prune(&self.layout, sweep, report)?;
         self.prune_transcripts(sweep, report)?;
         self.prune_recordings(sweep, report)?;
+        self.compact_usage(sweep, report)?;
+        Ok(())
+    }
+
+    /// Usage lines past the age become per-day totals (`usage_groups::compact`): never removed,
+    /// so every total `troupe usage` prints stays what it was.
+    fn compact_usage(&self, sweep: &Sweep, report: &mut Report) -> Result<(), IoError> {
+        let Some(cut) = sweep.cutoff(Kind::Usage) else {
+            return Ok(());
+        };
+        let done =
+            crate::store::usage_groups::compact(&self.layout.usage_log(), cut, sweep.dry_run)?;
+        report.removed_many(Kind::Usage, done.lines_removed, done.bytes_removed);
+        let kept = done
+            .lines_before
+            .saturating_sub(done.lines_removed + done.totals_written);
+        report.kept_many(Kind::Usage, super::WITHIN_AGE, kept, 0);
+        report.kept_many(Kind::Usage, needed::USAGE_TOTALS, done.totals_written, 0);
         Ok(())
     }
 

@@ -221,6 +221,30 @@ impl Report {
             .add(bytes);
     }
 
+    /// Records `items` of `kind` removed at once, `bytes` in all (rows a statement deleted,
+    /// usage lines merged into totals).
+    pub fn removed_many(&mut self, kind: Kind, items: u64, bytes: u64) {
+        let t = &mut self.kinds.entry(kind).or_default().removed;
+        t.items += items;
+        t.bytes = t.bytes.saturating_add(bytes);
+    }
+
+    /// Records `items` of `kind` kept at once, and why.
+    pub fn kept_many(&mut self, kind: Kind, why: &str, items: u64, bytes: u64) {
+        if items == 0 {
+            return;
+        }
+        let t = self
+            .kinds
+            .entry(kind)
+            .or_default()
+            .kept
+            .entry(why.to_owned())
+            .or_default();
+        t.items += items;
+        t.bytes = t.bytes.saturating_add(bytes);
+    }
+
     /// Adds another report's figures (the workspace's and the database's).
     pub fn merge(&mut self, other: Report) {
         for (kind, theirs) in other.kinds {
@@ -256,6 +280,7 @@ pub mod needed {
     pub const CONVERSATION: &str = "a conversation refers to it";
     pub const CURRENT: &str = "the current conversation";
     pub const OPEN_SEGMENT: &str = "the open segment";
+    pub const USAGE_TOTALS: &str = "per-day totals of older usage";
 }
 
 /// Why an item the rule would keep is kept.
@@ -284,7 +309,7 @@ pub fn decide<T>(
 ) -> Vec<(T, u64)> {
     let rule = sweep.policy.rule(kind);
     let cutoff = sweep.cutoff(kind);
-    candidates.sort_by(|a, b| b.at.cmp(&a.at));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.at));
     let mut used: u64 = 0;
     let mut out = Vec::new();
     for c in candidates {
