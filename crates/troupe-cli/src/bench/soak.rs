@@ -10,8 +10,8 @@
 //! teammate, a message to each, a plan from each approved by the lead, and each teammate's
 //! file write, read, shell command and message to the lead.
 //!
-//! Samples are taken between cycles (the team closed), the first cycle to end past each
-//! minute: RSS, open fds and threads of this process (`/proc/self`), the state's size (bytes
+//! Samples are taken between cycles (the team closed), after the first cycle to end past each
+//! minute and a settling pause (`SETTLE`): RSS, open fds and threads of this process (`/proc/self`), the state's size (bytes
 //! under `.troupe/`; on PostgreSQL the total size of the soak's own schema's tables, indexes
 //! included), and p50/p99 of the round trips measured in that minute (see `soak/model.rs`).
 //!
@@ -51,6 +51,10 @@ const TEAMMATES: usize = 8;
 const CYCLE_LIMIT: Duration = Duration::from_secs(120);
 /// Failed cycles in a row after which the soak stops: the team no longer works.
 const FAILURES_IN_A_ROW: usize = 3;
+/// How long a sample waits after a cycle's close: what the close let go of in the background —
+/// the mailbox watch's thread (`notify` does not join it), a database store's runtime and its
+/// connections — is gone by then.
+const SETTLE: Duration = Duration::from_secs(2);
 /// Threads the runtime may add for blocking work (file and store calls). They stay up to
 /// 10 s after their last job, so between 0 and this many are alive at a sample: the slack of
 /// the threads goal.
@@ -116,8 +120,9 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
         }
         let minute = samples.len() as u64 + 1;
         if start.elapsed() >= Duration::from_secs(minute * 60) || start.elapsed() >= limit {
+            std::thread::sleep(SETTLE);
             let mut trips = shared.take_round_trips();
-            let sample = Sample::take(
+            let mut sample = Sample::take(
                 minute,
                 start.elapsed(),
                 cycles,
@@ -126,6 +131,7 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
                 tree_bytes(&Layout::new(&root).state_dir()),
                 &mut trips,
             );
+            sample.cycles_in_minute = cycles - samples.last().map_or(0, |s| s.cycles);
             eprintln!("soak: {}", sample.line(options.minutes));
             samples.push(sample);
             round_trips.push(trips);
@@ -145,7 +151,7 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
         "retention_s": options.retention.map(|r| r.as_secs()),
         "cycle": "a run: team built, the lead's prompt driven until quiescent, memories kept, team closed",
         "round_trip": "a teammate's model answering send_message to the lead's model called with that message's event",
-        "sampled": "between cycles, the first cycle to end past each minute",
+        "sampled": "between cycles, 2 s after the first cycle to end past each minute",
         "cycles": cycles,
         "failed_cycles": failed,
         "round_trips_unseen": unseen,
