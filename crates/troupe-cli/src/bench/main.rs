@@ -15,6 +15,7 @@
 //! cargo run --release --bin troupe-bench -- pg --procs 4 --n 2500 --json
 //! cargo run --release --bin troupe-bench -- board --teammates 8 --tasks 64 --latency-ms 500 --json
 //! cargo run --release --bin troupe-bench -- replay --calls 500 --runs 5 --json
+//! cargo run --release --features bench --bin troupe-bench -- soak --minutes 60 --out soak.json
 //! ```
 
 mod board;
@@ -35,6 +36,7 @@ mod protocol;
 mod replay;
 mod result;
 mod sandbox;
+mod soak;
 mod stats;
 mod team;
 mod telemetry;
@@ -143,6 +145,25 @@ enum Suite {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// A lead and eight teammates, cycle after cycle (each a run) for `minutes`: messages,
+    /// plans, board tasks and tool calls with a scripted model at `latency_ms`; RSS, fds,
+    /// threads, the state's size and message round trips sampled every minute, and the goals
+    /// of issue 45 checked (reported; a missed goal does not fail the suite).
+    Soak {
+        #[arg(long, default_value_t = 60)]
+        minutes: u64,
+        /// A PostgreSQL URL: the team in a schema of its own there (dropped at the end).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+        /// Every kind of state kept this many seconds, gc at each run's close.
+        #[arg(long, value_name = "SECS")]
+        retention: Option<u64>,
+        /// Also write the summary (pretty JSON) to this file.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
     /// binary next to this one) prints it.
     Events {
@@ -236,6 +257,22 @@ fn main() -> ExitCode {
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
         Suite::Pg { procs, n, lease } => pg::run(&dir, procs, n, lease),
+        Suite::Soak {
+            minutes,
+            store,
+            latency_ms,
+            retention,
+            out,
+        } => soak::run(
+            &dir,
+            &soak::Options {
+                minutes,
+                store,
+                latency: std::time::Duration::from_millis(latency_ms),
+                retention: retention.map(std::time::Duration::from_secs),
+                out,
+            },
+        ),
         Suite::PgWorker {
             role,
             index,

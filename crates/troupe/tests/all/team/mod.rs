@@ -18,6 +18,7 @@
 //! - `answers`: answers are single; no answer to a plan of a shut-down or failed teammate;
 //!   a teammate is `shutdown` before its shutdown answer exists.
 //! - `concurrency`: two reviewers racing on one plan; exactly one answer is sent.
+//! - `cycles`: 200 runs in one process leave its open files and threads as the first did.
 //! - `close`: closing mid-message releases it; the next run replays it.
 //! - `recovery`: what a dead run left in `processing/` is recovered and processed.
 //! - `respawn`: a shut-down or failed name spawned again: fresh conversation, old transcript
@@ -37,6 +38,7 @@ mod board;
 mod bookkeeping;
 mod close;
 mod concurrency;
+mod cycles;
 mod delivery;
 mod e2e;
 mod events;
