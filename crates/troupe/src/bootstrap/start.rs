@@ -453,7 +453,13 @@ impl Held {
     ) {
         let layout = Layout::new(workspace);
         let lock = crate::gc::RunLock::Held(&self._run_lock);
-        match crate::gc::collect(&layout, None, policy, now, false, lock).await {
+        // A shared team's lead prunes the team's tables too (in bounded batches).
+        let shared = self.shared.as_ref().map(|(parts, _)| {
+            std::sync::Arc::new(crate::store::postgres::retention::PgState::new(
+                parts.store.clone(),
+            )) as std::sync::Arc<dyn crate::store::retention::Prune>
+        });
+        match crate::gc::collect(&layout, shared, policy, now, false, lock).await {
             Ok(outcome) => {
                 let removed = outcome.report.removed_total();
                 tracing::info!(
