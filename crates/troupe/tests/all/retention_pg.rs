@@ -644,3 +644,91 @@ async fn a_usage_group_larger_than_a_batch_is_compacted_in_steps_into_its_last_r
         last.map(|id| format!("{id}:2500"))
     );
 }
+
+/// The SQL that decides for the large tables (done messages, events) gives what `decide` gives
+/// on the same rows, with an age and a size at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_of_the_large_tables_decides_as_decide_does() {
+    use troupe::store::retention::{decide, Candidate};
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let pg = s.pg.clone().unwrap();
+    let db = s.db.as_ref().unwrap();
+    let start = s.clock.now();
+    let hour = 3_600_000;
+    let mailbox = s.mailbox();
+    let dave = agent("dave");
+    let mirror = troupe::store::postgres::events::PgEventMirror::start(&pg);
+    for i in 0..24i64 {
+        let at = UtcTime::from_unix_millis(start.unix_millis() + i * hour).unwrap();
+        let text = "x".repeat(1 + (i as usize * 37) % 200);
+        let m = message(mid_of(500 + i as u64), "dave", at, &text);
+        mailbox.send(&m).await.unwrap();
+        let m = mailbox.claim(&dave).await.unwrap().unwrap();
+        mailbox.ack(&dave, &m).await.unwrap();
+        let mut e = event(i as u64 + 1, at, "run-1");
+        e.fields.insert("text".into(), serde_json::json!(text));
+        mirror.event(&e);
+    }
+    mirror.close();
+    s.clock.advance_millis(24 * hour);
+    let mut policy = Policy::default();
+    let rule = Rule {
+        age: Some(Duration::from_secs(18 * 3600)),
+        size: Some(1_500),
+    };
+    policy.set(Kind::Messages, rule);
+    policy.set(Kind::Events, rule);
+    let sweep = Sweep {
+        policy,
+        now: s.clock.now(),
+        dry_run: true,
+    };
+    let mut report = Report::new(true);
+    PgState::new(pg.clone())
+        .prune(&sweep, &mut report)
+        .await
+        .unwrap();
+
+    for (kind, sql) in [
+        (
+            Kind::Messages,
+            "SELECT string_agg(created_ms || ' ' || octet_length(body), ',' ORDER BY created_ms)
+               FROM troupe_messages_kept",
+        ),
+        (
+            Kind::Events,
+            "SELECT string_agg((line::jsonb->>'at') || ' ' || octet_length(line), ',' ORDER BY id)
+               FROM troupe_events",
+        ),
+    ] {
+        let rows = db.query_text(sql).unwrap().unwrap();
+        let candidates: Vec<Candidate<()>> = rows
+            .split(',')
+            .map(|row| {
+                let (at, bytes) = row.split_once(' ').unwrap();
+                let at = match at.parse::<i64>() {
+                    Ok(ms) => UtcTime::from_unix_millis(ms).unwrap(),
+                    Err(_) => UtcTime::parse(at).unwrap(),
+                };
+                Candidate {
+                    item: (),
+                    at,
+                    bytes: bytes.parse().unwrap(),
+                    needed: None,
+                }
+            })
+            .collect();
+        let mut expected = Report::new(true);
+        for (_, bytes) in decide(kind, &sweep, candidates, &mut expected) {
+            expected.removed(kind, bytes);
+        }
+        assert_eq!(report.kinds[&kind], expected.kinds[&kind], "{kind}");
+        let removed = expected.kinds[&kind].removed.items;
+        assert!(
+            removed > 6 && removed < 24,
+            "{kind}: both rules at work ({removed})"
+        );
+    }
+}

@@ -35,7 +35,8 @@
 //! - `transcript.rs`: agents' conversations.
 //! - `artifacts.rs`: a copy of every artifact, for the workers of other workspaces.
 //! - `retention.rs`: [`retention::PgState`], what `troupe gc --store` removes (issue 45);
-//!   `retention_bulk.rs`: the same for huge tables as SQL; `usage_compact.rs`: usage rows
+//!   `retention_bulk.rs`: the same for huge tables as SQL; `retention_runs.rs`: jobs and
+//!   recordings; `usage_compact.rs`: usage rows
 //!   compacted into per-day totals.
 
 pub mod artifacts;
@@ -53,6 +54,7 @@ pub mod recordings;
 mod response_ack;
 pub mod retention;
 mod retention_bulk;
+mod retention_runs;
 pub mod roster;
 mod schema;
 mod tasks;

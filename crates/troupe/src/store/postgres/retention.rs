@@ -4,7 +4,8 @@
 //! **Decisions.** Where a kind's candidates are few (resolved requests, set-aside
 //! conversations, artifacts, jobs, recordings) they are read whole and [`decide`] itself
 //! chooses. Where a table can be huge (done and quarantined messages, events) the same rule is
-//! one SQL predicate, run a batch at a time (`retention_bulk.rs`, which says why it is the same).
+//! one SQL predicate, run a batch at a time (`retention_bulk.rs`, which says why it is the same);
+//! jobs and recordings are in `retention_runs.rs`.
 //! Usage is never removed: old rows are compacted into per-day totals (`usage_compact.rs`).
 //!
 //! **Never removed:** a pending request (even expired: it waits for its answer or a person);
@@ -139,8 +140,8 @@ pub(super) fn time_of_ms(ms: i64, now: UtcTime) -> UtcTime {
     UtcTime::from_unix_millis(ms).unwrap_or(now)
 }
 
-/// Requests, conversations, artifacts, jobs, recordings: few rows each, decided by
-/// [`decide`] itself.
+/// Requests, conversations, artifacts: few rows each, decided by [`decide`] itself (jobs and
+/// recordings: `retention_runs.rs`).
 impl PgState {
     async fn requests(&self, sweep: &Sweep, report: &mut Report) -> Result<(), BackendError> {
         let kind = Kind::Requests;
@@ -372,139 +373,6 @@ impl PgState {
             }
         }
         Ok(())
-    }
-
-    async fn jobs(&self, sweep: &Sweep, report: &mut Report) -> Result<(), BackendError> {
-        let kind = Kind::Jobs;
-        let rows = self
-            .rows(
-                "read the team's jobs",
-                "SELECT id, record FROM troupe_jobs WHERE team = $1",
-                &[&self.store.team()],
-            )
-            .await?;
-        let mut candidates = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let text: &str = row.get(1);
-            let (at, needed) = match job_end(text) {
-                Some(JobEnd::Running(started)) => (started, Some(needed::UNFINISHED_JOB)),
-                Some(JobEnd::Finished(finished)) => (finished, None),
-                None => (sweep.now, Some(UNREADABLE_JOB)),
-            };
-            candidates.push(Candidate {
-                item: row.get::<_, uuid::Uuid>(0),
-                at,
-                bytes: text.len() as u64,
-                needed,
-            });
-        }
-        let doomed = decide(kind, sweep, candidates, report);
-        for chunk in doomed.chunks(BATCH) {
-            if !sweep.dry_run {
-                // A finished job's record never changes again: nothing to race.
-                let ids: Vec<uuid::Uuid> = chunk.iter().map(|(id, _)| *id).collect();
-                self.rows(
-                    "remove finished jobs",
-                    "DELETE FROM troupe_jobs WHERE team = $1 AND id = ANY($2) RETURNING id",
-                    &[&self.store.team(), &ids],
-                )
-                .await?;
-            }
-            chunk
-                .iter()
-                .for_each(|(_, bytes)| report.removed(kind, *bytes));
-        }
-        Ok(())
-    }
-
-    async fn recordings(
-        &self,
-        sweep: &Sweep,
-        report: &mut Report,
-        live: &Live,
-    ) -> Result<(), BackendError> {
-        let kind = Kind::Recordings;
-        let rows = self
-            .rows(
-                "read the team's recordings",
-                "SELECT run_id, (extract(epoch FROM max(at)) * 1000)::bigint,
-                        coalesce(sum(octet_length(line)), 0)::bigint,
-                        bool_or(line LIKE '{\"type\":\"end\"%'),
-                        (array_agg(host ORDER BY line_no))[1],
-                        run_id = (SELECT run_id FROM troupe_recordings
-                                   WHERE team = $1 AND line_no = 0
-                                   ORDER BY at DESC, run_id DESC LIMIT 1)
-                   FROM troupe_recordings WHERE team = $1 GROUP BY run_id",
-                &[&self.store.team()],
-            )
-            .await?;
-        let candidates = rows
-            .iter()
-            .map(|row| {
-                // Live: not ended, the newest recording, and a lead of its host is alive.
-                let ended: bool = row.get(3);
-                let host: String = row.get(4);
-                let newest: bool = row.get::<_, Option<bool>>(5).unwrap_or(false);
-                let is_live = !ended && newest && live.lead_hosts.contains(&host);
-                Candidate {
-                    item: row.get::<_, String>(0),
-                    at: time_of_ms(row.get(1), sweep.now),
-                    bytes: bytes_of(row, 2),
-                    needed: is_live.then_some(needed::LIVE_RUN),
-                }
-            })
-            .collect();
-        for (run, bytes) in decide(kind, sweep, candidates, report) {
-            if !sweep.dry_run {
-                self.delete_recording(&run).await?;
-            }
-            report.removed(kind, bytes);
-        }
-        Ok(())
-    }
-
-    /// Deletes a recording, [`BATCH`] lines a statement, its last lines first: a recording
-    /// cut midway by a kill keeps its start line, so the next gc still finds it whole enough
-    /// to remove.
-    async fn delete_recording(&self, run: &str) -> Result<(), BackendError> {
-        let limit = BATCH as i64;
-        loop {
-            let gone = self
-                .rows(
-                    "remove a recording",
-                    "DELETE FROM troupe_recordings
-                      WHERE team = $1 AND run_id = $2
-                        AND line_no IN (SELECT line_no FROM troupe_recordings
-                                         WHERE team = $1 AND run_id = $2
-                                         ORDER BY line_no DESC LIMIT $3)
-                     RETURNING line_no",
-                    &[&self.store.team(), &run, &limit],
-                )
-                .await?;
-            if gone.len() < BATCH {
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// Why a job whose record does not read is kept: gc does not remove on a guess.
-pub const UNREADABLE_JOB: &str = "its record does not read";
-
-/// A job record's state as gc needs it (the store reads the record's JSON itself: checking it
-/// whole is the jobs module's, a layer above).
-enum JobEnd {
-    Running(UtcTime),
-    Finished(UtcTime),
-}
-
-/// `status` and the times of a job record (`jobs::record`'s format); `None` if they do not read.
-fn job_end(text: &str) -> Option<JobEnd> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    let time = |key: &str| UtcTime::parse(value.get(key)?.as_str()?).ok();
-    match value.get("status")?.as_str()? {
-        "running" => Some(JobEnd::Running(time("started_at_utc")?)),
-        _ => Some(JobEnd::Finished(time("finished_at_utc")?)),
     }
 }
 

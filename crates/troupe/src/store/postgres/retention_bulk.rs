@@ -19,8 +19,10 @@
 //! **Events** are a stream: ids are handed out as events are written, so the table's order is
 //! their time order and the rows that go are a prefix of it. They are walked in id order a page
 //! ([`BATCH`]) at a time, each row's `at` read from its line; the walk stops at the first row
-//! the rule keeps, and each page's rows that go are deleted as one id range (minus a live
-//! process's rows, which a rule never removes and which do not stop the walk). Where processes'
+//! the rule keeps, and each page's rows that go are deleted in one statement by their ids
+//! (not as a range: an id is handed out at insert, so a row inside the range may commit after
+//! the page was read, unseen). A live process's rows are never removed and do not stop the
+//! walk. Where processes'
 //! clocks disagree an older event may follow a newer one: the walk stops at the newer, keeping
 //! more than `decide` would, never less.
 //!
@@ -216,7 +218,7 @@ impl PgState {
                 )
                 .await?;
             let (mut last, mut stop) = (None, false);
-            let (mut n, mut bytes) = (0u64, 0u64);
+            let (mut ids, mut bytes) = (Vec::new(), 0u64);
             for row in &page {
                 let id: i64 = row.get(0);
                 if live.processes.contains(&(row.get(3), row.get(4))) {
@@ -233,27 +235,27 @@ impl PgState {
                     break;
                 }
                 last = Some(id);
-                n += 1;
+                ids.push(id);
                 bytes += bytes_of(row, 2);
             }
+            let mut n = ids.len() as u64;
+            if !ids.is_empty() && !sweep.dry_run {
+                // The rows read, by id: a row of the range that committed after the page was
+                // read (its id was handed out before) was not looked at, and stays.
+                let deleted = self
+                    .rows(
+                        "remove old events",
+                        "DELETE FROM troupe_events WHERE team = $1 AND id = ANY($2)
+                         RETURNING octet_length(line)::bigint",
+                        &[&team, &ids],
+                    )
+                    .await?;
+                n = deleted.len() as u64;
+                bytes = deleted.iter().map(|r| bytes_of(r, 0)).sum();
+            }
+            gone += n;
+            gone_bytes = gone_bytes.saturating_add(bytes);
             if let Some(last) = last {
-                if n > 0 && !sweep.dry_run {
-                    let deleted = self
-                        .rows(
-                            "remove old events",
-                            &format!(
-                                "DELETE FROM troupe_events
-                                  WHERE team = $1 AND id > $4 AND id <= $5 AND NOT {LIVE}
-                                 RETURNING octet_length(line)::bigint"
-                            ),
-                            &[&team, &hosts, &pids, &after, &last],
-                        )
-                        .await?;
-                    n = deleted.len() as u64;
-                    bytes = deleted.iter().map(|r| bytes_of(r, 0)).sum();
-                }
-                gone += n;
-                gone_bytes = gone_bytes.saturating_add(bytes);
                 after = last;
             }
             if stop || page.len() < BATCH {
