@@ -124,7 +124,11 @@ impl Goals {
         thread_slack: u64,
     ) -> Self {
         let minutes = samples.len() as u64;
-        let baseline_minute = if minutes >= 10 { 5 } else { minutes.div_ceil(2) };
+        let baseline_minute = if minutes >= 10 {
+            5
+        } else {
+            minutes.div_ceil(2)
+        };
         let window_minutes = if minutes >= 20 { 10 } else { minutes / 2 };
         let mut checked = Vec::new();
         let base = samples.get(baseline_minute.saturating_sub(1) as usize);
@@ -215,9 +219,7 @@ fn round_trip_goal(round_trips: &[Vec<u32>], window: u64) -> Goal {
 }
 
 fn state_goal(samples: &[Sample], window: Duration) -> Goal {
-    let after = samples
-        .iter()
-        .find(|s| s.elapsed_s >= window.as_secs_f64());
+    let after = samples.iter().find(|s| s.elapsed_s >= window.as_secs_f64());
     match (after, samples.last()) {
         (Some(first), Some(last)) if first.minute < last.minute => Goal {
             name: "state_flat",
