@@ -138,7 +138,12 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
         }
     }
     drop(runtime);
-    let goals = Goals::check(&samples, &round_trips, options, BLOCKING_THREADS as u64);
+    let goals = Goals::check(
+        &samples,
+        &round_trips,
+        options.retention,
+        BLOCKING_THREADS as u64,
+    );
     for missed in goals.missed() {
         eprintln!("soak: goal missed: {missed}");
     }

@@ -15,7 +15,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::probe::Process;
-use super::Options;
 use crate::stats::round2;
 
 /// Open files a sample may show above the baseline. A sample waits for what a close lets go
@@ -120,11 +119,15 @@ impl Goals {
     pub fn check(
         samples: &[Sample],
         round_trips: &[Vec<u32>],
-        options: &Options,
+        retention: Option<Duration>,
         thread_slack: u64,
     ) -> Self {
         let minutes = samples.len() as u64;
-        let baseline_minute = if minutes >= 10 { 5 } else { minutes.div_ceil(2) };
+        let baseline_minute = if minutes >= 10 {
+            5
+        } else {
+            minutes.div_ceil(2)
+        };
         let window_minutes = if minutes >= 20 { 10 } else { minutes / 2 };
         let mut checked = Vec::new();
         let base = samples.get(baseline_minute.saturating_sub(1) as usize);
@@ -155,7 +158,7 @@ impl Goals {
             _ => checked.push(unmeasured("growth", "no samples")),
         }
         checked.push(round_trip_goal(round_trips, window_minutes));
-        if let Some(window) = options.retention {
+        if let Some(window) = retention {
             checked.push(state_goal(samples, window));
         }
         Self {
@@ -215,9 +218,7 @@ fn round_trip_goal(round_trips: &[Vec<u32>], window: u64) -> Goal {
 }
 
 fn state_goal(samples: &[Sample], window: Duration) -> Goal {
-    let after = samples
-        .iter()
-        .find(|s| s.elapsed_s >= window.as_secs_f64());
+    let after = samples.iter().find(|s| s.elapsed_s >= window.as_secs_f64());
     match (after, samples.last()) {
         (Some(first), Some(last)) if first.minute < last.minute => Goal {
             name: "state_flat",
@@ -234,5 +235,92 @@ fn state_goal(samples: &[Sample], window: Duration) -> Goal {
             "state_flat",
             "fewer than two samples past the retention window",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(minute: u64, rss_bytes: u64, fds: u64, threads: u64, state_bytes: u64) -> Sample {
+        let process = Process {
+            rss_bytes,
+            fds,
+            threads,
+        };
+        Sample::take(
+            minute,
+            Duration::from_secs(minute * 60),
+            minute * 10,
+            process,
+            state_bytes,
+            state_bytes,
+            &mut [1_000, 2_000],
+        )
+    }
+
+    fn verdicts(goals: &Goals) -> Vec<(&'static str, Option<bool>)> {
+        goals.checked.iter().map(|g| (g.name, g.ok)).collect()
+    }
+
+    #[test]
+    fn a_flat_soak_meets_every_goal_from_minute_five() {
+        // Start-up growth before minute 5 does not count.
+        let samples: Vec<Sample> = (1..=20)
+            .map(|m| sample(m, if m < 5 { 50 } else { 100 }, 12, 20, 1_000))
+            .collect();
+        let trips = vec![vec![1_000u32, 1_100]; 20];
+        let goals = Goals::check(&samples, &trips, Some(Duration::from_secs(120)), 16);
+        assert_eq!((goals.baseline_minute, goals.window_minutes), (5, 10));
+        assert_eq!(
+            verdicts(&goals),
+            vec![
+                ("rss", Some(true)),
+                ("fds", Some(true)),
+                ("threads", Some(true)),
+                ("round_trip_p99", Some(true)),
+                ("state_flat", Some(true)),
+            ]
+        );
+        assert!(goals.missed().is_empty());
+    }
+
+    #[test]
+    fn growth_past_the_limits_is_missed() {
+        let samples = vec![
+            sample(1, 100, 12, 20, 1_000),
+            sample(2, 100, 12, 20, 1_000),
+            sample(3, 111, 16, 37, 1_200),
+            sample(4, 111, 16, 37, 1_200),
+        ];
+        let trips = vec![vec![1_000], vec![1_000], vec![1_300], vec![1_300]];
+        let goals = Goals::check(&samples, &trips, Some(Duration::from_secs(60)), 16);
+        // Shorter than 10 minutes: the middle minute is the baseline, the halves the windows.
+        assert_eq!((goals.baseline_minute, goals.window_minutes), (2, 2));
+        assert_eq!(
+            verdicts(&goals),
+            vec![
+                ("rss", Some(false)),
+                ("fds", Some(false)),
+                ("threads", Some(false)),
+                ("round_trip_p99", Some(false)),
+                ("state_flat", Some(false)),
+            ]
+        );
+        assert_eq!(goals.missed().len(), 5);
+    }
+
+    #[test]
+    fn one_minute_measures_no_trend() {
+        let goals = Goals::check(&[sample(1, 100, 12, 20, 1_000)], &[vec![1_000]], None, 16);
+        assert_eq!(
+            verdicts(&goals),
+            vec![
+                ("rss", Some(true)),
+                ("fds", Some(true)),
+                ("threads", Some(true)),
+                ("round_trip_p99", None),
+            ]
+        );
     }
 }

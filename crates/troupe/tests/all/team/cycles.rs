@@ -126,7 +126,11 @@ fn lead_script(c: &Convo<'_>) -> Reply {
     match prompt.strip_prefix("Cycle ") {
         Some(n) => {
             let n: usize = n.parse().unwrap();
-            let to = if n % 2 == 0 { "mate-a" } else { "mate-b" };
+            let to = if n.is_multiple_of(2) {
+                "mate-a"
+            } else {
+                "mate-b"
+            };
             Reply::Call(
                 "send_message",
                 json!({"to": to, "content": format!("Note cycle {n}.")}),
@@ -212,7 +216,9 @@ fn cycles_in_a_child() {
         }
     }
     let after_last = settled();
-    println!("fds and threads after the first cycle {after_first:?}, after the last {after_last:?}");
+    println!(
+        "fds and threads after the first cycle {after_first:?}, after the last {after_last:?}"
+    );
     assert_eq!(Some(after_last), after_first);
 
     // Every cycle did its work: each teammate's message answered, the last note written.
@@ -223,5 +229,9 @@ fn cycles_in_a_child() {
         format!("cycle {CYCLES}\n")
     );
     let mate_calls = mate_a.calls() + mate_b.calls();
-    assert_eq!(mate_calls, 2 + CYCLES * 3, "a spawn answer each, then three calls a cycle");
+    assert_eq!(
+        mate_calls,
+        2 + CYCLES * 3,
+        "a spawn answer each, then three calls a cycle"
+    );
 }
