@@ -16,8 +16,8 @@
 //! included), and p50/p99 of the round trips measured in that minute (see `soak/model.rs`).
 //!
 //! With `retention`, every kind's age is that many seconds and `auto` is on. The bench also
-//! runs the file state's gc after each cycle (`FileState::prune`), as a run's close will when
-//! `auto` is set; a shared team's tables are not pruned here.
+//! With `auto`, each run's close (`Team::close`) runs gc: the workspace's files, and a shared
+//! team's tables.
 
 mod goals;
 mod model;
@@ -30,12 +30,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use troupe::bootstrap::{build_team, PgOptions, StoreChoice, TeamSettings, DEFAULT_SHARED_LEASE};
-use troupe::clock::{Clock, SystemClock};
 use troupe::layout::Layout;
 use troupe::model::ModelClient;
 use troupe::store::postgres::testing::TestDb;
-use troupe::store::retention::files::FileState;
-use troupe::store::retention::{Kind, Policy, Prune, Report, Rule, Sweep};
+use troupe::store::retention::{Kind, Policy, Rule};
 use troupe::team::{ModelChooser, NoTeamObserver};
 use troupe::wire::AgentName;
 
@@ -98,7 +96,6 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
     let mut samples: Vec<Sample> = Vec::new();
     let mut round_trips: Vec<Vec<u32>> = Vec::new();
     let (mut cycles, mut failed, mut in_a_row, mut unseen) = (0u64, 0u64, 0usize, 0usize);
-    let mut removed = Report::new(false);
     while start.elapsed() < limit {
         match runtime.block_on(cycle(settings(), "soak cycle: dispatch the work")) {
             Ok(()) => in_a_row = 0,
@@ -113,11 +110,6 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
             }
         }
         cycles += 1;
-        if let Some(retention) = options.retention {
-            // What a run's close does when `[retention] auto` is on.
-            let report = runtime.block_on(gc(&root, retention))?;
-            removed.merge(report);
-        }
         let minute = samples.len() as u64 + 1;
         if start.elapsed() >= Duration::from_secs(minute * 60) || start.elapsed() >= limit {
             std::thread::sleep(SETTLE);
@@ -162,10 +154,7 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
         "round_trips_unseen": unseen,
         "model_calls": shared.calls(),
         "tool_errors": shared.tool_errors(),
-        "gc": options.retention.map(|_| json!({
-            "by": "the bench after each cycle (FileState::prune on the workspace)",
-            "removed": removed.removed_total(),
-        })),
+        "gc": options.retention.map(|_| "each run's close ([retention] auto)"),
         "samples": samples,
         "goals": goals,
     });
@@ -243,21 +232,6 @@ async fn cycle(settings: TeamSettings, prompt: &str) -> BenchResult<()> {
     drop(driver);
     team.close().await;
     result
-}
-
-/// The workspace's gc under `age` for every kind.
-async fn gc(root: &Path, age: Duration) -> BenchResult<Report> {
-    let sweep = Sweep {
-        policy: policy(age),
-        now: SystemClock.now(),
-        dry_run: false,
-    };
-    let mut report = Report::new(false);
-    FileState::new(Layout::new(root))
-        .prune(&sweep, &mut report)
-        .await
-        .map_err(|e| format!("gc: {e}"))?;
-    Ok(report)
 }
 
 /// The state's bytes: the schema's tables on PostgreSQL, else `.troupe/`.
