@@ -267,11 +267,24 @@ impl Inspector {
             tasks: TaskSummary::of(&self.tasks().await?),
             usage: self.usage().await?,
             workers: self.stores.roster.workers().await.map_err(backend)?,
-            state_bytes: crate::sync::blocking(|| crate::gc::size::state_bytes(&self.layout))
-                .map_err(|e| InspectError::Io {
-                    path: e.path.clone(),
-                    source: e.source,
-                })?,
+            state_bytes: self.state_bytes().await?,
+        })
+    }
+
+    /// The bytes under the workspace's `.troupe/`, walked on the blocking pool.
+    async fn state_bytes(&self) -> Result<u64, InspectError> {
+        let layout = self.layout.clone();
+        let walked = crate::sync::offload("the state's size", move || {
+            crate::gc::size::state_bytes(&layout)
+        })
+        .await
+        .map_err(|e| InspectError::Io {
+            path: self.layout.state_dir().display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        walked.map_err(|e| InspectError::Io {
+            path: e.path.clone(),
+            source: e.source,
         })
     }
 

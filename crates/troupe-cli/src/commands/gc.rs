@@ -45,13 +45,14 @@ pub async fn gc(
 /// A shared team's database, pruned by the same pass as the workspace's files.
 async fn shared_state(
     choice: &troupe::bootstrap::StoreChoice,
-) -> Result<Option<std::sync::Arc<dyn troupe::store::retention::Prune>>, CliError> {
+) -> Result<std::sync::Arc<dyn troupe::store::retention::Prune>, CliError> {
     match choice {
-        troupe::bootstrap::StoreChoice::Files => Ok(None),
+        troupe::bootstrap::StoreChoice::Files => {
+            Ok(std::sync::Arc::new(troupe::store::retention::NoSharedState))
+        }
         troupe::bootstrap::StoreChoice::Postgres(pg) => {
             troupe::store::shared_state(&pg.url, &pg.team)
                 .await
-                .map(Some)
                 .map_err(|e| CliError::coded(&e))
         }
     }

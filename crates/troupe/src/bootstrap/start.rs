@@ -454,11 +454,12 @@ impl Held {
         let layout = Layout::new(workspace);
         let lock = crate::gc::RunLock::Held(&self._run_lock);
         // A shared team's lead prunes the team's tables too (in bounded batches).
-        let shared = self.shared.as_ref().map(|(parts, _)| {
-            std::sync::Arc::new(crate::store::postgres::retention::PgState::new(
-                parts.store.clone(),
-            )) as std::sync::Arc<dyn crate::store::retention::Prune>
-        });
+        let shared: std::sync::Arc<dyn crate::store::retention::Prune> = match &self.shared {
+            Some((parts, _)) => std::sync::Arc::new(
+                crate::store::postgres::retention::PgState::new(parts.store.clone()),
+            ),
+            None => std::sync::Arc::new(crate::store::retention::NoSharedState),
+        };
         match crate::gc::collect(&layout, shared, policy, now, false, lock).await {
             Ok(outcome) => {
                 let removed = outcome.report.removed_total();

@@ -43,6 +43,9 @@ pub enum GcError {
     Port(#[from] PortError),
     #[error(transparent)]
     Worktree(#[from] WorktreeError),
+    /// The pass's work on the blocking pool did not come back (a panic, a runtime shut down).
+    #[error("{0}")]
+    Stopped(#[from] crate::sync::Stopped),
 }
 
 impl ErrorCode for GcError {
@@ -51,6 +54,7 @@ impl ErrorCode for GcError {
             Self::Io(e) => e.code(),
             Self::Port(e) => e.code(),
             Self::Worktree(e) => e.code(),
+            Self::Stopped(_) => "gc_stopped",
         }
     }
 }
@@ -75,10 +79,11 @@ pub struct Outcome {
     pub live_run_since: Option<String>,
 }
 
-/// One gc pass over `layout`'s state (and `shared`, a shared team's database), at `now`.
+/// One gc pass over `layout`'s state and `shared` (a shared team's database, or
+/// `NoSharedState`), at `now`.
 pub async fn collect(
     layout: &Layout,
-    shared: Option<Arc<dyn Prune>>,
+    shared: Arc<dyn Prune>,
     policy: &Policy,
     now: UtcTime,
     dry_run: bool,
@@ -95,26 +100,28 @@ pub async fn collect(
     };
     // What changes after the pass began is never a candidate either way.
     let live_since = Some(live_run.unwrap_or(now));
-    let bytes_before = crate::sync::blocking(|| size::state_bytes(layout))?;
+    let bytes_before = state_bytes(layout).await?;
     let mut report = Report::new(dry_run);
     FileState::new(layout.clone())
         .with_live_run(live_since)
         .prune(&sweep, &mut report)
         .await?;
-    crate::sync::blocking(|| -> Result<(), GcError> {
-        jobs::prune(layout, &sweep, &mut report)?;
-        artifacts::prune(layout, live_since, &sweep, &mut report)?;
-        worktrees::prune(layout, live_run.is_some(), &sweep, &mut report)?;
-        events(layout, &lock, live_run.is_some(), &sweep, &mut report)?;
-        Ok(())
-    })?;
-    if let Some(shared) = shared {
-        shared.prune(&sweep, &mut report).await?;
-    }
+    let held_by_us = matches!(lock, RunLock::Held(_));
+    let (files, pass) = (layout.clone(), sweep.clone());
+    let live = live_run.is_some();
+    report = crate::sync::offload("gc", move || -> Result<Report, GcError> {
+        jobs::prune(&files, &pass, &mut report)?;
+        artifacts::prune(&files, live_since, &pass, &mut report)?;
+        worktrees::prune(&files, live, &pass, &mut report)?;
+        events(&files, held_by_us, live, &pass, &mut report)?;
+        Ok(report)
+    })
+    .await??;
+    shared.prune(&sweep, &mut report).await?;
     let bytes_after = if dry_run {
         bytes_before
     } else {
-        crate::sync::blocking(|| size::state_bytes(layout))?
+        state_bytes(layout).await?
     };
     Ok(Outcome {
         report,
@@ -131,20 +138,25 @@ pub async fn collect(
 /// to come): it is rolled by the next `troupe gc` or by a run's start once large.
 fn events(
     layout: &Layout,
-    lock: &RunLock<'_>,
+    held_by_us: bool,
     live: bool,
     sweep: &Sweep,
     report: &mut Report,
 ) -> Result<(), GcError> {
     use crate::store::events::segments;
-    let taken = match lock {
-        RunLock::Probe if !live && layout.state_dir().is_dir() => {
-            try_lock_exclusive(&layout.run_lock())?.ok()
-        }
-        _ => None,
+    let taken = if !held_by_us && !live && layout.state_dir().is_dir() {
+        try_lock_exclusive(&layout.run_lock())?.ok()
+    } else {
+        None
     };
     segments::prune(layout, taken.as_ref(), sweep, report)?;
     Ok(())
+}
+
+/// The bytes under `.troupe/`, walked on the blocking pool.
+async fn state_bytes(layout: &Layout) -> Result<u64, GcError> {
+    let layout = layout.clone();
+    Ok(crate::sync::offload("gc: the state's size", move || size::state_bytes(&layout)).await??)
 }
 
 /// When the run holding `layout`'s run lock took it (the lock file's time), if one does.

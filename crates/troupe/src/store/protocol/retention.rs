@@ -17,7 +17,8 @@ use troupe_wire::ProtocolRequest;
 use crate::layout::Layout;
 use crate::store::lock::lock_exclusive;
 use crate::store::read::{read_regular, Links};
-use crate::store::retention::{decide, files::listing, Candidate, Kind, Report, Sweep};
+use crate::store::retention::listing::listing;
+use crate::store::retention::{decide, Candidate, Kind, Report, Sweep};
 use crate::store::{durable, journal, IoError};
 
 /// Why an archive that does not read is left alone.

@@ -10,7 +10,7 @@
 //!   and what still needs it), which may go. Every adapter asks it; none decides alone.
 //! - [`Report`]: what was removed and what was kept and why, per kind.
 //! - [`Prune`]: the port each backend's state implements (`files` for a workspace,
-//!   `postgres::retention` for a shared team).
+//!   `postgres::retention` for a shared team, [`NoSharedState`] for a team on files alone).
 //!
 //! What is never removed, whatever the policy: what a live run, a pending request, an
 //! unfinished task or job, an unmerged branch or a conversation still needs. Every removal is
@@ -18,6 +18,7 @@
 //! consistent state and the next gc finishes the work.
 
 pub mod files;
+pub mod listing;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -337,6 +338,18 @@ pub trait Prune: Send + Sync {
     /// Removes (with `sweep.dry_run`: only counts) what the policy allows, recording every
     /// item in `report`.
     async fn prune(&self, sweep: &Sweep, report: &mut Report) -> Result<(), PortError>;
+}
+
+/// The state of a team kept in its workspace's files alone: nothing beyond them to prune (the
+/// files are pruned by `files::FileState`, always).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSharedState;
+
+#[async_trait::async_trait]
+impl Prune for NoSharedState {
+    async fn prune(&self, _sweep: &Sweep, _report: &mut Report) -> Result<(), PortError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
