@@ -104,6 +104,7 @@ pub async fn collect(
     let mut report = Report::new(dry_run);
     FileState::new(layout.clone())
         .with_live_run(live_since)
+        .with_run_live(live_run.is_some())
         .prune(&sweep, &mut report)
         .await?;
     let held_by_us = matches!(lock, RunLock::Held(_));

@@ -24,6 +24,7 @@ use crate::store::{durable, IoError, PortError};
 pub struct FileState {
     layout: Layout,
     live_since: Option<UtcTime>,
+    run_live: bool,
 }
 
 impl FileState {
@@ -31,6 +32,7 @@ impl FileState {
         Self {
             layout,
             live_since: None,
+            run_live: false,
         }
     }
 
@@ -38,6 +40,12 @@ impl FileState {
     /// is kept.
     pub fn with_live_run(mut self, since: Option<UtcTime>) -> Self {
         self.live_since = since;
+        self
+    }
+
+    /// Another process's run is live: no current conversation is rewritten (it may append).
+    pub fn with_run_live(mut self, live: bool) -> Self {
+        self.run_live = live;
         self
     }
 
@@ -82,9 +90,18 @@ impl FileState {
         Ok(())
     }
 
-    /// Earlier conversations (`<agent>.<n>.jsonl`); the current `<agent>.jsonl` stays.
+    /// Earlier conversations (`<agent>.<n>.jsonl`); the current `<agent>.jsonl` stays, but
+    /// what it holds before its last compaction boundary is set aside first (see
+    /// [`set_aside_compacted`]).
     fn prune_transcripts(&self, sweep: &Sweep, report: &mut Report) -> Result<(), IoError> {
         let dir = self.layout.transcripts_dir();
+        if !sweep.dry_run && !self.run_live {
+            for file in listing(&dir)? {
+                if !is_earlier_conversation(&file.name) {
+                    set_aside_compacted(&file.path)?;
+                }
+            }
+        }
         let files = listing(&dir)?;
         prune_folder(&dir, Kind::Transcripts, sweep, report, files, |file| {
             (!is_earlier_conversation(&file.name)).then_some(needed::CURRENT)
@@ -100,6 +117,46 @@ impl FileState {
                 .then_some(needed::LIVE_RUN)
         })
     }
+}
+
+/// Less than this before a conversation's last compaction boundary is left where it is.
+const SET_ASIDE_ABOVE: usize = 256 * 1024;
+
+/// A current conversation keeps growing across runs even though compaction bounds what is
+/// sent: everything before its last compaction boundary is history no load reads (the
+/// boundary is followed by the whole compacted conversation). That part moves to an earlier
+/// conversation file, `<agent>.<n>.jsonl`, which the `transcripts` rule then ages out: first
+/// the earlier file is created whole, then the current one replaced by what follows the
+/// boundary (one atomic step each; killed between, the earlier file merely repeats history).
+/// Only while no run is live: a run appends to the current file.
+fn set_aside_compacted(path: &Path) -> Result<(), IoError> {
+    let Some(bytes) = crate::store::journal::read_complete(path)? else {
+        return Ok(());
+    };
+    let mut last_boundary = None;
+    let mut at = 0;
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        if line.starts_with(b"{\"compaction\"") {
+            last_boundary = Some(at);
+        }
+        at += line.len();
+    }
+    let Some(cut) = last_boundary.filter(|cut| *cut >= SET_ASIDE_ABOVE) else {
+        return Ok(());
+    };
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return Ok(());
+    };
+    let stem = stem.to_string_lossy();
+    for n in 1u64.. {
+        let earlier = dir.join(format!("{stem}.{n}.jsonl"));
+        match durable::create_new(&earlier, &bytes[..cut]) {
+            Ok(()) => break,
+            Err(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    durable::replace(path, &bytes[cut..])
 }
 
 /// `lead.3.jsonl`: an agent's conversation set aside by a fresh start. Agent names have no dots.

@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::*;
@@ -188,4 +189,51 @@ fn earlier_conversations_are_named_with_a_number() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn a_conversation_s_history_before_its_last_compaction_is_set_aside_and_loads_the_same() {
+    use crate::agent::transcript::FileTranscript;
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout::new(dir.path());
+    let path = layout.transcripts_dir().join("lead.jsonl");
+    std::fs::create_dir_all(layout.transcripts_dir()).unwrap();
+    let entry = |text: &str| {
+        format!(
+            "{{\"key\":null,\"message\":{{\"role\":\"user\",\"content\":{}}},\"origin\":\"person\"}}\n",
+            serde_json::to_string(text).unwrap()
+        )
+    };
+    let mut text = String::new();
+    for n in 0..3000 {
+        text.push_str(&entry(&format!("old message {n} {}", "x".repeat(80))));
+    }
+    text.push_str("{\"compaction\":{\"kind\":\"summary\",\"replaced\":3000}}\n");
+    text.push_str(&entry("the summary"));
+    text.push_str(&entry("the newest request"));
+    std::fs::write(&path, &text).unwrap();
+    let before = FileTranscript::new(&path).load().unwrap();
+
+    // Beside a live run nothing is rewritten.
+    run(
+        &FileState::new(layout.clone()).with_run_live(true),
+        &sweep(false),
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+
+    run(&FileState::new(layout.clone()), &sweep(false));
+    let after = FileTranscript::new(&path).load().unwrap();
+    assert_eq!(after.messages, before.messages);
+    assert!(std::fs::read_to_string(&path)
+        .unwrap()
+        .starts_with("{\"compaction\""));
+    let earlier = std::fs::read_to_string(layout.transcripts_dir().join("lead.1.jsonl")).unwrap();
+    assert!(earlier.starts_with(&entry(&format!("old message 0 {}", "x".repeat(80)))));
+    assert_eq!(
+        earlier.len() + std::fs::read(&path).unwrap().len(),
+        text.len()
+    );
+    // A second pass has nothing more to set aside.
+    run(&FileState::new(layout.clone()), &sweep(false));
+    assert!(!layout.transcripts_dir().join("lead.2.jsonl").exists());
 }
