@@ -145,15 +145,15 @@ pub fn status(report: &StatusReport) -> String {
         "\ntasks      {} ({} pending, {} in progress, {} completed)\n",
         t.total, t.pending, t.in_progress, t.completed
     ));
-    out.push_str(&usage(&report.usage));
     out.push_str(&format!(
-        "\nstate      {} in .troupe/",
+        "state      {} in .troupe/",
         bytes(report.state_bytes)
     ));
     if report.state_bytes > troupe::gc::size::SUGGEST_GC_ABOVE {
         out.push_str(" (`troupe gc --dry-run` shows what [retention] lets go)");
     }
     out.push('\n');
+    out.push_str(&usage(&report.usage));
     out
 }
 

@@ -161,3 +161,15 @@ pub async fn team_view(
         .await
         .map_err(|e| CliError::coded(&e))
 }
+
+/// What `troupe gc` prunes besides the workspace's files: a shared team's tables, or nothing.
+pub async fn shared_retention(
+    choice: &StoreChoice,
+) -> Result<std::sync::Arc<dyn troupe::store::retention::Prune>, CliError> {
+    match choice {
+        StoreChoice::Files => Ok(std::sync::Arc::new(troupe::store::retention::NoSharedState)),
+        StoreChoice::Postgres(pg) => troupe::store::shared_state(&pg.url, &pg.team)
+            .await
+            .map_err(|e| CliError::coded(&e)),
+    }
+}

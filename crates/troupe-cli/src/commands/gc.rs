@@ -23,7 +23,7 @@ pub async fn gc(
 ) -> Result<(), CliError> {
     let settings = crate::trust::load(workspace, crate::trust::Use::Read)?.settings;
     let choice = crate::store_choice::store_choice(store, &settings, false)?;
-    let shared = shared_state(&choice).await?;
+    let shared = crate::store_choice::shared_retention(&choice).await?;
     let layout = Layout::new(workspace);
     let outcome = collect(
         &layout,
@@ -39,22 +39,6 @@ pub async fn gc(
         render::print_json(&outcome)
     } else {
         render::print_text(&text(&outcome, &settings.retention))
-    }
-}
-
-/// A shared team's database, pruned by the same pass as the workspace's files.
-async fn shared_state(
-    choice: &troupe::bootstrap::StoreChoice,
-) -> Result<std::sync::Arc<dyn troupe::store::retention::Prune>, CliError> {
-    match choice {
-        troupe::bootstrap::StoreChoice::Files => {
-            Ok(std::sync::Arc::new(troupe::store::retention::NoSharedState))
-        }
-        troupe::bootstrap::StoreChoice::Postgres(pg) => {
-            troupe::store::shared_state(&pg.url, &pg.team)
-                .await
-                .map_err(|e| CliError::coded(&e))
-        }
     }
 }
 

@@ -129,6 +129,7 @@ fn status_json_after_the_demo() {
             "mailboxes",
             "pending_requests",
             "run",
+            "state_bytes",
             "tasks",
             "teammates",
             "usage",

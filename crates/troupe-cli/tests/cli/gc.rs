@@ -233,6 +233,10 @@ fn gc_beside_a_live_run_removes_nothing_it_uses() {
     age_state(&ws, 100);
     let fifo = ws.join("gate");
     mkfifo(&fifo);
+    let seen = troupe::store::events::read::read_all(&ws.join(".troupe/events.jsonl"))
+        .unwrap()
+        .last()
+        .map_or(0, |e| e.seq);
     let live = run_command(
         &ws,
         &["--prompt", "wait at the gate"],
@@ -243,8 +247,9 @@ fn gc_beside_a_live_run_removes_nothing_it_uses() {
     )
     .spawn()
     .unwrap();
+    // The earlier runs' events are there too: only one after them is this run's.
     wait_for_event(&ws, "the lead's shell call", |e| {
-        e.kind == "tool_started" && e.agent == "lead"
+        e.kind == "tool_started" && e.agent == "lead" && e.seq > seen
     });
     let report = gc(&ws, &[]);
     assert!(report["live_run_since"].is_string(), "{report}");

@@ -64,6 +64,7 @@ fn status_json_has_usage_totals_per_agent_and_runs() {
             "mailboxes",
             "pending_requests",
             "run",
+            "state_bytes",
             "tasks",
             "teammates",
             "usage",
