@@ -287,12 +287,9 @@ impl PgState {
                         .transaction()
                         .await
                         .map_err(|e| db_error("begin", e))?;
-                    tx.execute(
-                        "SELECT pg_advisory_xact_lock(3, hashtext(current_schema() || '/' || $1 || '/' || $2))",
-                        &[&store.team(), &agent],
-                    )
-                    .await
-                    .map_err(|e| db_error("lock a transcript", e))?;
+                    tx.execute(super::transcript::SET_ASIDE_LOCK, &[&store.team(), &agent])
+                        .await
+                        .map_err(|e| db_error("lock a transcript", e))?;
                     let n = tx
                         .execute(
                             "DELETE FROM troupe_transcripts

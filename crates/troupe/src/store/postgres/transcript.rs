@@ -1,11 +1,16 @@
 //! Agents' conversations in PostgreSQL (`troupe_transcripts`): the same JSON lines as
 //! `.troupe/transcripts/<agent>.jsonl`, one row each, in append order. Generation 0 is the
 //! current conversation; setting it aside (a new session, a respawned name) renumbers it to the
-//! next free generation, so nothing is ever deleted. A worker on any host continues a teammate
+//! next free generation; only `troupe gc` deletes, and only earlier generations past their retention. A worker on any host continues a teammate
 //! from here. Each append is its own committed statement: durable before it returns.
 
 use super::{db_error, PgStore};
 use crate::store::BackendError;
+
+/// The transaction lock on one agent's conversation (team `$1`, agent `$2`) that setting it
+/// aside and gc's removal of its earlier generations both take.
+pub(super) const SET_ASIDE_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(3, hashtext(current_schema() || '/' || $1 || '/' || $2))";
 
 /// One agent's transcript lines.
 #[derive(Clone)]
@@ -101,40 +106,38 @@ impl PgTranscriptLog {
     pub async fn set_aside(&self) -> Result<Option<i32>, BackendError> {
         let store = &self.store;
         let agent = &self.agent;
-        self.store.bounded(async {
-            let mut client = store.client().await?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| db_error("begin", e))?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(3, hashtext(current_schema() || '/' || $1 || '/' || $2))",
-                &[&store.team(), &agent],
-            )
-            .await
-            .map_err(|e| db_error("lock a transcript", e))?;
-            let next: i32 = tx
-                .query_one(
-                    "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
+        self.store
+            .bounded(async {
+                let mut client = store.client().await?;
+                let tx = client
+                    .transaction()
+                    .await
+                    .map_err(|e| db_error("begin", e))?;
+                tx.execute(SET_ASIDE_LOCK, &[&store.team(), &agent])
+                    .await
+                    .map_err(|e| db_error("lock a transcript", e))?;
+                let next: i32 = tx
+                    .query_one(
+                        "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
                       WHERE team = $1 AND agent = $2",
-                    &[&store.team(), &agent],
-                )
-                .await
-                .map_err(|e| db_error("read transcript generations", e))?
-                .get(0);
-            let moved = tx
-                .execute(
-                    "UPDATE troupe_transcripts SET generation = $3
+                        &[&store.team(), &agent],
+                    )
+                    .await
+                    .map_err(|e| db_error("read transcript generations", e))?
+                    .get(0);
+                let moved = tx
+                    .execute(
+                        "UPDATE troupe_transcripts SET generation = $3
                       WHERE team = $1 AND agent = $2 AND generation = 0",
-                    &[&store.team(), &agent, &next],
-                )
-                .await
-                .map_err(|e| db_error("set a transcript aside", e))?;
-            tx.commit()
-                .await
-                .map_err(|e| db_error("commit a set-aside transcript", e))?;
-            Ok((moved > 0).then_some(next))
-        })
-        .await
+                        &[&store.team(), &agent, &next],
+                    )
+                    .await
+                    .map_err(|e| db_error("set a transcript aside", e))?;
+                tx.commit()
+                    .await
+                    .map_err(|e| db_error("commit a set-aside transcript", e))?;
+                Ok((moved > 0).then_some(next))
+            })
+            .await
     }
 }
