@@ -2,7 +2,8 @@
 //! `.troupe/transcripts/<agent>.jsonl`, one row each, in append order. Generation 0 is the
 //! current conversation; setting it aside (a new session, a respawned name) renumbers it to the
 //! next free generation. Only `troupe gc` deletes, and only earlier generations past their
-//! retention. A worker on any host continues a teammate from here. Each append is its own committed statement: durable before it returns.
+//! retention. A worker on any host continues a teammate from here. Each append is its own
+//! committed statement: durable before it returns.
 
 use super::{db_error, PgStore};
 use crate::store::BackendError;
