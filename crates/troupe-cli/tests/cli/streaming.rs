@@ -225,3 +225,102 @@ async fn the_team_flow_runs_against_the_streaming_server() {
         .iter()
         .all(|r| r.body["stream"] == json!(true)));
 }
+
+/// Issue 46: the lead's prompt cache survives team changes. Across the team flow — the spawn of
+/// the writer, its status changes, its plan request pending and then answered — every request
+/// of the lead (and of the writer) is its previous request with messages appended: the same
+/// tools, the same system message, the same messages before. What changed in the team reaches
+/// the lead as a note in the appended part, never between a tool call's result and the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_of_an_agent_is_its_previous_one_with_messages_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let server = SseServer::start().await;
+    server.respond_with(team);
+
+    let out = run(
+        &ws,
+        &[
+            "--prompt",
+            troupe::demo::PROMPT,
+            "--approval",
+            "auto",
+            "--sandbox",
+            "off",
+            "--no-memory",
+            "--max-turns",
+            "10",
+        ],
+        &[
+            ("OPENAI_API_KEY", "sk-cli-team-0123456789"),
+            ("OPENAI_MODEL", "gpt-stream"),
+            ("OPENAI_BASE_URL", &server.base_url),
+        ],
+    )
+    .await;
+    super::team_flow::assert_done(&ws, &out);
+
+    let turns: Vec<Value> = server
+        .requests()
+        .into_iter()
+        .map(|r| r.body)
+        .filter(|body| body.get("tools").is_some())
+        .collect();
+    let of = |who: &str| -> Vec<&Value> {
+        turns
+            .iter()
+            .filter(|b| {
+                b["messages"][0]["content"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with(&format!("You are {who}")))
+            })
+            .collect()
+    };
+    let (lead, writer) = (of("lead"), of("writer"));
+    assert!(lead.len() >= 4, "{}", lead.len());
+    assert!(writer.len() >= 3, "{}", writer.len());
+    for requests in [&lead, &writer] {
+        for pair in requests.windows(2) {
+            let (before, after) = (pair[0], pair[1]);
+            assert_eq!(before["tools"], after["tools"]);
+            let (old, new) = (
+                before["messages"].as_array().unwrap(),
+                after["messages"].as_array().unwrap(),
+            );
+            assert!(new.len() > old.len());
+            assert_eq!(
+                old[..],
+                new[..old.len()],
+                "a request rewrote what was sent before"
+            );
+        }
+    }
+    // The lead's system message never changed, though the writer joined, worked, asked and
+    // stopped; it learned those through notes.
+    let system = &lead[0]["messages"][0]["content"];
+    assert!(system.as_str().unwrap().contains("## Team\n(no teammates)"));
+    let last = lead.last().unwrap()["messages"].as_array().unwrap();
+    let notes: Vec<&str> = last
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|c| c.starts_with("<prompt-update>"))
+        .collect();
+    assert!(!notes.is_empty(), "no note in {last:#?}");
+    assert!(notes.iter().any(|n| n.contains("- writer (")), "{notes:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("plan_approval") && n.contains("pending until")),
+        "{notes:#?}"
+    );
+    for (i, message) in last.iter().enumerate() {
+        let is_note = message["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("<prompt-update>"));
+        if is_note {
+            assert_eq!(message["role"], "user");
+            assert_ne!(last[i - 1]["role"], "tool", "a note after a tool result");
+            assert_ne!(last[i - 1]["role"], "system", "a note before any input");
+        }
+    }
+}

@@ -93,11 +93,13 @@ impl Compactor {
     }
 
     /// The request to send for `history`: micro-compacted, after a summary compaction when it
-    /// would pass the budget.
+    /// would pass the budget (the compacted history then starts with `system`, the agent's
+    /// whole current system prompt).
     pub async fn request(
         &self,
         history: &mut History,
         tools: &[ToolSpec],
+        system: &str,
         cancel: &CancellationToken,
     ) -> ModelRequest {
         self.clear_under_pressure(history, tools).await;
@@ -107,7 +109,7 @@ impl Compactor {
         }
         let keep = Keep::Bytes(self.budget.budget_bytes / 4);
         if self
-            .compact(history, tools, keep, Trigger::Budget, cancel)
+            .compact(history, tools, system, keep, Trigger::Budget, cancel)
             .await
             .is_none()
         {
@@ -132,12 +134,15 @@ impl Compactor {
         }
     }
 
-    /// Compacts `history` now, keeping `keep` of its recent part. `None` when there was nothing
+    /// Compacts `history` now, keeping `keep` of its recent part; the compacted history starts
+    /// with `system` (the system prompt is rebuilt, never summarised) and keeps no note of the
+    /// living prompt (the rebuilt prompt holds what they said). `None` when there was nothing
     /// older to compact, or the compaction was cancelled (the history is then unchanged).
     pub async fn compact(
         &self,
         history: &mut History,
         tools: &[ToolSpec],
+        system: &str,
         keep: Keep,
         trigger: Trigger,
         cancel: &CancellationToken,
@@ -154,8 +159,8 @@ impl Compactor {
             }
         }
         let summary = self.summarise(older, older_origins, cancel).await?;
-        let system = ChatMessage::system(history.system_prompt());
-        let (messages, origins, kind) = match summary {
+        let system = ChatMessage::system(system);
+        let (mut messages, mut origins, kind) = match summary {
             Some(summary) => {
                 let text = render_summary(&summary, &plan.person_words);
                 let (messages, origins) =
@@ -168,6 +173,7 @@ impl Compactor {
                 (messages, origins, BoundaryKind::Dropped)
             }
         };
+        without_notes(&mut messages, &mut origins);
         history
             .replace(
                 messages,
@@ -232,6 +238,13 @@ impl Compactor {
         }
         Some(None)
     }
+}
+
+/// Takes the living prompt's notes out of a compacted history.
+fn without_notes(messages: &mut Vec<ChatMessage>, origins: &mut Vec<Origin>) {
+    let mut kept = origins.iter().map(|o| *o != Origin::Note);
+    messages.retain(|_| kept.next().unwrap_or(true));
+    origins.retain(|o| *o != Origin::Note);
 }
 
 /// The request for `history` as it is, its cleared results replaced by the placeholder.

@@ -26,6 +26,9 @@ pub struct History {
     cleared_results: usize,
     /// Where each appended entry is also written (a transcript), if anywhere.
     sink: Option<Arc<dyn TranscriptSink>>,
+    /// How many times the history was replaced (compactions): what the runner compares to know
+    /// its system prompt was rebuilt.
+    generation: u64,
 }
 
 impl std::fmt::Debug for History {
@@ -48,6 +51,7 @@ impl History {
             applied: HashSet::new(),
             cleared_results: 0,
             sink: None,
+            generation: 0,
         }
     }
 
@@ -76,6 +80,7 @@ impl History {
             applied: loaded.keys,
             cleared_results: loaded.cleared_results,
             sink: Some(sink),
+            generation: 0,
         };
         history
             .origins
@@ -155,6 +160,33 @@ impl History {
         true
     }
 
+    /// Puts a note of the living prompt (see `agent::prompt`) right before the newest inputs:
+    /// the user messages at the end of the history, added since the model last answered. In
+    /// memory only (a transcript never records a note). Returns false, adding nothing, when the
+    /// history does not end on such inputs (it ends on a tool result: the note waits, as a
+    /// note must never come between a call's result and the answer to it).
+    pub fn insert_note(&mut self, note: String) -> bool {
+        let inputs = self
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| matches!(m, ChatMessage::User { .. }))
+            .count();
+        let at = self.messages.len() - inputs;
+        if inputs == 0 || at == 0 {
+            return false;
+        }
+        self.messages.insert(at, ChatMessage::user(note));
+        self.origins
+            .insert(at.min(self.origins.len()), Origin::Note);
+        true
+    }
+
+    /// How many times the history was replaced (by compaction).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn contains_key(&self, key: &str) -> bool {
         self.applied.contains(key)
     }
@@ -203,7 +235,7 @@ impl History {
             let written = async {
                 sink.boundary(&boundary).await?;
                 for (message, origin) in messages.iter().zip(&origins) {
-                    if !matches!(message, ChatMessage::System { .. }) {
+                    if !matches!(message, ChatMessage::System { .. }) && *origin != Origin::Note {
                         sink.append(None, message, *origin).await?;
                     }
                 }
@@ -220,6 +252,7 @@ impl History {
         self.messages = messages;
         self.origins = origins;
         self.cleared_results = 0;
+        self.generation += 1;
     }
 }
 

@@ -21,7 +21,7 @@ use super::context::{ContextBudget, Keep, ResultBudget, REACTIVE_KEEP_GROUPS};
 use super::history::History;
 use super::memory::Memory;
 use super::observer::{ProgressTo, RunObserver, Trigger, TurnSummary};
-use super::prompt::SystemPromptSource;
+use super::prompt::{compose, note, Section, SystemPromptSource};
 use super::transcript::{Origin, Transcript};
 use super::usage::{NoUsage, UsageSink};
 use crate::error::{tool_error_text, ErrorCode};
@@ -133,6 +133,9 @@ pub struct Runner {
     observer: Arc<dyn RunObserver>,
     /// Renders the living system prompt, if it lives.
     system_source: Option<Arc<dyn SystemPromptSource>>,
+    /// What of the living prompt the model has been shown in this conversation (`None`: nothing
+    /// yet by this runner, so the next call rebuilds the system message whole).
+    shown: Option<Shown>,
     usage: Arc<dyn UsageSink>,
     /// The run's token budget (all agents together), if any.
     max_run_tokens: Option<u64>,
@@ -193,6 +196,7 @@ impl Runner {
             max_turns: Self::DEFAULT_MAX_TURNS,
             observer,
             system_source: None,
+            shown: None,
             usage: Arc::new(NoUsage),
             max_run_tokens: None,
             max_run_cost: None,
@@ -247,18 +251,26 @@ impl Runner {
             return;
         };
         let start = self.run_start.clamp(1, self.history.len());
-        let conversation = &self.history.messages()[start..];
+        // The living prompt's notes say how the team stood, not what is worth remembering.
+        let conversation: Vec<ChatMessage> = self.history.messages()[start..]
+            .iter()
+            .zip(&self.history.origins()[start.min(self.history.origins().len())..])
+            .filter(|(_, origin)| **origin != Origin::Note)
+            .map(|(message, _)| message.clone())
+            .collect();
         if conversation.is_empty() {
             return;
         }
-        if let Err(e) = memory.remember(conversation).await {
+        if let Err(e) = memory.remember(&conversation).await {
             tracing::warn!(agent = %self.agent, "memory extraction failed: {e}");
         }
     }
 
-    /// Refreshes the system prompt from `source` before every model call.
+    /// Refreshes the system prompt from `source` before every model call (see
+    /// [`super::prompt`]: the changing sections reach the model as notes).
     pub fn with_system_prompt(mut self, source: Arc<dyn SystemPromptSource>) -> Self {
-        self.history.set_system_prompt(source.render());
+        self.history
+            .set_system_prompt(compose(&source.render(), &source.changing()));
         self.system_source = Some(source);
         self
     }
@@ -481,10 +493,12 @@ impl Runner {
     ) -> Result<Option<ModelResponse>, ModelError> {
         // Tools that became unavailable (an MCP server that died) are no longer offered.
         self.tools = offered_tools(&self.dispatcher);
+        let system = self.whole_system_prompt();
         let request = self
             .compactor
-            .request(&mut self.history, &self.tools, cancel)
+            .request(&mut self.history, &self.tools, &system, cancel)
             .await;
+        self.compacted_with_shown();
         let refused = match self.complete_joined(request, cancel).await {
             Err(e) if e.is_context_too_long() => e,
             other => return other,
@@ -495,30 +509,84 @@ impl Runner {
             .compact(
                 &mut self.history,
                 &self.tools,
+                &system,
                 keep,
                 Trigger::PromptTooLong,
                 cancel,
             )
             .await;
+        self.compacted_with_shown();
         if compacted.is_none() {
             // Nothing older to compact: the request is too long as it is.
             return Err(refused);
         }
         let retry = self
             .compactor
-            .request(&mut self.history, &self.tools, cancel)
+            .request(&mut self.history, &self.tools, &system, cancel)
             .await;
+        self.compacted_with_shown();
         self.complete_joined(retry, cancel).await
     }
 
+    /// Brings what the model is shown of the living prompt up to date before a model call: the
+    /// whole system message when this runner has shown nothing yet, after a compaction, or when
+    /// the stable part changed; otherwise a note of what changed in the changing sections, put
+    /// before the newest inputs (when the history ends on a tool result, the note waits for the
+    /// next inputs, so the request stays the previous one plus appended messages).
     async fn refresh_system_prompt(&mut self) {
-        if let Some(source) = &self.system_source {
-            // What the prompt shows from the ports is read here; rendering reads only memory.
-            source.refresh().await;
-            let prompt = source.render();
-            if prompt != self.history.system_prompt() {
-                self.history.set_system_prompt(prompt);
+        let Some(source) = &self.system_source else {
+            return;
+        };
+        // What the prompt shows from the ports is read here; rendering reads only memory.
+        source.refresh().await;
+        let stable = source.render();
+        let changing = source.changing();
+        let generation = self.history.generation();
+        if let Some(shown) = self
+            .shown
+            .as_mut()
+            .filter(|s| s.stable == stable && s.generation == generation)
+        {
+            if let Some(note) = note(&shown.changing, &changing) {
+                if self.history.insert_note(note) {
+                    shown.changing = changing;
+                }
             }
+            return;
+        }
+        let prompt = compose(&stable, &changing);
+        if prompt != self.history.system_prompt() {
+            self.history.set_system_prompt(prompt);
+        }
+        self.shown = Some(Shown {
+            stable,
+            changing,
+            generation,
+        });
+    }
+
+    /// The system prompt as it stands, whole (with what a waiting note would say): what a
+    /// compaction starts the history with.
+    fn whole_system_prompt(&self) -> String {
+        match &self.system_source {
+            Some(source) => compose(&source.render(), &source.changing()),
+            None => self.history.system_prompt().to_owned(),
+        }
+    }
+
+    /// After the compactor ran: a compaction started the history with the whole system prompt,
+    /// which shows the model everything (no note is owed).
+    fn compacted_with_shown(&mut self) {
+        let generation = self.history.generation();
+        let (Some(source), Some(shown)) = (&self.system_source, &mut self.shown) else {
+            return;
+        };
+        if shown.generation != generation {
+            *shown = Shown {
+                stable: source.render(),
+                changing: source.changing(),
+                generation,
+            };
         }
     }
 
@@ -585,6 +653,15 @@ impl Runner {
         }
         Ok(Some(response))
     }
+}
+
+/// What of the living prompt a runner's model has been shown.
+struct Shown {
+    stable: String,
+    /// The changing sections as the model knows them: from the system message, then notes.
+    changing: Vec<Section>,
+    /// The history's generation the system message was built for.
+    generation: u64,
 }
 
 fn add_usage(a: Option<Usage>, b: Option<Usage>) -> Option<Usage> {

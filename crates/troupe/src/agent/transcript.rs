@@ -71,6 +71,10 @@ pub enum Origin {
     Input,
     /// A compaction's summary (or its note that older messages were dropped).
     Summary,
+    /// A note of the living prompt (what changed in the team, the requests, the memory): kept
+    /// in memory only, never written to a transcript, dropped by compaction (which rebuilds
+    /// the system prompt whole). See `agent::prompt`.
+    Note,
 }
 
 impl Origin {

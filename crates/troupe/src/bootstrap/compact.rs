@@ -122,8 +122,9 @@ pub async fn compact_conversation(
     let bytes = crate::agent::context::micro::sent_bytes(history.messages(), &[]);
     let keep = Keep::Exchanges(REACTIVE_KEEP_GROUPS);
     let cancel = tokio_util::sync::CancellationToken::new();
+    let system = history.system_prompt().to_owned();
     let outcome = compactor
-        .compact(&mut history, &[], keep, Trigger::Manual, &cancel)
+        .compact(&mut history, &[], &system, keep, Trigger::Manual, &cancel)
         .await;
     if let Some(mirror) = mirror {
         // The team's stream gets the event before the command ends (a bounded wait).

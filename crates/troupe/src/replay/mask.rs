@@ -5,11 +5,13 @@
 //! as troupe writes them), the workspace's path (replay runs in another folder), and the two
 //! sections of a living system prompt that follow the team's timing rather than its
 //! configuration — the team (who is spawned yet, and each one's status) and the pending
-//! requests. A changed prompt, definition, tool description or tool result shows; a teammate
-//! that was `running` in one run and `idle` in the other does not.
+//! requests — and the notes that bring those sections up to date (`agent::prompt`). A changed
+//! prompt, definition, tool description or tool result shows; a teammate that was `running` in
+//! one run and `idle` in the other does not.
 
 use sha2::{Digest, Sha256};
 
+use crate::agent::prompt::is_note;
 use crate::model::{ChatMessage, ModelRequest};
 use crate::secrets::Redactor;
 
@@ -67,7 +69,10 @@ impl Masking {
     /// The request as text, one part per block, masked: what is digested and diffed.
     pub fn render(&self, request: &ModelRequest) -> String {
         let mut out = format!("purpose: {}\n", request.purpose.as_str());
-        for (i, message) in request.messages.iter().enumerate() {
+        // The living prompt's notes follow the team's timing like the sections masked in the
+        // system prompt: left out whole (and not counted, so the messages after them line up).
+        let messages = request.messages.iter().filter(|m| !is_note(m));
+        for (i, message) in messages.enumerate() {
             let (role, body) = match message {
                 ChatMessage::System { content } => ("system", self.system(content)),
                 ChatMessage::User { content } => ("user", self.text(content)),

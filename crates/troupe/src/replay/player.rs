@@ -27,6 +27,7 @@ use troupe_wire::AgentName;
 
 use super::load::Recording;
 use super::mask::{replace_uuids, uuids, Masking};
+use crate::agent::prompt::{is_note, is_note_text};
 use crate::error::ErrorCode;
 use crate::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
 use crate::secrets::Redactor;
@@ -325,7 +326,8 @@ impl Player {
             &request.messages,
             from,
         );
-        state.seen.insert(agent.clone(), request.messages.len());
+        let seen = request.messages.iter().filter(|m| !is_note(m)).count();
+        state.seen.insert(agent.clone(), seen);
         state.next += 1;
         *state.served.entry(agent.clone()).or_default() += 1;
         state.pacing = None;
@@ -363,23 +365,24 @@ impl Player {
 }
 
 /// The ids of two requests that masking found equal, paired in order, in their messages from
-/// `from` on (only messages added since the agent's previous call can name a new id).
+/// the `from`th on, notes left out (only messages added since the agent's previous call can
+/// name a new id).
 fn learn_ids(
     ids: &mut HashMap<String, String>,
     then: &[Arc<ChatMessage>],
     now: &[ChatMessage],
     from: usize,
 ) {
+    // Notes of the living prompt follow the team's timing (masking leaves them out too), so
+    // `from` counts the other messages.
     let then: Vec<&ChatMessage> = then
-        .get(from..)
-        .unwrap_or(&[])
         .iter()
         .map(|m| &**m)
+        .filter(|m| !is_note(m))
+        .skip(from)
         .collect();
-    let (Ok(then), Ok(now)) = (
-        serde_json::to_string(&then),
-        serde_json::to_string(now.get(from..).unwrap_or(&[])),
-    ) else {
+    let now: Vec<&ChatMessage> = now.iter().filter(|m| !is_note(m)).skip(from).collect();
+    let (Ok(then), Ok(now)) = (serde_json::to_string(&then), serde_json::to_string(&now)) else {
         return;
     };
     let (then, now) = (uuids(&then), uuids(&now));
@@ -455,6 +458,7 @@ fn trailing_user_messages(messages: &[Arc<ChatMessage>]) -> Vec<&str> {
             ChatMessage::User { content } => Some(content.as_str()),
             _ => None,
         })
+        .filter(|text| !is_note_text(text))
         .collect();
     tail.reverse();
     tail

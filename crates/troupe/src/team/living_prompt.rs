@@ -1,16 +1,17 @@
 //! The living system prompt of the lead and of each teammate (SPEC §9): identity and role, the
 //! tools, the workspace, the project's instructions (`AGENTS.md` and the like, see
-//! [`super::instructions`]), the skills catalog, selected memory, the current roster and the
-//! pending protocol requests — always in that order.
+//! [`super::instructions`]), the skills catalog — the stable part — then selected memory, the
+//! current roster and the pending protocol requests — the changing sections — always in that
+//! order.
 //!
 //! Identity, workspace and skills are fixed when the agent is built; the tools are its registry's
 //! available ones (an MCP server that went down takes its tools out); memory is set by the
 //! runner before each turn; the instructions, the roster and the pending requests are read when
-//! the runner refreshes the prompt (before every model call). The text is
-//! re-rendered only when one of those inputs changed: the same inputs give the very same
-//! string, so the request prefix (and a provider's prompt cache) stays stable while nothing
-//! changes. A request is shown as `expired` once its window has closed, so expiry changes the
-//! prompt too.
+//! the runner refreshes the prompt (before every model call). The same inputs give the very
+//! same text. A change of the changing sections reaches the model as a note with the entries
+//! that changed (see [`crate::agent::prompt`]), so the system message — and the request prefix a
+//! provider caches — stays the same across spawns, status changes and requests. A request is
+//! shown as `expired` once its window has closed, so expiry is noted too.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +19,7 @@ use troupe_wire::{AgentName, ProtocolRequest};
 
 use super::instructions::Instructions;
 use super::runtime::TeamHandle;
-use crate::agent::prompt::SystemPromptSource;
+use crate::agent::prompt::{Entry, Section, SystemPromptSource};
 use crate::clock::Clock;
 use crate::sync::lock;
 use crate::tools::ToolRegistry;
@@ -47,19 +48,8 @@ pub struct LivingPrompt {
     instructions: Mutex<String>,
     /// The pending requests as last read from the protocol store (by `refresh`).
     requests: Mutex<Vec<ProtocolRequest>>,
-    /// The team section's lines, as [`SystemPromptSource::refresh`] last read the roster.
-    roster: Mutex<Vec<String>>,
-    cache: Mutex<Option<(Inputs, String)>>,
-}
-
-/// What can change, as compared between renders.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Inputs {
-    tools: Vec<String>,
-    instructions: String,
-    memory: String,
-    roster: Vec<String>,
-    pending: Vec<String>,
+    /// The team section's entries, as [`SystemPromptSource::refresh`] last read the roster.
+    roster: Mutex<Vec<Entry>>,
 }
 
 impl LivingPrompt {
@@ -78,32 +68,13 @@ impl LivingPrompt {
             instructions: Mutex::new(String::new()),
             requests: Mutex::new(Vec::new()),
             roster: Mutex::new(Vec::new()),
-            cache: Mutex::new(None),
         }
     }
 
-    fn inputs(&self) -> Inputs {
-        let memory = lock(&self.memory).clone();
-        let instructions = lock(&self.instructions).clone();
-        let tools = self
-            .fixed
-            .tools
-            .available_definitions()
-            .map(|t| t.name.clone())
-            .collect();
-        if self.team.upgrade().is_err() {
-            return Inputs {
-                tools,
-                instructions,
-                memory,
-                roster: Vec::new(),
-                pending: Vec::new(),
-            };
-        }
-        let roster = lock(&self.roster).clone();
+    /// The pending requests this agent sees, as last read by `refresh`.
+    fn pending(&self) -> Vec<Entry> {
         let now = self.clock.now();
-        // As last read by `refresh` (before every model call).
-        let pending = lock(&self.requests)
+        lock(&self.requests)
             .iter()
             .filter(|r| match r.kind() {
                 // A permission request concerns whoever answers it (the lead, when asks are
@@ -111,44 +82,12 @@ impl LivingPrompt {
                 troupe_wire::RequestKind::Permission => *r.target() == self.agent,
                 _ => self.agent.is_lead() || *r.sender() == self.agent || *r.target() == self.agent,
             })
-            .map(|r| describe_request(r, now))
-            .collect();
-        Inputs {
-            tools,
-            instructions,
-            memory,
-            roster,
-            pending,
-        }
-    }
-
-    fn render_with(&self, inputs: &Inputs) -> String {
-        let mut out = self.fixed.identity.trim_end().to_owned();
-        section(&mut out, "Tools", &inputs.tools.join(", "));
-        section(&mut out, "Workspace", &self.fixed.workspace);
-        if !inputs.instructions.is_empty() {
-            let body = format!("{INSTRUCTIONS_INTRO}\n\n{}", inputs.instructions);
-            section(&mut out, "Project instructions", &body);
-        }
-        section(
-            &mut out,
-            "Skills you can load with load_skill",
-            &self.fixed.skills,
-        );
-        section(&mut out, "Memory", &inputs.memory);
-        let roster = if inputs.roster.is_empty() {
-            "(no teammates)".to_owned()
-        } else {
-            inputs.roster.join("\n")
-        };
-        let title = if self.agent.is_lead() {
-            "Team"
-        } else {
-            "Team (led by lead)"
-        };
-        section(&mut out, title, &roster);
-        section(&mut out, "Pending requests", &inputs.pending.join("\n"));
-        out
+            .map(|r| Entry {
+                key: r.id().to_string(),
+                text: describe_request(r, now),
+                gone: format!("- {} {}: no longer pending", r.kind().as_str(), r.id()),
+            })
+            .collect()
     }
 }
 
@@ -173,13 +112,15 @@ impl SystemPromptSource for LivingPrompt {
             .await
             .into_iter()
             .filter(|t| t.name != self.agent)
-            .map(|t| {
-                format!(
+            .map(|t| Entry {
+                key: t.name.to_string(),
+                text: format!(
                     "- {} ({}): {}",
                     t.name,
                     t.status.as_str(),
                     one_line(&t.role)
-                )
+                ),
+                gone: format!("- {}: no longer on the team", t.name),
             })
             .collect();
         *lock(&self.roster) = roster;
@@ -189,17 +130,67 @@ impl SystemPromptSource for LivingPrompt {
         *lock(&self.requests) = pending;
     }
 
+    /// Identity, tools, workspace, instructions and skills: what holds for the conversation.
     fn render(&self) -> String {
-        let inputs = self.inputs();
-        let mut cache = lock(&self.cache);
-        if let Some((seen, text)) = cache.as_ref() {
-            if *seen == inputs {
-                return text.clone();
-            }
+        let mut out = self.fixed.identity.trim_end().to_owned();
+        let tools: Vec<String> = self
+            .fixed
+            .tools
+            .available_definitions()
+            .map(|t| t.name.clone())
+            .collect();
+        section(&mut out, "Tools", &tools.join(", "));
+        section(&mut out, "Workspace", &self.fixed.workspace);
+        let instructions = lock(&self.instructions).clone();
+        if !instructions.is_empty() {
+            let body = format!("{INSTRUCTIONS_INTRO}\n\n{instructions}");
+            section(&mut out, "Project instructions", &body);
         }
-        let text = self.render_with(&inputs);
-        *cache = Some((inputs, text.clone()));
-        text
+        section(
+            &mut out,
+            "Skills you can load with load_skill",
+            &self.fixed.skills,
+        );
+        out
+    }
+
+    /// Memory, the team and the pending requests: what changes while the agent works.
+    fn changing(&self) -> Vec<Section> {
+        let memory = lock(&self.memory).trim().to_owned();
+        let memory = Section {
+            title: "Memory".to_owned(),
+            entries: if memory.is_empty() {
+                Vec::new()
+            } else {
+                vec![Entry {
+                    key: "memory".to_owned(),
+                    text: memory,
+                    gone: "(no memories selected now)".to_owned(),
+                }]
+            },
+            empty: String::new(),
+        };
+        let in_team = self.team.upgrade().is_ok();
+        let title = if self.agent.is_lead() {
+            "Team"
+        } else {
+            "Team (led by lead)"
+        };
+        let team = Section {
+            title: title.to_owned(),
+            entries: if in_team {
+                lock(&self.roster).clone()
+            } else {
+                Vec::new()
+            },
+            empty: "(no teammates)".to_owned(),
+        };
+        let pending = Section {
+            title: "Pending requests".to_owned(),
+            entries: if in_team { self.pending() } else { Vec::new() },
+            empty: String::new(),
+        };
+        vec![memory, team, pending]
     }
 
     fn set_memory(&self, section: String) {

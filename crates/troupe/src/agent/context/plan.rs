@@ -137,7 +137,7 @@ fn person_words(
         match origin_at(origins, index) {
             Origin::Person => candidates.push(text),
             Origin::Summary => candidates.extend(carried_person_words(&text)),
-            Origin::Runtime | Origin::Input => {}
+            Origin::Runtime | Origin::Input | Origin::Note => {}
         }
     }
     let mut kept = Vec::new();

@@ -211,12 +211,14 @@ fn render_history(messages: &[ChatMessage], origins: &[Origin], limit: usize) ->
 fn render_message(message: &ChatMessage, origin: Origin) -> Option<String> {
     match message {
         ChatMessage::System { .. } => None,
+        // A note says how the team stood then; the rebuilt system prompt says how it stands.
+        ChatMessage::User { .. } if origin == Origin::Note => None,
         ChatMessage::User { content } => {
             let label = match origin {
                 Origin::Person => "person",
                 Origin::Input => "input (event or message)",
                 Origin::Summary => "earlier summary",
-                Origin::Runtime => "runtime",
+                Origin::Runtime | Origin::Note => "runtime",
             };
             Some(format!("[{label}]\n{content}"))
         }

@@ -1,5 +1,6 @@
 //! The living system prompt (SPEC §9): the lead's prompt shows the roster and the pending
-//! requests as they change, in a fixed order, and stays byte-identical while nothing changes.
+//! requests in a fixed order; as they change, notes of what changed are appended and the
+//! system message stays byte-identical (issue 46).
 
 use serde_json::json;
 use troupe::model::ChatMessage;
@@ -63,15 +64,29 @@ async fn the_leads_prompt_follows_the_roster_and_the_pending_requests() {
     let order = ["You are lead", "## Tools", "## Workspace", "## Team"];
     let at: Vec<usize> = order.iter().map(|s| prompts[0].find(s).unwrap()).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{}", prompts[0]);
+    // The system message stays byte-identical (the provider's cache keeps the prefix): the
+    // changes reach the lead as notes of what changed.
+    assert!(prompts.iter().all(|p| *p == prompts[0]));
+    let notes_of = |request: &troupe::model::ModelRequest| -> Vec<String> {
+        request
+            .messages
+            .iter()
+            .filter(|m| troupe::agent::prompt::is_note(m))
+            .map(|m| match m {
+                ChatMessage::User { content } => content.clone(),
+                _ => unreachable!(),
+            })
+            .collect()
+    };
     // While the plan is pending the lead sees it, with the teammate on the roster.
-    let reviewing = lead
-        .requests()
+    let requests = lead.requests();
+    let reviewing = requests
         .iter()
         .position(|r| {
             r.messages.iter().any(|m| matches!(m, ChatMessage::User { content } if content.contains("plan_approval_request")))
         })
         .expect("the lead saw the plan request");
-    let seen = &prompts[reviewing];
+    let seen = notes_of(&requests[reviewing]).join("\n");
     assert!(seen.contains("- writer ("), "{seen}");
     assert!(seen.contains("writes the notes"), "{seen}");
     assert!(seen.contains("plan_approval"), "{seen}");
@@ -79,9 +94,12 @@ async fn the_leads_prompt_follows_the_roster_and_the_pending_requests() {
         seen.contains("from writer to lead: pending until"),
         "{seen}"
     );
-    // After the review, the request is gone from the prompt.
-    let last = prompts.last().unwrap();
-    assert!(!last.contains("## Pending requests"), "{last}");
+    // After the review, a later note says the request is no longer pending.
+    let last = notes_of(requests.last().unwrap());
+    assert!(
+        last.iter().any(|n| n.contains(": no longer pending")),
+        "{last:#?}"
+    );
     // The writer's prompt names it, its role and the lead's team.
     let writer_prompt = system_of(&writer, 1);
     assert!(
