@@ -16,6 +16,7 @@
 //! cargo run --release --bin troupe-bench -- board --teammates 8 --tasks 64 --latency-ms 500 --json
 //! cargo run --release --bin troupe-bench -- replay --calls 500 --runs 5 --json
 //! cargo run --release --features bench --bin troupe-bench -- soak --minutes 60 --out soak.json
+//! cargo run --release --features bench --bin troupe-bench -- teamrun --turns 200 --teammates 8
 //! ```
 
 mod board;
@@ -39,6 +40,7 @@ mod sandbox;
 mod soak;
 mod stats;
 mod team;
+mod teamrun;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -164,6 +166,17 @@ enum Suite {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// A lead and `teammates` teammates over `turns` lead model calls with spawns, status
+    /// changes, plans, board tasks and messages: what each role's prompt cache could reuse
+    /// (`cache_prefix_share`), and the fixed prompt of every call (issue 46).
+    Teamrun {
+        #[arg(long, default_value_t = 200)]
+        turns: usize,
+        #[arg(long, default_value_t = 8)]
+        teammates: usize,
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+    },
     /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
     /// binary next to this one) prints it.
     Events {
@@ -253,6 +266,11 @@ fn main() -> ExitCode {
         } => board::run(&dir, teammates, tasks, latency_ms, store.as_deref()),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Replay { calls, runs } => replay::run(&dir, calls, runs),
+        Suite::Teamrun {
+            turns,
+            teammates,
+            latency_ms,
+        } => teamrun::run(&dir, turns, teammates, latency_ms),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
