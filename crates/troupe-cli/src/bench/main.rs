@@ -16,6 +16,7 @@
 //! cargo run --release --bin troupe-bench -- board --teammates 8 --tasks 64 --latency-ms 500 --json
 //! cargo run --release --bin troupe-bench -- replay --calls 500 --runs 5 --json
 //! cargo run --release --features bench --bin troupe-bench -- soak --minutes 60 --out soak.json
+//! cargo run --release --features bench --bin troupe-bench -- realwork --teammates 4 --latency-ms 2000
 //! ```
 
 mod board;
@@ -33,6 +34,7 @@ mod mailbox;
 mod page_load;
 mod pg;
 mod protocol;
+mod realwork;
 mod replay;
 mod result;
 mod sandbox;
@@ -164,6 +166,16 @@ enum Suite {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// A team builds a small Rust crate (a module and its tests per task, in worktrees, merged,
+    /// one conflict resolved by the lead, `cargo test` at the end) against one agent alone.
+    Realwork {
+        #[arg(long, default_value_t = 4)]
+        teammates: usize,
+        #[arg(long, default_value_t = 2000)]
+        latency_ms: u64,
+        #[arg(long, default_value_t = 8)]
+        tasks: usize,
+    },
     /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
     /// binary next to this one) prints it.
     Events {
@@ -253,6 +265,11 @@ fn main() -> ExitCode {
         } => board::run(&dir, teammates, tasks, latency_ms, store.as_deref()),
         Suite::Longrun { turns, window } => longrun::run(&dir, turns, window),
         Suite::Replay { calls, runs } => replay::run(&dir, calls, runs),
+        Suite::Realwork {
+            teammates,
+            latency_ms,
+            tasks,
+        } => realwork::run(&dir, teammates, latency_ms, tasks),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
