@@ -186,11 +186,29 @@ pub struct CriticalPath {
     pub teammate_model_ms: f64,
     /// The lead's model time after the critical teammate's last call ended.
     pub tail_model_ms: f64,
+    /// When the critical teammate's first call started and its last ended (0 without one).
+    pub teammate_first_start: f64,
+    pub teammate_last_end: f64,
 }
 
 impl CriticalPath {
     pub fn model_ms(&self) -> f64 {
         self.setup_model_ms + self.teammate_model_ms + self.tail_model_ms
+    }
+
+    /// The runtime's time on the path of a run of `wall_ms`, in three parts: up to the critical
+    /// teammate's first call (spawning, the board), between its first call and its last, and
+    /// after its last (results delivered, merges, the lead's tools). With no teammate, all of
+    /// it is in the first.
+    pub fn runtime_parts(&self, wall_ms: f64) -> [f64; 3] {
+        if self.critical_teammate.is_none() {
+            return [(wall_ms - self.setup_model_ms).max(0.0), 0.0, 0.0];
+        }
+        [
+            (self.teammate_first_start - self.setup_model_ms).max(0.0),
+            (self.teammate_last_end - self.teammate_first_start - self.teammate_model_ms).max(0.0),
+            (wall_ms - self.teammate_last_end - self.tail_model_ms).max(0.0),
+        ]
     }
 
     /// Of the run's `spans` (every agent's model calls); with no teammate's call, every lead
@@ -206,18 +224,20 @@ impl CriticalPath {
             };
         };
         let first_start = mates.iter().map(|s| s.start).fold(f64::INFINITY, f64::min);
+        let critical: Vec<&&Span> = mates.iter().filter(|s| s.agent == last.agent).collect();
         Self {
+            teammate_first_start: critical
+                .iter()
+                .map(|s| s.start)
+                .fold(f64::INFINITY, f64::min),
+            teammate_last_end: last.end,
             setup_model_ms: lead
                 .iter()
                 .filter(|s| s.end <= first_start)
                 .map(|s| s.ms())
                 .sum(),
             critical_teammate: Some(last.agent.clone()),
-            teammate_model_ms: mates
-                .iter()
-                .filter(|s| s.agent == last.agent)
-                .map(|s| s.ms())
-                .sum(),
+            teammate_model_ms: critical.iter().map(|s| s.ms()).sum(),
             tail_model_ms: lead
                 .iter()
                 .map(|s| (s.end - s.start.max(last.end)).max(0.0))
@@ -278,11 +298,15 @@ mod tests {
                 critical_teammate: Some("mate-1".to_owned()),
                 teammate_model_ms: 200.0,
                 tail_model_ms: 175.0,
+                teammate_first_start: 120.0,
+                teammate_last_end: 325.0,
             }
         );
         assert_eq!(path.model_ms(), 475.0);
+        assert_eq!(path.runtime_parts(520.0), [20.0, 5.0, 20.0]);
         let solo = CriticalPath::of(&[span("lead", 0.0, 10.0), span("lead", 12.0, 22.0)]);
         assert_eq!(solo.model_ms(), 20.0);
+        assert_eq!(solo.runtime_parts(25.0), [5.0, 0.0, 0.0]);
         assert_eq!(union_ms(&spans), 100.0 + (400.0 - 105.0) + 100.0);
         assert_eq!(union_ms(&[]), 0.0);
     }

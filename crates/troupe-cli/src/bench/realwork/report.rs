@@ -41,6 +41,8 @@ pub struct RunFigures {
     pub side_calls: usize,
     /// Every request's bytes as sent, summed.
     pub prompt_bytes: usize,
+    /// The lead's part of them.
+    pub lead_prompt_bytes: usize,
     pub coordination: Coordination,
     /// The team tools' definitions in every request, summed.
     pub team_tool_definitions: usize,
@@ -76,6 +78,7 @@ impl RunFigures {
             if !call.turn {
                 out.side_calls += 1;
             } else if call.agent == "lead" {
+                out.lead_prompt_bytes += call.bytes;
                 if !lead_seen {
                     out.fixed_lead = call.fixed;
                     lead_seen = true;
@@ -130,6 +133,7 @@ pub fn report(shape: Shape, team: &RunFigures, solo: &RunFigures) -> Value {
     };
     let speedup_goal = 0.8 * shape.teammates as f64;
     let (path, runtime_ms, runtime_share) = team.runtime();
+    let [before_ms, between_ms, after_ms] = path.runtime_parts(team.wall_ms);
     let (_, solo_runtime_ms, solo_runtime_share) = solo.runtime();
     let no_model_ms = (team.wall_ms - union_ms(&team.spans)).max(0.0);
     let coordination = team.coordination.total();
@@ -157,6 +161,9 @@ pub fn report(shape: Shape, team: &RunFigures, solo: &RunFigures) -> Value {
             "critical_teammate": path.critical_teammate,
             "teammate_model_ms": path.teammate_model_ms.round(),
             "tail_model_ms": path.tail_model_ms.round(),
+            "runtime_before_critical_teammate_ms": before_ms.round(),
+            "runtime_in_critical_teammate_ms": between_ms.round(),
+            "runtime_after_critical_teammate_ms": after_ms.round(),
             "no_model_in_flight_ms": no_model_ms.round(),
             "solo_runtime_ms": solo_runtime_ms.round(),
             "solo_runtime_share": solo_runtime_share,
@@ -177,6 +184,7 @@ pub fn report(shape: Shape, team: &RunFigures, solo: &RunFigures) -> Value {
         "coordination": {
             "bytes": coordination,
             "prompt_bytes": prompt_bytes,
+            "lead_prompt_bytes": team.lead_prompt_bytes,
             "messages_and_tasks": team.coordination.messages_and_tasks,
             "team_tool_calls": team.coordination.team_tool_calls,
             "prompt_team_sections": team.coordination.prompt_team_sections,
