@@ -19,6 +19,11 @@
 //! task in its own checkout with the same calls, each task finished by `git commit` instead of
 //! an answer, then answers. Every model call of both runs waits `latency`.
 //!
+//! Commands run unconfined (`bench_settings`, as in every team suite). Under the default
+//! sandbox (workspace-write) the hand merge cannot be done at all: the lead's `git merge` fails
+//! on `.git` (read-only to confined commands: "cannot lock ref 'ORIG_HEAD' … Read-only file
+//! system"), the branch stays unmerged and its files are missing in the lead's checkout.
+//!
 //! Each run is `troupe run`'s driver on the lead's prompt until the team is quiescent (the wall
 //! time); then the team is closed, the lead's checkout checked (every module and test file as
 //! written, the changelog with both lines, no uncommitted change, every conflicted branch part
