@@ -17,6 +17,7 @@
 //! cargo run --release --bin troupe-bench -- replay --calls 500 --runs 5 --json
 //! cargo run --release --features bench --bin troupe-bench -- soak --minutes 60 --out soak.json
 //! cargo run --release --features bench --bin troupe-bench -- teamrun --turns 200 --teammates 8
+//! cargo run --release --features bench --bin troupe-bench -- realwork --teammates 4 --latency-ms 2000
 //! ```
 
 mod board;
@@ -34,6 +35,7 @@ mod mailbox;
 mod page_load;
 mod pg;
 mod protocol;
+mod realwork;
 mod replay;
 mod result;
 mod sandbox;
@@ -177,6 +179,16 @@ enum Suite {
         #[arg(long, default_value_t = 0)]
         latency_ms: u64,
     },
+    /// A team builds a small Rust crate (a module and its tests per task, in worktrees, merged,
+    /// one conflict resolved by the lead, `cargo test` at the end) against one agent alone.
+    Realwork {
+        #[arg(long, default_value_t = 4)]
+        teammates: usize,
+        #[arg(long, default_value_t = 2000)]
+        latency_ms: u64,
+        #[arg(long, default_value_t = 8)]
+        tasks: usize,
+    },
     /// Appending one event to the stream; how soon a `troupe log -f` process (the `troupe`
     /// binary next to this one) prints it.
     Events {
@@ -271,6 +283,11 @@ fn main() -> ExitCode {
             teammates,
             latency_ms,
         } => teamrun::run(&dir, turns, teammates, latency_ms),
+        Suite::Realwork {
+            teammates,
+            latency_ms,
+            tasks,
+        } => realwork::run(&dir, teammates, latency_ms, tasks),
         Suite::Events { appends, follows } => events::run(&dir, appends, follows),
         Suite::PageLoad { events, loads } => page_load::run(&dir, events, loads),
         Suite::Sandbox { rounds } => sandbox::run(&dir, rounds),
