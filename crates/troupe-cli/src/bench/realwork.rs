@@ -241,7 +241,7 @@ fn checkout_lost(root: &Path, modules: &[Module]) -> BenchResult<Vec<String>> {
     let mut lost = Vec::new();
     for module in modules {
         for (path, content) in [
-            (module.path(), &module.code),
+            (module.path(), &module.source),
             (module.tests_path(), &module.tests),
         ] {
             match std::fs::read_to_string(root.join(&path)) {

@@ -275,3 +275,80 @@ impl Results {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::observer::NullObserver;
+    use crate::agent::prompt::is_note;
+    use crate::agent::usage::NoUsage;
+    use crate::model::ScriptedModel;
+
+    /// A compaction starts the history with the system prompt it is given (the whole current
+    /// one) and keeps no note of the living prompt, even one among the kept recent messages.
+    #[tokio::test]
+    async fn a_compaction_takes_the_given_system_prompt_and_drops_the_notes() {
+        let compactor = Compactor::new(
+            AgentName::lead(),
+            ContextBudget::for_window(4_096),
+            Arc::new(ScriptedModel::new()),
+            Arc::new(NoUsage),
+            Arc::new(NullObserver),
+        );
+        let mut history = History::new("old prompt");
+        history
+            .push_as(Origin::Person, ChatMessage::user("first"))
+            .await;
+        history
+            .push(ChatMessage::Assistant(
+                crate::model::AssistantMessage::text("one"),
+            ))
+            .await;
+        history
+            .push_as(Origin::Person, ChatMessage::user("second"))
+            .await;
+        history
+            .push(ChatMessage::Assistant(
+                crate::model::AssistantMessage::text("two"),
+            ))
+            .await;
+        history
+            .push_once("e-1", ChatMessage::user("[event] x"))
+            .await;
+        assert!(history.insert_note(crate::agent::prompt::note(&[], &[team()]).unwrap()));
+        history
+            .push(ChatMessage::Assistant(
+                crate::model::AssistantMessage::text("three"),
+            ))
+            .await;
+        assert!(history.messages().iter().any(is_note));
+        let report = compactor
+            .compact(
+                &mut history,
+                &[],
+                "new prompt",
+                Keep::Exchanges(4),
+                Trigger::Manual,
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(report.is_some());
+        assert_eq!(history.system_prompt(), "new prompt");
+        assert!(!history.messages().iter().any(is_note), "{history:#?}");
+        assert_eq!(history.messages().len(), history.origins().len());
+        assert!(!history.origins().contains(&Origin::Note));
+        assert_eq!(history.generation(), 1);
+    }
+
+    fn team() -> crate::agent::prompt::Section {
+        crate::agent::prompt::Section {
+            title: "Team".into(),
+            entries: vec![crate::agent::prompt::Entry {
+                key: "w".into(),
+                text: "- w (idle): writer".into(),
+                gone: "- w: gone".into(),
+            }],
+            empty: String::new(),
+        }
+    }
+}

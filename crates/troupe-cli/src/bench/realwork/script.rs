@@ -246,7 +246,7 @@ fn work(script: &Script, module: &Module, step: &Step) -> Option<ModelResponse> 
         Step::Read => script.call("read_file", json!({"path": "src/lib.rs"})),
         Step::WriteCode => script.call(
             "write_file",
-            json!({"path": module.path(), "content": module.code}),
+            json!({"path": module.path(), "content": module.source}),
         ),
         Step::WriteTests => script.call(
             "write_file",

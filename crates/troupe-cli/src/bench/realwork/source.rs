@@ -18,7 +18,7 @@ const UNRELEASED: &str = "## Unreleased\n";
 struct Kind {
     name: &'static str,
     what: &'static str,
-    code: &'static str,
+    source: &'static str,
     tests: &'static str,
 }
 
@@ -26,7 +26,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "gcd",
         what: "greatest common divisor and least common multiple of u64",
-        code: "/// The greatest common divisor (Euclid).\n\
+        source: "/// The greatest common divisor (Euclid).\n\
                pub fn gcd(a: u64, b: u64) -> u64 {\n    if b == 0 {\n        a\n    } else {\n        gcd(b, a % b)\n    }\n}\n\n\
                /// The least common multiple; 0 when either is 0.\n\
                pub fn lcm(a: u64, b: u64) -> u64 {\n    if a == 0 || b == 0 {\n        0\n    } else {\n        a / gcd(a, b) * b\n    }\n}\n",
@@ -36,7 +36,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "fib",
         what: "Fibonacci numbers, iteratively",
-        code: "/// The n-th Fibonacci number (fib(0) = 0); `None` past u64.\n\
+        source: "/// The n-th Fibonacci number (fib(0) = 0); `None` past u64.\n\
                pub fn fib(n: u32) -> Option<u64> {\n    if n == 0 {\n        return Some(0);\n    }\n    let (mut a, mut b) = (0u64, 1u64);\n    for _ in 1..n {\n        let next = a.checked_add(b)?;\n        a = b;\n        b = next;\n    }\n    Some(b)\n}\n",
         tests: "use super::*;\n\n#[test]\nfn first_numbers() {\n    assert_eq!(fib(0), Some(0));\n    assert_eq!(fib(1), Some(1));\n    assert_eq!(fib(10), Some(55));\n}\n\n\
                 #[test]\nfn overflow_is_none() {\n    assert_eq!(fib(93), Some(12_200_160_415_121_876_738));\n    assert_eq!(fib(200), None);\n}\n",
@@ -44,7 +44,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "primes",
         what: "primality and the primes below a bound",
-        code: "/// Whether n is prime (trial division).\n\
+        source: "/// Whether n is prime (trial division).\n\
                pub fn is_prime(n: u64) -> bool {\n    if n < 2 {\n        return false;\n    }\n    let mut d = 2;\n    while d * d <= n {\n        if n % d == 0 {\n            return false;\n        }\n        d += 1;\n    }\n    true\n}\n\n\
                /// The primes below `bound`, in order.\n\
                pub fn primes_below(bound: u64) -> Vec<u64> {\n    (2..bound).filter(|n| is_prime(*n)).collect()\n}\n",
@@ -54,7 +54,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "words",
         what: "word counting and reversing the words of a text",
-        code: "/// The words of `text` in reverse order, one space apart.\n\
+        source: "/// The words of `text` in reverse order, one space apart.\n\
                pub fn reverse_words(text: &str) -> String {\n    text.split_whitespace().rev().collect::<Vec<_>>().join(\" \")\n}\n\n\
                /// How many words `text` has.\n\
                pub fn word_count(text: &str) -> usize {\n    text.split_whitespace().count()\n}\n",
@@ -64,7 +64,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "roman",
         what: "roman numerals from integers",
-        code: "const NUMERALS: [(u32, &str); 13] = [\n    (1000, \"M\"),\n    (900, \"CM\"),\n    (500, \"D\"),\n    (400, \"CD\"),\n    (100, \"C\"),\n    (90, \"XC\"),\n    (50, \"L\"),\n    (40, \"XL\"),\n    (10, \"X\"),\n    (9, \"IX\"),\n    (5, \"V\"),\n    (4, \"IV\"),\n    (1, \"I\"),\n];\n\n\
+        source: "const NUMERALS: [(u32, &str); 13] = [\n    (1000, \"M\"),\n    (900, \"CM\"),\n    (500, \"D\"),\n    (400, \"CD\"),\n    (100, \"C\"),\n    (90, \"XC\"),\n    (50, \"L\"),\n    (40, \"XL\"),\n    (10, \"X\"),\n    (9, \"IX\"),\n    (5, \"V\"),\n    (4, \"IV\"),\n    (1, \"I\"),\n];\n\n\
                /// `n` in roman numerals (empty for 0).\n\
                pub fn to_roman(mut n: u32) -> String {\n    let mut out = String::new();\n    for (value, numeral) in NUMERALS {\n        while n >= value {\n            out.push_str(numeral);\n            n -= value;\n        }\n    }\n    out\n}\n",
         tests: "use super::*;\n\n#[test]\nfn numerals() {\n    assert_eq!(to_roman(1994), \"MCMXCIV\");\n    assert_eq!(to_roman(4), \"IV\");\n    assert_eq!(to_roman(0), \"\");\n}\n",
@@ -72,7 +72,7 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "rle",
         what: "run-length encoding of text",
-        code: "/// `aaab` as `3a1b`.\n\
+        source: "/// `aaab` as `3a1b`.\n\
                pub fn encode(text: &str) -> String {\n    let mut out = String::new();\n    let mut chars = text.chars().peekable();\n    while let Some(c) = chars.next() {\n        let mut run = 1;\n        while chars.peek() == Some(&c) {\n            chars.next();\n            run += 1;\n        }\n        out.push_str(&run.to_string());\n        out.push(c);\n    }\n    out\n}\n\n\
                /// The inverse of `encode`; `None` for a malformed input.\n\
                pub fn decode(code: &str) -> Option<String> {\n    let mut out = String::new();\n    let mut run = String::new();\n    for c in code.chars() {\n        if c.is_ascii_digit() {\n            run.push(c);\n        } else {\n            let n: usize = run.parse().ok()?;\n            out.extend(std::iter::repeat(c).take(n));\n            run.clear();\n        }\n    }\n    run.is_empty().then_some(out)\n}\n",
@@ -82,14 +82,14 @@ const KINDS: [Kind; 8] = [
     Kind {
         name: "checksum",
         what: "the Adler-32 checksum of bytes",
-        code: "/// Adler-32 of `data`.\n\
+        source: "/// Adler-32 of `data`.\n\
                pub fn adler32(data: &[u8]) -> u32 {\n    const MOD: u32 = 65_521;\n    let (mut a, mut b) = (1u32, 0u32);\n    for byte in data {\n        a = (a + u32::from(*byte)) % MOD;\n        b = (b + a) % MOD;\n    }\n    (b << 16) | a\n}\n",
         tests: "use super::*;\n\n#[test]\nfn known_values() {\n    assert_eq!(adler32(b\"Wikipedia\"), 0x11E6_0398);\n    assert_eq!(adler32(b\"\"), 1);\n}\n",
     },
     Kind {
         name: "stats",
         what: "mean and median of a sample",
-        code: "/// The mean; `None` for an empty sample.\n\
+        source: "/// The mean; `None` for an empty sample.\n\
                pub fn mean(sample: &[f64]) -> Option<f64> {\n    if sample.is_empty() {\n        return None;\n    }\n    Some(sample.iter().sum::<f64>() / sample.len() as f64)\n}\n\n\
                /// The median; `None` for an empty sample.\n\
                pub fn median(sample: &[f64]) -> Option<f64> {\n    let mut sorted = sample.to_vec();\n    sorted.sort_by(|a, b| a.total_cmp(b));\n    let n = sorted.len();\n    match n {\n        0 => None,\n        _ if n % 2 == 1 => Some(sorted[n / 2]),\n        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),\n    }\n}\n",
@@ -106,7 +106,7 @@ pub struct Module {
     /// What it does, for the task's text.
     pub what: &'static str,
     /// `src/<name>.rs`: the code, then `mod tests;` under `#[cfg(test)]`.
-    pub code: String,
+    pub source: String,
     /// `src/<name>/tests.rs`.
     pub tests: String,
     /// Whether the task also adds its line to [`CHANGELOG`].
@@ -172,7 +172,7 @@ pub fn modules(tasks: usize) -> Vec<Module> {
             Module {
                 name,
                 what: kind.what,
-                code: format!("{}\n#[cfg(test)]\nmod tests;\n", kind.code),
+                source: format!("{}\n#[cfg(test)]\nmod tests;\n", kind.source),
                 tests: kind.tests.to_owned(),
                 changelog: i < 2,
             }
@@ -257,7 +257,7 @@ mod tests {
             by_subject(&modules, &modules[9].subject()),
             Some(&modules[9])
         );
-        assert!(modules[0].code.ends_with("#[cfg(test)]\nmod tests;\n"));
+        assert!(modules[0].source.ends_with("#[cfg(test)]\nmod tests;\n"));
     }
 
     #[test]

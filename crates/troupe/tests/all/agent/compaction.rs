@@ -420,3 +420,96 @@ async fn memories_are_selected_before_a_turn_and_extracted_at_the_end_of_the_run
         .unwrap();
     assert!(format!("{:?}", extract.messages).contains("format the code"));
 }
+
+/// A living prompt whose team section changes at every refresh (a teammate's step).
+#[derive(Default)]
+struct Stepping(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl troupe::agent::prompt::SystemPromptSource for Stepping {
+    fn render(&self) -> String {
+        "You are lead.".into()
+    }
+    fn changing(&self) -> Vec<troupe::agent::prompt::Section> {
+        let step = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        vec![troupe::agent::prompt::Section {
+            title: "Team".into(),
+            entries: vec![troupe::agent::prompt::Entry {
+                key: "t".into(),
+                text: format!("- t (step {step})"),
+                gone: "- t: gone".into(),
+            }],
+            empty: "(no teammates)".into(),
+        }]
+    }
+    async fn refresh(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Issue 46 keeps what compaction promises (SPEC §9): the living prompt's notes reach the model
+/// between compactions, but a compaction rebuilds the system prompt whole — with the team as
+/// it is now — and keeps no note; no note is ever written to the transcript.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_rebuilds_the_system_prompt_whole_and_keeps_no_note() {
+    use troupe::agent::prompt::is_note;
+    let setup = Setup::new();
+    let mut script = ScriptedModel::new().text("Hello.");
+    for _ in 0..16 {
+        script = script.tool_call("read_file", json!({"path": "small.txt"}));
+    }
+    let model = Arc::new(script.text("Read it all."));
+    let source = Arc::new(Stepping::default());
+    let mut runner = setup
+        .runner(model.clone(), 4_096)
+        .await
+        .with_system_prompt(source.clone());
+    let cancel = CancellationToken::new();
+    runner.run_user_turn("hi", &cancel).await.unwrap();
+    let outcome = runner
+        .run_user_turn("read the small file sixteen times", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::Answered("Read it all.".into()));
+    assert!(!model.side_requests().is_empty(), "no compaction happened");
+
+    let requests = model.requests();
+    let system = |r: &troupe::model::ModelRequest| match &r.messages[0] {
+        ChatMessage::System { content } => content.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        system(&requests[0]),
+        "You are lead.\n\n## Team\n- t (step 1)"
+    );
+    // The second turn's first request: the same system message, a note before the prompt.
+    let second = &requests[1];
+    assert_eq!(system(second), system(&requests[0]));
+    let notes: Vec<usize> = (0..second.messages.len())
+        .filter(|&i| is_note(&second.messages[i]))
+        .collect();
+    assert_eq!(notes.len(), 1, "{:#?}", second.messages);
+    assert!(matches!(&second.messages[notes[0] + 1],
+        ChatMessage::User { content } if content == "read the small file sixteen times"));
+    assert!(
+        matches!(&second.messages[notes[0]], ChatMessage::User { content } if content.contains("- t (step 2)"))
+    );
+    // After the compaction: the system prompt is whole and current, and no note is kept.
+    let after = requests
+        .iter()
+        .position(|r| {
+            r.messages.iter().any(
+                |m| matches!(m, ChatMessage::User { content } if content.starts_with(SUMMARY_HEADER)),
+            )
+        })
+        .expect("a request after the compaction");
+    let rebuilt = system(&requests[after]);
+    assert_ne!(rebuilt, system(&requests[0]));
+    assert!(
+        rebuilt.starts_with("You are lead.\n\n## Team\n- t (step "),
+        "{rebuilt}"
+    );
+    assert!(!requests[after].messages.iter().any(is_note));
+    assert!(!runner.history().messages().iter().any(is_note));
+    assert!(!setup.transcript().contains("<prompt-update>"));
+}
