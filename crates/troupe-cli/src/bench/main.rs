@@ -39,6 +39,7 @@ mod realwork;
 mod replay;
 mod result;
 mod sandbox;
+mod scripted;
 mod soak;
 mod stats;
 mod team;

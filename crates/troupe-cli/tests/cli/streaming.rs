@@ -190,15 +190,10 @@ pub fn team(request: &Recorded) -> Reply {
     Reply::events(&pieces(&streamed(&response), 9))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_team_flow_runs_against_the_streaming_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let server = SseServer::start().await;
-    server.respond_with(team);
-
-    let out = run(
-        &ws,
+/// `troupe run` of the demo's team flow in `ws` against `server` (answering with [`team`]).
+async fn run_team_flow(ws: &std::path::Path, server: &SseServer) -> super::support::Ran {
+    run(
+        ws,
         &[
             "--prompt",
             troupe::demo::PROMPT,
@@ -216,7 +211,17 @@ async fn the_team_flow_runs_against_the_streaming_server() {
             ("OPENAI_BASE_URL", &server.base_url),
         ],
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_flow_runs_against_the_streaming_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let server = SseServer::start().await;
+    server.respond_with(team);
+
+    let out = run_team_flow(&ws, &server).await;
 
     super::team_flow::assert_done(&ws, &out);
     // Every turn was asked as a stream.
@@ -238,26 +243,7 @@ async fn each_request_of_an_agent_is_its_previous_one_with_messages_appended() {
     let server = SseServer::start().await;
     server.respond_with(team);
 
-    let out = run(
-        &ws,
-        &[
-            "--prompt",
-            troupe::demo::PROMPT,
-            "--approval",
-            "auto",
-            "--sandbox",
-            "off",
-            "--no-memory",
-            "--max-turns",
-            "10",
-        ],
-        &[
-            ("OPENAI_API_KEY", "sk-cli-team-0123456789"),
-            ("OPENAI_MODEL", "gpt-stream"),
-            ("OPENAI_BASE_URL", &server.base_url),
-        ],
-    )
-    .await;
+    let out = run_team_flow(&ws, &server).await;
     super::team_flow::assert_done(&ws, &out);
 
     let turns: Vec<Value> = server

@@ -145,7 +145,8 @@ pub fn is_note_text(text: &str) -> bool {
     text.starts_with(NOTE_HEADER) && text.trim_end().ends_with(NOTE_FOOTER)
 }
 
-fn push_section(out: &mut String, title: &str, body: &str) {
+/// Appends `## <title>` and `body` to `out`, a blank line before; nothing for an empty body.
+pub fn push_section(out: &mut String, title: &str, body: &str) {
     let body = body.trim();
     if body.is_empty() {
         return;

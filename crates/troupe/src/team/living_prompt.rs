@@ -19,7 +19,7 @@ use troupe_wire::{AgentName, ProtocolRequest};
 
 use super::instructions::Instructions;
 use super::runtime::TeamHandle;
-use crate::agent::prompt::{Entry, Section, SystemPromptSource};
+use crate::agent::prompt::{push_section as section, Entry, Section, SystemPromptSource};
 use crate::clock::Clock;
 use crate::sync::lock;
 use crate::tools::ToolRegistry;
@@ -201,17 +201,6 @@ impl SystemPromptSource for LivingPrompt {
 /// What the instructions section says first.
 const INSTRUCTIONS_INTRO: &str = "The workspace's instructions for agents working in it \
      (re-read before each model call; follow them):";
-
-fn section(out: &mut String, title: &str, body: &str) {
-    let body = body.trim();
-    if body.is_empty() {
-        return;
-    }
-    out.push_str("\n\n## ");
-    out.push_str(title);
-    out.push('\n');
-    out.push_str(body);
-}
 
 fn one_line(text: &str) -> String {
     let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -22,12 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use troupe::model::{
-    ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ToolCall,
-};
+use troupe::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
 use troupe::sync::lock;
 use troupe::team::ModelChooser;
 use troupe::wire::AgentName;
+
+use crate::scripted::side_answer;
 
 use super::measure::{coordination, team_tool_definitions, Call, Fixed};
 use super::source::{by_subject, union_of_conflict, Module, CHANGELOG};
@@ -140,7 +140,10 @@ impl ModelClient for AgentModel {
         let start = Instant::now();
         tokio::time::sleep(self.script.latency).await;
         let response = if !turn {
-            ModelResponse::text(side_answer(request.purpose), MODEL)
+            ModelResponse::text(
+                side_answer(request.purpose, "Build the crate's modules."),
+                MODEL,
+            )
         } else if !self.agent.is_lead() {
             teammate(&self.script, &request.messages)
         } else if self.script.mode == Mode::Solo {
@@ -160,21 +163,6 @@ impl ModelClient for AgentModel {
             fixed,
         });
         Ok(response)
-    }
-}
-
-/// The runtime's own calls: a valid summary for compaction, nothing for memory.
-fn side_answer(purpose: Purpose) -> String {
-    match purpose {
-        Purpose::Summary => json!({
-            "current_goal": "Build the crate's modules.",
-            "key_findings": [],
-            "files_read_or_changed": [],
-            "remaining_work": [],
-            "user_constraints": [],
-        })
-        .to_string(),
-        _ => "[]".to_owned(),
     }
 }
 

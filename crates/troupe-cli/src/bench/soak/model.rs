@@ -20,11 +20,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use troupe::bootstrap::ModelChooser;
-use troupe::model::{
-    ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ToolCall,
-};
+use troupe::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
 use troupe::sync::lock;
 use troupe::wire::AgentName;
+
+use crate::scripted::{last_calls, side_answer, trailing_user};
+
+/// What a summary of this bench's conversations says the goal is.
+const GOAL: &str = "Run soak cycles: dispatch work, approve plans, note messages.";
 
 /// What the teammates' messages to the lead carry, followed by a number: the key of a round trip.
 const ROUND_TRIP_TAG: &str = "soak-rt ";
@@ -125,7 +128,10 @@ impl ModelClient for AgentModel {
             tokio::time::sleep(self.shared.latency).await;
         }
         if !request.purpose.is_turn() {
-            return Ok(ModelResponse::text(side_answer(request.purpose), MODEL));
+            return Ok(ModelResponse::text(
+                side_answer(request.purpose, GOAL),
+                MODEL,
+            ));
         }
         let messages = &request.messages;
         if let Some(ChatMessage::Tool { content, .. }) = messages.last() {
@@ -139,43 +145,6 @@ impl ModelClient for AgentModel {
             teammate(&self.shared, &self.agent, messages)
         })
     }
-}
-
-/// The runtime's own calls: a valid summary for compaction, nothing for memory.
-fn side_answer(purpose: Purpose) -> String {
-    match purpose {
-        Purpose::Summary => json!({
-            "current_goal": "Run soak cycles: dispatch work, approve plans, note messages.",
-            "key_findings": ["the soak's earlier cycles went as scripted"],
-            "files_read_or_changed": [],
-            "remaining_work": [],
-            "user_constraints": [],
-        })
-        .to_string(),
-        _ => "[]".to_owned(),
-    }
-}
-
-/// The tool calls of the last assistant message, when the conversation ends on their results.
-fn last_calls(messages: &[ChatMessage]) -> Option<&[ToolCall]> {
-    messages.iter().rev().find_map(|m| match m {
-        ChatMessage::Assistant(a) => Some(a.tool_calls.as_slice()),
-        _ => None,
-    })
-}
-
-/// The user messages since the model last spoke, oldest first.
-fn trailing_user(messages: &[ChatMessage]) -> Vec<&str> {
-    let mut texts: Vec<&str> = messages
-        .iter()
-        .rev()
-        .map_while(|m| match m {
-            ChatMessage::User { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.reverse();
-    texts
 }
 
 fn lead(shared: &Shared, messages: &[ChatMessage]) -> ModelResponse {

@@ -24,11 +24,14 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use troupe::bootstrap::ModelChooser;
-use troupe::model::{
-    ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ToolCall,
-};
+use troupe::model::{ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, ToolCall};
 use troupe::sync::lock;
 use troupe::wire::AgentName;
+
+use crate::scripted::{last_calls, side_answer, trailing_user};
+
+/// What a summary of this bench's conversations says the goal is.
+const GOAL: &str = "Keep the team busy: spawn, hand out work, approve plans.";
 
 use super::record::Recorder;
 
@@ -160,7 +163,10 @@ impl ModelClient for AgentModel {
             tokio::time::sleep(self.script.latency).await;
         }
         if !request.purpose.is_turn() {
-            return Ok(ModelResponse::text(side_answer(request.purpose), MODEL));
+            return Ok(ModelResponse::text(
+                side_answer(request.purpose, GOAL),
+                MODEL,
+            ));
         }
         let messages = &request.messages;
         if let Some(ChatMessage::Tool { content, .. }) = messages.last() {
@@ -174,43 +180,6 @@ impl ModelClient for AgentModel {
             teammate(&self.script, &self.agent, messages)
         })
     }
-}
-
-/// The runtime's own calls: a valid summary for compaction, nothing for memory.
-fn side_answer(purpose: Purpose) -> String {
-    match purpose {
-        Purpose::Summary => json!({
-            "current_goal": "Keep the team busy: spawn, hand out work, approve plans.",
-            "key_findings": ["the teamrun's earlier turns went as scripted"],
-            "files_read_or_changed": [],
-            "remaining_work": [],
-            "user_constraints": [],
-        })
-        .to_string(),
-        _ => "[]".to_owned(),
-    }
-}
-
-/// The tool calls of the last assistant message.
-fn last_calls(messages: &[ChatMessage]) -> Option<&[ToolCall]> {
-    messages.iter().rev().find_map(|m| match m {
-        ChatMessage::Assistant(a) => Some(a.tool_calls.as_slice()),
-        _ => None,
-    })
-}
-
-/// The user messages since the model last spoke, oldest first.
-fn trailing_user(messages: &[ChatMessage]) -> Vec<&str> {
-    let mut texts: Vec<&str> = messages
-        .iter()
-        .rev()
-        .map_while(|m| match m {
-            ChatMessage::User { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.reverse();
-    texts
 }
 
 /// What the lead does about one event of its turn.
