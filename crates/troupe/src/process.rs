@@ -51,9 +51,21 @@ struct GroupGuard {
 /// The groups of every live [`GroupChild`] of this process.
 static LIVE_GROUPS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
+/// Held shared from a command's `spawn` until its group is in [`LIVE_GROUPS`], and exclusively
+/// by [`kill_every_group`]: a command whose shell already runs (it may have printed, written a
+/// file) but whose group is not registered yet is waited for, not missed. `true` once
+/// [`kill_every_group`] ran: no command starts after it.
+static SPAWNING: std::sync::RwLock<bool> = std::sync::RwLock::new(false);
+
 /// Kills the group of every live command, hook and job of this process: for an exit that drops
-/// nothing (`std::process::exit` on a second Ctrl-C), so that none outlives troupe.
+/// nothing (`std::process::exit` on a second Ctrl-C), so that none outlives troupe. A command
+/// being started is waited for and killed too, and none can start afterwards (its spawn
+/// fails): call this only on the way out.
 pub fn kill_every_group() {
+    let mut closed = SPAWNING
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *closed = true;
     for pgid in crate::sync::lock(&LIVE_GROUPS).iter() {
         signal_group(*pgid, libc::SIGKILL);
     }
@@ -156,6 +168,13 @@ impl GroupChild {
         for name in SCRUBBED_ENV {
             command_line.env_remove(name);
         }
+        // Held until the group is registered (see `SPAWNING`).
+        let spawning = SPAWNING
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *spawning {
+            return Err(std::io::Error::other("troupe is exiting"));
+        }
         let mut child = command_line
             .current_dir(cwd)
             .stdin(if input.is_some() {
@@ -172,6 +191,9 @@ impl GroupChild {
             .id()
             .and_then(|id| libc::pid_t::try_from(id).ok())
             .ok_or_else(|| std::io::Error::other("the shell exited before it started"))?;
+        // process_group(0) makes the child's pid its group id.
+        let guard = GroupGuard::new(pid);
+        drop(spawning);
         if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
             tokio::spawn(async move {
                 use tokio::io::AsyncWriteExt;
@@ -183,8 +205,7 @@ impl GroupChild {
         let stderr = child.stderr.take();
         Ok(Self {
             child,
-            // process_group(0) makes the child's pid its group id.
-            guard: GroupGuard::new(pid),
+            guard,
             stdout,
             stderr,
         })
