@@ -351,3 +351,74 @@ fn a_workspace_s_own_retention_that_deletes_waits_for_trust() {
         "the day-old done messages went at the run's close"
     );
 }
+
+#[test]
+fn gc_removes_old_finished_tasks_and_the_board_still_loads() {
+    use std::sync::Arc;
+    use troupe::clock::{Clock, ManualClock, SystemClock};
+    use troupe::ids::RandomIds;
+    use troupe::store::tasks::{FileTaskBoard, NewTask, TaskBoard};
+    use troupe::wire::{AgentName, UtcTime};
+
+    let (_dir, ws) = workspace();
+    // A board of 100 days ago: `old` finished and `next` (pending) blocked by it; `done`
+    // finished and named by nothing.
+    let days_ago = |days: i64| {
+        let now = SystemClock.now();
+        UtcTime::from_unix_millis(now.unix_millis() - days * 86_400_000).unwrap()
+    };
+    let board = FileTaskBoard::new(
+        &troupe::layout::Layout::new(&ws),
+        Arc::new(ManualClock::new(days_ago(100))),
+        Arc::new(RandomIds),
+    );
+    let worker = AgentName::parse("alpha").unwrap();
+    let task = |subject: &str, blocked_by| NewTask {
+        subject: subject.into(),
+        blocked_by,
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for subject in ["old", "done"] {
+            let made = board.create(task(subject, vec![])).await.unwrap();
+            let claimed = board.claim(&made.id, &worker).await.unwrap();
+            let token = claimed.lease.unwrap().token;
+            board.complete(&made.id, &worker, &token).await.unwrap();
+            if subject == "old" {
+                board.create(task("next", vec![made.id])).await.unwrap();
+            }
+        }
+    });
+    let subjects = |ws: &Path| {
+        let listed = json_of(&troupe_in(ws, &["tasks", "--json"]));
+        let mut subjects: Vec<String> = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["subject"].as_str().unwrap().to_owned())
+            .collect();
+        subjects.sort();
+        subjects
+    };
+    assert_eq!(subjects(&ws), ["done", "next", "old"]);
+    let before = digest(&ws);
+    let dry = gc(&ws, &["--dry-run"]);
+    assert_eq!(removed(&dry, "tasks"), 1, "{dry}");
+    assert_eq!(digest(&ws), before, "a dry run changed the state");
+
+    let report = gc(&ws, &[]);
+    assert_eq!(removed(&report, "tasks"), 1, "{report}");
+    let kept = &report["kinds"]["tasks"]["kept"];
+    assert_eq!(
+        kept["a task that stays is blocked by it"]["items"], 1,
+        "{report}"
+    );
+    assert_eq!(kept["an unfinished task"]["items"], 1, "{report}");
+    // The board loads, and `next` can still be claimed (its blocker is there, completed).
+    assert_eq!(subjects(&ws), ["next", "old"]);
+    let shown = troupe_in(&ws, &["gc", "--dry-run"]);
+    assert!(shown.stdout.contains("tasks"), "{}", shown.stdout);
+}

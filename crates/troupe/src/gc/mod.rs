@@ -145,7 +145,10 @@ fn events(
     report: &mut Report,
 ) -> Result<(), GcError> {
     use crate::store::events::segments;
-    let taken = if !held_by_us && !live && layout.state_dir().is_dir() {
+    // A dry run creates nothing: where no run ever took the lock there is none to take (and
+    // no run's stream to roll).
+    let lock_file_missing = sweep.dry_run && !layout.run_lock().exists();
+    let taken = if !held_by_us && !live && layout.state_dir().is_dir() && !lock_file_missing {
         try_lock_exclusive(&layout.run_lock())?.ok()
     } else {
         None

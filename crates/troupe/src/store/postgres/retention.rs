@@ -124,6 +124,7 @@ impl Prune for PgState {
         self.events(sweep, report, &live).await?;
         self.jobs(sweep, report).await?;
         self.recordings(sweep, report, &live).await?;
+        super::tasks::prune(&self.store, sweep, report).await?;
         self.usage(sweep, report).await?;
         Ok(())
     }

@@ -19,10 +19,14 @@ use uuid::Uuid;
 
 use super::{db_error, locked, Lock, PgStore};
 use crate::clock::Clock;
+use crate::error::ErrorCode;
 use crate::ids::IdGenerator;
+use crate::store::retention::{Kind, Report, Sweep};
 use crate::store::tasks::file::sorted;
+use crate::store::tasks::retention::finished_to_remove;
 use crate::store::tasks::rules::{self, Tasks};
 use crate::store::tasks::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId, DEFAULT_LEASE};
+use crate::store::BackendError;
 
 /// The task board of one team in PostgreSQL.
 pub struct PgTaskBoard {
@@ -302,5 +306,79 @@ impl TaskBoard for PgTaskBoard {
             Write::UpdateAndWake,
         )
         .await
+    }
+}
+
+/// Removes the finished tasks `sweep` lets go ([`crate::store::tasks::retention`]) from the
+/// team's board, at most [`super::retention::BATCH`] rows per transaction. Each batch holds
+/// the board's lock, reads the board and decides again, so no change can name a task as a
+/// blocker while it goes and what stays still loads; a gc killed between batches leaves the
+/// rest for the next. With `sweep.dry_run` only reads run.
+pub(super) async fn prune(
+    store: &PgStore,
+    sweep: &Sweep,
+    report: &mut Report,
+) -> Result<(), BackendError> {
+    let size = |task: &Task| encode(task).map_or(0, |body| body.len() as u64);
+    let mut removed: Vec<u64> = Vec::new();
+    loop {
+        let mut decided = Report::new(sweep.dry_run);
+        let mut client = store.client().await?;
+        let gone = if sweep.dry_run {
+            let rows = client
+                .query(ALL, &[&store.team()])
+                .await
+                .map_err(|e| db_error("read the task board", e))?;
+            let tasks = decode_all(store.team(), &rows_of(rows)).map_err(backend)?;
+            finished_to_remove(&tasks, size, sweep, &mut decided)
+        } else {
+            let tx = locked(&mut client, store.team(), Lock::Tasks).await?;
+            let rows = tx
+                .query(ALL, &[&store.team()])
+                .await
+                .map_err(|e| db_error("read the task board", e))?;
+            let tasks = decode_all(store.team(), &rows_of(rows)).map_err(backend)?;
+            let gone = finished_to_remove(&tasks, size, sweep, &mut decided);
+            let batch = &gone[..gone.len().min(super::retention::BATCH)];
+            let ids = batch
+                .iter()
+                .map(|(id, _)| uuid_of(id))
+                .collect::<Result<Vec<Uuid>, _>>()
+                .map_err(backend)?;
+            tx.execute(
+                "DELETE FROM troupe_tasks WHERE team = $1 AND id = ANY($2)",
+                &[&store.team(), &ids],
+            )
+            .await
+            .map_err(|e| db_error("remove finished tasks", e))?;
+            tx.commit()
+                .await
+                .map_err(|e| db_error("commit the removal of finished tasks", e))?;
+            gone
+        };
+        let last = sweep.dry_run || gone.len() <= super::retention::BATCH;
+        let batch = if sweep.dry_run {
+            gone.len()
+        } else {
+            gone.len().min(super::retention::BATCH)
+        };
+        removed.extend(gone[..batch].iter().map(|(_, bytes)| *bytes));
+        if last {
+            // What stays, and why, as the last decision saw it.
+            report.merge(decided);
+            break;
+        }
+    }
+    for bytes in removed {
+        report.removed(Kind::Tasks, bytes);
+    }
+    Ok(())
+}
+
+/// A board gc cannot read is left whole; the error says why.
+fn backend(error: TaskError) -> BackendError {
+    match error {
+        TaskError::Backend(e) => e,
+        other => BackendError::new(other.code(), other.to_string()),
     }
 }

@@ -59,6 +59,8 @@ impl FileState {
         self.prune_transcripts(sweep, report)?;
         self.prune_recordings(sweep, report)?;
         self.compact_usage(sweep, report)?;
+        crate::store::tasks::file::prune(&self.layout, sweep, report)
+            .map_err(|e| board_error(&self.layout, e))?;
         Ok(())
     }
 
@@ -116,6 +118,18 @@ impl FileState {
             live.is_some_and(|since| file.modified >= since)
                 .then_some(needed::LIVE_RUN)
         })
+    }
+}
+
+/// A board gc cannot read is left whole, and said so (its error names the file).
+fn board_error(layout: &Layout, error: crate::store::tasks::TaskError) -> IoError {
+    match error {
+        crate::store::tasks::TaskError::Io(e) => e,
+        other => IoError::new(
+            "prune the task board",
+            &layout.tasks_dir(),
+            std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        ),
     }
 }
 

@@ -50,12 +50,14 @@ pub enum Kind {
     Jobs,
     /// Replay recordings of ended runs.
     Recordings,
+    /// Completed board tasks (never one a task that stays is blocked by).
+    Tasks,
     /// Usage lines, compacted into per-day totals (never removed: totals stay right).
     Usage,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Messages,
         Kind::Quarantine,
         Kind::Requests,
@@ -65,6 +67,7 @@ impl Kind {
         Kind::Worktrees,
         Kind::Jobs,
         Kind::Recordings,
+        Kind::Tasks,
         Kind::Usage,
     ];
 
@@ -80,6 +83,7 @@ impl Kind {
             Kind::Worktrees => "worktrees",
             Kind::Jobs => "jobs",
             Kind::Recordings => "recordings",
+            Kind::Tasks => "tasks",
             Kind::Usage => "usage",
         }
     }
@@ -276,6 +280,7 @@ pub mod needed {
     pub const LIVE_RUN: &str = "a live run uses it";
     pub const PENDING_REQUEST: &str = "a pending request";
     pub const UNFINISHED_TASK: &str = "an unfinished task";
+    pub const BLOCKS_A_TASK: &str = "a task that stays is blocked by it";
     pub const UNFINISHED_JOB: &str = "an unfinished job";
     pub const UNMERGED_BRANCH: &str = "its branch is not merged";
     pub const CONVERSATION: &str = "a conversation refers to it";

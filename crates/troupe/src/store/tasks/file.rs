@@ -31,12 +31,14 @@ use troupe_wire::{strict, AgentName};
 
 use std::time::Duration;
 
+use super::retention::finished_to_remove;
 use super::rules::{self, Tasks};
 use super::{ClaimToken, NewTask, Task, TaskBoard, TaskError, TaskId, DEFAULT_LEASE};
 use crate::clock::Clock;
 use crate::ids::IdGenerator;
 use crate::layout::Layout;
 use crate::store::read::{read_regular, Links};
+use crate::store::retention::{Kind, Report, Sweep};
 use crate::store::{durable, lock, IoError};
 
 /// A task file larger than this is refused as corrupt rather than read into memory.
@@ -106,43 +108,76 @@ impl FileTaskBoard {
         Ok(task)
     }
 
-    /// Every task on disk, checked one by one and as a graph. A missing folder is an empty
-    /// board.
     fn load_all(&self) -> Result<Tasks, TaskError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tasks::new()),
-            Err(e) => return Err(IoError::new("list", &self.dir, e).into()),
-        };
-        let mut tasks = Tasks::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| IoError::new("list", &self.dir, e))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            // The lock file and durable temp files start with a dot; other names are not ours.
-            if name.starts_with(durable::TEMP_PREFIX) {
-                continue;
-            }
-            let Some(stem) = name.strip_suffix(".json") else {
-                continue;
-            };
-            let path = entry.path();
-            let id = TaskId::parse(stem).map_err(|_| TaskError::Corrupt {
-                path: path.display().to_string(),
-                reason: "the file name is not a task id".to_owned(),
-            })?;
-            let task = read_task(&path, &id)?.ok_or_else(|| TaskError::Corrupt {
-                path: path.display().to_string(),
-                reason: "the file vanished while the board was read".to_owned(),
-            })?;
-            tasks.insert(id, task);
-        }
-        rules::check_graph(&tasks).map_err(|reason| TaskError::Corrupt {
-            path: self.dir.display().to_string(),
-            reason,
-        })?;
-        Ok(tasks)
+        load_dir(&self.dir)
     }
+}
+
+/// Removes the finished tasks `sweep` lets go ([`super::retention`]) from `layout`'s board,
+/// under the board's lock: no change can name one as a blocker while it goes, and what stays
+/// still loads. A board that does not load (`task_store_corrupt`) is left whole. With
+/// `sweep.dry_run` nothing is locked or removed.
+pub fn prune(layout: &Layout, sweep: &Sweep, report: &mut Report) -> Result<(), TaskError> {
+    let dir = layout.tasks_dir();
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let _guard = if sweep.dry_run {
+        None
+    } else {
+        Some(lock::lock_exclusive(&layout.tasks_lock())?)
+    };
+    let tasks = load_dir(&dir)?;
+    let size = |task: &Task| task_bytes(task).map_or(0, |b| b.len() as u64);
+    let gone = finished_to_remove(&tasks, size, sweep, report);
+    if !sweep.dry_run && !gone.is_empty() {
+        let names: Vec<std::ffi::OsString> = gone
+            .iter()
+            .map(|(id, _)| format!("{id}.json").into())
+            .collect();
+        durable::remove_in(&dir, &names)?;
+    }
+    for (_, bytes) in gone {
+        report.removed(Kind::Tasks, bytes);
+    }
+    Ok(())
+}
+
+/// Every task in `dir`, checked one by one and as a graph. A missing folder is an empty board.
+fn load_dir(dir: &Path) -> Result<Tasks, TaskError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tasks::new()),
+        Err(e) => return Err(IoError::new("list", dir, e).into()),
+    };
+    let mut tasks = Tasks::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("list", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // The lock file and durable temp files start with a dot; other names are not ours.
+        if name.starts_with(durable::TEMP_PREFIX) {
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
+        let path = entry.path();
+        let id = TaskId::parse(stem).map_err(|_| TaskError::Corrupt {
+            path: path.display().to_string(),
+            reason: "the file name is not a task id".to_owned(),
+        })?;
+        let task = read_task(&path, &id)?.ok_or_else(|| TaskError::Corrupt {
+            path: path.display().to_string(),
+            reason: "the file vanished while the board was read".to_owned(),
+        })?;
+        tasks.insert(id, task);
+    }
+    rules::check_graph(&tasks).map_err(|reason| TaskError::Corrupt {
+        path: dir.display().to_string(),
+        reason,
+    })?;
+    Ok(tasks)
 }
 
 /// Reads and checks one task file; `None` when it does not exist.

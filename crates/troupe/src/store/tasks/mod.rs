@@ -35,6 +35,7 @@
 pub mod file;
 pub mod held;
 pub mod memory;
+pub mod retention;
 pub mod rules;
 
 use std::fmt;

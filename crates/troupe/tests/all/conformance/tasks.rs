@@ -8,7 +8,10 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use troupe::clock::Clock;
 use troupe::error::ErrorCode;
-use troupe::store::tasks::{ClaimToken, NewTask, TaskBoard, TaskId, TaskStatus};
+use troupe::store::postgres::retention::PgState;
+use troupe::store::retention::files::FileState;
+use troupe::store::retention::{needed, Kind, Policy, Prune, Report, Rule, Sweep, WITHIN_AGE};
+use troupe::store::tasks::{ClaimToken, NewTask, Task, TaskBoard, TaskId, TaskStatus};
 use troupe::wire::AgentName;
 
 use super::{both_async, Backend, Stores};
@@ -22,6 +25,7 @@ both_async!(
     an_expired_lease_returns_the_task_once_and_the_stale_holder_cannot_complete,
     renewing_keeps_a_claim_live_and_a_release_gives_it_back,
     tags_and_the_assignee_are_kept_and_an_assigned_task_is_its_assignees,
+    gc_removes_finished_tasks_past_their_age_and_what_stays_still_loads,
 );
 
 fn agent(name: &str) -> AgentName {
@@ -487,4 +491,96 @@ async fn tags_and_the_assignee_are_kept_and_an_assigned_task_is_its_assignees(ba
             .unwrap_err();
         assert_eq!(err.code(), "invalid_arguments", "{bad:?}");
     }
+}
+
+/// Claims and completes `id` as `who`.
+async fn finish(board: &dyn TaskBoard, id: &TaskId, who: &str) {
+    let claimed = board.claim(id, &agent(who)).await.unwrap();
+    let token = claimed.lease.unwrap().token;
+    board.complete(id, &agent(who), &token).await.unwrap();
+}
+
+/// One gc pass over the backend's own state (the workspace's files, or the team's tables).
+async fn gc(s: &Stores, tasks: Rule, dry_run: bool) -> Report {
+    let mut policy = Policy::default();
+    policy.set(Kind::Tasks, tasks);
+    let sweep = Sweep {
+        policy,
+        now: s.clock.now(),
+        dry_run,
+    };
+    let mut report = Report::new(dry_run);
+    match &s.pg {
+        Some(pg) => PgState::new(pg.clone()).prune(&sweep, &mut report).await,
+        None => {
+            FileState::new(s.layout.clone())
+                .prune(&sweep, &mut report)
+                .await
+        }
+    }
+    .unwrap();
+    report
+}
+
+async fn gc_removes_finished_tasks_past_their_age_and_what_stays_still_loads(backend: Backend) {
+    let Some(s) = Stores::new(backend) else {
+        return;
+    };
+    let board = s.board();
+    let day = 24 * 3600 * 1000;
+    // Day 0: a <- b finished (they go together); c finished, but d (pending) is blocked by
+    // it; e claimed and never finished.
+    let a = board.create(new_task("a", vec![])).await.unwrap();
+    finish(&*board, &a.id, "alice").await;
+    let b = board.create(new_task("b", vec![a.id])).await.unwrap();
+    finish(&*board, &b.id, "alice").await;
+    let c = board.create(new_task("c", vec![])).await.unwrap();
+    finish(&*board, &c.id, "alice").await;
+    let d = board.create(new_task("d", vec![c.id])).await.unwrap();
+    let e = board.create(new_task("e", vec![])).await.unwrap();
+    board.claim(&e.id, &agent("bob")).await.unwrap();
+    // Day 39: f finished, within the age at day 40.
+    s.clock.advance_millis(39 * day);
+    let f = board.create(new_task("f", vec![])).await.unwrap();
+    finish(&*board, &f.id, "alice").await;
+    s.clock.advance_millis(day);
+    let thirty_days = Rule {
+        age: Some(Duration::from_secs(30 * 24 * 3600)),
+        size: None,
+    };
+    let subjects = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.subject).collect::<Vec<_>>();
+    let all = subjects(board.list().await.unwrap());
+
+    let dry = gc(&s, thirty_days, true).await;
+    assert_eq!(
+        subjects(board.list().await.unwrap()),
+        all,
+        "a dry run removed tasks"
+    );
+    let report = gc(&s, thirty_days, false).await;
+    assert_eq!(
+        report,
+        Report {
+            dry_run: false,
+            ..dry
+        },
+        "the dry run said what gc did"
+    );
+    let tasks = &report.kinds[&Kind::Tasks];
+    assert_eq!(tasks.removed.items, 2, "{report:?}");
+    let kept = |why: &str| tasks.kept.get(why).map_or(0, |t| t.items);
+    assert_eq!(kept(needed::UNFINISHED_TASK), 2);
+    assert_eq!(kept(needed::BLOCKS_A_TASK), 1);
+    assert_eq!(kept(WITHIN_AGE), 1);
+
+    // What stays loads and works: d's blocker c is there and completed, so d is claimable; a
+    // removed task can no longer be named as a blocker.
+    assert_eq!(subjects(board.list().await.unwrap()), ["c", "d", "e", "f"]);
+    board.claim(&d.id, &agent("alice")).await.unwrap();
+    board.create(new_task("g", vec![c.id])).await.unwrap();
+    let err = board.create(new_task("h", vec![a.id])).await.unwrap_err();
+    assert_eq!(err.code(), "task_not_found", "{err}");
+    // A second gc finds nothing more to remove.
+    let again = gc(&s, thirty_days, false).await;
+    assert_eq!(again.kinds[&Kind::Tasks].removed.items, 0, "{again:?}");
 }
