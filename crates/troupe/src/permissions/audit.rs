@@ -12,9 +12,13 @@
 //! torn last line an interrupted write may have left, so lines never interleave or glue. Lines
 //! are not fsynced: the log is a record for people, not state troupe recovers from, and an fsync
 //! per tool call would dominate dispatch time. A FIFO or symlink in the log's place is refused
-//! when the sink opens, without blocking.
+//! when the sink opens, without blocking (and at every append).
+//!
+//! `troupe gc` removes lines past `[retention] audit` by replacing the log whole
+//! (`store::retention::lines`), so each append opens the log under its sidecar lock
+//! (`journal::append_replaceable`): a line never lands in a log already replaced.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -26,7 +30,7 @@ use crate::clock::Clock;
 use crate::error::ErrorCode;
 use crate::layout::Layout;
 use crate::store::durable;
-use crate::store::journal::{Durability, Journal};
+use crate::store::journal::{self, Durability, Journal};
 use crate::store::team_copy::{AuditLine, CopyTo};
 
 /// A decision before it is stamped with the sink's clock.
@@ -141,8 +145,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 /// Appends to `.troupe/audit.jsonl`.
 pub struct JsonlAuditSink {
-    /// Kept open: one `open` per run, one append per decision.
-    log: Journal,
+    /// Opened for each append, under the lock gc replaces the log under.
+    path: PathBuf,
     clock: Arc<dyn Clock>,
     /// A shared team's audit table, where every line is copied too.
     copy: CopyTo<AuditLine>,
@@ -161,12 +165,13 @@ impl JsonlAuditSink {
 
     /// Opens (creating) an audit log at `path`, whose folder must exist.
     pub fn open_path(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
-        let log = Journal::open(path).map_err(|e| AuditError {
+        // Created now, and refused now if something else is in its place.
+        Journal::open(path).map_err(|e| AuditError {
             path: path.display().to_string(),
             source: e.source,
         })?;
         Ok(Self {
-            log,
+            path: path.to_owned(),
             clock,
             copy: CopyTo::nowhere(),
         })
@@ -180,7 +185,7 @@ impl JsonlAuditSink {
     }
 
     pub fn path(&self) -> &Path {
-        self.log.path()
+        &self.path
     }
 }
 
@@ -188,13 +193,12 @@ impl JsonlAuditSink {
     /// Appends the line of `record` to the file; the line (without its `\n`).
     fn append(&self, record: &AuditRecord) -> Result<Vec<u8>, AuditError> {
         let fail = |source| AuditError {
-            path: self.log.path().display().to_string(),
+            path: self.path.display().to_string(),
             source,
         };
         let mut line = serde_json::to_vec(record).map_err(|e| fail(std::io::Error::other(e)))?;
         line.push(b'\n');
-        self.log
-            .append(&line, Durability::Unsynced)
+        journal::append_replaceable(&self.path, &line, Durability::Unsynced)
             .map_err(|e| fail(e.source))?;
         line.pop();
         Ok(line)
@@ -214,7 +218,7 @@ impl AuditSink for JsonlAuditSink {
                 decision: record.decision.to_owned(),
                 line: String::from_utf8_lossy(&line).into_owned(),
             };
-            self.copy.copy(&copied, &self.log.path().display()).await;
+            self.copy.copy(&copied, &self.path.display()).await;
         }
         Ok(())
     }

@@ -214,6 +214,31 @@ pub fn append(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     Journal::open(path)?.append(bytes, Durability::Synced)
 }
 
+/// Appends whole lines to a log that gc may replace (usage, audit), under its sidecar lock
+/// ([`replace_lock`]), opening the log for this append alone: a line never lands in a log
+/// already replaced by a newer file.
+pub fn append_replaceable(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), IoError> {
+    let _replacing = super::lock::lock_exclusive(&replace_lock(path))?;
+    Journal::open(path)?.append(bytes, durability)
+}
+
+/// The sidecar lock of a log gc may replace (`.usage.lock` beside `usage.jsonl`): every
+/// appender holds it while it opens the log and appends ([`append_replaceable`]); whoever
+/// replaces the log holds it from its read to its replace. The log's own `flock` cannot serve:
+/// it is on the file, and a replaced log is another file, so an appender waiting on the old one
+/// would append to a file no longer named.
+pub(crate) fn replace_lock(path: &Path) -> PathBuf {
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "log".into());
+    path.with_file_name(format!(".{name}.lock"))
+}
+
 /// The complete lines of the log at `path` — everything up to and including the last `\n`; a
 /// torn tail is left out. `Ok(None)` when there is no log. Refuses anything but a regular file,
 /// without blocking.

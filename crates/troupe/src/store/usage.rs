@@ -280,23 +280,9 @@ impl UsageLog {
         if let Some(dir) = self.path.parent() {
             durable::ensure_real_dir(dir)?;
         }
-        // The log is opened under the lock compaction replaces it under, so a line is never
-        // appended to a log already replaced (see `usage_groups::compact`).
-        let _replacing = super::lock::lock_exclusive(&lock_path(&self.path))?;
-        journal::append(&self.path, &line)
+        // Opened under the lock compaction replaces the log under (see `usage_groups::compact`).
+        journal::append_replaceable(&self.path, &line, journal::Durability::Synced)
     }
-}
-
-/// The sidecar lock of the log at `path` (`.usage.lock` beside `usage.jsonl`): every appender
-/// holds it while it opens the log and appends; compaction holds it from its read to its
-/// replace. The log's own `flock` cannot serve: it is on the file, and a replaced log is another
-/// file, so an appender waiting on the old one would append to a file no longer named.
-pub(crate) fn lock_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "usage".into());
-    path.with_file_name(format!(".{name}.lock"))
 }
 
 /// Prompt, completion and total tokens, and of the prompt tokens those read from and written to

@@ -149,7 +149,7 @@ struct Group {
 /// lines unchanged, in their order. The log's last line is always kept as it is, even when it is
 /// old, so the run of the last line (`latest_run`) stays the same.
 ///
-/// Done under the lock every appender takes to open the log ([`super::usage::lock_path`]), from
+/// Done under the lock every appender takes to open the log ([`super::journal::replace_lock`]), from
 /// the read to an atomic replace ([`durable::StagedFile`]): an append waits for it and lands in
 /// the new log, and a kill midway leaves the old log or the new one. Nothing is written with
 /// `dry_run`, nor when no line would go. A missing log is nothing to do; a torn tail is left out
@@ -159,7 +159,7 @@ pub fn compact(path: &Path, before: UtcTime, dry_run: bool) -> Result<Compacted,
     if !path.exists() {
         return Ok(Compacted::default());
     }
-    let _replacing = super::lock::lock_exclusive(&super::usage::lock_path(path))?;
+    let _replacing = super::lock::lock_exclusive(&super::journal::replace_lock(path))?;
     let mut lines = 0usize;
     // First pass: count the lines, and find the last one (kept whatever its age).
     super::journal::for_each_line(path, |number, bytes| {

@@ -732,3 +732,62 @@ async fn the_sql_of_the_large_tables_decides_as_decide_does() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_rows_past_the_age_go_page_by_page_and_the_rest_stay() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let db = s.db.as_ref().unwrap();
+    let now = s.clock.now().unix_millis();
+    // 2,500 decisions 40 days old (more than a page of gc), then 3 of today.
+    let line = |ms: i64, n: u32| {
+        let at = UtcTime::from_unix_millis(ms).unwrap();
+        format!(r#"{{"at":"{at}","agent":"lead","tool":"shell","decision":"allow","n":{n}}}"#)
+    };
+    let insert = |ms: i64, from: u32, to: u32| {
+        let values: Vec<String> = (from..to)
+            .map(|n| {
+                format!(
+                    "('{TEAM}', 'lead', 'shell', 'allow', 'h', 1, '{}')",
+                    line(ms, n)
+                )
+            })
+            .collect();
+        db.execute(&format!(
+            "INSERT INTO troupe_audit (team, agent, tool, decision, host, pid, line) VALUES {}",
+            values.join(", ")
+        ))
+        .unwrap();
+    };
+    insert(now - 40 * DAY_MS, 0, 2_500);
+    insert(now, 2_500, 2_503);
+    let state = PgState::new(s.pg.clone().unwrap());
+    let sweep = |dry_run| Sweep {
+        policy: policy(),
+        now: s.clock.now(),
+        dry_run,
+    };
+    let mut dry_sweep = sweep(true);
+    dry_sweep.policy.set(Kind::Audit, days(30));
+    let mut dry = Report::new(true);
+    state.prune(&dry_sweep, &mut dry).await.unwrap();
+    assert_eq!(removed(&dry, Kind::Audit), 2_500);
+    assert_eq!(rows(db, "troupe_audit"), 2_503, "a dry run changes nothing");
+
+    let mut real = dry_sweep.clone();
+    real.dry_run = false;
+    let mut report = Report::new(false);
+    state.prune(&real, &mut report).await.unwrap();
+    assert_eq!(removed(&report, Kind::Audit), 2_500);
+    assert_eq!(report.kinds[&Kind::Audit].kept[WITHIN_AGE].items, 3);
+    assert_eq!(rows(db, "troupe_audit"), 3);
+    let left = db
+        .query_text("SELECT string_agg(line, '|' ORDER BY id) FROM troupe_audit")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        left,
+        [line(now, 2_500), line(now, 2_501), line(now, 2_502)].join("|")
+    );
+}

@@ -125,6 +125,7 @@ impl Prune for PgState {
         self.jobs(sweep, report).await?;
         self.recordings(sweep, report, &live).await?;
         super::tasks::prune(&self.store, sweep, report).await?;
+        self.audit(sweep, report).await?;
         self.usage(sweep, report).await?;
         Ok(())
     }

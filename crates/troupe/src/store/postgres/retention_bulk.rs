@@ -1,4 +1,5 @@
-//! The kinds of a shared team whose tables can be huge — done and quarantined messages, events —
+//! The kinds of a shared team whose tables can be huge — done and quarantined messages, events,
+//! audit lines —
 //! decided by SQL that gives what [`decide`](crate::store::retention::decide) would, without
 //! reading every row into memory; and usage, compacted (`usage_compact.rs`).
 //!
@@ -24,7 +25,8 @@
 //! the page was read, unseen). A live process's rows are never removed and do not stop the
 //! walk. Where processes'
 //! clocks disagree an older event may follow a newer one: the walk stops at the newer, keeping
-//! more than `decide` would, never less.
+//! more than `decide` would, never less. The audit table is walked the same way (its rows are
+//! the file's lines, each with its `"at"`); no process's audit lines are kept for it.
 //!
 //! Removing a done message's row also forgets its id: a message sent again with that id after
 //! the row is gone is taken as new (the file store, once its `done/` file is removed, does the
@@ -38,6 +40,25 @@ use crate::store::BackendError;
 
 /// Why a per-day usage total is kept: it stands for the old rows.
 pub use crate::store::retention::needed::USAGE_TOTALS;
+
+/// A table pruned as a stream: rows with ids in time order and the time in each `line`'s
+/// `"at"`, with the `host` and `pid` of the process that wrote them.
+#[derive(Clone, Copy)]
+struct Stream {
+    kind: Kind,
+    table: &'static str,
+}
+
+impl Stream {
+    const EVENTS: Stream = Stream {
+        kind: Kind::Events,
+        table: "troupe_events",
+    };
+    const AUDIT: Stream = Stream {
+        kind: Kind::Audit,
+        table: "troupe_audit",
+    };
+}
 
 /// Adds `items` of `bytes` to `tally`.
 fn removed(report: &mut Report, kind: Kind, items: u64, bytes: u64) {
@@ -161,19 +182,41 @@ impl PgState {
         report: &mut Report,
         live: &Live,
     ) -> Result<(), BackendError> {
-        let kind = Kind::Events;
+        self.stream(Stream::EVENTS, sweep, report, live).await
+    }
+
+    /// Audit lines past the rule: a stream like the events (ids handed out as lines are
+    /// written, each line's time in its `"at"`), of which no process's lines are kept.
+    pub(super) async fn audit(
+        &self,
+        sweep: &Sweep,
+        report: &mut Report,
+    ) -> Result<(), BackendError> {
+        self.stream(Stream::AUDIT, sweep, report, &Live::default())
+            .await
+    }
+
+    /// The rows of `stream` past the rule, a page at a time, but those of `live` processes.
+    async fn stream(
+        &self,
+        stream: Stream,
+        sweep: &Sweep,
+        report: &mut Report,
+        live: &Live,
+    ) -> Result<(), BackendError> {
+        let Stream { kind, table } = stream;
         let team = self.store.team();
         let (hosts, pids) = (live.hosts(), live.pids());
         const LIVE: &str = "(host, pid) IN (SELECT * FROM unnest($2::text[], $3::int[]))";
         let totals = self
             .rows(
-                "count the team's events",
+                "count the team's stream rows",
                 &format!(
                     "SELECT count(*) FILTER (WHERE {LIVE}),
                             coalesce(sum(octet_length(line)) FILTER (WHERE {LIVE}), 0)::bigint,
                             count(*) FILTER (WHERE NOT {LIVE}),
                             coalesce(sum(octet_length(line)) FILTER (WHERE NOT {LIVE}), 0)::bigint
-                       FROM troupe_events WHERE team = $1"
+                       FROM {table} WHERE team = $1"
                 ),
                 &[&team, &hosts, &pids],
             )
@@ -194,11 +237,13 @@ impl PgState {
         if let Some(size) = size_of(sweep, kind) {
             let rows = self
                 .rows(
-                    "size the team's events",
-                    "SELECT id FROM (
-                         SELECT id, sum(octet_length(line)) OVER (ORDER BY id DESC) AS used
-                           FROM troupe_events WHERE team = $1) s
-                      WHERE used > $2 ORDER BY id DESC LIMIT 1",
+                    "size the team's stream",
+                    &format!(
+                        "SELECT id FROM (
+                             SELECT id, sum(octet_length(line)) OVER (ORDER BY id DESC) AS used
+                               FROM {table} WHERE team = $1) s
+                          WHERE used > $2 ORDER BY id DESC LIMIT 1"
+                    ),
                     &[&team, &size],
                 )
                 .await?;
@@ -210,10 +255,12 @@ impl PgState {
         loop {
             let page = self
                 .rows(
-                    "read the team's events",
-                    "SELECT id, substring(left(line, 512) FROM '\"at\":\"([^\"]+)\"'),
-                            octet_length(line)::bigint, host, pid
-                       FROM troupe_events WHERE team = $1 AND id > $2 ORDER BY id LIMIT $3",
+                    "read the team's stream",
+                    &format!(
+                        "SELECT id, substring(left(line, 512) FROM '\"at\":\"([^\"]+)\"'),
+                                octet_length(line)::bigint, host, pid
+                           FROM {table} WHERE team = $1 AND id > $2 ORDER BY id LIMIT $3"
+                    ),
                     &[&team, &after, &limit],
                 )
                 .await?;
@@ -244,9 +291,11 @@ impl PgState {
                 // read (its id was handed out before) was not looked at, and stays.
                 let deleted = self
                     .rows(
-                        "remove old events",
-                        "DELETE FROM troupe_events WHERE team = $1 AND id = ANY($2)
-                         RETURNING octet_length(line)::bigint",
+                        "remove old stream rows",
+                        &format!(
+                            "DELETE FROM {table} WHERE team = $1 AND id = ANY($2)
+                             RETURNING octet_length(line)::bigint"
+                        ),
                         &[&team, &ids],
                     )
                     .await?;

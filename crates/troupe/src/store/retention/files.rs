@@ -1,6 +1,6 @@
 //! The file adapter of [`super::Prune`]: the store's own kinds under a workspace's `.troupe/`
 //! — done and quarantined messages, archived requests and their answers, earlier
-//! conversations, recordings, and usage lines (compacted). Jobs, artifacts, events and
+//! conversations, recordings, usage lines (compacted), audit lines and finished board tasks. Jobs, artifacts, events and
 //! worktrees are pruned by `crate::gc`, which knows their records and locks.
 //!
 //! An item's time is its file's modification time: a message's send (renames keep it), a
@@ -59,6 +59,7 @@ impl FileState {
         self.prune_transcripts(sweep, report)?;
         self.prune_recordings(sweep, report)?;
         self.compact_usage(sweep, report)?;
+        super::lines::prune(&self.layout.audit_log(), Kind::Audit, sweep, report)?;
         crate::store::tasks::file::prune(&self.layout, sweep, report)
             .map_err(|e| board_error(&self.layout, e))?;
         Ok(())

@@ -18,6 +18,7 @@
 //! consistent state and the next gc finishes the work.
 
 pub mod files;
+pub mod lines;
 pub mod listing;
 
 use std::collections::BTreeMap;
@@ -52,12 +53,14 @@ pub enum Kind {
     Recordings,
     /// Completed board tasks (never one a task that stays is blocked by).
     Tasks,
+    /// Lines of the audit log (`audit.jsonl`, a shared team's `troupe_audit`).
+    Audit,
     /// Usage lines, compacted into per-day totals (never removed: totals stay right).
     Usage,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Messages,
         Kind::Quarantine,
         Kind::Requests,
@@ -68,6 +71,7 @@ impl Kind {
         Kind::Jobs,
         Kind::Recordings,
         Kind::Tasks,
+        Kind::Audit,
         Kind::Usage,
     ];
 
@@ -84,6 +88,7 @@ impl Kind {
             Kind::Jobs => "jobs",
             Kind::Recordings => "recordings",
             Kind::Tasks => "tasks",
+            Kind::Audit => "audit",
             Kind::Usage => "usage",
         }
     }
@@ -96,7 +101,7 @@ impl Kind {
     pub fn default_rule(&self) -> Rule {
         const DAY: u64 = 24 * 3600;
         let days = match self {
-            Kind::Quarantine => 90,
+            Kind::Quarantine | Kind::Audit => 90,
             Kind::Usage => 90,
             Kind::Transcripts => 90,
             Kind::Worktrees | Kind::Jobs => 7,
