@@ -33,6 +33,8 @@ pub(super) struct RawRetention {
     worktrees: Option<Spanned<RawRule>>,
     jobs: Option<Spanned<RawRule>>,
     recordings: Option<Spanned<RawRule>>,
+    tasks: Option<Spanned<RawRule>>,
+    audit: Option<Spanned<RawRule>>,
     usage: Option<Spanned<RawRule>>,
 }
 
@@ -61,6 +63,8 @@ pub(super) fn parse(
         (Kind::Worktrees, raw.worktrees),
         (Kind::Jobs, raw.jobs),
         (Kind::Recordings, raw.recordings),
+        (Kind::Tasks, raw.tasks),
+        (Kind::Audit, raw.audit),
         (Kind::Usage, raw.usage),
     ];
     for (kind, value) in written {
@@ -240,6 +244,18 @@ mod tests {
         );
         assert_eq!(p.rule(Kind::Jobs).age, Some(Duration::from_secs(60)));
         assert_eq!(p.rule(Kind::Recordings), Kind::Recordings.default_rule());
+    }
+
+    #[test]
+    fn every_kind_is_a_key() {
+        for kind in Kind::ALL {
+            let p = policy_of(&format!("[retention]\n{kind} = \"3d\"\n"));
+            assert_eq!(
+                p.rule(kind).age,
+                Some(Duration::from_secs(3 * 86_400)),
+                "{kind}"
+            );
+        }
     }
 
     #[test]

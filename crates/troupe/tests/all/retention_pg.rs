@@ -791,3 +791,60 @@ async fn audit_rows_past_the_age_go_page_by_page_and_the_rest_stay() {
         [line(now, 2_500), line(now, 2_501), line(now, 2_502)].join("|")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_tasks_go_a_batch_at_a_time_and_the_board_still_loads() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let db = s.db.as_ref().unwrap();
+    let board = s.board();
+    let worker = agent("alice");
+    let done = board
+        .create(troupe::store::tasks::NewTask {
+            subject: "done".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let token = board
+        .claim(&done.id, &worker)
+        .await
+        .unwrap()
+        .lease
+        .unwrap()
+        .token;
+    board.complete(&done.id, &worker, &token).await.unwrap();
+    // 2,500 more finished tasks like it (more than two batches of gc), then one still open.
+    db.execute(&format!(
+        "INSERT INTO troupe_tasks (team, id, status, owner, body)
+         SELECT t.team, u.id, t.status, t.owner, replace(t.body, t.id::text, u.id::text)
+           FROM troupe_tasks t,
+                (SELECT gen_random_uuid() AS id FROM generate_series(1, 2500)) u
+          WHERE t.team = '{TEAM}' AND t.id = '{}'",
+        done.id
+    ))
+    .unwrap();
+    board
+        .create(troupe::store::tasks::NewTask {
+            subject: "open".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows(db, "troupe_tasks"), 2_502);
+    s.clock.advance_millis(40 * DAY_MS);
+
+    let dry = gc(&PgState::new(s.pg.clone().unwrap()), &s, true).await;
+    assert_eq!(removed(&dry, Kind::Tasks), 2_501);
+    assert_eq!(rows(db, "troupe_tasks"), 2_502, "a dry run changes nothing");
+    let report = gc(&PgState::new(s.pg.clone().unwrap()), &s, false).await;
+    assert_eq!(removed(&report, Kind::Tasks), 2_501);
+    assert_eq!(
+        report.kinds[&Kind::Tasks].kept[needed::UNFINISHED_TASK].items,
+        1
+    );
+    let left = board.list().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].subject, "open");
+}

@@ -124,7 +124,7 @@ impl Prune for PgState {
         self.events(sweep, report, &live).await?;
         self.jobs(sweep, report).await?;
         self.recordings(sweep, report, &live).await?;
-        super::tasks::prune(&self.store, sweep, report).await?;
+        super::tasks::prune(&self.store, sweep, report, BATCH).await?;
         self.audit(sweep, report).await?;
         self.usage(sweep, report).await?;
         Ok(())

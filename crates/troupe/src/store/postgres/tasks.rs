@@ -310,7 +310,7 @@ impl TaskBoard for PgTaskBoard {
 }
 
 /// Removes the finished tasks `sweep` lets go ([`crate::store::tasks::retention`]) from the
-/// team's board, at most [`super::retention::BATCH`] rows per transaction. Each batch holds
+/// team's board, at most `batch` rows per transaction. Each batch holds
 /// the board's lock, reads the board and decides again, so no change can name a task as a
 /// blocker while it goes and what stays still loads; a gc killed between batches leaves the
 /// rest for the next. With `sweep.dry_run` only reads run.
@@ -318,6 +318,7 @@ pub(super) async fn prune(
     store: &PgStore,
     sweep: &Sweep,
     report: &mut Report,
+    batch: usize,
 ) -> Result<(), BackendError> {
     let size = |task: &Task| encode(task).map_or(0, |body| body.len() as u64);
     let mut removed: Vec<u64> = Vec::new();
@@ -339,8 +340,7 @@ pub(super) async fn prune(
                 .map_err(|e| db_error("read the task board", e))?;
             let tasks = decode_all(store.team(), &rows_of(rows)).map_err(backend)?;
             let gone = finished_to_remove(&tasks, size, sweep, &mut decided);
-            let batch = &gone[..gone.len().min(super::retention::BATCH)];
-            let ids = batch
+            let ids = gone[..gone.len().min(batch)]
                 .iter()
                 .map(|(id, _)| uuid_of(id))
                 .collect::<Result<Vec<Uuid>, _>>()
@@ -356,13 +356,13 @@ pub(super) async fn prune(
                 .map_err(|e| db_error("commit the removal of finished tasks", e))?;
             gone
         };
-        let last = sweep.dry_run || gone.len() <= super::retention::BATCH;
-        let batch = if sweep.dry_run {
+        let last = sweep.dry_run || gone.len() <= batch;
+        let done = if sweep.dry_run {
             gone.len()
         } else {
-            gone.len().min(super::retention::BATCH)
+            gone.len().min(batch)
         };
-        removed.extend(gone[..batch].iter().map(|(_, bytes)| *bytes));
+        removed.extend(gone[..done].iter().map(|(_, bytes)| *bytes));
         if last {
             // What stays, and why, as the last decision saw it.
             report.merge(decided);
