@@ -238,7 +238,13 @@ impl Player {
                 },
                 Step::Stop => {
                     self.stop.cancel();
-                    // The run's cancellation ends the call at its select; never answered.
+                    // The runtime's own calls (memory, summaries) may run outside the run's
+                    // cancellable select — the run-end memory extraction does — so they fail
+                    // at once, which each of them tolerates; a turn is ended by the run's
+                    // cancellation at its select, never answered.
+                    if !request.purpose.is_turn() {
+                        return Err(stopped());
+                    }
                     std::future::pending::<()>().await;
                 }
                 Step::Wait => {
@@ -584,6 +590,25 @@ mod tests {
                 redactor: Redactor::default(),
             },
         )
+    }
+
+    #[tokio::test]
+    async fn a_runtime_call_that_differs_fails_at_once_with_the_divergence_reported() {
+        let (sys, prompt) = (ChatMessage::system("s"), ChatMessage::user("p"));
+        let player = player(recording(&[vec![sys.clone(), prompt]]));
+        let lead = player.models().model_for(&AgentName::lead());
+        // A memory extraction where the recording has the lead's turn: a divergence, and no
+        // run's cancellation to end the call (it comes after the run).
+        let extraction = ModelRequest::side(Purpose::MemoryExtract, vec![sys]);
+        let answered = tokio::time::timeout(Duration::from_secs(30), lead.complete(&extraction))
+            .await
+            .expect("the call never ended");
+        assert!(answered.is_err());
+        assert!(player.stop_token().is_cancelled());
+        assert!(matches!(
+            player.report().divergence,
+            Some(Divergence::Request { call: 1, .. })
+        ));
     }
 
     #[tokio::test]
