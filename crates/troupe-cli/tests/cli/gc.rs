@@ -422,3 +422,33 @@ fn gc_removes_old_finished_tasks_and_the_board_still_loads() {
     let shown = troupe_in(&ws, &["gc", "--dry-run"]);
     assert!(shown.stdout.contains("tasks"), "{}", shown.stdout);
 }
+
+#[test]
+fn a_shared_teams_run_prunes_the_teams_tables_at_its_close() {
+    use troupe::store::postgres::testing::TestDb;
+    let Some(db) = TestDb::create() else {
+        return;
+    };
+    let url = db.url();
+    let (_dir, ws) = workspace();
+    a_run(&ws, 1, &["--store", &url]);
+    let count = |sql: &str| -> u64 { db.query_text(sql).unwrap().unwrap().parse().unwrap() };
+    let all = "SELECT count(*) FROM troupe_audit";
+    let first = count(all);
+    assert!(first > 0, "the run's decisions are in the team's table");
+    // Those decisions are made two days old.
+    db.execute(
+        "UPDATE troupe_audit SET line = regexp_replace(line, '\"at\":\"[^\"]+\"', \
+         '\"at\":\"2026-01-01T00:00:00.000Z\"')",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("troupe.toml"),
+        "[retention]\nauto = true\naudit = \"1d\"\n",
+    )
+    .unwrap();
+    a_run(&ws, 2, &["--store", &url, "--trust-workspace"]);
+    let old = "SELECT count(*) FROM troupe_audit WHERE line LIKE '%\"at\":\"2026-01-01T%'";
+    assert_eq!(count(old), 0, "the close left the old decisions");
+    assert!(count(all) > 0, "the new run's decisions stay");
+}

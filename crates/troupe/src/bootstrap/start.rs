@@ -408,6 +408,9 @@ pub(super) struct Held {
     mcp: Arc<McpServers>,
     /// A shared team's database parts and its wakeups from other processes.
     shared: Option<(PgParts, WakeGuard)>,
+    /// The shared team's store, kept past the close (which leaves the team): the gc of
+    /// `[retention] auto` prunes the team's tables after it.
+    shared_store: Option<crate::store::postgres::PgStore>,
     _run_lock: LockGuard,
 }
 
@@ -423,6 +426,7 @@ impl Held {
         mcp: Arc<McpServers>,
         run_lock: LockGuard,
     ) -> Self {
+        let shared_store = pg.as_ref().map(|parts| parts.store.clone());
         let shared = pg.map(|parts| {
             let wakeups = parts.wakeups(runtime, takeover);
             // Once the team starts closing (Ctrl-C, SIGTERM, the run's end), its store calls
@@ -439,6 +443,7 @@ impl Held {
             watch,
             mcp,
             shared,
+            shared_store,
             _run_lock: run_lock,
         }
     }
@@ -453,11 +458,12 @@ impl Held {
     ) {
         let layout = Layout::new(workspace);
         let lock = crate::gc::RunLock::Held(&self._run_lock);
-        // A shared team's lead prunes the team's tables too (in bounded batches).
-        let shared: std::sync::Arc<dyn crate::store::retention::Prune> = match &self.shared {
-            Some((parts, _)) => std::sync::Arc::new(
-                crate::store::postgres::retention::PgState::new(parts.store.clone()),
-            ),
+        // A shared team's lead prunes the team's tables too (in bounded batches). The close
+        // has left the team by now (its parts are gone), so the store kept for this.
+        let shared: std::sync::Arc<dyn crate::store::retention::Prune> = match &self.shared_store {
+            Some(store) => std::sync::Arc::new(crate::store::postgres::retention::PgState::new(
+                store.clone(),
+            )),
             None => std::sync::Arc::new(crate::store::retention::NoSharedState),
         };
         match crate::gc::collect(&layout, shared, policy, now, false, lock).await {
