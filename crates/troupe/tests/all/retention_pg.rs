@@ -848,3 +848,73 @@ async fn finished_tasks_go_a_batch_at_a_time_and_the_board_still_loads() {
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].subject, "open");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_current_conversation_s_history_before_its_last_compaction_is_set_aside() {
+    let Some(s) = Stores::new(Backend::Postgres) else {
+        return;
+    };
+    let pg = s.pg.clone().unwrap();
+    let db = s.db.as_ref().unwrap();
+    let transcript = PgTranscriptLog::new(pg.clone(), "lead");
+    // 2,500 lines of history (about 300 KB, more than two batches), a compaction, what follows.
+    let filler = "x".repeat(100);
+    for n in 0..2_500 {
+        transcript
+            .append(format!(r#"{{"n":{n},"text":"{filler}"}}"#).as_bytes())
+            .await
+            .unwrap();
+    }
+    transcript
+        .append(br#"{"compaction":{"summary":"so far"}}"#)
+        .await
+        .unwrap();
+    transcript.append(br#"{"after":1}"#).await.unwrap();
+    let state = PgState::new(pg.clone());
+    let dry = gc(&state, &s, true).await;
+    assert_eq!(
+        rows(db, "troupe_transcripts"),
+        2_502,
+        "a dry run changes nothing"
+    );
+    assert_eq!(removed(&dry, Kind::Transcripts), 0);
+
+    let report = gc(&state, &s, false).await;
+    assert_eq!(
+        removed(&report, Kind::Transcripts),
+        0,
+        "set aside, not yet old"
+    );
+    assert_eq!(
+        transcript.read().await.unwrap(),
+        b"{\"compaction\":{\"summary\":\"so far\"}}\n{\"after\":1}\n".to_vec(),
+        "the conversation loads from its last compaction"
+    );
+    let aside = db
+        .query_text("SELECT count(*) || '/' || min(generation) || '/' || max(generation) FROM troupe_transcripts WHERE generation > 0")
+        .unwrap()
+        .unwrap();
+    assert_eq!(aside, "2500/1/1", "the history is one earlier conversation");
+    // Once old, the history goes as an earlier conversation does.
+    let old = s.clock.now().unix_millis() / 1000;
+    db.execute(&format!(
+        "UPDATE troupe_transcripts SET at = to_timestamp({old}) WHERE generation = 1"
+    ))
+    .unwrap();
+    s.clock.advance_millis(40 * DAY_MS);
+    let later = gc(&state, &s, false).await;
+    assert_eq!(removed(&later, Kind::Transcripts), 1);
+    assert_eq!(rows(db, "troupe_transcripts"), 2);
+    // Too little before the boundary: nothing moves.
+    transcript
+        .append(br#"{"compaction":{"summary":"again"}}"#)
+        .await
+        .unwrap();
+    gc(&state, &s, false).await;
+    assert_eq!(rows(db, "troupe_transcripts"), 3);
+    assert!(transcript
+        .read()
+        .await
+        .unwrap()
+        .starts_with(b"{\"compaction\":{\"summary\":\"so far\"}}"));
+}

@@ -238,6 +238,26 @@ impl PgState {
 
     async fn transcripts(&self, sweep: &Sweep, report: &mut Report) -> Result<(), BackendError> {
         let kind = Kind::Transcripts;
+        if !sweep.dry_run {
+            // Each current conversation's history before its last compaction goes aside first,
+            // to be aged out below like any earlier conversation.
+            let agents = self
+                .rows(
+                    "list the team's conversations",
+                    "SELECT DISTINCT agent FROM troupe_transcripts
+                      WHERE team = $1 AND generation = 0",
+                    &[&self.store.team()],
+                )
+                .await?;
+            let above =
+                i64::try_from(crate::store::retention::files::SET_ASIDE_ABOVE).unwrap_or(i64::MAX);
+            for row in agents {
+                let agent: String = row.get(0);
+                super::PgTranscriptLog::new(self.store.clone(), &agent)
+                    .set_aside_compacted(above, BATCH)
+                    .await?;
+            }
+        }
         let rows = self
             .rows(
                 "read the team's conversations",

@@ -141,4 +141,94 @@ impl PgTranscriptLog {
             })
             .await
     }
+
+    /// Sets aside what the current conversation holds before its last compaction boundary (a
+    /// line that starts `{"compaction"`), when that is at least `above` bytes: those lines move
+    /// to the next free generation, which the `transcripts` rule then ages out, as the file
+    /// store moves them to `<agent>.<n>.jsonl`. No load reads them: a conversation is loaded
+    /// from its last boundary. Lines appended meanwhile come after the boundary and stay. The
+    /// lines move `batch` at a time, each batch its own transaction under
+    /// the set-aside lock; a gc cut between batches leaves the rest for the next. The lines
+    /// moved.
+    pub async fn set_aside_compacted(&self, above: i64, batch: usize) -> Result<u64, BackendError> {
+        let store = &self.store;
+        let agent = &self.agent;
+        let found = self
+            .store
+            .bounded(async {
+                let client = store.client().await?;
+                client
+                    .query_one(
+                        "SELECT b.seq, (SELECT coalesce(sum(octet_length(line)), 0)::bigint
+                                          FROM troupe_transcripts
+                                         WHERE team = $1 AND agent = $2 AND generation = 0
+                                           AND seq < b.seq)
+                           FROM (SELECT max(seq) AS seq FROM troupe_transcripts
+                                  WHERE team = $1 AND agent = $2 AND generation = 0
+                                    AND line LIKE '{\"compaction\"%') b",
+                        &[&store.team(), &agent],
+                    )
+                    .await
+                    .map_err(|e| db_error("find a transcript's last compaction", e))
+            })
+            .await?;
+        let (Some(boundary), before) = (found.get::<_, Option<i64>>(0), found.get::<_, i64>(1))
+        else {
+            return Ok(0);
+        };
+        if before < above {
+            return Ok(0);
+        }
+        let limit = i64::try_from(batch).unwrap_or(i64::MAX);
+        let (mut moved, mut to) = (0u64, None::<i32>);
+        loop {
+            let known = to;
+            let (generation, n) = self
+                .store
+                .bounded(async {
+                    let mut client = store.client().await?;
+                    let tx = client
+                        .transaction()
+                        .await
+                        .map_err(|e| db_error("begin", e))?;
+                    tx.execute(SET_ASIDE_LOCK, &[&store.team(), &agent])
+                        .await
+                        .map_err(|e| db_error("lock a transcript", e))?;
+                    // The next free generation, chosen once: every batch goes to it.
+                    let generation: i32 = match known {
+                        Some(generation) => generation,
+                        None => tx
+                            .query_one(
+                                "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
+                                  WHERE team = $1 AND agent = $2",
+                                &[&store.team(), &agent],
+                            )
+                            .await
+                            .map_err(|e| db_error("read transcript generations", e))?
+                            .get(0),
+                    };
+                    let n = tx
+                        .execute(
+                            "UPDATE troupe_transcripts SET generation = $4
+                              WHERE team = $1 AND agent = $2 AND generation = 0
+                                AND seq IN (SELECT seq FROM troupe_transcripts
+                                             WHERE team = $1 AND agent = $2 AND generation = 0
+                                               AND seq < $3 ORDER BY seq LIMIT $5)",
+                            &[&store.team(), &agent, &boundary, &generation, &limit],
+                        )
+                        .await
+                        .map_err(|e| db_error("set a transcript's history aside", e))?;
+                    tx.commit()
+                        .await
+                        .map_err(|e| db_error("commit a transcript's history set aside", e))?;
+                    Ok((generation, n))
+                })
+                .await?;
+            to = Some(generation);
+            moved += n;
+            if n < batch as u64 {
+                return Ok(moved);
+            }
+        }
+    }
 }

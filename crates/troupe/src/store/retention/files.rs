@@ -135,7 +135,7 @@ fn board_error(layout: &Layout, error: crate::store::tasks::TaskError) -> IoErro
 }
 
 /// Less than this before a conversation's last compaction boundary is left where it is.
-const SET_ASIDE_ABOVE: usize = 256 * 1024;
+pub const SET_ASIDE_ABOVE: usize = 256 * 1024;
 
 /// A current conversation keeps growing across runs even though compaction bounds what is
 /// sent: everything before its last compaction boundary is history no load reads (the
