@@ -38,6 +38,7 @@
 //!   stores.
 //! - `lead.rs` — the lead's runner: its tools, prompt, model and conversation.
 //! - `team.rs` — [`build_team`] and [`Team`]; `worker.rs` — [`build_worker`] and [`Worker`].
+//! - `heap.rs` — the heap a run freed handed back to the system at [`Team::close`].
 //! - `no_team.rs` — the adapters of the commands that run no team: [`inspector`],
 //!   [`inspector_with`], [`PlanReview`] (`troupe review`) and [`send_as_user`], on the one bundle of
 //!   stores `team_stores.rs` builds for either backend;
@@ -50,6 +51,7 @@
 mod approvals;
 mod compact;
 mod factory;
+mod heap;
 mod kit;
 mod lead;
 mod no_team;

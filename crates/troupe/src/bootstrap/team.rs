@@ -88,7 +88,9 @@ impl Team {
     /// groups terminated, recorded as cancelled), then the MCP servers (sessions closed, stdio
     /// servers' process groups killed); then the watch and the run lock.
     /// With `[retention] auto`, gc runs last, still under the run lock (the event stream stays
-    /// open for the caller's `run_ended`, so its open segment is not rolled here).
+    /// open for the caller's `run_ended`, so its open segment is not rolled here). Once the
+    /// team is dropped, the heap the run freed is handed back to the system (`heap.rs`), so a
+    /// process that runs run after run stays the size of one.
     pub async fn close(mut self) {
         close(&self.runtime, Some(&self.cron), &self.jobs, &mut self.held).await;
         end_recording(self.recorder.as_ref(), &self.workspace, self.clock.as_ref()).await;
@@ -97,6 +99,8 @@ impl Team {
                 .auto_gc(&self.workspace, &self.retention, self.clock.now())
                 .await;
         }
+        drop(self);
+        super::heap::give_back_freed();
     }
 }
 

@@ -37,7 +37,7 @@
 //! - `retention.rs`: [`retention::PgState`], what `troupe gc --store` removes (issue 45);
 //!   `retention_bulk.rs`: the same for huge tables as SQL; `retention_runs.rs`: jobs and
 //!   recordings; `usage_compact.rs`: usage rows
-//!   compacted into per-day totals.
+//!   compacted into per-day totals; `retention_vacuum.rs`: the tables vacuumed after a pass.
 
 pub mod artifacts;
 pub mod audit;
@@ -55,6 +55,7 @@ mod response_ack;
 pub mod retention;
 mod retention_bulk;
 mod retention_runs;
+mod retention_vacuum;
 pub mod roster;
 mod schema;
 mod tasks;

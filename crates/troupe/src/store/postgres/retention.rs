@@ -127,6 +127,12 @@ impl Prune for PgState {
         super::tasks::prune(&self.store, sweep, report, BATCH).await?;
         self.audit(sweep, report).await?;
         self.usage(sweep, report).await?;
+        if !sweep.dry_run {
+            let vacuumed = self.vacuum().await?;
+            if !vacuumed.is_empty() {
+                tracing::info!(tables = ?vacuumed, "retention: tables vacuumed after gc");
+            }
+        }
         Ok(())
     }
 }
