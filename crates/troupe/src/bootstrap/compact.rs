@@ -23,8 +23,8 @@ use crate::store::usage::UsageLog;
 use crate::team::recorder::EventRecorder;
 
 use super::options::{BootstrapError, LongLived, StoreChoice};
+use super::run_lock::take_run_lock;
 use super::shared;
-use super::start::take_run_lock;
 
 /// What `troupe compact` did.
 #[derive(Debug)]

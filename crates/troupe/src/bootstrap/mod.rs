@@ -30,6 +30,8 @@
 //! - `approvals.rs` — the run's approval provider as durable permission requests (SPEC §13):
 //!   wrapped at the start, bound to the team once built.
 //! - `observe.rs` — the run's event stream and traces.
+//! - `run_lock.rs` — the workspace's run lock taken at a run's start (`Busy` when another run
+//!   holds it; waited for while `troupe gc` holds it for its short roll of the event stream).
 //! - `start.rs` — the run's start and close, one each for a lead and a worker: run lock, event
 //!   stream, stores, what a dead run left half done, base policy and background jobs; the
 //!   close in reverse order.
@@ -59,6 +61,7 @@ mod observe;
 mod options;
 mod prompts;
 mod rule_tools;
+mod run_lock;
 mod shared;
 mod start;
 mod team;

@@ -22,13 +22,13 @@ use crate::permissions::{JsonlAuditSink, PermissionPolicy};
 use crate::store::events::observed::{ObservedMailbox, ObservedProtocol, ObservedResponseAck};
 use crate::store::events::observed_board::ObservedBoard;
 use crate::store::events::EventLog;
-use crate::store::lock::{try_lock_exclusive, LockGuard};
+use crate::store::lock::LockGuard;
 use crate::store::mailbox::{FileMailboxStore, MailboxStore};
 use crate::store::postgres::PgResponseAck;
 use crate::store::protocol::{JsonProtocolStore, ProtocolStore};
 use crate::store::response_ack::ResponseAck;
 use crate::store::tasks::{FileTaskBoard, HeldClaims, TaskBoard};
-use crate::store::{durable, IoError};
+use crate::store::IoError;
 use crate::team::watch::MailboxWatch;
 use crate::team::{Postman, ProtocolRuntime, TeamRuntime};
 use crate::telemetry::Telemetry;
@@ -64,7 +64,7 @@ pub(super) async fn start(
     role: &str,
 ) -> Result<(Start, UnboundedReceiver<JobCompletion>), BootstrapError> {
     let layout = Layout::new(&settings.workspace);
-    let run_lock = take_run_lock(&layout, settings.clock.as_ref())?;
+    let run_lock = super::run_lock::take_run_lock(&layout, settings.clock.as_ref())?;
     roll_large_events(&layout, &run_lock);
     let pg = open_shared(settings, role).await?;
     let requests = super::approvals::wrap(settings, role);
@@ -295,7 +295,6 @@ fn task_lease(settings: &TeamSettings) -> std::time::Duration {
     settings.settings.tasks.lease
 }
 
-/// Takes the workspace's run lock and writes who holds it; `Busy` when another run has it.
 /// The open segment of the event stream past this is closed at a run's start.
 const ROLL_EVENTS_ABOVE: u64 = 64 * 1024 * 1024;
 
@@ -311,26 +310,6 @@ fn roll_large_events(layout: &Layout, run_lock: &LockGuard) {
             tracing::warn!("closing the event stream's open segment: {e}");
         }
     }
-}
-
-pub(super) fn take_run_lock(
-    layout: &Layout,
-    clock: &dyn Clock,
-) -> Result<LockGuard, BootstrapError> {
-    durable::ensure_real_dir(&layout.state_dir())?;
-    let mut run_lock = match try_lock_exclusive(&layout.run_lock())? {
-        Ok(guard) => guard,
-        Err(holder) => {
-            let holder = if holder.is_empty() {
-                "unknown holder".to_owned()
-            } else {
-                holder
-            };
-            return Err(BootstrapError::Busy { holder });
-        }
-    };
-    run_lock.write_holder(&format!("pid {} since {}", std::process::id(), clock.now()))?;
-    Ok(run_lock)
 }
 
 /// What a dead run left half done: answers recorded but not delivered are delivered (before any

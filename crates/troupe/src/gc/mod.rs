@@ -59,6 +59,21 @@ impl ErrorCode for GcError {
     }
 }
 
+/// What `troupe gc` writes as the run lock's holder while it closes the event stream's open
+/// segment: a run starting meanwhile waits for it (`bootstrap`) instead of saying the
+/// workspace is busy.
+pub const ROLLING: &str = "troupe gc, closing the event stream's open segment";
+
+/// [`ROLLING`] with this process's id.
+pub fn rolling_holder() -> String {
+    format!("{ROLLING} (pid {})", std::process::id())
+}
+
+/// Whether a run lock's holder is gc rolling the event stream.
+pub fn is_rolling(holder: &str) -> bool {
+    holder.starts_with(ROLLING)
+}
+
 /// Who holds the workspace's run lock while gc runs.
 pub enum RunLock<'a> {
     /// gc was asked from outside a run (`troupe gc`): a run holding the lock is live.
@@ -134,7 +149,7 @@ pub async fn collect(
 
 /// The event stream: its open segment is rolled into a closed one only by whoever holds the
 /// run lock with no appender left — `troupe gc` when no run is live, taking the lock for the
-/// roll alone (a run starting meanwhile waits that long, or says the workspace is busy) — then
+/// roll alone, [`ROLLING`] written as the holder (a run starting meanwhile waits for it) — then
 /// whole closed segments go. The closing run's own stream stays open (its `run_ended` is still
 /// to come): it is rolled by the next `troupe gc` or by a run's start once large.
 fn events(
@@ -148,11 +163,15 @@ fn events(
     // A dry run creates nothing: where no run ever took the lock there is none to take (and
     // no run's stream to roll).
     let lock_file_missing = sweep.dry_run && !layout.run_lock().exists();
-    let taken = if !held_by_us && !live && layout.state_dir().is_dir() && !lock_file_missing {
+    let mut taken = if !held_by_us && !live && layout.state_dir().is_dir() && !lock_file_missing {
         try_lock_exclusive(&layout.run_lock())?.ok()
     } else {
         None
     };
+    // A dry run changes no file, the lock's own included.
+    if let Some(guard) = taken.as_mut().filter(|_| !sweep.dry_run) {
+        guard.write_holder(&rolling_holder())?;
+    }
     segments::prune(layout, taken.as_ref(), sweep, report)?;
     Ok(())
 }
