@@ -384,8 +384,8 @@ impl Transcripts for FileTranscripts {
 }
 
 /// Moves the transcript at `path` (`<dir>/<agent>.jsonl`) aside to `<dir>/<agent>.<n>.jsonl`,
-/// with `n` the first of 1, 2, … not taken, so that the agent starts a fresh conversation while
-/// the old one is kept. Never overwrites: the move fails rather than replace a file, and is
+/// with `n` one past the highest taken (`next_earlier_number`), so that the agent starts a
+/// fresh conversation while the old one is kept. Never overwrites: the move fails rather than replace a file, and is
 /// fsynced. Returns where it went, or `None` when there was no transcript. Agent names have no
 /// dots, so a set-aside file can never be another agent's transcript.
 pub fn set_aside(path: &Path) -> Result<Option<PathBuf>, IoError> {
@@ -403,7 +403,8 @@ pub fn set_aside(path: &Path) -> Result<Option<PathBuf>, IoError> {
     };
     durable::ensure_real_dir(dir)?;
     let stem = stem.to_string_lossy();
-    for n in 1u64.. {
+    let first = crate::store::retention::files::next_earlier_number(dir, &stem)?;
+    for n in first.. {
         let target = dir.join(format!("{stem}.{n}.jsonl"));
         match crate::store::moves::rename_noreplace(path, &target) {
             Ok(()) => {
@@ -536,6 +537,16 @@ mod tests {
         assert_eq!(
             std::fs::read(dir.path().join("writer.1.jsonl")).unwrap(),
             b"squatter"
+        );
+        // gc removed the oldest: the next number is still one past the highest kept, and
+        // another agent's numbers (`writer2`) do not count.
+        std::fs::remove_file(dir.path().join("writer.1.jsonl")).unwrap();
+        std::fs::remove_file(dir.path().join("writer.2.jsonl")).unwrap();
+        std::fs::write(dir.path().join("writer2.9.jsonl"), b"another agent").unwrap();
+        std::fs::write(&path, b"third").unwrap();
+        assert_eq!(
+            set_aside(&path).unwrap().unwrap(),
+            dir.path().join("writer.4.jsonl")
         );
     }
 

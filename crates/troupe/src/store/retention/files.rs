@@ -163,7 +163,7 @@ fn set_aside_compacted(path: &Path) -> Result<(), IoError> {
         return Ok(());
     };
     let stem = stem.to_string_lossy();
-    for n in 1u64.. {
+    for n in next_earlier_number(dir, &stem)?.. {
         let earlier = dir.join(format!("{stem}.{n}.jsonl"));
         match durable::create_new(&earlier, &bytes[..cut]) {
             Ok(()) => break,
@@ -172,6 +172,32 @@ fn set_aside_compacted(path: &Path) -> Result<(), IoError> {
         }
     }
     durable::replace(path, &bytes[cut..])
+}
+
+/// The number for `stem`'s next earlier conversation in `dir`: one past the highest of its
+/// `<stem>.<n>.jsonl` files (1 when there is none). Numbers grow with age, and gc removing
+/// the oldest never makes a number come back while a later one is kept; nor does choosing
+/// one try every number taken. (Whoever creates the file still refuses to overwrite one.)
+pub fn next_earlier_number(dir: &Path, stem: &str) -> Result<u64, IoError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(1),
+        Err(e) => return Err(IoError::new("list", dir, e)),
+    };
+    let mut highest = 0u64;
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("list", dir, e))?;
+        let name = entry.file_name();
+        let n = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(".jsonl"))
+            .and_then(|rest| rest.strip_prefix(stem))
+            .and_then(|rest| rest.strip_prefix('.'))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u64>().ok());
+        highest = highest.max(n.unwrap_or(0));
+    }
+    Ok(highest.saturating_add(1))
 }
 
 /// `lead.3.jsonl`: an agent's conversation set aside by a fresh start. Agent names have no dots.
