@@ -311,13 +311,9 @@ impl PgState {
             let deleted = store
                 .bounded(async {
                     let mut client = store.client().await?;
-                    let tx = client
-                        .transaction()
-                        .await
-                        .map_err(|e| db_error("begin", e))?;
-                    tx.execute(super::transcript::SET_ASIDE_LOCK, &[&store.team(), &agent])
-                        .await
-                        .map_err(|e| db_error("lock a transcript", e))?;
+                    let tx =
+                        super::transcript::locked_conversation(&mut client, store.team(), agent)
+                            .await?;
                     let n = tx
                         .execute(
                             "DELETE FROM troupe_transcripts

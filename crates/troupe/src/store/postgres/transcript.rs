@@ -10,8 +10,42 @@ use crate::store::BackendError;
 
 /// The transaction lock on one agent's conversation (team `$1`, agent `$2`) that setting it
 /// aside and gc's removal of its earlier generations both take.
-pub(super) const SET_ASIDE_LOCK: &str =
+const SET_ASIDE_LOCK: &str =
     "SELECT pg_advisory_xact_lock(3, hashtext(current_schema() || '/' || $1 || '/' || $2))";
+
+/// Begins a transaction holding the set-aside lock of `agent`'s conversation (released by its
+/// commit or rollback).
+pub(super) async fn locked_conversation<'a>(
+    client: &'a mut deadpool_postgres::Object,
+    team: &str,
+    agent: &str,
+) -> Result<deadpool_postgres::Transaction<'a>, BackendError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| db_error("begin", e))?;
+    tx.execute(SET_ASIDE_LOCK, &[&team, &agent])
+        .await
+        .map_err(|e| db_error("lock a transcript", e))?;
+    Ok(tx)
+}
+
+/// The next free generation of `agent`'s conversations, read under its set-aside lock.
+async fn next_generation(
+    tx: &deadpool_postgres::Transaction<'_>,
+    team: &str,
+    agent: &str,
+) -> Result<i32, BackendError> {
+    Ok(tx
+        .query_one(
+            "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
+              WHERE team = $1 AND agent = $2",
+            &[&team, &agent],
+        )
+        .await
+        .map_err(|e| db_error("read transcript generations", e))?
+        .get(0))
+}
 
 /// One agent's transcript lines.
 #[derive(Clone)]
@@ -110,22 +144,8 @@ impl PgTranscriptLog {
         self.store
             .bounded(async {
                 let mut client = store.client().await?;
-                let tx = client
-                    .transaction()
-                    .await
-                    .map_err(|e| db_error("begin", e))?;
-                tx.execute(SET_ASIDE_LOCK, &[&store.team(), &agent])
-                    .await
-                    .map_err(|e| db_error("lock a transcript", e))?;
-                let next: i32 = tx
-                    .query_one(
-                        "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
-                      WHERE team = $1 AND agent = $2",
-                        &[&store.team(), &agent],
-                    )
-                    .await
-                    .map_err(|e| db_error("read transcript generations", e))?
-                    .get(0);
+                let tx = locked_conversation(&mut client, store.team(), agent).await?;
+                let next = next_generation(&tx, store.team(), agent).await?;
                 let moved = tx
                     .execute(
                         "UPDATE troupe_transcripts SET generation = $3
@@ -187,25 +207,11 @@ impl PgTranscriptLog {
                 .store
                 .bounded(async {
                     let mut client = store.client().await?;
-                    let tx = client
-                        .transaction()
-                        .await
-                        .map_err(|e| db_error("begin", e))?;
-                    tx.execute(SET_ASIDE_LOCK, &[&store.team(), &agent])
-                        .await
-                        .map_err(|e| db_error("lock a transcript", e))?;
+                    let tx = locked_conversation(&mut client, store.team(), agent).await?;
                     // The next free generation, chosen once: every batch goes to it.
-                    let generation: i32 = match known {
+                    let generation = match known {
                         Some(generation) => generation,
-                        None => tx
-                            .query_one(
-                                "SELECT coalesce(max(generation), 0) + 1 FROM troupe_transcripts
-                                  WHERE team = $1 AND agent = $2",
-                                &[&store.team(), &agent],
-                            )
-                            .await
-                            .map_err(|e| db_error("read transcript generations", e))?
-                            .get(0),
+                        None => next_generation(&tx, store.team(), agent).await?,
                     };
                     let n = tx
                         .execute(
