@@ -258,6 +258,17 @@ enum Suite {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The library's own warnings (a store call that timed out, a gc that failed), on stderr
+    // when asked for: `RUST_LOG=warn troupe-bench soak …`.
+    if let Some(filter) = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|f| !f.trim().is_empty())
+    {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let dir = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let result = match args.suite {
         Suite::Mailbox { n } => mailbox::run(&dir, n),

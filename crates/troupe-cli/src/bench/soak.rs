@@ -90,14 +90,18 @@ pub fn run(dir: &Path, options: &Options) -> BenchResult<Value> {
     let shared = Shared::new(options.latency, names);
     let settings = || team_settings(&root, &shared, db.as_ref(), options.retention);
 
-    runtime.block_on(cycle(settings(), "soak setup: spawn the team"))?;
+    runtime.block_on(cycle(settings(), "soak setup: spawn the team", db.as_ref()))?;
     let start = Instant::now();
     let limit = Duration::from_secs(options.minutes * 60);
     let mut samples: Vec<Sample> = Vec::new();
     let mut round_trips: Vec<Vec<u32>> = Vec::new();
     let (mut cycles, mut failed, mut in_a_row, mut unseen) = (0u64, 0u64, 0usize, 0usize);
     while start.elapsed() < limit {
-        match runtime.block_on(cycle(settings(), "soak cycle: dispatch the work")) {
+        match runtime.block_on(cycle(
+            settings(),
+            "soak cycle: dispatch the work",
+            db.as_ref(),
+        )) {
             Ok(()) => in_a_row = 0,
             Err(e) => {
                 failed += 1;
@@ -214,8 +218,9 @@ fn policy(age: Duration) -> Policy {
     policy
 }
 
-/// One run, as `troupe run --prompt` makes it.
-async fn cycle(settings: TeamSettings, prompt: &str) -> BenchResult<()> {
+/// One run, as `troupe run --prompt` makes it. A run that does not end in time is described
+/// (on PostgreSQL, from the team's tables) before its team is closed.
+async fn cycle(settings: TeamSettings, prompt: &str, db: Option<&TestDb>) -> BenchResult<()> {
     let mut team = build_team(settings).await.map_err(|e| e.to_string())?;
     let mut driver = team.driver();
     let cancel = CancellationToken::new();
@@ -227,7 +232,12 @@ async fn cycle(settings: TeamSettings, prompt: &str) -> BenchResult<()> {
             Ok(())
         }
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("not quiescent within {CYCLE_LIMIT:?}")),
+        Err(_) => {
+            if let Some(db) = db {
+                eprintln!("soak: the team at the time-out: {}", stuck(db));
+            }
+            Err(format!("not quiescent within {CYCLE_LIMIT:?}"))
+        }
     };
     drop(driver);
     team.close().await;
@@ -247,4 +257,20 @@ fn state_bytes(root: &Path, db: Option<&TestDb>) -> BenchResult<u64> {
         )
         .map_err(|e| format!("the state's size: {e}"))?;
     Ok(text.and_then(|t| t.parse().ok()).unwrap_or(0))
+}
+
+/// The soak team's open messages, teammate leases and workers, in one line.
+fn stuck(db: &TestDb) -> String {
+    let sql = "SELECT concat_ws(' | ', 'now ' || clock_timestamp()::text, \
+        'messages: ' || (SELECT string_agg(agent || ' ' || state || coalesce(' by ' || claimed_by, '') \
+            || coalesce(' until ' || lease_until::text, ''), ', ' ORDER BY agent, created_ms) \
+            FROM troupe_messages WHERE team = 'soak'), \
+        'teammates: ' || (SELECT string_agg(name || ' ' || coalesce(holder, '-') || coalesce(' until ' \
+            || lease_until::text, ''), ', ' ORDER BY name) FROM troupe_teammates WHERE team = 'soak'), \
+        'workers: ' || (SELECT string_agg(id || ' ' || role || ' heartbeat ' || heartbeat_at::text, ', ') \
+            FROM troupe_workers WHERE team = 'soak'))";
+    match db.query_text(sql) {
+        Ok(text) => text.unwrap_or_default(),
+        Err(e) => format!("(unreadable: {e})"),
+    }
 }
