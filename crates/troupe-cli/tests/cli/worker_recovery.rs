@@ -6,7 +6,10 @@
 //!   the takeover (not when the board's five-minute lease runs out), so the task is completed
 //!   exactly once within the teammate lease plus 2 s;
 //! - an idle teammate in a worker: the worker's takeover looks find nothing to do and change no
-//!   status (no `teammate_status` events while nothing changes).
+//!   status (no `teammate_status` events while nothing changes);
+//! - a lead that runs its teammates itself, starting while an earlier run's lease on one is
+//!   still live: it takes the teammate over once the lease runs out, as a worker does, and the
+//!   run ends (it used to wait for that teammate for ever).
 //!
 //! Skipped (with a notice) where no PostgreSQL can be reached.
 
@@ -63,12 +66,18 @@ struct Lead(Option<Child>);
 
 impl Lead {
     fn start(ws: &Path, url: &str, script: &Value, lease: &str) -> Self {
+        Self::start_as(ws, url, script, lease, true)
+    }
+
+    /// With `local_workers`, the lead's process runs the teammates (`troupe run`'s default).
+    fn start_as(ws: &Path, url: &str, script: &Value, lease: &str, no_local: bool) -> Self {
         let script = script_in(ws, script);
         let mut c: Command = command(ws);
         c.args(["run", "--workspace", ws.to_str().unwrap(), "--prompt", "go"])
             .args(["--approval", "auto", "--sandbox", "off", "--no-memory"])
             .args(["--model-script", script.to_str().unwrap()])
-            .args(["--store", url, "--no-local-workers"])
+            .args(["--store", url])
+            .args(no_local.then_some("--no-local-workers"))
             .env("TROUPE_LEASE", lease)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -276,4 +285,52 @@ fn an_idle_teammate_in_a_worker_changes_no_status_while_nothing_changes() {
         &after[settled..]
     );
     assert_eq!(worker.stop(), 0);
+}
+
+#[test]
+fn a_lead_running_its_teammates_takes_over_one_an_earlier_run_left_leased() {
+    let Some(db) = TestDb::create() else { return };
+    let url = db.url();
+    let lease = "2s";
+    let (_l, lead_ws) = workspace();
+    // The first run spawns alpha, which answers; the run ends with alpha idle.
+    let first = json!({"agents": {
+        "lead": [
+            {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "role": "worker", "prompt": "Say ready."}}]},
+            text("waiting"), text("noted"), text("noted")
+        ],
+        "alpha": [text("ready"), text("ready")]
+    }});
+    let (code, stderr) =
+        Lead::start_as(&lead_ws, &url, &first, lease, false).finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{stderr}");
+    // An earlier run that could not free alpha's lease (killed, or its close cut short):
+    // another holder has it for two more seconds.
+    db.execute(
+        "UPDATE troupe_teammates SET holder = 'gone:1:00000000', \
+           lease_until = clock_timestamp() + interval '2 seconds' WHERE name = 'alpha'",
+    )
+    .unwrap();
+    // The next run sends alpha a message and is over only once alpha has answered it.
+    let second = json!({"agents": {
+        "lead": [
+            {"tool_calls": [{"name": "send_message", "arguments": {"to": "alpha", "content": "once more"}}]},
+            text("waiting"), text("noted"), text("noted"), text("noted")
+        ],
+        "alpha": [text("done again"), text("done again")]
+    }});
+    let (code, stderr) =
+        Lead::start_as(&lead_ws, &url, &second, lease, false).finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{stderr}");
+    let answered = db
+        .query_text(
+            "SELECT count(*) FROM troupe_transcripts \
+              WHERE agent = 'alpha' AND line LIKE '%done again%'",
+        )
+        .unwrap();
+    assert_eq!(
+        answered.as_deref(),
+        Some("1"),
+        "alpha answered once: {stderr}"
+    );
 }

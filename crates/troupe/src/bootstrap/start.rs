@@ -395,7 +395,8 @@ pub(super) struct Held {
 
 impl Held {
     /// Sets `runtime` going: a shared team's wakeups from other processes are forwarded
-    /// to it (with `takeover`, a worker's, the look for teammates whose lease ran out), then
+    /// to it (with `takeover` — a worker, or a lead that runs teammates — the look for teammates
+    /// whose lease ran out), then
     /// every agent is woken for what is already waiting.
     pub(super) async fn running(
         runtime: &TeamRuntime,

@@ -23,7 +23,7 @@ use crate::team::{Driver, ExternalEvents, TeamRuntime};
 
 use super::factory::{team_runtime, Crew};
 use super::lead::lead;
-use super::options::{BootstrapError, TeamSettings};
+use super::options::{BootstrapError, StoreChoice, TeamSettings};
 use super::start::{close, end_recording, start, Held, Start};
 
 /// A built team, ready to drive.
@@ -150,10 +150,16 @@ pub async fn build_team(mut settings: TeamSettings) -> Result<Team, BootstrapErr
     } else {
         None
     };
+    // A lead whose process runs teammates (a shared team's default) takes over, as a worker
+    // does, those whose lease runs out: one still leased at the start by an earlier run that
+    // could not free it (killed, its close cut short) would otherwise never run here, and the
+    // run would wait for it for ever.
+    let takeover =
+        matches!(&settings.store, StoreChoice::Postgres(options) if options.local_workers);
     let held = Held::running(
         &runtime,
         stores.pg.take().map(|on| on.parts),
-        false,
+        takeover,
         watch,
         settings.mcp.clone(),
         run_lock,
