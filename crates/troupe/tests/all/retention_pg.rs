@@ -919,17 +919,21 @@ async fn a_current_conversation_s_history_before_its_last_compaction_is_set_asid
         .starts_with(b"{\"compaction\":{\"summary\":\"so far\"}}"));
 }
 
-/// `vacuum_count` of one of the schema's tables: manual vacuums only (autovacuum's are counted
-/// apart).
-fn vacuums(db: &TestDb, table: &str) -> u64 {
+/// One counter of `pg_stat_user_tables` for one of the schema's tables.
+fn table_stat(db: &TestDb, table: &str, column: &str) -> u64 {
     db.query_text(&format!(
-        "SELECT vacuum_count FROM pg_stat_user_tables \
+        "SELECT {column} FROM pg_stat_user_tables \
           WHERE schemaname = current_schema() AND relname = '{table}'"
     ))
     .unwrap()
     .unwrap()
     .parse()
     .unwrap()
+}
+
+/// Manual vacuums of a table (autovacuum's are counted apart).
+fn vacuums(db: &TestDb, table: &str) -> u64 {
+    table_stat(db, table, "vacuum_count")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -964,16 +968,7 @@ async fn a_gc_vacuums_the_tables_whose_dead_rows_pass_a_fifth_of_the_live_ones()
     ))
     .unwrap();
     assert_eq!(rows(db, "troupe_audit"), 10);
-    let dead = |table: &str| -> u64 {
-        db.query_text(&format!(
-            "SELECT n_dead_tup FROM pg_stat_user_tables \
-              WHERE schemaname = current_schema() AND relname = '{table}'"
-        ))
-        .unwrap()
-        .unwrap()
-        .parse()
-        .unwrap()
-    };
+    let dead = |table: &str| table_stat(db, table, "n_dead_tup");
     assert_eq!((dead("troupe_audit"), dead("troupe_jobs")), (1_000, 10));
 
     let state = PgState::new(s.pg.clone().unwrap());
