@@ -404,7 +404,7 @@ pub fn set_aside(path: &Path) -> Result<Option<PathBuf>, IoError> {
     durable::ensure_real_dir(dir)?;
     let stem = stem.to_string_lossy();
     let first = crate::store::retention::files::next_earlier_number(dir, &stem)?;
-    for n in first.. {
+    for n in first..=u64::MAX {
         let target = dir.join(format!("{stem}.{n}.jsonl"));
         match crate::store::moves::rename_noreplace(path, &target) {
             Ok(()) => {
@@ -548,6 +548,13 @@ mod tests {
             set_aside(&path).unwrap().unwrap(),
             dir.path().join("writer.4.jsonl")
         );
+        // A planted file with the highest number there is: a clear error, the transcript
+        // where it was, no overflow.
+        std::fs::write(dir.path().join(format!("writer.{}.jsonl", u64::MAX)), b"x").unwrap();
+        std::fs::write(&path, b"fourth").unwrap();
+        let err = set_aside(&path).unwrap_err();
+        assert!(err.to_string().contains("no free name"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"fourth");
     }
 
     #[tokio::test]

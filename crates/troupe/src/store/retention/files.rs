@@ -163,13 +163,25 @@ fn set_aside_compacted(path: &Path) -> Result<(), IoError> {
         return Ok(());
     };
     let stem = stem.to_string_lossy();
-    for n in next_earlier_number(dir, &stem)?.. {
+    let mut kept = false;
+    for n in next_earlier_number(dir, &stem)?..=u64::MAX {
         let earlier = dir.join(format!("{stem}.{n}.jsonl"));
         match durable::create_new(&earlier, &bytes[..cut]) {
-            Ok(()) => break,
+            Ok(()) => {
+                kept = true;
+                break;
+            }
             Err(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
+    }
+    // The history is cut from the current file only once it is kept elsewhere.
+    if !kept {
+        return Err(IoError::new(
+            "set aside",
+            path,
+            std::io::Error::other("no number is left for an earlier conversation"),
+        ));
     }
     durable::replace(path, &bytes[cut..])
 }

@@ -232,4 +232,18 @@ fn a_conversation_s_history_before_its_last_compaction_is_set_aside_and_loads_th
     // A second pass has nothing more to set aside.
     run(&FileState::new(layout.clone()), &sweep(false));
     assert!(!layout.transcripts_dir().join("lead.2.jsonl").exists());
+
+    // A planted earlier conversation with the highest number there is: no number is left for
+    // the history, the pass fails clearly, and the current conversation is left whole.
+    std::fs::write(&path, &text).unwrap();
+    let planted = layout
+        .transcripts_dir()
+        .join(format!("lead.{}.jsonl", u64::MAX));
+    std::fs::write(&planted, b"planted").unwrap();
+    let mut report = Report::new(false);
+    let err = FileState::new(layout.clone())
+        .prune_blocking(&sweep(false), &mut report)
+        .unwrap_err();
+    assert!(err.to_string().contains("no number is left"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
 }
